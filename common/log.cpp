@@ -1,0 +1,116 @@
+// Implementation of common/log.hpp.
+#include "common/log.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+
+#include "common/memory.hpp"
+
+namespace sluice {
+namespace {
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+const double g_start = now_seconds();
+std::mutex g_mutex;
+}  // namespace
+
+void set_log_level(LogLevel level) {
+  g_level = static_cast<int>(level);
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(g_level.load());
+}
+
+double now_seconds() {
+  using clock = std::chrono::steady_clock;
+  return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+void log_line(LogLevel level, const std::string& message) {
+  if (log_level() < level) return;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::fprintf(stderr, "[sluice +%.1fs] %s\n", now_seconds() - g_start, message.c_str());
+  std::fflush(stderr);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024.0 && unit < 4) {
+    bytes /= 1024.0;
+    ++unit;
+  }
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
+  return buffer;
+}
+
+StageTimer::StageTimer(std::string name) : name_(std::move(name)), start_(now_seconds()) {}
+StageTimer::~StageTimer() {
+  if (!done_) finish();
+}
+double StageTimer::elapsed() const {
+  return now_seconds() - start_;
+}
+double StageTimer::finish() {
+  const double seconds = elapsed();
+  if (!done_) {
+    done_ = true;
+    log_info("stage ", name_, ": ", seconds, " s, memory ", format_bytes(current_rss_bytes()),
+             ", peak ", format_bytes(peak_rss_bytes()));
+  }
+  return seconds;
+}
+
+Progress::Progress(std::string name, std::uint64_t total)
+    : name_(std::move(name)),
+      total_(total),
+      start_(now_seconds()),
+      enabled_(isatty(STDERR_FILENO) && log_level() >= LogLevel::kInfo) {}
+Progress::~Progress() {
+  finish();
+}
+
+void Progress::add(std::uint64_t amount) {
+  std::uint64_t done;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    done_ += amount;
+    done = done_;
+  }
+  draw(done);
+}
+void Progress::set(std::uint64_t done) {
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    done_ = done;
+  }
+  draw(done);
+}
+
+void Progress::draw(std::uint64_t done) {
+  if (!enabled_ || finished_) return;
+  const double now = now_seconds();
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (now - last_draw_ < 0.25 && done < total_) return;
+  last_draw_ = now;
+  const double fraction = total_ ? static_cast<double>(done) / total_ : 1.0;
+  const double elapsed = now - start_;
+  const double eta = fraction > 0 ? elapsed * (1.0 - fraction) / fraction : 0.0;
+  std::fprintf(stderr, "\r%s %5.1f%%  %.1f s  ETA %.1f s   ", name_.c_str(), 100.0 * fraction,
+               elapsed, eta);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (finished_) return;
+  finished_ = true;
+  if (enabled_) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    std::fprintf(stderr, "\r%s 100.0%%  %.1f s%20s\n", name_.c_str(), now_seconds() - start_, "");
+  }
+}
+
+}  // namespace sluice

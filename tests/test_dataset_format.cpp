@@ -1,0 +1,80 @@
+// Round trip of the HDF5 dataset format and its validation.
+#include <gtest/gtest.h>
+
+#include "common/error.hpp"
+#include "formats/dataset.hpp"
+#include "tests/support/paths.hpp"
+
+namespace sluice {
+namespace {
+
+// 4 vertices: 0->1, 1->0, 2->1, 3->2 (as in-edge CSR: row v lists sources of edges into v).
+Dataset tiny_dataset() {
+  Dataset d;
+  d.name = "tiny";
+  d.source = "test";
+  d.num_nodes = 4;
+  d.indptr = {0, 1, 3, 4, 4};
+  d.indices = {1, 0, 2, 3};
+  d.feature_dim = 2;
+  d.features = {0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f};
+  d.num_classes = 2;
+  d.labels = {0, 1, -1, 1};
+  d.train = {0, 1};
+  d.valid = {3};
+  d.test = {2};
+  d.original_ids = {10, 20, 30, 40};
+  return d;
+}
+
+TEST(DatasetFormat, RoundTripKeepsEverything) {
+  test::ScratchDir dir;
+  const Dataset d = tiny_dataset();
+  write_dataset(dir.file("d.h5"), d);
+  const Dataset r = read_dataset(dir.file("d.h5"));
+  EXPECT_EQ(r.name, "tiny");
+  EXPECT_EQ(r.num_nodes, 4);
+  EXPECT_EQ(r.indptr, d.indptr);
+  EXPECT_EQ(r.indices, d.indices);
+  EXPECT_EQ(r.features, d.features);
+  EXPECT_EQ(r.labels, d.labels);
+  EXPECT_EQ(r.train, d.train);
+  EXPECT_EQ(r.valid, d.valid);
+  EXPECT_EQ(r.test, d.test);
+  EXPECT_EQ(r.original_ids, d.original_ids);
+  const DatasetInfo info = read_dataset_info(dir.file("d.h5"));
+  EXPECT_EQ(info.num_edges, 4);
+  EXPECT_EQ(info.fingerprint, compute_fingerprint(d));
+  float rows[4];
+  read_feature_rows(dir.file("d.h5"), 1, 3, rows);
+  EXPECT_EQ(rows[0], 2.f);
+  EXPECT_EQ(rows[3], 5.f);
+}
+
+TEST(DatasetFormat, FingerprintChangesWithEdges) {
+  Dataset a = tiny_dataset();
+  Dataset b = tiny_dataset();
+  b.indices[0] = 3;
+  EXPECT_NE(compute_fingerprint(a), compute_fingerprint(b));
+}
+
+TEST(DatasetFormat, InvalidDatasetIsRefusedAndNoFileLeft) {
+  test::ScratchDir dir;
+  Dataset d = tiny_dataset();
+  d.labels[2] = 5;
+  EXPECT_THROW(write_dataset(dir.file("d.h5"), d), InputError);
+  EXPECT_TRUE(test::list_dir(dir.path()).empty());
+}
+
+TEST(DatasetFormat, MissingOutputDirectoryIsAnInputError) {
+  test::ScratchDir dir;
+  try {
+    write_dataset(dir.file("missing/d.h5"), tiny_dataset());
+    FAIL() << "expected an error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -74,6 +74,8 @@ struct PlanStats {
   double cost_before = 0;                 // cost model, per feature float, without reorganization
   double cost_after = 0;                  // with the layout kept
   std::int64_t cost_feature_dim = 0;      // width used for the byte figures below (0 if none)
+  double partition_seconds = 0;           // wall time of level-1 partitioning (METIS or baseline)
+  double build_seconds = 0;               // wall time of everything else in build_plan
 };
 
 struct Plan {

@@ -1,0 +1,220 @@
+// The operator interface: everything the training schedule (train/) asks of a "device" (one
+// logical GPU = one partition). Implemented twice, side by side:
+//   kernels/cpu/   CpuDevice   — OpenMP + BLAS on host memory; the numerical reference, runs in CI
+//   kernels/cuda/  CudaDevice  — cuSPARSE/cuBLAS/own kernels; several logical devices may share
+//                                one physical GPU (peer reads become local reads)
+// The mathematics each operator serves is fixed in docs/model-math.md.
+//
+// Conventions
+// - Every matrix is dense, float32, row-major with a leading dimension (ld >= cols).
+// - Device objects (Mat, Idx, Csr) are non-owning views of memory the Device allocated; the
+//   Device owns and frees everything it allocated (allocate once at setup, never in the loop).
+// - HostMat is host memory the Backend allocated (pinned + mapped for CUDA), shared by devices.
+// - Operations are asynchronous and ordered per device (one in-order stream on CUDA).
+//   Results read on the host (loss sums, predictions) are valid after synchronize().
+//   Cross-device operations (pull_rows, push_add_rows) require the caller to have synchronized
+//   the other device's producing work first (the schedule puts a barrier between phases).
+// - Index arrays hold 32-bit positions (vertex_t); counts are 64-bit.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/types.hpp"
+
+namespace sluice {
+
+// A dense row-major float matrix view (device memory for Mat, host memory for HostMat).
+struct Mat {
+  float* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld = 0;  // distance between rows, in floats
+
+  Mat row_block(std::int64_t begin, std::int64_t count) const {
+    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= rows, "row block [", begin, ", +",
+                   count, ") outside ", rows, " rows");
+    return Mat{data + begin * ld, count, cols, ld};
+  }
+  Mat col_block(std::int64_t begin, std::int64_t count) const {
+    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= cols, "column block [", begin,
+                   ", +", count, ") outside ", cols, " columns");
+    return Mat{data + begin, rows, count, ld};
+  }
+  bool empty() const { return rows == 0 || cols == 0; }
+};
+using HostMat = Mat;
+
+// A device-resident array of 32-bit indices.
+struct Idx {
+  const vertex_t* data = nullptr;
+  std::int64_t size = 0;
+};
+
+// A device-resident CSR matrix (rows x cols) uploaded once; `id` lets a backend keep per-matrix
+// state (cuSPARSE descriptors, workspaces). Values are passed separately to each operation so
+// one structure serves several weightings (GCN norms, SAGE means, GAT attention).
+struct Csr {
+  int id = -1;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t nnz = 0;
+};
+
+enum class Activation { kNone, kRelu, kElu };
+
+// Keys of the counter-based dropout of docs/model-math.md.
+struct DropoutKey {
+  std::uint64_t seed = 0;
+  std::int64_t epoch = 0;
+  std::int32_t layer = 0;
+  float rate = 0.f;  // p; 0 disables
+};
+
+// Byte/row counters per transfer path, kept by each device for metrics.
+struct TransferCounters {
+  std::int64_t h2d_gather_rows = 0, h2d_gather_bytes = 0;  // load_rows
+  std::int64_t h2d_block_bytes = 0;                        // load_block
+  std::int64_t d2h_bytes = 0;                              // store_block, flush_add_rows
+  std::int64_t p2p_rows = 0, p2p_bytes = 0;                // pull_rows, push_add_rows
+};
+
+// Thrown when an allocation would exceed the device's memory budget.
+class OutOfDeviceMemory : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual int index() const = 0;  // logical device = partition index
+  virtual std::string name() const = 0;
+
+  // ---- memory (every allocation is accounted against the budget) ----
+  virtual Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
+  virtual Idx upload(const std::vector<vertex_t>& values, const std::string& what) = 0;
+  // indptr: rows + 1 offsets; columns: indptr.back() entries in [0, num_cols).
+  virtual Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                         std::int64_t num_cols, const std::string& what) = 0;
+  virtual std::int64_t bytes_in_use() const = 0;
+  virtual std::int64_t peak_bytes() const = 0;
+  // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.
+  virtual void write(const float* host, std::int64_t count, float* device) = 0;
+  virtual void read(const float* device, std::int64_t count, float* host) = 0;
+
+  // ---- transfers ----
+  // dst[dst_rows[i]] = src[src_rows[i]] for i < src_rows.size (zero-copy gather from host;
+  // src_rows ascending for full link speed).
+  virtual void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) = 0;
+  // dst = src rows [src_row, src_row + dst.rows) (contiguous host -> device).
+  virtual void load_block(HostMat src, std::int64_t src_row, Mat dst) = 0;
+  // dst rows [dst_row, dst_row + src.rows) = src (contiguous device -> host).
+  virtual void store_block(Mat src, HostMat dst, std::int64_t dst_row) = 0;
+  // dst[dst_rows[i]] = owner_buf[owner_rows[i]] where owner_buf lives on `owner` (P2P pull).
+  virtual void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                         Mat dst) = 0;
+  // owner_buf[owner_rows[i]] += src[src_rows[i]] atomically, owner_buf on `owner` (P2P push).
+  virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
+                             Idx owner_rows) = 0;
+  // host[host_rows[i]] += src[src_rows[i]] (gradient flush of leaving rows; host_rows unique).
+  virtual void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
+  // dst = src[rows[i]] for i < rows.size (device-local gather into a compact matrix).
+  virtual void gather_rows(Mat src, Idx rows, Mat dst) = 0;
+  // dst[rows[i]] += src_i (device-local scatter-add of a compact matrix; rows may repeat).
+  virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
+  virtual void zero_rows(Mat m, Idx rows) = 0;
+  virtual void fill(Mat m, float value) = 0;
+  virtual void copy(Mat src, Mat dst) = 0;  // same shape
+  virtual const TransferCounters& counters() const = 0;
+  virtual void reset_counters() = 0;
+
+  // ---- dense / sparse compute ----
+  // m[rows[i], j] *= keep(key, keys[i], j) / (1 - rate); keys are dataset vertex ids.
+  virtual void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) = 0;
+  // y = A x with A's entry values (nnz floats, device); y.rows == A.rows, x.rows == A.cols.
+  virtual void spmm(Csr a, const float* values, Mat x, Mat y) = 0;
+  // dx += A^T dy.
+  virtual void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) = 0;
+  // c = alpha * op(a) * op(b) + beta * c.
+  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+                    Mat c) = 0;
+  // out = act(z + bias) row-wise (bias: z.cols floats on device, may be null); out may alias z.
+  virtual void bias_activation(Mat z, const float* bias, Activation act, Mat out) = 0;
+  // dz = dout * act'(.) where `value` is the activation's input z for kElu/kRelu
+  // (dz may alias dout).
+  virtual void activation_backward(Mat dout, Mat value, Activation act, Mat dz) = 0;
+  // out[j] += sum_i m[i, j] (out: m.cols floats on device).
+  virtual void add_column_sums(Mat m, float* out) = 0;
+  // y += alpha * x elementwise over n floats (device).
+  virtual void axpy(std::int64_t n, float alpha, const float* x, float* y) = 0;
+
+  // ---- loss and prediction ----
+  // For each row i with labels[i] >= 0 and mask[i] != 0: loss_sum += -log softmax(logits_i)[y];
+  // grad_i = scale * (softmax(logits_i) - onehot(y)); other rows' grad = 0.
+  // predictions[i] = argmax_j logits_i (lowest index on ties). Host-visible results:
+  // *loss_sum (accumulated, double) and predictions (host int32 array, logits.rows entries)
+  // are valid after synchronize(). grad may be an empty Mat (evaluation).
+  virtual void softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
+                                     double* loss_sum, std::int32_t* predictions) = 0;
+
+  // ---- GAT (docs/model-math.md); `a` is the chunk CSR whose row i starts with its self entry;
+  //      z: a.cols x K*F (transformed merged rows); row_keys: dataset ids of the rows' vertices.
+  // Computes el (a.cols x K), er (a.rows x K), alpha (nnz x K, after softmax, BEFORE attention
+  // dropout) and out (a.rows x K*F, heads concatenated, using dropped-out alpha when
+  // key.rate > 0). Intermediates are caller-owned device matrices.
+  virtual void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                           Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                           Mat out) = 0;
+  // Given dout (a.rows x K*F, gradient w.r.t. concatenated O), accumulates: dz (a.cols x K*F)
+  // +=, d_att_src/d_att_dst (K*F each) +=. Uses the same inputs as gat_forward.
+  virtual void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                            Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
+                            Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) = 0;
+  // Output-layer helpers: out (rows x F) = mean over heads of in (rows x K*F), and its backward
+  // din (rows x K*F) = dout / K broadcast to every head.
+  virtual void head_mean(Mat in, int heads, Mat out) = 0;
+  virtual void head_mean_backward(Mat dout, int heads, Mat din) = 0;
+
+  // ---- optimizer (parameters as flat device arrays of n floats) ----
+  // g += weight_decay * w; then SGD or Adam (docs/model-math.md). step counts from 1.
+  virtual void sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) = 0;
+  virtual void adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                         float weight_decay, std::int64_t step, float* w, float* g, float* m,
+                         float* v) = 0;
+
+  virtual void synchronize() = 0;
+};
+
+// A set of devices plus host memory. The CPU backend creates P CpuDevices; the CUDA backend maps
+// P logical devices round-robin onto the visible GPUs.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual int num_devices() const = 0;
+  virtual Device& device(int index) = 0;
+  // Host matrix (pinned + mapped on CUDA), zero-initialized; owned by the backend.
+  virtual HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
+  // buffers[d] (n floats on device d) = sum over all devices, on every device.
+  virtual void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) = 0;
+  virtual void synchronize_all() = 0;
+};
+
+struct BackendOptions {
+  int partitions = 1;              // logical devices
+  int gpus = 1;                    // CUDA: physical GPUs to use
+  std::int64_t memory_budget = 0;  // bytes per device (0 = unlimited / physical)
+  int threads = 0;                 // CPU threads (0 = OpenMP default)
+  bool tf32 = false;               // CUDA: allow TF32 in cuBLAS
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
+// Defined only when built with CUDA; throws InputError when no GPU is usable.
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options);
+bool cuda_backend_available();  // built with CUDA and at least one GPU present
+
+}  // namespace sluice

@@ -1,0 +1,99 @@
+// Implementation of preprocess/chunking.hpp.
+#include "preprocess/chunking.hpp"
+
+#include <algorithm>
+
+#include "common/error.hpp"
+
+namespace sluice {
+
+ChunkGraph build_chunk_graph(const Dataset& d, const Renumbering& r) {
+  const vertex_t n = d.num_nodes;
+  ChunkGraph graph;
+  graph.indptr.assign(std::size_t(n) + 1, 0);
+#pragma omp parallel for schedule(static)
+  for (vertex_t v = 0; v < n; ++v) {
+    const vertex_t old = r.new_to_old[v];
+    edge_t count = 1;
+    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) count += d.indices[e] != old;
+    graph.indptr[v + 1] = count;
+  }
+  for (vertex_t v = 0; v < n; ++v) graph.indptr[v + 1] += graph.indptr[v];
+  graph.indices.resize(graph.indptr[n]);
+#pragma omp parallel for schedule(dynamic, 1024)
+  for (vertex_t v = 0; v < n; ++v) {
+    const vertex_t old = r.new_to_old[v];
+    edge_t out = graph.indptr[v];
+    graph.indices[out++] = v;
+    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e)
+      if (d.indices[e] != old) graph.indices[out++] = r.old_to_new[d.indices[e]];
+  }
+  return graph;
+}
+
+std::vector<vertex_t> chunk_bounds(const ChunkGraph& graph,
+                                   const std::vector<vertex_t>& partition_offsets, int chunks) {
+  const int parts = static_cast<int>(partition_offsets.size()) - 1;
+  std::vector<vertex_t> bounds(std::size_t(parts) * (chunks + 1));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int p = 0; p < parts; ++p) {
+    const vertex_t begin = partition_offsets[p];
+    const vertex_t end = partition_offsets[p + 1];
+    vertex_t* b = bounds.data() + std::size_t(p) * (chunks + 1);
+    // Weight of a destination: its row length (in-edges + self entry) plus one.
+    const double total = static_cast<double>(graph.indptr[end] - graph.indptr[begin]) +
+                         static_cast<double>(end - begin);
+    b[0] = begin;
+    int next = 1;
+    for (vertex_t v = begin; v < end && next < chunks; ++v) {
+      const double before =
+          static_cast<double>(graph.indptr[v] - graph.indptr[begin] + (v - begin));
+      const double weight = static_cast<double>(graph.indptr[v + 1] - graph.indptr[v] + 1);
+      // A vertex belongs to the chunk its weight midpoint falls in; a range starts at its
+      // first vertex.
+      const int chunk =
+          std::min(chunks - 1, static_cast<int>((before + 0.5 * weight) * chunks / total));
+      while (next <= chunk) b[next++] = v;
+    }
+    while (next <= chunks) b[next++] = end;
+    b[chunks] = end;
+    if (end - begin >= chunks) {
+      for (int r = 1; r < chunks; ++r) b[r] = std::clamp(b[r], b[r - 1] + 1, end - (chunks - r));
+    }
+  }
+  return bounds;
+}
+
+NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vertex_t>& bounds,
+                                 int partitions, int chunks) {
+  const std::size_t count = std::size_t(partitions) * chunks;
+  std::vector<std::vector<vertex_t>> sets(count);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t p = k / chunks;
+    const std::size_t r = k % chunks;
+    const vertex_t begin = bounds[p * (chunks + 1) + r];
+    const vertex_t end = bounds[p * (chunks + 1) + r + 1];
+    std::vector<vertex_t> set(graph.indices.begin() + graph.indptr[begin],
+                              graph.indices.begin() + graph.indptr[end]);
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    set.shrink_to_fit();
+    sets[k] = std::move(set);
+  }
+  NeighborSets result;
+  result.partitions = partitions;
+  result.chunks = chunks;
+  result.offsets.assign(count + 1, 0);
+  for (std::size_t k = 0; k < count; ++k)
+    result.offsets[k + 1] = result.offsets[k] + static_cast<edge_t>(sets[k].size());
+  result.vertices.resize(result.offsets.back());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t k = 0; k < count; ++k) {
+    std::copy(sets[k].begin(), sets[k].end(), result.vertices.begin() + result.offsets[k]);
+    std::vector<vertex_t>().swap(sets[k]);
+  }
+  return result;
+}
+
+}  // namespace sluice

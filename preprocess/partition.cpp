@@ -1,0 +1,201 @@
+// Implementation of preprocess/partition.hpp.
+#include "preprocess/partition.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <limits>
+#include <numeric>
+
+#include "common/error.hpp"
+#include "common/hash.hpp"
+#include "common/log.hpp"
+#include "preprocess/metis_check.hpp"
+
+namespace sluice {
+namespace {
+
+// Work weight of a destination: its in-edges (self-loops excluded) plus one.
+std::vector<std::int64_t> vertex_weights(const Dataset& d) {
+  std::vector<std::int64_t> weight(d.num_nodes);
+#pragma omp parallel for schedule(static)
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    std::int64_t count = 1;
+    for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) count += d.indices[e] != v;
+    weight[v] = count;
+  }
+  return weight;
+}
+
+// Contiguous ranges of dataset ids with about equal total weight.
+std::vector<std::int32_t> range_partition(const Dataset& d, int parts) {
+  const auto weight = vertex_weights(d);
+  const std::int64_t total = std::accumulate(weight.begin(), weight.end(), std::int64_t(0));
+  std::vector<std::int32_t> part(d.num_nodes);
+  std::int64_t prefix = 0;
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    // Partition of a vertex = which 1/P slice of the total weight its weight midpoint falls in.
+    const double middle = prefix + 0.5 * weight[v];
+    part[v] = std::min<std::int32_t>(parts - 1, static_cast<std::int32_t>(middle * parts / total));
+    prefix += weight[v];
+  }
+  return part;
+}
+
+std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uint64_t seed) {
+  std::vector<std::int32_t> part(d.num_nodes);
+#pragma omp parallel for schedule(static)
+  for (vertex_t v = 0; v < d.num_nodes; ++v)
+    part[v] = static_cast<std::int32_t>(key_hash(seed, 0x7061727469ULL, v) % parts);
+  return part;
+}
+
+// Returns an empty vector (after logging why) when METIS cannot take this graph.
+std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint64_t seed,
+                                          std::int64_t& edge_cut) {
+  constexpr std::int64_t kIdxMax = std::numeric_limits<idx_t>::max();
+  const std::int64_t n = d.num_nodes;
+  const std::int64_t m = d.num_edges();
+  // The symmetrized graph has at most 2m adjacency entries; vertex weights sum to at most m + n.
+  if (n > kIdxMax || 2 * m > kIdxMax || m + n > kIdxMax) {
+    log_info("METIS: graph too large for METIS's ", 8 * sizeof(idx_t), "-bit idx_t (n = ", n,
+             ", 2m = ", 2 * m, ", max ", kIdxMax, "); falling back to the range partitioner");
+    return {};
+  }
+  SymmetricGraph graph;
+  {
+    StageTimer timer("symmetrize for METIS");
+    graph = symmetrize(d);
+  }
+  if (graph.indices.empty()) {
+    log_info("METIS: the symmetrized graph has no edges; falling back to the range partitioner");
+    return {};
+  }
+  const auto weight = vertex_weights(d);
+  std::vector<idx_t> xadj(graph.indptr.begin(), graph.indptr.end());
+  std::vector<idx_t> adjncy(graph.indices.begin(), graph.indices.end());
+  std::vector<idx_t> vwgt(weight.begin(), weight.end());
+  graph = SymmetricGraph{};
+  std::vector<idx_t> result(n, 0);
+  idx_t nvtxs = static_cast<idx_t>(n);
+  idx_t ncon = 1;
+  idx_t nparts = parts;
+  idx_t objval = 0;
+  idx_t options[METIS_NOPTIONS];
+  SLUICE_METIS(METIS_SetDefaultOptions(options));
+  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed % static_cast<std::uint64_t>(kIdxMax));
+  options[METIS_OPTION_NUMBERING] = 0;
+  {
+    StageTimer timer(cat("METIS_PartGraphKway (", parts, " parts)"));
+    SLUICE_METIS(METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(),
+                                     nullptr, nullptr, &nparts, nullptr, nullptr, options, &objval,
+                                     result.data()));
+  }
+  edge_cut = objval;
+  std::vector<std::int32_t> part(result.begin(), result.end());
+  for (std::int64_t v = 0; v < n; ++v)
+    SLUICE_EXPECTS(part[v] >= 0 && part[v] < parts, "METIS returned part ", part[v], " for ", v);
+  return part;
+}
+
+}  // namespace
+
+SymmetricGraph symmetrize(const Dataset& d) {
+  const vertex_t n = d.num_nodes;
+  std::vector<edge_t> degree(std::size_t(n) + 1, 0);
+  {
+    std::vector<std::atomic<edge_t>> count(n);
+#pragma omp parallel for schedule(dynamic, 4096)
+    for (vertex_t v = 0; v < n; ++v) {
+      for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) {
+        const vertex_t u = d.indices[e];
+        if (u == v) continue;
+        count[v].fetch_add(1, std::memory_order_relaxed);
+        count[u].fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    for (vertex_t v = 0; v < n; ++v) degree[v + 1] = degree[v] + count[v].load();
+  }
+  std::vector<vertex_t> raw(degree[n]);
+  {
+    std::vector<std::atomic<edge_t>> cursor(n);
+    for (vertex_t v = 0; v < n; ++v) cursor[v].store(degree[v], std::memory_order_relaxed);
+#pragma omp parallel for schedule(dynamic, 4096)
+    for (vertex_t v = 0; v < n; ++v) {
+      for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) {
+        const vertex_t u = d.indices[e];
+        if (u == v) continue;
+        raw[cursor[v].fetch_add(1, std::memory_order_relaxed)] = u;
+        raw[cursor[u].fetch_add(1, std::memory_order_relaxed)] = v;
+      }
+    }
+  }
+  // Sort and deduplicate each row (the fill order above is racy; the result is not).
+  std::vector<edge_t> unique_count(std::size_t(n) + 1, 0);
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (vertex_t v = 0; v < n; ++v) {
+    auto begin = raw.begin() + degree[v];
+    auto end = raw.begin() + degree[v + 1];
+    std::sort(begin, end);
+    unique_count[v + 1] = std::unique(begin, end) - begin;
+  }
+  SymmetricGraph graph;
+  graph.indptr.assign(std::size_t(n) + 1, 0);
+  for (vertex_t v = 0; v < n; ++v) graph.indptr[v + 1] = graph.indptr[v] + unique_count[v + 1];
+  graph.indices.resize(graph.indptr[n]);
+#pragma omp parallel for schedule(dynamic, 4096)
+  for (vertex_t v = 0; v < n; ++v)
+    std::copy(raw.begin() + degree[v], raw.begin() + degree[v] + unique_count[v + 1],
+              graph.indices.begin() + graph.indptr[v]);
+  return graph;
+}
+
+VertexPartition partition_vertices(const Dataset& d, int parts, const std::string& method,
+                                   std::uint64_t seed) {
+  SLUICE_INPUT_CHECK(method == "metis" || method == "range" || method == "random",
+                     "unknown partitioner '", method, "' (expected metis, range or random)");
+  SLUICE_INPUT_CHECK(parts >= 1, "the partition count must be at least 1 (got ", parts, ")");
+  SLUICE_INPUT_CHECK(parts <= d.num_nodes, "cannot cut ", d.num_nodes, " vertices into ", parts,
+                     " partitions");
+  const double start = now_seconds();
+  VertexPartition result;
+  result.method = method;
+  if (parts == 1) {
+    result.part.assign(d.num_nodes, 0);
+  } else if (method == "range") {
+    result.part = range_partition(d, parts);
+  } else if (method == "random") {
+    result.part = random_partition(d, parts, seed);
+  } else {
+    result.part = metis_partition(d, parts, seed, result.edge_cut);
+    if (result.part.empty()) {
+      result.method = "range";
+      result.part = range_partition(d, parts);
+    }
+  }
+  result.seconds = now_seconds() - start;
+  return result;
+}
+
+Renumbering renumber_by_partition(const std::vector<std::int32_t>& part, int parts) {
+  const auto n = static_cast<vertex_t>(part.size());
+  Renumbering r;
+  r.partition_offsets.assign(std::size_t(parts) + 1, 0);
+  for (vertex_t v = 0; v < n; ++v) {
+    SLUICE_EXPECTS(part[v] >= 0 && part[v] < parts, "vertex ", v, " in partition ", part[v]);
+    ++r.partition_offsets[part[v] + 1];
+  }
+  for (int p = 0; p < parts; ++p) r.partition_offsets[p + 1] += r.partition_offsets[p];
+  std::vector<vertex_t> cursor(r.partition_offsets.begin(), r.partition_offsets.end() - 1);
+  r.new_to_old.resize(n);
+  r.old_to_new.resize(n);
+  for (vertex_t v = 0; v < n; ++v) {
+    const vertex_t id = cursor[part[v]]++;
+    r.new_to_old[id] = v;
+    r.old_to_new[v] = id;
+  }
+  return r;
+}
+
+}  // namespace sluice

@@ -1,0 +1,44 @@
+// Level-1 partitioning (DESIGN.md "Preprocessing" steps 2-3): assign every dataset vertex to one
+// of P partitions (METIS k-way on the symmetrized graph, or the range/random baselines), then
+// renumber vertices so that each partition is one contiguous id range.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/types.hpp"
+#include "formats/dataset.hpp"
+
+namespace sluice {
+
+struct VertexPartition {
+  std::vector<std::int32_t> part;  // num_nodes: partition of each dataset vertex
+  std::string method;              // the partitioner actually used (metis may fall back to range)
+  double seconds = 0;              // wall time
+  std::int64_t edge_cut = -1;      // METIS's objective (undirected cut edges), -1 if not METIS
+};
+
+// method: metis | range | random. P = 1 puts everything in partition 0 (method kept as given).
+// METIS uses vertex weights in-degree + 1 and METIS_OPTION_SEED = seed; when the graph exceeds
+// METIS's index width (idx_t) it logs why and falls back to range.
+VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
+                                   std::uint64_t seed);
+
+// The symmetrized simple graph (union of in- and out-edges, no self-loops, no duplicates) as a
+// CSR with sorted rows; what METIS partitions.
+struct SymmetricGraph {
+  std::vector<edge_t> indptr;
+  std::vector<vertex_t> indices;
+};
+SymmetricGraph symmetrize(const Dataset& dataset);
+
+struct Renumbering {
+  std::vector<vertex_t> new_to_old;
+  std::vector<vertex_t> old_to_new;
+  std::vector<vertex_t> partition_offsets;  // parts + 1
+};
+// Renumbers by (partition, dataset id): the locality order inside each partition is kept.
+Renumbering renumber_by_partition(const std::vector<std::int32_t>& part, int parts);
+
+}  // namespace sluice

@@ -1,0 +1,37 @@
+// Pieces shared by the importers (formats/import_*.cpp): narrowing and remapping ids, building
+// the CSR into a Dataset, and attaching features, labels and splits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/importers.hpp"
+
+namespace sluice::detail {
+
+// int64 pairs whose ids are all in [0, kMaxVertices) -> int32 pairs.
+std::vector<vertex_t> narrow_pairs(const std::vector<std::int64_t>& pairs);
+
+// Compacts the ids of `pairs` to 0..k-1 in ascending order of the input id; returns the
+// int32 pairs and sets original_ids (size k) to the input id of each new id.
+std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
+                                  std::vector<std::int64_t>& original_ids, const std::string& what);
+
+// Builds the CSR of dataset.num_nodes vertices from `source` and records the counts.
+void build_graph(const EdgeSource& source, const ImportOptions& options, Dataset& dataset,
+                 ImportReport& report);
+
+// Features, labels and splits of an edge-list or binary import (files or random).
+void attach_vertex_data(const ImportOptions& options, Dataset& dataset);
+
+// Number of classes: the declared count, else max label + 1.
+std::int32_t count_classes(const std::vector<std::int32_t>& labels, std::int32_t declared);
+
+// Last path component without a trailing slash or the given suffixes.
+std::string base_name(std::string path);
+
+// Vertex count from the largest id, checked against the 32-bit limit.
+vertex_t vertex_count(std::int64_t max_id, const std::string& what);
+
+}  // namespace sluice::detail

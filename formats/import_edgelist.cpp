@@ -1,0 +1,227 @@
+// The edge-list (text) and binary-pair importers, the format dispatch and the options record.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "formats/import_common.hpp"
+#include "formats/importers.hpp"
+#include "formats/text_input.hpp"
+#include "formats/text_tables.hpp"
+
+namespace sluice {
+
+Dataset import_edgelist(const ImportOptions& options, ImportReport& report) {
+  SLUICE_INPUT_CHECK(!(options.remap && options.num_nodes > 0),
+                     "--num-nodes cannot be combined with --remap");
+  Dataset d;
+  d.name = options.name.empty() ? detail::base_name(options.input) : options.name;
+  d.source = "edgelist:" + options.input;
+  d.options = import_options_json(options);
+  {
+    std::vector<vertex_t> pairs;
+    {
+      StageTimer timer("read edges " + options.input);
+      const std::int64_t limit =
+          options.remap ? 0 : (options.num_nodes > 0 ? options.num_nodes : kMaxVertices);
+      TextEdges edges = read_text_edges(options.input, limit);
+      SLUICE_INPUT_CHECK(!edges.pairs.empty(), options.input, ": empty graph (no edges)");
+      if (options.remap) {
+        pairs = detail::remap_pairs(edges.pairs, d.original_ids, options.input);
+        d.num_nodes = static_cast<vertex_t>(d.original_ids.size());
+      } else {
+        d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
+                                            : detail::vertex_count(edges.max_id, options.input);
+        pairs = detail::narrow_pairs(edges.pairs);
+      }
+    }
+    detail::build_graph(memory_edge_source(pairs), options, d, report);
+  }
+  detail::attach_vertex_data(options, d);
+  return d;
+}
+
+namespace {
+
+// Reads a binary pair file block by block, converting ids to int32 (all checked by scan()).
+class BinaryPairs {
+ public:
+  BinaryPairs(const std::string& path, int id_bytes) : input_(path), id_bytes_(id_bytes) {
+    SLUICE_INPUT_CHECK(id_bytes == 4 || id_bytes == 8, "--id-bytes must be 4 or 8, not ", id_bytes);
+  }
+
+  // Validates every id (>= 0, < limit) and returns the largest; counts pairs.
+  std::int64_t scan(std::int64_t limit, std::int64_t& pairs) {
+    std::int64_t max_id = -1;
+    pairs = 0;
+    for_each_raw_block([&](const char* data, std::size_t count, std::int64_t first_pair) {
+      const auto ids = static_cast<std::int64_t>(2 * count);
+      constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+      std::int64_t block_max = -1, first_bad = kNone;
+#pragma omp parallel for reduction(max : block_max) reduction(min : first_bad)
+      for (std::int64_t i = 0; i < ids; ++i) {
+        const std::int64_t id = read_id(data, i);
+        block_max = std::max(block_max, id);
+        if (id < 0 || id >= limit) first_bad = std::min(first_bad, i);
+      }
+      if (first_bad != kNone) {
+        const std::int64_t id = read_id(data, first_bad);
+        const std::string where =
+            cat(input_.path(), ": pair ", first_pair + first_bad / 2, " (byte offset ",
+                (2 * first_pair + first_bad) * id_bytes_, "): ");
+        SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
+        throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
+      }
+      max_id = std::max(max_id, block_max);
+      pairs += static_cast<std::int64_t>(count);
+    });
+    return max_id;
+  }
+
+  // Delivers the pairs as int32 blocks.
+  void deliver(const EdgeBlockVisitor& visit) {
+    std::vector<vertex_t> narrow;
+    for_each_raw_block([&](const char* data, std::size_t count, std::int64_t) {
+      if (id_bytes_ == 4) {
+        visit(reinterpret_cast<const vertex_t*>(data), count);
+        return;
+      }
+      narrow.resize(2 * count);
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(2 * count); ++i)
+        narrow[i] = static_cast<vertex_t>(read_id(data, i));
+      visit(narrow.data(), count);
+    });
+  }
+
+  // All pairs in memory as int64 (for --remap).
+  std::vector<std::int64_t> load_all() {
+    std::vector<std::int64_t> pairs;
+    for_each_raw_block([&](const char* data, std::size_t count, std::int64_t) {
+      const std::size_t old = pairs.size();
+      pairs.resize(old + 2 * count);
+      for (std::size_t i = 0; i < 2 * count; ++i)
+        pairs[old + i] = read_id(data, static_cast<std::int64_t>(i));
+    });
+    return pairs;
+  }
+
+  const std::string& path() const {
+    return input_.path();
+  }
+  std::uint64_t size_on_disk() const {
+    return input_.size_on_disk();
+  }
+
+ private:
+  std::int64_t read_id(const char* data, std::int64_t i) const {
+    if (id_bytes_ == 4) {
+      std::int32_t id;
+      std::memcpy(&id, data + 4 * i, 4);
+      return id;
+    }
+    std::int64_t id;
+    std::memcpy(&id, data + 8 * i, 8);
+    return id;
+  }
+
+  template <typename Fn>
+  void for_each_raw_block(Fn&& fn) {
+    input_.rewind();
+    const std::size_t pair_bytes = 2 * static_cast<std::size_t>(id_bytes_);
+    const std::size_t block_pairs = std::size_t(1) << 22;
+    // int32 storage keeps the buffer aligned for the int32 view handed to the visitor.
+    buffer_.resize(block_pairs * pair_bytes / sizeof(vertex_t));
+    char* data = reinterpret_cast<char*>(buffer_.data());
+    std::int64_t first_pair = 0;
+    for (;;) {
+      const std::size_t got = input_.read_full(data, block_pairs * pair_bytes);
+      SLUICE_INPUT_CHECK(got % pair_bytes == 0, input_.path(), ": truncated: ends inside a pair (",
+                         first_pair * pair_bytes + got, " bytes is not a multiple of ", pair_bytes,
+                         "-byte (src, dst) pairs; see --id-bytes)");
+      if (got == 0) break;
+      fn(data, got / pair_bytes, first_pair);
+      first_pair += static_cast<std::int64_t>(got / pair_bytes);
+      if (got < block_pairs * pair_bytes) break;
+    }
+  }
+
+  InputFile input_;
+  int id_bytes_;
+  std::vector<vertex_t> buffer_;
+};
+
+}  // namespace
+
+Dataset import_binary(const ImportOptions& options, ImportReport& report) {
+  SLUICE_INPUT_CHECK(!(options.remap && options.num_nodes > 0),
+                     "--num-nodes cannot be combined with --remap");
+  Dataset d;
+  d.name = options.name.empty() ? detail::base_name(options.input) : options.name;
+  d.source = "binary:" + options.input;
+  d.options = import_options_json(options);
+  BinaryPairs input(options.input, options.binary_id_bytes);
+  report.input_bytes = input.size_on_disk();
+  if (options.remap) {
+    std::vector<vertex_t> pairs;
+    {
+      StageTimer timer("read pairs " + options.input);
+      std::int64_t count = 0;
+      input.scan(std::numeric_limits<std::int64_t>::max(), count);
+      SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
+      const std::vector<std::int64_t> wide = input.load_all();
+      pairs = detail::remap_pairs(wide, d.original_ids, options.input);
+    }
+    d.num_nodes = static_cast<vertex_t>(d.original_ids.size());
+    detail::build_graph(memory_edge_source(pairs), options, d, report);
+  } else {
+    std::int64_t count = 0;
+    std::int64_t max_id = -1;
+    {
+      StageTimer timer("scan pairs " + options.input);
+      const std::int64_t limit = options.num_nodes > 0 ? options.num_nodes : kMaxVertices;
+      max_id = input.scan(limit, count);
+    }
+    SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
+    d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
+                                        : detail::vertex_count(max_id, options.input);
+    detail::build_graph([&](const EdgeBlockVisitor& visit) { input.deliver(visit); }, options, d,
+                        report);
+  }
+  detail::attach_vertex_data(options, d);
+  return d;
+}
+
+Dataset import_dataset(const ImportOptions& options, ImportReport& report) {
+  if (options.format == "ogb") return import_ogb(options, report);
+  if (options.format == "edgelist") return import_edgelist(options, report);
+  if (options.format == "binary") return import_binary(options, report);
+  throw InputError(cat("--format must be ogb, edgelist or binary, not '", options.format, "'"));
+}
+
+std::string import_options_json(const ImportOptions& o) {
+  nlohmann::json json = {{"format", o.format},
+                         {"input", o.input},
+                         {"symmetrize", o.graph.symmetrize},
+                         {"self_loops", to_string(o.graph.self_loops)},
+                         {"deduplicate", true}};
+  if (o.format == "ogb") {
+    json["split"] = o.split;
+  } else {
+    json["remap"] = o.remap;
+    if (o.num_nodes > 0) json["num_nodes"] = o.num_nodes;
+    if (o.format == "binary") json["id_bytes"] = o.binary_id_bytes;
+    if (!o.features_path.empty()) json["features"] = o.features_path;
+    if (!o.labels_path.empty()) json["labels"] = o.labels_path;
+    if (o.random_features > 0) json["random_features"] = o.random_features;
+    if (o.random_labels > 0) json["random_labels"] = o.random_labels;
+    json["split_fractions"] = {o.split_fractions[0], o.split_fractions[1], o.split_fractions[2]};
+    json["seed"] = o.seed;
+  }
+  if (o.classes > 0) json["classes"] = o.classes;
+  return json.dump();
+}
+
+}  // namespace sluice

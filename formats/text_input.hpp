@@ -1,0 +1,133 @@
+// Reading importer input: a byte stream over a plain or gzip file (detected by its magic
+// bytes) that reports truncated or corrupt gzip data, a reader that hands out large blocks
+// ending at a line boundary together with the number of their first line, and helpers to
+// parse such a block in parallel (OpenMP) while keeping exact line numbers for errors.
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.hpp"
+
+struct gzFile_s;
+
+namespace sluice {
+
+// A sequential byte stream over one file; gzip when the file starts with the gzip magic.
+class InputFile {
+ public:
+  explicit InputFile(std::string path);  // throws InputError naming the path
+  ~InputFile();
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  // Reads up to `bytes` bytes; returns 0 only at the end. Throws InputError (naming the file)
+  // on read errors and on truncated or corrupt gzip data.
+  std::size_t read(char* buffer, std::size_t bytes);
+  // Reads exactly `bytes` bytes unless the end comes first; returns the count read.
+  std::size_t read_full(char* buffer, std::size_t bytes);
+  void rewind();
+
+  const std::string& path() const { return path_; }
+  bool compressed() const { return gz_ != nullptr; }
+  std::uint64_t size_on_disk() const { return size_on_disk_; }
+  std::uint64_t position_on_disk() const;  // for progress
+
+ private:
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  gzFile_s* gz_ = nullptr;
+  std::uint64_t size_on_disk_ = 0;
+};
+
+// Hands out the file in blocks of about `block_bytes` that end at a newline (the last block
+// may not). Lines are numbered from 1.
+class LineBlockReader {
+ public:
+  explicit LineBlockReader(const std::string& path, std::size_t block_bytes = std::size_t(64)
+                                                                              << 20);
+  // Sets `block` (valid until the next call) and the number of its first line; false at end.
+  bool next(std::string_view& block, std::int64_t& first_line);
+  const std::string& path() const { return input_.path(); }
+  const InputFile& input() const { return input_; }
+
+ private:
+  InputFile input_;
+  std::vector<char> buffer_;
+  std::size_t carry_begin_ = 0, carry_end_ = 0;  // unconsumed bytes after the last block
+  std::int64_t next_line_ = 1;
+  bool at_end_ = false;
+};
+
+// A piece of a block: whole lines, and the number of its first line.
+struct LinePiece {
+  std::string_view text;
+  std::int64_t first_line = 1;
+};
+// Cuts a block into about `parts` pieces at newlines (fewer when the block is small).
+std::vector<LinePiece> split_lines(std::string_view block, std::int64_t first_line, int parts);
+
+// Runs fn(piece_index, piece) for every piece in parallel. An InputError thrown by any piece is
+// rethrown after the loop; the one from the earliest piece wins, so the reported line is the
+// first bad line of the block. Other exceptions are rethrown the same way.
+template <typename Fn>
+void parallel_pieces(const std::vector<LinePiece>& pieces, Fn&& fn);
+
+// Iterates the lines of a piece: skips blank lines and comment lines (first non-blank
+// character '#' or '%'), strips '\r'.
+class LineCursor {
+ public:
+  explicit LineCursor(const LinePiece& piece)
+      : p_(piece.text.data()), end_(p_ + piece.text.size()), line_(piece.first_line - 1) {}
+  // Advances to the next data line; false at the end of the piece.
+  bool next(std::string_view& line);
+  std::int64_t line_number() const { return line_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+  std::int64_t line_;
+};
+
+// Splits a line into tokens separated by whitespace and/or commas.
+class Tokens {
+ public:
+  explicit Tokens(std::string_view line) : p_(line.data()), end_(p_ + line.size()) {}
+  bool next(std::string_view& token);
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+// Whole-token number parsing; false when the token is not a number of that kind.
+bool parse_int64(std::string_view token, std::int64_t& value);
+bool parse_float(std::string_view token, float& value);
+bool parse_double(std::string_view token, double& value);
+
+// "path:line: " prefix for messages about text input.
+std::string at_line(const std::string& path, std::int64_t line);
+
+// ---- implementation of the template ----
+void rethrow_first(std::vector<std::exception_ptr>& errors);
+
+template <typename Fn>
+void parallel_pieces(const std::vector<LinePiece>& pieces, Fn&& fn) {
+  std::vector<std::exception_ptr> errors(pieces.size());
+  const std::int64_t count = static_cast<std::int64_t>(pieces.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      fn(static_cast<std::size_t>(i), pieces[i]);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  }
+  rethrow_first(errors);
+}
+
+}  // namespace sluice

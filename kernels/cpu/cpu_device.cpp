@@ -1,0 +1,228 @@
+// CpuDevice memory (accounted host allocations) and transfers (row copies with exact counters).
+#include "kernels/cpu/cpu_device.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "kernels/cpu/cpu_util.hpp"
+
+namespace sluice {
+
+AlignedBuffer::AlignedBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes == 0) return;
+  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  data_ = std::aligned_alloc(64, rounded);
+  if (data_ == nullptr) throw std::bad_alloc();
+  std::memset(data_, 0, rounded);
+}
+
+AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
+    : data_(other.data_), bytes_(other.bytes_) {
+  other.data_ = nullptr;
+  other.bytes_ = 0;
+}
+
+AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
+  if (this != &other) {
+    std::free(data_);
+    data_ = other.data_;
+    bytes_ = other.bytes_;
+    other.data_ = nullptr;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+AlignedBuffer::~AlignedBuffer() {
+  std::free(data_);
+}
+
+CpuDevice::CpuDevice(int index, std::int64_t memory_budget)
+    : index_(index), memory_budget_(memory_budget) {}
+
+std::string CpuDevice::name() const {
+  return cat("cpu:", index_);
+}
+
+void CpuDevice::account(std::int64_t bytes, const std::string& what) {
+  SLUICE_EXPECTS(bytes >= 0, "negative allocation of ", bytes, " bytes for ", what);
+  if (memory_budget_ > 0 && bytes_in_use_ + bytes > memory_budget_) {
+    throw OutOfDeviceMemory(cat("device ", name(), " is out of memory allocating '", what,
+                                "': requested ", bytes, " bytes, ", bytes_in_use_,
+                                " bytes in use, budget ", memory_budget_, " bytes"));
+  }
+  bytes_in_use_ += bytes;
+  peak_bytes_ = std::max(peak_bytes_, bytes_in_use_);
+}
+
+Mat CpuDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad shape ", rows, " x ", cols, " for ", what);
+  const std::int64_t bytes = rows * cols * std::int64_t(sizeof(float));
+  account(bytes, what);
+  buffers_.emplace_back(static_cast<std::size_t>(bytes));
+  return Mat{static_cast<float*>(buffers_.back().data()), rows, cols, cols};
+}
+
+Idx CpuDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
+  account(std::int64_t(values.size() * sizeof(vertex_t)), what);
+  index_arrays_.push_back(std::make_unique<std::vector<vertex_t>>(values));
+  const auto& stored = *index_arrays_.back();
+  return Idx{stored.data(), std::int64_t(stored.size())};
+}
+
+Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                          std::int64_t num_cols, const std::string& what) {
+  SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, "CSR ", what, " has no row offsets");
+  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
+  const edge_t nnz = indptr.back();
+  SLUICE_EXPECTS(nnz == edge_t(columns.size()), "CSR ", what, ": indptr ends at ", nnz, " but ",
+                 columns.size(), " columns given");
+  for (std::int64_t r = 0; r < rows; ++r)
+    SLUICE_EXPECTS(indptr[r] <= indptr[r + 1], "CSR ", what, ": offsets decrease at row ", r);
+  for (edge_t e = 0; e < nnz; ++e)
+    SLUICE_EXPECTS(columns[e] >= 0 && columns[e] < num_cols, "CSR ", what, ": column ", columns[e],
+                   " of entry ", e, " outside [0, ", num_cols, ")");
+  // Accounted as a device would store it: offsets and column indices. The transpose is this
+  // backend's private acceleration structure and is not part of the modelled device memory.
+  account(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t)), what);
+
+  auto m = std::make_unique<CpuCsr>();
+  m->rows = rows;
+  m->cols = num_cols;
+  m->nnz = nnz;
+  m->indptr = indptr;
+  m->columns = columns;
+  m->t_indptr.assign(num_cols + 1, 0);
+  for (edge_t e = 0; e < nnz; ++e) ++m->t_indptr[columns[e] + 1];
+  for (std::int64_t c = 0; c < num_cols; ++c) m->t_indptr[c + 1] += m->t_indptr[c];
+  m->t_rows.resize(nnz);
+  m->t_entry.resize(nnz);
+  std::vector<edge_t> next(m->t_indptr.begin(), m->t_indptr.end() - 1);
+  for (std::int64_t r = 0; r < rows; ++r) {  // rows ascending: each column lists rows in order
+    for (edge_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const edge_t slot = next[columns[e]]++;
+      m->t_rows[slot] = vertex_t(r);
+      m->t_entry[slot] = e;
+    }
+  }
+  csrs_.push_back(std::move(m));
+  return Csr{int(csrs_.size()) - 1, rows, num_cols, nnz};
+}
+
+const CpuCsr& CpuDevice::csr(const Csr& a) const {
+  SLUICE_EXPECTS(a.id >= 0 && a.id < int(csrs_.size()), "CSR id ", a.id, " unknown on ", name());
+  const CpuCsr& m = *csrs_[a.id];
+  SLUICE_EXPECTS(m.rows == a.rows && m.cols == a.cols && m.nnz == a.nnz, "CSR ", a.id,
+                 " shape differs from its upload on ", name());
+  return m;
+}
+
+void CpuDevice::write(const float* host, std::int64_t count, float* device) {
+  if (count > 0) std::memcpy(device, host, std::size_t(count) * sizeof(float));
+}
+
+void CpuDevice::read(const float* device, std::int64_t count, float* host) {
+  if (count > 0) std::memcpy(host, device, std::size_t(count) * sizeof(float));
+}
+
+void CpuDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
+  SLUICE_EXPECTS(src_rows.size == dst_rows.size, "load_rows: ", src_rows.size, " source rows, ",
+                 dst_rows.size, " destination rows");
+  SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
+  cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);
+  counters_.h2d_gather_rows += src_rows.size;
+  counters_.h2d_gather_bytes += src_rows.size * dst.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
+  SLUICE_EXPECTS(src.cols == dst.cols, "load_block: width ", src.cols, " vs ", dst.cols);
+  copy(src.row_block(src_row, dst.rows), dst);
+  counters_.h2d_block_bytes += dst.rows * dst.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
+  SLUICE_EXPECTS(src.cols == dst.cols, "store_block: width ", src.cols, " vs ", dst.cols);
+  copy(src, dst.row_block(dst_row, src.rows));
+  counters_.d2h_bytes += src.rows * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                          Mat dst) {
+  SLUICE_EXPECTS(owner_rows.size == dst_rows.size, "pull_rows: ", owner_rows.size, " owner rows, ",
+                 dst_rows.size, " destination rows");
+  SLUICE_EXPECTS(owner_buf.cols == dst.cols, "pull_rows: width ", owner_buf.cols, " vs ", dst.cols);
+  (void)owner;  // host memory: the owner's buffer is directly readable
+  cpu::copy_indexed_rows(owner_buf, owner_rows.data, dst, dst_rows.data, owner_rows.size);
+  counters_.p2p_rows += owner_rows.size;
+  counters_.p2p_bytes += owner_rows.size * dst.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) {
+  SLUICE_EXPECTS(src_rows.size == owner_rows.size, "push_add_rows: ", src_rows.size,
+                 " source rows, ", owner_rows.size, " owner rows");
+  SLUICE_EXPECTS(src.cols == owner_buf.cols, "push_add_rows: width ", src.cols, " vs ",
+                 owner_buf.cols);
+  auto* target = dynamic_cast<CpuDevice*>(&owner);
+  SLUICE_EXPECTS(target != nullptr, "push_add_rows: owner ", owner.name(), " is not a CPU device");
+  target->add_rows_locked(src, src_rows, owner_buf, owner_rows);
+  counters_.p2p_rows += src_rows.size;
+  counters_.p2p_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows) {
+  // Pushes from several devices (possibly on several host threads) serialize on the owner; within
+  // one call repeated owner rows are safe because threads split columns, not rows.
+  std::lock_guard<std::mutex> lock(push_mutex_);
+  cpu::add_indexed_rows(src, src_rows.data, owner_buf, owner_rows.data, src_rows.size);
+}
+
+void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  SLUICE_EXPECTS(src_rows.size == host_rows.size, "flush_add_rows: ", src_rows.size,
+                 " source rows, ", host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
+  cpu::add_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+  counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::gather_rows(Mat src, Idx rows, Mat dst) {
+  SLUICE_EXPECTS(dst.rows == rows.size && dst.cols == src.cols, "gather_rows: ", rows.size,
+                 " rows of width ", src.cols, " into ", dst.rows, " x ", dst.cols);
+  cpu::copy_indexed_rows(src, rows.data, dst, nullptr, rows.size);
+}
+
+void CpuDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
+  SLUICE_EXPECTS(src.rows == rows.size && dst.cols == src.cols, "scatter_add_rows: ", src.rows,
+                 " x ", src.cols, " with ", rows.size, " rows into width ", dst.cols);
+  cpu::add_indexed_rows(src, nullptr, dst, rows.data, rows.size);
+}
+
+void CpuDevice::zero_rows(Mat m, Idx rows) {
+  const std::int64_t n = rows.size;
+  cpu::check_indices(rows.data, n, m.rows, "zero_rows");
+#pragma omp parallel for schedule(static) if (n * m.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < n; ++i) std::fill_n(m.data + rows.data[i] * m.ld, m.cols, 0.f);
+}
+
+void CpuDevice::fill(Mat m, float value) {
+#pragma omp parallel for schedule(static) if (m.rows * m.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < m.rows; ++i) std::fill_n(m.data + i * m.ld, m.cols, value);
+}
+
+void CpuDevice::copy(Mat src, Mat dst) {
+  SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "copy: ", src.rows, " x ", src.cols,
+                 " into ", dst.rows, " x ", dst.cols);
+  if (src.empty()) return;
+  if (src.ld == src.cols && dst.ld == dst.cols) {
+    cpu::parallel_copy(src.data, dst.data, src.rows * src.cols);
+    return;
+  }
+#pragma omp parallel for schedule(static) if (src.rows * src.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < src.rows; ++i)
+    std::memcpy(dst.data + i * dst.ld, src.data + i * src.ld, std::size_t(src.cols) * 4);
+}
+
+}  // namespace sluice

@@ -1,0 +1,143 @@
+// CpuDevice: one logical device of the CPU backend (kernels/ops.hpp) on host memory, with
+// OpenMP-parallel loops and OpenBLAS GEMM. It is the numerical reference of the operators, so
+// every reduction is deterministic (independent of the thread count): transposed sparse products
+// run as gathers over a transposed index built at upload time, scatter-adds split columns (not
+// rows) among threads, and column sums reduce fixed row blocks in a fixed order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.hpp"
+
+namespace sluice {
+
+// A zero-initialized, 64-byte-aligned host allocation (move-only).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(std::size_t bytes);
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// The structure of an uploaded CSR plus its transpose (CSC), kept by the device under Csr::id.
+// The transpose lists, per column, the rows and the entry positions (to index entry values).
+struct CpuCsr {
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  std::vector<edge_t> indptr;     // rows + 1
+  std::vector<vertex_t> columns;  // nnz
+  std::vector<edge_t> t_indptr;   // cols + 1
+  std::vector<vertex_t> t_rows;   // nnz: row of each transposed entry
+  std::vector<edge_t> t_entry;    // nnz: position of the entry in `columns` / values
+};
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(int index, std::int64_t memory_budget);
+
+  int index() const override { return index_; }
+  std::string name() const override;
+
+  Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
+  Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                 std::int64_t num_cols, const std::string& what) override;
+  std::int64_t bytes_in_use() const override { return bytes_in_use_; }
+  std::int64_t peak_bytes() const override { return peak_bytes_; }
+  void write(const float* host, std::int64_t count, float* device) override;
+  void read(const float* device, std::int64_t count, float* host) override;
+
+  void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
+  void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
+  void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
+  void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                 Mat dst) override;
+  void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
+  void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void gather_rows(Mat src, Idx rows, Mat dst) override;
+  void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
+  void zero_rows(Mat m, Idx rows) override;
+  void fill(Mat m, float value) override;
+  void copy(Mat src, Mat dst) override;
+  const TransferCounters& counters() const override { return counters_; }
+  void reset_counters() override { counters_ = TransferCounters{}; }
+
+  void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) override;
+  void spmm(Csr a, const float* values, Mat x, Mat y) override;
+  void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
+  void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+            Mat c) override;
+  void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
+  void activation_backward(Mat dout, Mat value, Activation act, Mat dz) override;
+  void add_column_sums(Mat m, float* out) override;
+  void axpy(std::int64_t n, float alpha, const float* x, float* y) override;
+
+  void softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
+                             double* loss_sum, std::int32_t* predictions) override;
+
+  void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                   Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                   Mat out) override;
+  void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                    Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                    Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
+  void head_mean(Mat in, int heads, Mat out) override;
+  void head_mean_backward(Mat dout, int heads, Mat din) override;
+
+  void sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) override;
+  void adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                 std::int64_t step, float* w, float* g, float* m, float* v) override;
+
+  void synchronize() override {}
+
+ private:
+  // Accounts `bytes` against the budget (throws OutOfDeviceMemory naming `what`).
+  void account(std::int64_t bytes, const std::string& what);
+  const CpuCsr& csr(const Csr& a) const;
+  // owner_buf[owner_rows[i]] += src[src_rows[i]], serialized per owner device.
+  void add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows);
+
+  int index_;
+  std::int64_t memory_budget_;
+  std::int64_t bytes_in_use_ = 0;
+  std::int64_t peak_bytes_ = 0;
+  std::vector<AlignedBuffer> buffers_;
+  std::vector<std::unique_ptr<std::vector<vertex_t>>> index_arrays_;
+  std::vector<std::unique_ptr<CpuCsr>> csrs_;
+  TransferCounters counters_;
+  std::mutex push_mutex_;       // serializes pushes from other devices into this device's buffers
+  std::vector<float> scratch_;  // per-entry temporaries of gat_backward (not device memory)
+};
+
+// The CPU backend: P CpuDevices and zero-initialized host matrices.
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& options);
+  std::string name() const override { return "cpu"; }
+  int num_devices() const override { return static_cast<int>(devices_.size()); }
+  Device& device(int index) override;
+  HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
+  void synchronize_all() override {}
+
+ private:
+  std::vector<std::unique_ptr<CpuDevice>> devices_;
+  std::mutex host_mutex_;
+  std::vector<AlignedBuffer> host_buffers_;
+};
+
+}  // namespace sluice

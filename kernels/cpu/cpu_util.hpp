@@ -1,0 +1,41 @@
+// Row-copy helpers and small utilities shared by the CPU backend's source files. Index checks run
+// before the parallel loops (an exception must never leave an OpenMP region).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/hash.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice::cpu {
+
+// Loops smaller than this many scalar operations stay on one thread.
+inline constexpr std::int64_t kParallelThreshold = 1 << 15;
+
+// Throws unless every index[i] (i < n) lies in [0, limit).
+void check_indices(const vertex_t* index, std::int64_t n, std::int64_t limit, const char* what);
+
+// dst[dst_rows ? dst_rows[i] : i] = src[src_rows ? src_rows[i] : i] for i < n (checked).
+void copy_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
+                       std::int64_t n);
+// dst[dst_rows ? dst_rows[i] : i] += src[src_rows ? src_rows[i] : i] for i < n (checked);
+// destination rows may repeat: threads split the columns, so the result is race-free and
+// deterministic (additions happen in order of i).
+void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
+                      std::int64_t n);
+void parallel_copy(const float* src, float* dst, std::int64_t n);
+
+// The counter-based dropout decision of docs/model-math.md: kind 1 = features, 2 = attention.
+inline std::uint64_t layer_key(const DropoutKey& key) {
+  return static_cast<std::uint64_t>(key.epoch * 1024 + key.layer);
+}
+inline bool keep(const DropoutKey& key, std::uint64_t kind, std::int64_t vertex,
+                 std::int64_t element) {
+  const float u =
+      hash_to_unit(key_hash(key.seed, kind, layer_key(key), static_cast<std::uint64_t>(vertex),
+                            static_cast<std::uint64_t>(element)));
+  return u >= key.rate;
+}
+
+}  // namespace sluice::cpu

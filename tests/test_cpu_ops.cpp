@@ -1,0 +1,612 @@
+// The CPU backend's operators (kernels/cpu/) against hand-computed values, naive loops and finite
+// differences; memory accounting and transfer counters exact.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/hash.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice {
+namespace {
+
+using Floats = std::vector<float>;
+
+// Reads a (possibly strided) matrix row by row (CPU devices hold host memory).
+Floats get(const Mat& m) {
+  Floats out;
+  for (std::int64_t i = 0; i < m.rows; ++i)
+    for (std::int64_t j = 0; j < m.cols; ++j) out.push_back(m.data[i * m.ld + j]);
+  return out;
+}
+
+class CpuOps : public ::testing::Test {
+ protected:
+  void make(int partitions, std::int64_t budget = 0) {
+    BackendOptions options;
+    options.partitions = partitions;
+    options.memory_budget = budget;
+    backend = make_cpu_backend(options);
+  }
+  void SetUp() override { make(1); }
+  Device& dev(int d = 0) { return backend->device(d); }
+
+  Mat mat(std::int64_t rows, std::int64_t cols, const Floats& values, int d = 0) {
+    Mat m = dev(d).alloc(rows, cols, "test matrix");
+    if (!values.empty()) {
+      EXPECT_EQ(std::int64_t(values.size()), rows * cols);
+      dev(d).write(values.data(), rows * cols, m.data);
+    }
+    return m;
+  }
+  Idx idx(const std::vector<vertex_t>& values, int d = 0) { return dev(d).upload(values, "test"); }
+
+  std::unique_ptr<Backend> backend;
+};
+
+Floats random_floats(std::size_t n, std::uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Floats v(n);
+  for (auto& x : v) x = dist(gen);
+  return v;
+}
+
+void expect_near_all(const Floats& actual, const Floats& expected, double tolerance) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (std::size_t i = 0; i < actual.size(); ++i)
+    EXPECT_NEAR(actual[i], expected[i], tolerance * (1.0 + std::fabs(expected[i]))) << "at " << i;
+}
+
+// ---------------------------------------------------------------- memory
+
+TEST_F(CpuOps, MemoryIsAccountedAndPeakKept) {
+  Device& d = dev();
+  EXPECT_EQ(d.bytes_in_use(), 0);
+  Mat m = d.alloc(10, 3, "features");
+  EXPECT_EQ(m.rows, 10);
+  EXPECT_EQ(m.ld, 3);
+  EXPECT_EQ(d.bytes_in_use(), 120);
+  for (std::int64_t i = 0; i < 30; ++i) EXPECT_EQ(m.data[i], 0.f);  // zero-initialized
+  d.upload({1, 2, 3}, "rows");
+  EXPECT_EQ(d.bytes_in_use(), 132);
+  // 3 rows, 4 entries: 4 offsets * 8 bytes + 4 columns * 4 bytes.
+  Csr a = d.upload_csr({0, 1, 3, 4}, {0, 1, 2, 0}, 3, "chunk");
+  EXPECT_EQ(a.rows, 3);
+  EXPECT_EQ(a.cols, 3);
+  EXPECT_EQ(a.nnz, 4);
+  EXPECT_EQ(d.bytes_in_use(), 132 + 32 + 16);
+  EXPECT_EQ(d.peak_bytes(), d.bytes_in_use());
+}
+
+TEST_F(CpuOps, BudgetOverflowThrowsNamingTheAllocation) {
+  make(1, 1000);
+  Device& d = dev();
+  d.alloc(200, 1, "first");  // 800 bytes
+  try {
+    d.alloc(100, 1, "transition buffer");
+    FAIL() << "expected OutOfDeviceMemory";
+  } catch (const OutOfDeviceMemory& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("transition buffer"), std::string::npos) << what;
+    EXPECT_NE(what.find("400"), std::string::npos) << what;
+    EXPECT_NE(what.find("800"), std::string::npos) << what;
+    EXPECT_NE(what.find("1000"), std::string::npos) << what;
+  }
+  EXPECT_EQ(d.bytes_in_use(), 800);
+  d.alloc(50, 1, "fits exactly");
+  EXPECT_EQ(d.bytes_in_use(), 1000);
+  EXPECT_THROW(d.upload({1}, "one more index"), OutOfDeviceMemory);
+}
+
+// ---------------------------------------------------------------- transfers
+
+TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
+  Device& d = dev();
+  HostMat host = backend->alloc_host(5, 2, "H");
+  for (int i = 0; i < 10; ++i) host.data[i] = float(i);  // row r = [2r, 2r+1]
+  Mat buf = d.alloc(4, 2, "buffer");
+  d.load_rows(host, idx({1, 3, 4}), idx({2, 0, 3}), buf);
+  EXPECT_EQ(get(buf), (Floats{6, 7, 0, 0, 2, 3, 8, 9}));
+  EXPECT_EQ(d.counters().h2d_gather_rows, 3);
+  EXPECT_EQ(d.counters().h2d_gather_bytes, 24);
+
+  Mat block = d.alloc(2, 2, "block");
+  d.load_block(host, 3, block);
+  EXPECT_EQ(get(block), (Floats{6, 7, 8, 9}));
+  EXPECT_EQ(d.counters().h2d_block_bytes, 16);
+
+  d.store_block(block, host, 0);  // host rows 0..1 = [6,7],[8,9]
+  EXPECT_EQ(get(host), (Floats{6, 7, 8, 9, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(d.counters().d2h_bytes, 16);
+
+  // host[4] += buf[0], host[1] += buf[3] (unique host rows).
+  d.flush_add_rows(buf, idx({0, 3}), idx({4, 1}), host);
+  EXPECT_EQ(get(host), (Floats{6, 7, 16, 18, 4, 5, 6, 7, 14, 16}));
+  EXPECT_EQ(d.counters().d2h_bytes, 32);
+  EXPECT_EQ(d.counters().p2p_bytes, 0);
+  d.reset_counters();
+  EXPECT_EQ(d.counters().h2d_gather_rows, 0);
+  EXPECT_EQ(d.counters().d2h_bytes, 0);
+}
+
+TEST_F(CpuOps, PullAndPushBetweenDevicesWithRepeatedRows) {
+  make(3);
+  Mat owner = mat(3, 2, {1, 1, 2, 2, 3, 3}, 0);
+  Mat a = mat(2, 2, {10, 20, 30, 40}, 1);
+  Mat b = mat(2, 2, {100, 200, 300, 400}, 2);
+  // Device 1 pushes both its rows into owner row 2 (a repeat within one call), device 2 pushes
+  // into rows 2 and 0.
+  dev(1).push_add_rows(a, idx({0, 1}, 1), dev(0), owner, idx({2, 2}, 1));
+  dev(2).push_add_rows(b, idx({1, 0}, 2), dev(0), owner, idx({2, 0}, 2));
+  EXPECT_EQ(get(owner), (Floats{101, 201, 2, 2, 3 + 10 + 30 + 300, 3 + 20 + 40 + 400}));
+  EXPECT_EQ(dev(1).counters().p2p_rows, 2);
+  EXPECT_EQ(dev(1).counters().p2p_bytes, 16);
+  EXPECT_EQ(dev(2).counters().p2p_bytes, 16);
+  EXPECT_EQ(dev(0).counters().p2p_bytes, 0);
+
+  Mat local = mat(3, 2, {}, 1);
+  dev(1).pull_rows(dev(0), owner, idx({1, 0}, 1), idx({2, 0}, 1), local);
+  EXPECT_EQ(get(local), (Floats{101, 201, 0, 0, 2, 2}));
+  EXPECT_EQ(dev(1).counters().p2p_rows, 4);
+  EXPECT_EQ(dev(1).counters().p2p_bytes, 32);
+}
+
+TEST_F(CpuOps, LargeScatterAddWithRepeatsMatchesNaive) {
+  const std::int64_t n = 5000, cols = 40, rows = 97;
+  const Floats src_values = random_floats(std::size_t(n * cols), 7);
+  Mat src = mat(n, cols, src_values);
+  Mat dst = mat(rows, cols, {});
+  std::vector<vertex_t> target(n);
+  for (std::int64_t i = 0; i < n; ++i) target[i] = vertex_t((i * 31) % rows);
+  dev().scatter_add_rows(src, idx(target), dst);
+  std::vector<double> expected(std::size_t(rows * cols), 0.0);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t j = 0; j < cols; ++j)
+      expected[target[i] * cols + j] += src_values[i * cols + j];
+  const Floats got = get(dst);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-4);
+}
+
+TEST_F(CpuOps, GatherScatterZeroFillCopy) {
+  Device& d = dev();
+  Mat src = mat(3, 2, {1, 2, 3, 4, 5, 6});
+  Mat g = d.alloc(4, 2, "g");
+  d.gather_rows(src, idx({2, 0, 2, 1}), g);
+  EXPECT_EQ(get(g), (Floats{5, 6, 1, 2, 5, 6, 3, 4}));
+  Mat acc = mat(3, 2, {});
+  d.scatter_add_rows(g, idx({0, 0, 2, 1}), acc);  // row 0 repeats
+  EXPECT_EQ(get(acc), (Floats{6, 8, 3, 4, 5, 6}));
+  d.zero_rows(acc, idx({1}));
+  EXPECT_EQ(get(acc), (Floats{6, 8, 0, 0, 5, 6}));
+  d.fill(acc.col_block(1, 1), 9.f);  // strided view
+  EXPECT_EQ(get(acc), (Floats{6, 9, 0, 9, 5, 9}));
+  d.copy(src.col_block(0, 1), acc.col_block(1, 1));
+  EXPECT_EQ(get(acc), (Floats{6, 1, 0, 3, 5, 5}));
+  EXPECT_THROW(d.gather_rows(src, idx({3, 0, 0, 0}), g), Error);  // row 3 out of range
+}
+
+// ---------------------------------------------------------------- dropout
+
+TEST_F(CpuOps, DropoutFollowsTheCounterBasedMask) {
+  const std::int64_t rows = 6, cols = 50;
+  Floats ones(std::size_t(rows * cols), 1.f);
+  Mat m = mat(rows, cols, ones);
+  const std::vector<vertex_t> keys = {11, 12, 13, 14};
+  DropoutKey key{42, 3, 1, 0.25f};
+  dev().dropout_rows(m, idx({0, 2, 3, 5}), idx(keys), key);
+  const Floats got = get(m);
+  const std::vector<int> dropped_rows = {0, 2, 3, 5};
+  int zeros = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    int k = -1;
+    for (int i = 0; i < 4; ++i)
+      if (dropped_rows[i] == r) k = i;
+    for (std::int64_t j = 0; j < cols; ++j) {
+      float expected = 1.f;
+      if (k >= 0) {
+        const float u = hash_to_unit(key_hash(42, 1, 3 * 1024 + 1, std::uint64_t(keys[k]), j));
+        expected = u >= 0.25f ? 1.f / 0.75f : 0.f;
+        zeros += expected == 0.f;
+      }
+      EXPECT_FLOAT_EQ(got[r * cols + j], expected) << r << "," << j;
+    }
+  }
+  EXPECT_GT(zeros, 20);  // about 50 of 200
+  EXPECT_LT(zeros, 80);
+  // Rate 0 leaves everything untouched.
+  dev().dropout_rows(m, idx({1}), idx({99}), DropoutKey{42, 3, 1, 0.f});
+  EXPECT_EQ(get(m)[cols], 1.f);
+}
+
+// ---------------------------------------------------------------- sparse
+
+// A (3 x 4), entries (column, value):
+//   row 0: (0, 1)  (2, 2)
+//   row 1: (1, -1)
+//   row 2: (0, .5) (3, 1) (1, 3)
+// x = [[1,2],[3,4],[5,6],[7,8]]  =>  A x = [[11,14],[-3,-4],[16.5,21]]
+TEST_F(CpuOps, SpmmAndTransposeOnAHandDrawnMatrix) {
+  Device& d = dev();
+  Csr a = d.upload_csr({0, 2, 3, 6}, {0, 2, 1, 0, 3, 1}, 4, "A");
+  Mat values = mat(6, 1, {1, 2, -1, .5f, 1, 3});
+  Mat x = mat(4, 2, {1, 2, 3, 4, 5, 6, 7, 8});
+  Mat y = mat(3, 2, {9, 9, 9, 9, 9, 9});  // overwritten
+  d.spmm(a, values.data, x, y);
+  EXPECT_EQ(get(y), (Floats{11, 14, -3, -4, 16.5f, 21}));
+  // dx (ones) += A^T dy with dy = [[1,0],[0,1],[1,1]]:
+  //   col 0: 1*[1,0] + .5*[1,1] = [1.5,.5];  col 1: -1*[0,1] + 3*[1,1] = [3,2]
+  //   col 2: 2*[1,0] = [2,0];                col 3: 1*[1,1] = [1,1]
+  Mat dy = mat(3, 2, {1, 0, 0, 1, 1, 1});
+  Mat dx = mat(4, 2, Floats(8, 1.f));
+  d.spmm_transpose_add(a, values.data, dy, dx);
+  EXPECT_EQ(get(dx), (Floats{2.5f, 1.5f, 4, 3, 3, 1, 2, 2}));
+}
+
+TEST_F(CpuOps, LargeSpmmAndTransposeMatchNaive) {
+  const std::int64_t rows = 700, cols = 500, width = 24;
+  std::mt19937 gen(3);
+  std::vector<edge_t> indptr = {0};
+  std::vector<vertex_t> columns;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const int degree = int(gen() % 12);
+    for (int k = 0; k < degree; ++k) columns.push_back(vertex_t(gen() % cols));
+    indptr.push_back(edge_t(columns.size()));
+  }
+  const std::int64_t nnz = indptr.back();
+  Csr a = dev().upload_csr(indptr, columns, cols, "A");
+  const Floats w = random_floats(std::size_t(nnz), 4);
+  const Floats xv = random_floats(std::size_t(cols * width), 5);
+  const Floats dyv = random_floats(std::size_t(rows * width), 6);
+  Mat values = mat(nnz, 1, w), x = mat(cols, width, xv), y = mat(rows, width, {});
+  Mat dy = mat(rows, width, dyv), dx = mat(cols, width, {});
+  dev().spmm(a, values.data, x, y);
+  dev().spmm_transpose_add(a, values.data, dy, dx);
+  std::vector<double> ey(std::size_t(rows * width), 0.0), edx(std::size_t(cols * width), 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (edge_t e = indptr[r]; e < indptr[r + 1]; ++e)
+      for (std::int64_t j = 0; j < width; ++j) {
+        ey[r * width + j] += double(w[e]) * xv[columns[e] * width + j];
+        edx[columns[e] * width + j] += double(w[e]) * dyv[r * width + j];
+      }
+  const Floats gy = get(y), gdx = get(dx);
+  for (std::size_t i = 0; i < gy.size(); ++i) ASSERT_NEAR(gy[i], ey[i], 1e-5);
+  for (std::size_t i = 0; i < gdx.size(); ++i) ASSERT_NEAR(gdx[i], edx[i], 1e-5);
+}
+
+// ---------------------------------------------------------------- dense
+
+TEST_F(CpuOps, GemmAllTranspositionsOnStridedViews) {
+  const std::int64_t m = 5, n = 4, k = 3;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      // op(a) is m x k, op(b) is k x n; a and b live as column blocks of wider matrices.
+      const std::int64_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+      const Floats av = random_floats(std::size_t(ar * (ac + 2)), 10);
+      const Floats bv = random_floats(std::size_t(br * (bc + 1)), 11);
+      const Floats cv = random_floats(std::size_t(m * n), 12);
+      Mat a = mat(ar, ac + 2, av).col_block(1, ac);
+      Mat b = mat(br, bc + 1, bv).col_block(0, bc);
+      Mat c = mat(m, n, cv);
+      dev().gemm(ta, tb, 1.5f, a, b, -0.5f, c);
+      Floats expected(std::size_t(m * n));
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (std::int64_t q = 0; q < k; ++q) {
+            const double x = ta ? a.data[q * a.ld + i] : a.data[i * a.ld + q];
+            const double y = tb ? b.data[j * b.ld + q] : b.data[q * b.ld + j];
+            s += x * y;
+          }
+          expected[i * n + j] = float(1.5 * s - 0.5 * cv[i * n + j]);
+        }
+      expect_near_all(get(c), expected, 1e-5);
+    }
+  }
+  // Empty inner dimension: c = beta * c.
+  Mat c = mat(2, 2, {1, 2, 3, 4});
+  dev().gemm(false, false, 1.f, mat(2, 0, {}), mat(0, 2, {}), 2.f, c);
+  EXPECT_EQ(get(c), (Floats{2, 4, 6, 8}));
+}
+
+TEST_F(CpuOps, BiasActivationAndBackward) {
+  Device& d = dev();
+  Mat z = mat(2, 3, {-1, 0, 2, 0.5f, -2, 1});
+  Mat bias = mat(1, 3, {0.5f, 0, -1});
+  Mat out = d.alloc(2, 3, "out");
+  d.bias_activation(z, bias.data, Activation::kRelu, out);
+  EXPECT_EQ(get(out), (Floats{0, 0, 1, 1, 0, 0}));
+  d.bias_activation(z, nullptr, Activation::kElu, out);
+  expect_near_all(get(out), {std::expm1(-1.f), 0, 2, 0.5f, std::expm1(-2.f), 1}, 1e-6);
+  d.bias_activation(z, bias.data, Activation::kNone, out);
+  EXPECT_EQ(get(out), (Floats{-0.5f, 0, 1, 1, -2, 0}));
+  Mat zz = mat(2, 3, {-1, 0, 2, 0.5f, -2, 1});
+  d.bias_activation(zz, bias.data, Activation::kRelu, zz);  // in place
+  EXPECT_EQ(get(zz), (Floats{0, 0, 1, 1, 0, 0}));
+
+  Mat dout = mat(2, 3, {1, 2, 3, 4, 5, 6});
+  Mat dz = d.alloc(2, 3, "dz");
+  d.activation_backward(dout, z, Activation::kRelu, dz);  // 1 where z > 0 (z = 0 gives 0)
+  EXPECT_EQ(get(dz), (Floats{0, 0, 3, 4, 0, 6}));
+  d.activation_backward(dout, z, Activation::kElu, dz);  // exp(z) where z <= 0
+  expect_near_all(get(dz), {std::exp(-1.f), 2, 3, 4, 5 * std::exp(-2.f), 6}, 1e-6);
+  d.activation_backward(dout, z, Activation::kNone, dout);  // aliasing
+  EXPECT_EQ(get(dout), (Floats{1, 2, 3, 4, 5, 6}));
+}
+
+TEST_F(CpuOps, ColumnSumsAxpyHeadMean) {
+  Device& d = dev();
+  Mat m = mat(3, 2, {1, 2, 3, 4, 5, 6});
+  Mat out = mat(1, 2, {10, 20});
+  d.add_column_sums(m, out.data);
+  EXPECT_EQ(get(out), (Floats{19, 32}));
+  d.axpy(2, -2.f, m.data, out.data);
+  EXPECT_EQ(get(out), (Floats{17, 28}));
+  // Large: 3000 rows of ones plus row index.
+  std::vector<float> big(3000 * 3);
+  for (int i = 0; i < 3000; ++i) big[i * 3] = 1, big[i * 3 + 1] = float(i), big[i * 3 + 2] = -1;
+  Mat bm = mat(3000, 3, big);
+  Mat sums = mat(1, 3, {});
+  d.add_column_sums(bm, sums.data);
+  EXPECT_EQ(get(sums), (Floats{3000, 4498500, -3000}));
+
+  // 2 rows, 2 heads of width 2: mean over heads.
+  Mat in = mat(2, 4, {1, 2, 3, 4, -1, 0, 1, 6});
+  Mat mean = d.alloc(2, 2, "mean");
+  d.head_mean(in, 2, mean);
+  EXPECT_EQ(get(mean), (Floats{2, 3, 0, 3}));
+  Mat din = d.alloc(2, 4, "din");
+  d.head_mean_backward(mean, 2, din);
+  EXPECT_EQ(get(din), (Floats{1, 1.5f, 1, 1.5f, 0, 1.5f, 0, 1.5f}));
+}
+
+// ---------------------------------------------------------------- loss
+
+TEST_F(CpuOps, SoftmaxCrossEntropyHandValues) {
+  Device& d = dev();
+  // Row 0: [0, 0], label 0 -> loss ln 2, grad (p - onehot) * scale = [-.5, .5] * .5.
+  // Row 1: [ln 3, 0], label 1 -> p = [.75, .25], loss = ln 4, grad = [.75, -.75] * .5.
+  // Row 2: label -1 (unlabeled) -> no loss, zero grad. Row 3: masked out.
+  Mat logits = mat(4, 2, {0, 0, std::log(3.f), 0, 5, 1, 1, 2});
+  Mat grad = mat(4, 2, Floats(8, 7.f));
+  double loss = 1.0;
+  std::int32_t predictions[4] = {-9, -9, -9, -9};
+  d.softmax_cross_entropy(logits, idx({0, 1, -1, 0}), idx({1, 1, 1, 0}), 0.5f, grad, &loss,
+                          predictions);
+  d.synchronize();
+  EXPECT_NEAR(loss, 1.0 + std::log(2.0) + std::log(4.0), 1e-6);
+  expect_near_all(get(grad), {-.25f, .25f, .375f, -.375f, 0, 0, 0, 0}, 1e-6);
+  EXPECT_EQ(predictions[0], 0);  // tie -> lowest index
+  EXPECT_EQ(predictions[1], 0);
+  EXPECT_EQ(predictions[2], 0);
+  EXPECT_EQ(predictions[3], 1);
+  // Evaluation: empty grad, huge logits stay finite.
+  Mat big = mat(1, 3, {1000, -1000, 999});
+  double eval_loss = 0;
+  d.softmax_cross_entropy(big, idx({2}), Idx{}, 1.f, Mat{}, &eval_loss, predictions);
+  EXPECT_NEAR(eval_loss, 1.0 + std::log1p(std::exp(-1.0)), 1e-6);
+  EXPECT_EQ(predictions[0], 0);
+}
+
+TEST_F(CpuOps, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
+  Device& d = dev();
+  const std::int64_t rows = 5, classes = 4;
+  Floats values = random_floats(std::size_t(rows * classes), 21, -2.f, 2.f);
+  const std::vector<vertex_t> labels_v = {0, 3, 1, -1, 2};
+  Idx labels = idx(labels_v), mask = idx({1, 1, 1, 1, 1});
+  Mat logits = mat(rows, classes, values);
+  Mat grad = d.alloc(rows, classes, "grad");
+  double unused = 0;
+  d.softmax_cross_entropy(logits, labels, mask, 1.f, grad, &unused, nullptr);
+  const Floats g = get(grad);
+  const float h = 1e-2f;
+  for (std::int64_t i = 0; i < rows * classes; ++i) {
+    const float saved = logits.data[i];
+    double plus = 0, minus = 0;
+    logits.data[i] = saved + h;
+    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, &plus, nullptr);
+    logits.data[i] = saved - h;
+    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, &minus, nullptr);
+    logits.data[i] = saved;
+    const double step = double(saved + h) - double(saved - h);
+    EXPECT_NEAR(g[i], (plus - minus) / step, 2e-4) << "logit " << i;
+  }
+}
+
+// ---------------------------------------------------------------- GAT
+
+// Chunk CSR, 3 rows over a merged buffer of 5 rows; each row starts with its self entry:
+//   row 0: self 0, neighbors 3, 4
+//   row 1: self 1, neighbors 0
+//   row 2: self 2, neighbors 4, 1, 3
+struct GatCase {
+  std::vector<edge_t> indptr = {0, 3, 5, 9};
+  std::vector<vertex_t> columns = {0, 3, 4, 1, 0, 2, 4, 1, 3};
+  std::vector<vertex_t> keys = {7, 8, 9};
+  std::int64_t rows = 3, cols = 5, heads = 2, width = 3;
+};
+
+// Double-precision GAT forward (concatenated heads) written from docs/model-math.md.
+std::vector<double> naive_gat(const GatCase& g, const std::vector<double>& z,
+                              const std::vector<double>& src, const std::vector<double>& dst,
+                              const DropoutKey& key) {
+  const std::int64_t K = g.heads, F = g.width, KF = K * F;
+  std::vector<double> out(std::size_t(g.rows * KF), 0.0);
+  for (std::int64_t i = 0; i < g.rows; ++i) {
+    const edge_t b = g.indptr[i], e_end = g.indptr[i + 1];
+    for (std::int64_t h = 0; h < K; ++h) {
+      auto el = [&](std::int64_t u) {
+        double s = 0;
+        for (std::int64_t f = 0; f < F; ++f) s += z[u * KF + h * F + f] * src[h * F + f];
+        return s;
+      };
+      double er = 0;
+      for (std::int64_t f = 0; f < F; ++f) er += z[g.columns[b] * KF + h * F + f] * dst[h * F + f];
+      std::vector<double> s;
+      double top = -1e300;
+      for (edge_t e = b; e < e_end; ++e) {
+        double x = el(g.columns[e]) + er;
+        x = x > 0 ? x : 0.2 * x;
+        s.push_back(x);
+        top = std::max(top, x);
+      }
+      double sum = 0;
+      for (double& x : s) sum += (x = std::exp(x - top));
+      for (edge_t e = b; e < e_end; ++e) {
+        double a = s[std::size_t(e - b)] / sum;
+        if (key.rate > 0) {
+          const float u = hash_to_unit(key_hash(key.seed, 2, key.epoch * 1024 + key.layer,
+                                                std::uint64_t(g.keys[i]), (e - b) * 256 + h));
+          a = u >= key.rate ? a / (1.0 - key.rate) : 0.0;
+        }
+        for (std::int64_t f = 0; f < F; ++f)
+          out[i * KF + h * F + f] += a * z[g.columns[e] * KF + h * F + f];
+      }
+    }
+  }
+  return out;
+}
+
+double weighted_sum(const std::vector<double>& out, const Floats& weights) {
+  double s = 0;
+  for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * weights[i];
+  return s;
+}
+
+void check_gat(Device& d, const DropoutKey& key) {
+  const GatCase g;
+  const std::int64_t K = g.heads, KF = g.heads * g.width, nnz = g.indptr.back();
+  Csr a = d.upload_csr(g.indptr, g.columns, g.cols, "gat chunk");
+  Idx keys = d.upload(g.keys, "keys");
+  const Floats zv = random_floats(std::size_t(g.cols * KF), 31, -1.5f, 1.5f);
+  const Floats srcv = random_floats(std::size_t(KF), 32), dstv = random_floats(std::size_t(KF), 33);
+  const Floats weights = random_floats(std::size_t(g.rows * KF), 34);
+  Mat z = d.alloc(g.cols, KF, "z"), src = d.alloc(1, KF, "src"), dst = d.alloc(1, KF, "dst");
+  d.write(zv.data(), zv.size(), z.data);
+  d.write(srcv.data(), KF, src.data);
+  d.write(dstv.data(), KF, dst.data);
+  Mat el = d.alloc(g.cols, K, "el"), er = d.alloc(g.rows, K, "er");
+  Mat alpha = d.alloc(nnz, K, "alpha"), out = d.alloc(g.rows, KF, "out");
+  d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+
+  std::vector<double> z64(zv.begin(), zv.end()), src64(srcv.begin(), srcv.end()),
+      dst64(dstv.begin(), dstv.end());
+  const std::vector<double> expected = naive_gat(g, z64, src64, dst64, key);
+  const Floats got = get(out);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
+  // alpha rows of each head sum to 1 per destination row (before dropout).
+  for (std::int64_t i = 0; i < g.rows; ++i)
+    for (std::int64_t h = 0; h < K; ++h) {
+      double s = 0;
+      for (edge_t e = g.indptr[i]; e < g.indptr[i + 1]; ++e) s += alpha.data[e * K + h];
+      EXPECT_NEAR(s, 1.0, 1e-6);
+    }
+
+  // Backward with dout = weights; accumulators start non-zero to check "+=".
+  Mat dout = d.alloc(g.rows, KF, "dout");
+  d.write(weights.data(), weights.size(), dout.data);
+  Mat dz = d.alloc(g.cols, KF, "dz");
+  d.fill(dz, 0.5f);
+  Floats dsrc(std::size_t(KF), 0.25f), ddst(std::size_t(KF), -0.25f);
+  d.gat_backward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, dout, dz, dsrc.data(),
+                 ddst.data());
+  const Floats dzv = get(dz);
+
+  // Central differences of L = sum(out * weights) in double.
+  const double h = 1e-6;
+  auto fd = [&](std::vector<double>& param, std::size_t i) {
+    const double saved = param[i];
+    param[i] = saved + h;
+    const double plus = weighted_sum(naive_gat(g, z64, src64, dst64, key), weights);
+    param[i] = saved - h;
+    const double minus = weighted_sum(naive_gat(g, z64, src64, dst64, key), weights);
+    param[i] = saved;
+    return (plus - minus) / (2 * h);
+  };
+  for (std::size_t i = 0; i < z64.size(); ++i)
+    EXPECT_NEAR(dzv[i] - 0.5, fd(z64, i), 2e-5) << "dz " << i;
+  for (std::size_t i = 0; i < src64.size(); ++i)
+    EXPECT_NEAR(dsrc[i] - 0.25, fd(src64, i), 2e-5) << "d att_src " << i;
+  for (std::size_t i = 0; i < dst64.size(); ++i)
+    EXPECT_NEAR(ddst[i] + 0.25, fd(dst64, i), 2e-5) << "d att_dst " << i;
+
+  // And against differences of the float forward itself (coarser step, float tolerance).
+  const float hf = 1e-2f;
+  for (std::int64_t i = 0; i < g.cols * KF; i += 5) {
+    const float saved = z.data[i];
+    z.data[i] = saved + hf;
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+    Floats o = get(out);
+    const double plus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
+    z.data[i] = saved - hf;
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+    o = get(out);
+    const double minus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
+    z.data[i] = saved;
+    EXPECT_NEAR(dzv[i] - 0.5, (plus - minus) / (2 * hf), 2e-3) << "float dz " << i;
+  }
+}
+
+TEST_F(CpuOps, GatForwardAndBackwardMatchFiniteDifferences) {
+  check_gat(dev(), DropoutKey{});
+}
+
+TEST_F(CpuOps, GatWithAttentionDropoutMatchesFiniteDifferences) {
+  check_gat(dev(), DropoutKey{5, 2, 1, 0.4f});
+}
+
+// ---------------------------------------------------------------- optimizer, all-reduce
+
+TEST_F(CpuOps, SgdStepWithWeightDecay) {
+  Floats w = {1, -2}, g = {0.5f, 0.5f};
+  dev().sgd_step(2, 0.1f, 0.1f, w.data(), g.data());
+  EXPECT_FLOAT_EQ(g[0], 0.6f);  // g + wd w
+  EXPECT_FLOAT_EQ(w[0], 0.94f);
+  EXPECT_FLOAT_EQ(w[1], -2.f - 0.1f * 0.3f);
+}
+
+TEST_F(CpuOps, AdamTwoStepsMatchHandComputation) {
+  // lr .1, betas (.9, .999), eps 1e-8, weight decay .1, w = 1, gradient .5 at both steps:
+  //   step 1: g = .6, m = .06, v = .00036, w = 1 - .1 * .6 / (.6 + 1e-8) = 0.90000000166
+  //   step 2: g = .5 + .1 * .9 = .59, m = .113, v = .00070774,
+  //           w = .9 - .1 * (.113 / .19) / (sqrt(.00070774 / .001999) + 1e-8) = 0.80004734
+  float w = 1, m = 0, v = 0, g = 0.5f;
+  dev().adam_step(1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, 1, &w, &g, &m, &v);
+  EXPECT_NEAR(w, 0.9000000016666666, 1e-6);
+  EXPECT_NEAR(m, 0.06, 1e-7);
+  EXPECT_NEAR(v, 0.00036, 1e-8);  // 1 - 0.999f is 0.00099998713 in float
+  g = 0.5f;
+  dev().adam_step(1, 0.1f, 0.9f, 0.999f, 1e-8f, 0.1f, 2, &w, &g, &m, &v);
+  EXPECT_NEAR(w, 0.8000473404883316, 2e-6);
+  EXPECT_NEAR(m, 0.113, 1e-7);
+  EXPECT_NEAR(v, 0.00070774, 2e-8);
+}
+
+TEST_F(CpuOps, AllReduceSumsIntoEveryDevice) {
+  make(3);
+  Mat a = mat(1, 3, {1, 2, 3}, 0), b = mat(1, 3, {10, 20, 30}, 1), c = mat(1, 3, {0, 0, 1}, 2);
+  backend->all_reduce_sum({a.data, b.data, c.data}, 3);
+  const Floats expected = {11, 22, 34};
+  EXPECT_EQ(get(a), expected);
+  EXPECT_EQ(get(b), expected);
+  EXPECT_EQ(get(c), expected);
+  EXPECT_EQ(backend->num_devices(), 3);
+  EXPECT_EQ(dev(2).index(), 2);
+}
+
+TEST(CpuBackend, ThreadOptionAndBadOptions) {
+  BackendOptions options;
+  options.threads = 2;
+  auto backend = make_cpu_backend(options);
+  EXPECT_EQ(backend->name(), "cpu");
+  options.partitions = 0;
+  EXPECT_THROW(make_cpu_backend(options), InputError);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,6 +1,7 @@
 // The CPU backend's operators (kernels/cpu/) against hand-computed values, naive loops and finite
 // differences; memory accounting and transfer counters exact.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstdint>
@@ -558,6 +559,73 @@ TEST_F(CpuOps, GatForwardAndBackwardMatchFiniteDifferences) {
 
 TEST_F(CpuOps, GatWithAttentionDropoutMatchesFiniteDifferences) {
   check_gat(dev(), DropoutKey{5, 2, 1, 0.4f});
+}
+
+// A random chunk (self entry first in each row) large enough for every parallel path; the
+// results must be bitwise identical for 1 and 4 threads (the CPU backend is the reference).
+TEST_F(CpuOps, LargeInputsGiveTheSameBitsForAnyThreadCount) {
+  const std::int64_t rows = 600, cols = 900, K = 2, F = 16, KF = K * F, narrow = 7;
+  std::mt19937 gen(17);
+  std::vector<edge_t> indptr = {0};
+  std::vector<vertex_t> columns, keys;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    columns.push_back(vertex_t(r));  // self entry
+    const int degree = int(gen() % 20);
+    for (int k = 0; k < degree; ++k) columns.push_back(vertex_t(rows + gen() % (cols - rows)));
+    indptr.push_back(edge_t(columns.size()));
+    keys.push_back(vertex_t(1000 + r));
+  }
+  const std::int64_t nnz = indptr.back();
+  Device& d = dev();
+  Csr a = d.upload_csr(indptr, columns, cols, "chunk");
+  Idx key_idx = idx(keys);
+  Mat z = mat(cols, KF, random_floats(std::size_t(cols * KF), 40));
+  Mat src = mat(1, KF, random_floats(std::size_t(KF), 41));
+  Mat dst = mat(1, KF, random_floats(std::size_t(KF), 42));
+  Mat dout = mat(rows, KF, random_floats(std::size_t(rows * KF), 43));
+  Mat el = d.alloc(cols, K, "el"), er = d.alloc(rows, K, "er"), alpha = d.alloc(nnz, K, "a");
+  Mat out = d.alloc(rows, KF, "out"), dz = d.alloc(cols, KF, "dz"), dx = d.alloc(cols, KF, "dx");
+  Mat small = mat(5000, narrow, random_floats(std::size_t(5000 * narrow), 44));
+  Mat acc = d.alloc(50, narrow, "acc");
+  std::vector<vertex_t> targets(5000);
+  for (auto& t : targets) t = vertex_t(gen() % 50);
+  Idx target_idx = idx(targets);
+  const DropoutKey key{9, 1, 0, 0.3f};
+
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    d.fill(dz, 0.f);
+    d.fill(dx, 0.f);
+    d.fill(acc, 0.f);
+    Floats att_grads(std::size_t(2 * KF), 0.f), sums(std::size_t(KF), 0.f);
+    d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out);
+    d.gat_backward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, dout, dz,
+                   att_grads.data(), att_grads.data() + KF);
+    d.spmm_transpose_add(a, alpha.data, dout.col_block(0, 1), dx.col_block(0, 1));
+    d.scatter_add_rows(small, target_idx, acc);
+    d.add_column_sums(dz, sums.data());
+    Floats all = get(out);
+    for (const Mat& m : {dz, dx, acc}) {
+      const Floats v = get(m);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    all.insert(all.end(), att_grads.begin(), att_grads.end());
+    all.insert(all.end(), sums.begin(), sums.end());
+    return all;
+  };
+  const int saved = omp_get_max_threads();
+  const Floats one = run(1), four = run(4);
+  omp_set_num_threads(saved);
+  ASSERT_EQ(one.size(), four.size());
+  for (std::size_t i = 0; i < one.size(); ++i) ASSERT_EQ(one[i], four[i]) << "value " << i;
+
+  // And the scatter-add is right (sums in double).
+  std::vector<double> expected(50 * narrow, 0.0);
+  for (std::size_t i = 0; i < targets.size(); ++i)
+    for (std::int64_t j = 0; j < narrow; ++j)
+      expected[targets[i] * narrow + j] += small.data[i * narrow + j];
+  const Floats got = get(acc);
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4);
 }
 
 // ---------------------------------------------------------------- optimizer, all-reduce

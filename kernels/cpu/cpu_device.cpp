@@ -175,7 +175,7 @@ void CpuDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_bu
 
 void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows) {
   // Pushes from several devices (possibly on several host threads) serialize on the owner; within
-  // one call repeated owner rows are safe because threads split columns, not rows.
+  // one call repeated owner rows are safe: each destination row is summed by one thread.
   std::lock_guard<std::mutex> lock(push_mutex_);
   cpu::add_indexed_rows(src, src_rows.data, owner_buf, owner_rows.data, src_rows.size);
 }

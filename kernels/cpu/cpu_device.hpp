@@ -1,8 +1,9 @@
 // CpuDevice: one logical device of the CPU backend (kernels/ops.hpp) on host memory, with
 // OpenMP-parallel loops and OpenBLAS GEMM. It is the numerical reference of the operators, so
 // every reduction is deterministic (independent of the thread count): transposed sparse products
-// run as gathers over a transposed index built at upload time, scatter-adds split columns (not
-// rows) among threads, and column sums reduce fixed row blocks in a fixed order.
+// run as gathers over a transposed index built at upload time, scatter-adds group additions by
+// destination row (one thread per row, in order), and column sums reduce fixed row blocks in a
+// fixed order.
 #pragma once
 
 #include <cstddef>

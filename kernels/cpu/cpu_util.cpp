@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace sluice::cpu {
 
@@ -49,20 +50,36 @@ void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t
     SLUICE_EXPECTS(n <= dst.rows, "row add: ", n, " rows into ", dst.rows);
   const std::int64_t cols = src.cols;
   if (n == 0 || cols == 0) return;
-  // Column slices of at least 16 floats; each thread adds every row of its slice in order.
-  const std::int64_t slices =
-      std::max<std::int64_t>(1, std::min<std::int64_t>(omp_get_max_threads(), cols / 16));
-#pragma omp parallel for schedule(static) if (slices > 1 && n * cols > kParallelThreshold)
-  for (std::int64_t t = 0; t < slices; ++t) {
-    const std::int64_t c0 = cols * t / slices, c1 = cols * (t + 1) / slices;
-    for (std::int64_t i = 0; i < n; ++i) {
-      const std::int64_t s = src_rows ? src_rows[i] : i;
-      const std::int64_t d = dst_rows ? dst_rows[i] : i;
-      const float* x = src.data + s * src.ld;
-      float* y = dst.data + d * dst.ld;
-      for (std::int64_t j = c0; j < c1; ++j) y[j] += x[j];
-    }
+  auto add_row = [&](std::int64_t i) {
+    const std::int64_t s = src_rows ? src_rows[i] : i;
+    const std::int64_t d = dst_rows ? dst_rows[i] : i;
+    const float* x = src.data + s * src.ld;
+    float* y = dst.data + d * dst.ld;
+    for (std::int64_t j = 0; j < cols; ++j) y[j] += x[j];
+  };
+  if (n * cols <= kParallelThreshold || omp_get_max_threads() == 1) {
+    for (std::int64_t i = 0; i < n; ++i) add_row(i);
+    return;
   }
+  // Group the additions by destination row (stable: within a group in order of i); each group
+  // belongs to one thread, so repeated destinations are race-free and the result deterministic.
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[std::size_t(i)] = i;
+  if (dst_rows)
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::int64_t a, std::int64_t b) { return dst_rows[a] < dst_rows[b]; });
+  std::vector<std::int64_t> group_begin;
+  for (std::int64_t k = 0; k < n; ++k) {
+    const std::int64_t i = order[std::size_t(k)];
+    if (k == 0 || !dst_rows || dst_rows[i] != dst_rows[order[std::size_t(k - 1)]])
+      group_begin.push_back(k);
+  }
+  group_begin.push_back(n);
+  const std::int64_t groups = std::int64_t(group_begin.size()) - 1;
+#pragma omp parallel for schedule(dynamic, 64)
+  for (std::int64_t g = 0; g < groups; ++g)
+    for (std::int64_t k = group_begin[std::size_t(g)]; k < group_begin[std::size_t(g + 1)]; ++k)
+      add_row(order[std::size_t(k)]);
 }
 
 void parallel_copy(const float* src, float* dst, std::int64_t n) {

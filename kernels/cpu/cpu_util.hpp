@@ -20,8 +20,8 @@ void check_indices(const vertex_t* index, std::int64_t n, std::int64_t limit, co
 void copy_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
                        std::int64_t n);
 // dst[dst_rows ? dst_rows[i] : i] += src[src_rows ? src_rows[i] : i] for i < n (checked);
-// destination rows may repeat: threads split the columns, so the result is race-free and
-// deterministic (additions happen in order of i).
+// destination rows may repeat: additions to one row happen on one thread in order of i, so the
+// result is race-free and deterministic.
 void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
                       std::int64_t n);
 void parallel_copy(const float* src, float* dst, std::int64_t n);

@@ -1,15 +1,350 @@
-// STUB (owned by the partition work): replaced by the real subcommands.
+// The plan subcommands of sluice-preprocess: partition (build plan.h5), stats (print a plan's
+// statistics or sweep the replication factor over partition counts) and verify (check a plan
+// against its dataset).
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
 #include "common/error.hpp"
+#include "common/log.hpp"
+#include "formats/dataset.hpp"
+#include "formats/plan.hpp"
 #include "preprocess/commands.hpp"
+#include "preprocess/memory_estimate.hpp"
+#include "preprocess/plan_builder.hpp"
+#include "preprocess/plan_builder_detail.hpp"
+#include "preprocess/plan_stats.hpp"
+#include "preprocess/plan_verify.hpp"
+
+namespace po = boost::program_options;
 
 namespace sluice {
-int run_partition(const std::vector<std::string>&) {
-  SLUICE_FAIL("partition: not implemented yet");
+namespace {
+
+// Parses args (args[0] = subcommand); returns false after printing help.
+bool parse(const std::vector<std::string>& args, const po::options_description& options,
+           const po::positional_options_description& positional, po::variables_map& values,
+           const char* usage) {
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  po::store(po::command_line_parser(rest).options(options).positional(positional).run(), values);
+  if (values.count("help")) {
+    std::cout << usage << "\n" << options << "\n";
+    return false;
+  }
+  po::notify(values);
+  if (values.count("quiet")) set_log_level(LogLevel::kQuiet);
+  if (values.count("verbose")) set_log_level(LogLevel::kDebug);
+  return true;
 }
-int run_stats(const std::vector<std::string>&) {
-  SLUICE_FAIL("stats: not implemented yet");
+
+// "80G", "512MiB", "1e9", "1000000" -> bytes (K/M/G/T are powers of 1024).
+std::int64_t parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw InputError(cat("--gpu-memory: cannot parse '", text, "' as a byte count"));
+  }
+  std::string suffix = text.substr(used);
+  for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  static const std::map<std::string, double> kUnits = {{"", 1},
+                                                       {"B", 1},
+                                                       {"K", 1024.0},
+                                                       {"KB", 1024.0},
+                                                       {"KIB", 1024.0},
+                                                       {"M", 1048576.0},
+                                                       {"MB", 1048576.0},
+                                                       {"MIB", 1048576.0},
+                                                       {"G", 1073741824.0},
+                                                       {"GB", 1073741824.0},
+                                                       {"GIB", 1073741824.0},
+                                                       {"T", 1099511627776.0},
+                                                       {"TB", 1099511627776.0},
+                                                       {"TIB", 1099511627776.0}};
+  const auto unit = kUnits.find(suffix);
+  SLUICE_INPUT_CHECK(unit != kUnits.end() && value > 0, "--gpu-memory: cannot parse '", text,
+                     "' as a byte count (use e.g. 80G, 512M or 1000000)");
+  return static_cast<std::int64_t>(value * unit->second);
 }
-int run_verify(const std::vector<std::string>&) {
-  SLUICE_FAIL("verify: not implemented yet");
+
+std::vector<int> parse_counts(const std::string& text) {
+  std::vector<int> counts;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    int value = 0;
+    try {
+      value = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    SLUICE_INPUT_CHECK(used == item.size() && value >= 1, "--sweep-partitions: '", item,
+                       "' is not a positive integer");
+    counts.push_back(value);
+  }
+  SLUICE_INPUT_CHECK(!counts.empty(), "--sweep-partitions: empty list");
+  return counts;
 }
+
+// --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
+int choose_chunks(const Dataset& dataset, const VertexPartition& partition, PlanOptions options,
+                  const std::string& fingerprint, std::int64_t budget, const ModelShape& shape) {
+  options.reorganize = false;  // the search only needs buffer sizes; the final build reorganizes
+  vertex_t smallest = dataset.num_nodes;
+  {
+    std::vector<vertex_t> sizes(options.partitions, 0);
+    for (std::int32_t p : partition.part) ++sizes[p];
+    smallest = *std::min_element(sizes.begin(), sizes.end());
+  }
+  const int max_chunks = std::max<int>(1, std::min<vertex_t>(smallest, 1 << 16));
+  std::map<int, std::int64_t> cache;
+  auto estimate = [&](int chunks) {
+    const auto it = cache.find(chunks);
+    if (it != cache.end()) return it->second;
+    options.chunks = chunks;
+    const std::int64_t bytes = estimate_peak_gpu_bytes(
+        build_plan_from_partition(dataset, partition, options, fingerprint), shape);
+    log_info("--gpu-memory: C=", chunks, " needs about ", format_bytes(bytes), " per GPU");
+    return cache[chunks] = bytes;
+  };
+  int high = 1;
+  while (estimate(high) > budget) {
+    SLUICE_INPUT_CHECK(high < max_chunks, "--gpu-memory ", format_bytes(budget), ": even C=", high,
+                       " needs ", format_bytes(estimate(high)),
+                       " per GPU (the smallest partition has ", smallest, " vertices)");
+    high = std::min(max_chunks, high * 2);
+  }
+  int low = high / 2;  // estimate(low) > budget (or low == 0)
+  while (high - low > 1) {
+    const int middle = low + (high - low) / 2;
+    if (estimate(middle) <= budget)
+      high = middle;
+    else
+      low = middle;
+  }
+  return high;
+}
+
+const char* kPartitionUsage =
+    "usage: sluice-preprocess partition --dataset data.h5 --output plan.h5 [options]\n"
+    "\n"
+    "Builds a training plan: level-1 partitions (METIS k-way on the symmetrized graph, vertex\n"
+    "weight in-degree + 1), edge-balanced chunks, cost-model-guided reorganization, and every\n"
+    "transfer index. Chunk count: --chunks C, or --gpu-memory BYTES with a model description to\n"
+    "choose the smallest C whose estimated per-GPU peak fits.";
+
+}  // namespace
+
+int run_partition(const std::vector<std::string>& args) {
+  std::string dataset_path, output, partitioner, model, gpu_memory;
+  int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 1;
+  std::uint64_t seed = 0;
+  std::int64_t feature_dim = 0;
+  double h2d = 50, p2p = 350, reuse = 3900;
+  po::options_description options("options");
+  options.add_options()("help,h", "show this help")("dataset", po::value(&dataset_path)->required(),
+                                                    "input dataset.h5")(
+      "output,o", po::value(&output)->required(), "output plan.h5 (written atomically)")(
+      "partitions,p", po::value(&partitions)->default_value(1), "P, partitions = GPUs")(
+      "chunks,c", po::value(&chunks), "C, chunks per partition (default 1)")(
+      "partitioner", po::value(&partitioner)->default_value("metis"),
+      "metis | range | random (range/random are baselines)")(
+      "seed", po::value(&seed)->default_value(0), "seed of METIS and the random partitioner")(
+      "no-reorganize", "keep the natural batch layout (ablation)")(
+      "feature-dim", po::value(&feature_dim)->default_value(0),
+      "row width (floats) for the cost model and byte statistics (0: the dataset's)")(
+      "bandwidth-h2d", po::value(&h2d)->default_value(50), "host->GPU GB/s for the cost model")(
+      "bandwidth-p2p", po::value(&p2p)->default_value(350), "GPU<-GPU GB/s for the cost model")(
+      "bandwidth-reuse", po::value(&reuse)->default_value(3900),
+      "in-place (HBM) GB/s for the cost model")(
+      "gpu-memory", po::value(&gpu_memory),
+      "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose the smallest C that fits")(
+      "model", po::value(&model)->default_value("gcn"), "gcn | sage | gat | gin (--gpu-memory)")(
+      "hidden", po::value(&hidden)->default_value(256), "hidden width (--gpu-memory)")(
+      "layers", po::value(&layers)->default_value(2), "layers (--gpu-memory)")(
+      "heads", po::value(&heads)->default_value(1), "GAT heads (--gpu-memory)")(
+      "verify", "verify the plan against the dataset after building it")("quiet,q", "no log lines")(
+      "verbose,v", "debug log lines");
+  po::variables_map values;
+  if (!parse(args, options, {}, values, kPartitionUsage)) return 0;
+  SLUICE_INPUT_CHECK(!(values.count("chunks") && values.count("gpu-memory")),
+                     "give either --chunks or --gpu-memory, not both");
+
+  const DatasetInfo info = read_dataset_info(dataset_path);
+  DatasetReadOptions read_options;
+  read_options.features = false;
+  read_options.labels = false;
+  const Dataset dataset = read_dataset(dataset_path, read_options);
+  check_graph(dataset);
+
+  PlanOptions plan_options;
+  plan_options.partitions = partitions;
+  plan_options.chunks = values.count("chunks") ? chunks : 1;
+  plan_options.partitioner = partitioner;
+  plan_options.seed = seed;
+  plan_options.reorganize = values.count("no-reorganize") == 0;
+  plan_options.bandwidths.h2d = h2d * 1e9;
+  plan_options.bandwidths.p2p = p2p * 1e9;
+  plan_options.bandwidths.reuse = reuse * 1e9;
+  plan_options.cost_feature_dim = feature_dim > 0 ? feature_dim : info.feature_dim;
+  log_info("partition: dataset ", dataset_path, " (", info.num_nodes, " vertices, ", info.num_edges,
+           " edges), P=", partitions,
+           values.count("gpu-memory") ? std::string(" C=auto") : cat(" C=", plan_options.chunks),
+           ", partitioner ", partitioner, ", seed ", seed,
+           plan_options.reorganize ? ", reorganize" : ", no reorganization");
+
+  const double start = now_seconds();
+  VertexPartition partition;
+  {
+    StageTimer timer(cat("level-1 partition (", partitioner, ", P=", partitions, ")"));
+    SLUICE_INPUT_CHECK(partitions >= 1 && partitions <= dataset.num_nodes, "--partitions ",
+                       partitions, " must be in [1, ", dataset.num_nodes, "]");
+    partition = partition_vertices(dataset, partitions, partitioner, seed);
+  }
+  ModelShape shape;
+  shape.model = model;
+  shape.layers = layers;
+  shape.in_dim = info.feature_dim;
+  shape.hidden = hidden;
+  shape.classes = std::max(1, info.num_classes);
+  shape.heads = heads;
+  std::int64_t budget = 0;
+  if (values.count("gpu-memory")) {
+    budget = parse_bytes(gpu_memory);
+    plan_options.chunks =
+        choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape);
+  }
+  Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
+  const double total = now_seconds() - start;
+  if (values.count("gpu-memory")) {
+    const int C = plan_options.chunks;
+    std::printf("--gpu-memory %s, model %s, %d layers, hidden %d: chose C=%d\n",
+                format_bytes(static_cast<double>(budget)).c_str(), model.c_str(), layers, hidden,
+                C);
+    for (int candidate : {C / 2, C, 2 * C}) {
+      if (candidate < 1) continue;
+      PlanOptions o = plan_options;
+      o.chunks = candidate;
+      o.reorganize = false;
+      const std::int64_t bytes = estimate_peak_gpu_bytes(
+          candidate == C ? plan
+                         : build_plan_from_partition(dataset, partition, o, info.fingerprint),
+          shape);
+      std::printf("  C=%-6d estimated peak per GPU %s%s\n", candidate,
+                  format_bytes(static_cast<double>(bytes)).c_str(),
+                  bytes <= budget ? "  (fits)" : "  (does not fit)");
+    }
+  }
+  log_info("timing: level-1 partition ", partition.seconds, " s (", partition.method,
+           partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),
+           "), rest ", total - partition.seconds, " s");
+  write_plan(output, plan);
+  if (values.count("verify")) {
+    const std::string violation = find_plan_violation(dataset, plan);
+    SLUICE_INPUT_CHECK(violation.empty(), output, ": plan verification failed: ", violation);
+    log_info("verify: plan is consistent with ", dataset_path);
+  }
+  std::fputs(plan_stats_table(plan).c_str(), stdout);
+  return 0;
+}
+
+int run_stats(const std::vector<std::string>& args) {
+  std::string plan_path, dataset_path, sweep, partitioner;
+  std::int64_t feature_dim = 0;
+  std::uint64_t seed = 0;
+  po::options_description options("options");
+  options.add_options()("help,h", "show this help")("plan", po::value(&plan_path),
+                                                    "plan.h5 (also the first positional argument)")(
+      "json", "print one JSON object instead of the table")(
+      "feature-dim", po::value(&feature_dim)->default_value(0),
+      "row width (floats) for byte figures (0: the plan's cost feature width)")(
+      "sweep-partitions", po::value(&sweep),
+      "comma-separated partition counts: print the replication factor of each (needs --dataset)")(
+      "dataset", po::value(&dataset_path), "dataset.h5 for --sweep-partitions")(
+      "partitioner", po::value(&partitioner)->default_value("metis"),
+      "partitioner for --sweep-partitions")("seed", po::value(&seed)->default_value(0),
+                                            "seed for --sweep-partitions")(
+      "quiet,q", "no log lines")("verbose,v", "debug log lines");
+  po::positional_options_description positional;
+  positional.add("plan", 1);
+  po::variables_map values;
+  if (!parse(args, options, positional, values,
+             "usage: sluice-preprocess stats plan.h5 [--json] [--feature-dim D]\n"
+             "       sluice-preprocess stats --sweep-partitions 2,4,8 --dataset data.h5 [--json]"))
+    return 0;
+  if (values.count("sweep-partitions")) {
+    SLUICE_INPUT_CHECK(!dataset_path.empty(), "--sweep-partitions needs --dataset");
+    DatasetReadOptions read_options;
+    read_options.features = false;
+    read_options.labels = false;
+    const Dataset dataset = read_dataset(dataset_path, read_options);
+    check_graph(dataset);
+    const auto rows = sweep_replication(dataset, parse_counts(sweep), partitioner, seed);
+    if (values.count("json")) {
+      std::printf("[");
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        std::printf(
+            "%s{\"partitions\":%d,\"partitioner\":\"%s\",\"replication_factor\":%.6f,"
+            "\"seconds\":%.4f}",
+            i ? "," : "", rows[i].partitions, rows[i].partitioner.c_str(),
+            rows[i].replication_factor, rows[i].seconds);
+      std::printf("]\n");
+    } else {
+      std::printf("%-12s %-12s %20s %12s\n", "partitions", "partitioner", "replication factor",
+                  "seconds");
+      for (const auto& row : rows)
+        std::printf("%-12d %-12s %20.4f %12.3f\n", row.partitions, row.partitioner.c_str(),
+                    row.replication_factor, row.seconds);
+    }
+    return 0;
+  }
+  SLUICE_INPUT_CHECK(!plan_path.empty(), "stats: give a plan.h5 (or --sweep-partitions)");
+  const Plan plan = read_plan(plan_path);
+  if (values.count("json"))
+    std::printf("%s\n", plan_stats_json(plan, feature_dim).c_str());
+  else
+    std::fputs(plan_stats_table(plan, feature_dim).c_str(), stdout);
+  return 0;
+}
+
+int run_verify(const std::vector<std::string>& args) {
+  std::string dataset_path, plan_path;
+  po::options_description options("options");
+  options.add_options()("help,h", "show this help")("dataset", po::value(&dataset_path)->required(),
+                                                    "dataset.h5 the plan was built from")(
+      "plan", po::value(&plan_path)->required(), "plan.h5 to check")("quiet,q", "no log lines")(
+      "verbose,v", "debug log lines");
+  po::variables_map values;
+  if (!parse(args, options, {}, values,
+             "usage: sluice-preprocess verify --dataset data.h5 --plan plan.h5\n"
+             "\n"
+             "Re-derives every index of the plan from the dataset and checks it; exits 1 naming\n"
+             "the first violation."))
+    return 0;
+  const DatasetInfo info = read_dataset_info(dataset_path);
+  const Plan plan = read_plan(plan_path);
+  require_plan_matches(plan, info.fingerprint, plan_path, dataset_path);
+  DatasetReadOptions read_options;
+  read_options.features = false;
+  read_options.labels = false;
+  const Dataset dataset = read_dataset(dataset_path, read_options);
+  const std::string violation = find_plan_violation(dataset, plan);
+  if (!violation.empty()) {
+    std::fprintf(stderr, "sluice-preprocess verify: %s: FAILED: %s\n", plan_path.c_str(),
+                 violation.c_str());
+    return 1;
+  }
+  std::printf("%s: OK (P=%d, C=%d, %d vertices, %lld edges, every index checked)\n",
+              plan_path.c_str(), plan.partitions, plan.chunks, plan.num_nodes,
+              static_cast<long long>(plan.num_dataset_edges));
+  return 0;
+}
+
 }  // namespace sluice

@@ -1,0 +1,240 @@
+// plan.h5: round trip, validation on read, and the partition / stats / verify commands end to
+// end (corrupted plans and plans of another dataset must be refused).
+#include <gtest/gtest.h>
+
+#include <hdf5.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "common/error.hpp"
+#include "formats/dataset.hpp"
+#include "formats/hdf5.hpp"
+#include "formats/plan.hpp"
+#include "preprocess/plan_builder.hpp"
+#include "preprocess/plan_verify.hpp"
+#include "tests/support/paths.hpp"
+
+namespace sluice {
+namespace {
+
+Dataset small_dataset(std::uint64_t seed, vertex_t n = 200, edge_t m = 1200) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::vector<vertex_t>> in(n);
+  for (edge_t e = 0; e < m; ++e) {
+    const vertex_t v = static_cast<vertex_t>(rng() % n);
+    // Mostly local edges so that partitions and chunks have structure.
+    const vertex_t u = rng() % 4 == 0 ? static_cast<vertex_t>(rng() % n)
+                                      : static_cast<vertex_t>((v + rng() % 9) % n);
+    in[v].push_back(u);
+  }
+  Dataset d;
+  d.name = "small";
+  d.source = "test";
+  d.num_nodes = n;
+  d.indptr.assign(n + 1, 0);
+  for (vertex_t v = 0; v < n; ++v) {
+    d.indptr[v + 1] = d.indptr[v] + static_cast<edge_t>(in[v].size());
+    d.indices.insert(d.indices.end(), in[v].begin(), in[v].end());
+  }
+  d.feature_dim = 4;
+  d.features.resize(std::size_t(n) * 4);
+  for (std::size_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 7);
+  d.num_classes = 3;
+  d.labels.resize(n);
+  for (vertex_t v = 0; v < n; ++v) d.labels[v] = v % 3;
+  for (vertex_t v = 0; v < n; v += 2) d.train.push_back(v);
+  return d;
+}
+
+std::string preprocess(const std::string& arguments) {
+  return test::bin("sluice-preprocess") + " " + arguments + " 2>&1";
+}
+
+TEST(PlanFile, RoundTripKeepsEverything) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(1);
+  PlanOptions options;
+  options.partitions = 3;
+  options.chunks = 4;
+  options.partitioner = "metis";
+  const Plan plan = build_plan(d, options, compute_fingerprint(d));
+  write_plan(dir.file("plan.h5"), plan);
+  const Plan back = read_plan(dir.file("plan.h5"));
+  EXPECT_EQ(back.partitions, 3);
+  EXPECT_EQ(back.chunks, 4);
+  EXPECT_EQ(back.dataset_fingerprint, compute_fingerprint(d));
+  EXPECT_EQ(back.new_to_old, plan.new_to_old);
+  EXPECT_EQ(back.old_to_new, plan.old_to_new);
+  EXPECT_EQ(back.partition_offsets, plan.partition_offsets);
+  EXPECT_EQ(back.transition_rows, plan.transition_rows);
+  EXPECT_EQ(back.remote_rows, plan.remote_rows);
+  EXPECT_EQ(back.stats.volume_reuse_rows, plan.stats.volume_reuse_rows);
+  EXPECT_EQ(back.stats.cost_after, plan.stats.cost_after);
+  EXPECT_EQ(back.partitioner, "metis");
+  ASSERT_EQ(back.chunk_plans.size(), plan.chunk_plans.size());
+  for (std::size_t k = 0; k < plan.chunk_plans.size(); ++k) {
+    const ChunkPlan& a = plan.chunk_plans[k];
+    const ChunkPlan& b = back.chunk_plans[k];
+    EXPECT_EQ(a.range, b.range);
+    EXPECT_EQ(a.dst_begin, b.dst_begin);
+    EXPECT_EQ(a.indptr, b.indptr);
+    EXPECT_EQ(a.columns, b.columns);
+    EXPECT_EQ(a.load_vertices, b.load_vertices);
+    EXPECT_EQ(a.load_slots, b.load_slots);
+    EXPECT_EQ(a.reuse_count, b.reuse_count);
+    EXPECT_EQ(a.remote_vertices, b.remote_vertices);
+    EXPECT_EQ(a.remote_owner, b.remote_owner);
+    EXPECT_EQ(a.remote_owner_slots, b.remote_owner_slots);
+    EXPECT_EQ(a.remote_slots, b.remote_slots);
+    EXPECT_EQ(a.remote_pull, b.remote_pull);
+    EXPECT_EQ(a.leave_vertices, b.leave_vertices);
+    EXPECT_EQ(a.leave_slots, b.leave_slots);
+  }
+  EXPECT_EQ(find_plan_violation(d, back), "");
+}
+
+TEST(PlanFile, ReadRejectsBrokenShapes) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(2);
+  PlanOptions options;
+  options.partitions = 2;
+  options.chunks = 2;
+  options.partitioner = "range";
+  Plan plan = build_plan(d, options, "x");
+  plan.chunk_plans[1].columns[0] = 1 << 30;  // outside the merged buffer
+  write_plan(dir.file("bad.h5"), plan);
+  try {
+    read_plan(dir.file("bad.h5"));
+    FAIL() << "read_plan accepted a column outside the merged buffer";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.h5"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("merged buffer"), std::string::npos) << e.what();
+  }
+  test::write_text(dir.file("text.h5"), "not hdf5");
+  EXPECT_THROW(read_plan(dir.file("text.h5")), InputError);
+  write_dataset(dir.file("d.h5"), d);
+  EXPECT_THROW(read_plan(dir.file("d.h5")), InputError);  // a dataset is not a plan
+}
+
+// Overwrites one element of a 1-D int32 dataset in an HDF5 file in place.
+void poke_int32(const std::string& path, const std::string& name, std::size_t index,
+                std::int32_t delta) {
+  h5::Handle file = h5::open_file(path, true);
+  std::vector<std::int32_t> values = h5::read_vector<std::int32_t>(file, name);
+  ASSERT_LT(index, values.size());
+  values[index] += delta;
+  h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(dataset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+}
+
+TEST(PlanCommands, PartitionStatsVerifyEndToEnd) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(3, 400, 3000);
+  write_dataset(dir.file("d.h5"), d);
+  auto r = test::run_command(preprocess("partition --dataset " + dir.file("d.h5") +
+                                        " --partitions 2 --chunks 4 --output " +
+                                        dir.file("plan.h5") + " --verify"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("replication factor"), std::string::npos) << r.output;
+
+  r = test::run_command(preprocess("stats " + dir.file("plan.h5") + " --json --quiet"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto json = nlohmann::json::parse(r.output);
+  EXPECT_EQ(json["partitions"], 2);
+  EXPECT_EQ(json["chunks"], 4);
+  for (const char* key : {"replication_factor", "volume_baseline_rows", "volume_p2p_rows",
+                          "volume_reuse_rows", "cost_before", "cost_after"})
+    EXPECT_TRUE(json.contains(key)) << key;
+  const Plan plan = read_plan(dir.file("plan.h5"));
+  EXPECT_EQ(json["volume_reuse_rows"].get<std::int64_t>(), plan.stats.volume_reuse_rows);
+  EXPECT_GT(json["volume_baseline_rows"].get<std::int64_t>(),
+            json["volume_reuse_rows"].get<std::int64_t>());
+
+  r = test::run_command(preprocess("stats " + dir.file("plan.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("host->GPU +P2P +reuse"), std::string::npos) << r.output;
+
+  r = test::run_command(
+      preprocess("verify --dataset " + dir.file("d.h5") + " --plan " + dir.file("plan.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+
+  // One column moved by one slot: verify must fail and name the chunk.
+  ASSERT_EQ(test::run_command("cp " + dir.file("plan.h5") + " " + dir.file("bad.h5")).exit_code, 0);
+  poke_int32(dir.file("bad.h5"), "chunks/columns", 5, 1);
+  r = test::run_command(
+      preprocess("verify --dataset " + dir.file("d.h5") + " --plan " + dir.file("bad.h5")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("FAILED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("chunk (batch"), std::string::npos) << r.output;
+
+  // One load slot changed.
+  ASSERT_EQ(test::run_command("cp " + dir.file("plan.h5") + " " + dir.file("bad2.h5")).exit_code,
+            0);
+  poke_int32(dir.file("bad2.h5"), "chunks/remote_owner_slots", 0, 1);
+  r = test::run_command(
+      preprocess("verify --dataset " + dir.file("d.h5") + " --plan " + dir.file("bad2.h5")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+
+  // A plan checked against another dataset is refused.
+  Dataset other = d;
+  other.indices[0] = (other.indices[0] + 1) % other.num_nodes;
+  write_dataset(dir.file("other.h5"), other);
+  r = test::run_command(
+      preprocess("verify --dataset " + dir.file("other.h5") + " --plan " + dir.file("plan.h5")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("another dataset"), std::string::npos) << r.output;
+}
+
+TEST(PlanCommands, MismatchRefusedInLibrary) {
+  const Dataset d = small_dataset(4);
+  PlanOptions options;
+  options.partitions = 2;
+  options.chunks = 2;
+  const Plan plan = build_plan(d, options, compute_fingerprint(d));
+  EXPECT_NO_THROW(require_plan_matches(plan, compute_fingerprint(d), "plan.h5", "d.h5"));
+  Dataset other = d;
+  other.labels[0] = 2;
+  EXPECT_THROW(require_plan_matches(plan, compute_fingerprint(other), "plan.h5", "o.h5"),
+               InputError);
+}
+
+TEST(PlanCommands, GpuMemoryChoosesSmallestFittingChunks) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(5, 2000, 16000);
+  write_dataset(dir.file("d.h5"), d);
+  auto r = test::run_command(preprocess("partition --dataset " + dir.file("d.h5") +
+                                        " --partitions 2 --gpu-memory 600K --model gcn --hidden 64"
+                                        " --layers 2 --output " +
+                                        dir.file("plan.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("chose C="), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(fits)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(does not fit)"), std::string::npos) << r.output;
+  r = test::run_command(preprocess("partition --dataset " + dir.file("d.h5") +
+                                   " --partitions 2 --gpu-memory 1K --output " +
+                                   dir.file("plan2.h5")));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(test::file_exists(dir.file("plan2.h5")));
+}
+
+TEST(PlanCommands, SweepPrintsReplicationPerCount) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(6, 500, 4000);
+  write_dataset(dir.file("d.h5"), d);
+  const auto r =
+      test::run_command(preprocess("stats --sweep-partitions 1,2,4,8 --json --quiet"
+                                   " --dataset " +
+                                   dir.file("d.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto rows = nlohmann::json::parse(r.output);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_DOUBLE_EQ(rows[0]["replication_factor"].get<double>(), 1.0);  // P=1: N = V
+  for (const auto& row : rows) EXPECT_GE(row["replication_factor"].get<double>(), 1.0);
+  EXPECT_GT(rows[3]["replication_factor"].get<double>(),
+            rows[1]["replication_factor"].get<double>());
+}
+
+}  // namespace
+}  // namespace sluice

@@ -99,7 +99,15 @@ void write_dataset(const std::string& path, const Dataset& d) {
       h5::write_vector(graph, "indptr", d.indptr);
       h5::write_vector(graph, "indices", d.indices);
     }
-    h5::write_matrix(file, "features", d.features.data(), d.num_nodes, d.feature_dim);
+    if (d.feature_dim > 0) {
+      h5::write_matrix(file, "features", d.features.data(), d.num_nodes, d.feature_dim);
+    } else {
+      // A structure-only dataset: features of shape [n, 0] (write_array would make it 1-D).
+      const hsize_t dims[2] = {static_cast<hsize_t>(d.num_nodes), 0};
+      h5::Handle space(SLUICE_H5(H5Screate_simple(2, dims, nullptr)));
+      h5::Handle features(SLUICE_H5(H5Dcreate2(file, "features", H5T_NATIVE_FLOAT, space,
+                                               H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
+    }
     std::vector<std::int32_t> labels = d.labels;
     if (labels.empty()) labels.assign(d.num_nodes, -1);
     h5::write_vector(file, "labels", labels);

@@ -58,12 +58,15 @@ void rmat_draw(const GenerateOptions& o, const std::vector<LevelThresholds>& lev
                std::uint64_t edge, std::uint64_t stream, int bits, std::uint64_t& src,
                std::uint64_t& dst) {
   src = dst = 0;
-  std::uint64_t h = 0;
+  // One keyed hash per draw; further 64-bit words (16 bits per level) come from mixing it.
+  const std::uint64_t key = key_hash(o.seed, kRmatTag, edge, stream);
+  std::uint64_t h = key;
   for (int level = 0; level < bits; ++level) {
-    if (level % 4 == 0) h = key_hash(o.seed, kRmatTag, edge, stream, level / 4);
+    if (level % 4 == 0 && level > 0) h = mix64(key + static_cast<std::uint64_t>(level));
     const std::uint32_t r = static_cast<std::uint32_t>(h >> (16 * (level % 4))) & 0xffffu;
     const LevelThresholds& t = levels[level];
-    const unsigned quadrant = r < t.a ? 0 : r < t.ab ? 1 : r < t.abc ? 2 : 3;
+    // Branch-free: the quadrant choice is unpredictable by design.
+    const unsigned quadrant = unsigned(r >= t.a) + unsigned(r >= t.ab) + unsigned(r >= t.abc);
     src = (src << 1) | (quadrant >> 1);
     dst = (dst << 1) | (quadrant & 1);
   }

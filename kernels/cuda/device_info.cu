@@ -1,4 +1,6 @@
 // Small device queries used by the backends and by tests to decide whether a GPU is present.
+#include "kernels/cuda/device_info.hpp"
+
 #include <cuda_runtime.h>
 
 namespace sluice::cuda {

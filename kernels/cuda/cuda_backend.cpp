@@ -1,0 +1,181 @@
+// CudaBackend: P logical devices round-robin on the physical GPUs, peer access, pinned host
+// matrices, and the weight-gradient all-reduce (local sums per GPU, then NCCL across GPUs).
+#include "kernels/cuda/cuda_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/log.hpp"
+#include "kernels/cuda/device_info.hpp"
+#include "kernels/cuda/elementwise.hpp"
+
+namespace sluice {
+
+bool cuda_backend_available() {
+  return cuda::device_count() > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  return std::make_unique<cuda::CudaBackend>(options);
+}
+
+namespace cuda {
+namespace {
+
+bool p2p_disabled_by_env() {
+  const char* value = std::getenv("SLUICE_P2P");
+  return value != nullptr && (std::strcmp(value, "off") == 0 || std::strcmp(value, "0") == 0);
+}
+
+// Enables peer access between every pair of used GPUs; fills the direct/atomic tables.
+void setup_peer_access(BackendShared& shared) {
+  const int g = shared.used_gpus;
+  const bool disabled = p2p_disabled_by_env();
+  shared.direct_peer.assign(g, std::vector<bool>(g, false));
+  shared.peer_atomics.assign(g, std::vector<bool>(g, false));
+  bool all_direct = true;
+  for (int a = 0; a < g; ++a) {
+    shared.direct_peer[a][a] = shared.peer_atomics[a][a] = !disabled;
+    for (int b = 0; b < g; ++b) {
+      if (a == b || disabled) continue;
+      int can_access = 0, atomics = 0;
+      SLUICE_CUDA(cudaDeviceCanAccessPeer(&can_access, a, b));
+      if (can_access) {
+        DeviceGuard guard(a);
+        const cudaError_t status = cudaDeviceEnablePeerAccess(b, 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) {
+          cudaGetLastError();
+        } else {
+          SLUICE_CUDA(status);
+        }
+        SLUICE_CUDA(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, a, b));
+      }
+      shared.direct_peer[a][b] = can_access != 0;
+      shared.peer_atomics[a][b] = can_access != 0 && atomics != 0;
+      all_direct = all_direct && shared.peer_atomics[a][b];
+    }
+  }
+  if (disabled) {
+    log_info(
+        "CUDA: direct peer access disabled by SLUICE_P2P; peer rows go through staged "
+        "copies");
+  } else if (!all_direct) {
+    log_info(
+        "CUDA: some GPU pairs lack peer access or peer atomics; those transfers are staged "
+        "through host memory (slower)");
+  }
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const BackendOptions& options)
+    : shared_(std::make_unique<BackendShared>()) {
+  const int available = device_count();
+  if (available == 0)
+    throw InputError("the CUDA backend needs a GPU, but no CUDA device is usable");
+  SLUICE_INPUT_CHECK(options.partitions >= 1, "--partitions must be at least 1, got ",
+                     options.partitions);
+  SLUICE_INPUT_CHECK(options.gpus >= 1 && options.gpus <= available, "asked for ", options.gpus,
+                     " GPUs but ", available, " are visible");
+  shared_->options = options;
+  shared_->used_gpus = std::min(options.gpus, options.partitions);
+  shared_->transpose_mode = transpose_mode_from_env();
+  setup_peer_access(*shared_);
+  for (int d = 0; d < options.partitions; ++d)
+    devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));
+  if (shared_->used_gpus > 1) {
+#if defined(SLUICE_HAVE_NCCL)
+    std::vector<int> ids(static_cast<std::size_t>(shared_->used_gpus));
+    for (int g = 0; g < shared_->used_gpus; ++g) ids[g] = g;
+    nccl_ = NcclCommunicators(ids);
+#else
+    throw InputError("this build has no NCCL: the CUDA backend can use only one GPU (--gpus 1)");
+#endif
+  }
+  log_info("CUDA backend: ", options.partitions, " logical devices on ", shared_->used_gpus,
+           " GPU(s); SpMM transpose: ",
+           shared_->transpose_mode == TransposeMode::kPrecomputed ? "precomputed CSR"
+                                                                  : "cuSPARSE operation");
+}
+
+CudaBackend::~CudaBackend() {
+  for (auto& device : devices_) {
+    try {
+      device->synchronize();
+    } catch (const std::exception& e) {
+      report_library_error("CUDA", "synchronize", __FILE__, __LINE__, e.what());
+    }
+  }
+  // Devices first (their buffers and handles), then the communicators, then host memory.
+  devices_.clear();
+}
+
+std::string CudaBackend::name() const {
+  return cat("cuda (", devices_.size(), " logical devices on ", shared_->used_gpus, " GPU",
+             shared_->used_gpus == 1 ? "" : "s", ")");
+}
+
+Device& CudaBackend::device(int index) {
+  SLUICE_EXPECTS(index >= 0 && index < num_devices(), "device ", index, " of ", num_devices());
+  return *devices_[index];
+}
+
+HostMat CudaBackend::alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad host matrix shape ", rows, " x ", cols, " for ",
+                 what);
+  return HostMat{shared_->host_memory.allocate(rows * cols), rows, cols, cols};
+}
+
+void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) {
+  SLUICE_EXPECTS(static_cast<int>(buffers.size()) == num_devices(),
+                 "all_reduce_sum: ", buffers.size(), " buffers for ", num_devices(), " devices");
+  if (n <= 0 || num_devices() == 1) return;
+  const int gpus = shared_->used_gpus;
+  // Device g (< gpus) is the first logical device on GPU g: it leads that GPU's sum.
+  for (int d = gpus; d < num_devices(); ++d) {
+    CudaDevice& member = *devices_[d];
+    CudaDevice& leader = *devices_[member.gpu()];
+    DeviceGuard guard(member.gpu());
+    SLUICE_CUDA(cudaEventRecord(member.event(), member.stream()));
+    SLUICE_CUDA(cudaStreamWaitEvent(leader.stream(), member.event(), 0));
+    launch_axpy(n, 1.f, buffers[d], buffers[leader.index()], leader.stream());
+  }
+  if (gpus > 1) {
+#if defined(SLUICE_HAVE_NCCL)
+    SLUICE_NCCL(ncclGroupStart());
+    for (int g = 0; g < gpus; ++g) {
+      DeviceGuard guard(g);
+      SLUICE_NCCL(ncclAllReduce(buffers[g], buffers[g], static_cast<std::size_t>(n), ncclFloat,
+                                ncclSum, nccl_.get(static_cast<std::size_t>(g)),
+                                devices_[g]->stream()));
+    }
+    SLUICE_NCCL(ncclGroupEnd());
+#endif
+  }
+  if (num_devices() > gpus) {
+    for (int d = gpus; d < num_devices(); ++d) {
+      CudaDevice& member = *devices_[d];
+      CudaDevice& leader = *devices_[member.gpu()];
+      DeviceGuard guard(member.gpu());
+      SLUICE_CUDA(cudaMemcpyAsync(buffers[d], buffers[leader.index()],
+                                  static_cast<std::size_t>(n) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, leader.stream()));
+    }
+    for (int g = 0; g < gpus; ++g) {
+      DeviceGuard guard(g);
+      SLUICE_CUDA(cudaEventRecord(devices_[g]->event(), devices_[g]->stream()));
+    }
+    for (int d = gpus; d < num_devices(); ++d) {
+      CudaDevice& member = *devices_[d];
+      DeviceGuard guard(member.gpu());
+      SLUICE_CUDA(cudaStreamWaitEvent(member.stream(), devices_[member.gpu()]->event(), 0));
+    }
+  }
+}
+
+void CudaBackend::synchronize_all() {
+  for (auto& device : devices_) device->synchronize();
+}
+
+}  // namespace cuda
+}  // namespace sluice

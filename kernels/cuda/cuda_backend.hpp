@@ -1,0 +1,142 @@
+// The CUDA implementation of kernels/ops.hpp: CudaDevice (one logical device = one partition,
+// with its own stream, cuBLAS/cuSPARSE handles and accounted memory) and CudaBackend (P logical
+// devices mapped round-robin onto the physical GPUs, pinned host matrices, NCCL all-reduce).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/memory.hpp"
+#include "kernels/cuda/resources.hpp"
+#include "kernels/cuda/sparse.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice::cuda {
+
+// State shared by the devices of one backend.
+struct BackendShared {
+  BackendOptions options;
+  int used_gpus = 1;
+  TransposeMode transpose_mode = TransposeMode::kPrecomputed;
+  // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
+  // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
+  std::vector<std::vector<bool>> direct_peer, peer_atomics;
+  PinnedRegistry host_memory;
+};
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int index, int gpu, BackendShared& shared);
+  ~CudaDevice() override;
+
+  int index() const override { return index_; }
+  std::string name() const override { return name_; }
+  int gpu() const { return gpu_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  cudaEvent_t event() const { return event_.get(); }
+
+  Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
+  Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                 std::int64_t num_cols, const std::string& what) override;
+  std::int64_t bytes_in_use() const override { return account_.in_use(); }
+  std::int64_t peak_bytes() const override { return account_.peak(); }
+  void write(const float* host, std::int64_t count, float* device) override;
+  void read(const float* device, std::int64_t count, float* host) override;
+
+  void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
+  void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
+  void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
+  void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                 Mat dst) override;
+  void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
+  void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void gather_rows(Mat src, Idx rows, Mat dst) override;
+  void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
+  void zero_rows(Mat m, Idx rows) override;
+  void fill(Mat m, float value) override;
+  void copy(Mat src, Mat dst) override;
+  const TransferCounters& counters() const override { return counters_; }
+  void reset_counters() override { counters_ = TransferCounters{}; }
+
+  void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) override;
+  void spmm(Csr a, const float* values, Mat x, Mat y) override;
+  void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
+  void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+            Mat c) override;
+  void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
+  void activation_backward(Mat dout, Mat value, Activation act, Mat dz) override;
+  void add_column_sums(Mat m, float* out) override;
+  void axpy(std::int64_t n, float alpha, const float* x, float* y) override;
+
+  void softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
+                             double* loss_sum, std::int32_t* predictions) override;
+
+  void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                   Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                   Mat out) override;
+  void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                    Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                    Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
+  void head_mean(Mat in, int heads, Mat out) override;
+  void head_mean_backward(Mat dout, int heads, Mat din) override;
+
+  void sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) override;
+  void adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                 std::int64_t step, float* w, float* g, float* m, float* v) override;
+
+  void synchronize() override;
+
+ private:
+  // Host-staged peer transfers (no direct peer access, or SLUICE_P2P=off).
+  struct PeerStaging {
+    DeviceBuffer values, rows;
+    Event done;  // recorded on the owner's stream
+  };
+  const DeviceCsr& csr(Csr a) const;
+  const float* host_device_pointer(const HostMat& m, std::int64_t first_row,
+                                   std::int64_t rows) const;
+  void spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose);
+  PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
+
+  int index_;
+  int gpu_;
+  std::string name_;
+  BackendShared& shared_;
+  MemoryAccount account_;  // before every AccountedBuffer member
+  Stream stream_;
+  Event event_;
+  CublasHandle cublas_;
+  CusparseHandle cusparse_;
+  std::vector<AccountedBuffer> allocations_;
+  std::vector<std::unique_ptr<DeviceCsr>> csrs_;
+  Scratch spmm_workspace_, transposed_values_, staging_, peer_source_;
+  Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
+  Scratch loss_accumulator_, predictions_;
+  PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
+  std::map<int, PeerStaging> peer_staging_;
+  TransferCounters counters_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& options);
+  ~CudaBackend() override;
+  std::string name() const override;
+  int num_devices() const override { return static_cast<int>(devices_.size()); }
+  Device& device(int index) override;
+  HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
+  void synchronize_all() override;
+
+ private:
+  std::unique_ptr<BackendShared> shared_;
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
+#if defined(SLUICE_HAVE_NCCL)
+  NcclCommunicators nccl_;
+#endif
+};
+
+}  // namespace sluice::cuda

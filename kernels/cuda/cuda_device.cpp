@@ -1,0 +1,620 @@
+// CudaDevice: the operators of kernels/ops.hpp on one logical device (see cuda_backend.hpp).
+// Every operation makes the device's GPU current (devices may be driven from several host
+// threads) and enqueues on the device's single in-order stream.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "common/log.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/gather.hpp"
+#include "kernels/cuda/loss.hpp"
+
+namespace sluice::cuda {
+namespace {
+
+constexpr std::int64_t kFloat = sizeof(float);
+
+std::int64_t row_bytes(const Mat& m) {
+  return m.cols * kFloat;
+}
+
+void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
+  SLUICE_EXPECTS(m.rows >= needed_rows, what, " has ", m.rows, " rows, ", needed_rows, " needed");
+}
+
+ActivationCode code(Activation act) {
+  switch (act) {
+    case Activation::kRelu:
+      return ActivationCode::kRelu;
+    case Activation::kElu:
+      return ActivationCode::kElu;
+    default:
+      return ActivationCode::kNone;
+  }
+}
+
+// Host-side work queued on a stream (cudaLaunchHostFunc): the payload owns itself.
+struct FlushTask {
+  const float* values;   // n x cols, pinned staging
+  const vertex_t* rows;  // n host row indices, pinned staging
+  std::int64_t n, cols;
+  float* host;
+  std::int64_t host_ld;
+  static void CUDART_CB run(void* arg) {
+    std::unique_ptr<FlushTask> task(static_cast<FlushTask*>(arg));
+    const std::int64_t n = task->n, cols = task->cols;
+#pragma omp parallel for schedule(static) if (n * cols > 65536)
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* out = task->host + static_cast<std::int64_t>(task->rows[i]) * task->host_ld;
+      const float* in = task->values + i * cols;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] += in[j];
+    }
+  }
+};
+
+struct LossTask {
+  const double* loss;               // pinned
+  double* loss_sum;                 // caller's
+  const std::int32_t* predictions;  // pinned
+  std::int32_t* caller_predictions;
+  std::int64_t rows;
+  static void CUDART_CB run(void* arg) {
+    std::unique_ptr<LossTask> task(static_cast<LossTask*>(arg));
+    if (task->loss_sum) *task->loss_sum += *task->loss;
+    if (task->caller_predictions && task->rows > 0)
+      std::memcpy(task->caller_predictions, task->predictions,
+                  static_cast<std::size_t>(task->rows) * sizeof(std::int32_t));
+  }
+};
+
+}  // namespace
+
+CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
+    : index_(index),
+      gpu_(gpu),
+      name_(cat("cuda:", index, " (GPU ", gpu, ")")),
+      shared_(shared),
+      account_(name_, gpu, shared.options.memory_budget) {
+  DeviceGuard guard(gpu_);
+  stream_ = Stream(gpu_);
+  event_ = Event(gpu_);
+  cublas_ = CublasHandle(gpu_, stream_.get());
+  cusparse_ = CusparseHandle(gpu_, stream_.get());
+  SLUICE_CUBLAS(cublasSetMathMode(
+      cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+CudaDevice::~CudaDevice() {
+  // Queued host functions reference pinned staging: let them finish before anything is freed.
+  int previous = 0;
+  if (cudaGetDevice(&previous) == cudaSuccess) {
+    SLUICE_CUDA_NOTHROW(cudaSetDevice(gpu_));
+    SLUICE_CUDA_NOTHROW(cudaStreamSynchronize(stream_.get()));
+    SLUICE_CUDA_NOTHROW(cudaSetDevice(previous));
+  }
+}
+
+// ---- memory ----
+
+Mat CudaDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad matrix shape ", rows, " x ", cols, " for ", what);
+  AccountedBuffer buffer = account_.allocate(rows * cols * kFloat, what);
+  Mat m{buffer.as<float>(), rows, cols, cols};
+  if (buffer.get()) allocations_.push_back(std::move(buffer));
+  return m;
+}
+
+Idx CudaDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
+  DeviceGuard guard(gpu_);
+  const std::int64_t bytes = static_cast<std::int64_t>(values.size() * sizeof(vertex_t));
+  AccountedBuffer buffer = account_.allocate(bytes, what);
+  if (bytes > 0) {
+    SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), values.data(), static_cast<std::size_t>(bytes),
+                                cudaMemcpyHostToDevice, stream_.get()));
+    SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+  }
+  Idx idx{buffer.as<vertex_t>(), static_cast<std::int64_t>(values.size())};
+  if (buffer.get()) allocations_.push_back(std::move(buffer));
+  return idx;
+}
+
+Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                           std::int64_t num_cols, const std::string& what) {
+  DeviceGuard guard(gpu_);
+  const bool transpose = shared_.transpose_mode == TransposeMode::kPrecomputed;
+  auto matrix = std::make_unique<DeviceCsr>(
+      upload_device_csr(indptr, columns, num_cols, transpose, account_, stream_.get(), what));
+  if (transpose)  // values of the transpose: sized here, at setup, to the largest matrix
+    transposed_values_.ensure_as<float>(matrix->nnz, account_, stream_.get(),
+                                        "transposed SpMM values");
+  Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
+  csrs_.push_back(std::move(matrix));
+  return handle;
+}
+
+const DeviceCsr& CudaDevice::csr(Csr a) const {
+  SLUICE_EXPECTS(a.id >= 0 && a.id < static_cast<int>(csrs_.size()), "CSR id ", a.id,
+                 " was not uploaded to ", name_);
+  const DeviceCsr& m = *csrs_[a.id];
+  SLUICE_EXPECTS(m.rows == a.rows && m.cols == a.cols && m.nnz == a.nnz, "CSR ", a.id,
+                 " shape does not match its handle");
+  return m;
+}
+
+void CudaDevice::write(const float* host, std::int64_t count, float* device) {
+  if (count <= 0) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpyAsync(device, host, static_cast<std::size_t>(count * kFloat),
+                              cudaMemcpyHostToDevice, stream_.get()));
+  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+}
+
+void CudaDevice::read(const float* device, std::int64_t count, float* host) {
+  if (count <= 0) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpyAsync(host, device, static_cast<std::size_t>(count * kFloat),
+                              cudaMemcpyDeviceToHost, stream_.get()));
+  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+}
+
+// ---- transfers ----
+
+const float* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
+                                             std::int64_t rows) const {
+  if (rows <= 0 || m.cols <= 0) return m.data;
+  const float* begin = m.data + first_row * m.ld;
+  const std::int64_t bytes = ((rows - 1) * m.ld + m.cols) * kFloat;
+  return static_cast<const float*>(shared_.host_memory.device_pointer(begin, bytes));
+}
+
+void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(dst_rows.size == n || dst_rows.size == 0, "load_rows: ", n, " source rows but ",
+                 dst_rows.size, " destination rows");
+  SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
+  if (dst_rows.size == 0) expect_rows_fit(dst, n, "load_rows destination");
+  if (n == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const float* source = host_device_pointer(src, 0, src.rows);
+  launch_gather_rows(source, src.ld, src_rows.data, dst.data, dst.ld,
+                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, stream_.get());
+  counters_.h2d_gather_rows += n;
+  counters_.h2d_gather_bytes += n * row_bytes(dst);
+}
+
+void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
+  SLUICE_EXPECTS(src.cols == dst.cols && src_row >= 0 && src_row + dst.rows <= src.rows,
+                 "load_block: rows [", src_row, ", +", dst.rows, ") of a ", src.rows, " x ",
+                 src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
+  if (dst.empty()) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data + src_row * src.ld,
+                                src.ld * kFloat, dst.cols * kFloat, dst.rows,
+                                cudaMemcpyHostToDevice, stream_.get()));
+  counters_.h2d_block_bytes += dst.rows * row_bytes(dst);
+}
+
+void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
+  SLUICE_EXPECTS(src.cols == dst.cols && dst_row >= 0 && dst_row + src.rows <= dst.rows,
+                 "store_block: ", src.rows, " x ", src.cols, " into rows [", dst_row, ", +",
+                 src.rows, ") of a ", dst.rows, " x ", dst.cols, " host matrix");
+  if (src.empty()) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data + dst_row * dst.ld, dst.ld * kFloat, src.data,
+                                src.ld * kFloat, src.cols * kFloat, src.rows,
+                                cudaMemcpyDeviceToHost, stream_.get()));
+  counters_.d2h_bytes += src.rows * row_bytes(src);
+}
+
+CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_bytes,
+                                                  std::int64_t row_bytes_needed) {
+  PeerStaging& staging = peer_staging_[gpu];
+  if (!staging.done.get()) staging.done = Event(gpu);
+  if (static_cast<std::int64_t>(staging.values.bytes()) < value_bytes ||
+      static_cast<std::int64_t>(staging.rows.bytes()) < row_bytes_needed) {
+    SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+    SLUICE_CUDA(cudaEventSynchronize(staging.done.get()));
+    staging.values = DeviceBuffer();
+    staging.rows = DeviceBuffer();
+    staging.values = DeviceBuffer(static_cast<std::size_t>(value_bytes), gpu);
+    staging.rows = DeviceBuffer(static_cast<std::size_t>(row_bytes_needed), gpu);
+  }
+  return staging;
+}
+
+void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                           Mat dst) {
+  const auto& source = dynamic_cast<const CudaDevice&>(owner);
+  const std::int64_t n = owner_rows.size;
+  SLUICE_EXPECTS(dst_rows.size == n, "pull_rows: ", n, " owner rows but ", dst_rows.size,
+                 " destination rows");
+  SLUICE_EXPECTS(owner_buf.cols == dst.cols, "pull_rows: width ", owner_buf.cols, " vs ", dst.cols);
+  if (n == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const bool direct = shared_.direct_peer[gpu_][source.gpu_];
+  const float* from = owner_buf.data;
+  if (!direct) {
+    // Copy the owner's whole buffer here (cudaMemcpyPeerAsync stages through the host when
+    // needed), then gather locally.
+    const std::int64_t span = (owner_buf.rows - 1) * owner_buf.ld + owner_buf.cols;
+    float* local =
+        peer_source_.ensure_as<float>(span, account_, stream_.get(), "peer staging (pull)");
+    SLUICE_CUDA(cudaMemcpyPeerAsync(local, gpu_, owner_buf.data, source.gpu_,
+                                    static_cast<std::size_t>(span * kFloat), stream_.get()));
+    from = local;
+  }
+  launch_gather_rows(from, owner_buf.ld, owner_rows.data, dst.data, dst.ld, dst_rows.data, n,
+                     dst.cols, stream_.get());
+  counters_.p2p_rows += n;
+  counters_.p2p_bytes += n * row_bytes(dst);
+}
+
+void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
+                               Idx owner_rows) {
+  auto& target = dynamic_cast<CudaDevice&>(owner);
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(owner_rows.size == n, "push_add_rows: ", n, " source rows but ", owner_rows.size,
+                 " owner rows");
+  SLUICE_EXPECTS(owner_buf.cols == src.cols, "push_add_rows: width ", src.cols, " vs ",
+                 owner_buf.cols);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const std::int64_t cols = src.cols;
+  const bool same_gpu = target.gpu_ == gpu_;
+  const bool direct =
+      same_gpu ? shared_.direct_peer[gpu_][gpu_] : shared_.peer_atomics[gpu_][target.gpu_];
+  if (direct) {
+    launch_scatter_add_rows(src.data, src.ld, src_rows.data, owner_buf.data, owner_buf.ld,
+                            owner_rows.data, n, cols, /*system_scope=*/!same_gpu, stream_.get());
+  } else {
+    // Compact here, copy values and row indices to the owner's GPU, add there on the owner's
+    // stream; the two streams are ordered by events both ways.
+    float* compact = staging_.ensure_as<float>(n * cols, account_, stream_.get(), "push staging");
+    launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols,
+                       stream_.get());
+    PeerStaging& remote = peer_staging(target.gpu_, n * cols * kFloat, n * kFloat);
+    SLUICE_CUDA(cudaMemcpyPeerAsync(remote.values.get(), target.gpu_, compact, gpu_,
+                                    static_cast<std::size_t>(n * cols * kFloat), stream_.get()));
+    SLUICE_CUDA(cudaMemcpyPeerAsync(remote.rows.get(), target.gpu_, owner_rows.data, gpu_,
+                                    static_cast<std::size_t>(n * sizeof(vertex_t)), stream_.get()));
+    SLUICE_CUDA(cudaEventRecord(event_.get(), stream_.get()));
+    {
+      DeviceGuard owner_guard(target.gpu_);
+      SLUICE_CUDA(cudaStreamWaitEvent(target.stream(), event_.get(), 0));
+      launch_scatter_add_rows(remote.values.as<float>(), cols, nullptr, owner_buf.data,
+                              owner_buf.ld, remote.rows.as<vertex_t>(), n, cols,
+                              /*system_scope=*/!same_gpu, target.stream());
+      SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
+    }
+    SLUICE_CUDA(cudaStreamWaitEvent(stream_.get(), remote.done.get(), 0));
+  }
+  counters_.p2p_rows += n;
+  counters_.p2p_bytes += n * row_bytes(src);
+}
+
+void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(host_rows.size == n, "flush_add_rows: ", n, " device rows but ", host_rows.size,
+                 " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const std::int64_t cols = src.cols;
+  float* compact = staging_.ensure_as<float>(n * cols, account_, stream_.get(), "flush staging");
+  launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols,
+                     stream_.get());
+  auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, stream_.get()));
+  auto* rows = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, stream_.get()));
+  SLUICE_CUDA(cudaMemcpyAsync(values, compact, static_cast<std::size_t>(n * cols * kFloat),
+                              cudaMemcpyDeviceToHost, stream_.get()));
+  SLUICE_CUDA(cudaMemcpyAsync(rows, host_rows.data, static_cast<std::size_t>(n * sizeof(vertex_t)),
+                              cudaMemcpyDeviceToHost, stream_.get()));
+  auto task = std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld});
+  SLUICE_CUDA(cudaLaunchHostFunc(stream_.get(), &FlushTask::run, task.get()));
+  task.release();  // owned by the queued host function now
+  counters_.d2h_bytes += n * cols * kFloat;
+}
+
+void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
+  SLUICE_EXPECTS(src.cols == dst.cols, "gather_rows: width ", src.cols, " vs ", dst.cols);
+  expect_rows_fit(dst, rows.size, "gather_rows destination");
+  DeviceGuard guard(gpu_);
+  launch_gather_rows(src.data, src.ld, rows.data, dst.data, dst.ld, nullptr, rows.size, dst.cols,
+                     stream_.get());
+}
+
+void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
+  SLUICE_EXPECTS(src.cols == dst.cols, "scatter_add_rows: width ", src.cols, " vs ", dst.cols);
+  expect_rows_fit(src, rows.size, "scatter_add_rows source");
+  DeviceGuard guard(gpu_);
+  launch_scatter_add_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size,
+                          dst.cols, false, stream_.get());
+}
+
+void CudaDevice::zero_rows(Mat m, Idx rows) {
+  DeviceGuard guard(gpu_);
+  launch_zero_rows(m.data, m.ld, rows.data, rows.size, m.cols, stream_.get());
+}
+
+void CudaDevice::fill(Mat m, float value) {
+  if (m.empty()) return;
+  DeviceGuard guard(gpu_);
+  if (value == 0.f && m.ld == m.cols) {
+    SLUICE_CUDA(cudaMemsetAsync(m.data, 0, static_cast<std::size_t>(m.rows * m.cols * kFloat),
+                                stream_.get()));
+  } else {
+    launch_fill(m.data, m.rows, m.cols, m.ld, value, stream_.get());
+  }
+}
+
+void CudaDevice::copy(Mat src, Mat dst) {
+  SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "copy: ", src.rows, " x ", src.cols,
+                 " into ", dst.rows, " x ", dst.cols);
+  if (src.empty() || src.data == dst.data) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
+                                src.cols * kFloat, src.rows, cudaMemcpyDeviceToDevice,
+                                stream_.get()));
+}
+
+// ---- dense / sparse compute ----
+
+void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
+  if (key.rate <= 0.f) return;
+  SLUICE_EXPECTS(keys.size == rows.size, "dropout_rows: ", rows.size, " rows but ", keys.size,
+                 " keys");
+  SLUICE_EXPECTS(key.rate < 1.f, "dropout rate must be below 1, got ", key.rate);
+  DeviceGuard guard(gpu_);
+  launch_dropout_rows(m.data, m.ld, m.cols, rows.data, keys.data, rows.size, key.seed,
+                      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate,
+                      stream_.get());
+}
+
+void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose) {
+  const DeviceCsr& m = csr(a);
+  DeviceGuard guard(gpu_);
+  float* transposed = nullptr;
+  if (transpose && shared_.transpose_mode == TransposeMode::kPrecomputed)
+    transposed = transposed_values_.ensure_as<float>(m.nnz, account_, stream_.get(),
+                                                     "transposed SpMM values");
+  run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+           DenseView{y.data, y.rows, y.cols, y.ld}, transpose, shared_.transpose_mode, transposed,
+           spmm_workspace_, account_, stream_.get());
+}
+
+void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
+  spmm_impl(a, values, x, y, false);
+}
+
+void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
+  spmm_impl(a, values, dy, dx, true);
+}
+
+void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+                      Mat c) {
+  const std::int64_t m = transpose_a ? a.cols : a.rows;
+  const std::int64_t k = transpose_a ? a.rows : a.cols;
+  const std::int64_t kb = transpose_b ? b.cols : b.rows;
+  const std::int64_t n = transpose_b ? b.rows : b.cols;
+  SLUICE_EXPECTS(k == kb && c.rows == m && c.cols == n, "gemm shapes: op(a) ", m, " x ", k,
+                 ", op(b) ", kb, " x ", n, ", c ", c.rows, " x ", c.cols);
+  if (m == 0 || n == 0) return;
+  DeviceGuard guard(gpu_);
+  if (k == 0) {  // c = beta * c (geam in place: C = beta * C + 0 * C)
+    if (beta == 0.f) {
+      launch_fill(c.data, c.rows, c.cols, c.ld, 0.f, stream_.get());
+    } else if (beta != 1.f) {
+      const float zero = 0.f;
+      SLUICE_CUBLAS(cublasSgeam(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                                static_cast<int>(m), &beta, c.data, static_cast<int>(c.ld), &zero,
+                                c.data, static_cast<int>(c.ld), c.data, static_cast<int>(c.ld)));
+    }
+    return;
+  }
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first.
+  const auto as_int = [](std::int64_t v) {
+    SLUICE_EXPECTS(v <= std::numeric_limits<int>::max(), "gemm dimension ", v, " exceeds int");
+    return static_cast<int>(v);
+  };
+  SLUICE_CUBLAS(cublasSgemm(cublas_.get(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n), as_int(m),
+                            as_int(k), &alpha, b.data, as_int(std::max<std::int64_t>(b.ld, 1)),
+                            a.data, as_int(std::max<std::int64_t>(a.ld, 1)), &beta, c.data,
+                            as_int(std::max<std::int64_t>(c.ld, 1))));
+}
+
+void CudaDevice::bias_activation(Mat z, const float* bias, Activation act, Mat out) {
+  SLUICE_EXPECTS(z.rows == out.rows && z.cols == out.cols, "bias_activation shapes");
+  DeviceGuard guard(gpu_);
+  launch_bias_activation(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols,
+                         stream_.get());
+}
+
+void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz) {
+  SLUICE_EXPECTS(dout.rows == dz.rows && dout.cols == dz.cols, "activation_backward shapes");
+  SLUICE_EXPECTS(act == Activation::kNone || (value.rows == dz.rows && value.cols == dz.cols),
+                 "activation_backward: value shape");
+  DeviceGuard guard(gpu_);
+  launch_activation_backward(dout.data, dout.ld, value.data, value.ld, code(act), dz.data, dz.ld,
+                             dz.rows, dz.cols, stream_.get());
+}
+
+void CudaDevice::add_column_sums(Mat m, float* out) {
+  DeviceGuard guard(gpu_);
+  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, stream_.get());
+}
+
+void CudaDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {
+  DeviceGuard guard(gpu_);
+  launch_axpy(n, alpha, x, y, stream_.get());
+}
+
+// ---- loss ----
+
+void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
+                                       double* loss_sum, std::int32_t* predictions) {
+  const std::int64_t rows = logits.rows;
+  SLUICE_EXPECTS(labels.size == rows || labels.size == 0, "softmax_cross_entropy: ", rows,
+                 " rows but ", labels.size, " labels");
+  SLUICE_EXPECTS(mask.size == rows || mask.size == 0, "softmax_cross_entropy: ", rows, " rows but ",
+                 mask.size, " mask entries");
+  const bool has_grad = grad.data != nullptr && !grad.empty();
+  if (has_grad)
+    SLUICE_EXPECTS(grad.rows == rows && grad.cols == logits.cols,
+                   "softmax_cross_entropy: grad "
+                   "shape ",
+                   grad.rows, " x ", grad.cols);
+  DeviceGuard guard(gpu_);
+  auto* loss = loss_accumulator_.ensure_as<double>(1, account_, stream_.get(), "loss accumulator");
+  std::int32_t* device_predictions =
+      predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1), account_,
+                                                         stream_.get(), "predictions")
+                  : nullptr;
+  auto* host_loss = static_cast<double*>(host_loss_.ensure(sizeof(double), stream_.get()));
+  auto* host_predictions = static_cast<std::int32_t*>(host_predictions_.ensure(
+      std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)),
+      stream_.get()));
+  SLUICE_CUDA(cudaMemsetAsync(loss, 0, sizeof(double), stream_.get()));
+  launch_softmax_cross_entropy(logits.data, logits.ld, rows, logits.cols,
+                               labels.size ? labels.data : nullptr, mask.size ? mask.data : nullptr,
+                               scale, has_grad ? grad.data : nullptr, grad.ld, loss,
+                               device_predictions, stream_.get());
+  SLUICE_CUDA(
+      cudaMemcpyAsync(host_loss, loss, sizeof(double), cudaMemcpyDeviceToHost, stream_.get()));
+  if (predictions && rows > 0)
+    SLUICE_CUDA(cudaMemcpyAsync(host_predictions, device_predictions,
+                                static_cast<std::size_t>(rows) * sizeof(std::int32_t),
+                                cudaMemcpyDeviceToHost, stream_.get()));
+  auto task = std::make_unique<LossTask>(
+      LossTask{host_loss, loss_sum, host_predictions, predictions, rows});
+  SLUICE_CUDA(cudaLaunchHostFunc(stream_.get(), &LossTask::run, task.get()));
+  task.release();  // owned by the queued host function now
+}
+
+// ---- GAT ----
+
+void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
+                             Mat alpha, Mat out) {
+  const DeviceCsr& m = csr(a);
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  const std::int64_t width = z.cols / heads;
+  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
+                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads &&
+                     out.rows == m.rows && out.cols == z.cols,
+                 "gat_forward shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  const bool dropout = attention_key.rate > 0.f;
+  if (dropout)
+    SLUICE_EXPECTS(row_keys.size == m.rows, "gat_forward: ", m.rows, " rows but ", row_keys.size,
+                   " row keys");
+  DeviceGuard guard(gpu_);
+  launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld,
+                    stream_.get());
+  launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
+                    er.ld, stream_.get());
+  const AttentionDropout drop{
+      attention_key.seed,
+      static_cast<std::uint64_t>(attention_key.epoch * 1024 + attention_key.layer),
+      attention_key.rate, dropout ? row_keys.data : nullptr};
+  if (m.wide) {
+    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, stream_.get());
+  } else {
+    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, stream_.get());
+  }
+}
+
+void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
+                              Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
+  const DeviceCsr& m = csr(a);
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  const std::int64_t width = z.cols / heads;
+  SLUICE_EXPECTS(
+      dout.rows == m.rows && dout.cols == z.cols && dz.rows == m.cols && dz.cols == z.cols,
+      "gat_backward shapes");
+  const bool dropout = attention_key.rate > 0.f;
+  if (dropout)
+    SLUICE_EXPECTS(row_keys.size == m.rows, "gat_backward: ", m.rows, " rows but ", row_keys.size,
+                   " row keys");
+  DeviceGuard guard(gpu_);
+  cudaStream_t s = stream_.get();
+  const std::int64_t k = heads;
+  float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+  float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+  float* d_el = gat_del_.ensure_as<float>(m.cols * k, account_, s, "GAT scratch");
+  float* d_er = gat_der_.ensure_as<float>(m.rows * k, account_, s, "GAT scratch");
+  if (m.cols > 0)
+    SLUICE_CUDA(cudaMemsetAsync(d_el, 0, static_cast<std::size_t>(m.cols * k * kFloat), s));
+  const AttentionDropout drop{
+      attention_key.seed,
+      static_cast<std::uint64_t>(attention_key.epoch * 1024 + attention_key.layer),
+      attention_key.rate, dropout ? row_keys.data : nullptr};
+  if (m.wide) {
+    launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                              er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                              dalpha, atilde, d_el, d_er, s);
+  } else {
+    launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                              er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                              dalpha, atilde, d_el, d_er, s);
+  }
+  // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
+  for (int h = 0; h < heads; ++h)
+    spmm_impl(a, atilde + h * m.nnz, dout.col_block(h * width, width),
+              dz.col_block(h * width, width), true);
+  launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
+                             dz.ld, d_att_src, /*atomic_dz=*/false, s);
+  launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,
+                             att_dst, dz.data, dz.ld, d_att_dst, /*atomic_dz=*/true, s);
+}
+
+void CudaDevice::head_mean(Mat in, int heads, Mat out) {
+  SLUICE_EXPECTS(heads > 0 && in.cols == out.cols * heads && in.rows == out.rows,
+                 "head_mean shapes: ", in.rows, " x ", in.cols, " -> ", out.rows, " x ", out.cols,
+                 " with ", heads, " heads");
+  DeviceGuard guard(gpu_);
+  launch_head_mean(in.data, in.ld, in.rows, heads, out.cols, out.data, out.ld, stream_.get());
+}
+
+void CudaDevice::head_mean_backward(Mat dout, int heads, Mat din) {
+  SLUICE_EXPECTS(heads > 0 && din.cols == dout.cols * heads && din.rows == dout.rows,
+                 "head_mean_backward shapes");
+  DeviceGuard guard(gpu_);
+  launch_head_mean_backward(dout.data, dout.ld, dout.rows, heads, dout.cols, din.data, din.ld,
+                            stream_.get());
+}
+
+// ---- optimizer ----
+
+void CudaDevice::sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) {
+  DeviceGuard guard(gpu_);
+  launch_sgd_step(n, lr, weight_decay, w, g, stream_.get());
+}
+
+void CudaDevice::adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, std::int64_t step, float* w, float* g, float* m,
+                           float* v) {
+  SLUICE_EXPECTS(step >= 1, "Adam steps count from 1, got ", step);
+  DeviceGuard guard(gpu_);
+  const double t = static_cast<double>(step);
+  const float bias_correction1 = static_cast<float>(1.0 - std::pow(double(beta1), t));
+  const float bias_correction2 = static_cast<float>(1.0 - std::pow(double(beta2), t));
+  launch_adam_step(n, lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2, w, g,
+                   m, v, stream_.get());
+}
+
+void CudaDevice::synchronize() {
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,248 @@
+// Dense elementwise kernels (see elementwise.hpp). 2-D launches put threads.x on columns and
+// threads.y on rows so that no index division is needed and accesses stay coalesced.
+#include "common/hash.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/launch.cuh"
+
+namespace sluice::cuda {
+namespace {
+
+using detail::global_warp;
+using detail::lane_id;
+using detail::warp_count;
+
+#define SLUICE_FOR_ROWS(r, rows)                                                          \
+  for (std::int64_t r = blockIdx.y * static_cast<std::int64_t>(blockDim.y) + threadIdx.y; \
+       r < (rows); r += static_cast<std::int64_t>(gridDim.y) * blockDim.y)
+#define SLUICE_FOR_COLS(c, cols)                                                          \
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
+       c < (cols); c += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+#define SLUICE_FOR_N(i, n)                                                                         \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+
+struct Grid2D {
+  dim3 grid, block;
+};
+Grid2D grid_2d(std::int64_t rows, std::int64_t cols) {
+  return {dim3(detail::blocks_for(cols, 32), detail::blocks_for(rows, 8 * 4)), dim3(32, 8)};
+}
+unsigned grid_1d(std::int64_t n) {
+  return detail::blocks_for(n, 256 * 4);
+}
+
+__device__ __forceinline__ float activate(float x, ActivationCode act) {
+  switch (act) {
+    case ActivationCode::kRelu:
+      return x > 0.f ? x : 0.f;
+    case ActivationCode::kElu:
+      return x > 0.f ? x : expm1f(x);
+    default:
+      return x;
+  }
+}
+__device__ __forceinline__ float activation_slope(float x, ActivationCode act) {
+  switch (act) {
+    case ActivationCode::kRelu:
+      return x > 0.f ? 1.f : 0.f;
+    case ActivationCode::kElu:
+      return x > 0.f ? 1.f : expf(x);
+    default:
+      return 1.f;
+  }
+}
+
+__global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols,
+                                    const vertex_t* __restrict__ rows,
+                                    const vertex_t* __restrict__ keys, std::int64_t n,
+                                    std::uint64_t seed, std::uint64_t salt, float rate,
+                                    float scale) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+    const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i]));
+    for (std::int64_t j = lane; j < cols; j += 32) {
+      const bool keep =
+          hash_to_unit(key_hash(seed, 1, salt, key, static_cast<std::uint64_t>(j))) >= rate;
+      row[j] = keep ? row[j] * scale : 0.f;
+    }
+  }
+}
+
+__global__ void bias_activation_kernel(const float* z, std::int64_t ldz,
+                                       const float* __restrict__ bias, ActivationCode act,
+                                       float* out, std::int64_t ldo, std::int64_t rows,
+                                       std::int64_t cols) {
+  SLUICE_FOR_ROWS(r, rows) {
+    SLUICE_FOR_COLS(c, cols) {
+      const float x = z[r * ldz + c] + (bias ? bias[c] : 0.f);
+      out[r * ldo + c] = activate(x, act);
+    }
+  }
+}
+
+__global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, const float* value,
+                                           std::int64_t ldv, ActivationCode act, float* dz,
+                                           std::int64_t ldz, std::int64_t rows, std::int64_t cols) {
+  SLUICE_FOR_ROWS(r, rows) {
+    SLUICE_FOR_COLS(c, cols) {
+      const float slope =
+          act == ActivationCode::kNone ? 1.f : activation_slope(value[r * ldv + c], act);
+      dz[r * ldz + c] = dout[r * ldd + c] * slope;
+    }
+  }
+}
+
+// Block (32, 8): each thread sums a strided set of rows of one column; the block reduces over
+// threadIdx.y and adds one partial per column with an atomic.
+__global__ void column_sums_kernel(const float* __restrict__ m, std::int64_t ld, std::int64_t rows,
+                                   std::int64_t cols, float* out) {
+  __shared__ float partial[8][33];
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  float sum = 0.f;
+  if (c < cols) {
+    SLUICE_FOR_ROWS(r, rows) sum += m[r * ld + c];
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < cols) {
+    float total = 0.f;
+#pragma unroll
+    for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
+    atomicAdd(out + c, total);
+  }
+}
+
+__global__ void axpy_kernel(std::int64_t n, float alpha, const float* __restrict__ x, float* y) {
+  SLUICE_FOR_N(i, n) y[i] += alpha * x[i];
+}
+
+__global__ void head_mean_kernel(const float* __restrict__ in, std::int64_t ldi, std::int64_t rows,
+                                 int heads, std::int64_t width, float* __restrict__ out,
+                                 std::int64_t ldo) {
+  const float inv = 1.f / static_cast<float>(heads);
+  SLUICE_FOR_ROWS(r, rows) {
+    SLUICE_FOR_COLS(f, width) {
+      float sum = 0.f;
+      for (int h = 0; h < heads; ++h) sum += in[r * ldi + h * width + f];
+      out[r * ldo + f] = sum * inv;
+    }
+  }
+}
+
+__global__ void head_mean_backward_kernel(const float* __restrict__ dout, std::int64_t ldd,
+                                          std::int64_t rows, int heads, std::int64_t width,
+                                          float* __restrict__ din, std::int64_t ldi) {
+  const float inv = 1.f / static_cast<float>(heads);
+  SLUICE_FOR_ROWS(r, rows) {
+    SLUICE_FOR_COLS(f, width) {
+      const float g = dout[r * ldd + f] * inv;
+      for (int h = 0; h < heads; ++h) din[r * ldi + h * width + f] = g;
+    }
+  }
+}
+
+__global__ void sgd_kernel(std::int64_t n, float lr, float weight_decay, float* w, float* g) {
+  SLUICE_FOR_N(i, n) {
+    const float grad = g[i] + weight_decay * w[i];
+    g[i] = grad;
+    w[i] -= lr * grad;
+  }
+}
+
+__global__ void adam_kernel(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                            float weight_decay, float bias_correction1, float bias_correction2,
+                            float* w, float* g, float* m, float* v) {
+  SLUICE_FOR_N(i, n) {
+    const float grad = g[i] + weight_decay * w[i];
+    g[i] = grad;
+    const float m_new = beta1 * m[i] + (1.f - beta1) * grad;
+    const float v_new = beta2 * v[i] + (1.f - beta2) * grad * grad;
+    m[i] = m_new;
+    v[i] = v_new;
+    w[i] -= lr * (m_new / bias_correction1) / (sqrtf(v_new / bias_correction2) + eps);
+  }
+}
+
+}  // namespace
+
+void launch_dropout_rows(float* m, std::int64_t ld, std::int64_t cols, const vertex_t* rows,
+                         const vertex_t* keys, std::int64_t n, std::uint64_t seed,
+                         std::uint64_t salt, float rate, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0 || rate <= 0.f) return;
+  const float scale = 1.f / (1.f - rate);
+  dropout_rows_kernel<<<detail::blocks_for(n, detail::kWarpsPerBlock), detail::kBlockThreads, 0,
+                        stream>>>(m, ld, cols, rows, keys, n, seed, salt, rate, scale);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias, ActivationCode act,
+                            float* out, std::int64_t ldo, std::int64_t rows, std::int64_t cols,
+                            cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const Grid2D g = grid_2d(rows, cols);
+  bias_activation_kernel<<<g.grid, g.block, 0, stream>>>(z, ldz, bias, act, out, ldo, rows, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_activation_backward(const float* dout, std::int64_t ldd, const float* value,
+                                std::int64_t ldv, ActivationCode act, float* dz, std::int64_t ldz,
+                                std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const Grid2D g = grid_2d(rows, cols);
+  activation_backward_kernel<<<g.grid, g.block, 0, stream>>>(dout, ldd, value, ldv, act, dz, ldz,
+                                                             rows, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                            float* out, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  // Up to 256 row slices per column tile: enough blocks to fill the GPU, few atomics.
+  const dim3 grid(detail::blocks_for(cols, 32),
+                  static_cast<unsigned>(std::min<std::int64_t>((rows + 63) / 64, 256)));
+  column_sums_kernel<<<grid, dim3(32, 8), 0, stream>>>(m, ld, rows, cols, out);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream) {
+  if (n <= 0) return;
+  axpy_kernel<<<grid_1d(n), 256, 0, stream>>>(n, alpha, x, y);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_head_mean(const float* in, std::int64_t ldi, std::int64_t rows, int heads,
+                      std::int64_t width, float* out, std::int64_t ldo, cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return;
+  const Grid2D g = grid_2d(rows, width);
+  head_mean_kernel<<<g.grid, g.block, 0, stream>>>(in, ldi, rows, heads, width, out, ldo);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_head_mean_backward(const float* dout, std::int64_t ldd, std::int64_t rows, int heads,
+                               std::int64_t width, float* din, std::int64_t ldi,
+                               cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return;
+  const Grid2D g = grid_2d(rows, width);
+  head_mean_backward_kernel<<<g.grid, g.block, 0, stream>>>(dout, ldd, rows, heads, width, din,
+                                                            ldi);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g,
+                     cudaStream_t stream) {
+  if (n <= 0) return;
+  sgd_kernel<<<grid_1d(n), 256, 0, stream>>>(n, lr, weight_decay, w, g);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float bias_correction1, float bias_correction2, float* w,
+                      float* g, float* m, float* v, cudaStream_t stream) {
+  if (n <= 0) return;
+  adam_kernel<<<grid_1d(n), 256, 0, stream>>>(n, lr, beta1, beta2, eps, weight_decay,
+                                              bias_correction1, bias_correction2, w, g, m, v);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace sluice::cuda

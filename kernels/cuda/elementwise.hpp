@@ -1,0 +1,56 @@
+// Launchers for dense elementwise kernels: dropout, fused bias + activation and its backward,
+// column sums, axpy, head averaging and the optimizer steps. Asynchronous on `stream`; all
+// pointers are device memory; matrices are row-major with a leading dimension.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/types.hpp"
+
+namespace sluice::cuda {
+
+// Activation codes (match sluice::Activation: kNone, kRelu, kElu).
+enum class ActivationCode : int { kNone = 0, kRelu = 1, kElu = 2 };
+
+// m[rows[i], j] *= keep / (1 - rate), keep = u(seed, 1, salt, keys[i], j) >= rate
+// (salt = epoch * 1024 + layer; docs/model-math.md).
+void launch_dropout_rows(float* m, std::int64_t ld, std::int64_t cols, const vertex_t* rows,
+                         const vertex_t* keys, std::int64_t n, std::uint64_t seed,
+                         std::uint64_t salt, float rate, cudaStream_t stream);
+
+// out = act(z + bias) (bias may be null; out may alias z).
+void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias, ActivationCode act,
+                            float* out, std::int64_t ldo, std::int64_t rows, std::int64_t cols,
+                            cudaStream_t stream);
+
+// dz = dout * act'(value) (dz may alias dout).
+void launch_activation_backward(const float* dout, std::int64_t ldd, const float* value,
+                                std::int64_t ldv, ActivationCode act, float* dz, std::int64_t ldz,
+                                std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+
+// out[j] += sum_i m[i, j].
+void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                            float* out, cudaStream_t stream);
+
+// y += alpha * x over n floats.
+void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);
+
+// out[r, f] = mean_h in[r, h * width + f].
+void launch_head_mean(const float* in, std::int64_t ldi, std::int64_t rows, int heads,
+                      std::int64_t width, float* out, std::int64_t ldo, cudaStream_t stream);
+// din[r, h * width + f] = dout[r, f] / heads.
+void launch_head_mean_backward(const float* dout, std::int64_t ldd, std::int64_t rows, int heads,
+                               std::int64_t width, float* din, std::int64_t ldi,
+                               cudaStream_t stream);
+
+// g += wd * w; w -= lr * g.
+void launch_sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g,
+                     cudaStream_t stream);
+// g += wd * w; Adam with bias corrections bc1 = 1 - beta1^t, bc2 = 1 - beta2^t.
+void launch_adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                      float weight_decay, float bias_correction1, float bias_correction2, float* w,
+                      float* g, float* m, float* v, cudaStream_t stream);
+
+}  // namespace sluice::cuda

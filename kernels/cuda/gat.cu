@@ -1,0 +1,320 @@
+// GAT edge operators (see gat.hpp). Destination rows are processed one warp each; the
+// aggregation handles a row's entries 32 at a time, one lane computing one entry's coefficients
+// (all heads) into shared memory, then all lanes accumulating columns of the weighted sum.
+#include <cfloat>
+
+#include "common/hash.hpp"
+#include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/launch.cuh"
+
+namespace sluice::cuda {
+namespace {
+
+using detail::global_warp;
+using detail::lane_id;
+using detail::warp_count;
+
+constexpr float kLeakySlope = 0.2f;
+constexpr int kMaxHeads = 32;  // keeps the per-block shared memory under 48 KiB
+
+__device__ __forceinline__ float leaky_relu(float x) {
+  return x > 0.f ? x : kLeakySlope * x;
+}
+
+__device__ __forceinline__ float attention_scale(const AttentionDropout& d, std::int64_t row,
+                                                 std::int64_t k, int h) {
+  if (d.rate <= 0.f) return 1.f;
+  const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(d.row_keys[row]));
+  const std::uint64_t element =
+      static_cast<std::uint64_t>(k) * 256u + static_cast<std::uint64_t>(h);
+  return hash_to_unit(key_hash(d.seed, 2, d.salt, key, element)) >= d.rate ? 1.f / (1.f - d.rate)
+                                                                           : 0.f;
+}
+
+__global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
+                                  const vertex_t* __restrict__ row_map, std::int64_t rows,
+                                  int heads, std::int64_t width, const float* __restrict__ att,
+                                  float* __restrict__ score, std::int64_t lds) {
+  const int lane = lane_id();
+  for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
+    const std::int64_t source = row_map ? row_map[r] : r;
+    if (source < 0) {  // an empty row (no self entry): no score
+      for (int h = lane; h < heads; h += 32) score[r * lds + h] = 0.f;
+      continue;
+    }
+    const float* zr = z + source * ldz;
+    for (int h = 0; h < heads; ++h) {
+      float sum = 0.f;
+      for (std::int64_t f = lane; f < width; f += 32) sum += zr[h * width + f] * att[h * width + f];
+      sum = detail::warp_sum(sum);
+      if (lane == 0) score[r * lds + h] = sum;
+    }
+  }
+}
+
+// kColumnsPerLane accumulators per lane: one pass covers 32 * kColumnsPerLane output columns.
+template <typename Index, int kColumnsPerLane>
+__global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z,
+                                     std::int64_t ldz, const float* __restrict__ el,
+                                     std::int64_t ldel, const float* __restrict__ er,
+                                     std::int64_t lder, int heads, std::int64_t width,
+                                     AttentionDropout dropout, float* __restrict__ alpha,
+                                     std::int64_t ldalpha, float* __restrict__ out,
+                                     std::int64_t ldout) {
+  extern __shared__ float shared[];
+  const int lane = lane_id();
+  // Per warp: coefficients of 32 entries x heads, then the per-head max and 1/sum.
+  float* coef = shared + (threadIdx.x / 32) * (34 * heads);
+  float* head_max = coef + 32 * heads;
+  float* head_inv = head_max + heads;
+  const std::int64_t total_cols = heads * width;
+
+  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    // Online softmax statistics per head.
+    for (int h = 0; h < heads; ++h) {
+      const float er_ih = er[i * lder + h];
+      float m = -FLT_MAX, s = 0.f;
+      for (std::int64_t k = lane; k < degree; k += 32) {
+        const std::int64_t u = a.columns[begin + k];
+        const float e = leaky_relu(el[u * ldel + h] + er_ih);
+        if (e > m) {
+          s = s * expf(m - e) + 1.f;
+          m = e;
+        } else {
+          s += expf(e - m);
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
+        const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
+        const float m_new = fmaxf(m, m_other);
+        s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
+            (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
+        m = m_new;
+      }
+      if (lane == 0) {
+        head_max[h] = m;
+        head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+      }
+    }
+    __syncwarp();
+
+    for (std::int64_t column_base = 0; column_base < total_cols;
+         column_base += 32 * kColumnsPerLane) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        acc[t] = 0.f;
+        const std::int64_t c = column_base + lane + 32 * t;
+        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
+      }
+      for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
+        const std::int64_t k = chunk + lane;
+        std::int64_t u_mine = 0;
+        if (k < degree) {
+          u_mine = a.columns[begin + k];
+          for (int h = 0; h < heads; ++h) {
+            const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
+            const float coefficient = expf(e - head_max[h]) * head_inv[h];
+            if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
+            coef[lane * heads + h] = coefficient * attention_scale(dropout, i, k, h);
+          }
+        }
+        __syncwarp();
+        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+          const float* zu = z + u * ldz;
+#pragma unroll
+          for (int t = 0; t < kColumnsPerLane; ++t) {
+            const std::int64_t c = column_base + lane + 32 * t;
+            if (c < total_cols) acc[t] += coef[j * heads + head_of[t]] * zu[c];
+          }
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        const std::int64_t c = column_base + lane + 32 * t;
+        if (c < total_cols) out[i * ldout + c] = acc[t];
+      }
+    }
+    __syncwarp();
+  }
+}
+
+template <typename Index>
+__global__ void gat_backward_edges_kernel(
+    CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz, const float* __restrict__ el,
+    std::int64_t ldel, const float* __restrict__ er, std::int64_t lder,
+    const float* __restrict__ alpha, std::int64_t ldalpha, const float* __restrict__ dout,
+    std::int64_t lddout, int heads, std::int64_t width, AttentionDropout dropout,
+    float* __restrict__ dalpha, float* __restrict__ atilde, float* d_el, float* __restrict__ d_er) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    const float* dout_i = dout + i * lddout;
+    for (int h = 0; h < heads; ++h) {
+      // d(alpha) = d(alpha~) * mask; S = sum_k alpha_k d(alpha)_k.
+      float weighted = 0.f;
+      for (std::int64_t k = lane; k < degree; k += 32) {
+        const std::int64_t e = begin + k;
+        const float* zu = z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width;
+        float dot = 0.f;
+        for (std::int64_t f = 0; f < width; ++f) dot += dout_i[h * width + f] * zu[f];
+        const float mask = attention_scale(dropout, i, k, h);
+        const float a_ek = alpha[e * ldalpha + h];
+        const float d = dot * mask;
+        dalpha[e * heads + h] = d;
+        atilde[h * a.nnz + e] = a_ek * mask;
+        weighted += a_ek * d;
+      }
+      const float total = detail::warp_sum(weighted);
+      float d_er_sum = 0.f;
+      for (std::int64_t k = lane; k < degree; k += 32) {
+        const std::int64_t e = begin + k;
+        const std::int64_t u = a.columns[e];
+        const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
+        const float pre = el[u * ldel + h] + er[i * lder + h];
+        const float ds = pre > 0.f ? de : kLeakySlope * de;
+        atomicAdd(d_el + u * heads + h, ds);
+        d_er_sum += ds;
+      }
+      d_er_sum = detail::warp_sum(d_er_sum);
+      if (lane == 0) d_er[i * heads + h] = d_er_sum;
+    }
+  }
+}
+
+// Block (32, 8): x over columns, y over rows; the block reduces d_att over y.
+__global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
+                                           const vertex_t* __restrict__ row_map, std::int64_t rows,
+                                           std::int64_t width, std::int64_t total_cols,
+                                           const float* __restrict__ z, std::int64_t ldz,
+                                           const float* __restrict__ att, float* dz,
+                                           std::int64_t lddz, float* d_att, bool atomic_dz) {
+  __shared__ float partial[8][33];
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  float sum = 0.f;
+  if (c < total_cols) {
+    const std::int64_t h = c / width;
+    const float att_c = att[c];
+    for (std::int64_t r = blockIdx.y * static_cast<std::int64_t>(blockDim.y) + threadIdx.y;
+         r < rows; r += static_cast<std::int64_t>(gridDim.y) * blockDim.y) {
+      const std::int64_t target = row_map ? row_map[r] : r;
+      if (target < 0) continue;
+      const float d = dscore[r * lds + h];
+      sum += d * z[target * ldz + c];
+      if (atomic_dz) {
+        atomicAdd(dz + target * lddz + c, d * att_c);
+      } else {
+        dz[target * lddz + c] += d * att_c;
+      }
+    }
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < total_cols) {
+    float total = 0.f;
+#pragma unroll
+    for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
+    atomicAdd(d_att + c, total);
+  }
+}
+
+unsigned warp_blocks(std::int64_t rows) {
+  return detail::blocks_for(rows, detail::kWarpsPerBlock);
+}
+
+}  // namespace
+
+void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map, std::int64_t rows,
+                       int heads, std::int64_t width, const float* att, float* score,
+                       std::int64_t lds, cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0) return;
+  gat_scores_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
+      z, ldz, row_map, rows, heads, width, att, score, lds);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Index>
+void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
+                          const float* el, std::int64_t ldel, const float* er, std::int64_t lder,
+                          int heads, std::int64_t width, const AttentionDropout& dropout,
+                          float* alpha, std::int64_t ldalpha, float* out, std::int64_t ldout,
+                          cudaStream_t stream) {
+  if (a.rows <= 0 || heads <= 0) return;
+  SLUICE_EXPECTS(heads <= kMaxHeads, "GAT supports at most ", kMaxHeads, " heads, got ", heads);
+  const std::int64_t total_cols = heads * width;
+  const unsigned blocks = warp_blocks(a.rows);
+  const std::size_t shared =
+      static_cast<std::size_t>(detail::kWarpsPerBlock) * 34 * heads * sizeof(float);
+  if (total_cols <= 64) {
+    gat_aggregate_kernel<Index, 2><<<blocks, detail::kBlockThreads, shared, stream>>>(
+        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  } else if (total_cols <= 128) {
+    gat_aggregate_kernel<Index, 4><<<blocks, detail::kBlockThreads, shared, stream>>>(
+        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  } else {
+    gat_aggregate_kernel<Index, 8><<<blocks, detail::kBlockThreads, shared, stream>>>(
+        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  }
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Index>
+void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
+                               const float* el, std::int64_t ldel, const float* er,
+                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
+                               const float* dout, std::int64_t lddout, int heads,
+                               std::int64_t width, const AttentionDropout& dropout, float* dalpha,
+                               float* atilde, float* d_el, float* d_er, cudaStream_t stream) {
+  if (a.rows <= 0 || heads <= 0) return;
+  gat_backward_edges_kernel<Index><<<warp_blocks(a.rows), detail::kBlockThreads, 0, stream>>>(
+      a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout, dalpha,
+      atilde, d_el, d_er);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
+                                std::int64_t rows, int heads, std::int64_t width, const float* z,
+                                std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
+                                float* d_att, bool atomic_dz, cudaStream_t stream) {
+  const std::int64_t total_cols = heads * width;
+  if (rows <= 0 || total_cols <= 0) return;
+  const dim3 grid(detail::blocks_for(total_cols, 32),
+                  static_cast<unsigned>(std::min<std::int64_t>((rows + 63) / 64, 256)));
+  gat_scores_backward_kernel<<<grid, dim3(32, 8), 0, stream>>>(
+      dscore, lds, row_map, rows, width, total_cols, z, ldz, att, dz, lddz, d_att, atomic_dz);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+template void launch_gat_aggregate<std::int32_t>(const CsrArrays<std::int32_t>&, const float*,
+                                                 std::int64_t, const float*, std::int64_t,
+                                                 const float*, std::int64_t, int, std::int64_t,
+                                                 const AttentionDropout&, float*, std::int64_t,
+                                                 float*, std::int64_t, cudaStream_t);
+template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&, const float*,
+                                                 std::int64_t, const float*, std::int64_t,
+                                                 const float*, std::int64_t, int, std::int64_t,
+                                                 const AttentionDropout&, float*, std::int64_t,
+                                                 float*, std::int64_t, cudaStream_t);
+template void launch_gat_backward_edges<std::int32_t>(const CsrArrays<std::int32_t>&, const float*,
+                                                      std::int64_t, const float*, std::int64_t,
+                                                      const float*, std::int64_t, const float*,
+                                                      std::int64_t, const float*, std::int64_t, int,
+                                                      std::int64_t, const AttentionDropout&, float*,
+                                                      float*, float*, float*, cudaStream_t);
+template void launch_gat_backward_edges<std::int64_t>(const CsrArrays<std::int64_t>&, const float*,
+                                                      std::int64_t, const float*, std::int64_t,
+                                                      const float*, std::int64_t, const float*,
+                                                      std::int64_t, const float*, std::int64_t, int,
+                                                      std::int64_t, const AttentionDropout&, float*,
+                                                      float*, float*, float*, cudaStream_t);
+
+}  // namespace sluice::cuda

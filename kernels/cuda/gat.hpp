@@ -1,0 +1,64 @@
+// Launchers of the GAT edge operators (docs/model-math.md, GAT layer). K heads of width F,
+// z row-major (rows of the merged neighbor buffer) with heads concatenated. The chunk CSR's row i
+// starts with its self entry; `self` holds that entry's column per row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/types.hpp"
+
+namespace sluice::cuda {
+
+// A device CSR with Index-typed offsets and columns (int32 when nnz < 2^31, else int64).
+template <typename Index>
+struct CsrArrays {
+  const Index* indptr = nullptr;   // rows + 1
+  const Index* columns = nullptr;  // nnz
+  const vertex_t* self = nullptr;  // rows: column of each row's first (self) entry
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+};
+
+// The attention-dropout key of docs/model-math.md: keep = u(seed, 2, salt, row_key, k*256+h)
+// >= rate, salt = epoch * 1024 + layer. rate == 0 disables (row_keys may then be null).
+struct AttentionDropout {
+  std::uint64_t seed = 0;
+  std::uint64_t salt = 0;
+  float rate = 0.f;
+  const vertex_t* row_keys = nullptr;
+};
+
+// score[r, h] = z[map(r), h*F .. h*F+F) . att[h*F .. h*F+F), map = row_map (or identity).
+void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map, std::int64_t rows,
+                       int heads, std::int64_t width, const float* att, float* score,
+                       std::int64_t lds, cudaStream_t stream);
+
+// Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) and
+// out[i] = sum_k dropout(alpha_k) z[u_k] per head.
+template <typename Index>
+void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
+                          const float* el, std::int64_t ldel, const float* er, std::int64_t lder,
+                          int heads, std::int64_t width, const AttentionDropout& dropout,
+                          float* alpha, std::int64_t ldalpha, float* out, std::int64_t ldout,
+                          cudaStream_t stream);
+
+// Backward through attention dropout, softmax and LeakyReLU. Writes dropped-out coefficients
+// head-major (atilde[h * nnz + e], for the transposed aggregation), d_er (rows x K, ld K), and
+// adds d_el (cols x K, ld K; must be zeroed first). dalpha: nnz x K scratch.
+template <typename Index>
+void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
+                               const float* el, std::int64_t ldel, const float* er,
+                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
+                               const float* dout, std::int64_t lddout, int heads,
+                               std::int64_t width, const AttentionDropout& dropout, float* dalpha,
+                               float* atilde, float* d_el, float* d_er, cudaStream_t stream);
+
+// Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic when
+// rows may share a target) and d_att[c] += sum_r dscore[r, h(c)] * z[map(r), c].
+void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
+                                std::int64_t rows, int heads, std::int64_t width, const float* z,
+                                std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
+                                float* d_att, bool atomic_dz, cudaStream_t stream);
+
+}  // namespace sluice::cuda

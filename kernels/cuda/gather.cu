@@ -1,0 +1,155 @@
+// Row movement kernels (see gather.hpp). One warp moves one row; lanes stride over 16-byte
+// vectors when both rows are 16-byte aligned, with a scalar tail, else over floats.
+#include "kernels/cuda/gather.hpp"
+#include "kernels/cuda/launch.cuh"
+
+namespace sluice::cuda {
+namespace {
+
+using detail::global_warp;
+using detail::lane_id;
+using detail::warp_count;
+
+__device__ __forceinline__ bool aligned16(const void* a, const void* b) {
+  return ((reinterpret_cast<std::uintptr_t>(a) | reinterpret_cast<std::uintptr_t>(b)) & 15u) == 0;
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
+                                   const vertex_t* __restrict__ src_rows, float* __restrict__ dst,
+                                   std::int64_t dst_ld, const vertex_t* __restrict__ dst_rows,
+                                   std::int64_t n, std::int64_t cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const std::int64_t s = src_rows ? src_rows[i] : i;
+    const std::int64_t d = dst_rows ? dst_rows[i] : i;
+    const float* from = src + s * src_ld;
+    float* to = dst + d * dst_ld;
+    std::int64_t done = 0;
+    if (aligned16(from, to)) {
+      const std::int64_t vectors = cols / 4;
+      const float4* from4 = reinterpret_cast<const float4*>(from);
+      float4* to4 = reinterpret_cast<float4*>(to);
+      std::int64_t v = lane;
+      // Two loads in flight per lane before the stores.
+      for (; v + 32 < vectors; v += 64) {
+        const float4 a = from4[v];
+        const float4 b = from4[v + 32];
+        to4[v] = a;
+        to4[v + 32] = b;
+      }
+      for (; v < vectors; v += 32) to4[v] = from4[v];
+      done = vectors * 4;
+    }
+    for (std::int64_t c = done + lane; c < cols; c += 32) to[c] = from[c];
+  }
+}
+
+template <bool kSystem>
+__global__ void scatter_add_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
+                                        const vertex_t* __restrict__ src_rows, float* dst,
+                                        std::int64_t dst_ld, const vertex_t* __restrict__ dst_rows,
+                                        std::int64_t n, std::int64_t cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const std::int64_t s = src_rows ? src_rows[i] : i;
+    const std::int64_t d = dst_rows ? dst_rows[i] : i;
+    const float* from = src + s * src_ld;
+    float* to = dst + d * dst_ld;
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      if constexpr (kSystem) {
+        atomicAdd_system(to + c, from[c]);
+      } else {
+        atomicAdd(to + c, from[c]);
+      }
+    }
+  }
+}
+
+__global__ void zero_rows_kernel(float* m, std::int64_t ld, const vertex_t* __restrict__ rows,
+                                 std::int64_t n, std::int64_t cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+    for (std::int64_t c = lane; c < cols; c += 32) row[c] = 0.f;
+  }
+}
+
+// 2-D launch: x over columns, y over rows.
+__global__ void fill_kernel(float* m, std::int64_t rows, std::int64_t cols, std::int64_t ld,
+                            float value) {
+  for (std::int64_t r = blockIdx.y * static_cast<std::int64_t>(blockDim.y) + threadIdx.y; r < rows;
+       r += static_cast<std::int64_t>(gridDim.y) * blockDim.y)
+    for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         c < cols; c += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+      m[r * ld + c] = value;
+}
+
+template <typename Index>
+__global__ void permute_kernel(const float* __restrict__ in, const Index* __restrict__ perm,
+                               float* __restrict__ out, std::int64_t n) {
+  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
+       k += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[k] = in[perm[k]];
+}
+
+unsigned warp_blocks(std::int64_t rows) {
+  return detail::blocks_for(rows, detail::kWarpsPerBlock);
+}
+
+}  // namespace
+
+void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                        std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+                        std::int64_t cols, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  gather_rows_kernel<<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
+      src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
+                             float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
+                             std::int64_t n, std::int64_t cols, bool system_scope,
+                             cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  if (system_scope) {
+    scatter_add_rows_kernel<true><<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
+        src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
+  } else {
+    scatter_add_rows_kernel<false><<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
+        src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
+  }
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_zero_rows(float* m, std::int64_t ld, const vertex_t* rows, std::int64_t n,
+                      std::int64_t cols, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  zero_rows_kernel<<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(m, ld, rows, n, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_fill(float* m, std::int64_t rows, std::int64_t cols, std::int64_t ld, float value,
+                 cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const dim3 block(32, 8);
+  const dim3 grid(detail::blocks_for(cols, 32), detail::blocks_for(rows, 8 * 4));
+  fill_kernel<<<grid, block, 0, stream>>>(m, rows, cols, ld, value);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_permute(const float* in, const std::int32_t* perm, float* out, std::int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  permute_kernel<<<detail::blocks_for(n, 256 * 4), 256, 0, stream>>>(in, perm, out, n);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_permute(const float* in, const std::int64_t* perm, float* out, std::int64_t n,
+                    cudaStream_t stream) {
+  if (n <= 0) return;
+  permute_kernel<<<detail::blocks_for(n, 256 * 4), 256, 0, stream>>>(in, perm, out, n);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace sluice::cuda

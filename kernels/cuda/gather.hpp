@@ -1,0 +1,42 @@
+// Launchers for row movement kernels: gathers (from pinned host memory by zero-copy, from local
+// or peer device memory), atomic scatter-adds (device or system scope), zeroing, fills and value
+// permutations. All are asynchronous on `stream`; index arrays are device-resident (nullptr =
+// identity: row i).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/types.hpp"
+
+namespace sluice::cuda {
+
+// dst[dst_rows[i]] = src[src_rows[i]] for i < n, `cols` floats per row. src may be a mapped
+// host pointer (zero-copy) or a peer pointer. Warp per row, 16-byte accesses when aligned.
+void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                        std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+                        std::int64_t cols, cudaStream_t stream);
+
+// dst[dst_rows[i]] += src[src_rows[i]] atomically (rows may repeat). system_scope uses
+// atomicAdd_system (dst on a peer GPU that other GPUs may update concurrently).
+void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
+                             float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
+                             std::int64_t n, std::int64_t cols, bool system_scope,
+                             cudaStream_t stream);
+
+// m[rows[i], :] = 0.
+void launch_zero_rows(float* m, std::int64_t ld, const vertex_t* rows, std::int64_t n,
+                      std::int64_t cols, cudaStream_t stream);
+
+// m[r, c] = value for every r < rows, c < cols.
+void launch_fill(float* m, std::int64_t rows, std::int64_t cols, std::int64_t ld, float value,
+                 cudaStream_t stream);
+
+// out[k] = in[perm[k]] for k < n (values of a transposed CSR).
+void launch_permute(const float* in, const std::int32_t* perm, float* out, std::int64_t n,
+                    cudaStream_t stream);
+void launch_permute(const float* in, const std::int64_t* perm, float* out, std::int64_t n,
+                    cudaStream_t stream);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,20 @@
+// Launcher of the masked softmax cross-entropy with argmax predictions (warp per row).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sluice::cuda {
+
+// For each row i: predictions[i] = argmax_j logits[i, j] (lowest index on ties; predictions may
+// be null). Rows with labels[i] >= 0 and (mask null or mask[i] != 0) add -log softmax[label] to
+// *loss (device double, atomically) and get grad = scale * (softmax - onehot); every other row's
+// grad is 0. grad may be null (evaluation). labels may be null (no row is labeled).
+void launch_softmax_cross_entropy(const float* logits, std::int64_t ld, std::int64_t rows,
+                                  std::int64_t classes, const std::int32_t* labels,
+                                  const std::int32_t* mask, float scale, float* grad,
+                                  std::int64_t ldg, double* loss, std::int32_t* predictions,
+                                  cudaStream_t stream);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,113 @@
+// Device-memory accounting for one logical device (a byte budget, in-use and peak counters),
+// grow-only scratch buffers, and the registry of the backend's pinned host matrices (host
+// pointer -> device-visible pointer).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/resources.hpp"
+
+namespace sluice::cuda {
+
+class MemoryAccount;
+
+// Device memory charged to a MemoryAccount for its lifetime.
+class AccountedBuffer {
+ public:
+  AccountedBuffer() = default;
+  AccountedBuffer(DeviceBuffer buffer, MemoryAccount* account, std::int64_t charged)
+      : buffer_(std::move(buffer)), account_(account), charged_(charged) {}
+  ~AccountedBuffer() { release(); }
+  AccountedBuffer(AccountedBuffer&& other) noexcept { *this = std::move(other); }
+  AccountedBuffer& operator=(AccountedBuffer&& other) noexcept;
+  AccountedBuffer(const AccountedBuffer&) = delete;
+  AccountedBuffer& operator=(const AccountedBuffer&) = delete;
+
+  void* get() const { return buffer_.get(); }
+  template <typename T>
+  T* as() const {
+    return buffer_.as<T>();
+  }
+  std::int64_t bytes() const { return static_cast<std::int64_t>(buffer_.bytes()); }
+
+ private:
+  void release() noexcept;
+  DeviceBuffer buffer_;
+  MemoryAccount* account_ = nullptr;
+  std::int64_t charged_ = 0;
+};
+
+class MemoryAccount {
+ public:
+  // budget <= 0: limited by the GPU only.
+  MemoryAccount(std::string device_name, int gpu, std::int64_t budget)
+      : device_name_(std::move(device_name)), gpu_(gpu), budget_(budget) {}
+  MemoryAccount(const MemoryAccount&) = delete;
+  MemoryAccount& operator=(const MemoryAccount&) = delete;
+
+  // Throws OutOfDeviceMemory (naming what, requested, in use, budget) when over budget or when
+  // the GPU itself is out of memory.
+  AccountedBuffer allocate(std::int64_t bytes, const std::string& what);
+  void release(std::int64_t bytes) noexcept { in_use_ -= bytes; }
+  std::int64_t in_use() const { return in_use_; }
+  std::int64_t peak() const { return peak_; }
+  int gpu() const { return gpu_; }
+
+ private:
+  std::string device_name_;
+  int gpu_;
+  std::int64_t budget_;
+  std::int64_t in_use_ = 0;
+  std::int64_t peak_ = 0;
+};
+
+// A grow-only device scratch buffer. Growing first waits for `stream` (queued work may still
+// use the old buffer); sized at setup in practice, since every later request fits.
+class Scratch {
+ public:
+  void* ensure(std::int64_t bytes, MemoryAccount& account, cudaStream_t stream,
+               const std::string& what);
+  template <typename T>
+  T* ensure_as(std::int64_t count, MemoryAccount& account, cudaStream_t stream,
+               const std::string& what) {
+    return static_cast<T*>(
+        ensure(count * static_cast<std::int64_t>(sizeof(T)), account, stream, what));
+  }
+
+ private:
+  AccountedBuffer buffer_;
+};
+
+// A grow-only pinned host staging buffer (same growth rule as Scratch).
+class PinnedScratch {
+ public:
+  void* ensure(std::int64_t bytes, cudaStream_t stream);
+
+ private:
+  PinnedBuffer buffer_;
+};
+
+// Owns the backend's pinned, mapped host matrices and translates host pointers inside them to
+// device-visible pointers (zero-copy). Thread-safe.
+class PinnedRegistry {
+ public:
+  float* allocate(std::int64_t floats);
+  // The device-visible address of [host, host + bytes); throws if it is not inside one
+  // allocation of this registry.
+  const void* device_pointer(const void* host, std::int64_t bytes) const;
+
+ private:
+  struct Entry {
+    std::int64_t bytes = 0;
+    char* device = nullptr;
+  };
+  mutable std::mutex mutex_;
+  std::map<const char*, Entry> entries_;  // by host begin
+  std::vector<PinnedBuffer> buffers_;
+};
+
+}  // namespace sluice::cuda

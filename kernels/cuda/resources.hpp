@@ -1,0 +1,279 @@
+// Move-only owners of every CUDA resource Sluice creates: device memory, pinned host memory,
+// streams, events, cuBLAS/cuSPARSE handles, cuSPARSE descriptors and NCCL communicators.
+// Nothing outside these types frees or destroys a CUDA resource. Destructors never throw; they
+// make the owning GPU current while they release (handles are per device).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/check.hpp"
+
+namespace sluice::cuda {
+
+// Makes `device` current for a scope and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    SLUICE_CUDA(cudaGetDevice(&previous_));
+    if (previous_ != device) SLUICE_CUDA(cudaSetDevice(device));
+  }
+  ~DeviceGuard() {
+    int current = -1;
+    if (cudaGetDevice(&current) == cudaSuccess && current != previous_)
+      SLUICE_CUDA_NOTHROW(cudaSetDevice(previous_));
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// A generic move-only owner: Traits provides `using type`, `static void destroy(type)`.
+template <typename Traits>
+class Owner {
+ public:
+  using type = typename Traits::type;
+  Owner() = default;
+  Owner(type value, int device) : value_(value), device_(device) {}
+  ~Owner() { reset(); }
+  Owner(Owner&& other) noexcept
+      : value_(std::exchange(other.value_, type{})), device_(other.device_) {}
+  Owner& operator=(Owner&& other) noexcept {
+    if (this != &other) {
+      reset();
+      value_ = std::exchange(other.value_, type{});
+      device_ = other.device_;
+    }
+    return *this;
+  }
+  Owner(const Owner&) = delete;
+  Owner& operator=(const Owner&) = delete;
+
+  type get() const { return value_; }
+  int device() const { return device_; }
+  explicit operator bool() const { return value_ != type{}; }
+  void reset() noexcept {
+    if (value_ == type{}) return;
+    int previous = -1;
+    const bool switched = device_ >= 0 && cudaGetDevice(&previous) == cudaSuccess &&
+                          previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+    Traits::destroy(value_);
+    if (switched) SLUICE_CUDA_NOTHROW(cudaSetDevice(previous));
+    value_ = type{};
+  }
+
+ private:
+  type value_{};
+  int device_ = -1;
+};
+
+struct DeviceMemoryTraits {
+  using type = void*;
+  static void destroy(void* p) { SLUICE_CUDA_NOTHROW(cudaFree(p)); }
+};
+struct PinnedMemoryTraits {
+  using type = void*;
+  static void destroy(void* p) { SLUICE_CUDA_NOTHROW(cudaFreeHost(p)); }
+};
+struct StreamTraits {
+  using type = cudaStream_t;
+  static void destroy(cudaStream_t s) { SLUICE_CUDA_NOTHROW(cudaStreamDestroy(s)); }
+};
+struct EventTraits {
+  using type = cudaEvent_t;
+  static void destroy(cudaEvent_t e) { SLUICE_CUDA_NOTHROW(cudaEventDestroy(e)); }
+};
+struct CublasTraits {
+  using type = cublasHandle_t;
+  static void destroy(cublasHandle_t h) { SLUICE_CUBLAS_NOTHROW(cublasDestroy(h)); }
+};
+struct CusparseTraits {
+  using type = cusparseHandle_t;
+  static void destroy(cusparseHandle_t h) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroy(h)); }
+};
+struct SpMatTraits {
+  using type = cusparseSpMatDescr_t;
+  static void destroy(cusparseSpMatDescr_t d) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroySpMat(d)); }
+};
+struct DnMatTraits {
+  using type = cusparseDnMatDescr_t;
+  static void destroy(cusparseDnMatDescr_t d) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroyDnMat(d)); }
+};
+
+// Device memory of `bytes` bytes on `device` (cudaMalloc; 256-byte aligned).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, int device) : bytes_(bytes) {
+    if (bytes == 0) return;
+    DeviceGuard guard(device);
+    void* p = nullptr;
+    SLUICE_CUDA(cudaMalloc(&p, bytes));
+    memory_ = Owner<DeviceMemoryTraits>(p, device);
+  }
+  // Takes ownership of memory from cudaMalloc on `device`.
+  static DeviceBuffer adopt(void* pointer, std::size_t bytes, int device) {
+    DeviceBuffer buffer;
+    buffer.memory_ = Owner<DeviceMemoryTraits>(pointer, device);
+    buffer.bytes_ = bytes;
+    return buffer;
+  }
+  void* get() const { return memory_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(memory_.get());
+  }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  Owner<DeviceMemoryTraits> memory_;
+  std::size_t bytes_ = 0;
+};
+
+// Pinned, mapped, portable host memory: visible to every GPU through device_pointer().
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes == 0) return;
+    void* p = nullptr;
+    SLUICE_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    memory_ = Owner<PinnedMemoryTraits>(p, -1);
+    SLUICE_CUDA(cudaHostGetDevicePointer(&device_pointer_, p, 0));
+  }
+  void* get() const { return memory_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(memory_.get());
+  }
+  void* device_pointer() const { return device_pointer_; }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  Owner<PinnedMemoryTraits> memory_;
+  void* device_pointer_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class Stream {
+ public:
+  Stream() = default;
+  explicit Stream(int device) {
+    DeviceGuard guard(device);
+    cudaStream_t s = nullptr;
+    SLUICE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    stream_ = Owner<StreamTraits>(s, device);
+  }
+  cudaStream_t get() const { return stream_.get(); }
+
+ private:
+  Owner<StreamTraits> stream_;
+};
+
+class Event {
+ public:
+  Event() = default;
+  explicit Event(int device, bool timing = false) {
+    DeviceGuard guard(device);
+    cudaEvent_t e = nullptr;
+    SLUICE_CUDA(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    event_ = Owner<EventTraits>(e, device);
+  }
+  cudaEvent_t get() const { return event_.get(); }
+
+ private:
+  Owner<EventTraits> event_;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle() = default;
+  CublasHandle(int device, cudaStream_t stream) {
+    DeviceGuard guard(device);
+    cublasHandle_t h = nullptr;
+    SLUICE_CUBLAS(cublasCreate(&h));
+    handle_ = Owner<CublasTraits>(h, device);
+    SLUICE_CUBLAS(cublasSetStream(h, stream));
+  }
+  cublasHandle_t get() const { return handle_.get(); }
+
+ private:
+  Owner<CublasTraits> handle_;
+};
+
+class CusparseHandle {
+ public:
+  CusparseHandle() = default;
+  CusparseHandle(int device, cudaStream_t stream) {
+    DeviceGuard guard(device);
+    cusparseHandle_t h = nullptr;
+    SLUICE_CUSPARSE(cusparseCreate(&h));
+    handle_ = Owner<CusparseTraits>(h, device);
+    SLUICE_CUSPARSE(cusparseSetStream(h, stream));
+  }
+  cusparseHandle_t get() const { return handle_.get(); }
+
+ private:
+  Owner<CusparseTraits> handle_;
+};
+
+// A CSR descriptor (float values) over device arrays owned elsewhere.
+class SparseMatrixDescriptor {
+ public:
+  SparseMatrixDescriptor(std::int64_t rows, std::int64_t cols, std::int64_t nnz, void* offsets,
+                         void* columns, void* values, cusparseIndexType_t index_type) {
+    cusparseSpMatDescr_t d = nullptr;
+    SLUICE_CUSPARSE(cusparseCreateCsr(&d, rows, cols, nnz, offsets, columns, values, index_type,
+                                      index_type, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
+    descriptor_ = Owner<SpMatTraits>(d, -1);
+  }
+  cusparseSpMatDescr_t get() const { return descriptor_.get(); }
+
+ private:
+  Owner<SpMatTraits> descriptor_;
+};
+
+// A row-major dense descriptor (float) over device memory owned elsewhere.
+class DenseMatrixDescriptor {
+ public:
+  DenseMatrixDescriptor(std::int64_t rows, std::int64_t cols, std::int64_t ld, float* values) {
+    cusparseDnMatDescr_t d = nullptr;
+    SLUICE_CUSPARSE(
+        cusparseCreateDnMat(&d, rows, cols, ld, values, CUDA_R_32F, CUSPARSE_ORDER_ROW));
+    descriptor_ = Owner<DnMatTraits>(d, -1);
+  }
+  cusparseDnMatDescr_t get() const { return descriptor_.get(); }
+
+ private:
+  Owner<DnMatTraits> descriptor_;
+};
+
+#if defined(SLUICE_HAVE_NCCL)
+// One NCCL communicator per listed GPU, created in one process with ncclCommInitAll.
+class NcclCommunicators {
+ public:
+  NcclCommunicators() = default;
+  explicit NcclCommunicators(const std::vector<int>& devices);
+  ~NcclCommunicators();
+  NcclCommunicators(NcclCommunicators&& other) noexcept : comms_(std::exchange(other.comms_, {})) {}
+  NcclCommunicators& operator=(NcclCommunicators&& other) noexcept;
+  NcclCommunicators(const NcclCommunicators&) = delete;
+  NcclCommunicators& operator=(const NcclCommunicators&) = delete;
+  ncclComm_t get(std::size_t i) const { return comms_.at(i); }
+  std::size_t size() const { return comms_.size(); }
+
+ private:
+  void destroy() noexcept;
+  std::vector<ncclComm_t> comms_;
+};
+#endif
+
+}  // namespace sluice::cuda

@@ -1,0 +1,149 @@
+// Implementation of kernels/cuda/sparse.hpp.
+#include "kernels/cuda/sparse.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cuda/gather.hpp"
+
+namespace sluice::cuda {
+namespace {
+
+template <typename T>
+AccountedBuffer upload_array(const std::vector<T>& host, MemoryAccount& account,
+                             cudaStream_t stream, const std::string& what) {
+  AccountedBuffer buffer =
+      account.allocate(static_cast<std::int64_t>(host.size() * sizeof(T)), what);
+  if (!host.empty()) {
+    SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), host.data(), host.size() * sizeof(T),
+                                cudaMemcpyHostToDevice, stream));
+    SLUICE_CUDA(cudaStreamSynchronize(stream));
+  }
+  return buffer;
+}
+
+template <typename Index>
+void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
+                      const std::vector<vertex_t>& columns, bool build_transpose,
+                      MemoryAccount& account, cudaStream_t stream, const std::string& what) {
+  const std::int64_t rows = csr.rows, cols = csr.cols, nnz = csr.nnz;
+  {
+    std::vector<Index> offsets(indptr.begin(), indptr.end());
+    csr.indptr = upload_array(offsets, account, stream, what + " (CSR offsets)");
+  }
+  if constexpr (sizeof(Index) == sizeof(vertex_t)) {
+    csr.columns = upload_array(columns, account, stream, what + " (CSR columns)");
+  } else {
+    std::vector<Index> wide(columns.begin(), columns.end());
+    csr.columns = upload_array(wide, account, stream, what + " (CSR columns)");
+  }
+  std::vector<vertex_t> self(static_cast<std::size_t>(rows), -1);
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
+  csr.self = upload_array(self, account, stream, what + " (self entries)");
+
+  if (!build_transpose) return;
+  // Counting sort by column: row r's entries land in ascending r within each transposed row.
+  std::vector<Index> t_indptr(static_cast<std::size_t>(cols) + 1, 0);
+  for (std::int64_t e = 0; e < nnz; ++e) ++t_indptr[columns[e] + 1];
+  for (std::int64_t c = 0; c < cols; ++c) t_indptr[c + 1] += t_indptr[c];
+  std::vector<Index> next(t_indptr.begin(), t_indptr.end() - 1);
+  std::vector<Index> t_columns(static_cast<std::size_t>(nnz)), perm(static_cast<std::size_t>(nnz));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const Index k = next[columns[e]]++;
+      t_columns[k] = static_cast<Index>(r);
+      perm[k] = static_cast<Index>(e);
+    }
+  }
+  csr.t_indptr = upload_array(t_indptr, account, stream, what + " (transposed offsets)");
+  csr.t_columns = upload_array(t_columns, account, stream, what + " (transposed columns)");
+  csr.t_perm = upload_array(perm, account, stream, what + " (transpose permutation)");
+  csr.has_transpose = true;
+}
+
+}  // namespace
+
+TransposeMode transpose_mode_from_env() {
+  const char* value = std::getenv("SLUICE_SPMM_TRANSPOSE");
+  if (value == nullptr || std::strcmp(value, "csr") == 0 || value[0] == '\0')
+    return TransposeMode::kPrecomputed;
+  if (std::strcmp(value, "op") == 0) return TransposeMode::kOperation;
+  throw InputError(cat("SLUICE_SPMM_TRANSPOSE must be 'csr' (default) or 'op', got '", value, "'"));
+}
+
+DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                            std::int64_t num_cols, bool build_transpose, MemoryAccount& account,
+                            cudaStream_t stream, const std::string& what) {
+  SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
+  DeviceCsr csr;
+  csr.rows = static_cast<std::int64_t>(indptr.size()) - 1;
+  csr.cols = num_cols;
+  csr.nnz = indptr.back();
+  SLUICE_EXPECTS(csr.nnz == static_cast<std::int64_t>(columns.size()), what, ": offsets end at ",
+                 csr.nnz, " but there are ", columns.size(), " columns");
+  SLUICE_EXPECTS(num_cols >= 0 && num_cols <= std::numeric_limits<vertex_t>::max(), what,
+                 ": bad column count ", num_cols);
+  for (std::int64_t r = 0; r < csr.rows; ++r)
+    SLUICE_EXPECTS(indptr[r] <= indptr[r + 1], what, ": CSR offsets decrease at row ", r);
+  for (std::int64_t e = 0; e < csr.nnz; ++e)
+    SLUICE_EXPECTS(columns[e] >= 0 && columns[e] < num_cols, what, ": column ", columns[e],
+                   " of entry ", e, " outside [0, ", num_cols, ")");
+  csr.wide = csr.nnz >= std::numeric_limits<std::int32_t>::max();
+  if (csr.wide) {
+    upload_structure<std::int64_t>(csr, indptr, columns, build_transpose, account, stream, what);
+  } else {
+    upload_structure<std::int32_t>(csr, indptr, columns, build_transpose, account, stream, what);
+  }
+  return csr;
+}
+
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
+              DenseView y, bool transpose, TransposeMode mode, float* transposed_values,
+              Scratch& workspace, MemoryAccount& account, cudaStream_t stream) {
+  const std::int64_t out_rows = transpose ? a.cols : a.rows;
+  const std::int64_t in_rows = transpose ? a.rows : a.cols;
+  SLUICE_EXPECTS(x.rows == in_rows && y.rows == out_rows && x.cols == y.cols, "SpMM shapes: A is ",
+                 a.rows, " x ", a.cols, (transpose ? " (transposed)" : ""), ", x is ", x.rows,
+                 " x ", x.cols, ", y is ", y.rows, " x ", y.cols);
+  if (y.rows == 0 || y.cols == 0) return;
+  if (a.nnz == 0) {
+    if (!transpose) launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, stream);
+    return;
+  }
+  const float alpha = 1.f;
+  const float beta = transpose ? 1.f : 0.f;
+  const bool use_transposed_csr = transpose && mode == TransposeMode::kPrecomputed;
+  float* entry_values = const_cast<float*>(values);
+  if (use_transposed_csr) {
+    SLUICE_EXPECTS(a.has_transpose, "precomputed transpose missing");
+    if (a.wide) {
+      launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
+    } else {
+      launch_permute(values, a.t_perm.as<std::int32_t>(), transposed_values, a.nnz, stream);
+    }
+    entry_values = transposed_values;
+  }
+  const SparseMatrixDescriptor matrix =
+      use_transposed_csr ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(),
+                                                  a.t_columns.get(), entry_values, a.index_type())
+                         : SparseMatrixDescriptor(a.rows, a.cols, a.nnz, a.indptr.get(),
+                                                  a.columns.get(), entry_values, a.index_type());
+  const cusparseOperation_t op = transpose && !use_transposed_csr
+                                     ? CUSPARSE_OPERATION_TRANSPOSE
+                                     : CUSPARSE_OPERATION_NON_TRANSPOSE;
+  const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
+  const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
+  std::size_t bytes = 0;
+  SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
+                                          matrix.get(), dense_x.get(), &beta, dense_y.get(),
+                                          CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes));
+  void* buffer = workspace.ensure(static_cast<std::int64_t>(bytes), account, stream,
+                                  "cuSPARSE SpMM workspace");
+  SLUICE_CUSPARSE(cusparseSpMM(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix.get(),
+                               dense_x.get(), &beta, dense_y.get(), CUDA_R_32F,
+                               CUSPARSE_SPMM_ALG_DEFAULT, buffer));
+}
+
+}  // namespace sluice::cuda

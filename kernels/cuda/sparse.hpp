@@ -1,0 +1,55 @@
+// Device CSR matrices for cuSPARSE SpMM: uploaded once (32-bit indices when nnz < 2^31, else
+// 64-bit), with the self-entry column of every row (GAT) and, in the default transpose mode, a
+// precomputed transposed structure plus the permutation that carries per-call values to it.
+#pragma once
+
+#include <cusparse.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/types.hpp"
+#include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/memory.hpp"
+
+namespace sluice::cuda {
+
+// How dx += A^T dy is computed: a precomputed transposed CSR (deterministic, default) or
+// cuSPARSE's CUSPARSE_OPERATION_TRANSPOSE (SLUICE_SPMM_TRANSPOSE=op, for measurement).
+enum class TransposeMode { kPrecomputed, kOperation };
+TransposeMode transpose_mode_from_env();
+
+struct DeviceCsr {
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  bool wide = false;  // 64-bit offsets and columns
+  AccountedBuffer indptr, columns, self;
+  bool has_transpose = false;
+  AccountedBuffer t_indptr, t_columns, t_perm;  // the transpose: cols x rows; perm: nnz entries
+
+  cusparseIndexType_t index_type() const { return wide ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I; }
+  template <typename Index>
+  CsrArrays<Index> arrays() const {
+    return CsrArrays<Index>{
+        indptr.as<Index>(), columns.as<Index>(), self.as<vertex_t>(), rows, cols, nnz};
+  }
+};
+
+// Validates and uploads (synchronously; setup time).
+DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                            std::int64_t num_cols, bool build_transpose, MemoryAccount& account,
+                            cudaStream_t stream, const std::string& what);
+
+// One dense operand of an SpMM (row-major, leading dimension ld).
+struct DenseView {
+  float* data = nullptr;
+  std::int64_t rows = 0, cols = 0, ld = 0;
+};
+
+// y = A x (beta 0) or, with transpose, y += A^T x. `values`: nnz floats in A's entry order.
+// `transposed_values`: nnz floats of scratch (precomputed mode). `workspace` grows as needed.
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
+              DenseView y, bool transpose, TransposeMode mode, float* transposed_values,
+              Scratch& workspace, MemoryAccount& account, cudaStream_t stream);
+
+}  // namespace sluice::cuda

@@ -1,0 +1,71 @@
+// Implementation of formats/checkpoint.hpp.
+#include "formats/checkpoint.hpp"
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "formats/hdf5.hpp"
+
+namespace sluice {
+
+void write_checkpoint(const std::string& path, const Checkpoint& ck) {
+  AtomicOutput output(path);
+  {
+    h5::Handle file = h5::create_file(output.temporary_path());
+    h5::write_string_attr(file, "format", "sluice-checkpoint");
+    h5::write_attr<std::int32_t>(file, "format_version", kCheckpointFormatVersion);
+    h5::write_string_attr(file, "config_fingerprint", ck.config_fingerprint);
+    h5::write_string_attr(file, "description", ck.description);
+    h5::write_attr<std::uint64_t>(file, "seed", ck.seed);
+    h5::write_attr<std::int64_t>(file, "epochs_done", ck.epochs_done);
+    h5::write_attr<std::int64_t>(file, "optimizer_step", ck.optimizer_step);
+    h5::write_attr<std::int64_t>(file, "best_epoch", ck.best_epoch);
+    h5::write_attr<double>(file, "best_valid_accuracy", ck.best_valid_accuracy);
+    h5::write_attr<double>(file, "best_test_accuracy", ck.best_test_accuracy);
+    h5::write_attr<double>(file, "best_train_accuracy", ck.best_train_accuracy);
+    h5::write_attr<double>(file, "train_seconds", ck.train_seconds);
+    h5::write_vector(file, "parameters", ck.parameters);
+    h5::write_vector(file, "adam_m", ck.adam_m);
+    h5::write_vector(file, "adam_v", ck.adam_v);
+    h5::write_vector(file, "losses", ck.losses);
+    h5::write_vector(file, "best_parameters", ck.best_parameters);
+    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  }
+  output.commit();
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  require_readable(path, "checkpoint");
+  SLUICE_INPUT_CHECK(h5::is_hdf5(path), path, ": not an HDF5 file (expected a checkpoint)");
+  h5::Handle file = h5::open_file(path);
+  SLUICE_INPUT_CHECK(
+      h5::has_attr(file, "format") && h5::read_string_attr(file, "format") == "sluice-checkpoint",
+      path, ": not a Sluice checkpoint (missing format attribute)");
+  const auto version = h5::read_attr<std::int32_t>(file, "format_version");
+  SLUICE_INPUT_CHECK(version == kCheckpointFormatVersion, path, ": checkpoint format version ",
+                     version, " is not supported (expected ", kCheckpointFormatVersion, ")");
+  Checkpoint ck;
+  ck.config_fingerprint = h5::read_string_attr(file, "config_fingerprint");
+  ck.description = h5::read_string_attr(file, "description");
+  ck.seed = h5::read_attr<std::uint64_t>(file, "seed");
+  ck.epochs_done = h5::read_attr<std::int64_t>(file, "epochs_done");
+  ck.optimizer_step = h5::read_attr<std::int64_t>(file, "optimizer_step");
+  ck.best_epoch = h5::read_attr<std::int64_t>(file, "best_epoch");
+  ck.best_valid_accuracy = h5::read_attr<double>(file, "best_valid_accuracy");
+  ck.best_test_accuracy = h5::read_attr<double>(file, "best_test_accuracy");
+  ck.best_train_accuracy = h5::read_attr<double>(file, "best_train_accuracy");
+  ck.train_seconds = h5::read_attr<double>(file, "train_seconds");
+  ck.parameters = h5::read_vector<float>(file, "parameters");
+  ck.adam_m = h5::read_vector<float>(file, "adam_m");
+  ck.adam_v = h5::read_vector<float>(file, "adam_v");
+  ck.losses = h5::read_vector<double>(file, "losses");
+  ck.best_parameters = h5::read_vector<float>(file, "best_parameters");
+  SLUICE_INPUT_CHECK(
+      ck.epochs_done >= 0 && std::int64_t(ck.losses.size()) == ck.epochs_done &&
+          (ck.adam_m.empty() || ck.adam_m.size() == ck.parameters.size()) &&
+          ck.adam_m.size() == ck.adam_v.size() &&
+          (ck.best_parameters.empty() || ck.best_parameters.size() == ck.parameters.size()),
+      path, ": checkpoint arrays have inconsistent sizes");
+  return ck;
+}
+
+}  // namespace sluice

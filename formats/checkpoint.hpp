@@ -1,0 +1,35 @@
+// Training checkpoints (HDF5): parameters, optimizer state, the epoch counter (all randomness
+// is keyed by (seed, epoch, ...), so seed + epoch is the whole RNG state), the best-valid model
+// and the loss history, plus a fingerprint of the configuration, dataset and plan so that a
+// resume with different settings is refused. Written atomically.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+inline constexpr int kCheckpointFormatVersion = 1;
+
+struct Checkpoint {
+  std::string config_fingerprint;  // model config + dataset + plan (see train/trainer.cpp)
+  std::string description;         // human-readable configuration, for error messages
+  std::uint64_t seed = 0;
+  std::int64_t epochs_done = 0;     // next epoch to run
+  std::int64_t optimizer_step = 0;  // Adam step count so far
+  std::vector<float> parameters;
+  std::vector<float> adam_m, adam_v;  // empty for SGD
+  std::vector<double> losses;         // one per finished epoch
+  // Best validation accuracy so far (best_epoch = -1 when none was evaluated).
+  std::int64_t best_epoch = -1;
+  double best_valid_accuracy = -1, best_test_accuracy = -1, best_train_accuracy = -1;
+  std::vector<float> best_parameters;
+  double train_seconds = 0;  // accumulated training wall time
+};
+
+void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+// Throws InputError naming the file when it is missing, not a checkpoint, or malformed.
+Checkpoint read_checkpoint(const std::string& path);
+
+}  // namespace sluice

@@ -1,0 +1,185 @@
+// Implementation of train/config.hpp.
+#include "train/config.hpp"
+
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <cmath>
+#include <iostream>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace sluice {
+namespace po = boost::program_options;
+
+namespace {
+
+// "123", "64M", "40G", "1.5GiB" -> bytes.
+std::int64_t parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw InputError(cat("--gpu-memory: cannot parse '", text, "' as a byte count"));
+  }
+  std::string suffix = text.substr(used);
+  for (auto& ch : suffix) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  double scale = 1;
+  if (suffix.empty() || suffix == "B")
+    scale = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw InputError(cat("--gpu-memory: unknown unit in '", text, "' (use K, M, G or T)"));
+  SLUICE_INPUT_CHECK(value >= 0 && std::isfinite(value), "--gpu-memory must be >= 0 (got '", text,
+                     "')");
+  return static_cast<std::int64_t>(value * scale);
+}
+
+}  // namespace
+
+void validate_config(const TrainConfig& c) {
+  SLUICE_INPUT_CHECK(
+      c.model == "gcn" || c.model == "sage" || c.model == "graphsage" || c.model == "gat",
+      "unknown --model '", c.model, "' (expected gcn, sage or gat)");
+  SLUICE_INPUT_CHECK(c.layers >= 1, "--layers must be at least 1 (got ", c.layers, ")");
+  SLUICE_INPUT_CHECK(c.layers <= 64, "--layers ", c.layers, " is unreasonably deep (max 64)");
+  SLUICE_INPUT_CHECK(c.hidden >= 1, "--hidden must be at least 1 (got ", c.hidden, ")");
+  SLUICE_INPUT_CHECK(c.heads >= 1, "--heads must be at least 1 (got ", c.heads, ")");
+  SLUICE_INPUT_CHECK(c.output_heads >= 1, "--output-heads must be at least 1 (got ", c.output_heads,
+                     ")");
+  SLUICE_INPUT_CHECK(c.epochs >= 0, "--epochs must be >= 0 (got ", c.epochs, ")");
+  SLUICE_INPUT_CHECK(c.optimizer == "adam" || c.optimizer == "sgd", "unknown --optimizer '",
+                     c.optimizer, "' (expected adam or sgd)");
+  SLUICE_INPUT_CHECK(std::isfinite(c.lr) && c.lr > 0, "--lr must be > 0 (got ", c.lr, ")");
+  SLUICE_INPUT_CHECK(std::isfinite(c.weight_decay) && c.weight_decay >= 0,
+                     "--weight-decay must be >= 0 (got ", c.weight_decay, ")");
+  SLUICE_INPUT_CHECK(c.dropout >= 0 && c.dropout < 1, "--dropout must be in [0, 1) (got ",
+                     c.dropout, ")");
+  SLUICE_INPUT_CHECK(c.attention_dropout < 1 && std::isfinite(c.attention_dropout),
+                     "--attention-dropout must be in [0, 1) (got ", c.attention_dropout, ")");
+  SLUICE_INPUT_CHECK(c.eval_every >= 1, "--eval-every must be at least 1 (got ", c.eval_every, ")");
+  SLUICE_INPUT_CHECK(c.comm == "baseline" || c.comm == "p2p" || c.comm == "p2p+reuse",
+                     "unknown --comm '", c.comm, "' (expected baseline, p2p or p2p+reuse)");
+  SLUICE_INPUT_CHECK(
+      c.intermediates == "auto" || c.intermediates == "cache" || c.intermediates == "recompute",
+      "unknown --intermediates '", c.intermediates, "' (expected auto, cache or recompute)");
+  SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
+                     "--intermediates cache is not available for --model gat: GAT recomputes "
+                     "its layers in the backward pass (use auto or recompute)");
+  SLUICE_INPUT_CHECK(c.device == "cpu" || c.device == "cuda", "unknown --device '", c.device,
+                     "' (expected cpu or cuda)");
+  SLUICE_INPUT_CHECK(c.threads >= 0, "--threads must be >= 0 (got ", c.threads, ")");
+  SLUICE_INPUT_CHECK(c.gpus >= 1, "--gpus must be at least 1 (got ", c.gpus, ")");
+  SLUICE_INPUT_CHECK(c.gpu_memory >= 0, "--gpu-memory must be >= 0");
+  SLUICE_INPUT_CHECK(c.checkpoint_every >= 0, "--checkpoint-every must be >= 0 (got ",
+                     c.checkpoint_every, ")");
+  SLUICE_INPUT_CHECK(!(c.checkpoint_every > 0 && c.checkpoint.empty()),
+                     "--checkpoint-every needs --checkpoint FILE");
+  SLUICE_INPUT_CHECK(!(c.resume && c.checkpoint.empty()), "--resume needs --checkpoint FILE");
+  SLUICE_INPUT_CHECK(!(c.device == "cpu" && (c.gpus != 1 || c.tf32)),
+                     "--gpus and --tf32 apply to --device cuda only");
+}
+
+std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
+  TrainConfig c;
+  std::string gpu_memory = "0";
+  po::options_description io("Input and output");
+  io.add_options()("help,h", "print this help and exit")(
+      "dataset", po::value(&c.dataset)->required(), "dataset file (dataset.h5, required)")(
+      "plan", po::value(&c.plan)->required(),
+      "training plan built from that dataset by 'sluice-preprocess partition' (required)")(
+      "metrics", po::value(&c.metrics), "write one JSON object per epoch to FILE (JSON lines)")(
+      "report", po::value(&c.report), "write the final JSON report to FILE")(
+      "predictions", po::value(&c.predictions),
+      "write the best-valid model's predictions to FILE (CSV original_id,prediction,label)")(
+      "checkpoint", po::value(&c.checkpoint),
+      "HDF5 checkpoint FILE (model, optimizer state, epoch, best model)")(
+      "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+      "write the checkpoint every K epochs (0: only after the last epoch)")(
+      "resume", po::bool_switch(&c.resume), "continue training from --checkpoint");
+  po::options_description model("Model");
+  model.add_options()("model", po::value(&c.model)->default_value(c.model), "gcn | sage | gat")(
+      "layers", po::value(&c.layers)->default_value(c.layers), "number of layers")(
+      "hidden", po::value(&c.hidden)->default_value(c.hidden),
+      "hidden width (GAT: width per head)")("heads", po::value(&c.heads)->default_value(c.heads),
+                                            "GAT: heads of hidden layers")(
+      "output-heads", po::value(&c.output_heads)->default_value(c.output_heads),
+      "GAT: heads of the output layer (averaged)");
+  po::options_description optim("Optimization");
+  optim.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs),
+                      "training epochs (full-graph steps)")(
+      "optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "adam | sgd")(
+      "lr", po::value(&c.lr)->default_value(c.lr), "learning rate")(
+      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay),
+      "L2 weight decay added to every parameter's gradient")(
+      "dropout", po::value(&c.dropout)->default_value(c.dropout),
+      "dropout rate on the input of every layer, in [0, 1)")(
+      "attention-dropout", po::value(&c.attention_dropout)->default_value(c.attention_dropout),
+      "GAT attention dropout rate (negative: same as --dropout)")(
+      "seed", po::value(&c.seed)->default_value(c.seed), "seed of initialization and dropout")(
+      "eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
+      "evaluate train/valid/test accuracy every K epochs (and after the last)");
+  po::options_description sched("Schedule and device");
+  sched.add_options()("comm", po::value(&c.comm)->default_value(c.comm),
+                      "transfer scheme: baseline | p2p | p2p+reuse")(
+      "intermediates", po::value(&c.intermediates)->default_value(c.intermediates),
+      "auto (GCN/SAGE cache aggregations, GAT recomputes) | cache | recompute")(
+      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "threads", po::value(&c.threads)->default_value(c.threads),
+      "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
+                                         "CUDA: physical GPUs to use")(
+      "gpu-memory", po::value(&gpu_memory)->default_value(gpu_memory),
+      "CUDA: memory budget per device in bytes (suffixes K, M, G; 0: all)")(
+      "tf32", po::bool_switch(&c.tf32), "CUDA: allow TF32 tensor-core GEMMs")(
+      "quiet,q", po::bool_switch(&c.quiet), "log errors only")(
+      "verbose,v", po::bool_switch(&c.verbose), "log debug details")(
+      "no-progress", "do not draw the progress line");
+  po::options_description all(
+      "sluice-train: full-graph GNN training over a chunked plan\n\n"
+      "Usage: sluice-train --dataset FILE --plan FILE [options]");
+  all.add(io).add(model).add(optim).add(sched);
+
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    if (vm.count("help")) {
+      std::cout << all << "\n";
+      return std::nullopt;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(cat("sluice-train: ", e.what(), " (see --help)"));
+  }
+  c.gpu_memory = parse_bytes(gpu_memory);
+  if (vm.count("no-progress")) c.progress = false;
+  validate_config(c);
+  return c;
+}
+
+std::string describe_config(const TrainConfig& c) {
+  std::ostringstream out;
+  out << "dataset=" << c.dataset << " plan=" << c.plan << " model=" << c.model
+      << " layers=" << c.layers << " hidden=" << c.hidden;
+  if (c.model == "gat") out << " heads=" << c.heads << " output_heads=" << c.output_heads;
+  out << " epochs=" << c.epochs << " optimizer=" << c.optimizer << " lr=" << c.lr
+      << " weight_decay=" << c.weight_decay << " dropout=" << c.dropout;
+  if (c.model == "gat") out << " attention_dropout=" << c.effective_attention_dropout();
+  out << " seed=" << c.seed << " eval_every=" << c.eval_every << " comm=" << c.comm
+      << " intermediates=" << c.intermediates << " device=" << c.device << " threads=" << c.threads;
+  if (c.device == "cuda")
+    out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
+  if (!c.checkpoint.empty())
+    out << " checkpoint=" << c.checkpoint << " checkpoint_every=" << c.checkpoint_every
+        << " resume=" << c.resume;
+  return out.str();
+}
+
+}  // namespace sluice

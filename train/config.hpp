@@ -1,0 +1,72 @@
+// The one configuration of sluice-train (TrainConfig, with defaults) and its command-line
+// parser (Boost.Program_options). Library users (tests) fill TrainConfig directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+struct TrainConfig {
+  // Inputs and outputs (used by the command-line program; the library API takes the data).
+  std::string dataset;
+  std::string plan;
+  std::string metrics;       // JSON lines, one object per epoch ("" = none)
+  std::string report;        // final JSON object ("" = none)
+  std::string predictions;   // CSV original_id,prediction,label of the best-valid model
+  std::string checkpoint;    // HDF5 checkpoint file ("" = none)
+  int checkpoint_every = 0;  // epochs between checkpoints (0 = only at the end when set)
+  bool resume = false;       // continue from --checkpoint
+
+  // Model.
+  std::string model = "gcn";  // gcn | sage | gat
+  int layers = 2;
+  std::int64_t hidden = 16;
+  int heads = 8;         // GAT hidden-layer heads
+  int output_heads = 1;  // GAT output-layer heads (averaged)
+
+  // Optimization.
+  int epochs = 200;
+  std::string optimizer = "adam";  // adam | sgd
+  double lr = 0.01;
+  double weight_decay = 5e-4;
+  double dropout = 0.5;
+  double attention_dropout = -1;  // GAT; < 0 means "same as dropout"
+  std::uint64_t seed = 0;
+  int eval_every = 1;  // evaluate (forward only) every k epochs; the last epoch always
+
+  // Schedule.
+  std::string comm = "p2p+reuse";      // baseline | p2p | p2p+reuse
+  std::string intermediates = "auto";  // auto | cache | recompute
+
+  // Device.
+  std::string device = "cpu";  // cpu | cuda
+  int threads = 0;             // CPU threads (0 = OpenMP default)
+  int gpus = 1;
+  std::int64_t gpu_memory = 0;  // bytes per device (0 = all)
+  bool tf32 = false;
+
+  // Output.
+  bool quiet = false;
+  bool verbose = false;
+  bool progress = true;
+
+  double effective_attention_dropout() const {
+    return attention_dropout < 0 ? dropout : attention_dropout;
+  }
+};
+
+// Checks every option that can be checked without data (ranges, names, combinations);
+// throws InputError with a message naming the option.
+void validate_config(const TrainConfig& config);
+
+// Parses argv. Returns nullopt after printing --help. Throws InputError on unknown options,
+// unparsable values or inconsistent combinations.
+std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv);
+
+// "key=value" lines describing the resolved configuration (logged at start).
+std::string describe_config(const TrainConfig& config);
+
+}  // namespace sluice

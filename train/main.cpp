@@ -1,0 +1,27 @@
+// sluice-train: full-graph GNN training over a chunked plan (see --help and DESIGN.md).
+#include <cstdio>
+#include <exception>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+#include "train/config.hpp"
+#include "train/trainer.hpp"
+
+int main(int argc, char** argv) {
+  try {
+    const auto config = sluice::parse_train_args(argc, argv);
+    if (!config) return 0;
+    if (config->quiet)
+      sluice::set_log_level(sluice::LogLevel::kQuiet);
+    else if (config->verbose)
+      sluice::set_log_level(sluice::LogLevel::kDebug);
+    sluice::run_train(*config);
+    return 0;
+  } catch (const sluice::InputError& e) {
+    std::fprintf(stderr, "sluice-train: error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sluice-train: internal error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,898 @@
+// Implementation of train/schedule.hpp. Setup derives, from the plan, the index lists of the
+// chosen transfer scheme (checking every plan index on the way by simulating the slot contents
+// of every device across batches), uploads them once per chunk, and then runs the phases of
+// each batch on all devices with a barrier between phases.
+#include "train/schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "common/log.hpp"
+
+namespace sluice {
+
+CommMode parse_comm_mode(const std::string& name) {
+  if (name == "baseline") return CommMode::kBaseline;
+  if (name == "p2p") return CommMode::kP2p;
+  if (name == "p2p+reuse") return CommMode::kP2pReuse;
+  throw InputError(cat("unknown --comm '", name, "' (expected baseline, p2p or p2p+reuse)"));
+}
+
+std::string comm_mode_name(CommMode mode) {
+  switch (mode) {
+    case CommMode::kBaseline:
+      return "baseline";
+    case CommMode::kP2p:
+      return "p2p";
+    case CommMode::kP2pReuse:
+      return "p2p+reuse";
+  }
+  return "?";
+}
+
+namespace {
+
+// Rows moved between two devices: owner positions and local positions.
+struct PeerRows {
+  int owner = 0;
+  std::vector<vertex_t> owner_rows, local_rows;
+};
+
+// Host-side index lists of one chunk (p, c) under one transfer scheme.
+struct ChunkLists {
+  std::vector<float> values;  // per-entry aggregation weights (GCN norms, SAGE means; GAT none)
+  std::vector<vertex_t> self_columns;
+  std::vector<vertex_t> load_vertices, load_rows, load_keys;
+  std::vector<PeerRows> pulls, pushes;
+  std::vector<vertex_t> remote_rows;  // merged positions of the remote entries (all of them)
+  std::vector<vertex_t> leave_vertices, leave_rows, leave_keys;
+  std::vector<vertex_t> dst_keys, labels, train_mask;
+};
+
+std::vector<PeerRows> group_by_owner(const std::vector<int>& owners,
+                                     const std::vector<vertex_t>& owner_rows,
+                                     const std::vector<vertex_t>& local_rows, int partitions) {
+  std::vector<PeerRows> groups(static_cast<std::size_t>(partitions));
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    auto& g = groups[std::size_t(owners[i])];
+    g.owner = owners[i];
+    g.owner_rows.push_back(owner_rows[i]);
+    g.local_rows.push_back(local_rows[i]);
+  }
+  std::vector<PeerRows> out;
+  for (auto& g : groups)
+    if (!g.owner_rows.empty()) out.push_back(std::move(g));
+  return out;
+}
+
+// Vertices with their merged positions, sorted by vertex (ascending host gathers).
+void sorted_rows(std::vector<std::pair<vertex_t, vertex_t>>& pairs, const Plan& plan,
+                 std::vector<vertex_t>& vertices, std::vector<vertex_t>& rows,
+                 std::vector<vertex_t>& keys) {
+  std::sort(pairs.begin(), pairs.end());
+  vertices.clear();
+  rows.clear();
+  keys.clear();
+  for (const auto& [v, r] : pairs) {
+    vertices.push_back(v);
+    rows.push_back(r);
+    keys.push_back(plan.new_to_old[std::size_t(v)]);
+  }
+}
+
+// Derives the lists of every chunk (index batch * P + p) for `mode`, checking the plan
+// against the dataset. Every failed check names the plan element at fault.
+std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const ModelSpec& model,
+                                     CommMode mode) {
+  const int P = plan.partitions, C = plan.chunks;
+  const vertex_t n = d.num_nodes;
+  SLUICE_INPUT_CHECK(plan.num_nodes == n, "plan has ", plan.num_nodes,
+                     " vertices but the dataset has ", n, " (plan built from another dataset?)");
+  SLUICE_INPUT_CHECK(plan.num_dataset_edges == d.num_edges(), "plan was built for ",
+                     plan.num_dataset_edges, " edges but the dataset has ", d.num_edges(),
+                     " (plan built from another dataset?)");
+  SLUICE_INPUT_CHECK(P >= 1 && C >= 1 && plan.chunk_plans.size() == std::size_t(P) * C &&
+                         plan.transition_rows.size() == std::size_t(P) &&
+                         plan.remote_rows.size() == std::size_t(P) &&
+                         plan.new_to_old.size() == std::size_t(n) &&
+                         plan.old_to_new.size() == std::size_t(n) &&
+                         plan.partition_offsets.size() == std::size_t(P) + 1,
+                     "plan arrays have inconsistent sizes");
+  // Dataset-side facts by dataset id.
+  std::vector<std::int32_t> deg_plus(std::size_t(n), 1);
+  for (vertex_t o = 0; o < n; ++o)
+    for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e)
+      if (d.indices[std::size_t(e)] != o) ++deg_plus[std::size_t(o)];
+  std::vector<std::uint8_t> in_train(std::size_t(n), 0);
+  for (vertex_t v : d.train) in_train[std::size_t(v)] = 1;
+  std::vector<std::uint8_t> covered(std::size_t(n), 0);
+
+  auto owner_of = [&](vertex_t v) {
+    const auto it =
+        std::upper_bound(plan.partition_offsets.begin(), plan.partition_offsets.end(), v);
+    return int(it - plan.partition_offsets.begin()) - 1;
+  };
+
+  std::vector<ChunkLists> lists(std::size_t(P) * C);
+  std::vector<std::vector<vertex_t>> slot_vertex(
+      static_cast<std::size_t>(P));  // transition slot contents
+  std::vector<std::vector<vertex_t>> remote_vertex(
+      static_cast<std::size_t>(P));  // remote slot contents
+  for (int p = 0; p < P; ++p) {
+    slot_vertex[p].assign(std::size_t(plan.transition_rows[p]), -1);
+    remote_vertex[p].assign(std::size_t(plan.remote_rows[p]), -1);
+  }
+  for (int c = 0; c < C; ++c) {
+    // Transition update: rows of batch c-1's leave lists go, L_c^p arrives.
+    for (int p = 0; p < P; ++p) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      const std::string where = cat("plan chunk (batch ", c, ", partition ", p, ")");
+      auto& slots = slot_vertex[p];
+      if (c > 0) {
+        const ChunkPlan& prev = plan.chunk(c - 1, p);
+        for (std::size_t i = 0; i < prev.leave_slots.size(); ++i) {
+          const vertex_t s = prev.leave_slots[i];
+          SLUICE_INPUT_CHECK(s >= 0 && s < vertex_t(slots.size()) &&
+                                 slots[std::size_t(s)] == prev.leave_vertices[i],
+                             where, ": leave entry ", i, " of the previous batch does not match ",
+                             "the slot contents");
+          slots[std::size_t(s)] = -1;
+        }
+      }
+      const auto kept =
+          std::count_if(slots.begin(), slots.end(), [](vertex_t v) { return v >= 0; });
+      SLUICE_INPUT_CHECK(kept == ch.reuse_count, where, ": ", kept,
+                         " rows stay in place but reuse_count is ", ch.reuse_count);
+      SLUICE_INPUT_CHECK(ch.load_slots.size() == ch.load_vertices.size(), where,
+                         ": load lists differ in length");
+      for (std::size_t i = 0; i < ch.load_slots.size(); ++i) {
+        const vertex_t s = ch.load_slots[i], v = ch.load_vertices[i];
+        SLUICE_INPUT_CHECK(s >= 0 && s < vertex_t(slots.size()) && slots[std::size_t(s)] < 0 &&
+                               v >= 0 && v < n && owner_of(v) == p,
+                           where, ": load entry ", i, " (vertex ", v, ", slot ", s,
+                           ") is out of range, foreign or lands on an occupied slot");
+        slots[std::size_t(s)] = v;
+      }
+    }
+    // Remote entries: owners must hold the vertex in the named slot during this batch.
+    std::vector<std::vector<vertex_t>> new_remote(static_cast<std::size_t>(P));
+    for (int p = 0; p < P; ++p) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      const std::string where = cat("plan chunk (batch ", c, ", partition ", p, ")");
+      new_remote[p].assign(std::size_t(plan.remote_rows[p]), -1);
+      const std::size_t r = ch.remote_vertices.size();
+      SLUICE_INPUT_CHECK(ch.remote_owner.size() == r && ch.remote_owner_slots.size() == r &&
+                             ch.remote_slots.size() == r && ch.remote_pull.size() == r,
+                         where, ": remote lists differ in length");
+      for (std::size_t i = 0; i < r; ++i) {
+        const vertex_t v = ch.remote_vertices[i], s = ch.remote_slots[i];
+        const int q = ch.remote_owner[i];
+        SLUICE_INPUT_CHECK(q >= 0 && q < P && q != p && owner_of(v) == q, where, ": remote entry ",
+                           i, " has a wrong owner");
+        const vertex_t os = ch.remote_owner_slots[i];
+        SLUICE_INPUT_CHECK(
+            os >= 0 && os < plan.transition_rows[q] && slot_vertex[q][std::size_t(os)] == v, where,
+            ": remote entry ", i, " (vertex ", v, ") is not in its owner's slot ", os);
+        SLUICE_INPUT_CHECK(s >= 0 && s < plan.remote_rows[p] && new_remote[p][std::size_t(s)] < 0,
+                           where, ": remote slot ", s, " out of range or used twice");
+        if (!ch.remote_pull[i])
+          SLUICE_INPUT_CHECK(c > 0 && remote_vertex[p][std::size_t(s)] == v, where,
+                             ": remote entry ", i, " is marked as kept but the slot held ",
+                             "another vertex in the previous batch");
+        new_remote[p][std::size_t(s)] = v;
+      }
+    }
+    remote_vertex.swap(new_remote);
+
+    // Needed transition rows: own local columns and the peers' remote references.
+    std::vector<std::vector<std::uint8_t>> needed(static_cast<std::size_t>(P));
+    for (int p = 0; p < P; ++p) needed[p].assign(std::size_t(plan.transition_rows[p]), 0);
+    for (int p = 0; p < P; ++p) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      for (std::size_t i = 0; i < ch.remote_vertices.size(); ++i)
+        needed[std::size_t(ch.remote_owner[i])][std::size_t(ch.remote_owner_slots[i])] = 1;
+    }
+    // Chunk CSRs: every entry must name the expected neighbor; build the values.
+    for (int p = 0; p < P; ++p) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      ChunkLists& out = lists[std::size_t(c) * P + p];
+      const std::string where = cat("plan chunk (batch ", c, ", partition ", p, ")");
+      const vertex_t TR = plan.transition_rows[p];
+      const vertex_t rows = ch.num_dst();
+      SLUICE_INPUT_CHECK(rows >= 0 && ch.dst_begin >= plan.partition_offsets[p] &&
+                             ch.dst_end <= plan.partition_offsets[p + 1] &&
+                             ch.indptr.size() == std::size_t(rows) + 1 && ch.indptr[0] == 0 &&
+                             ch.columns.size() == std::size_t(ch.indptr.back()),
+                         where, ": destination range or CSR shape is inconsistent");
+      auto vertex_at = [&](vertex_t col) -> vertex_t {
+        if (col >= 0 && col < TR) {
+          needed[p][std::size_t(col)] = 1;
+          return slot_vertex[p][std::size_t(col)];
+        }
+        const vertex_t r = col - TR;
+        if (r >= 0 && r < plan.remote_rows[p]) return remote_vertex[p][std::size_t(r)];
+        return -1;
+      };
+      out.values.resize(ch.columns.size());
+      for (vertex_t i = 0; i < rows; ++i) {
+        const vertex_t v = ch.dst_begin + i;
+        const vertex_t o = plan.new_to_old[std::size_t(v)];
+        SLUICE_INPUT_CHECK(
+            o >= 0 && o < n && plan.old_to_new[std::size_t(o)] == v && !covered[std::size_t(o)],
+            where, ": destination ", v, " is not a valid renumbered vertex");
+        covered[std::size_t(o)] = 1;
+        const edge_t begin = ch.indptr[std::size_t(i)], end = ch.indptr[std::size_t(i) + 1];
+        const edge_t len = end - begin;
+        SLUICE_INPUT_CHECK(len == deg_plus[std::size_t(o)], where, ": row of vertex ", v, " has ",
+                           len, " entries, expected in-degree + 1 = ", deg_plus[std::size_t(o)]);
+        edge_t k = begin;
+        auto check_entry = [&](vertex_t expected_old) {
+          const vertex_t col = ch.columns[std::size_t(k)];
+          const vertex_t got = vertex_at(col);
+          SLUICE_INPUT_CHECK(got >= 0 && plan.new_to_old[std::size_t(got)] == expected_old, where,
+                             ": entry ", k - begin, " of the row of vertex ", v, " (column ", col,
+                             ") does not hold dataset vertex ", expected_old);
+          float value = 0.f;
+          if (model.kind == ModelKind::kGcn)
+            value =
+                static_cast<float>(1.0 / std::sqrt(double(deg_plus[std::size_t(o)]) *
+                                                   double(deg_plus[std::size_t(expected_old)])));
+          else if (model.kind == ModelKind::kSage)
+            value = k == begin ? 0.f : static_cast<float>(1.0 / double(len - 1));
+          out.values[std::size_t(k)] = value;
+          ++k;
+        };
+        out.self_columns.push_back(ch.columns[std::size_t(begin)]);
+        check_entry(o);
+        for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e) {
+          const vertex_t u = d.indices[std::size_t(e)];
+          if (u != o) check_entry(u);
+        }
+        out.dst_keys.push_back(o);
+        out.labels.push_back(d.labels.empty() ? -1 : d.labels[std::size_t(o)]);
+        out.train_mask.push_back(in_train[std::size_t(o)]);
+      }
+    }
+    // T_c^p must be exactly the needed rows (nothing missing, nothing stale).
+    for (int p = 0; p < P; ++p)
+      for (std::size_t s = 0; s < needed[p].size(); ++s)
+        SLUICE_INPUT_CHECK((slot_vertex[p][s] >= 0) == bool(needed[p][s]), "plan chunk (batch ", c,
+                           ", partition ", p, "): transition slot ", s,
+                           slot_vertex[p][s] >= 0 ? " holds a vertex no chunk of the batch needs"
+                                                  : " is needed but holds no vertex");
+
+    // Lists of the chosen scheme.
+    for (int p = 0; p < P; ++p) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      ChunkLists& out = lists[std::size_t(c) * P + p];
+      const vertex_t TR = plan.transition_rows[p];
+      std::vector<int> owners(ch.remote_owner.begin(), ch.remote_owner.end());
+      std::vector<vertex_t> local(ch.remote_slots.size());
+      for (std::size_t i = 0; i < local.size(); ++i) local[i] = TR + ch.remote_slots[i];
+      if (mode == CommMode::kBaseline) {
+        std::vector<std::uint8_t> seen(std::size_t(TR) + plan.remote_rows[p], 0);
+        std::vector<std::pair<vertex_t, vertex_t>> refs;
+        for (vertex_t col : ch.columns)
+          if (!seen[std::size_t(col)]) {
+            seen[std::size_t(col)] = 1;
+            refs.emplace_back(col < TR ? slot_vertex[p][std::size_t(col)]
+                                       : remote_vertex[p][std::size_t(col - TR)],
+                              col);
+          }
+        sorted_rows(refs, plan, out.load_vertices, out.load_rows, out.load_keys);
+        out.leave_vertices = out.load_vertices;
+        out.leave_rows = out.load_rows;
+        out.leave_keys = out.load_keys;
+        continue;
+      }
+      out.remote_rows = local;
+      out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, P);
+      if (mode == CommMode::kP2p) {
+        std::vector<std::pair<vertex_t, vertex_t>> all;
+        for (std::size_t s = 0; s < slot_vertex[p].size(); ++s)
+          if (slot_vertex[p][s] >= 0) all.emplace_back(slot_vertex[p][s], vertex_t(s));
+        sorted_rows(all, plan, out.load_vertices, out.load_rows, out.load_keys);
+        out.leave_vertices = out.load_vertices;
+        out.leave_rows = out.load_rows;
+        out.leave_keys = out.load_keys;
+        out.pulls = out.pushes;
+      } else {
+        out.load_vertices = ch.load_vertices;
+        out.load_rows = ch.load_slots;
+        for (vertex_t v : ch.load_vertices)
+          out.load_keys.push_back(plan.new_to_old[std::size_t(v)]);
+        out.leave_vertices = ch.leave_vertices;
+        out.leave_rows = ch.leave_slots;
+        for (vertex_t v : ch.leave_vertices)
+          out.leave_keys.push_back(plan.new_to_old[std::size_t(v)]);
+        std::vector<int> pull_owners;
+        std::vector<vertex_t> pull_owner_rows, pull_local;
+        for (std::size_t i = 0; i < owners.size(); ++i)
+          if (ch.remote_pull[i]) {
+            pull_owners.push_back(owners[i]);
+            pull_owner_rows.push_back(ch.remote_owner_slots[i]);
+            pull_local.push_back(local[i]);
+          }
+        out.pulls = group_by_owner(pull_owners, pull_owner_rows, pull_local, P);
+      }
+    }
+  }
+  // After the last batch every row has left.
+  for (int p = 0; p < P; ++p) {
+    const ChunkPlan& last = plan.chunk(C - 1, p);
+    for (std::size_t i = 0; i < last.leave_slots.size(); ++i) {
+      const vertex_t s = last.leave_slots[i];
+      SLUICE_INPUT_CHECK(s >= 0 && s < plan.transition_rows[p] &&
+                             slot_vertex[p][std::size_t(s)] == last.leave_vertices[i],
+                         "plan chunk (batch ", C - 1, ", partition ", p,
+                         "): leave list does not match the slot contents");
+      slot_vertex[p][std::size_t(s)] = -1;
+    }
+    for (vertex_t v : slot_vertex[p])
+      SLUICE_INPUT_CHECK(v < 0, "plan partition ", p, ": vertex ", v,
+                         " never leaves the transition buffer (leave lists incomplete)");
+  }
+  for (vertex_t o = 0; o < n; ++o)
+    SLUICE_INPUT_CHECK(covered[std::size_t(o)], "plan: dataset vertex ", o,
+                       " is the destination of no chunk");
+  return lists;
+}
+
+struct DevicePeerRows {
+  int owner = 0;
+  Idx owner_rows, local_rows;
+};
+
+struct DeviceChunk {
+  vertex_t dst_begin = 0, num_dst = 0;
+  std::int64_t nnz = 0;
+  Csr csr;
+  Mat values;
+  Idx self_columns;
+  Idx load_vertices, load_rows, load_keys;
+  std::vector<DevicePeerRows> pulls, pushes;
+  Idx remote_rows;
+  Idx leave_vertices, leave_rows, leave_keys;
+  Idx dst_keys, labels, train_mask;
+};
+
+struct DeviceState {
+  Device* device = nullptr;
+  std::int64_t merged_rows = 0;
+  Mat X, dX;                        // merged transition buffer and its gradient
+  Mat A, dA, Z, out, dZ;            // chunk work buffers (max chunk rows)
+  Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
+  Mat params, grads, adam_m, adam_v;
+  std::vector<DeviceChunk> chunks;
+  double loss_sum = 0;
+};
+
+Idx upload_or_empty(Device& dev, const std::vector<vertex_t>& values, const std::string& what) {
+  if (values.empty()) return Idx{};
+  return dev.upload(values, what);
+}
+
+Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
+  return m.row_block(0, rows).col_block(0, cols);
+}
+
+}  // namespace
+
+struct Schedule::Impl {
+  Backend& backend;
+  const Plan& plan;
+  const ModelSpec& model;
+  ScheduleOptions options;
+  int P = 1, C = 1;
+  vertex_t n = 0;
+  float loss_scale = 0.f;
+  std::vector<HostMat> H;        // H[l], l = 0..L-1 (H[0] = features, renumbered)
+  std::vector<HostMat> G;        // G[l], l = 1..L (G[0] unused)
+  std::vector<HostMat> A_cache;  // A[l] in cache mode
+  std::vector<DeviceState> dev;
+  std::vector<std::int32_t> predictions;
+  std::int64_t epoch = 0;
+  bool training = false;
+
+  Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
+      : backend(b), plan(p), model(m), options(o) {}
+
+  bool recompute(const LayerSpec& layer) const {
+    return layer.aggregate_width == 0 || !options.cache_intermediates;
+  }
+  DropoutKey feature_key(int layer) const {
+    return DropoutKey{options.seed, epoch, layer, training ? options.dropout : 0.f};
+  }
+  DropoutKey attention_key(int layer) const {
+    return DropoutKey{options.seed, epoch, layer, training ? options.attention_dropout : 0.f};
+  }
+  Mat param(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
+    return Mat{s.params.data + offset, rows, cols, cols};
+  }
+  Mat grad(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
+    return Mat{s.grads.data + offset, rows, cols, cols};
+  }
+
+  void barrier() { backend.synchronize_all(); }
+
+  // Phase A: transition update (loads of L_c^p, dropout on arrivals); in the backward pass
+  // also zero the gradient rows of arrivals and of the chunk's remote region.
+  void load_phase(const LayerSpec& layer, int c, bool load_inputs, bool zero_gradients) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      DeviceChunk& ch = s.chunks[std::size_t(c)];
+      Device& d = *s.device;
+      if (load_inputs && ch.load_rows.size > 0) {
+        Mat X = s.X.col_block(0, layer.in_width);
+        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+        const DropoutKey key = feature_key(layer.index);
+        if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
+      }
+      if (zero_gradients) {
+        Mat dX = s.dX.col_block(0, layer.in_width);
+        if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
+        if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
+      }
+    }
+    barrier();
+  }
+
+  // Phase B: remote rows from the owners' transition buffers.
+  void pull_phase(const LayerSpec& layer, int c) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      for (const auto& pull : s.chunks[std::size_t(c)].pulls) {
+        DeviceState& owner = dev[std::size_t(pull.owner)];
+        s.device->pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
+                            pull.local_rows, s.X.col_block(0, layer.in_width));
+      }
+    }
+    barrier();
+  }
+
+  // GCN/SAGE aggregation A = agg(X) for the chunk (nd x aggregate_width).
+  Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+    Device& d = *s.device;
+    Mat X = s.X.col_block(0, layer.in_width);
+    Mat A = rows_of(s.A, ch.num_dst, layer.aggregate_width);
+    if (model.kind == ModelKind::kGcn) {
+      d.spmm(ch.csr, ch.values.data, X, A);
+    } else {
+      d.gather_rows(X, ch.self_columns, A.col_block(0, layer.in_width));
+      d.spmm(ch.csr, ch.values.data, X, A.col_block(layer.in_width, layer.in_width));
+    }
+    return A;
+  }
+
+  // GAT layer up to the concatenated head outputs: Zm = X W, attention, O (nd x K*F).
+  Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+    Device& d = *s.device;
+    const std::int64_t M = s.merged_rows, KF = layer.transform_width;
+    Mat X = s.X.col_block(0, layer.in_width);
+    Mat Zm = rows_of(s.Zm, M, KF);
+    d.gemm(false, false, 1.f, X, param(s, layer.w_offset, layer.w_rows, layer.w_cols), 0.f, Zm);
+    Mat O = rows_of(s.gat, ch.num_dst, KF);
+    d.gat_forward(ch.csr, Zm, s.params.data + layer.att_src_offset,
+                  s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
+                  attention_key(layer.index), rows_of(s.el, M, layer.heads),
+                  rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O);
+    return O;
+  }
+
+  // Pre-activation Z of the layer for the chunk (nd x out_width) into s.Z.
+  Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A) {
+    Device& d = *s.device;
+    Mat Z = rows_of(s.Z, ch.num_dst, layer.out_width);
+    const float* bias = s.params.data + layer.b_offset;
+    if (model.kind == ModelKind::kGat) {
+      Mat O = gat_layer(s, ch, layer);
+      if (layer.last) {
+        d.head_mean(O, layer.heads, Z);
+        d.bias_activation(Z, bias, Activation::kNone, Z);
+      } else {
+        d.bias_activation(O, bias, Activation::kNone, Z);
+      }
+    } else {
+      d.gemm(false, false, 1.f, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), 0.f, Z);
+      d.bias_activation(Z, bias, Activation::kNone, Z);
+    }
+    return Z;
+  }
+
+  void forward_compute(int p, int c, const LayerSpec& layer) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    if (ch.num_dst == 0) return;
+    Device& d = *s.device;
+    Mat A;
+    if (model.kind != ModelKind::kGat) {
+      A = aggregate(s, ch, layer);
+      if (training && !recompute(layer))
+        d.store_block(A, A_cache[std::size_t(layer.index)], ch.dst_begin);
+    }
+    Mat Z = layer_preactivation(s, ch, layer, A);
+    if (!layer.last) {
+      Mat out = rows_of(s.out, ch.num_dst, layer.out_width);
+      d.bias_activation(Z, nullptr, layer.activation, out);
+      d.store_block(out, H[std::size_t(layer.index) + 1], ch.dst_begin);
+      return;
+    }
+    Mat grad_logits = training ? rows_of(s.dZ, ch.num_dst, layer.out_width) : Mat{};
+    d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
+                            predictions.data() + ch.dst_begin);
+    if (training) d.store_block(grad_logits, G.back(), ch.dst_begin);
+  }
+
+  void backward_compute(int p, int c, const LayerSpec& layer) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    if (ch.num_dst == 0) return;
+    Device& d = *s.device;
+    const std::int64_t nd = ch.num_dst;
+    const bool input_gradient = layer.index > 0;
+    Mat dZ = rows_of(s.dZ, nd, layer.out_width);
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, dZ);
+    Mat A;
+    if (model.kind != ModelKind::kGat) {
+      if (recompute(layer)) {
+        A = aggregate(s, ch, layer);
+      } else {
+        A = rows_of(s.A, nd, layer.aggregate_width);
+        d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin, A);
+      }
+    }
+    // Recompute the pre-activation (and, for GAT, the attention intermediates); the last
+    // GCN/SAGE layer has no activation and needs neither.
+    if (model.kind == ModelKind::kGat || !layer.last) {
+      Mat Z = layer_preactivation(s, ch, layer, A);
+      if (!layer.last) d.activation_backward(dZ, Z, layer.activation, dZ);
+    }
+    d.add_column_sums(dZ, s.grads.data + layer.b_offset);
+    Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    Mat dX = input_gradient ? s.dX.col_block(0, layer.in_width) : Mat{};
+    if (model.kind == ModelKind::kGat) {
+      const std::int64_t M = s.merged_rows, KF = layer.transform_width;
+      Mat dO = dZ;
+      if (layer.last) {
+        dO = rows_of(s.dA, nd, KF);
+        d.head_mean_backward(dZ, layer.heads, dO);
+      }
+      Mat Zm = rows_of(s.Zm, M, KF);
+      Mat dZm = rows_of(s.dZm, M, KF);
+      d.fill(dZm, 0.f);
+      d.gat_backward(ch.csr, Zm, s.params.data + layer.att_src_offset,
+                     s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
+                     attention_key(layer.index), rows_of(s.el, M, layer.heads),
+                     rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), dO, dZm,
+                     s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
+      Mat X = s.X.col_block(0, layer.in_width);
+      d.gemm(true, false, 1.f, X, dZm, 1.f, dW);
+      if (input_gradient) d.gemm(false, true, 1.f, dZm, W, 1.f, dX);
+      return;
+    }
+    d.gemm(true, false, 1.f, A, dZ, 1.f, dW);
+    if (!input_gradient) return;
+    Mat dA = rows_of(s.dA, nd, layer.aggregate_width);
+    d.gemm(false, true, 1.f, dZ, W, 0.f, dA);
+    if (model.kind == ModelKind::kGcn) {
+      d.spmm_transpose_add(ch.csr, ch.values.data, dA, dX);
+    } else {
+      d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
+      d.spmm_transpose_add(ch.csr, ch.values.data, dA.col_block(layer.in_width, layer.in_width),
+                           dX);
+    }
+  }
+
+  void push_phase(const LayerSpec& layer, int c) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      for (const auto& push : s.chunks[std::size_t(c)].pushes) {
+        DeviceState& owner = dev[std::size_t(push.owner)];
+        s.device->push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
+                                owner.dX.col_block(0, layer.in_width), push.owner_rows);
+      }
+    }
+    barrier();
+  }
+
+  // Leaving rows: dropout backward (the mask multiply is its own derivative), then add into G^l.
+  void flush_phase(const LayerSpec& layer, int c) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      DeviceChunk& ch = s.chunks[std::size_t(c)];
+      if (ch.leave_rows.size == 0) continue;
+      Mat dX = s.dX.col_block(0, layer.in_width);
+      const DropoutKey key = feature_key(layer.index);
+      if (key.rate > 0) s.device->dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+      s.device->flush_add_rows(dX, ch.leave_rows, ch.leave_vertices, G[std::size_t(layer.index)]);
+    }
+    barrier();
+  }
+};
+
+Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
+                   const ModelSpec& model, const ScheduleOptions& options)
+    : impl_(std::make_unique<Impl>(backend, plan, model, options)) {
+  Impl& m = *impl_;
+  m.P = plan.partitions;
+  m.C = plan.chunks;
+  m.n = dataset.num_nodes;
+  SLUICE_INPUT_CHECK(backend.num_devices() == m.P, "the backend has ", backend.num_devices(),
+                     " devices but the plan has ", m.P, " partitions");
+  SLUICE_INPUT_CHECK(dataset.feature_dim == model.layers.front().in_width &&
+                         std::int64_t(dataset.features.size()) ==
+                             std::int64_t(dataset.num_nodes) * dataset.feature_dim,
+                     "dataset features do not match the model input width");
+  SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
+                     "' has no training vertices");
+  m.loss_scale = 1.f / static_cast<float>(dataset.train.size());
+  std::vector<ChunkLists> lists = derive_lists(dataset, plan, model, options.comm);
+
+  const int L = model.num_layers();
+  const std::int64_t n = m.n;
+  // Host matrices in renumbered row order.
+  m.H.resize(std::size_t(L));
+  m.G.resize(std::size_t(L) + 1);
+  m.A_cache.resize(std::size_t(L));
+  m.H[0] = backend.alloc_host(n, dataset.feature_dim, "H^0 (features)");
+  {
+    HostMat H0 = m.H[0];
+    const std::int64_t dim = dataset.feature_dim;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t v = 0; v < n; ++v)
+      std::memcpy(H0.data + v * H0.ld, dataset.feature_row(plan.new_to_old[std::size_t(v)]),
+                  std::size_t(dim) * sizeof(float));
+  }
+  for (int l = 0; l < L; ++l) {
+    const LayerSpec& layer = model.layers[std::size_t(l)];
+    if (l > 0) m.H[std::size_t(l)] = backend.alloc_host(n, layer.in_width, cat("H^", l));
+    m.G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
+    if (!m.recompute(layer))
+      m.A_cache[std::size_t(l)] = backend.alloc_host(n, layer.aggregate_width, cat("A^", l));
+  }
+  m.predictions.assign(std::size_t(n), -1);
+
+  // Device buffers and per-chunk indices.
+  const std::int64_t in_max = model.max_in_width();
+  std::int64_t grad_in_max = 0;
+  for (const auto& layer : model.layers)
+    if (layer.index > 0) grad_in_max = std::max(grad_in_max, layer.in_width);
+  const std::int64_t out_max = model.max_out_width();
+  const std::int64_t agg_max = model.max_aggregate_width();
+  const std::int64_t tw_max = model.max_transform_width();
+  const int k_max = model.max_heads();
+  const bool gat = model.kind == ModelKind::kGat;
+  m.dev.resize(std::size_t(m.P));
+  for (int p = 0; p < m.P; ++p) {
+    DeviceState& s = m.dev[std::size_t(p)];
+    Device& d = backend.device(p);
+    s.device = &d;
+    s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    std::int64_t max_dst = 0, max_nnz = 0;
+    for (int c = 0; c < m.C; ++c) {
+      max_dst = std::max<std::int64_t>(max_dst, plan.chunk(c, p).num_dst());
+      max_nnz = std::max<std::int64_t>(max_nnz, plan.chunk(c, p).num_entries());
+    }
+    const std::int64_t M = std::max<std::int64_t>(s.merged_rows, 1);
+    max_dst = std::max<std::int64_t>(max_dst, 1);
+    s.X = d.alloc(M, in_max, "transition buffer X");
+    if (grad_in_max > 0) s.dX = d.alloc(M, grad_in_max, "transition gradient dX");
+    if (agg_max > 0) s.A = d.alloc(max_dst, agg_max, "aggregation A");
+    s.Z = d.alloc(max_dst, out_max, "pre-activation Z");
+    s.out = d.alloc(max_dst, out_max, "layer output");
+    s.dZ = d.alloc(max_dst, out_max, "output gradient dZ");
+    if (agg_max > 0 || gat) s.dA = d.alloc(max_dst, std::max(agg_max, tw_max), "gradient dA");
+    if (gat) {
+      s.Zm = d.alloc(M, tw_max, "GAT transformed rows");
+      s.dZm = d.alloc(M, tw_max, "GAT transformed-row gradient");
+      s.el = d.alloc(M, k_max, "GAT source scores");
+      s.er = d.alloc(max_dst, k_max, "GAT destination scores");
+      s.alpha = d.alloc(std::max<std::int64_t>(max_nnz, 1), k_max, "GAT attention");
+      s.gat = d.alloc(max_dst, tw_max, "GAT head outputs");
+    }
+    const std::int64_t np = std::max<std::int64_t>(model.num_parameters, 1);
+    s.params = d.alloc(1, np, "parameters");
+    s.grads = d.alloc(1, np, "gradients");
+    s.adam_m = d.alloc(1, np, "Adam m");
+    s.adam_v = d.alloc(1, np, "Adam v");
+    s.chunks.resize(std::size_t(m.C));
+    for (int c = 0; c < m.C; ++c) {
+      const ChunkPlan& cp = plan.chunk(c, p);
+      ChunkLists& li = lists[std::size_t(c) * m.P + p];
+      DeviceChunk& ch = s.chunks[std::size_t(c)];
+      const std::string where = cat("chunk (", c, ",", p, ") ");
+      ch.dst_begin = cp.dst_begin;
+      ch.num_dst = cp.num_dst();
+      ch.nnz = cp.num_entries();
+      ch.csr = d.upload_csr(cp.indptr, cp.columns, s.merged_rows, where + "CSR");
+      if (!gat && ch.nnz > 0) {
+        ch.values = d.alloc(1, ch.nnz, where + "entry values");
+        d.write(li.values.data(), ch.nnz, ch.values.data);
+      }
+      ch.self_columns = upload_or_empty(d, li.self_columns, where + "self columns");
+      ch.load_vertices = upload_or_empty(d, li.load_vertices, where + "load vertices");
+      ch.load_rows = upload_or_empty(d, li.load_rows, where + "load slots");
+      ch.load_keys = upload_or_empty(d, li.load_keys, where + "load keys");
+      for (const auto& g : li.pulls)
+        ch.pulls.push_back({g.owner, d.upload(g.owner_rows, where + "pull owner slots"),
+                            d.upload(g.local_rows, where + "pull local slots")});
+      for (const auto& g : li.pushes)
+        ch.pushes.push_back({g.owner, d.upload(g.owner_rows, where + "push owner slots"),
+                             d.upload(g.local_rows, where + "push local slots")});
+      ch.remote_rows = upload_or_empty(d, li.remote_rows, where + "remote slots");
+      ch.leave_vertices = upload_or_empty(d, li.leave_vertices, where + "leave vertices");
+      ch.leave_rows = upload_or_empty(d, li.leave_rows, where + "leave slots");
+      ch.leave_keys = upload_or_empty(d, li.leave_keys, where + "leave keys");
+      ch.dst_keys = upload_or_empty(d, li.dst_keys, where + "destination keys");
+      ch.labels = upload_or_empty(d, li.labels, where + "labels");
+      std::vector<vertex_t> mask(li.train_mask.begin(), li.train_mask.end());
+      ch.train_mask = upload_or_empty(d, mask, where + "train mask");
+      li = ChunkLists{};  // free host copies as we go
+    }
+    log_debug("device ", p, ": ", format_bytes(double(d.bytes_in_use())), " allocated, merged ",
+              s.merged_rows, " rows");
+  }
+}
+
+Schedule::~Schedule() = default;
+
+void Schedule::set_parameters(const std::vector<float>& flat) {
+  SLUICE_EXPECTS(std::int64_t(flat.size()) == impl_->model.num_parameters, "bad parameter size");
+  for (auto& s : impl_->dev) s.device->write(flat.data(), std::int64_t(flat.size()), s.params.data);
+}
+
+std::vector<float> Schedule::parameters() {
+  std::vector<float> flat(std::size_t(impl_->model.num_parameters));
+  auto& s = impl_->dev.front();
+  s.device->synchronize();
+  s.device->read(s.params.data, std::int64_t(flat.size()), flat.data());
+  return flat;
+}
+
+void Schedule::set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v) {
+  const auto n = impl_->model.num_parameters;
+  SLUICE_EXPECTS(std::int64_t(m.size()) == n && std::int64_t(v.size()) == n,
+                 "bad optimizer state size");
+  for (auto& s : impl_->dev) {
+    s.device->write(m.data(), n, s.adam_m.data);
+    s.device->write(v.data(), n, s.adam_v.data);
+  }
+}
+
+void Schedule::optimizer_state(std::vector<float>& m, std::vector<float>& v) {
+  const auto n = impl_->model.num_parameters;
+  m.assign(std::size_t(n), 0.f);
+  v.assign(std::size_t(n), 0.f);
+  auto& s = impl_->dev.front();
+  s.device->synchronize();
+  s.device->read(s.adam_m.data, n, m.data());
+  s.device->read(s.adam_v.data, n, v.data());
+}
+
+double Schedule::forward_backward(std::int64_t epoch) {
+  Impl& m = *impl_;
+  m.epoch = epoch;
+  m.training = true;
+  const int L = m.model.num_layers();
+  double t = now_seconds();
+  auto lap = [&](double& slot) {
+    const double now = now_seconds();
+    slot += now - t;
+    t = now;
+  };
+  for (auto& s : m.dev) {
+    s.loss_sum = 0;
+    s.device->fill(s.grads, 0.f);
+  }
+  for (int l = 0; l < L; ++l) {
+    const LayerSpec& layer = m.model.layers[std::size_t(l)];
+    for (int c = 0; c < m.C; ++c) {
+      m.load_phase(layer, c, true, false);
+      lap(times_.load);
+      m.pull_phase(layer, c);
+      lap(times_.p2p);
+      for (int p = 0; p < m.P; ++p) m.forward_compute(p, c, layer);
+      m.barrier();
+      lap(times_.compute);
+    }
+  }
+  for (int l = L - 1; l >= 0; --l) {
+    const LayerSpec& layer = m.model.layers[std::size_t(l)];
+    const bool input_gradient = l > 0;
+    if (input_gradient) {
+      HostMat g = m.G[std::size_t(l)];
+#pragma omp parallel for schedule(static)
+      for (std::int64_t v = 0; v < g.rows; ++v)
+        std::memset(g.data + v * g.ld, 0, std::size_t(g.cols) * sizeof(float));
+      lap(times_.flush);
+    }
+    const bool reload = m.recompute(layer);
+    for (int c = 0; c < m.C; ++c) {
+      m.load_phase(layer, c, reload, input_gradient);
+      lap(times_.load);
+      if (reload) {
+        m.pull_phase(layer, c);
+        lap(times_.p2p);
+      }
+      for (int p = 0; p < m.P; ++p) m.backward_compute(p, c, layer);
+      m.barrier();
+      lap(times_.compute);
+      if (input_gradient) {
+        m.push_phase(layer, c);
+        lap(times_.p2p);
+        m.flush_phase(layer, c);
+        lap(times_.flush);
+      }
+    }
+  }
+  std::vector<float*> grads;
+  for (auto& s : m.dev) grads.push_back(s.grads.data);
+  m.backend.all_reduce_sum(grads, m.model.num_parameters);
+  m.backend.synchronize_all();
+  lap(times_.optimizer);
+  double loss = 0;
+  for (auto& s : m.dev) loss += s.loss_sum;
+  m.training = false;
+  return loss * double(m.loss_scale);
+}
+
+void Schedule::sgd_step(float lr, float weight_decay) {
+  const double t = now_seconds();
+  for (auto& s : impl_->dev)
+    s.device->sgd_step(impl_->model.num_parameters, lr, weight_decay, s.params.data, s.grads.data);
+  impl_->backend.synchronize_all();
+  times_.optimizer += now_seconds() - t;
+}
+
+void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
+  const double t = now_seconds();
+  for (auto& s : impl_->dev)
+    s.device->adam_step(impl_->model.num_parameters, lr, 0.9f, 0.999f, 1e-8f, weight_decay, step,
+                        s.params.data, s.grads.data, s.adam_m.data, s.adam_v.data);
+  impl_->backend.synchronize_all();
+  times_.optimizer += now_seconds() - t;
+}
+
+const std::vector<std::int32_t>& Schedule::evaluate() {
+  Impl& m = *impl_;
+  m.training = false;
+  for (int l = 0; l < m.model.num_layers(); ++l) {
+    const LayerSpec& layer = m.model.layers[std::size_t(l)];
+    for (int c = 0; c < m.C; ++c) {
+      m.load_phase(layer, c, true, false);
+      m.pull_phase(layer, c);
+      for (int p = 0; p < m.P; ++p) m.forward_compute(p, c, layer);
+      m.barrier();
+    }
+  }
+  return m.predictions;
+}
+
+TransferCounters Schedule::counters() const {
+  TransferCounters total;
+  for (const auto& s : impl_->dev) {
+    const TransferCounters& c = s.device->counters();
+    total.h2d_gather_rows += c.h2d_gather_rows;
+    total.h2d_gather_bytes += c.h2d_gather_bytes;
+    total.h2d_block_bytes += c.h2d_block_bytes;
+    total.d2h_bytes += c.d2h_bytes;
+    total.p2p_rows += c.p2p_rows;
+    total.p2p_bytes += c.p2p_bytes;
+  }
+  return total;
+}
+
+void Schedule::reset_counters() {
+  for (auto& s : impl_->dev) s.device->reset_counters();
+}
+
+std::int64_t Schedule::peak_device_bytes() const {
+  std::int64_t peak = 0;
+  for (const auto& s : impl_->dev) peak = std::max(peak, s.device->peak_bytes());
+  return peak;
+}
+
+}  // namespace sluice

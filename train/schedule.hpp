@@ -1,0 +1,85 @@
+// The out-of-core schedule of DESIGN.md ("Training, one epoch"; HongTu Algorithm 1), written
+// once against the operator interface of kernels/ops.hpp. Host memory holds H^l, G^l and the
+// aggregation caches A^l in renumbered row order; each device (partition p) keeps one merged
+// transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p.
+// Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
+// compute the chunk, write its output block; backward mirrors it with pushes of remote-row
+// gradients into the owners' dX and flushes of leaving rows into G^l.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/dataset.hpp"
+#include "formats/plan.hpp"
+#include "kernels/ops.hpp"
+#include "train/model.hpp"
+
+namespace sluice {
+
+// How rows reach a chunk (DESIGN.md, host-link volumes): baseline = every chunk loads all its
+// neighbors from host; p2p = each vertex of T_c crosses the host link once per batch, remote
+// neighbors come from the owner's buffer; p2p+reuse = additionally keep R_c^p in place.
+enum class CommMode { kBaseline, kP2p, kP2pReuse };
+CommMode parse_comm_mode(const std::string& name);
+std::string comm_mode_name(CommMode mode);
+
+struct ScheduleOptions {
+  CommMode comm = CommMode::kP2pReuse;
+  bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
+  float dropout = 0.f;
+  float attention_dropout = 0.f;
+  std::uint64_t seed = 0;
+};
+
+// Wall time per phase, seconds (accumulated until reset).
+struct PhaseTimes {
+  double load = 0;       // host -> device: transition loads, dropout, cached blocks
+  double p2p = 0;        // device <-> device: pulls and gradient pushes
+  double compute = 0;    // chunk compute
+  double flush = 0;      // leave-list flushes into host gradients (CPU accumulation)
+  double optimizer = 0;  // all-reduce and optimizer step
+  double total() const { return load + p2p + compute + flush + optimizer; }
+};
+
+class Schedule {
+ public:
+  // Checks the plan against the dataset (every index: slots, loads, remote owners, leave
+  // lists, CSR columns) and throws InputError naming the inconsistency; allocates every host
+  // and device buffer and uploads the per-chunk indices once.
+  Schedule(Backend& backend, const Dataset& dataset, const Plan& plan, const ModelSpec& model,
+           const ScheduleOptions& options);
+  ~Schedule();
+  Schedule(const Schedule&) = delete;
+  Schedule& operator=(const Schedule&) = delete;
+
+  // Parameters (flat, ModelSpec layout) replicated on every device.
+  void set_parameters(const std::vector<float>& flat);
+  std::vector<float> parameters();
+  // Adam moments (flat, same layout), replicated on every device.
+  void set_optimizer_state(const std::vector<float>& m, const std::vector<float>& v);
+  void optimizer_state(std::vector<float>& m, std::vector<float>& v);
+
+  // Training pass of `epoch`: forward with dropout, loss, backward; the weight gradients are
+  // summed over devices (on every device). Returns the mean training loss.
+  double forward_backward(std::int64_t epoch);
+  void sgd_step(float lr, float weight_decay);
+  void adam_step(float lr, float weight_decay, std::int64_t step);
+
+  // Forward without dropout; argmax predictions indexed by RENUMBERED vertex id.
+  const std::vector<std::int32_t>& evaluate();
+
+  PhaseTimes& times() { return times_; }
+  TransferCounters counters() const;  // summed over devices
+  void reset_counters();
+  std::int64_t peak_device_bytes() const;  // max over devices
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  PhaseTimes times_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,357 @@
+// Implementation of train/trainer.hpp.
+#include "train/trainer.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/atomic_file.hpp"
+#include "common/hash.hpp"
+#include "common/log.hpp"
+#include "common/memory.hpp"
+#include "formats/checkpoint.hpp"
+#include "train/model.hpp"
+
+namespace sluice {
+
+namespace {
+
+using json = nlohmann::json;
+
+std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions) {
+  BackendOptions options;
+  options.partitions = partitions;
+  options.gpus = config.gpus;
+  options.memory_budget = config.gpu_memory;
+  options.threads = config.threads;
+  options.tf32 = config.tf32;
+  if (config.device == "cuda") {
+    SLUICE_INPUT_CHECK(cuda_backend_available(),
+                       "--device cuda: this build of sluice-train has no CUDA backend or no GPU "
+                       "is visible (use --device cpu, or build with -DSLUICE_CUDA=ON on a GPU "
+                       "machine)");
+    return make_cuda_backend(options);
+  }
+  return make_cpu_backend(options);
+}
+
+double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32_t>& predictions,
+                const Dataset& dataset, const Plan& plan) {
+  if (split.empty()) return 0;
+  std::int64_t correct = 0;
+  for (vertex_t v : split) {
+    const std::int32_t label = dataset.labels.empty() ? -1 : dataset.labels[std::size_t(v)];
+    if (label >= 0 && predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label) ++correct;
+  }
+  return double(correct) / double(split.size());
+}
+
+json phases_json(const PhaseTimes& t) {
+  return json{{"load", t.load},
+              {"p2p", t.p2p},
+              {"compute", t.compute},
+              {"flush", t.flush},
+              {"optimizer", t.optimizer}};
+}
+
+json transfers_json(const TransferCounters& c) {
+  return json{{"h2d_gather_rows", c.h2d_gather_rows},
+              {"h2d_gather_bytes", c.h2d_gather_bytes},
+              {"h2d_block_bytes", c.h2d_block_bytes},
+              {"d2h_bytes", c.d2h_bytes},
+              {"p2p_rows", c.p2p_rows},
+              {"p2p_bytes", c.p2p_bytes}};
+}
+
+json epoch_json(const EpochRecord& r) {
+  json j{{"epoch", r.epoch},
+         {"loss", r.loss},
+         {"seconds", r.seconds},
+         {"eval_seconds", r.eval_seconds},
+         {"phases", phases_json(r.phases)},
+         {"transfers", transfers_json(r.transfers)},
+         {"peak_host_bytes", r.peak_host_bytes},
+         {"peak_device_bytes", r.peak_device_bytes}};
+  if (r.evaluated) {
+    j["train_accuracy"] = r.train_accuracy;
+    j["valid_accuracy"] = r.valid_accuracy;
+    j["test_accuracy"] = r.test_accuracy;
+  } else {
+    j["train_accuracy"] = nullptr;
+    j["valid_accuracy"] = nullptr;
+    j["test_accuracy"] = nullptr;
+  }
+  return j;
+}
+
+ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
+  ModelShape shape;
+  shape.kind = parse_model_kind(config.model);
+  shape.layers = config.layers;
+  shape.in_dim = dataset.feature_dim;
+  shape.hidden = config.hidden;
+  shape.classes = dataset.num_classes;
+  shape.heads = config.heads;
+  shape.output_heads = config.output_heads;
+  return make_model(shape);
+}
+
+}  // namespace
+
+std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
+  std::ostringstream text;
+  text << std::setprecision(17) << "model=" << c.model << ";layers=" << c.layers
+       << ";hidden=" << c.hidden << ";optimizer=" << c.optimizer << ";lr=" << c.lr
+       << ";weight_decay=" << c.weight_decay << ";dropout=" << c.dropout << ";seed=" << c.seed;
+  if (c.model == "gat")
+    text << ";heads=" << c.heads << ";output_heads=" << c.output_heads
+         << ";attention_dropout=" << c.effective_attention_dropout();
+  text << ";dataset=" << plan.dataset_fingerprint << ";P=" << plan.partitions
+       << ";C=" << plan.chunks << ";partitioner=" << plan.partitioner
+       << ";reorganized=" << plan.reorganized;
+  Fingerprint f;
+  const std::string s = text.str();
+  f.add(s.data(), s.size());
+  f.add(plan.new_to_old.data(), plan.new_to_old.size() * sizeof(vertex_t));
+  for (const auto& ch : plan.chunk_plans) {
+    f.add_u64(std::uint64_t(ch.dst_begin));
+    f.add_u64(std::uint64_t(ch.dst_end));
+    f.add_u64(std::uint64_t(ch.range));
+  }
+  return f.hex();
+}
+
+TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  validate_config(config);
+  if (config.threads > 0) omp_set_num_threads(config.threads);
+  const ModelSpec model = model_for(dataset, config);
+  SLUICE_INPUT_CHECK(!dataset.labels.empty(), "dataset '", dataset.name,
+                     "' has no labels; training needs labels");
+  SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
+                     "' has no training vertices (empty train split)");
+
+  ScheduleOptions options;
+  options.comm = parse_comm_mode(config.comm);
+  options.cache_intermediates = config.intermediates != "recompute";
+  options.dropout = static_cast<float>(config.dropout);
+  options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
+  options.seed = config.seed;
+
+  std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
+  Schedule schedule(*backend, dataset, plan, model, options);
+  log_info(
+      "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
+      plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
+      model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache");
+
+  const bool adam = config.optimizer == "adam";
+  const std::string fingerprint = config_fingerprint(config, plan);
+  Checkpoint state;
+  state.config_fingerprint = fingerprint;
+  state.description = describe_config(config);
+  state.seed = config.seed;
+  if (config.resume) {
+    Checkpoint loaded = read_checkpoint(config.checkpoint);
+    SLUICE_INPUT_CHECK(loaded.config_fingerprint == fingerprint, "--resume: checkpoint ",
+                       config.checkpoint,
+                       " was written for a different model configuration, dataset or plan (",
+                       loaded.description, ")");
+    SLUICE_INPUT_CHECK(std::int64_t(loaded.parameters.size()) == model.num_parameters,
+                       config.checkpoint, ": parameter count does not match the model");
+    SLUICE_INPUT_CHECK(loaded.epochs_done <= config.epochs, "--resume: checkpoint ",
+                       config.checkpoint, " already holds ", loaded.epochs_done,
+                       " epochs, more than --epochs ", config.epochs);
+    SLUICE_INPUT_CHECK(!adam || loaded.adam_m.size() == loaded.parameters.size(), config.checkpoint,
+                       ": no Adam state in the checkpoint");
+    state = std::move(loaded);
+    state.description = describe_config(config);
+    schedule.set_parameters(state.parameters);
+    if (adam) schedule.set_optimizer_state(state.adam_m, state.adam_v);
+    log_info("resuming from ", config.checkpoint, " after epoch ", state.epochs_done);
+  } else {
+    state.parameters = init_parameters(model, config.seed);
+    schedule.set_parameters(state.parameters);
+    if (adam) {
+      std::vector<float> zeros(std::size_t(model.num_parameters), 0.f);
+      schedule.set_optimizer_state(zeros, zeros);
+    }
+  }
+
+  auto save_checkpoint = [&]() {
+    state.parameters = schedule.parameters();
+    if (adam)
+      schedule.optimizer_state(state.adam_m, state.adam_v);
+    else
+      state.adam_m.clear(), state.adam_v.clear();
+    write_checkpoint(config.checkpoint, state);
+    log_debug("checkpoint ", config.checkpoint, " after epoch ", state.epochs_done);
+  };
+
+  std::ofstream metrics;
+  if (!config.metrics.empty()) {
+    metrics.open(config.metrics, config.resume ? std::ios::app : std::ios::trunc);
+    SLUICE_INPUT_CHECK(metrics.good(), "cannot open metrics file ", config.metrics, " for writing");
+  }
+
+  TrainResult result;
+  result.best_predictions.clear();
+  const std::int64_t total = config.epochs;
+  Progress progress("train", std::uint64_t(std::max<std::int64_t>(total - state.epochs_done, 0)));
+  const std::int64_t log_every = std::max<std::int64_t>(1, total / 20);
+  for (std::int64_t epoch = state.epochs_done; epoch < total; ++epoch) {
+    EpochRecord record;
+    record.epoch = epoch;
+    schedule.times() = PhaseTimes{};
+    schedule.reset_counters();
+    const double start = now_seconds();
+    record.loss = schedule.forward_backward(epoch);
+    SLUICE_INPUT_CHECK(std::isfinite(record.loss), "training diverged at epoch ", epoch, " (loss ",
+                       record.loss, "); lower --lr");
+    if (adam)
+      schedule.adam_step(float(config.lr), float(config.weight_decay), ++state.optimizer_step);
+    else
+      schedule.sgd_step(float(config.lr), float(config.weight_decay)), ++state.optimizer_step;
+    record.seconds = now_seconds() - start;
+    record.phases = schedule.times();
+    record.transfers = schedule.counters();
+    state.train_seconds += record.seconds;
+    state.losses.push_back(record.loss);
+    state.epochs_done = epoch + 1;
+
+    if ((epoch + 1) % config.eval_every == 0 || epoch + 1 == total) {
+      const double eval_start = now_seconds();
+      const auto& predictions = schedule.evaluate();
+      record.evaluated = true;
+      record.train_accuracy = accuracy(dataset.train, predictions, dataset, plan);
+      record.valid_accuracy = accuracy(dataset.valid, predictions, dataset, plan);
+      record.test_accuracy = accuracy(dataset.test, predictions, dataset, plan);
+      if (record.valid_accuracy > state.best_valid_accuracy) {
+        state.best_valid_accuracy = record.valid_accuracy;
+        state.best_test_accuracy = record.test_accuracy;
+        state.best_train_accuracy = record.train_accuracy;
+        state.best_epoch = epoch;
+        state.best_parameters = schedule.parameters();
+        result.best_predictions.assign(std::size_t(dataset.num_nodes), -1);
+        for (vertex_t v = 0; v < dataset.num_nodes; ++v)
+          result.best_predictions[std::size_t(v)] =
+              predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+      }
+      record.eval_seconds = now_seconds() - eval_start;
+    }
+    record.peak_host_bytes = peak_rss_bytes();
+    record.peak_device_bytes = schedule.peak_device_bytes();
+    if (metrics.is_open()) {
+      metrics << epoch_json(record).dump() << "\n";
+      metrics.flush();
+    }
+    if (record.evaluated && ((epoch + 1) % log_every == 0 || epoch + 1 == total))
+      log_info("epoch ", epoch + 1, "/", total, " loss ", record.loss, " train ",
+               record.train_accuracy, " valid ", record.valid_accuracy, " test ",
+               record.test_accuracy, " (", record.seconds, " s)");
+    else
+      log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (", record.seconds,
+                " s)");
+    result.records.push_back(record);
+    if (config.progress) progress.add(1);
+    if (!config.checkpoint.empty() && config.checkpoint_every > 0 &&
+        (epoch + 1) % config.checkpoint_every == 0)
+      save_checkpoint();
+  }
+  progress.finish();
+  if (!config.checkpoint.empty() &&
+      (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
+    save_checkpoint();
+
+  // Best-valid predictions lost across a resume: recompute them from the stored parameters.
+  if (result.best_predictions.empty() && state.best_epoch >= 0 && !state.best_parameters.empty()) {
+    const std::vector<float> final_parameters = schedule.parameters();
+    schedule.set_parameters(state.best_parameters);
+    const auto& predictions = schedule.evaluate();
+    result.best_predictions.assign(std::size_t(dataset.num_nodes), -1);
+    for (vertex_t v = 0; v < dataset.num_nodes; ++v)
+      result.best_predictions[std::size_t(v)] =
+          predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+    schedule.set_parameters(final_parameters);
+  }
+
+  result.losses = state.losses;
+  result.flat_parameters = schedule.parameters();
+  result.parameters = named_parameters(model, result.flat_parameters);
+  result.epochs = state.epochs_done;
+  result.best_epoch = state.best_epoch;
+  result.best_valid_accuracy = state.best_valid_accuracy;
+  result.test_accuracy = state.best_test_accuracy;
+  result.train_accuracy = state.best_train_accuracy;
+  result.final_loss = state.losses.empty() ? 0 : state.losses.back();
+  result.seconds_per_epoch =
+      state.epochs_done > 0 ? state.train_seconds / double(state.epochs_done) : 0;
+  return result;
+}
+
+void run_train(const TrainConfig& config) {
+  validate_config(config);
+  require_readable(config.dataset, "dataset");
+  require_readable(config.plan, "plan");
+  if (config.resume) require_readable(config.checkpoint, "checkpoint");
+  log_info("configuration: ", describe_config(config));
+  const DatasetInfo info = read_dataset_info(config.dataset);
+  Plan plan = read_plan(config.plan);
+  SLUICE_INPUT_CHECK(plan.dataset_fingerprint == info.fingerprint, "plan ", config.plan,
+                     " was built from a different dataset (fingerprint ", plan.dataset_fingerprint,
+                     ") than ", config.dataset, " (fingerprint ", info.fingerprint,
+                     "); rebuild the plan with sluice-preprocess partition");
+  Dataset dataset = read_dataset(config.dataset);
+  const TrainResult result = train(dataset, plan, config);
+
+  if (!config.report.empty()) {
+    json report{{"dataset", config.dataset},
+                {"plan", config.plan},
+                {"model", config.model},
+                {"partitions", plan.partitions},
+                {"chunks", plan.chunks},
+                {"epochs", result.epochs},
+                {"final_loss", result.final_loss},
+                {"best_epoch", result.best_epoch},
+                {"valid_accuracy", result.best_valid_accuracy},
+                {"test_accuracy", result.test_accuracy},
+                {"train_accuracy", result.train_accuracy},
+                {"seconds_per_epoch", result.seconds_per_epoch},
+                {"peak_host_bytes", peak_rss_bytes()},
+                {"losses", result.losses}};
+    AtomicOutput output(config.report);
+    {
+      std::ofstream out(output.temporary_path());
+      out << report.dump(2) << "\n";
+      SLUICE_INPUT_CHECK(out.good(), "cannot write report ", config.report);
+    }
+    output.commit();
+  }
+  if (!config.predictions.empty()) {
+    SLUICE_INPUT_CHECK(!result.best_predictions.empty(),
+                       "--predictions: no evaluation ran (--epochs 0?)");
+    AtomicOutput output(config.predictions);
+    {
+      std::ofstream out(output.temporary_path());
+      out << "original_id,prediction,label\n";
+      for (vertex_t v = 0; v < dataset.num_nodes; ++v) {
+        const std::int64_t id =
+            dataset.original_ids.empty() ? std::int64_t(v) : dataset.original_ids[std::size_t(v)];
+        out << id << "," << result.best_predictions[std::size_t(v)] << ","
+            << dataset.labels[std::size_t(v)] << "\n";
+      }
+      SLUICE_INPUT_CHECK(out.good(), "cannot write predictions ", config.predictions);
+    }
+    output.commit();
+  }
+  log_info("done: ", result.epochs, " epochs, final loss ", result.final_loss,
+           ", best valid accuracy ", result.best_valid_accuracy, " at epoch ", result.best_epoch,
+           ", test accuracy ", result.test_accuracy, ", ", result.seconds_per_epoch,
+           " s per epoch");
+}
+
+}  // namespace sluice

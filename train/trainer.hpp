@@ -1,0 +1,58 @@
+// Training driver: epochs (forward/backward over the schedule, optimizer step), evaluation
+// every --eval-every epochs with the best-validation model kept, per-epoch metrics, checkpoints
+// and resume, the final report and prediction export. train() is the in-process library API
+// (tests call it); run_train() is sluice-train behind the command line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "formats/dataset.hpp"
+#include "formats/plan.hpp"
+#include "train/config.hpp"
+#include "train/schedule.hpp"
+
+namespace sluice {
+
+struct EpochRecord {
+  std::int64_t epoch = 0;  // 0-based
+  double loss = 0;
+  bool evaluated = false;
+  double train_accuracy = -1, valid_accuracy = -1, test_accuracy = -1;
+  double seconds = 0;       // training step (forward, backward, optimizer)
+  double eval_seconds = 0;  // evaluation pass
+  PhaseTimes phases;
+  TransferCounters transfers;  // of the training step
+  std::uint64_t peak_host_bytes = 0;
+  std::int64_t peak_device_bytes = 0;
+};
+
+using NamedTensors = std::vector<std::pair<std::string, std::vector<float>>>;
+
+struct TrainResult {
+  std::vector<double> losses;        // every finished epoch (also those before a resume)
+  std::vector<EpochRecord> records;  // epochs run by this call
+  NamedTensors parameters;           // final parameters ("layer{l}.W", ...)
+  std::vector<float> flat_parameters;
+  std::int64_t epochs = 0;
+  std::int64_t best_epoch = -1;  // epoch of the best validation accuracy (-1: none evaluated)
+  double best_valid_accuracy = -1, test_accuracy = -1, train_accuracy = -1;  // best-valid model
+  double final_loss = 0;
+  double seconds_per_epoch = 0;
+  // Predictions of the best-valid model by dataset vertex id (empty when none evaluated).
+  std::vector<std::int32_t> best_predictions;
+};
+
+// Trains `dataset` over `plan` as configured (the path fields of config other than metrics
+// and checkpoint are ignored). Throws InputError for inconsistent inputs.
+TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
+
+// sluice-train: reads the files named in config, trains, writes report/predictions.
+void run_train(const TrainConfig& config);
+
+// Fingerprint of everything a checkpoint must agree with (model, optimization, dataset, plan).
+std::string config_fingerprint(const TrainConfig& config, const Plan& plan);
+
+}  // namespace sluice

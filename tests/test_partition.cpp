@@ -3,15 +3,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <random>
 #include <set>
+
+#include <zlib.h>
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "formats/dataset.hpp"
+#include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_verify.hpp"
 #include "preprocess/reorganize.hpp"
+#include "tests/support/paths.hpp"
 
 namespace sluice {
 namespace {
@@ -151,6 +156,189 @@ TEST(PlanVerify, DetectsEveryKindOfCorruption) {
   expect_caught("stats", [&](Plan& p) { p.stats.volume_reuse_rows += 1; });
   expect_caught("cost", [&](Plan& p) { p.stats.cost_after *= 1.01; });
   EXPECT_EQ(tried, 16);
+}
+
+// Builds an in-edge CSR from per-destination source lists.
+Dataset dataset_from_lists(const std::vector<std::vector<vertex_t>>& in) {
+  Dataset d;
+  d.name = "hand";
+  d.num_nodes = static_cast<vertex_t>(in.size());
+  d.indptr.assign(in.size() + 1, 0);
+  for (std::size_t v = 0; v < in.size(); ++v) {
+    d.indptr[v + 1] = d.indptr[v] + static_cast<edge_t>(in[v].size());
+    d.indices.insert(d.indices.end(), in[v].begin(), in[v].end());
+  }
+  return d;
+}
+
+// In the spirit of the HongTu paper's Figure 6: 8 vertices, 2 GPUs, 2 batches. Every vertex has
+// two in-edges, so the range partitioner puts 0-3 on GPU 0 and 4-7 on GPU 1, and the chunks are
+// {0,1} {2,3} | {4,5} {6,7}. Natural order: batch 0 = {0,1} + {4,5}, batch 1 = {2,3} + {6,7}.
+//
+//   in-edges: 0<-4,2  1<-4,5  2<-4,5  3<-0,5  4<-0,2  5<-2,6  6<-2,5  7<-3,4
+//
+//   N(0,0) = {0,1} + {4,2} + {4,5}    = {0,1,2,4,5}    5
+//   N(1,0) = {4,5} + {0,2} + {2,6}    = {0,2,4,5,6}    5
+//   N(0,1) = {2,3} + {4,5} + {0,5}    = {0,2,3,4,5}    5
+//   N(1,1) = {6,7} + {2,5} + {3,4}    = {2,3,4,5,6,7}  6      baseline = 21 rows
+//   T_0 = {0,1,2 | 4,5,6} (6), T_1 = {0,2,3 | 4,5,6,7} (7)      +P2P     = 13 rows
+//   R_1^0 = {0,2}, L_1^0 = {3}; R_1^1 = {4,5,6}, L_1^1 = {7}     +reuse   = 3+3+1+1 = 8 rows
+//   remote: (0,0) {4,5} pulled, (1,0) {0,2} pulled, (0,1) {4,5} kept, (1,1) {2,3}: 3 pulled
+//                                                               P2P pulls = 5 rows
+TEST(PlanBuilder, HandExampleTransferCounts) {
+  const Dataset d =
+      dataset_from_lists({{4, 2}, {4, 5}, {4, 5}, {0, 5}, {0, 2}, {2, 6}, {2, 5}, {3, 4}});
+  PlanOptions o = options(2, 2, "range", false);
+  o.cost_feature_dim = 100;
+  const Plan plan = build_plan(d, o, "hand");
+  ASSERT_EQ(find_plan_violation(d, plan), "");
+  EXPECT_EQ(plan.partition_offsets, (std::vector<vertex_t>{0, 4, 8}));
+  EXPECT_EQ(plan.new_to_old, (std::vector<vertex_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(plan.chunk(0, 0).dst_begin, 0);
+  EXPECT_EQ(plan.chunk(0, 0).dst_end, 2);
+  EXPECT_EQ(plan.chunk(1, 1).dst_begin, 6);
+  EXPECT_EQ(plan.stats.volume_baseline_rows, 21);
+  EXPECT_EQ(plan.stats.volume_p2p_rows, 13);
+  EXPECT_EQ(plan.stats.volume_reuse_rows, 8);
+  EXPECT_EQ(plan.stats.p2p_rows, 5);
+  EXPECT_EQ(plan.stats.reused_rows, 5);
+  EXPECT_DOUBLE_EQ(plan.stats.replication_factor, 21.0 / 8.0);
+  const double expected_cost = 400.0 * (8 / 50e9 + 5 / 350e9 + 5 / 3.9e12);
+  EXPECT_NEAR(plan.stats.cost_after, expected_cost, 1e-18);
+  // Buffers: GPU 0 holds max(3, 3) transition rows and 2 remote rows; GPU 1 max(3, 4) and 2.
+  EXPECT_EQ(plan.transition_rows, (std::vector<vertex_t>{3, 4}));
+  EXPECT_EQ(plan.remote_rows, (std::vector<vertex_t>{2, 2}));
+  // GPU 0: batch 0 loads 0,1,2 into slots 0,1,2; vertex 1 leaves; batch 1 loads 3 into slot 1.
+  const ChunkPlan& a = plan.chunk(0, 0);
+  EXPECT_EQ(a.load_vertices, (std::vector<vertex_t>{0, 1, 2}));
+  EXPECT_EQ(a.load_slots, (std::vector<vertex_t>{0, 1, 2}));
+  EXPECT_EQ(a.leave_vertices, (std::vector<vertex_t>{1}));
+  EXPECT_EQ(a.leave_slots, (std::vector<vertex_t>{1}));
+  EXPECT_EQ(a.remote_vertices, (std::vector<vertex_t>{4, 5}));
+  EXPECT_EQ(a.remote_owner, (std::vector<std::int32_t>{1, 1}));
+  EXPECT_EQ(a.remote_owner_slots, (std::vector<vertex_t>{0, 1}));
+  EXPECT_EQ(a.remote_slots, (std::vector<vertex_t>{0, 1}));
+  // Rows: 0 -> [0 (self, slot 0), 4 (remote slot 0 -> 3 + 0), 2 (slot 2)],
+  //       1 -> [1 (slot 1), 4 (3), 5 (remote slot 1 -> 4)].
+  EXPECT_EQ(a.indptr, (std::vector<edge_t>{0, 3, 6}));
+  EXPECT_EQ(a.columns, (std::vector<vertex_t>{0, 3, 2, 1, 3, 4}));
+  const ChunkPlan& b = plan.chunk(1, 0);
+  EXPECT_EQ(b.reuse_count, 2);
+  EXPECT_EQ(b.load_vertices, (std::vector<vertex_t>{3}));
+  EXPECT_EQ(b.load_slots, (std::vector<vertex_t>{1}));
+  EXPECT_EQ(b.remote_pull, (std::vector<std::uint8_t>{0, 0}));
+  EXPECT_EQ(b.leave_vertices, (std::vector<vertex_t>{0, 2, 3}));
+  EXPECT_EQ(b.leave_slots, (std::vector<vertex_t>{0, 2, 1}));
+  // GPU 1, batch 1: remote {2, 3}: 2 keeps remote slot 1, 3 takes slot 0 freed by vertex 0.
+  const ChunkPlan& c = plan.chunk(1, 1);
+  EXPECT_EQ(c.remote_vertices, (std::vector<vertex_t>{2, 3}));
+  EXPECT_EQ(c.remote_slots, (std::vector<vertex_t>{1, 0}));
+  EXPECT_EQ(c.remote_pull, (std::vector<std::uint8_t>{0, 1}));
+  EXPECT_EQ(c.remote_owner_slots, (std::vector<vertex_t>{2, 1}));  // on GPU 0 in batch 1
+  EXPECT_EQ(c.load_vertices, (std::vector<vertex_t>{7}));
+  EXPECT_EQ(c.load_slots, (std::vector<vertex_t>{3}));
+  EXPECT_EQ(c.reuse_count, 3);
+
+  // GPU memory estimate of GPU 0 for a 2-layer GCN 4 -> 8 -> 2:
+  //   merged buffer 5 rows x 8 x 4 B x 2 = 320; CSR 3 x 8 + 6 x 8 = 72;
+  //   chunk rows 2 x 8 x 4 B x 4 = 256; parameters (4*8+8 + 8*2+2) x 4 B x 4 = 928;
+  //   total 1576 + 10% (157) = 1733.
+  ModelShape shape;
+  shape.model = "gcn";
+  shape.layers = 2;
+  shape.in_dim = 4;
+  shape.hidden = 8;
+  shape.classes = 2;
+  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 1733);
+  EXPECT_GT(estimate_gpu_bytes(plan, 1, shape), estimate_gpu_bytes(plan, 0, shape));
+  shape.model = "gat";
+  shape.heads = 2;
+  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 1733);
+}
+
+// Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same
+// pool, so the natural pairing (r with r) is the worst and phase 1 must find the pairs.
+TEST(Reorganize, FindsMatchingChunks) {
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<vertex_t>> in(400);
+  for (vertex_t v = 0; v < 400; ++v) {
+    const int r = (v % 200) / 50;
+    const int pool = v < 200 ? r : 3 - r;
+    for (int e = 0; e < 8; ++e) {
+      const vertex_t base = (rng() % 2 ? 200 : 0) + pool * 50;
+      in[v].push_back(base + static_cast<vertex_t>(rng() % 40));
+    }
+  }
+  const Dataset d = dataset_from_lists(in);
+  const Plan natural = build_plan(d, options(2, 4, "range", false), "x");
+  const Plan reorganized = build_plan(d, options(2, 4, "range", true), "x");
+  EXPECT_EQ(find_plan_violation(d, reorganized), "");
+  EXPECT_TRUE(reorganized.reorganized);
+  EXPECT_DOUBLE_EQ(reorganized.stats.cost_before, natural.stats.cost_after);
+  EXPECT_LT(reorganized.stats.cost_after, 0.9 * reorganized.stats.cost_before);
+  EXPECT_LT(reorganized.stats.volume_p2p_rows, natural.stats.volume_p2p_rows);
+  for (int c = 0; c < 4; ++c)
+    EXPECT_EQ(reorganized.chunk(c, 1).range, 3 - reorganized.chunk(c, 0).range);
+}
+
+TEST(Reorganize, NeverRaisesTheCost) {
+  for (std::uint64_t seed = 20; seed < 40; ++seed) {
+    const Dataset d = random_dataset(seed, 200 + static_cast<vertex_t>(seed), 1000);
+    for (int P : {1, 2, 4}) {
+      for (int C : {2, 5, 8}) {
+        const Plan off = build_plan(d, options(P, C, "random", false), "x");
+        const Plan on = build_plan(d, options(P, C, "random", true), "x");
+        EXPECT_DOUBLE_EQ(on.stats.cost_before, off.stats.cost_after);
+        EXPECT_LE(on.stats.cost_after, off.stats.cost_after) << seed << " " << P << " " << C;
+        if (!on.reorganized) {
+          EXPECT_EQ(on.stats.cost_after, on.stats.cost_before);
+        }
+      }
+    }
+  }
+}
+
+// Cora (OGB raw layout, read here with zlib so the test does not depend on the importer),
+// symmetrized, METIS into 2 partitions of 4 chunks.
+TEST(PlanBuilder, CoraTwoPartitionsFourChunks) {
+  const std::string path = test::cora_dir() + "/raw/edge.csv.gz";
+  gzFile file = gzopen(path.c_str(), "rb");
+  ASSERT_NE(file, nullptr) << "Cora is missing at " << path;
+  std::vector<std::pair<vertex_t, vertex_t>> edges;
+  char line[256];
+  while (gzgets(file, line, sizeof line)) {
+    long a = 0, b = 0;
+    if (std::sscanf(line, "%ld,%ld", &a, &b) == 2) edges.emplace_back(a, b);
+  }
+  gzclose(file);
+  ASSERT_EQ(edges.size(), 5278u);
+  const vertex_t n = 2708;
+  std::vector<std::set<vertex_t>> in(n);
+  for (auto [a, b] : edges) {
+    in[b].insert(a);
+    in[a].insert(b);
+  }
+  std::vector<std::vector<vertex_t>> lists(n);
+  for (vertex_t v = 0; v < n; ++v) lists[v].assign(in[v].begin(), in[v].end());
+  const Dataset d = dataset_from_lists(lists);
+  EXPECT_EQ(d.num_edges(), 10556);
+  PlanOptions o = options(2, 4, "metis", true);
+  o.cost_feature_dim = 1433;
+  const Plan plan = build_plan(d, o, "cora");
+  EXPECT_EQ(plan.partitioner, "metis");
+  EXPECT_EQ(find_plan_violation(d, plan), "");
+  // Both partitions hold about half of the work; every chunk is non-empty.
+  for (int p = 0; p < 2; ++p) {
+    const vertex_t size = plan.partition_offsets[p + 1] - plan.partition_offsets[p];
+    EXPECT_GT(size, n / 4);
+    for (int c = 0; c < 4; ++c) EXPECT_GT(plan.chunk(c, p).num_dst(), 0);
+  }
+  EXPECT_GT(plan.stats.replication_factor, 1.0);
+  EXPECT_LT(plan.stats.replication_factor, 4.0);
+  EXPECT_LT(plan.stats.volume_reuse_rows, plan.stats.volume_p2p_rows);
+  EXPECT_LT(plan.stats.volume_p2p_rows, plan.stats.volume_baseline_rows);
+  EXPECT_GE(plan.stats.volume_p2p_rows, n);  // every vertex is its own neighbor at least once
+  EXPECT_LE(plan.stats.cost_after, plan.stats.cost_before);
 }
 
 }  // namespace

@@ -42,13 +42,15 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
 
 double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32_t>& predictions,
                 const Dataset& dataset, const Plan& plan) {
-  if (split.empty()) return 0;
-  std::int64_t correct = 0;
+  // Fraction correct over the split's labeled vertices (unlabeled ones carry no answer).
+  std::int64_t correct = 0, labeled = 0;
   for (vertex_t v : split) {
     const std::int32_t label = dataset.labels.empty() ? -1 : dataset.labels[std::size_t(v)];
-    if (label >= 0 && predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label) ++correct;
+    if (label < 0) continue;
+    ++labeled;
+    if (predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label) ++correct;
   }
-  return double(correct) / double(split.size());
+  return labeled > 0 ? double(correct) / double(labeled) : 0.0;
 }
 
 json phases_json(const PhaseTimes& t) {

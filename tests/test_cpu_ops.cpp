@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/hash.hpp"
+#include "formats/dataset.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/reference_model.hpp"
 
 namespace sluice {
 namespace {
@@ -626,6 +628,140 @@ TEST_F(CpuOps, LargeInputsGiveTheSameBitsForAnyThreadCount) {
       expected[targets[i] * narrow + j] += small.data[i * narrow + j];
   const Floats got = get(acc);
   for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4);
+}
+
+// ---------------------------------------------------------------- operators vs the reference
+
+// One-layer GCN and GAT (2 heads averaged) composed from the operators on a whole small graph,
+// with feature and attention dropout, against the double-precision reference's loss and
+// gradients (tests/support/reference_model.hpp): the operators serve docs/model-math.md.
+struct WholeGraph {
+  Dataset d;
+  std::vector<edge_t> indptr = {0};  // N+(v): self first, then dataset order without self loops
+  std::vector<vertex_t> columns, ids, mask;
+};
+
+WholeGraph whole_graph() {
+  WholeGraph g;
+  Dataset& d = g.d;
+  d.num_nodes = 7;
+  // in-edges: 0<-1,2  1<-0,1(self),3  2<-()  3<-4,5,0  4<-3,6  5<-2,4  6<-0,1,2,3
+  d.indptr = {0, 2, 5, 5, 8, 10, 12, 16};
+  d.indices = {1, 2, 0, 1, 3, 4, 5, 0, 3, 6, 2, 4, 0, 1, 2, 3};
+  d.feature_dim = 4;
+  d.features = random_floats(28, 50);
+  d.num_classes = 3;
+  d.labels = {0, 1, 2, 0, 1, -1, 2};
+  d.train = {0, 1, 3, 4, 5, 6};
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    g.columns.push_back(v);
+    for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e)
+      if (d.indices[e] != v) g.columns.push_back(d.indices[e]);
+    g.indptr.push_back(edge_t(g.columns.size()));
+    g.ids.push_back(v);
+    g.mask.push_back(v == 2 ? 0 : 1);
+  }
+  return g;
+}
+
+Floats to_floats(const std::vector<double>& v) {
+  return Floats(v.begin(), v.end());
+}
+
+void expect_close(const Floats& got, const std::vector<double>& expected, const char* what) {
+  ASSERT_EQ(got.size(), expected.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], expected[i], 2e-5 * (1 + std::fabs(expected[i])))
+        << what << "[" << i << "]";
+}
+
+TEST_F(CpuOps, OneLayerGcnMatchesTheReference) {
+  const WholeGraph g = whole_graph();
+  const std::int64_t n = g.d.num_nodes, din = g.d.feature_dim, c = g.d.num_classes;
+  test::ReferenceConfig config;
+  config.model = "gcn";
+  config.layers = 1;
+  config.dropout = 0.3;
+  config.seed = 12;
+  test::ReferenceParameters params = test::init_reference_parameters(g.d, config);
+  params.get("layer0.b") = {0.1, -0.2, 0.3};
+  const test::ReferenceGradients ref = test::reference_gradients(g.d, config, params, 4);
+
+  Device& d = dev();
+  Csr a = d.upload_csr(g.indptr, g.columns, n, "N+");
+  Floats norms;
+  for (std::int64_t v = 0; v < n; ++v)
+    for (edge_t e = g.indptr[v]; e < g.indptr[v + 1]; ++e) {
+      const double du = double(g.indptr[g.columns[e] + 1] - g.indptr[g.columns[e]]);
+      norms.push_back(float(1.0 / std::sqrt(du * double(g.indptr[v + 1] - g.indptr[v]))));
+    }
+  Mat values = mat(1, std::int64_t(norms.size()), norms);
+  Mat x = mat(n, din, g.d.features), agg = d.alloc(n, din, "A"), z = d.alloc(n, c, "Z");
+  Mat w = mat(din, c, to_floats(params.get("layer0.W"))), b = mat(1, c, {0.1f, -0.2f, 0.3f});
+  Idx ids = idx(g.ids);
+  d.dropout_rows(x, ids, ids, DropoutKey{12, 4, 0, 0.3f});
+  d.spmm(a, values.data, x, agg);
+  d.gemm(false, false, 1.f, agg, w, 0.f, z);
+  d.bias_activation(z, b.data, Activation::kNone, z);
+  Mat dz = d.alloc(n, c, "dZ"), dw = d.alloc(din, c, "dW"), db = d.alloc(1, c, "db");
+  double loss = 0;
+  std::vector<std::int32_t> labels(g.d.labels.begin(), g.d.labels.end());
+  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz, &loss,
+                          nullptr);
+  d.gemm(true, false, 1.f, agg, dz, 1.f, dw);
+  d.add_column_sums(dz, db.data);
+  EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);
+  expect_close(get(dw), ref.gradients.get("layer0.W"), "dW");
+  expect_close(get(db), ref.gradients.get("layer0.b"), "db");
+}
+
+TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
+  const WholeGraph g = whole_graph();
+  const std::int64_t n = g.d.num_nodes, din = g.d.feature_dim, F = g.d.num_classes, K = 2;
+  test::ReferenceConfig config;
+  config.model = "gat";
+  config.layers = 1;
+  config.output_heads = int(K);
+  config.dropout = 0.3;
+  config.attention_dropout = 0.25;
+  config.seed = 13;
+  const test::ReferenceParameters params = test::init_reference_parameters(g.d, config);
+  const test::ReferenceGradients ref = test::reference_gradients(g.d, config, params, 2);
+
+  Device& d = dev();
+  Csr a = d.upload_csr(g.indptr, g.columns, n, "N+");
+  const std::int64_t nnz = g.indptr.back();
+  Mat x = mat(n, din, g.d.features), zm = d.alloc(n, K * F, "Zm");
+  Mat w = mat(din, K * F, to_floats(params.get("layer0.W")));
+  Mat src = mat(1, K * F, to_floats(params.get("layer0.att_src")));
+  Mat dst = mat(1, K * F, to_floats(params.get("layer0.att_dst")));
+  Mat b = mat(1, F, to_floats(params.get("layer0.b")));
+  Mat el = d.alloc(n, K, "el"), er = d.alloc(n, K, "er"), alpha = d.alloc(nnz, K, "alpha");
+  Mat o = d.alloc(n, K * F, "O"), z = d.alloc(n, F, "Z");
+  Idx ids = idx(g.ids);
+  const DropoutKey attention{13, 2, 0, 0.25f};
+  d.dropout_rows(x, ids, ids, DropoutKey{13, 2, 0, 0.3f});
+  d.gemm(false, false, 1.f, x, w, 0.f, zm);
+  d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o);
+  d.head_mean(o, int(K), z);
+  d.bias_activation(z, b.data, Activation::kNone, z);
+  Mat dz = d.alloc(n, F, "dZ"), d_o = d.alloc(n, K * F, "dO"), dzm = d.alloc(n, K * F, "dZm");
+  Mat dw = d.alloc(din, K * F, "dW"), db = d.alloc(1, F, "db");
+  Mat dsrc = d.alloc(1, K * F, "dsrc"), ddst = d.alloc(1, K * F, "ddst");
+  double loss = 0;
+  std::vector<std::int32_t> labels(g.d.labels.begin(), g.d.labels.end());
+  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz, &loss,
+                          nullptr);
+  d.add_column_sums(dz, db.data);
+  d.head_mean_backward(dz, int(K), d_o);
+  d.gat_backward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, d_o, dzm,
+                 dsrc.data, ddst.data);
+  d.gemm(true, false, 1.f, x, dzm, 1.f, dw);
+  EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);
+  expect_close(get(dw), ref.gradients.get("layer0.W"), "dW");
+  expect_close(get(db), ref.gradients.get("layer0.b"), "db");
+  expect_close(get(dsrc), ref.gradients.get("layer0.att_src"), "d att_src");
+  expect_close(get(ddst), ref.gradients.get("layer0.att_dst"), "d att_dst");
 }
 
 // ---------------------------------------------------------------- optimizer, all-reduce

@@ -52,6 +52,7 @@ void CpuDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
   SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
   if (key.rate == 0.f) return;
   cpu::check_indices(rows.data, rows.size, m.rows, "dropout_rows");
+  cpu::expect_index(keys, "dropout_rows keys");
   const float scale = 1.f / (1.f - key.rate);
 #pragma omp parallel for schedule(static) if (rows.size * m.cols > cpu::kParallelThreshold)
   for (std::int64_t i = 0; i < rows.size; ++i) {

@@ -130,6 +130,8 @@ void CpuDevice::read(const float* device, std::int64_t count, float* host) {
 }
 
 void CpuDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
+  cpu::expect_index(src_rows, "src_rows");
+  cpu::expect_index(dst_rows, "dst_rows");
   SLUICE_EXPECTS(src_rows.size == dst_rows.size, "load_rows: ", src_rows.size, " source rows, ",
                  dst_rows.size, " destination rows");
   SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
@@ -152,6 +154,8 @@ void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
 
 void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                           Mat dst) {
+  cpu::expect_index(owner_rows, "owner_rows");
+  cpu::expect_index(dst_rows, "dst_rows");
   SLUICE_EXPECTS(owner_rows.size == dst_rows.size, "pull_rows: ", owner_rows.size, " owner rows, ",
                  dst_rows.size, " destination rows");
   SLUICE_EXPECTS(owner_buf.cols == dst.cols, "pull_rows: width ", owner_buf.cols, " vs ", dst.cols);
@@ -162,6 +166,8 @@ void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Id
 }
 
 void CpuDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) {
+  cpu::expect_index(src_rows, "src_rows");
+  cpu::expect_index(owner_rows, "owner_rows");
   SLUICE_EXPECTS(src_rows.size == owner_rows.size, "push_add_rows: ", src_rows.size,
                  " source rows, ", owner_rows.size, " owner rows");
   SLUICE_EXPECTS(src.cols == owner_buf.cols, "push_add_rows: width ", src.cols, " vs ",
@@ -181,6 +187,8 @@ void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_
 }
 
 void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  cpu::expect_index(src_rows, "src_rows");
+  cpu::expect_index(host_rows, "host_rows");
   SLUICE_EXPECTS(src_rows.size == host_rows.size, "flush_add_rows: ", src_rows.size,
                  " source rows, ", host_rows.size, " host rows");
   SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
@@ -189,12 +197,14 @@ void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat hos
 }
 
 void CpuDevice::gather_rows(Mat src, Idx rows, Mat dst) {
+  cpu::expect_index(rows, "rows");
   SLUICE_EXPECTS(dst.rows == rows.size && dst.cols == src.cols, "gather_rows: ", rows.size,
                  " rows of width ", src.cols, " into ", dst.rows, " x ", dst.cols);
   cpu::copy_indexed_rows(src, rows.data, dst, nullptr, rows.size);
 }
 
 void CpuDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
+  cpu::expect_index(rows, "rows");
   SLUICE_EXPECTS(src.rows == rows.size && dst.cols == src.cols, "scatter_add_rows: ", src.rows,
                  " x ", src.cols, " with ", rows.size, " rows into width ", dst.cols);
   cpu::add_indexed_rows(src, nullptr, dst, rows.data, rows.size);

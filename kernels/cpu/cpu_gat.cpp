@@ -32,6 +32,7 @@ GatShape check_gat(const CpuCsr& m, const Mat& z, int heads, const Idx& row_keys
                  alpha.cols);
   SLUICE_EXPECTS(row_keys.size == m.rows, what, ": ", row_keys.size, " row keys for ", m.rows,
                  " rows");
+  cpu::expect_index(row_keys, what);
   return GatShape{heads, z.cols / heads};
 }
 

@@ -13,6 +13,13 @@ namespace sluice::cpu {
 // Loops smaller than this many scalar operations stay on one thread.
 inline constexpr std::int64_t kParallelThreshold = 1 << 15;
 
+// Throws when a non-empty index array has no storage (a null pointer would otherwise read as
+// "identity" in the row helpers below).
+inline void expect_index(const Idx& index, const char* what) {
+  SLUICE_EXPECTS(index.size == 0 || index.data != nullptr, what, ": index array of ", index.size,
+                 " entries has no data");
+}
+
 // Throws unless every index[i] (i < n) lies in [0, limit).
 void check_indices(const vertex_t* index, std::int64_t n, std::int64_t limit, const char* what);
 

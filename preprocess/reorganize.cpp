@@ -13,6 +13,9 @@
 namespace sluice {
 namespace {
 
+constexpr int kMaxPhase2Batches = 2048;
+constexpr int kMaxPathStarts = 256;
+
 // Membership of vertices in batches' transition sets: one bit per batch, `words` words per
 // vertex. Bits of different batches share words, so setting them is atomic.
 class BatchMasks {
@@ -174,6 +177,11 @@ std::vector<std::int32_t> order_batches(const NeighborSets& sets, vertex_t num_n
   const int P = sets.partitions;
   const int C = sets.chunks;
   if (C <= 2) return order;  // every order of two batches shares the same overlap
+  if (C > kMaxPhase2Batches) {
+    log_info("reorganize: phase 2 skipped for C = ", C, " > ", kMaxPhase2Batches,
+             " (its C x C overlap matrix per thread would be too large)");
+    return order;
+  }
   BatchMasks masks(num_nodes, C);
 #pragma omp parallel for schedule(dynamic, 1)
   for (int c = 0; c < C; ++c)
@@ -205,7 +213,8 @@ std::vector<std::int32_t> order_batches(const NeighborSets& sets, vertex_t num_n
   std::int64_t best_total = -1;
   std::vector<int> path;
   std::vector<char> used(C);
-  for (int start = 0; start < C; ++start) {
+  const int starts = C <= kMaxPathStarts ? C : 1;  // every start costs O(C^2)
+  for (int start = 0; start < starts; ++start) {
     path.assign(1, start);
     std::fill(used.begin(), used.end(), 0);
     used[start] = 1;

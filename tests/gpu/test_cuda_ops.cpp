@@ -1,0 +1,808 @@
+// GPU tests of the CUDA backend (kernels/cuda): every CudaDevice operator against a plain
+// double-precision host reference of docs/model-math.md on random inputs; transfers between
+// logical devices sharing one GPU (direct and host-staged); the memory budget. Without a GPU
+// every test skips and says why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "common/hash.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice {
+namespace {
+
+using Host = std::vector<float>;
+
+// A dense host matrix (row-major, ld = cols) for references.
+struct HostMatrix {
+  std::int64_t rows = 0, cols = 0;
+  std::vector<double> v;
+  HostMatrix(std::int64_t r, std::int64_t c) : rows(r), cols(c), v(r * c, 0.0) {}
+  double& at(std::int64_t r, std::int64_t c) { return v[r * cols + c]; }
+  double at(std::int64_t r, std::int64_t c) const { return v[r * cols + c]; }
+};
+
+Host random_floats(std::size_t n, std::mt19937& rng, float lo = -1.f, float hi = 1.f) {
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Host out(n);
+  for (float& x : out) x = dist(rng);
+  return out;
+}
+
+// Norm-wise relative error ||a - b|| / max(||b||, tiny).
+double relative_error(const Host& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+std::vector<double> to_double(const Host& h) {
+  return std::vector<double>(h.begin(), h.end());
+}
+
+constexpr double kTolerance = 1e-5;
+
+// Reads a (possibly strided) device matrix into a dense host vector.
+Host download_matrix(Device& d, Mat m) {
+  d.synchronize();
+  Host full(m.rows == 0 ? 0 : (m.rows - 1) * m.ld + m.cols);
+  if (!full.empty()) d.read(m.data, static_cast<std::int64_t>(full.size()), full.data());
+  Host out(m.rows * m.cols);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    for (std::int64_t c = 0; c < m.cols; ++c) out[r * m.cols + c] = full[r * m.ld + c];
+  return out;
+}
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_backend_available())
+      GTEST_SKIP() << "no CUDA GPU on this machine: the CUDA backend tests run on the GPU "
+                      "machine (scripts/device-test.sh)";
+    backend_ = make_backend(1);
+  }
+  static std::unique_ptr<Backend> make_backend(int partitions, std::int64_t budget = 0) {
+    BackendOptions options;
+    options.partitions = partitions;
+    options.gpus = 1;
+    options.memory_budget = budget;
+    return make_cuda_backend(options);
+  }
+  Device& dev() { return backend_->device(0); }
+
+  // Device matrix of the given shape filled with `values` (rows x cols, row-major).
+  static Mat upload(Device& d, std::int64_t rows, std::int64_t cols, const Host& values) {
+    Mat m = d.alloc(rows, cols, "test matrix");
+    if (!values.empty()) d.write(values.data(), rows * cols, m.data);
+    return m;
+  }
+  Mat upload(std::int64_t rows, std::int64_t cols, const Host& values) {
+    return upload(dev(), rows, cols, values);
+  }
+  Host download(Mat m) { return download_matrix(dev(), m); }
+
+  std::unique_ptr<Backend> backend_;
+  std::mt19937 rng_{12345};
+};
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Transfers
+
+TEST_F(CudaOps, LoadRowsZeroCopyMatchesHostGather) {
+  for (std::int64_t cols : {64, 37, 3, 130}) {
+    const std::int64_t host_rows = 500;
+    HostMat h = backend_->alloc_host(host_rows, cols, "features");
+    const Host values = random_floats(host_rows * cols, rng_);
+    std::copy(values.begin(), values.end(), h.data);
+    std::vector<vertex_t> src_rows, dst_rows;
+    for (vertex_t r = 0; r < host_rows; r += 3) src_rows.push_back(r);  // sorted subset
+    dst_rows.resize(src_rows.size());
+    std::iota(dst_rows.begin(), dst_rows.end(), 0);
+    std::shuffle(dst_rows.begin(), dst_rows.end(), rng_);
+    Mat dst = dev().alloc(static_cast<std::int64_t>(dst_rows.size()), cols, "dst");
+    dev().reset_counters();
+    dev().load_rows(h, dev().upload(src_rows, "src"), dev().upload(dst_rows, "dst rows"), dst);
+    const Host got = download(dst);
+    for (std::size_t i = 0; i < src_rows.size(); ++i)
+      for (std::int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(got[dst_rows[i] * cols + c], values[src_rows[i] * cols + c])
+            << "cols " << cols << " row " << i;
+    EXPECT_EQ(dev().counters().h2d_gather_rows, static_cast<std::int64_t>(src_rows.size()));
+    EXPECT_EQ(dev().counters().h2d_gather_bytes,
+              static_cast<std::int64_t>(src_rows.size()) * cols * 4);
+  }
+}
+
+TEST_F(CudaOps, LoadAndStoreBlocks) {
+  const std::int64_t rows = 40, cols = 19;
+  HostMat h = backend_->alloc_host(rows, cols, "h");
+  const Host values = random_floats(rows * cols, rng_);
+  std::copy(values.begin(), values.end(), h.data);
+  Mat d = dev().alloc(10, cols, "block");
+  dev().load_block(h, 7, d);
+  const Host got = download(d);
+  for (std::int64_t i = 0; i < 10 * cols; ++i) ASSERT_EQ(got[i], values[7 * cols + i]);
+  HostMat out = backend_->alloc_host(rows, cols, "out");
+  dev().store_block(d, out, 30);
+  dev().synchronize();
+  for (std::int64_t i = 0; i < 10 * cols; ++i) ASSERT_EQ(out.data[30 * cols + i], got[i]);
+  EXPECT_EQ(out.data[0], 0.f);  // alloc_host zeroes
+  EXPECT_EQ(dev().counters().h2d_block_bytes, 10 * cols * 4);
+  EXPECT_EQ(dev().counters().d2h_bytes, 10 * cols * 4);
+}
+
+TEST_F(CudaOps, GatherScatterZeroFillCopy) {
+  const std::int64_t rows = 300, cols = 45;
+  const Host values = random_floats(rows * cols, rng_);
+  Mat src = upload(rows, cols, values);
+  std::vector<vertex_t> idx;
+  std::uniform_int_distribution<int> pick(0, rows - 1);
+  for (int i = 0; i < 200; ++i) idx.push_back(pick(rng_));  // repeats on purpose
+  Idx index = dev().upload(idx, "idx");
+  Mat compact = dev().alloc(200, cols, "compact");
+  dev().gather_rows(src, index, compact);
+  const Host gathered = download(compact);
+  for (int i = 0; i < 200; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(gathered[i * cols + c], values[idx[i] * cols + c]);
+
+  Mat acc = upload(rows, cols, values);
+  dev().scatter_add_rows(compact, index, acc);
+  std::vector<double> want = to_double(values);
+  for (int i = 0; i < 200; ++i)
+    for (std::int64_t c = 0; c < cols; ++c) want[idx[i] * cols + c] += gathered[i * cols + c];
+  EXPECT_LT(relative_error(download(acc), want), kTolerance);
+
+  std::vector<vertex_t> zero_idx = {0, 5, 299};
+  dev().zero_rows(acc, dev().upload(zero_idx, "z"));
+  const Host zeroed = download(acc);
+  for (vertex_t r : zero_idx)
+    for (std::int64_t c = 0; c < cols; ++c) ASSERT_EQ(zeroed[r * cols + c], 0.f);
+
+  Mat block = src.col_block(3, 20);  // strided view
+  dev().fill(block, 2.5f);
+  const Host filled = download(src);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(filled[r * cols + c], (c >= 3 && c < 23) ? 2.5f : values[r * cols + c]);
+
+  Mat copy = dev().alloc(rows, 20, "copy");
+  dev().copy(block, copy);
+  for (float x : download(copy)) ASSERT_EQ(x, 2.5f);
+}
+
+TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
+  const std::int64_t rows = 1000, cols = 33;
+  HostMat g = backend_->alloc_host(rows, cols, "gradients");
+  const Host initial = random_floats(rows * cols, rng_);
+  std::copy(initial.begin(), initial.end(), g.data);
+  const Host dvals = random_floats(50 * cols, rng_);
+  Mat src = upload(50, cols, dvals);
+  std::vector<vertex_t> src_rows(20), host_rows(20);
+  for (int i = 0; i < 20; ++i) src_rows[i] = 2 * i + 1, host_rows[i] = 37 * i + 5;
+  dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
+  // A second flush queued behind the first (staging reuse must keep both correct).
+  dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
+  dev().synchronize();
+  std::vector<double> want = to_double(initial);
+  for (int i = 0; i < 20; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
+  EXPECT_LT(relative_error(Host(g.data, g.data + rows * cols), want), kTolerance);
+  EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
+}
+
+void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
+  Device& owner = backend.device(0);
+  Device& reader = backend.device(1);
+  const std::int64_t rows = 200, cols = 24;
+  const Host values = random_floats(rows * cols, rng);
+  Mat owner_buf = owner.alloc(rows, cols, "owner transition buffer");
+  owner.write(values.data(), rows * cols, owner_buf.data);
+  std::vector<vertex_t> owner_rows = {5, 17, 199, 0, 42}, dst_rows = {4, 0, 2, 1, 3};
+  Mat remote = reader.alloc(5, cols, "remote rows");
+  owner.synchronize();
+  reader.pull_rows(owner, owner_buf, reader.upload(owner_rows, "o"), reader.upload(dst_rows, "d"),
+                   remote);
+  reader.synchronize();
+  Host got(5 * cols);
+  reader.read(remote.data, 5 * cols, got.data());
+  for (int i = 0; i < 5; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(got[dst_rows[i] * cols + c], values[owner_rows[i] * cols + c]);
+  EXPECT_EQ(reader.counters().p2p_rows, 5);
+
+  // Push: repeated owner rows accumulate.
+  const Host grads = random_floats(6 * cols, rng);
+  Mat src = reader.alloc(6, cols, "grads");
+  reader.write(grads.data(), 6 * cols, src.data);
+  std::vector<vertex_t> src_rows = {0, 1, 2, 3, 4, 5}, target_rows = {7, 7, 100, 3, 7, 199};
+  reader.push_add_rows(src, reader.upload(src_rows, "s"), owner, owner_buf,
+                       reader.upload(target_rows, "t"));
+  reader.synchronize();
+  owner.synchronize();
+  Host after(rows * cols);
+  owner.read(owner_buf.data, rows * cols, after.data());
+  std::vector<double> want = to_double(values);
+  for (int i = 0; i < 6; ++i)
+    for (std::int64_t c = 0; c < cols; ++c) want[target_rows[i] * cols + c] += grads[i * cols + c];
+  EXPECT_LT(relative_error(after, want), kTolerance);
+  EXPECT_EQ(reader.counters().p2p_rows, 11);
+}
+
+TEST_F(CudaOps, PullAndPushBetweenLogicalDevicesOnOneGpu) {
+  auto backend = make_backend(2);
+  pull_push_roundtrip(*backend, rng_);
+}
+
+TEST_F(CudaOps, PullAndPushThroughHostStagedFallback) {
+  ScopedEnv p2p("SLUICE_P2P", "off");
+  auto backend = make_backend(2);
+  pull_push_roundtrip(*backend, rng_);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dense operators
+
+TEST_F(CudaOps, DropoutRowsMatchesHashMask) {
+  const std::int64_t rows = 64, cols = 50;
+  const Host values = random_floats(rows * cols, rng_);
+  Mat m = upload(rows, cols, values);
+  std::vector<vertex_t> sel = {3, 9, 10, 63}, keys = {1000, 7, 123456, 42};
+  DropoutKey key{99, 3, 1, 0.4f};
+  dev().dropout_rows(m, dev().upload(sel, "rows"), dev().upload(keys, "keys"), key);
+  const Host got = download(m);
+  Host want = values;
+  for (std::size_t i = 0; i < sel.size(); ++i)
+    for (std::int64_t j = 0; j < cols; ++j) {
+      const bool keep =
+          hash_to_unit(key_hash(key.seed, 1, key.epoch * 1024 + key.layer, keys[i], j)) >= key.rate;
+      float& x = want[sel[i] * cols + j];
+      x = keep ? x * (1.f / (1.f - key.rate)) : 0.f;
+    }
+  for (std::int64_t i = 0; i < rows * cols; ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << i;
+}
+
+TEST_F(CudaOps, GemmAllTransposeCombinations) {
+  const std::int64_t m = 37, n = 29, k = 53;
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const Host a = random_floats(m * k, rng_), b = random_floats(k * n, rng_),
+                 c0 = random_floats(m * n, rng_);
+      Mat da = ta ? upload(k, m, a) : upload(m, k, a);
+      Mat db = tb ? upload(n, k, b) : upload(k, n, b);
+      Mat dc = upload(m, n, c0);
+      const float alpha = 0.7f, beta = -1.3f;
+      dev().gemm(ta, tb, alpha, da, db, beta, dc);
+      std::vector<double> want(m * n);
+      for (std::int64_t i = 0; i < m; ++i)
+        for (std::int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (std::int64_t p = 0; p < k; ++p) {
+            const double av = ta ? a[p * m + i] : a[i * k + p];
+            const double bv = tb ? b[j * k + p] : b[p * n + j];
+            s += av * bv;
+          }
+          want[i * n + j] = alpha * s + beta * c0[i * n + j];
+        }
+      EXPECT_LT(relative_error(download(dc), want), kTolerance) << "ta " << ta << " tb " << tb;
+    }
+}
+
+TEST_F(CudaOps, GemmOnStridedViews) {
+  const Host a = random_floats(20 * 30, rng_), b = random_floats(16 * 40, rng_);
+  Mat da = upload(20, 30, a), db = upload(16, 40, b);
+  Mat a_view = da.col_block(2, 16);  // 20 x 16, ld 30
+  Mat b_view = db.col_block(5, 11);  // 16 x 11, ld 40
+  Mat c = dev().alloc(20, 11, "c");
+  dev().gemm(false, false, 1.f, a_view, b_view, 0.f, c);
+  std::vector<double> want(20 * 11, 0.0);
+  for (int i = 0; i < 20; ++i)
+    for (int j = 0; j < 11; ++j)
+      for (int p = 0; p < 16; ++p)
+        want[i * 11 + j] += double(a[i * 30 + 2 + p]) * b[p * 40 + 5 + j];
+  EXPECT_LT(relative_error(download(c), want), kTolerance);
+}
+
+TEST_F(CudaOps, BiasActivationAndBackward) {
+  const std::int64_t rows = 77, cols = 21;
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu}) {
+    const Host z = random_floats(rows * cols, rng_, -3, 3), bias = random_floats(cols, rng_),
+               dout = random_floats(rows * cols, rng_);
+    Mat dz_in = upload(rows, cols, z);
+    Mat dbias = upload(1, cols, bias);
+    Mat out = dev().alloc(rows, cols, "out");
+    dev().bias_activation(dz_in, dbias.data, act, out);
+    Mat ddout = upload(rows, cols, dout);
+    Mat grad = dev().alloc(rows, cols, "grad");
+    dev().activation_backward(ddout, dz_in, act, grad);
+    std::vector<double> want_out(rows * cols), want_grad(rows * cols);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double x = double(z[r * cols + c]) + bias[c];
+        const double zz = z[r * cols + c];
+        double y = x, slope = 1;
+        if (act == Activation::kRelu) y = x > 0 ? x : 0, slope = zz > 0 ? 1 : 0;
+        if (act == Activation::kElu)
+          y = x > 0 ? x : std::expm1(x), slope = zz > 0 ? 1 : std::exp(zz);
+        want_out[r * cols + c] = y;
+        want_grad[r * cols + c] = dout[r * cols + c] * slope;
+      }
+    EXPECT_LT(relative_error(download(out), want_out), kTolerance);
+    EXPECT_LT(relative_error(download(grad), want_grad), kTolerance);
+    // In place: out aliases z.
+    dev().bias_activation(dz_in, nullptr, act, dz_in);
+    dev().synchronize();
+  }
+}
+
+TEST_F(CudaOps, ColumnSumsAxpyHeadMean) {
+  const std::int64_t rows = 5000, cols = 70;
+  const Host m = random_floats(rows * cols, rng_), base = random_floats(cols, rng_);
+  Mat dm = upload(rows, cols, m);
+  Mat out = upload(1, cols, base);
+  dev().add_column_sums(dm, out.data);
+  std::vector<double> want = to_double(base);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) want[c] += m[r * cols + c];
+  EXPECT_LT(relative_error(download(out), want), kTolerance);
+
+  const Host x = random_floats(1000, rng_), y = random_floats(1000, rng_);
+  Mat dx = upload(1, 1000, x), dy = upload(1, 1000, y);
+  dev().axpy(1000, -0.25f, dx.data, dy.data);
+  std::vector<double> want_y(1000);
+  for (int i = 0; i < 1000; ++i) want_y[i] = y[i] - 0.25 * x[i];
+  EXPECT_LT(relative_error(download(dy), want_y), kTolerance);
+
+  const int heads = 3;
+  const std::int64_t width = 7;
+  const Host in = random_floats(rows * heads * width, rng_);
+  Mat din = upload(rows, heads * width, in);
+  Mat mean = dev().alloc(rows, width, "mean");
+  dev().head_mean(din, heads, mean);
+  std::vector<double> want_mean(rows * width, 0.0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (std::int64_t f = 0; f < width; ++f)
+        want_mean[r * width + f] += in[r * heads * width + h * width + f] / double(heads);
+  EXPECT_LT(relative_error(download(mean), want_mean), kTolerance);
+  Mat back = dev().alloc(rows, heads * width, "back");
+  dev().head_mean_backward(mean, heads, back);
+  const Host got_back = download(back);
+  const Host got_mean = download(mean);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (int h = 0; h < heads; ++h)
+      for (std::int64_t f = 0; f < width; ++f)
+        ASSERT_FLOAT_EQ(got_back[r * heads * width + h * width + f],
+                        got_mean[r * width + f] / heads);
+}
+
+TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
+  const std::int64_t rows = 1000, classes = 7;
+  Host logits = random_floats(rows * classes, rng_, -4, 4);
+  // Ties: row 0 has its maximum at classes 2 and 5 -> prediction 2.
+  for (int c = 0; c < classes; ++c) logits[c] = 0.f;
+  logits[2] = logits[5] = 3.f;
+  std::vector<vertex_t> labels(rows), mask(rows);
+  std::uniform_int_distribution<int> label(-1, classes - 1), bit(0, 1);
+  for (std::int64_t i = 0; i < rows; ++i) labels[i] = label(rng_), mask[i] = bit(rng_);
+  Mat dl = upload(rows, classes, logits);
+  Mat grad = dev().alloc(rows, classes, "grad");
+  dev().fill(grad, 7.f);
+  const float scale = 1.f / 300.f;
+  double loss = 1.5;  // accumulates
+  std::vector<std::int32_t> predictions(rows, -7);
+  dev().softmax_cross_entropy(dl, dev().upload(labels, "l"), dev().upload(mask, "m"), scale, grad,
+                              &loss, predictions.data());
+  dev().synchronize();
+  double want_loss = 1.5;
+  std::vector<double> want_grad(rows * classes, 0.0);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* x = &logits[i * classes];
+    const std::int32_t argmax = static_cast<std::int32_t>(std::max_element(x, x + classes) - x);
+    ASSERT_EQ(predictions[i], argmax) << "row " << i;
+    if (labels[i] < 0 || !mask[i]) continue;
+    double mx = *std::max_element(x, x + classes), s = 0;
+    for (int c = 0; c < classes; ++c) s += std::exp(x[c] - mx);
+    want_loss += -(x[labels[i]] - mx - std::log(s));
+    for (int c = 0; c < classes; ++c)
+      want_grad[i * classes + c] = scale * (std::exp(x[c] - mx) / s - (c == labels[i] ? 1 : 0));
+  }
+  EXPECT_EQ(predictions[0], 2);
+  EXPECT_NEAR(loss, want_loss, 1e-5 * std::abs(want_loss));
+  EXPECT_LT(relative_error(download(grad), want_grad), kTolerance);
+  // Evaluation: no grad, no mask.
+  double eval_loss = 0;
+  dev().softmax_cross_entropy(dl, dev().upload(labels, "l"), Idx{}, 1.f, Mat{}, &eval_loss,
+                              predictions.data());
+  dev().synchronize();
+  EXPECT_GT(eval_loss, 0.0);
+}
+
+TEST_F(CudaOps, SgdAndAdamStepsFollowPyTorch) {
+  const std::int64_t n = 3000;
+  const Host w0 = random_floats(n, rng_), g0 = random_floats(n, rng_),
+             m0 = random_floats(n, rng_, -0.1f, 0.1f), v0 = random_floats(n, rng_, 0.f, 0.01f);
+  Mat w = upload(1, n, w0), g = upload(1, n, g0), m = upload(1, n, m0), v = upload(1, n, v0);
+  const float lr = 0.01f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 5e-4f;
+  const std::int64_t step = 3;
+  dev().adam_step(n, lr, b1, b2, eps, wd, step, w.data, g.data, m.data, v.data);
+  std::vector<double> want_w(n), want_m(n), want_v(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double grad = g0[i] + double(wd) * w0[i];
+    want_m[i] = b1 * double(m0[i]) + (1 - double(b1)) * grad;
+    want_v[i] = b2 * double(v0[i]) + (1 - double(b2)) * grad * grad;
+    const double mh = want_m[i] / (1 - std::pow(double(b1), step));
+    const double vh = want_v[i] / (1 - std::pow(double(b2), step));
+    want_w[i] = w0[i] - lr * mh / (std::sqrt(vh) + eps);
+  }
+  EXPECT_LT(relative_error(download(w), want_w), kTolerance);
+  EXPECT_LT(relative_error(download(m), want_m), kTolerance);
+  EXPECT_LT(relative_error(download(v), want_v), 1e-4);
+
+  Mat w2 = upload(1, n, w0), g2 = upload(1, n, g0);
+  dev().sgd_step(n, lr, wd, w2.data, g2.data);
+  std::vector<double> want_sgd(n);
+  for (std::int64_t i = 0; i < n; ++i) want_sgd[i] = w0[i] - lr * (g0[i] + double(wd) * w0[i]);
+  EXPECT_LT(relative_error(download(w2), want_sgd), kTolerance);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sparse operators
+
+struct RandomCsr {
+  std::vector<edge_t> indptr;
+  std::vector<vertex_t> columns;
+  std::int64_t rows, cols;
+};
+
+// Each row starts with a self entry (column = row, for rows < cols) then distinct neighbors;
+// a few rows are empty when `allow_empty`.
+RandomCsr random_csr(std::int64_t rows, std::int64_t cols, int max_degree, bool allow_empty,
+                     std::mt19937& rng) {
+  RandomCsr a{{0}, {}, rows, cols};
+  std::uniform_int_distribution<int> degree(0, max_degree);
+  std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<vertex_t> row;
+    if (!(allow_empty && r % 17 == 5)) {
+      row.push_back(static_cast<vertex_t>(r % cols));
+      const int d = degree(rng);
+      for (int k = 0; k < d; ++k) {
+        const vertex_t c = column(rng);
+        if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
+      }
+    }
+    a.columns.insert(a.columns.end(), row.begin(), row.end());
+    a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
+  }
+  return a;
+}
+
+void check_spmm(Backend& backend, std::mt19937& rng) {
+  Device& d = backend.device(0);
+  const RandomCsr a = random_csr(400, 650, 40, true, rng);
+  const std::int64_t nnz = a.indptr.back(), f = 19;
+  Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");
+  const Host values = random_floats(nnz, rng);
+  Mat dvalues = d.alloc(1, nnz, "values");
+  d.write(values.data(), nnz, dvalues.data);
+  // x is a strided view (ld 25) of a wider matrix.
+  const Host xs = random_floats(a.cols * 25, rng);
+  Mat xwide = d.alloc(a.cols, 25, "x");
+  d.write(xs.data(), a.cols * 25, xwide.data);
+  Mat x = xwide.col_block(3, f);
+  Mat y = d.alloc(a.rows, f, "y");
+  d.fill(y, 123.f);  // overwritten (beta = 0)
+  d.spmm(csr, dvalues.data, x, y);
+  std::vector<double> want(a.rows * f, 0.0);
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+      for (std::int64_t c = 0; c < f; ++c)
+        want[r * f + c] += double(values[e]) * xs[a.columns[e] * 25 + 3 + c];
+  d.synchronize();
+  Host got(a.rows * f);
+  d.read(y.data, a.rows * f, got.data());
+  EXPECT_LT(relative_error(got, want), kTolerance);
+
+  // dx += A^T dy, accumulating into a strided view.
+  const Host dys = random_floats(a.rows * f, rng);
+  Mat dy = d.alloc(a.rows, f, "dy");
+  d.write(dys.data(), a.rows * f, dy.data);
+  const Host dx0 = random_floats(a.cols * 25, rng);
+  Mat dxwide = d.alloc(a.cols, 25, "dx");
+  d.write(dx0.data(), a.cols * 25, dxwide.data);
+  d.spmm_transpose_add(csr, dvalues.data, dy, dxwide.col_block(6, f));
+  std::vector<double> want_dx = to_double(dx0);
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+      for (std::int64_t c = 0; c < f; ++c)
+        want_dx[a.columns[e] * 25 + 6 + c] += double(values[e]) * dys[r * f + c];
+  d.synchronize();
+  Host got_dx(a.cols * 25);
+  d.read(dxwide.data, a.cols * 25, got_dx.data());
+  EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
+}
+
+TEST_F(CudaOps, SpmmAndPrecomputedTranspose) {
+  check_spmm(*backend_, rng_);
+}
+
+TEST_F(CudaOps, SpmmWithCusparseTransposeOperation) {
+  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "op");
+  auto backend = make_backend(1);
+  check_spmm(*backend, rng_);
+}
+
+// Double-precision GAT reference (docs/model-math.md) used by the GPU test and checked against
+// finite differences below.
+struct GatReference {
+  const RandomCsr& a;
+  int heads;
+  std::int64_t width;
+  DropoutKey key;
+  std::vector<vertex_t> row_keys;
+
+  double mask(std::int64_t row, std::int64_t k, int h) const {
+    if (key.rate <= 0) return 1.0;
+    const bool keep = hash_to_unit(key_hash(key.seed, 2, key.epoch * 1024 + key.layer,
+                                            row_keys[row], k * 256 + h)) >= key.rate;
+    return keep ? 1.0 / (1.0 - key.rate) : 0.0;
+  }
+  // out (rows x K*F), alpha (nnz x K), el (cols x K), er (rows x K).
+  void forward(const std::vector<double>& z, const std::vector<double>& as,
+               const std::vector<double>& ad, std::vector<double>& el, std::vector<double>& er,
+               std::vector<double>& alpha, std::vector<double>& out) const {
+    const std::int64_t kf = heads * width, nnz = a.indptr.back();
+    el.assign(a.cols * heads, 0);
+    er.assign(a.rows * heads, 0);
+    alpha.assign(nnz * heads, 0);
+    out.assign(a.rows * kf, 0);
+    for (std::int64_t u = 0; u < a.cols; ++u)
+      for (int h = 0; h < heads; ++h)
+        for (std::int64_t f = 0; f < width; ++f)
+          el[u * heads + h] += z[u * kf + h * width + f] * as[h * width + f];
+    for (std::int64_t v = 0; v < a.rows; ++v) {
+      if (a.indptr[v + 1] == a.indptr[v]) continue;
+      const std::int64_t self = a.columns[a.indptr[v]];
+      for (int h = 0; h < heads; ++h)
+        for (std::int64_t f = 0; f < width; ++f)
+          er[v * heads + h] += z[self * kf + h * width + f] * ad[h * width + f];
+    }
+    for (std::int64_t v = 0; v < a.rows; ++v)
+      for (int h = 0; h < heads; ++h) {
+        double mx = -INFINITY;
+        const auto e_of = [&](edge_t e) {
+          const double s = el[a.columns[e] * heads + h] + er[v * heads + h];
+          return s > 0 ? s : 0.2 * s;
+        };
+        for (edge_t e = a.indptr[v]; e < a.indptr[v + 1]; ++e) mx = std::max(mx, e_of(e));
+        double sum = 0;
+        for (edge_t e = a.indptr[v]; e < a.indptr[v + 1]; ++e) sum += std::exp(e_of(e) - mx);
+        for (edge_t e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
+          alpha[e * heads + h] = std::exp(e_of(e) - mx) / sum;
+          const double at = alpha[e * heads + h] * mask(v, e - a.indptr[v], h);
+          for (std::int64_t f = 0; f < width; ++f)
+            out[v * kf + h * width + f] += at * z[a.columns[e] * kf + h * width + f];
+        }
+      }
+  }
+  // Scalar objective sum(out * r) for finite differences.
+  double objective(const std::vector<double>& z, const std::vector<double>& as,
+                   const std::vector<double>& ad, const std::vector<double>& r) const {
+    std::vector<double> el, er, alpha, out;
+    forward(z, as, ad, el, er, alpha, out);
+    double s = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) s += out[i] * r[i];
+    return s;
+  }
+  // Gradients of sum(out * dout) w.r.t. z, as, ad (analytic).
+  void backward(const std::vector<double>& z, const std::vector<double>& as,
+                const std::vector<double>& ad, const std::vector<double>& dout,
+                std::vector<double>& dz, std::vector<double>& das, std::vector<double>& dad) const {
+    const std::int64_t kf = heads * width;
+    std::vector<double> el, er, alpha, out;
+    forward(z, as, ad, el, er, alpha, out);
+    dz.assign(a.cols * kf, 0);
+    das.assign(kf, 0);
+    dad.assign(kf, 0);
+    std::vector<double> del(a.cols * heads, 0), der(a.rows * heads, 0);
+    for (std::int64_t v = 0; v < a.rows; ++v)
+      for (int h = 0; h < heads; ++h) {
+        std::vector<double> dalpha;
+        double weighted = 0;
+        for (edge_t e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
+          const std::int64_t u = a.columns[e];
+          const double mk = mask(v, e - a.indptr[v], h);
+          double dot = 0;
+          for (std::int64_t f = 0; f < width; ++f) {
+            dot += dout[v * kf + h * width + f] * z[u * kf + h * width + f];
+            dz[u * kf + h * width + f] += alpha[e * heads + h] * mk * dout[v * kf + h * width + f];
+          }
+          dalpha.push_back(dot * mk);
+          weighted += alpha[e * heads + h] * dot * mk;
+        }
+        for (edge_t e = a.indptr[v]; e < a.indptr[v + 1]; ++e) {
+          const std::int64_t u = a.columns[e];
+          const double de = alpha[e * heads + h] * (dalpha[e - a.indptr[v]] - weighted);
+          const double s = el[u * heads + h] + er[v * heads + h];
+          const double ds = s > 0 ? de : 0.2 * de;
+          del[u * heads + h] += ds;
+          der[v * heads + h] += ds;
+        }
+      }
+    for (std::int64_t u = 0; u < a.cols; ++u)
+      for (std::int64_t c = 0; c < kf; ++c) {
+        dz[u * kf + c] += del[u * heads + c / width] * as[c];
+        das[c] += del[u * heads + c / width] * z[u * kf + c];
+      }
+    for (std::int64_t v = 0; v < a.rows; ++v) {
+      if (a.indptr[v + 1] == a.indptr[v]) continue;
+      const std::int64_t self = a.columns[a.indptr[v]];
+      for (std::int64_t c = 0; c < kf; ++c) {
+        dz[self * kf + c] += der[v * heads + c / width] * ad[c];
+        dad[c] += der[v * heads + c / width] * z[self * kf + c];
+      }
+    }
+  }
+};
+
+// Runs without a GPU: validates the reference's backward (the GPU test's oracle) by central
+// finite differences.
+TEST(GatReferenceTest, BackwardMatchesFiniteDifferences) {
+  std::mt19937 rng(7);
+  const RandomCsr a = random_csr(12, 15, 5, false, rng);
+  GatReference ref{a, 2, 3, DropoutKey{5, 1, 0, 0.3f}, {}};
+  for (std::int64_t v = 0; v < a.rows; ++v)
+    ref.row_keys.push_back(static_cast<vertex_t>(v * 7 + 1));
+  const std::int64_t kf = 6;
+  std::uniform_real_distribution<double> u(-1, 1);
+  std::vector<double> z(a.cols * kf), as(kf), ad(kf), r(a.rows * kf);
+  for (auto* v : {&z, &as, &ad, &r})
+    for (double& x : *v) x = u(rng);
+  std::vector<double> dz, das, dad;
+  ref.backward(z, as, ad, r, dz, das, dad);
+  const double h = 1e-6;
+  auto check = [&](std::vector<double>& param, const std::vector<double>& grad, const char* what) {
+    for (std::size_t i = 0; i < param.size(); ++i) {
+      const double saved = param[i];
+      param[i] = saved + h;
+      const double up = ref.objective(z, as, ad, r);
+      param[i] = saved - h;
+      const double down = ref.objective(z, as, ad, r);
+      param[i] = saved;
+      ASSERT_NEAR(grad[i], (up - down) / (2 * h), 1e-5) << what << "[" << i << "]";
+    }
+  };
+  check(z, dz, "dz");
+  check(as, das, "d_att_src");
+  check(ad, dad, "d_att_dst");
+}
+
+void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, float rate) {
+  const RandomCsr a = random_csr(300, 420, 45, false, rng);
+  const std::int64_t kf = heads * width, nnz = a.indptr.back();
+  GatReference ref{a, heads, width, DropoutKey{11, 4, 2, rate}, {}};
+  for (std::int64_t v = 0; v < a.rows; ++v)
+    ref.row_keys.push_back(static_cast<vertex_t>(v * 13 + 2));
+  const Host z = random_floats(a.cols * kf, rng), as = random_floats(kf, rng),
+             ad = random_floats(kf, rng), dout = random_floats(a.rows * kf, rng),
+             dz0 = random_floats(a.cols * kf, rng), das0 = random_floats(kf, rng),
+             dad0 = random_floats(kf, rng);
+  Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "chunk");
+  auto up = [&](std::int64_t r, std::int64_t c, const Host& v) {
+    Mat m = d.alloc(r, c, "gat");
+    d.write(v.data(), r * c, m.data);
+    return m;
+  };
+  Mat dzm = up(a.cols, kf, z), dasm = up(1, kf, as), dadm = up(1, kf, ad);
+  Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
+      alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
+  Idx keys = d.upload(ref.row_keys, "keys");
+  d.gat_forward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out);
+  std::vector<double> zd = to_double(z), asd = to_double(as), add = to_double(ad);
+  std::vector<double> w_el, w_er, w_alpha, w_out;
+  ref.forward(zd, asd, add, w_el, w_er, w_alpha, w_out);
+  EXPECT_LT(relative_error(download_matrix(d, el), w_el), kTolerance);
+  EXPECT_LT(relative_error(download_matrix(d, er), w_er), kTolerance);
+  EXPECT_LT(relative_error(download_matrix(d, alpha), w_alpha), kTolerance);
+  EXPECT_LT(relative_error(download_matrix(d, out), w_out), kTolerance);
+
+  Mat ddout = up(a.rows, kf, dout), ddz = up(a.cols, kf, dz0), ddas = up(1, kf, das0),
+      ddad = up(1, kf, dad0);
+  d.gat_backward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, ddout, ddz,
+                 ddas.data, ddad.data);
+  std::vector<double> gz, gas, gad;
+  ref.backward(zd, asd, add, to_double(dout), gz, gas, gad);
+  for (std::size_t i = 0; i < gz.size(); ++i) gz[i] += dz0[i];
+  for (std::int64_t i = 0; i < kf; ++i) gas[i] += das0[i], gad[i] += dad0[i];
+  EXPECT_LT(relative_error(download_matrix(d, ddz), gz), kTolerance);
+  EXPECT_LT(relative_error(download_matrix(d, ddas), gas), kTolerance);
+  EXPECT_LT(relative_error(download_matrix(d, ddad), gad), kTolerance);
+}
+
+TEST_F(CudaOps, GatForwardBackwardHiddenLayerShape) {
+  check_gat(dev(), rng_, 8, 8, 0.f);
+}
+TEST_F(CudaOps, GatForwardBackwardWithAttentionDropout) {
+  check_gat(dev(), rng_, 4, 16, 0.5f);
+}
+TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
+  check_gat(dev(), rng_, 1, 300, 0.2f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backend
+
+TEST_F(CudaOps, MemoryBudgetOverflowThrows) {
+  auto backend = make_backend(1, 1 << 20);  // 1 MiB
+  Device& d = backend->device(0);
+  Mat ok = d.alloc(100, 100, "small matrix");
+  EXPECT_NE(ok.data, nullptr);
+  EXPECT_GE(d.bytes_in_use(), 40000);
+  try {
+    d.alloc(1000, 1000, "transition buffer");
+    FAIL() << "expected OutOfDeviceMemory";
+  } catch (const OutOfDeviceMemory& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("transition buffer"), std::string::npos) << message;
+    EXPECT_NE(message.find("budget"), std::string::npos) << message;
+    EXPECT_NE(message.find("chunks"), std::string::npos) << message;
+  }
+  EXPECT_EQ(d.peak_bytes(), d.bytes_in_use());
+}
+
+TEST_F(CudaOps, AllReduceAcrossLogicalDevicesOnOneGpu) {
+  auto backend = make_backend(3);
+  const std::int64_t n = 777;
+  std::vector<float*> buffers;
+  std::vector<double> want(n, 0.0);
+  for (int d = 0; d < 3; ++d) {
+    const Host v = random_floats(n, rng_);
+    Mat m = backend->device(d).alloc(1, n, "grad");
+    backend->device(d).write(v.data(), n, m.data);
+    for (std::int64_t i = 0; i < n; ++i) want[i] += v[i];
+    buffers.push_back(m.data);
+  }
+  backend->all_reduce_sum(buffers, n);
+  backend->synchronize_all();
+  for (int d = 0; d < 3; ++d) {
+    Host got(n);
+    backend->device(d).read(buffers[d], n, got.data());
+    EXPECT_LT(relative_error(got, want), kTolerance) << "device " << d;
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -22,6 +22,16 @@ void validate_split(const std::vector<vertex_t>& split, const char* split_name, 
   }
 }
 
+// Index of the first i in [0, count) with failed(i), or -1; parallel (OpenMP).
+template <typename Failed>
+std::int64_t first_failure(std::int64_t count, Failed&& failed) {
+  std::int64_t first = count;
+#pragma omp parallel for schedule(static) reduction(min : first)
+  for (std::int64_t i = 0; i < count; ++i)
+    if (failed(i) && i < first) first = i;
+  return first == count ? -1 : first;
+}
+
 }  // namespace
 
 void validate_dataset(const Dataset& d, const std::string& what) {
@@ -30,22 +40,28 @@ void validate_dataset(const Dataset& d, const std::string& what) {
   SLUICE_INPUT_CHECK(d.indptr.size() == std::size_t(n) + 1, what, ": indptr has ", d.indptr.size(),
                      " entries, expected ", std::int64_t(n) + 1);
   SLUICE_INPUT_CHECK(d.indptr[0] == 0, what, ": indptr[0] is ", d.indptr[0], ", expected 0");
-  for (vertex_t v = 0; v < n; ++v)
-    SLUICE_INPUT_CHECK(d.indptr[v] <= d.indptr[v + 1], what, ": indptr decreases at vertex ", v);
+  // The element-wise checks run in parallel and report the first offending element.
+  const std::int64_t bad_row =
+      first_failure(n, [&](std::int64_t v) { return d.indptr[v] > d.indptr[v + 1]; });
+  SLUICE_INPUT_CHECK(bad_row < 0, what, ": indptr decreases at vertex ", bad_row);
   SLUICE_INPUT_CHECK(d.num_edges() > 0, what, ": empty graph (no edges)");
   SLUICE_INPUT_CHECK(d.indices.size() == std::size_t(d.num_edges()), what, ": ", d.indices.size(),
                      " edge sources but indptr ends at ", d.num_edges());
-  for (std::size_t e = 0; e < d.indices.size(); ++e)
-    SLUICE_INPUT_CHECK(d.indices[e] >= 0 && d.indices[e] < n, what, ": edge ", e, " has source ",
-                       d.indices[e], " out of range [0, ", n, ")");
+  const std::int64_t bad_edge = first_failure(
+      d.num_edges(), [&](std::int64_t e) { return d.indices[e] < 0 || d.indices[e] >= n; });
+  SLUICE_INPUT_CHECK(bad_edge < 0, what, ": edge ", bad_edge, " has source ",
+                     bad_edge < 0 ? 0 : d.indices[bad_edge], " out of range [0, ", n, ")");
   SLUICE_INPUT_CHECK(d.feature_dim >= 0, what, ": negative feature dimension");
   SLUICE_INPUT_CHECK(d.features.size() == std::size_t(n) * std::size_t(d.feature_dim), what,
                      ": features hold ", d.features.size(), " values, expected ", n, " x ",
                      d.feature_dim);
-  for (std::size_t i = 0; i < d.features.size(); ++i)
-    if (!std::isfinite(d.features[i]))
-      throw InputError(cat(what, ": feature of vertex ", i / d.feature_dim, ", column ",
-                           i % d.feature_dim, " is not finite (", d.features[i], ")"));
+  const std::int64_t bad_feature =
+      first_failure(static_cast<std::int64_t>(d.features.size()),
+                    [&](std::int64_t i) { return !std::isfinite(d.features[i]); });
+  if (bad_feature >= 0)
+    throw InputError(cat(what, ": feature of vertex ", bad_feature / d.feature_dim, ", column ",
+                         bad_feature % d.feature_dim, " is not finite (", d.features[bad_feature],
+                         ")"));
   SLUICE_INPUT_CHECK(d.labels.empty() || d.labels.size() == std::size_t(n), what, ": ",
                      d.labels.size(), " labels for ", n, " vertices");
   SLUICE_INPUT_CHECK(d.num_classes >= 0, what, ": negative class count");

@@ -57,33 +57,20 @@ class BinaryPairs {
     std::int64_t max_id = -1;
     pairs = 0;
     for_each_raw_block([&](const char* data, std::size_t count, std::int64_t first_pair) {
-      const auto ids = static_cast<std::int64_t>(2 * count);
-      constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-      std::int64_t block_max = -1, first_bad = kNone;
-#pragma omp parallel for reduction(max : block_max) reduction(min : first_bad)
-      for (std::int64_t i = 0; i < ids; ++i) {
-        const std::int64_t id = read_id(data, i);
-        block_max = std::max(block_max, id);
-        if (id < 0 || id >= limit) first_bad = std::min(first_bad, i);
-      }
-      if (first_bad != kNone) {
-        const std::int64_t id = read_id(data, first_bad);
-        const std::string where =
-            cat(input_.path(), ": pair ", first_pair + first_bad / 2, " (byte offset ",
-                (2 * first_pair + first_bad) * id_bytes_, "): ");
-        SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
-        throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
-      }
-      max_id = std::max(max_id, block_max);
+      max_id = std::max(max_id, check_block(data, count, first_pair, limit));
       pairs += static_cast<std::int64_t>(count);
     });
     return max_id;
   }
 
-  // Delivers the pairs as int32 blocks.
-  void deliver(const EdgeBlockVisitor& visit) {
+  // Delivers the pairs as int32 blocks; when limit > 0, checks each block first (so a graph of
+  // known size needs no separate scan) and counts the pairs.
+  void deliver(const EdgeBlockVisitor& visit, std::int64_t limit = 0,
+               std::int64_t* pairs = nullptr) {
     std::vector<vertex_t> narrow;
-    for_each_raw_block([&](const char* data, std::size_t count, std::int64_t) {
+    for_each_raw_block([&](const char* data, std::size_t count, std::int64_t first_pair) {
+      if (limit > 0) check_block(data, count, first_pair, limit);
+      if (pairs) *pairs += static_cast<std::int64_t>(count);
       if (id_bytes_ == 4) {
         visit(reinterpret_cast<const vertex_t*>(data), count);
         return;
@@ -116,6 +103,29 @@ class BinaryPairs {
   }
 
  private:
+  // Throws InputError for the first id of the block outside [0, limit); returns the largest.
+  std::int64_t check_block(const char* data, std::size_t count, std::int64_t first_pair,
+                           std::int64_t limit) const {
+    const auto ids = static_cast<std::int64_t>(2 * count);
+    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
+    std::int64_t block_max = -1, first_bad = kNone;
+#pragma omp parallel for reduction(max : block_max) reduction(min : first_bad)
+    for (std::int64_t i = 0; i < ids; ++i) {
+      const std::int64_t id = read_id(data, i);
+      block_max = std::max(block_max, id);
+      if (id < 0 || id >= limit) first_bad = std::min(first_bad, i);
+    }
+    if (first_bad != kNone) {
+      const std::int64_t id = read_id(data, first_bad);
+      const std::string where =
+          cat(input_.path(), ": pair ", first_pair + first_bad / 2, " (byte offset ",
+              (2 * first_pair + first_bad) * id_bytes_, "): ");
+      SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
+      throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
+    }
+    return block_max;
+  }
+
   std::int64_t read_id(const char* data, std::int64_t i) const {
     if (id_bytes_ == 4) {
       std::int32_t id;
@@ -131,7 +141,10 @@ class BinaryPairs {
   void for_each_raw_block(Fn&& fn) {
     input_.rewind();
     const std::size_t pair_bytes = 2 * static_cast<std::size_t>(id_bytes_);
-    const std::size_t block_pairs = std::size_t(1) << 22;
+    // Blocks of 4 Mi pairs, or the whole file when smaller (gzip: its size on disk is a guess).
+    const std::size_t block_pairs = std::min<std::size_t>(
+        std::size_t(1) << 22,
+        input_.size_on_disk() * (input_.compressed() ? 4 : 1) / pair_bytes + 1);
     // int32 storage keeps the buffer aligned for the int32 view handed to the visitor.
     buffer_.resize(block_pairs * pair_bytes / sizeof(vertex_t));
     char* data = reinterpret_cast<char*>(buffer_.data());
@@ -176,17 +189,28 @@ Dataset import_binary(const ImportOptions& options, ImportReport& report) {
     }
     d.num_nodes = static_cast<vertex_t>(d.original_ids.size());
     detail::build_graph(memory_edge_source(pairs), options, d, report);
+  } else if (options.num_nodes > 0) {
+    // The vertex count is known: ids are checked while the first CSR pass reads them.
+    d.num_nodes = static_cast<vertex_t>(options.num_nodes);
+    std::int64_t passes = 0, count = 0;
+    detail::build_graph(
+        [&](const EdgeBlockVisitor& visit) {
+          if (passes++ == 0)
+            input.deliver(visit, options.num_nodes, &count);
+          else
+            input.deliver(visit);
+        },
+        options, d, report);
+    SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
   } else {
     std::int64_t count = 0;
     std::int64_t max_id = -1;
     {
       StageTimer timer("scan pairs " + options.input);
-      const std::int64_t limit = options.num_nodes > 0 ? options.num_nodes : kMaxVertices;
-      max_id = input.scan(limit, count);
+      max_id = input.scan(kMaxVertices, count);
     }
     SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
-    d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
-                                        : detail::vertex_count(max_id, options.input);
+    d.num_nodes = detail::vertex_count(max_id, options.input);
     detail::build_graph([&](const EdgeBlockVisitor& visit) { input.deliver(visit); }, options, d,
                         report);
   }

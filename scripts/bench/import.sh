@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Import benchmark (not a test): for each RMAT scale, draws the raw edges with
+# `sluice-preprocess generate --edges-output` (little-endian int32 pairs), imports them with
+# `import --format binary --symmetrize --self-loops remove`, and prints one Markdown table row
+# with input edges/s, stored edges/s, peak resident memory and its ratio to the output file.
+# Also times `generate` of a full planted dataset and, for the first scale, a text edge-list
+# import of the same edges.
+#
+# usage: scripts/bench/import.sh [SCALE...]        (default: 20 21)
+# env:   SLUICE_BUILD_DIR (default build), BENCH_DIR (scratch, default $TMPDIR/sluice-bench-import),
+#        EDGE_FACTOR (16), REPEAT (2: the best wall time of REPEAT imports is reported),
+#        THREADS (0 = all cores)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${SLUICE_BUILD_DIR:-$root/build}
+tool=$build/bin/sluice-preprocess
+work=${BENCH_DIR:-${TMPDIR:-/tmp}/sluice-bench-import}
+edge_factor=${EDGE_FACTOR:-16}
+repeat=${REPEAT:-2}
+threads=${THREADS:-0}
+scales=("$@")
+((${#scales[@]})) || scales=(20 21)
+[[ -x $tool ]] || { echo "no $tool: build first (scripts/build.sh)" >&2; exit 1; }
+command -v /usr/bin/time >/dev/null || { echo "needs GNU time (/usr/bin/time)" >&2; exit 1; }
+mkdir -p "$work"
+trap 'rm -f "$work"/rmat-*' EXIT
+
+# run LOG CMD...: runs CMD under GNU time; sets wall (s) and peak (bytes).
+run() {
+  local log=$1
+  shift
+  /usr/bin/time -f 'WALL %e PEAK_KB %M' "$@" >"$log.out" 2>"$log" || {
+    cat "$log" >&2
+    exit 1
+  }
+  wall=$(awk '/^WALL/ {print $2}' "$log")
+  peak=$(($(awk '/^WALL/ {print $4}' "$log") * 1024))
+}
+size_of() { stat -c %s "$1"; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b / 1048576}'; }
+
+echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
+  "$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'); $(date -u +%Y-%m-%d)"
+echo
+echo "| scale | input edges | stored edges | binary input | import wall | input edges/s | stored edges/s | peak RSS | output file | peak / file |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+generate_rows=()
+for scale in "${scales[@]}"; do
+  n=$((1 << scale))
+  raw=$work/rmat-$scale.bin
+  out=$work/rmat-$scale.h5
+  "$tool" generate --quiet --threads "$threads" --scale "$scale" --edge-factor "$edge_factor" \
+    --edges-output "$raw"
+  best=""
+  best_peak=0
+  for ((i = 0; i < repeat; ++i)); do
+    run "$work/rmat-import.log" "$tool" import --threads "$threads" --format binary --input "$raw" \
+      --output "$out" --symmetrize --self-loops remove --num-nodes "$n"
+    if [[ -z $best ]] || awk -v a="$wall" -v b="$best" 'BEGIN {exit !(a < b)}'; then best=$wall; fi
+    ((peak > best_peak)) && best_peak=$peak
+  done
+  input_edges=$((edge_factor << scale))
+  stored=$("$tool" info --json "$out" 2>/dev/null | sed -E 's/.*"edges":([0-9]+).*/\1/')
+  file=$(size_of "$out")
+  awk -v s="$scale" -v in_e="$input_edges" -v st="$stored" -v raw="$(size_of "$raw")" \
+    -v w="$best" -v p="$best_peak" -v f="$file" 'BEGIN {
+      printf "| %d | %.1f M | %.1f M | %.0f MiB | %.2f s | %.1f M/s | %.1f M/s | %.0f MiB | %.0f MiB | %.2fx |\n",
+        s, in_e / 1e6, st / 1e6, raw / 1048576, w, in_e / w / 1e6, st / w / 1e6, p / 1048576,
+        f / 1048576, p / f }'
+  if [[ $scale == "${scales[0]}" ]]; then
+    text=$work/rmat-$scale.txt
+    "$tool" generate --quiet --threads "$threads" --scale "$scale" --edge-factor "$edge_factor" \
+      --edges-output "$text"
+    run "$work/rmat-text.log" "$tool" import --threads "$threads" --format edgelist --input "$text" \
+      --output "$out" --symmetrize --self-loops remove --num-nodes "$n"
+    text_row="| $scale | edge list (text, $(mib "$(size_of "$text")")) | ${wall} s | $(awk -v e="$input_edges" -v w="$wall" 'BEGIN {printf "%.1f M/s", e / w / 1e6}') | $(mib "$peak") | $(awk -v p="$peak" -v f="$(size_of "$out")" 'BEGIN {printf "%.2fx", p / f}') |"
+    rm -f "$text"
+  fi
+  rm -f "$raw" "$out"
+  run "$work/rmat-generate.log" "$tool" generate --threads "$threads" --scale "$scale" \
+    --edge-factor "$edge_factor" --features 64 --classes 16 --output "$out"
+  generate_rows+=("| $scale | 64 | ${wall} s | $(awk -v e="$input_edges" -v w="$wall" 'BEGIN {printf "%.1f M/s", e / w / 1e6}') | $(mib "$peak") | $(mib "$(size_of "$out")") |")
+  rm -f "$out"
+done
+echo
+echo "| scale | input | import wall | input edges/s | peak RSS | peak / file |"
+echo "|---|---|---|---|---|---|"
+echo "${text_row:-}"
+echo
+echo "| scale | features | generate wall | drawn edges/s | peak RSS | output file |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${generate_rows[@]}"

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <numeric>
 #include <random>
@@ -763,6 +765,69 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Against the CPU backend (the project's numerical reference): one GCN-style SpMM pair and one
+// GAT layer pass with feature dropout, run through both backends on the same inputs.
+
+std::vector<Host> layer_pipeline(Backend& backend, const RandomCsr& a, const Host& values,
+                                 const Host& z, const Host& as, const Host& ad, const Host& dout,
+                                 const std::vector<vertex_t>& keys, int heads, std::int64_t width) {
+  Device& d = backend.device(0);
+  const std::int64_t kf = heads * width, nnz = a.indptr.back();
+  auto up = [&](std::int64_t r, std::int64_t c, const Host& v) {
+    Mat m = d.alloc(r, c, "pipeline");
+    d.write(v.data(), r * c, m.data);
+    return m;
+  };
+  Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "chunk");
+  Idx key_idx = d.upload(keys, "keys");
+  std::vector<vertex_t> all_rows(static_cast<std::size_t>(a.cols));
+  std::iota(all_rows.begin(), all_rows.end(), 0);
+  std::vector<vertex_t> col_keys(all_rows.begin(), all_rows.end());
+  for (auto& k : col_keys) k = k * 3 + 1;
+  Mat x = up(a.cols, kf, z);
+  d.dropout_rows(x, d.upload(all_rows, "rows"), d.upload(col_keys, "ck"),
+                 DropoutKey{3, 2, 1, 0.25f});
+  Mat w = up(1, nnz, values);
+  Mat agg = d.alloc(a.rows, kf, "agg");
+  d.spmm(csr, w.data, x, agg);
+  Mat back = d.alloc(a.cols, kf, "back");
+  d.fill(back, 0.5f);
+  d.spmm_transpose_add(csr, w.data, agg, back);
+  Mat mas = up(1, kf, as), mad = up(1, kf, ad), mdout = up(a.rows, kf, dout);
+  Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
+      alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
+  const DropoutKey attention{9, 2, 1, 0.3f};
+  d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out);
+  Mat dz = d.alloc(a.cols, kf, "dz"), das = d.alloc(1, kf, "das"), dad = d.alloc(1, kf, "dad");
+  d.gat_backward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, mdout, dz,
+                 das.data, dad.data);
+  std::vector<Host> results;
+  for (Mat m : {x, agg, back, el, er, alpha, out, dz, das, dad})
+    results.push_back(download_matrix(d, m));
+  return results;
+}
+
+TEST_F(CudaOps, MatchesCpuBackendOnGcnAndGatPasses) {
+  const RandomCsr a = random_csr(250, 330, 30, false, rng_);
+  const int heads = 4;
+  const std::int64_t width = 6, kf = heads * width, nnz = a.indptr.back();
+  const Host values = random_floats(nnz, rng_), z = random_floats(a.cols * kf, rng_),
+             as = random_floats(kf, rng_), ad = random_floats(kf, rng_),
+             dout = random_floats(a.rows * kf, rng_);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(a.rows));
+  for (std::int64_t v = 0; v < a.rows; ++v) keys[v] = static_cast<vertex_t>(v * 5 + 3);
+  BackendOptions options;
+  auto cpu = make_cpu_backend(options);
+  const auto want = layer_pipeline(*cpu, a, values, z, as, ad, dout, keys, heads, width);
+  const auto got = layer_pipeline(*backend_, a, values, z, as, ad, dout, keys, heads, width);
+  const char* names[] = {"dropout", "spmm", "spmm_transpose_add", "el",       "er", "alpha",
+                         "gat out", "dz",   "d_att_src",          "d_att_dst"};
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_LT(relative_error(got[i], to_double(want[i])), kTolerance) << names[i];
+}
+
+// ---------------------------------------------------------------------------------------------
 // Backend
 
 TEST_F(CudaOps, MemoryBudgetOverflowThrows) {
@@ -801,6 +866,50 @@ TEST_F(CudaOps, AllReduceAcrossLogicalDevicesOnOneGpu) {
     Host got(n);
     backend->device(d).read(buffers[d], n, got.data());
     EXPECT_LT(relative_error(got, want), kTolerance) << "device " << d;
+  }
+}
+
+// Throughput of the transfer paths, printed (not asserted); runs only with SLUICE_GPU_BENCH=1
+// (scripts/device-test.sh --bench). Sorted 25% subset of a 1 GiB pinned host matrix.
+TEST_F(CudaOps, TransferBandwidthReport) {
+  if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
+  const auto seconds = [](auto&& f, Device& d) {
+    f();
+    d.synchronize();
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      d.synchronize();
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  for (std::int64_t cols : {64, 128, 256}) {
+    const std::int64_t host_rows = (std::int64_t(1) << 30) / (cols * 4);
+    HostMat h = backend_->alloc_host(host_rows, cols, "bench host");
+    std::vector<vertex_t> sorted;
+    for (std::int64_t r = 0; r < host_rows; r += 4) sorted.push_back(static_cast<vertex_t>(r));
+    std::vector<vertex_t> shuffled = sorted;
+    std::shuffle(shuffled.begin(), shuffled.end(), rng_);
+    const std::int64_t n = static_cast<std::int64_t>(sorted.size());
+    Idx s_idx = dev().upload(sorted, "sorted"), r_idx = dev().upload(shuffled, "random");
+    Mat dst = dev().alloc(n, cols, "bench dst");
+    const double bytes = double(n) * cols * 4;
+    const double t_sorted = seconds([&] { dev().load_rows(h, s_idx, Idx{}, dst); }, dev());
+    const double t_random = seconds([&] { dev().load_rows(h, r_idx, Idx{}, dst); }, dev());
+    Mat local = dev().alloc(host_rows / 4, cols, "bench local");
+    std::vector<vertex_t> local_rows(shuffled.begin(), shuffled.end());
+    for (auto& x : local_rows) x /= 4;
+    Idx l_idx = dev().upload(local_rows, "local");
+    const double t_local = seconds([&] { dev().gather_rows(local, l_idx, dst); }, dev());
+    const double t_block = seconds([&] { dev().load_block(h, 0, dst); }, dev());
+    std::printf(
+        "[bench] width %3lld: zero-copy sorted %.1f GB/s, random %.1f GB/s; device gather "
+        "%.0f GB/s; load_block %.1f GB/s (%.0f MB)\n",
+        static_cast<long long>(cols), bytes / t_sorted / 1e9, bytes / t_random / 1e9,
+        bytes / t_local / 1e9, bytes / t_block / 1e9, bytes / 1e6);
   }
 }
 

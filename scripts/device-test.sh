@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs THERE (the GPU machine), from the repository root of the copy, after
+# scripts/device-build.sh built .device-bundle/ here and the device tool carried it:
+#   run(command="bash scripts/device-test.sh", carry=[".device-bundle"], kind="nvidia-h200")
+# Runs every gpu_test_* executable of the bundle (GoogleTest, brief output) and prints a summary.
+# Options:
+#   --cpu               also run the CPU test_* executables of the bundle
+#   --sanitize FILTER   also run compute-sanitizer memcheck and racecheck on gpu_test_cuda_ops
+#                       restricted to the gtest filter FILTER (keep it small)
+#   --filter FILTER     gtest filter for the gpu_test_* runs (default: all)
+#   --bench             also run the transfer bandwidth report (SLUICE_GPU_BENCH=1)
+# Logs go to $OUT when it is set (the device tool brings them back).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bundle=$root/.device-bundle
+[[ -d "$bundle" ]] || { echo "device-test: no .device-bundle (run scripts/device-build.sh and carry it)" >&2; exit 2; }
+
+run_cpu=0
+sanitize_filter=""
+filter="*"
+while (($# > 0)); do
+  case "$1" in
+    --cpu) run_cpu=1 ;;
+    --sanitize) sanitize_filter=$2; shift ;;
+    --filter) filter=$2; shift ;;
+    --bench) export SLUICE_GPU_BENCH=1 ;;
+    *) echo "device-test: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SLUICE_SHARED_DATASETS="$bundle/datasets"
+export NCCL_NVLS_ENABLE=0  # NVLink multicast must stay off on these machines
+logs=${OUT:-$(mktemp -d)}
+mkdir -p "$logs"
+
+nvidia-smi -L || echo "device-test: nvidia-smi failed"
+
+# Libraries the executables need but the machine lacks (e.g. NCCL outside the default path):
+# look for them in the CUDA and Python package folders.
+for exe in "$bundle"/gpu_test_* "$bundle"/test_*; do
+  [[ -x "$exe" ]] || continue
+  for lib in $(ldd "$exe" 2>/dev/null | awk '/not found/ {print $1}'); do
+    found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+    if [[ -n "$found" ]]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+      echo "device-test: $lib from $(dirname "$found")"
+    else
+      echo "device-test: $lib needed by $(basename "$exe") not found on this machine"
+    fi
+  done
+done
+
+summary=()
+failed=0
+run_one() {  # name, command...
+  local name=$1
+  shift
+  local start=$SECONDS
+  "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  local tally
+  tally=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$logs/$name.log" | tr '\n' ' ')
+  summary+=("$(printf '%-34s rc=%-3s %4ss  %s' "$name" "$rc" "$((SECONDS - start))" "$tally")")
+  if ((rc != 0)); then
+    failed=$((failed + 1))
+    echo "---- $name failed (rc $rc); last lines of its log:"
+    tail -n 40 "$logs/$name.log"
+  fi
+}
+
+shopt -s nullglob
+for exe in "$bundle"/gpu_test_*; do
+  run_one "$(basename "$exe")" "$exe" --gtest_brief=1 --gtest_filter="$filter"
+done
+if ((run_cpu)); then
+  for exe in "$bundle"/test_*; do
+    run_one "$(basename "$exe")" "$exe" --gtest_brief=1
+  done
+fi
+if [[ -n "$sanitize_filter" && -x "$bundle/gpu_test_cuda_ops" ]]; then
+  for tool in memcheck racecheck; do
+    run_one "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+      "$bundle/gpu_test_cuda_ops" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+  done
+fi
+
+grep -h '^\[bench\]' "$logs"/*.log 2>/dev/null
+echo "==== device-test summary ($(hostname), logs in $logs)"
+for line in "${summary[@]}"; do echo "$line"; done
+echo "failed runs: $failed"
+((failed == 0))

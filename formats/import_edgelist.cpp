@@ -149,6 +149,7 @@ class BinaryPairs {
     buffer_.resize(block_pairs * pair_bytes / sizeof(vertex_t));
     char* data = reinterpret_cast<char*>(buffer_.data());
     std::int64_t first_pair = 0;
+    Progress progress("read " + input_.path(), input_.size_on_disk());
     for (;;) {
       const std::size_t got = input_.read_full(data, block_pairs * pair_bytes);
       SLUICE_INPUT_CHECK(got % pair_bytes == 0, input_.path(), ": truncated: ends inside a pair (",
@@ -156,6 +157,7 @@ class BinaryPairs {
                          "-byte (src, dst) pairs; see --id-bytes)");
       if (got == 0) break;
       fn(data, got / pair_bytes, first_pair);
+      progress.set(input_.position_on_disk());
       first_pair += static_cast<std::int64_t>(got / pair_bytes);
       if (got < block_pairs * pair_bytes) break;
     }

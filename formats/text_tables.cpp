@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -22,6 +23,7 @@ std::vector<T> parse_file(LineBlockReader& reader, PieceFn&& parse_piece, Prepar
   const int threads = omp_get_max_threads();
   std::string_view block;
   std::int64_t first_line = 0;
+  Progress progress("read " + reader.path(), reader.input().size_on_disk());
   while (reader.next(block, first_line)) {
     prepare(block, first_line);
     const auto pieces = split_lines(block, first_line, threads);
@@ -37,6 +39,7 @@ std::vector<T> parse_file(LineBlockReader& reader, PieceFn&& parse_piece, Prepar
       values.insert(values.end(), out.begin(), out.end());
       std::vector<T>().swap(out);
     }
+    progress.set(reader.input().position_on_disk());
   }
   return values;
 }

@@ -8,8 +8,11 @@
 #   --sanitize FILTER   also run compute-sanitizer memcheck and racecheck on gpu_test_cuda_ops
 #                       restricted to the gtest filter FILTER (keep it small)
 #   --filter FILTER     gtest filter for the gpu_test_* runs (default: all)
-#   --bench             also run the transfer bandwidth report (SLUICE_GPU_BENCH=1)
-# Logs go to $OUT when it is set (the device tool brings them back).
+#   --bench             also run the transfer bandwidth and operator timing reports
+#                       (SLUICE_GPU_BENCH=1)
+#   --train             also train GCN and GAT on Cora (2 partitions x 3 chunks, 20 epochs) with
+#                       the CPU and the CUDA backend and compare the per-epoch losses
+# Logs go to $OUT/device-test-logs.tgz when OUT is set (the device tool brings it back).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +20,7 @@ bundle=$root/.device-bundle
 [[ -d "$bundle" ]] || { echo "device-test: no .device-bundle (run scripts/device-build.sh and carry it)" >&2; exit 2; }
 
 run_cpu=0
+run_train=0
 sanitize_filter=""
 filter="*"
 while (($# > 0)); do
@@ -25,6 +29,7 @@ while (($# > 0)); do
     --sanitize) sanitize_filter=$2; shift ;;
     --filter) filter=$2; shift ;;
     --bench) export SLUICE_GPU_BENCH=1 ;;
+    --train) run_train=1 ;;
     *) echo "device-test: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -33,8 +38,7 @@ done
 export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SLUICE_SHARED_DATASETS="$bundle/datasets"
 export NCCL_NVLS_ENABLE=0  # NVLink multicast must stay off on these machines
-logs=${OUT:-$(mktemp -d)}
-mkdir -p "$logs"
+logs=$(mktemp -d)
 
 nvidia-smi -L || echo "device-test: nvidia-smi failed"
 
@@ -87,7 +91,42 @@ if [[ -n "$sanitize_filter" && -x "$bundle/gpu_test_cuda_ops" ]]; then
   done
 fi
 
+if ((run_train)); then
+  if [[ -x "$bundle/sluice-preprocess" && -x "$bundle/sluice-train" ]]; then
+    work=$(mktemp -d)
+    run_one "train-import" "$bundle/sluice-preprocess" import --format ogb \
+      --input "$SLUICE_SHARED_DATASETS/cora" --symmetrize --output "$work/data.h5"
+    run_one "train-partition" "$bundle/sluice-preprocess" partition --dataset "$work/data.h5" \
+      --partitions 2 --chunks 3 --output "$work/plan.h5"
+    for model in gcn gat; do
+      for device in cpu cuda; do
+        run_one "train-$model-$device" "$bundle/sluice-train" --dataset "$work/data.h5" \
+          --plan "$work/plan.h5" --model "$model" --layers 2 --hidden 16 --heads 4 --epochs 20 \
+          --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --seed 0 --device "$device" --no-progress \
+          --metrics "$logs/train-$model-$device.jsonl" --report "$logs/train-$model-$device.json"
+      done
+      python3 - "$logs/train-$model-cpu.jsonl" "$logs/train-$model-cuda.jsonl" "$model" <<'PY' || true
+import json, sys
+def rows(p):
+    return [json.loads(l) for l in open(p) if l.strip()]
+cpu, gpu = rows(sys.argv[1]), rows(sys.argv[2])
+key = next((k for k in ("loss", "train_loss") if k in cpu[0]), None)
+worst = max(abs(a[key] - b[key]) / max(abs(a[key]), 1e-12) for a, b in zip(cpu, gpu))
+print(f"[train] {sys.argv[3]}: {len(cpu)}/{len(gpu)} epochs, final loss cpu {cpu[-1][key]:.6f} "
+      f"cuda {gpu[-1][key]:.6f}, worst relative loss difference {worst:.2e}")
+for k in ("seconds", "epoch_seconds", "time"):
+    if k in gpu[-1]:
+        print(f"[train] {sys.argv[3]}: last epoch {k}: cpu {cpu[-1][k]} cuda {gpu[-1][k]}")
+PY
+    done
+  else
+    echo "device-test: --train needs sluice-preprocess and sluice-train in the bundle"
+  fi
+fi
 grep -h '^\[bench\]' "$logs"/*.log 2>/dev/null
+if [[ -n "${OUT:-}" ]]; then  # at most a few files come back: one archive of every log
+  tar czf "$OUT/device-test-logs.tgz" -C "$logs" . && logs="$OUT/device-test-logs.tgz"
+fi
 echo "==== device-test summary ($(hostname), logs in $logs)"
 for line in "${summary[@]}"; do echo "$line"; done
 echo "failed runs: $failed"

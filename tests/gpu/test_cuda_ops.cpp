@@ -913,5 +913,61 @@ TEST_F(CudaOps, TransferBandwidthReport) {
   }
 }
 
+// Operator timings on a large random chunk (printed, not asserted; SLUICE_GPU_BENCH=1).
+TEST_F(CudaOps, SparseAndGatTimingReport) {
+  if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
+  const std::int64_t rows = 500000, cols = 800000;
+  const RandomCsr a = random_csr(rows, cols, 40, false, rng_);
+  const std::int64_t nnz = a.indptr.back();
+  Csr csr = dev().upload_csr(a.indptr, a.columns, a.cols, "bench chunk");
+  const auto time_ms = [&](auto&& f) {
+    f();
+    dev().synchronize();
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      dev().synchronize();
+      best = std::min(
+          best,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  Mat values = dev().alloc(1, nnz, "values");
+  dev().fill(values, 0.1f);
+  for (std::int64_t f : {64, 128}) {
+    Mat x = dev().alloc(cols, f, "x"), y = dev().alloc(rows, f, "y");
+    dev().fill(x, 1.f);
+    const double t_fwd = time_ms([&] { dev().spmm(csr, values.data, x, y); });
+    const double t_bwd = time_ms([&] { dev().spmm_transpose_add(csr, values.data, y, x); });
+    std::printf(
+        "[bench] SpMM %lld x %lld, nnz %lld, width %lld: forward %.2f ms, transpose-add "
+        "%.2f ms\n",
+        static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(nnz),
+        static_cast<long long>(f), t_fwd, t_bwd);
+  }
+  const int heads = 8;
+  const std::int64_t width = 8, kf = heads * width;
+  const Host zs = random_floats(cols * kf, rng_), att = random_floats(2 * kf, rng_);
+  Mat z = upload(cols, kf, zs), atts = upload(1, 2 * kf, att);
+  Mat el = dev().alloc(cols, heads, "el"), er = dev().alloc(rows, heads, "er"),
+      alpha = dev().alloc(nnz, heads, "alpha"), out = dev().alloc(rows, kf, "out"),
+      dz = dev().alloc(cols, kf, "dz"), datt = dev().alloc(1, 2 * kf, "datt");
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows));
+  std::iota(keys.begin(), keys.end(), 0);
+  Idx key_idx = dev().upload(keys, "keys");
+  const DropoutKey drop{1, 1, 0, 0.5f};
+  const double t_gat_fwd = time_ms([&] {
+    dev().gat_forward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out);
+  });
+  const double t_gat_bwd = time_ms([&] {
+    dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
+                       dz, datt.data, datt.data + kf);
+  });
+  std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms\n",
+              static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd);
+}
+
 }  // namespace
 }  // namespace sluice

@@ -25,25 +25,27 @@ command -v /usr/bin/time >/dev/null || { echo "needs GNU time (/usr/bin/time)" >
 mkdir -p "$work"
 trap 'rm -f "$work"/rmat-*' EXIT
 
-# run LOG CMD...: runs CMD under GNU time; sets wall (s) and peak (bytes).
+# run LOG CMD...: runs CMD under GNU time; sets wall (s), cpu (user + system s), peak (bytes).
 run() {
   local log=$1
   shift
-  /usr/bin/time -f 'WALL %e PEAK_KB %M' "$@" >"$log.out" 2>"$log" || {
+  /usr/bin/time -f 'WALL %e PEAK_KB %M CPU %U %S' "$@" >"$log.out" 2>"$log" || {
     cat "$log" >&2
     exit 1
   }
   wall=$(awk '/^WALL/ {print $2}' "$log")
   peak=$(($(awk '/^WALL/ {print $4}' "$log") * 1024))
+  cpu=$(awk '/^WALL/ {print $6 + $7}' "$log")
 }
+load() { cut -d' ' -f1 /proc/loadavg; }
 size_of() { stat -c %s "$1"; }
 mib() { awk -v b="$1" 'BEGIN {printf "%.0f MiB", b / 1048576}'; }
 
 echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)," \
   "$(lscpu | awk -F: '/Model name/ {gsub(/^ +/, "", $2); print $2; exit}'); $(date -u +%Y-%m-%d)"
 echo
-echo "| scale | input edges | stored edges | binary input | import wall | input edges/s | stored edges/s | peak RSS | output file | peak / file |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| scale | input edges | stored edges | binary input | import wall | input edges/s | stored edges/s | CPU s (user+sys) | load | peak RSS | output file | peak / file |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 generate_rows=()
 for scale in "${scales[@]}"; do
   n=$((1 << scale))
@@ -54,19 +56,24 @@ for scale in "${scales[@]}"; do
   best=""
   best_peak=0
   for ((i = 0; i < repeat; ++i)); do
+    start_load=$(load)
     run "$work/rmat-import.log" "$tool" import --threads "$threads" --format binary --input "$raw" \
       --output "$out" --symmetrize --self-loops remove --num-nodes "$n"
-    if [[ -z $best ]] || awk -v a="$wall" -v b="$best" 'BEGIN {exit !(a < b)}'; then best=$wall; fi
+    if [[ -z $best ]] || awk -v a="$wall" -v b="$best" 'BEGIN {exit !(a < b)}'; then
+      best=$wall
+      best_cpu=$cpu
+      best_load=$start_load
+    fi
     ((peak > best_peak)) && best_peak=$peak
   done
   input_edges=$((edge_factor << scale))
   stored=$("$tool" info --json "$out" 2>/dev/null | sed -E 's/.*"edges":([0-9]+).*/\1/')
   file=$(size_of "$out")
   awk -v s="$scale" -v in_e="$input_edges" -v st="$stored" -v raw="$(size_of "$raw")" \
-    -v w="$best" -v p="$best_peak" -v f="$file" 'BEGIN {
-      printf "| %d | %.1f M | %.1f M | %.0f MiB | %.2f s | %.1f M/s | %.1f M/s | %.0f MiB | %.0f MiB | %.2fx |\n",
-        s, in_e / 1e6, st / 1e6, raw / 1048576, w, in_e / w / 1e6, st / w / 1e6, p / 1048576,
-        f / 1048576, p / f }'
+    -v w="$best" -v c="$best_cpu" -v l="$best_load" -v p="$best_peak" -v f="$file" 'BEGIN {
+      printf "| %d | %.1f M | %.1f M | %.0f MiB | %.2f s | %.1f M/s | %.1f M/s | %.2f | %s | %.0f MiB | %.0f MiB | %.2fx |\n",
+        s, in_e / 1e6, st / 1e6, raw / 1048576, w, in_e / w / 1e6, st / w / 1e6, c, l,
+        p / 1048576, f / 1048576, p / f }'
   if [[ $scale == "${scales[0]}" ]]; then
     text=$work/rmat-$scale.txt
     "$tool" generate --quiet --threads "$threads" --scale "$scale" --edge-factor "$edge_factor" \

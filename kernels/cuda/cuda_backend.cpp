@@ -80,6 +80,12 @@ CudaBackend::CudaBackend(const BackendOptions& options)
   shared_->options = options;
   shared_->used_gpus = std::min(options.gpus, options.partitions);
   shared_->transpose_mode = transpose_mode_from_env();
+  if (const char* kernels = std::getenv("SLUICE_GAT_KERNELS")) {
+    SLUICE_INPUT_CHECK(std::strcmp(kernels, "basic") == 0 || std::strcmp(kernels, "fused") == 0,
+                       "SLUICE_GAT_KERNELS must be 'fused' (default) or 'basic', got '", kernels,
+                       "'");
+    shared_->gat_fused = std::strcmp(kernels, "fused") == 0;
+  }
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d)
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));

@@ -20,6 +20,9 @@ struct BackendShared {
   BackendOptions options;
   int used_gpus = 1;
   TransposeMode transpose_mode = TransposeMode::kPrecomputed;
+  // GAT backward: fused kernels (warp-cooperative attention gradients, one transposed
+  // aggregation over all heads) unless SLUICE_GAT_KERNELS=basic (per-head SpMMs).
+  bool gat_fused = true;
   // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
   // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
   std::vector<std::vector<bool>> direct_peer, peer_atomics;

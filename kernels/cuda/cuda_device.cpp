@@ -558,19 +558,32 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
       attention_key.seed,
       static_cast<std::uint64_t>(attention_key.epoch * 1024 + attention_key.layer),
       attention_key.rate, dropout ? row_keys.data : nullptr};
+  // Fused: entry-major coefficients and one transposed aggregation over all heads (needs the
+  // precomputed transpose); basic: head-major coefficients and one transposed SpMM per head.
+  const bool fused = shared_.gat_fused && m.has_transpose;
   if (m.wide) {
     launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
                               er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                              dalpha, atilde, d_el, d_er, s);
+                              dalpha, atilde, fused, fused, d_el, d_er, s);
   } else {
     launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
                               er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                              dalpha, atilde, d_el, d_er, s);
+                              dalpha, atilde, fused, fused, d_el, d_er, s);
   }
-  // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
-  for (int h = 0; h < heads; ++h)
-    spmm_impl(a, atilde + h * m.nnz, dout.col_block(h * width, width),
-              dz.col_block(h * width, width), true);
+  if (fused && m.wide) {
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
+                                   m.t_perm.as<std::int64_t>(), m.cols, atilde, heads, width,
+                                   dout.data, dout.ld, dz.data, dz.ld, s);
+  } else if (fused) {
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
+                                   m.t_perm.as<std::int32_t>(), m.cols, atilde, heads, width,
+                                   dout.data, dout.ld, dz.data, dz.ld, s);
+  } else {
+    // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
+    for (int h = 0; h < heads; ++h)
+      spmm_impl(a, atilde + h * m.nnz, dout.col_block(h * width, width),
+                dz.col_block(h * width, width), true);
+  }
   launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
                              dz.ld, d_att_src, /*atomic_dz=*/false, s);
   launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,

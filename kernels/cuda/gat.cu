@@ -148,12 +148,15 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
 }
 
 template <typename Index>
-__global__ void gat_backward_edges_kernel(
-    CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz, const float* __restrict__ el,
-    std::int64_t ldel, const float* __restrict__ er, std::int64_t lder,
-    const float* __restrict__ alpha, std::int64_t ldalpha, const float* __restrict__ dout,
-    std::int64_t lddout, int heads, std::int64_t width, AttentionDropout dropout,
-    float* __restrict__ dalpha, float* __restrict__ atilde, float* d_el, float* __restrict__ d_er) {
+__global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __restrict__ z,
+                                          std::int64_t ldz, const float* __restrict__ el,
+                                          std::int64_t ldel, const float* __restrict__ er,
+                                          std::int64_t lder, const float* __restrict__ alpha,
+                                          std::int64_t ldalpha, const float* __restrict__ dout,
+                                          std::int64_t lddout, int heads, std::int64_t width,
+                                          AttentionDropout dropout, float* __restrict__ dalpha,
+                                          float* __restrict__ atilde, bool entry_major, float* d_el,
+                                          float* __restrict__ d_er) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
@@ -171,7 +174,7 @@ __global__ void gat_backward_edges_kernel(
         const float a_ek = alpha[e * ldalpha + h];
         const float d = dot * mask;
         dalpha[e * heads + h] = d;
-        atilde[h * a.nnz + e] = a_ek * mask;
+        atilde[entry_major ? e * heads + h : h * a.nnz + e] = a_ek * mask;
         weighted += a_ek * d;
       }
       const float total = detail::warp_sum(weighted);
@@ -187,6 +190,132 @@ __global__ void gat_backward_edges_kernel(
       }
       d_er_sum = detail::warp_sum(d_er_sum);
       if (lane == 0) d_er[i * heads + h] = d_er_sum;
+    }
+  }
+}
+
+// Backward of the attention coefficients when F is a power of two <= 32 and K*F <= 256: each
+// entry's K dot products dO_v^h . Z_u^h are computed by the whole warp (lanes over columns,
+// coalesced row reads) with a segmented shuffle reduction over the F lanes of each head.
+template <typename Index, int kColumnsPerLane>
+__global__ void gat_backward_edges_coop_kernel(
+    CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz, const float* __restrict__ el,
+    std::int64_t ldel, const float* __restrict__ er, std::int64_t lder,
+    const float* __restrict__ alpha, std::int64_t ldalpha, const float* __restrict__ dout,
+    std::int64_t lddout, int heads, int width, AttentionDropout dropout, float* __restrict__ dalpha,
+    float* __restrict__ atilde, float* d_el, float* __restrict__ d_er) {
+  extern __shared__ float shared[];
+  float* head_total = shared + (threadIdx.x / 32) * heads;  // per warp: S_h
+  const int lane = lane_id();
+  const int total_cols = heads * width;
+  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    float dv[kColumnsPerLane], weighted[kColumnsPerLane];
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const int c = lane + 32 * t;
+      dv[t] = c < total_cols ? dout[i * lddout + c] : 0.f;
+      weighted[t] = 0.f;
+    }
+    for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
+      const std::int64_t u_mine = chunk + lane < degree ? a.columns[begin + chunk + lane] : 0;
+      const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+      for (int j = 0; j < count; ++j) {
+        const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+        const std::int64_t e = begin + chunk + j;
+        const float* zu = z + u * ldz;
+#pragma unroll
+        for (int t = 0; t < kColumnsPerLane; ++t) {
+          const int c = lane + 32 * t;
+          float dot = c < total_cols ? dv[t] * zu[c] : 0.f;
+          for (int offset = width / 2; offset > 0; offset /= 2)
+            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+          if (c < total_cols && (lane & (width - 1)) == 0) {
+            const int h = c / width;
+            const float mask = attention_scale(dropout, i, chunk + j, h);
+            const float a_eh = alpha[e * ldalpha + h];
+            const float d = dot * mask;
+            dalpha[e * heads + h] = d;
+            atilde[e * heads + h] = a_eh * mask;
+            weighted[t] += a_eh * d;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const int c = lane + 32 * t;
+      if (c < total_cols && (lane & (width - 1)) == 0) head_total[c / width] = weighted[t];
+    }
+    __syncwarp();
+    for (int h = 0; h < heads; ++h) {
+      const float total = head_total[h];
+      float d_er_sum = 0.f;
+      for (std::int64_t k = lane; k < degree; k += 32) {
+        const std::int64_t e = begin + k;
+        const std::int64_t u = a.columns[e];
+        const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
+        const float pre = el[u * ldel + h] + er[i * lder + h];
+        const float ds = pre > 0.f ? de : kLeakySlope * de;
+        atomicAdd(d_el + u * heads + h, ds);
+        d_er_sum += ds;
+      }
+      d_er_sum = detail::warp_sum(d_er_sum);
+      if (lane == 0) d_er[i * heads + h] = d_er_sum;
+    }
+    __syncwarp();
+  }
+}
+
+// dz[u, c] += sum over entries (v -> u) of atilde[e, h(c)] * dout[v, c], over the transposed
+// CSR (t_perm maps a transposed entry to its original entry e): one warp per source row,
+// deterministic, no atomics.
+template <typename Index, int kColumnsPerLane>
+__global__ void gat_transpose_aggregate_kernel(
+    const Index* __restrict__ t_indptr, const Index* __restrict__ t_columns,
+    const Index* __restrict__ t_perm, std::int64_t t_rows, const float* __restrict__ atilde,
+    int heads, std::int64_t width, const float* __restrict__ dout, std::int64_t lddout,
+    float* __restrict__ dz, std::int64_t lddz) {
+  const int lane = lane_id();
+  const std::int64_t total_cols = heads * width;
+  for (std::int64_t u = global_warp(); u < t_rows; u += warp_count()) {
+    const std::int64_t begin = t_indptr[u];
+    const std::int64_t degree = t_indptr[u + 1] - begin;
+    for (std::int64_t column_base = 0; column_base < total_cols;
+         column_base += 32 * kColumnsPerLane) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        acc[t] = 0.f;
+        const std::int64_t c = column_base + lane + 32 * t;
+        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
+      }
+      for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
+        std::int64_t v_mine = 0, e_mine = 0;
+        if (chunk + lane < degree) {
+          v_mine = t_columns[begin + chunk + lane];
+          e_mine = t_perm[begin + chunk + lane];
+        }
+        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t v = __shfl_sync(0xffffffffu, v_mine, j);
+          const std::int64_t e = __shfl_sync(0xffffffffu, e_mine, j);
+          const float* dv = dout + v * lddout;
+          const float* weights = atilde + e * heads;
+#pragma unroll
+          for (int t = 0; t < kColumnsPerLane; ++t) {
+            const std::int64_t c = column_base + lane + 32 * t;
+            if (c < total_cols) acc[t] += weights[head_of[t]] * dv[c];
+          }
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        const std::int64_t c = column_base + lane + 32 * t;
+        if (c < total_cols) dz[u * lddz + c] += acc[t];
+      }
     }
   }
 }
@@ -273,11 +402,55 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
                                std::int64_t lder, const float* alpha, std::int64_t ldalpha,
                                const float* dout, std::int64_t lddout, int heads,
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
-                               float* atilde, float* d_el, float* d_er, cudaStream_t stream) {
+                               float* atilde, bool entry_major, bool cooperative, float* d_el,
+                               float* d_er, cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
-  gat_backward_edges_kernel<Index><<<warp_blocks(a.rows), detail::kBlockThreads, 0, stream>>>(
-      a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout, dalpha,
-      atilde, d_el, d_er);
+  const std::int64_t total_cols = heads * width;
+  const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
+  const unsigned blocks = warp_blocks(a.rows);
+  if (cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024) {
+    const std::size_t shared = static_cast<std::size_t>(detail::kWarpsPerBlock) * heads * 4;
+    const int w = static_cast<int>(width);
+    if (total_cols <= 64) {
+      gat_backward_edges_coop_kernel<Index, 2><<<blocks, detail::kBlockThreads, shared, stream>>>(
+          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
+          atilde, d_el, d_er);
+    } else if (total_cols <= 128) {
+      gat_backward_edges_coop_kernel<Index, 4><<<blocks, detail::kBlockThreads, shared, stream>>>(
+          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
+          atilde, d_el, d_er);
+    } else {
+      gat_backward_edges_coop_kernel<Index, 8><<<blocks, detail::kBlockThreads, shared, stream>>>(
+          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
+          atilde, d_el, d_er);
+    }
+  } else {
+    gat_backward_edges_kernel<Index><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout, dalpha,
+        atilde, entry_major, d_el, d_er);
+  }
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Index>
+void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
+                                    const Index* t_perm, std::int64_t t_rows, const float* atilde,
+                                    int heads, std::int64_t width, const float* dout,
+                                    std::int64_t lddout, float* dz, std::int64_t lddz,
+                                    cudaStream_t stream) {
+  const std::int64_t total_cols = heads * width;
+  if (t_rows <= 0 || total_cols <= 0) return;
+  const unsigned blocks = warp_blocks(t_rows);
+  if (total_cols <= 64) {
+    gat_transpose_aggregate_kernel<Index, 2><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
+  } else if (total_cols <= 128) {
+    gat_transpose_aggregate_kernel<Index, 4><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
+  } else {
+    gat_transpose_aggregate_kernel<Index, 8><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
+  }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -304,17 +477,17 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
                                                  const float*, std::int64_t, int, std::int64_t,
                                                  const AttentionDropout&, float*, std::int64_t,
                                                  float*, std::int64_t, cudaStream_t);
-template void launch_gat_backward_edges<std::int32_t>(const CsrArrays<std::int32_t>&, const float*,
-                                                      std::int64_t, const float*, std::int64_t,
-                                                      const float*, std::int64_t, const float*,
-                                                      std::int64_t, const float*, std::int64_t, int,
-                                                      std::int64_t, const AttentionDropout&, float*,
-                                                      float*, float*, float*, cudaStream_t);
-template void launch_gat_backward_edges<std::int64_t>(const CsrArrays<std::int64_t>&, const float*,
-                                                      std::int64_t, const float*, std::int64_t,
-                                                      const float*, std::int64_t, const float*,
-                                                      std::int64_t, const float*, std::int64_t, int,
-                                                      std::int64_t, const AttentionDropout&, float*,
-                                                      float*, float*, float*, cudaStream_t);
+#define SLUICE_GAT_INSTANTIATE(Index)                                                          \
+  template void launch_gat_backward_edges<Index>(                                              \
+      const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,         \
+      const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int, \
+      std::int64_t, const AttentionDropout&, float*, float*, bool, bool, float*, float*,       \
+      cudaStream_t);                                                                           \
+  template void launch_gat_transpose_aggregate<Index>(                                         \
+      const Index*, const Index*, const Index*, std::int64_t, const float*, int, std::int64_t, \
+      const float*, std::int64_t, float*, std::int64_t, cudaStream_t);
+SLUICE_GAT_INSTANTIATE(std::int32_t)
+SLUICE_GAT_INSTANTIATE(std::int64_t)
+#undef SLUICE_GAT_INSTANTIATE
 
 }  // namespace sluice::cuda

@@ -43,16 +43,28 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
                           float* alpha, std::int64_t ldalpha, float* out, std::int64_t ldout,
                           cudaStream_t stream);
 
-// Backward through attention dropout, softmax and LeakyReLU. Writes dropped-out coefficients
-// head-major (atilde[h * nnz + e], for the transposed aggregation), d_er (rows x K, ld K), and
-// adds d_el (cols x K, ld K; must be zeroed first). dalpha: nnz x K scratch.
+// Backward through attention dropout, softmax and LeakyReLU. Writes the dropped-out coefficients
+// (atilde: entry-major atilde[e * K + h] when entry_major, else head-major atilde[h * nnz + e]
+// for per-head SpMMs), d_er (rows x K, ld K), and adds d_el (cols x K, ld K; must be zeroed
+// first). dalpha: nnz x K scratch. `cooperative` allows the warp-cooperative kernel (F a power
+// of two <= 32, K*F <= 256, entry-major only).
 template <typename Index>
 void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
                                const float* el, std::int64_t ldel, const float* er,
                                std::int64_t lder, const float* alpha, std::int64_t ldalpha,
                                const float* dout, std::int64_t lddout, int heads,
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
-                               float* atilde, float* d_el, float* d_er, cudaStream_t stream);
+                               float* atilde, bool entry_major, bool cooperative, float* d_el,
+                               float* d_er, cudaStream_t stream);
+
+// dz[u] += sum over the transposed CSR's entries (u <- v, original entry t_perm) of
+// atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic).
+template <typename Index>
+void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
+                                    const Index* t_perm, std::int64_t t_rows, const float* atilde,
+                                    int heads, std::int64_t width, const float* dout,
+                                    std::int64_t lddout, float* dz, std::int64_t lddz,
+                                    cudaStream_t stream);
 
 // Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic when
 // rows may share a target) and d_att[c] += sum_r dscore[r, h(c)] * z[map(r), c].

@@ -764,6 +764,22 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
   check_gat(dev(), rng_, 1, 300, 0.2f);
 }
 
+// The per-head SpMM path of the GAT backward: SLUICE_GAT_KERNELS=basic, and the cuSPARSE
+// transpose operation (no precomputed transpose, so no fused aggregation either).
+TEST_F(CudaOps, GatBackwardBasicAndOperationPaths) {
+  {
+    ScopedEnv kernels("SLUICE_GAT_KERNELS", "basic");
+    auto backend = make_backend(1);
+    check_gat(backend->device(0), rng_, 8, 8, 0.5f);
+    check_gat(backend->device(0), rng_, 2, 12, 0.f);
+  }
+  {
+    ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "op");
+    auto backend = make_backend(1);
+    check_gat(backend->device(0), rng_, 4, 16, 0.3f);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Against the CPU backend (the project's numerical reference): one GCN-style SpMM pair and one
 // GAT layer pass with feature dropout, run through both backends on the same inputs.
@@ -965,8 +981,9 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
                        dz, datt.data, datt.data + kf);
   });
-  std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms\n",
-              static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd);
+  std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms (%s)\n",
+              static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd,
+              std::getenv("SLUICE_GAT_KERNELS") ? std::getenv("SLUICE_GAT_KERNELS") : "fused");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "kernels/ops.hpp"
 
 namespace sluice {
 namespace po = boost::program_options;
@@ -65,6 +66,8 @@ void validate_config(const TrainConfig& c) {
                      c.dropout, ")");
   SLUICE_INPUT_CHECK(c.attention_dropout < 1 && std::isfinite(c.attention_dropout),
                      "--attention-dropout must be in [0, 1) (got ", c.attention_dropout, ")");
+  SLUICE_INPUT_CHECK(c.feature_norm == "none" || c.feature_norm == "row",
+                     "unknown --feature-norm '", c.feature_norm, "' (expected none or row)");
   SLUICE_INPUT_CHECK(c.eval_every >= 1, "--eval-every must be at least 1 (got ", c.eval_every, ")");
   SLUICE_INPUT_CHECK(c.comm == "baseline" || c.comm == "p2p" || c.comm == "p2p+reuse",
                      "unknown --comm '", c.comm, "' (expected baseline, p2p or p2p+reuse)");
@@ -84,6 +87,10 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(!(c.checkpoint_every > 0 && c.checkpoint.empty()),
                      "--checkpoint-every needs --checkpoint FILE");
   SLUICE_INPUT_CHECK(!(c.resume && c.checkpoint.empty()), "--resume needs --checkpoint FILE");
+  SLUICE_INPUT_CHECK(c.device != "cuda" || cuda_backend_available(),
+                     "--device cuda: this build of sluice-train has no CUDA backend or no GPU "
+                     "is visible (use --device cpu, or build with -DSLUICE_CUDA=ON on a GPU "
+                     "machine)");
   SLUICE_INPUT_CHECK(!(c.device == "cpu" && (c.gpus != 1 || c.tf32)),
                      "--gpus and --tf32 apply to --device cuda only");
 }
@@ -93,6 +100,7 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   std::string gpu_memory = "0";
   po::options_description io("Input and output");
   io.add_options()("help,h", "print this help and exit")(
+      "list-devices", "print the usable devices (cpu, and cuda when a GPU is usable) and exit")(
       "dataset", po::value(&c.dataset)->required(), "dataset file (dataset.h5, required)")(
       "plan", po::value(&c.plan)->required(),
       "training plan built from that dataset by 'sluice-preprocess partition' (required)")(
@@ -125,6 +133,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "attention-dropout", po::value(&c.attention_dropout)->default_value(c.attention_dropout),
       "GAT attention dropout rate (negative: same as --dropout)")(
       "seed", po::value(&c.seed)->default_value(c.seed), "seed of initialization and dropout")(
+      "feature-norm", po::value(&c.feature_norm)->default_value(c.feature_norm),
+      "none | row: divide each input feature row by its L1 norm (Kipf & Welling's GCN "
+      "preprocessing of bag-of-words features)")(
       "eval-every", po::value(&c.eval_every)->default_value(c.eval_every),
       "evaluate train/valid/test accuracy every K epochs (and after the last)");
   po::options_description sched("Schedule and device");
@@ -154,9 +165,14 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       std::cout << all << "\n";
       return std::nullopt;
     }
+    if (vm.count("list-devices")) {
+      std::cout << "cpu\n";
+      if (cuda_backend_available()) std::cout << "cuda\n";
+      return std::nullopt;
+    }
     po::notify(vm);
   } catch (const po::error& e) {
-    throw InputError(cat("sluice-train: ", e.what(), " (see --help)"));
+    throw InputError(cat(e.what(), " (see --help)"));
   }
   c.gpu_memory = parse_bytes(gpu_memory);
   if (vm.count("no-progress")) c.progress = false;
@@ -172,8 +188,9 @@ std::string describe_config(const TrainConfig& c) {
   out << " epochs=" << c.epochs << " optimizer=" << c.optimizer << " lr=" << c.lr
       << " weight_decay=" << c.weight_decay << " dropout=" << c.dropout;
   if (c.model == "gat") out << " attention_dropout=" << c.effective_attention_dropout();
-  out << " seed=" << c.seed << " eval_every=" << c.eval_every << " comm=" << c.comm
-      << " intermediates=" << c.intermediates << " device=" << c.device << " threads=" << c.threads;
+  out << " seed=" << c.seed << " feature_norm=" << c.feature_norm << " eval_every=" << c.eval_every
+      << " comm=" << c.comm << " intermediates=" << c.intermediates << " device=" << c.device
+      << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
   if (!c.checkpoint.empty())

@@ -35,6 +35,7 @@ struct TrainConfig {
   double dropout = 0.5;
   double attention_dropout = -1;  // GAT; < 0 means "same as dropout"
   std::uint64_t seed = 0;
+  std::string feature_norm = "none";  // none | row (divide each feature row by its L1 norm)
   int eval_every = 1;  // evaluate (forward only) every k epochs; the last epoch always
 
   // Schedule.

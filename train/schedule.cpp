@@ -641,10 +641,18 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   {
     HostMat H0 = m.H[0];
     const std::int64_t dim = dataset.feature_dim;
+    const bool normalize = options.row_normalize_features;
 #pragma omp parallel for schedule(static)
-    for (std::int64_t v = 0; v < n; ++v)
-      std::memcpy(H0.data + v * H0.ld, dataset.feature_row(plan.new_to_old[std::size_t(v)]),
+    for (std::int64_t v = 0; v < n; ++v) {
+      float* row = H0.data + v * H0.ld;
+      std::memcpy(row, dataset.feature_row(plan.new_to_old[std::size_t(v)]),
                   std::size_t(dim) * sizeof(float));
+      if (!normalize) continue;
+      double norm = 0;
+      for (std::int64_t j = 0; j < dim; ++j) norm += std::abs(double(row[j]));
+      const float scale = norm > 0 ? static_cast<float>(1.0 / norm) : 0.f;
+      for (std::int64_t j = 0; j < dim; ++j) row[j] *= scale;
+    }
   }
   for (int l = 0; l < L; ++l) {
     const LayerSpec& layer = model.layers[std::size_t(l)];

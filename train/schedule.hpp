@@ -32,6 +32,9 @@ struct ScheduleOptions {
   float dropout = 0.f;
   float attention_dropout = 0.f;
   std::uint64_t seed = 0;
+  // Divide every feature row by its L1 norm when filling H^0 (Kipf & Welling's preprocessing
+  // of the Planetoid bag-of-words features); rows of norm 0 stay 0.
+  bool row_normalize_features = false;
 };
 
 // Wall time per phase, seconds (accumulated until reset).

@@ -109,7 +109,8 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
   std::ostringstream text;
   text << std::setprecision(17) << "model=" << c.model << ";layers=" << c.layers
        << ";hidden=" << c.hidden << ";optimizer=" << c.optimizer << ";lr=" << c.lr
-       << ";weight_decay=" << c.weight_decay << ";dropout=" << c.dropout << ";seed=" << c.seed;
+       << ";weight_decay=" << c.weight_decay << ";dropout=" << c.dropout << ";seed=" << c.seed
+       << ";feature_norm=" << c.feature_norm;
   if (c.model == "gat")
     text << ";heads=" << c.heads << ";output_heads=" << c.output_heads
          << ";attention_dropout=" << c.effective_attention_dropout();
@@ -143,6 +144,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   options.dropout = static_cast<float>(config.dropout);
   options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
   options.seed = config.seed;
+  options.row_normalize_features = config.feature_norm == "row";
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);
@@ -300,6 +302,10 @@ void run_train(const TrainConfig& config) {
   require_readable(config.dataset, "dataset");
   require_readable(config.plan, "plan");
   if (config.resume) require_readable(config.checkpoint, "checkpoint");
+  // Fail before training, not after it, when an output cannot be written.
+  for (const std::string* output :
+       {&config.report, &config.metrics, &config.predictions, &config.checkpoint})
+    if (!output->empty()) AtomicOutput probe(*output);
   log_info("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);
   Plan plan = read_plan(config.plan);

@@ -1,0 +1,210 @@
+// sluice-train as a program: a good run writes the report, metrics and predictions; every
+// inconsistent combination of options or files fails with a non-zero exit and a message that
+// names the option or file at fault; --resume reproduces an uninterrupted run.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "common/hash.hpp"
+#include "kernels/ops.hpp"
+#include "preprocess/plan_builder.hpp"
+#include "tests/support/paths.hpp"
+
+namespace sluice {
+namespace {
+
+Dataset small_dataset(vertex_t n, std::uint64_t seed) {
+  Dataset d;
+  d.name = cat("cli", n);
+  d.source = "test";
+  d.num_nodes = n;
+  d.feature_dim = 6;
+  d.num_classes = 3;
+  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
+  for (vertex_t v = 0; v < n; ++v)
+    for (int k = 0; k < 3; ++k) {
+      const auto u = vertex_t(key_hash(seed, 1, std::uint64_t(v), std::uint64_t(k)) % n);
+      if (u == v) continue;
+      in[std::size_t(u)].insert(v);
+      in[std::size_t(v)].insert(u);
+    }
+  d.indptr.push_back(0);
+  for (vertex_t v = 0; v < n; ++v) {
+    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);
+    d.indptr.push_back(edge_t(d.indices.size()));
+  }
+  for (std::int64_t i = 0; i < std::int64_t(n) * d.feature_dim; ++i)
+    d.features.push_back(hash_to_unit(key_hash(seed, 2, std::uint64_t(i))));
+  for (vertex_t v = 0; v < n; ++v) {
+    d.labels.push_back(std::int32_t(key_hash(seed, 3, std::uint64_t(v)) % 3));
+    (v % 3 == 0 ? d.train : v % 3 == 1 ? d.valid : d.test).push_back(v);
+  }
+  for (vertex_t v = 0; v < n; ++v) d.original_ids.push_back(1000 + 7 * std::int64_t(v));
+  return d;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class TrainCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::ScratchDir();
+    const Dataset d = small_dataset(80, 5);
+    write_dataset(dir_->file("data.h5"), d);
+    PlanOptions options;
+    options.partitions = 2;
+    options.chunks = 3;
+    options.partitioner = "range";
+    write_plan(dir_->file("plan.h5"), build_plan(d, options, compute_fingerprint(d)));
+    const Dataset other = small_dataset(80, 6);
+    write_dataset(dir_->file("other.h5"), other);
+    write_plan(dir_->file("other-plan.h5"), build_plan(other, options, compute_fingerprint(other)));
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string base() {
+    return test::bin("sluice-train") + " --dataset " + dir_->file("data.h5") + " --plan " +
+           dir_->file("plan.h5") + " --threads 1 --no-progress";
+  }
+  // Runs with extra arguments; expects failure and a message containing every needle.
+  static void expect_error(const std::string& args, const std::vector<std::string>& needles,
+                           bool with_base = true) {
+    const auto r = test::run_command((with_base ? base() : test::bin("sluice-train")) + " " + args);
+    EXPECT_NE(r.exit_code, 0) << args << "\n" << r.output;
+    for (const auto& needle : needles)
+      EXPECT_NE(r.output.find(needle), std::string::npos)
+          << "'" << args << "' should mention '" << needle << "', got:\n"
+          << r.output;
+  }
+  static test::ScratchDir* dir_;
+};
+test::ScratchDir* TrainCli::dir_ = nullptr;
+
+TEST_F(TrainCli, HelpListsEveryOption) {
+  const auto r = test::run_command(test::bin("sluice-train") + " --help");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* option :
+       {"--dataset",     "--plan",         "--model",         "--layers",
+        "--hidden",      "--heads",        "--output-heads",  "--epochs",
+        "--lr",          "--weight-decay", "--dropout",       "--attention-dropout",
+        "--seed",        "--optimizer",    "--device",        "--threads",
+        "--gpus",        "--gpu-memory",   "--tf32",          "--metrics",
+        "--report",      "--predictions",  "--checkpoint",    "--checkpoint-every",
+        "--resume",      "--comm",         "--intermediates", "--eval-every",
+        "--feature-norm"})
+    EXPECT_NE(r.output.find(option), std::string::npos) << option;
+}
+
+TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
+  const std::string report = dir_->file("report.json"), metrics = dir_->file("metrics.jsonl"),
+                    predictions = dir_->file("pred.csv");
+  const auto r =
+      test::run_command(base() + " --model sage --epochs 4 --eval-every 2 --report " + report +
+                        " --metrics " + metrics + " --predictions " + predictions);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(read_text(report));
+  for (const char* key : {"test_accuracy", "valid_accuracy", "best_epoch", "final_loss", "epochs",
+                          "seconds_per_epoch"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["epochs"], 4);
+  std::ifstream lines(metrics);
+  std::string line;
+  int count = 0;
+  while (std::getline(lines, line)) {
+    const auto m = nlohmann::json::parse(line);
+    EXPECT_EQ(m["epoch"], count);
+    for (const char* key : {"loss", "seconds", "phases", "transfers", "peak_host_bytes"})
+      EXPECT_TRUE(m.contains(key)) << key;
+    EXPECT_EQ(m["valid_accuracy"].is_null(), count % 2 == 0);
+    ++count;
+  }
+  EXPECT_EQ(count, 4);
+  const std::string csv = read_text(predictions);
+  EXPECT_EQ(csv.rfind("original_id,prediction,label\n1000,", 0), 0u) << csv.substr(0, 80);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 81);
+}
+
+TEST_F(TrainCli, ResumeReproducesAnUninterruptedRun) {
+  const std::string ck = dir_->file("resume.h5");
+  const std::string common = base() + " --model gat --heads 2 --hidden 4 --epochs 6";
+  auto r = test::run_command(common + " --report " + dir_->file("full.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_command(base() + " --model gat --heads 2 --hidden 4 --epochs 3 --checkpoint " + ck +
+                        " --checkpoint-every 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_command(common + " --checkpoint " + ck + " --resume --report " +
+                        dir_->file("resumed.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto full = nlohmann::json::parse(read_text(dir_->file("full.json")));
+  const auto resumed = nlohmann::json::parse(read_text(dir_->file("resumed.json")));
+  EXPECT_EQ(full["losses"], resumed["losses"]);
+  EXPECT_EQ(full["final_loss"], resumed["final_loss"]);
+  EXPECT_EQ(full["test_accuracy"], resumed["test_accuracy"]);
+  EXPECT_EQ(full["best_epoch"], resumed["best_epoch"]);
+  // A different model configuration is refused.
+  expect_error(
+      "--model gat --heads 2 --hidden 4 --epochs 6 --lr 0.5 --checkpoint " + ck + " --resume",
+      {"--resume", ck, "different"});
+}
+
+TEST_F(TrainCli, MissingAndMismatchedFiles) {
+  expect_error("--plan " + dir_->file("plan.h5"), {"--dataset"}, false);
+  expect_error("--dataset " + dir_->file("data.h5"), {"--plan"}, false);
+  expect_error("--dataset " + dir_->file("nope.h5") + " --plan " + dir_->file("plan.h5"),
+               {"nope.h5"}, false);
+  expect_error("--dataset " + dir_->file("data.h5") + " --plan " + dir_->file("missing-plan.h5"),
+               {"missing-plan.h5"}, false);
+  expect_error("--dataset " + dir_->file("data.h5") + " --plan " + dir_->file("other-plan.h5"),
+               {"other-plan.h5", "data.h5", "different dataset"}, false);
+  expect_error("--resume", {"--resume", "--checkpoint"});
+  expect_error("--resume --checkpoint " + dir_->file("no-checkpoint.h5"), {"no-checkpoint.h5"});
+  expect_error("--checkpoint-every 2", {"--checkpoint"});
+  expect_error("--report " + dir_->file("no-such-dir/report.json") + " --epochs 1",
+               {"no-such-dir"});
+}
+
+TEST_F(TrainCli, NonsensicalHyperparameters) {
+  expect_error("--layers 0", {"--layers"});
+  expect_error("--hidden 0", {"--hidden"});
+  expect_error("--model gat --heads 0", {"--heads"});
+  expect_error("--model gat --output-heads 0", {"--output-heads"});
+  expect_error("--dropout 1", {"--dropout"});
+  expect_error("--dropout -0.1", {"--dropout"});
+  expect_error("--attention-dropout 1.5", {"--attention-dropout"});
+  expect_error("--lr 0", {"--lr"});
+  expect_error("--lr -0.01", {"--lr"});
+  expect_error("--weight-decay -1", {"--weight-decay"});
+  expect_error("--epochs -1", {"--epochs"});
+  expect_error("--eval-every 0", {"--eval-every"});
+  expect_error("--epochs abc", {"epochs"});
+  expect_error("--model transformer", {"--model", "transformer"});
+  expect_error("--optimizer lbfgs", {"--optimizer", "lbfgs"});
+  expect_error("--comm carrier-pigeon", {"--comm"});
+  expect_error("--intermediates sometimes", {"--intermediates"});
+  expect_error("--model gat --intermediates cache", {"--intermediates cache", "gat"});
+  expect_error("--feature-norm l2", {"--feature-norm"});
+  expect_error("--no-such-option", {"no-such-option"});
+}
+
+TEST_F(TrainCli, DeviceChoices) {
+  expect_error("--device tpu", {"--device", "tpu"});
+  expect_error("--gpus 2", {"--gpus"});
+  if (!cuda_backend_available())
+    expect_error("--device cuda --epochs 1", {"--device cuda", "CUDA"});
+  else
+    GTEST_LOG_(INFO) << "CUDA is usable here; the no-CUDA error is not testable";
+}
+
+}  // namespace
+}  // namespace sluice

@@ -25,12 +25,26 @@ float hash_to_normal(std::uint64_t seed, std::uint64_t a, std::uint64_t b, std::
   return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
+void fill_normals(std::uint64_t seed, std::uint64_t a, std::uint64_t b, float* out,
+                  std::int64_t count) {
+  const std::uint64_t base = key_hash(seed, a, b);
+  for (std::int64_t j = 0; j < count; j += 2) {
+    const std::uint64_t h = mix64(base + static_cast<std::uint64_t>(j));
+    const double u1 = (static_cast<double>(h >> 32) + 1.0) * (1.0 / 4294967296.0);
+    const double u2 = static_cast<double>(h & 0xffffffffu) * (1.0 / 4294967296.0);
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    const double angle = 6.283185307179586 * u2;
+    out[j] = static_cast<float>(radius * std::cos(angle));
+    if (j + 1 < count) out[j + 1] = static_cast<float>(radius * std::sin(angle));
+  }
+}
+
 std::vector<float> random_features(vertex_t n, std::int64_t dim, std::uint64_t seed) {
   std::vector<float> features(static_cast<std::size_t>(n) * static_cast<std::size_t>(dim));
 #pragma omp parallel for schedule(static)
   for (vertex_t v = 0; v < n; ++v)
-    for (std::int64_t j = 0; j < dim; ++j)
-      features[std::size_t(v) * dim + j] = hash_to_normal(seed, kFeatureTag, v, j);
+    fill_normals(seed, kFeatureTag, static_cast<std::uint64_t>(v),
+                 features.data() + std::size_t(v) * dim, dim);
   return features;
 }
 

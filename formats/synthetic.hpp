@@ -15,6 +15,11 @@ namespace sluice {
 // Standard normal sample from two hashes (Box-Muller).
 float hash_to_normal(std::uint64_t seed, std::uint64_t a, std::uint64_t b, std::uint64_t c);
 
+// Fills out[0, count) with standard normal samples that depend only on (seed, a, b) and the
+// position: one keyed hash per call, one mix per pair of samples (Box-Muller's two outputs).
+void fill_normals(std::uint64_t seed, std::uint64_t a, std::uint64_t b, float* out,
+                  std::int64_t count);
+
 // n x dim standard-normal features.
 std::vector<float> random_features(vertex_t n, std::int64_t dim, std::uint64_t seed);
 // n labels uniform in [0, classes).

@@ -2,6 +2,7 @@
 #include "formats/text_input.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -68,6 +69,20 @@ std::size_t InputFile::read_full(char* buffer, std::size_t bytes) {
     const std::size_t got = read(buffer + total, bytes - total);
     if (got == 0) break;
     total += got;
+  }
+  return total;
+}
+
+std::size_t InputFile::read_at(char* buffer, std::size_t bytes, std::uint64_t offset) const {
+  SLUICE_EXPECTS(file_ != nullptr, "read_at on a gzip stream");
+  std::size_t total = 0;
+  while (total < bytes) {
+    const ssize_t got =
+        pread(fileno(file_), buffer + total, bytes - total, static_cast<off_t>(offset + total));
+    if (got < 0 && errno == EINTR) continue;
+    SLUICE_INPUT_CHECK(got >= 0, path_, ": read error: ", std::strerror(errno));
+    if (got == 0) break;
+    total += static_cast<std::size_t>(got);
   }
   return total;
 }

@@ -31,6 +31,9 @@ class InputFile {
   // Reads exactly `bytes` bytes unless the end comes first; returns the count read.
   std::size_t read_full(char* buffer, std::size_t bytes);
   void rewind();
+  // Plain files only: reads `bytes` at `offset` (pread; safe to call from several threads,
+  // independent of read()); returns the count read (short only at the end of the file).
+  std::size_t read_at(char* buffer, std::size_t bytes, std::uint64_t offset) const;
 
   const std::string& path() const { return path_; }
   bool compressed() const { return gz_ != nullptr; }

@@ -12,14 +12,6 @@
 
 namespace sluice::detail {
 
-std::vector<vertex_t> narrow_pairs(const std::vector<std::int64_t>& pairs) {
-  std::vector<vertex_t> narrow(pairs.size());
-  const auto count = static_cast<std::int64_t>(pairs.size());
-#pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < count; ++i) narrow[i] = static_cast<vertex_t>(pairs[i]);
-  return narrow;
-}
-
 std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
                                   std::vector<std::int64_t>& original_ids,
                                   const std::string& what) {

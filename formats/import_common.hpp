@@ -1,4 +1,4 @@
-// Pieces shared by the importers (formats/import_*.cpp): narrowing and remapping ids, building
+// Pieces shared by the importers (formats/import_*.cpp): remapping ids, building
 // the CSR into a Dataset, and attaching features, labels and splits.
 #pragma once
 
@@ -9,9 +9,6 @@
 #include "formats/importers.hpp"
 
 namespace sluice::detail {
-
-// int64 pairs whose ids are all in [0, kMaxVertices) -> int32 pairs.
-std::vector<vertex_t> narrow_pairs(const std::vector<std::int64_t>& pairs);
 
 // Compacts the ids of `pairs` to 0..k-1 in ascending order of the input id; returns the
 // int32 pairs and sets original_ids (size k) to the input id of each new id.

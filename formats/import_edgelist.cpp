@@ -27,14 +27,14 @@ Dataset import_edgelist(const ImportOptions& options, ImportReport& report) {
       const std::int64_t limit =
           options.remap ? 0 : (options.num_nodes > 0 ? options.num_nodes : kMaxVertices);
       TextEdges edges = read_text_edges(options.input, limit);
-      SLUICE_INPUT_CHECK(!edges.pairs.empty(), options.input, ": empty graph (no edges)");
+      SLUICE_INPUT_CHECK(edges.edge_count() > 0, options.input, ": empty graph (no edges)");
       if (options.remap) {
-        pairs = detail::remap_pairs(edges.pairs, d.original_ids, options.input);
+        pairs = detail::remap_pairs(edges.wide, d.original_ids, options.input);
         d.num_nodes = static_cast<vertex_t>(d.original_ids.size());
       } else {
         d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
                                             : detail::vertex_count(edges.max_id, options.input);
-        pairs = detail::narrow_pairs(edges.pairs);
+        pairs = std::move(edges.narrow);
       }
     }
     detail::build_graph(memory_edge_source(pairs), options, d, report);

@@ -101,11 +101,11 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
     {
       StageTimer timer("read edges " + edge_file);
       TextEdges edges = read_text_edges(edge_file, n);
-      const auto count = static_cast<std::int64_t>(edges.pairs.size() / 2);
+      const auto count = static_cast<std::int64_t>(edges.edge_count());
       SLUICE_INPUT_CHECK(count > 0, edge_file, ": empty graph (no edges)");
       SLUICE_INPUT_CHECK(count == declared_edges, edge_file, ": ", count, " edges, but ", edge_list,
                          " declares ", declared_edges);
-      pairs = detail::narrow_pairs(edges.pairs);
+      pairs = std::move(edges.narrow);
     }
     detail::build_graph(memory_edge_source(pairs), options, d, report);
   }

@@ -57,10 +57,11 @@ std::vector<T> parse_file(LineBlockReader& reader, PieceFn&& parse_piece) {
 
 }  // namespace
 
-TextEdges read_text_edges(const std::string& path, std::int64_t id_limit) {
+namespace {
+template <typename Id>
+std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, std::int64_t& max_id) {
   LineBlockReader reader(path);
-  TextEdges edges;
-  edges.pairs = parse_file<std::int64_t>(reader, [&](const LinePiece& piece, auto& out) {
+  std::vector<Id> pairs = parse_file<Id>(reader, [&](const LinePiece& piece, auto& out) {
     LineCursor cursor(piece);
     std::string_view line, token;
     while (cursor.next(line)) {
@@ -73,15 +74,25 @@ TextEdges read_text_edges(const std::string& path, std::int64_t id_limit) {
         SLUICE_INPUT_CHECK(id >= 0, at_line(path, cursor.line_number()), "negative vertex id ", id);
         SLUICE_INPUT_CHECK(id_limit <= 0 || id < id_limit, at_line(path, cursor.line_number()),
                            "vertex id ", id, " out of range [0, ", id_limit, ")");
-        out.push_back(id);
+        out.push_back(static_cast<Id>(id));
       }
     }
   });
-  std::int64_t max_id = -1;
-  const auto count = static_cast<std::int64_t>(edges.pairs.size());
-#pragma omp parallel for reduction(max : max_id)
-  for (std::int64_t i = 0; i < count; ++i) max_id = std::max(max_id, edges.pairs[i]);
-  edges.max_id = max_id;
+  std::int64_t largest = -1;
+  const auto count = static_cast<std::int64_t>(pairs.size());
+#pragma omp parallel for reduction(max : largest)
+  for (std::int64_t i = 0; i < count; ++i) largest = std::max<std::int64_t>(largest, pairs[i]);
+  max_id = largest;
+  return pairs;
+}
+}  // namespace
+
+TextEdges read_text_edges(const std::string& path, std::int64_t id_limit) {
+  TextEdges edges;
+  if (id_limit > 0 && id_limit <= kMaxVertices)
+    edges.narrow = parse_edges<vertex_t>(path, id_limit, edges.max_id);
+  else
+    edges.wide = parse_edges<std::int64_t>(path, id_limit, edges.max_id);
   return edges;
 }
 

@@ -12,8 +12,12 @@
 namespace sluice {
 
 struct TextEdges {
-  std::vector<std::int64_t> pairs;  // interleaved src, dst as written in the file
+  // Interleaved src, dst as written in the file: 32-bit when every id is known to fit
+  // (0 < id_limit <= kMaxVertices), else 64-bit.
+  std::vector<vertex_t> narrow;
+  std::vector<std::int64_t> wide;
   std::int64_t max_id = -1;
+  std::size_t edge_count() const { return (narrow.size() + wide.size()) / 2; }
 };
 // Reads "src dst [ignored columns...]" lines (separated by whitespace and/or commas; comment
 // lines start with # or %). Ids must be integers >= 0 and, when id_limit > 0, < id_limit.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "preprocess/parallel.hpp"
 
 namespace sluice {
 
@@ -11,7 +12,7 @@ ChunkGraph build_chunk_graph(const Dataset& d, const Renumbering& r) {
   const vertex_t n = d.num_nodes;
   ChunkGraph graph;
   graph.indptr.assign(std::size_t(n) + 1, 0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(d.indices.size()) + n))
   for (vertex_t v = 0; v < n; ++v) {
     const vertex_t old = r.new_to_old[v];
     edge_t count = 1;
@@ -20,7 +21,8 @@ ChunkGraph build_chunk_graph(const Dataset& d, const Renumbering& r) {
   }
   for (vertex_t v = 0; v < n; ++v) graph.indptr[v + 1] += graph.indptr[v];
   graph.indices.resize(graph.indptr[n]);
-#pragma omp parallel for schedule(dynamic, 1024)
+#pragma omp parallel for schedule(dynamic, \
+                                  1024) if (worth_parallel(std::int64_t(d.indices.size()) + n))
   for (vertex_t v = 0; v < n; ++v) {
     const vertex_t old = r.new_to_old[v];
     edge_t out = graph.indptr[v];
@@ -35,7 +37,8 @@ std::vector<vertex_t> chunk_bounds(const ChunkGraph& graph,
                                    const std::vector<vertex_t>& partition_offsets, int chunks) {
   const int parts = static_cast<int>(partition_offsets.size()) - 1;
   std::vector<vertex_t> bounds(std::size_t(parts) * (chunks + 1));
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(graph.indices.size())))
   for (int p = 0; p < parts; ++p) {
     const vertex_t begin = partition_offsets[p];
     const vertex_t end = partition_offsets[p + 1];
@@ -68,7 +71,8 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
                                  int partitions, int chunks) {
   const std::size_t count = std::size_t(partitions) * chunks;
   std::vector<std::vector<vertex_t>> sets(count);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(graph.indices.size())))
   for (std::size_t k = 0; k < count; ++k) {
     const std::size_t p = k / chunks;
     const std::size_t r = k % chunks;
@@ -88,7 +92,8 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
   for (std::size_t k = 0; k < count; ++k)
     result.offsets[k + 1] = result.offsets[k] + static_cast<edge_t>(sets[k].size());
   result.vertices.resize(result.offsets.back());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(graph.indices.size())))
   for (std::size_t k = 0; k < count; ++k) {
     std::copy(sets[k].begin(), sets[k].end(), result.vertices.begin() + result.offsets[k]);
     std::vector<vertex_t>().swap(sets[k]);

@@ -12,6 +12,7 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "preprocess/metis_check.hpp"
+#include "preprocess/parallel.hpp"
 
 namespace sluice {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 // Work weight of a destination: its in-edges (self-loops excluded) plus one.
 std::vector<std::int64_t> vertex_weights(const Dataset& d) {
   std::vector<std::int64_t> weight(d.num_nodes);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(d.num_edges() + d.num_nodes))
   for (vertex_t v = 0; v < d.num_nodes; ++v) {
     std::int64_t count = 1;
     for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) count += d.indices[e] != v;
@@ -45,7 +46,7 @@ std::vector<std::int32_t> range_partition(const Dataset& d, int parts) {
 
 std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uint64_t seed) {
   std::vector<std::int32_t> part(d.num_nodes);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(d.num_nodes))
   for (vertex_t v = 0; v < d.num_nodes; ++v)
     part[v] = static_cast<std::int32_t>(key_hash(seed, 0x7061727469ULL, v) % parts);
   return part;
@@ -106,7 +107,7 @@ SymmetricGraph symmetrize(const Dataset& d) {
   std::vector<edge_t> degree(std::size_t(n) + 1, 0);
   {
     std::vector<std::atomic<edge_t>> count(n);
-#pragma omp parallel for schedule(dynamic, 4096)
+#pragma omp parallel for schedule(dynamic, 4096) if (worth_parallel(d.num_edges() + n))
     for (vertex_t v = 0; v < n; ++v) {
       for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) {
         const vertex_t u = d.indices[e];
@@ -121,7 +122,7 @@ SymmetricGraph symmetrize(const Dataset& d) {
   {
     std::vector<std::atomic<edge_t>> cursor(n);
     for (vertex_t v = 0; v < n; ++v) cursor[v].store(degree[v], std::memory_order_relaxed);
-#pragma omp parallel for schedule(dynamic, 4096)
+#pragma omp parallel for schedule(dynamic, 4096) if (worth_parallel(d.num_edges() + n))
     for (vertex_t v = 0; v < n; ++v) {
       for (edge_t e = d.indptr[v]; e < d.indptr[v + 1]; ++e) {
         const vertex_t u = d.indices[e];
@@ -133,7 +134,7 @@ SymmetricGraph symmetrize(const Dataset& d) {
   }
   // Sort and deduplicate each row (the fill order above is racy; the result is not).
   std::vector<edge_t> unique_count(std::size_t(n) + 1, 0);
-#pragma omp parallel for schedule(dynamic, 4096)
+#pragma omp parallel for schedule(dynamic, 4096) if (worth_parallel(d.num_edges() + n))
   for (vertex_t v = 0; v < n; ++v) {
     auto begin = raw.begin() + degree[v];
     auto end = raw.begin() + degree[v + 1];
@@ -144,7 +145,7 @@ SymmetricGraph symmetrize(const Dataset& d) {
   graph.indptr.assign(std::size_t(n) + 1, 0);
   for (vertex_t v = 0; v < n; ++v) graph.indptr[v + 1] = graph.indptr[v] + unique_count[v + 1];
   graph.indices.resize(graph.indptr[n]);
-#pragma omp parallel for schedule(dynamic, 4096)
+#pragma omp parallel for schedule(dynamic, 4096) if (worth_parallel(d.num_edges() + n))
   for (vertex_t v = 0; v < n; ++v)
     std::copy(raw.begin() + degree[v], raw.begin() + degree[v] + unique_count[v + 1],
               graph.indices.begin() + graph.indptr[v]);

@@ -10,6 +10,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "preprocess/chunking.hpp"
+#include "preprocess/parallel.hpp"
 #include "preprocess/plan_builder_detail.hpp"
 #include "preprocess/reorganize.hpp"
 
@@ -65,7 +66,7 @@ void build_transition_sets(const Plan& plan, BuildState& state) {
   state.transition.assign(count, {});
   state.slots.assign(count, {});
   const vertex_t stamp_size = max_partition_size(plan);
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(std::int64_t(state.sets.vertices.size())))
   {
     std::vector<std::int64_t> stamp(stamp_size, -1);
 #pragma omp for schedule(dynamic, 1)
@@ -96,7 +97,8 @@ void build_transition_sets(const Plan& plan, BuildState& state) {
 void assign_transition_slots(Plan& plan, BuildState& state) {
   const int P = plan.partitions;
   const int C = plan.chunks;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(state.sets.vertices.size())))
   for (int p = 0; p < P; ++p) {
     SlotPool pool(plan.transition_rows[p]);
     std::vector<vertex_t> freed;
@@ -160,7 +162,8 @@ vertex_t owner_slot(const BuildState& state, int P, int c, int q, vertex_t v) {
 void assign_remote_slots(Plan& plan, const BuildState& state) {
   const int P = plan.partitions;
   const int C = plan.chunks;
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(state.sets.vertices.size())))
   for (int p = 0; p < P; ++p) {
     const vertex_t own_begin = plan.partition_offsets[p];
     const vertex_t own_end = plan.partition_offsets[p + 1];
@@ -215,7 +218,7 @@ void build_chunk_csr(Plan& plan, const BuildState& state) {
   const std::size_t count = plan.chunk_plans.size();
   Progress progress("chunk indices", count);
   const vertex_t position_size = max_partition_size(plan);
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(std::int64_t(state.graph.indices.size())))
   {
     std::vector<vertex_t> position(position_size);  // own vertex -> transition slot
 #pragma omp for schedule(dynamic, 1)
@@ -276,7 +279,7 @@ void check_graph(const Dataset& d) {
   SLUICE_INPUT_CHECK(d.indices.size() == std::size_t(d.num_edges()), what, ": ", d.indices.size(),
                      " edge sources but indptr ends at ", d.num_edges());
   bool in_range = true;
-#pragma omp parallel for schedule(static) reduction(&& : in_range)
+#pragma omp parallel for schedule(static) reduction(&& : in_range) if (worth_parallel(std::int64_t(d.indices.size())))
   for (std::size_t e = 0; e < d.indices.size(); ++e)
     in_range = in_range && d.indices[e] >= 0 && d.indices[e] < d.num_nodes;
   SLUICE_INPUT_CHECK(in_range, what, ": an edge source is out of range [0, ", d.num_nodes, ")");

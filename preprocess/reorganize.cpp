@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "preprocess/parallel.hpp"
 
 namespace sluice {
 namespace {
@@ -78,7 +79,8 @@ LayoutVolumes evaluate_layout(const NeighborSets& sets,
   LayoutVolumes total;
   total.baseline_rows = static_cast<std::int64_t>(sets.vertices.size());
   std::vector<LayoutVolumes> per_partition(P);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(sets.vertices.size())))
   for (int p = 0; p < P; ++p) {
     const vertex_t own_begin = partition_offsets[p];
     const vertex_t own_end = partition_offsets[p + 1];
@@ -136,7 +138,8 @@ std::vector<std::int32_t> group_chunks(const NeighborSets& sets, vertex_t num_no
   std::vector<std::int32_t> order(std::size_t(P) * C);
   BatchMasks masks(num_nodes, C);
   // Batches start as the chunks of partition 0.
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(sets.vertices.size())))
   for (int c = 0; c < C; ++c) {
     order[std::size_t(c) * P] = c;
     for (const vertex_t* v = sets.begin(0, c); v != sets.end(0, c); ++v) masks.set(*v, c);
@@ -146,7 +149,8 @@ std::vector<std::int32_t> group_chunks(const NeighborSets& sets, vertex_t num_no
   for (int q = 1; q < P; ++q) {
     // overlap[r * C + c] = |N(q, r) ∩ T_c| for the transition sets grown so far.
     std::fill(overlap.begin(), overlap.end(), 0);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(sets.vertices.size())))
     for (int r = 0; r < C; ++r) {
       std::int64_t* row = overlap.data() + std::size_t(r) * C;
       for (const vertex_t* v = sets.begin(q, r); v != sets.end(q, r); ++v)
@@ -163,7 +167,8 @@ std::vector<std::int32_t> group_chunks(const NeighborSets& sets, vertex_t num_no
       batch_done[c] = range_used[r] = 1;
       order[std::size_t(c) * P + q] = r;
     }
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(sets.vertices.size())))
     for (int c = 0; c < C; ++c) {
       const int r = order[std::size_t(c) * P + q];
       for (const vertex_t* v = sets.begin(q, r); v != sets.end(q, r); ++v) masks.set(*v, c);
@@ -183,7 +188,8 @@ std::vector<std::int32_t> order_batches(const NeighborSets& sets, vertex_t num_n
     return order;
   }
   BatchMasks masks(num_nodes, C);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(sets.vertices.size())))
   for (int c = 0; c < C; ++c)
     for (int p = 0; p < P; ++p) {
       const int r = order[std::size_t(c) * P + p];
@@ -191,7 +197,7 @@ std::vector<std::int32_t> order_batches(const NeighborSets& sets, vertex_t num_n
     }
   // shared[a * C + b] = |T_a ∩ T_b|, accumulated per thread over vertex ranges.
   std::vector<std::int64_t> shared(std::size_t(C) * C, 0);
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(std::int64_t(sets.vertices.size())))
   {
     std::vector<std::int64_t> local(std::size_t(C) * C, 0);
     std::vector<int> batches;

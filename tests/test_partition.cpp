@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include <omp.h>
 #include <zlib.h>
 
 #include "common/error.hpp"
@@ -58,7 +59,7 @@ PlanOptions options(int P, int C, const std::string& partitioner, bool reorganiz
 
 TEST(PlanBuilder, RandomGraphsVerify) {
   int built = 0;
-  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+  for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     const vertex_t n = 30 + static_cast<vertex_t>(mix64(seed) % 150);
     const Dataset d = random_dataset(seed, n, 4 * n);
     for (int P : {1, 2, 3, 4}) {
@@ -82,7 +83,7 @@ TEST(PlanBuilder, RandomGraphsVerify) {
       }
     }
   }
-  EXPECT_EQ(built, 6 * 4 * (2 + 3 * 3 * 2));
+  EXPECT_EQ(built, 12 * 4 * (2 + 3 * 3 * 2));
 }
 
 TEST(PlanBuilder, DeterministicForFixedSeed) {
@@ -339,6 +340,29 @@ TEST(PlanBuilder, CoraTwoPartitionsFourChunks) {
   EXPECT_LT(plan.stats.volume_p2p_rows, plan.stats.volume_baseline_rows);
   EXPECT_GE(plan.stats.volume_p2p_rows, n);  // every vertex is its own neighbor at least once
   EXPECT_LE(plan.stats.cost_after, plan.stats.cost_before);
+}
+
+// Large enough for every OpenMP loop to run in parallel: the plan must verify and must not
+// depend on the thread count.
+TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
+  const Dataset d = random_dataset(77, 20000, 100000);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Plan serial = build_plan(d, options(3, 5, "metis", true), "x");
+  omp_set_num_threads(std::max(2, threads));
+  const Plan parallel = build_plan(d, options(3, 5, "metis", true), "x");
+  omp_set_num_threads(threads);
+  EXPECT_EQ(find_plan_violation(d, parallel), "");
+  EXPECT_EQ(serial.new_to_old, parallel.new_to_old);
+  EXPECT_EQ(serial.transition_rows, parallel.transition_rows);
+  EXPECT_EQ(serial.stats.volume_reuse_rows, parallel.stats.volume_reuse_rows);
+  ASSERT_EQ(serial.chunk_plans.size(), parallel.chunk_plans.size());
+  for (std::size_t k = 0; k < serial.chunk_plans.size(); ++k) {
+    EXPECT_EQ(serial.chunk_plans[k].range, parallel.chunk_plans[k].range);
+    EXPECT_EQ(serial.chunk_plans[k].columns, parallel.chunk_plans[k].columns);
+    EXPECT_EQ(serial.chunk_plans[k].load_slots, parallel.chunk_plans[k].load_slots);
+    EXPECT_EQ(serial.chunk_plans[k].remote_owner_slots, parallel.chunk_plans[k].remote_owner_slots);
+  }
 }
 
 }  // namespace

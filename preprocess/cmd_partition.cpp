@@ -222,6 +222,15 @@ int run_partition(const std::vector<std::string>& args) {
         choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape);
   }
   Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
+  if (values.count("gpu-memory") && plan.reorganized &&
+      estimate_peak_gpu_bytes(plan, shape) > budget) {
+    // The search sized buffers for the natural layout; the reorganized one needs more.
+    log_info("--gpu-memory: the reorganized layout needs ",
+             format_bytes(estimate_peak_gpu_bytes(plan, shape)),
+             " per GPU, over the budget; keeping the natural layout");
+    plan_options.reorganize = false;
+    plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
+  }
   const double total = now_seconds() - start;
   if (values.count("gpu-memory")) {
     const int C = plan_options.chunks;

@@ -135,7 +135,9 @@ class Verifier {
     std::vector<edge_t> in_neighbors(n_, -1);
     std::vector<std::vector<vertex_t>> transition(P);
     std::vector<std::vector<vertex_t>> neighbors(P);
+    Progress progress("verify", C);
     for (int c = 0; c < C; ++c) {
+      progress.set(c);
       // N(p, c) and T_c^p from the dataset.
       for (int p = 0; p < P; ++p) {
         const ChunkPlan& chunk = plan_.chunk(c, p);
@@ -173,6 +175,7 @@ class Verifier {
       }
       for (int p = 0; p < P; ++p) std::swap(previous_transition[p], transition[p]);
     }
+    progress.finish();
     for (int p = 0; p < P; ++p) {
       check_leave(C - 1, p, previous_transition[p], {}, holder[p], -1);
       SLUICE_VERIFY(plan_.transition_rows[p] == max_transition[p], "transition_rows[", p, "] is ",

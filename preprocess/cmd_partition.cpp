@@ -10,6 +10,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "formats/dataset.hpp"
@@ -177,6 +178,9 @@ int run_partition(const std::vector<std::string>& args) {
   SLUICE_INPUT_CHECK(!(values.count("chunks") && values.count("gpu-memory")),
                      "give either --chunks or --gpu-memory, not both");
 
+  { AtomicOutput probe(output); }  // a missing output directory fails now, not after the build
+  SLUICE_INPUT_CHECK(partitioner == "metis" || partitioner == "range" || partitioner == "random",
+                     "--partitioner '", partitioner, "' is not metis, range or random");
   const DatasetInfo info = read_dataset_info(dataset_path);
   DatasetReadOptions read_options;
   read_options.features = false;

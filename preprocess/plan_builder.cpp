@@ -52,43 +52,31 @@ struct BuildState {
   std::vector<std::vector<vertex_t>> slots;       // transition slot of each vertex of T_c^p
 };
 
-vertex_t max_partition_size(const Plan& plan) {
-  vertex_t size = 0;
-  for (int p = 0; p < plan.partitions; ++p)
-    size = std::max(size, plan.partition_offsets[p + 1] - plan.partition_offsets[p]);
-  return size;
-}
-
-// T_c^p = the vertices owned by p in the union of the batch's neighbor sets.
+// T_c^p = the vertices owned by p in the union of the batch's neighbor sets (sorted pieces
+// concatenated, then sorted and deduplicated: memory proportional to the output only).
 void build_transition_sets(const Plan& plan, BuildState& state) {
   const int P = plan.partitions;
   const std::size_t count = plan.chunk_plans.size();
   state.transition.assign(count, {});
   state.slots.assign(count, {});
-  const vertex_t stamp_size = max_partition_size(plan);
-#pragma omp parallel if (worth_parallel(std::int64_t(state.sets.vertices.size())))
-  {
-    std::vector<std::int64_t> stamp(stamp_size, -1);
-#pragma omp for schedule(dynamic, 1)
-    for (std::size_t k = 0; k < count; ++k) {
-      const int c = static_cast<int>(k / P);
-      const int p = static_cast<int>(k % P);
-      const vertex_t own_begin = plan.partition_offsets[p];
-      const vertex_t own_end = plan.partition_offsets[p + 1];
-      std::vector<vertex_t>& set = state.transition[k];
-      for (int q = 0; q < P; ++q) {
-        const int r = state.order[std::size_t(c) * P + q];
-        const vertex_t* first =
-            std::lower_bound(state.sets.begin(q, r), state.sets.end(q, r), own_begin);
-        const vertex_t* last = std::lower_bound(first, state.sets.end(q, r), own_end);
-        for (const vertex_t* v = first; v != last; ++v) {
-          if (stamp[*v - own_begin] == std::int64_t(k)) continue;
-          stamp[*v - own_begin] = std::int64_t(k);
-          set.push_back(*v);
-        }
-      }
-      std::sort(set.begin(), set.end());
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (worth_parallel(std::int64_t(state.sets.vertices.size())))
+  for (std::size_t k = 0; k < count; ++k) {
+    const int c = static_cast<int>(k / P);
+    const int p = static_cast<int>(k % P);
+    const vertex_t own_begin = plan.partition_offsets[p];
+    const vertex_t own_end = plan.partition_offsets[p + 1];
+    std::vector<vertex_t>& set = state.transition[k];
+    for (int q = 0; q < P; ++q) {
+      const int r = state.order[std::size_t(c) * P + q];
+      const vertex_t* first =
+          std::lower_bound(state.sets.begin(q, r), state.sets.end(q, r), own_begin);
+      const vertex_t* last = std::lower_bound(first, state.sets.end(q, r), own_end);
+      set.insert(set.end(), first, last);
     }
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+    set.shrink_to_fit();
   }
 }
 
@@ -212,45 +200,43 @@ void assign_remote_slots(Plan& plan, const BuildState& state) {
   }
 }
 
-// Chunk CSR with columns rewritten to merged-buffer positions.
+// Chunk CSR with columns rewritten to merged-buffer positions. Chunks go one after another,
+// each in parallel, through one dense vertex -> position table (memory: one int per vertex).
 void build_chunk_csr(Plan& plan, const BuildState& state) {
   const int P = plan.partitions;
   const std::size_t count = plan.chunk_plans.size();
   Progress progress("chunk indices", count);
-  const vertex_t position_size = max_partition_size(plan);
-#pragma omp parallel if (worth_parallel(std::int64_t(state.graph.indices.size())))
-  {
-    std::vector<vertex_t> position(position_size);  // own vertex -> transition slot
-#pragma omp for schedule(dynamic, 1)
-    for (std::size_t k = 0; k < count; ++k) {
-      ChunkPlan& chunk = plan.chunk_plans[k];
-      const int p = static_cast<int>(k % P);
-      const vertex_t own_begin = plan.partition_offsets[p];
-      const vertex_t own_end = plan.partition_offsets[p + 1];
-      const auto& set = state.transition[k];
-      for (std::size_t i = 0; i < set.size(); ++i) position[set[i] - own_begin] = state.slots[k][i];
-      const edge_t base = state.graph.indptr[chunk.dst_begin];
-      const edge_t end = state.graph.indptr[chunk.dst_end];
-      chunk.indptr.resize(std::size_t(chunk.num_dst()) + 1);
+  std::vector<vertex_t> position(plan.num_nodes, -1);
+  for (std::size_t k = 0; k < count; ++k) {
+    ChunkPlan& chunk = plan.chunk_plans[k];
+    const int p = static_cast<int>(k % P);
+    const auto& set = state.transition[k];
+    const auto& slots = state.slots[k];
+    const auto& remote = chunk.remote_vertices;
+    const vertex_t remote_base = plan.transition_rows[p];
+    const edge_t base = state.graph.indptr[chunk.dst_begin];
+    const edge_t end = state.graph.indptr[chunk.dst_end];
+    const bool parallel = worth_parallel(end - base);
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for schedule(static)
+      for (std::size_t i = 0; i < set.size(); ++i) position[set[i]] = slots[i];
+#pragma omp for schedule(static)
+      for (std::size_t i = 0; i < remote.size(); ++i)
+        position[remote[i]] = remote_base + chunk.remote_slots[i];
+    }
+    chunk.indptr.resize(std::size_t(chunk.num_dst()) + 1);
+    chunk.columns.resize(end - base);
+#pragma omp parallel if (parallel)
+    {
+#pragma omp for schedule(static) nowait
       for (vertex_t i = 0; i <= chunk.num_dst(); ++i)
         chunk.indptr[i] = state.graph.indptr[chunk.dst_begin + i] - base;
-      chunk.columns.resize(end - base);
-      const vertex_t remote_base = plan.transition_rows[p];
-      const auto& remote = chunk.remote_vertices;
-      for (edge_t e = base; e < end; ++e) {
-        const vertex_t u = state.graph.indices[e];
-        vertex_t column;
-        if (u >= own_begin && u < own_end) {
-          column = position[u - own_begin];
-        } else {
-          const auto it = std::lower_bound(remote.begin(), remote.end(), u);
-          SLUICE_EXPECTS(it != remote.end() && *it == u, "remote neighbor ", u, " not listed");
-          column = remote_base + chunk.remote_slots[it - remote.begin()];
-        }
-        chunk.columns[e - base] = column;
-      }
-      progress.add(1);
+#pragma omp for schedule(static)
+      for (edge_t e = base; e < end; ++e)
+        chunk.columns[e - base] = position[state.graph.indices[e]];
     }
+    progress.add(1);
   }
   progress.finish();
 }

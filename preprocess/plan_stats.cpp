@@ -1,6 +1,7 @@
 // Implementation of preprocess/plan_stats.hpp.
 #include "preprocess/plan_stats.hpp"
 
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -54,10 +55,11 @@ std::string plan_stats_table(const Plan& plan, std::int64_t feature_dim) {
               plan.bandwidths.h2d / 1e9, plan.bandwidths.p2p / 1e9, plan.bandwidths.reuse / 1e9);
   out += line("replication factor: %.4f", s.replication_factor);
   out += "\n";
-  out += line("%-28s %16s %14s %12s", "per layer pass", "rows",
+  out += line("%-28s %16s %8s %14s %12s", "per layer pass", "rows", "x |V|",
               ("bytes (d=" + std::to_string(dim) + ")").c_str(), "vs baseline");
   auto volume = [&](const char* name, std::int64_t rows, bool compare) {
-    out += line("%-28s %16lld %14s %12s", name, static_cast<long long>(rows),
+    out += line("%-28s %16lld %8.3f %14s %12s", name, static_cast<long long>(rows),
+                static_cast<double>(rows) / std::max<vertex_t>(1, plan.num_nodes),
                 format_bytes(rows * row_bytes).c_str(),
                 compare ? percent(-100.0 * reduction(rows, s.volume_baseline_rows)).c_str() : "");
   };

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -31,57 +32,6 @@ const char* to_string(SelfLoops mode) {
 }
 
 namespace {
-
-// Returns the number of self-loops seen.
-std::int64_t count_degrees(const vertex_t* pairs, std::size_t count, const CsrBuildOptions& options,
-                           edge_t* degree_after) {
-  const bool remove_loops = options.self_loops == SelfLoops::kRemove;
-  const auto edges = static_cast<std::int64_t>(count);
-  std::int64_t loops = 0;
-#pragma omp parallel for schedule(static) reduction(+ : loops)
-  for (std::int64_t i = 0; i < edges; ++i) {
-    const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
-    if (src == dst) {
-      ++loops;
-      if (remove_loops) continue;
-    }
-#pragma omp atomic
-    ++degree_after[dst];
-    if (options.symmetrize && src != dst) {
-#pragma omp atomic
-      ++degree_after[src];
-    }
-  }
-  return loops;
-}
-
-void scatter_edges(const vertex_t* pairs, std::size_t count, const CsrBuildOptions& options,
-                   const edge_t* row_end, edge_t* cursor, vertex_t* indices) {
-  const bool remove_loops = options.self_loops == SelfLoops::kRemove;
-  const auto edges = static_cast<std::int64_t>(count);
-  bool overflow = false;
-#pragma omp parallel for schedule(static) reduction(|| : overflow)
-  for (std::int64_t i = 0; i < edges; ++i) {
-    const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
-    if (src == dst && remove_loops) continue;
-    edge_t slot;
-#pragma omp atomic capture
-    slot = cursor[dst]++;
-    if (slot < row_end[dst])
-      indices[slot] = src;
-    else
-      overflow = true;
-    if (options.symmetrize && src != dst) {
-#pragma omp atomic capture
-      slot = cursor[src]++;
-      if (slot < row_end[src])
-        indices[slot] = dst;
-      else
-        overflow = true;
-    }
-  }
-  SLUICE_EXPECTS(!overflow, "edge source delivered more edges in its second pass");
-}
 
 // One least-significant-digit radix pass over `bits`-bit digits at `shift`.
 template <int kBits>
@@ -128,23 +78,25 @@ void sort_row(vertex_t* begin, vertex_t* end, std::vector<vertex_t>& scratch) {
   if (from != begin) std::copy(from, from + size, begin);
 }
 
-// Both passes split every block into `lanes` equal ranges, lane l always taking range l.
-// With a counter array per lane, neither pass needs atomics and lane l's edges land in their
-// own slice of every row. Used when lanes x n counters are cheap next to the edges.
+// Both passes split every block into `ranges` equal parts (one per thread), part r always
+// feeding counter set ("lane") r % lanes. With a lane per part (lanes == ranges) neither pass
+// needs atomics and part r's edges land in their own slice of every row; with fewer lanes
+// (their counters, lanes x n x 8 bytes, must stay small next to the edges) parts sharing a lane
+// use atomics, still far less contended on hub vertices than one shared counter array.
 class LaneScatter {
  public:
-  LaneScatter(vertex_t n, int lanes) : n_(n), lanes_(lanes), counters_(std::size_t(lanes) * n, 0) {}
+  LaneScatter(vertex_t n, int lanes, int ranges)
+      : n_(n), lanes_(lanes), ranges_(ranges), counters_(std::size_t(lanes) * n, 0) {}
 
-  template <typename Fn>  // fn(lane, begin, end, counters of the lane)
-  void for_lanes(std::size_t count, Fn&& fn) {
-#pragma omp parallel
-    {
-      const int threads = omp_get_num_threads();
-      for (int lane = omp_get_thread_num(); lane < lanes_; lane += threads) {
-        const auto begin = static_cast<std::int64_t>(count * lane / lanes_);
-        const auto end = static_cast<std::int64_t>(count * (lane + 1) / lanes_);
-        fn(begin, end, counters_.data() + std::size_t(lane) * n_);
-      }
+  bool shared() const { return lanes_ < ranges_; }
+
+  template <typename Fn>  // fn(begin, end, counters of the lane)
+  void for_ranges(std::size_t count, Fn&& fn) {
+#pragma omp parallel for schedule(static, 1)
+    for (int range = 0; range < ranges_; ++range) {
+      const auto begin = static_cast<std::int64_t>(count * range / ranges_);
+      const auto end = static_cast<std::int64_t>(count * (range + 1) / ranges_);
+      fn(begin, end, counters_.data() + std::size_t(range % lanes_) * n_);
     }
   }
   // Degree of v summed over lanes.
@@ -174,35 +126,70 @@ class LaneScatter {
 
  private:
   vertex_t n_;
-  int lanes_;
+  int lanes_, ranges_;
   std::vector<edge_t> counters_;
 };
 
-void count_and_scatter_lanes(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
-                             CsrBuildResult& result, std::int64_t& loops_seen,
-                             std::vector<edge_t>& cursor) {
+inline void increment(edge_t& counter, bool atomic) {
+  if (atomic) {
+#pragma omp atomic
+    ++counter;
+  } else {
+    ++counter;
+  }
+}
+inline edge_t take(edge_t& cursor, bool atomic) {
+  edge_t slot;
+  if (atomic) {
+#pragma omp atomic capture
+    slot = cursor++;
+  } else {
+    slot = cursor++;
+  }
+  return slot;
+}
+
+// Lanes whose counters fit the budget: a quarter of the expected CSR's bytes (64 MiB at
+// least; 256 MiB when the edge count is unknown), at most one per thread.
+int choose_lanes(vertex_t n, std::int64_t expected_edges, const CsrBuildOptions& options) {
+  const int threads = omp_get_max_threads();
+  const double directed = static_cast<double>(expected_edges) * (options.symmetrize ? 2 : 1);
+  const double budget = expected_edges > 0
+                            ? std::max(directed * sizeof(vertex_t) / 4, 64.0 * (1 << 20))
+                            : 256.0 * (1 << 20);
+  const double per_lane = std::max(1.0, static_cast<double>(n) * sizeof(edge_t));
+  return static_cast<int>(std::clamp(std::floor(budget / per_lane), 1.0, double(threads)));
+}
+
+void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
+                       std::int64_t expected_edges, CsrBuildResult& result,
+                       std::int64_t& loops_seen, std::vector<edge_t>& cursor) {
   auto& indptr = result.indptr;
   const bool remove_loops = options.self_loops == SelfLoops::kRemove;
   const bool symmetrize = options.symmetrize;
-  LaneScatter lanes(n, omp_get_max_threads());
+  const int lane_count = choose_lanes(n, expected_edges, options);
+  LaneScatter lanes(n, lane_count, omp_get_max_threads());
+  const bool atomic = lanes.shared();
+  log_debug("csr: ", lane_count, " counter lanes for ", omp_get_max_threads(), " threads",
+            atomic ? " (shared, atomic)" : "");
   {
     StageTimer timer("csr: count degrees");
     source([&](const vertex_t* pairs, std::size_t count) {
       result.input_edges += static_cast<std::int64_t>(count);
       std::int64_t loops = 0;
-      lanes.for_lanes(count, [&](std::int64_t begin, std::int64_t end, edge_t* degree) {
-        std::int64_t lane_loops = 0;
+      lanes.for_ranges(count, [&](std::int64_t begin, std::int64_t end, edge_t* degree) {
+        std::int64_t range_loops = 0;
         for (std::int64_t i = begin; i < end; ++i) {
           const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
           if (src == dst) {
-            ++lane_loops;
+            ++range_loops;
             if (remove_loops) continue;
           }
-          ++degree[dst];
-          if (symmetrize && src != dst) ++degree[src];
+          increment(degree[dst], atomic);
+          if (symmetrize && src != dst) increment(degree[src], atomic);
         }
 #pragma omp atomic
-        loops += lane_loops;
+        loops += range_loops;
       });
       loops_seen += loops;
     });
@@ -218,12 +205,12 @@ void count_and_scatter_lanes(vertex_t n, const EdgeSource& source, const CsrBuil
     std::int64_t delivered = 0;
     source([&](const vertex_t* pairs, std::size_t count) {
       delivered += static_cast<std::int64_t>(count);
-      lanes.for_lanes(count, [&](std::int64_t begin, std::int64_t end, edge_t* cursor) {
+      lanes.for_ranges(count, [&](std::int64_t begin, std::int64_t end, edge_t* cursor) {
         for (std::int64_t i = begin; i < end; ++i) {
           const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
           if (src == dst && remove_loops) continue;
-          indices[cursor[dst]++] = src;
-          if (symmetrize && src != dst) indices[cursor[src]++] = dst;
+          indices[take(cursor[dst], atomic)] = src;
+          if (symmetrize && src != dst) indices[take(cursor[src], atomic)] = dst;
         }
       });
     });
@@ -236,51 +223,17 @@ void count_and_scatter_lanes(vertex_t n, const EdgeSource& source, const CsrBuil
                    "edge source delivered different edges in its second pass");
 }
 
-void count_and_scatter_atomic(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
-                              CsrBuildResult& result, std::int64_t& loops_seen,
-                              std::vector<edge_t>& cursor) {
-  auto& indptr = result.indptr;
-  {
-    StageTimer timer("csr: count degrees");
-    source([&](const vertex_t* pairs, std::size_t count) {
-      result.input_edges += static_cast<std::int64_t>(count);
-      loops_seen += count_degrees(pairs, count, options, indptr.data() + 1);
-    });
-  }
-  const bool add_loops = options.self_loops == SelfLoops::kAdd;
-  for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v] + (add_loops ? 1 : 0);
-  result.indices.resize(static_cast<std::size_t>(indptr[n]));
-  cursor.assign(indptr.begin(), indptr.end() - 1);
-  {
-    StageTimer timer("csr: scatter edges");
-    // Row ends exclude the slot reserved for an added self-loop.
-    std::vector<edge_t> row_end(indptr.begin() + 1, indptr.end());
-    if (add_loops)
-      for (auto& end : row_end) --end;
-    std::int64_t delivered = 0;
-    source([&](const vertex_t* pairs, std::size_t count) {
-      delivered += static_cast<std::int64_t>(count);
-      scatter_edges(pairs, count, options, row_end.data(), cursor.data(), result.indices.data());
-    });
-    SLUICE_EXPECTS(delivered == result.input_edges, "edge source delivered ", delivered,
-                   " edges in its second pass, ", result.input_edges, " in the first");
-  }
-}
-
 }  // namespace
 
-CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options) {
+CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
+                            std::int64_t expected_edges) {
   SLUICE_EXPECTS(n >= 0, "negative vertex count");
   CsrBuildResult result;
   auto& indptr = result.indptr;
   indptr.assign(std::size_t(n) + 1, 0);
   std::int64_t loops_seen = 0;
   std::vector<edge_t> cursor;  // end of the filled part of every row
-  const int lanes = omp_get_max_threads();
-  if (lanes > 1 && std::uint64_t(lanes) * std::uint64_t(n) * sizeof(edge_t) <= (256u << 20))
-    count_and_scatter_lanes(n, source, options, result, loops_seen, cursor);
-  else
-    count_and_scatter_atomic(n, source, options, result, loops_seen, cursor);
+  count_and_scatter(n, source, options, expected_edges, result, loops_seen, cursor);
   const bool add_loops = options.self_loops == SelfLoops::kAdd;
   auto& indices = result.indices;
 

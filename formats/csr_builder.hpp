@@ -35,8 +35,10 @@ using EdgeBlockVisitor = std::function<void(const vertex_t* pairs, std::size_t c
 // Delivers every edge to the visitor, in blocks. Called twice; must deliver the same edges.
 using EdgeSource = std::function<void(const EdgeBlockVisitor&)>;
 
-// All ids delivered must lie in [0, n) (the source validates them).
-CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options);
+// All ids delivered must lie in [0, n) (the source validates them). `expected_edges` (the
+// number of pairs the source will deliver, 0 if unknown) sizes the per-thread counters.
+CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
+                            std::int64_t expected_edges = 0);
 
 // An EdgeSource over pairs held in memory.
 EdgeSource memory_edge_source(const std::vector<vertex_t>& pairs);

@@ -35,9 +35,9 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
   return narrow;
 }
 
-void build_graph(const EdgeSource& source, const ImportOptions& options, Dataset& dataset,
-                 ImportReport& report) {
-  CsrBuildResult csr = build_in_csr(dataset.num_nodes, source, options.graph);
+void build_graph(const EdgeSource& source, std::int64_t expected_edges,
+                 const ImportOptions& options, Dataset& dataset, ImportReport& report) {
+  CsrBuildResult csr = build_in_csr(dataset.num_nodes, source, options.graph, expected_edges);
   dataset.indptr = std::move(csr.indptr);
   dataset.indices = std::move(csr.indices);
   dataset.symmetrized = options.graph.symmetrize;

@@ -16,8 +16,9 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
                                   std::vector<std::int64_t>& original_ids, const std::string& what);
 
 // Builds the CSR of dataset.num_nodes vertices from `source` and records the counts.
-void build_graph(const EdgeSource& source, const ImportOptions& options, Dataset& dataset,
-                 ImportReport& report);
+// expected_edges: the pairs `source` delivers (0 if unknown), see build_in_csr().
+void build_graph(const EdgeSource& source, std::int64_t expected_edges,
+                 const ImportOptions& options, Dataset& dataset, ImportReport& report);
 
 // Features, labels and splits of an edge-list or binary import (files or random).
 void attach_vertex_data(const ImportOptions& options, Dataset& dataset);

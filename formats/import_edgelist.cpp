@@ -37,7 +37,8 @@ Dataset import_edgelist(const ImportOptions& options, ImportReport& report) {
         pairs = std::move(edges.narrow);
       }
     }
-    detail::build_graph(memory_edge_source(pairs), options, d, report);
+    detail::build_graph(memory_edge_source(pairs), std::int64_t(pairs.size() / 2), options, d,
+                        report);
   }
   detail::attach_vertex_data(options, d);
   return d;
@@ -100,6 +101,11 @@ class BinaryPairs {
   }
   std::uint64_t size_on_disk() const {
     return input_.size_on_disk();
+  }
+  // Pairs in a plain file (0 for gzip: unknown before reading).
+  std::int64_t expected_pairs() const {
+    return input_.compressed() ? 0
+                               : static_cast<std::int64_t>(input_.size_on_disk() / (2 * id_bytes_));
   }
 
  private:
@@ -222,7 +228,8 @@ Dataset import_binary(const ImportOptions& options, ImportReport& report) {
       pairs = detail::remap_pairs(wide, d.original_ids, options.input);
     }
     d.num_nodes = static_cast<vertex_t>(d.original_ids.size());
-    detail::build_graph(memory_edge_source(pairs), options, d, report);
+    detail::build_graph(memory_edge_source(pairs), std::int64_t(pairs.size() / 2), options, d,
+                        report);
   } else if (options.num_nodes > 0) {
     // The vertex count is known: ids are checked while the first CSR pass reads them.
     d.num_nodes = static_cast<vertex_t>(options.num_nodes);
@@ -234,7 +241,7 @@ Dataset import_binary(const ImportOptions& options, ImportReport& report) {
           else
             input.deliver(visit);
         },
-        options, d, report);
+        input.expected_pairs(), options, d, report);
     SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
   } else {
     std::int64_t count = 0;
@@ -245,8 +252,8 @@ Dataset import_binary(const ImportOptions& options, ImportReport& report) {
     }
     SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
     d.num_nodes = detail::vertex_count(max_id, options.input);
-    detail::build_graph([&](const EdgeBlockVisitor& visit) { input.deliver(visit); }, options, d,
-                        report);
+    detail::build_graph([&](const EdgeBlockVisitor& visit) { input.deliver(visit); }, count,
+                        options, d, report);
   }
   detail::attach_vertex_data(options, d);
   return d;

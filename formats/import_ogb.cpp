@@ -107,7 +107,8 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
                          " declares ", declared_edges);
       pairs = std::move(edges.narrow);
     }
-    detail::build_graph(memory_edge_source(pairs), options, d, report);
+    detail::build_graph(memory_edge_source(pairs), std::int64_t(pairs.size() / 2), options, d,
+                        report);
   }
 
   const std::string feature_file = find_table(raw + "node-feat", false);

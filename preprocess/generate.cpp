@@ -176,7 +176,7 @@ Dataset generate_dataset(const GenerateOptions& o) {
     CsrBuildOptions graph;
     graph.symmetrize = true;
     graph.self_loops = SelfLoops::kRemove;
-    CsrBuildResult csr = build_in_csr(n, memory_edge_source(pairs), graph);
+    CsrBuildResult csr = build_in_csr(n, memory_edge_source(pairs), graph, edges);
     std::vector<vertex_t>().swap(pairs);
     d.indptr = std::move(csr.indptr);
     d.indices = std::move(csr.indices);

@@ -2,6 +2,7 @@
 // the tests (symmetrize, self-loops, duplicates, remap, gzip, random features and splits), and
 // the CLI round trip through `import` and `info --json`.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -308,6 +309,35 @@ TEST(ImportBinary, ManyBlocksBuildTheSameGraphAsText) {
       }
     }
   }
+}
+
+TEST(CsrBuilder, SharedCounterLanesBuildTheSameCsr) {
+  // 3 M vertices with a tiny edge hint: the counter budget (64 MiB) holds 2 lanes of 24 MB,
+  // so 3 or 4 threads share lanes (atomic path); 1 thread is the plain reference.
+  const vertex_t n = 3000000;
+  std::vector<vertex_t> pairs;
+  std::uint64_t state = 99;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    // Half the edges point at a few hubs, so lanes really collide.
+    pairs.push_back(static_cast<vertex_t>((state >> 20) % n));
+    pairs.push_back(static_cast<vertex_t>(i % 2 ? (state >> 40) % 5 : (state >> 7) % n));
+  }
+  CsrBuildOptions options;
+  options.symmetrize = true;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const CsrBuildResult reference = build_in_csr(n, memory_edge_source(pairs), options, 1);
+  for (const int t : {3, 4}) {
+    omp_set_num_threads(t);
+    const CsrBuildResult shared = build_in_csr(n, memory_edge_source(pairs), options, 1);
+    EXPECT_EQ(shared.indptr, reference.indptr) << t << " threads";
+    EXPECT_EQ(shared.indices, reference.indices) << t << " threads";
+    EXPECT_EQ(shared.duplicates_removed, reference.duplicates_removed);
+  }
+  omp_set_num_threads(threads);
+  EXPECT_GT(reference.duplicates_removed, 0);
+  EXPECT_EQ(reference.indptr[5] - reference.indptr[0] > 100000 / 5, true);  // the hubs
 }
 
 TEST(ImportCli, CoraRoundTripThroughImportAndInfo) {

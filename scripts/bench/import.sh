@@ -21,7 +21,18 @@ threads=${THREADS:-0}
 scales=("$@")
 ((${#scales[@]})) || scales=(20 21)
 [[ -x $tool ]] || { echo "no $tool: build first (scripts/build.sh)" >&2; exit 1; }
-command -v /usr/bin/time >/dev/null || { echo "needs GNU time (/usr/bin/time)" >&2; exit 1; }
+# GNU time, or an equivalent through python3 (wall, peak RSS, user and system time).
+if [[ -x /usr/bin/time ]]; then
+  timer=(/usr/bin/time -f 'WALL %e PEAK_KB %M CPU %U %S')
+else
+  timer=(python3 -c 'import resource, subprocess, sys, time
+start = time.time()
+code = subprocess.run(sys.argv[1:]).returncode
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("WALL %.2f PEAK_KB %d CPU %.2f %.2f" % (time.time() - start, usage.ru_maxrss,
+      usage.ru_utime, usage.ru_stime), file=sys.stderr)
+sys.exit(code)')
+fi
 mkdir -p "$work"
 trap 'rm -f "$work"/rmat-*' EXIT
 
@@ -29,7 +40,7 @@ trap 'rm -f "$work"/rmat-*' EXIT
 run() {
   local log=$1
   shift
-  /usr/bin/time -f 'WALL %e PEAK_KB %M CPU %U %S' "$@" >"$log.out" 2>"$log" || {
+  "${timer[@]}" "$@" >"$log.out" 2>"$log" || {
     cat "$log" >&2
     exit 1
   }

@@ -33,6 +33,53 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
   output.commit();
 }
 
+void write_model(const std::string& path, const ModelFile& model) {
+  AtomicOutput output(path);
+  {
+    h5::Handle file = h5::create_file(output.temporary_path());
+    h5::write_string_attr(file, "format", "sluice-model");
+    h5::write_attr<std::int32_t>(file, "format_version", kCheckpointFormatVersion);
+    h5::write_string_attr(file, "description", model.description);
+    h5::write_attr<std::int64_t>(file, "epoch", model.epoch);
+    h5::Handle group = h5::create_group(file, "parameters");
+    for (const auto& t : model.tensors) {
+      SLUICE_EXPECTS(std::int64_t(t.values.size()) == t.rows * t.cols, "tensor ", t.name);
+      h5::write_matrix(group, t.name, t.values.data(), std::uint64_t(t.rows),
+                       std::uint64_t(t.cols));
+    }
+    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  }
+  output.commit();
+}
+
+ModelFile read_model(const std::string& path) {
+  require_readable(path, "model");
+  SLUICE_INPUT_CHECK(h5::is_hdf5(path), path, ": not an HDF5 file (expected a model)");
+  h5::Handle file = h5::open_file(path);
+  SLUICE_INPUT_CHECK(
+      h5::has_attr(file, "format") && h5::read_string_attr(file, "format") == "sluice-model", path,
+      ": not a Sluice model file (missing format attribute)");
+  ModelFile model;
+  model.description = h5::read_string_attr(file, "description");
+  model.epoch = h5::read_attr<std::int64_t>(file, "epoch");
+  h5::Handle group = h5::open_group(file, "parameters");
+  hsize_t count = 0;
+  SLUICE_H5(H5Gget_num_objs(group, &count));
+  for (hsize_t i = 0; i < count; ++i) {
+    char name[256] = {0};
+    SLUICE_H5(H5Gget_objname_by_idx(group, i, name, sizeof name));
+    ModelTensor t;
+    t.name = name;
+    const auto dims = h5::shape(group, t.name);
+    SLUICE_INPUT_CHECK(dims.size() == 2, path, ": parameter ", t.name, " is not a matrix");
+    t.rows = std::int64_t(dims[0]);
+    t.cols = std::int64_t(dims[1]);
+    t.values = h5::read_vector<float>(group, t.name);
+    model.tensors.push_back(std::move(t));
+  }
+  return model;
+}
+
 Checkpoint read_checkpoint(const std::string& path) {
   require_readable(path, "checkpoint");
   SLUICE_INPUT_CHECK(h5::is_hdf5(path), path, ": not an HDF5 file (expected a checkpoint)");

@@ -29,6 +29,21 @@ struct Checkpoint {
 };
 
 void write_checkpoint(const std::string& path, const Checkpoint& checkpoint);
+
+// A trained model for use outside sluice-train: one 2-D dataset per parameter tensor, named as
+// in the trainer ("layer0.W" -> /parameters/layer0.W), plus the configuration as attributes.
+struct ModelTensor {
+  std::string name;
+  std::int64_t rows = 0, cols = 0;
+  std::vector<float> values;  // rows * cols, row-major
+};
+struct ModelFile {
+  std::string description;  // resolved configuration
+  std::int64_t epoch = -1;  // epoch the parameters come from
+  std::vector<ModelTensor> tensors;
+};
+void write_model(const std::string& path, const ModelFile& model);
+ModelFile read_model(const std::string& path);
 // Throws InputError naming the file when it is missing, not a checkpoint, or malformed.
 Checkpoint read_checkpoint(const std::string& path);
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/hash.hpp"
+#include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "tests/support/paths.hpp"
@@ -94,24 +95,45 @@ test::ScratchDir* TrainCli::dir_ = nullptr;
 TEST_F(TrainCli, HelpListsEveryOption) {
   const auto r = test::run_command(test::bin("sluice-train") + " --help");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  for (const char* option :
-       {"--dataset",     "--plan",         "--model",         "--layers",
-        "--hidden",      "--heads",        "--output-heads",  "--epochs",
-        "--lr",          "--weight-decay", "--dropout",       "--attention-dropout",
-        "--seed",        "--optimizer",    "--device",        "--threads",
-        "--gpus",        "--gpu-memory",   "--tf32",          "--metrics",
-        "--report",      "--predictions",  "--checkpoint",    "--checkpoint-every",
-        "--resume",      "--comm",         "--intermediates", "--eval-every",
-        "--feature-norm"})
+  for (const char* option : {"--dataset",
+                             "--plan",
+                             "--model",
+                             "--layers",
+                             "--hidden",
+                             "--heads",
+                             "--output-heads",
+                             "--epochs",
+                             "--lr",
+                             "--weight-decay",
+                             "--dropout",
+                             "--attention-dropout",
+                             "--seed",
+                             "--optimizer",
+                             "--device",
+                             "--threads",
+                             "--gpus",
+                             "--gpu-memory",
+                             "--tf32",
+                             "--metrics",
+                             "--report",
+                             "--predictions",
+                             "--model-out",
+                             "--checkpoint",
+                             "--checkpoint-every",
+                             "--resume",
+                             "--comm",
+                             "--intermediates",
+                             "--eval-every",
+                             "--feature-norm"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 
 TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
   const std::string report = dir_->file("report.json"), metrics = dir_->file("metrics.jsonl"),
                     predictions = dir_->file("pred.csv");
-  const auto r =
-      test::run_command(base() + " --model sage --epochs 4 --eval-every 2 --report " + report +
-                        " --metrics " + metrics + " --predictions " + predictions);
+  const auto r = test::run_command(base() + " --model sage --epochs 4 --eval-every 2 --report " +
+                                   report + " --metrics " + metrics + " --predictions " +
+                                   predictions + " --model-out " + dir_->file("model.h5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(read_text(report));
   for (const char* key : {"test_accuracy", "valid_accuracy", "best_epoch", "final_loss", "epochs",
@@ -133,6 +155,17 @@ TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
   const std::string csv = read_text(predictions);
   EXPECT_EQ(csv.rfind("original_id,prediction,label\n1000,", 0), 0u) << csv.substr(0, 80);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 81);
+  // The model file holds the best-valid parameters with their shapes.
+  const ModelFile saved = read_model(dir_->file("model.h5"));
+  EXPECT_EQ(saved.epoch, j["best_epoch"].get<std::int64_t>());
+  ASSERT_EQ(saved.tensors.size(), 4u);
+  for (const auto& t : saved.tensors) {
+    EXPECT_EQ(std::int64_t(t.values.size()), t.rows * t.cols) << t.name;
+    if (t.name == "layer0.W") {
+      EXPECT_EQ(t.rows, 12);  // SAGE: [W_self; W_neigh] over 6 features
+      EXPECT_EQ(t.cols, 16);
+    }
+  }
 }
 
 TEST_F(TrainCli, ResumeReproducesAnUninterruptedRun) {

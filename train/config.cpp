@@ -108,6 +108,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "report", po::value(&c.report), "write the final JSON report to FILE")(
       "predictions", po::value(&c.predictions),
       "write the best-valid model's predictions to FILE (CSV original_id,prediction,label)")(
+      "model-out", po::value(&c.model_out),
+      "write the best-valid model's parameters to FILE (HDF5, /parameters/layer{l}.W ...)")(
       "checkpoint", po::value(&c.checkpoint),
       "HDF5 checkpoint FILE (model, optimizer state, epoch, best model)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),

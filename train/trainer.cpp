@@ -285,6 +285,8 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
 
   result.losses = state.losses;
   result.flat_parameters = schedule.parameters();
+  result.best_flat_parameters =
+      state.best_parameters.empty() ? result.flat_parameters : state.best_parameters;
   result.parameters = named_parameters(model, result.flat_parameters);
   result.epochs = state.epochs_done;
   result.best_epoch = state.best_epoch;
@@ -303,8 +305,8 @@ void run_train(const TrainConfig& config) {
   require_readable(config.plan, "plan");
   if (config.resume) require_readable(config.checkpoint, "checkpoint");
   // Fail before training, not after it, when an output cannot be written.
-  for (const std::string* output :
-       {&config.report, &config.metrics, &config.predictions, &config.checkpoint})
+  for (const std::string* output : {&config.report, &config.metrics, &config.predictions,
+                                    &config.checkpoint, &config.model_out})
     if (!output->empty()) AtomicOutput probe(*output);
   log_info("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);
@@ -338,6 +340,18 @@ void run_train(const TrainConfig& config) {
       SLUICE_INPUT_CHECK(out.good(), "cannot write report ", config.report);
     }
     output.commit();
+  }
+  if (!config.model_out.empty()) {
+    const ModelSpec model = model_for(dataset, config);
+    ModelFile file;
+    file.description = describe_config(config);
+    file.epoch = result.best_epoch >= 0 ? result.best_epoch : result.epochs - 1;
+    for (const auto& p : model.parameters)
+      file.tensors.push_back(
+          {p.name, p.rows, p.cols,
+           std::vector<float>(result.best_flat_parameters.begin() + p.offset,
+                              result.best_flat_parameters.begin() + p.offset + p.size())});
+    write_model(config.model_out, file);
   }
   if (!config.predictions.empty()) {
     SLUICE_INPUT_CHECK(!result.best_predictions.empty(),

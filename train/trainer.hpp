@@ -36,6 +36,7 @@ struct TrainResult {
   std::vector<EpochRecord> records;  // epochs run by this call
   NamedTensors parameters;           // final parameters ("layer{l}.W", ...)
   std::vector<float> flat_parameters;
+  std::vector<float> best_flat_parameters;  // best-valid model (final ones if none evaluated)
   std::int64_t epochs = 0;
   std::int64_t best_epoch = -1;  // epoch of the best validation accuracy (-1: none evaluated)
   double best_valid_accuracy = -1, test_accuracy = -1, train_accuracy = -1;  // best-valid model

@@ -201,7 +201,15 @@ class Backend {
   virtual HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
   // buffers[d] (n floats on device d) = sum over all devices, on every device.
   virtual void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) = 0;
+  // Host blocks until every device's queued work (host functions included) has finished.
   virtual void synchronize_all() = 0;
+  // Orders devices against each other without blocking the host: work queued on any device
+  // after barrier() starts only after all work queued on every device before it (host
+  // functions such as flush_add_rows' accumulation included). Serves the schedule's phase
+  // boundaries (cross-device reads and writes, host matrices written by one device and read
+  // by another). Host-visible results (loss sums, predictions) and host writes to memory the
+  // devices use still need synchronize_all(). Default: synchronize_all().
+  virtual void barrier() { synchronize_all(); }
 };
 
 struct BackendOptions {

@@ -9,6 +9,7 @@
 #   e.g. scripts/device-build.sh gpu_test_cuda_ops
 # Then, from the device tool:
 #   run(command="bash scripts/device-test.sh", carry=[".device-bundle"], kind="nvidia-h200")
+#   run(command="bash scripts/bench/gpu_train.sh", carry=[".device-bundle"], kind="nvidia-h200-x2")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SLUICE_DEVICE_BUILD_DIR:-$root/build-device}
@@ -39,6 +40,10 @@ done
 ((copied > 0)) || { echo "device-build: nothing was built to bundle" >&2; exit 1; }
 metis=/usr/lib/x86_64-linux-gnu/libmetis.so.5
 [[ -f "$metis" ]] && cp -L "$metis" "$bundle/"
+# The benchmark scripts travel with the working tree anyway; a copy in the bundle keeps it
+# self-contained (scripts/bench/gpu_train.sh, pyg_full_graph.py, summarize_gpu.py).
+mkdir -p "$bundle/scripts"
+cp "$root"/scripts/bench/*.py "$root"/scripts/bench/gpu_train.sh "$bundle/scripts/" 2>/dev/null || true
 datasets=${SLUICE_SHARED_DATASETS:-$root/../shared/datasets}
 if [[ -d "$datasets/cora" ]]; then
   cp -r "$datasets/cora" "$bundle/datasets/"

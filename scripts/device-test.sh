@@ -5,8 +5,9 @@
 # Runs every gpu_test_* executable of the bundle (GoogleTest, brief output) and prints a summary.
 # Options:
 #   --cpu               also run the CPU test_* executables of the bundle
-#   --sanitize FILTER   also run compute-sanitizer memcheck and racecheck on gpu_test_cuda_ops
-#                       restricted to the gtest filter FILTER (keep it small)
+#   --sanitize FILTER   also run compute-sanitizer memcheck and racecheck on every gpu_test_*
+#                       executable that has tests matching the gtest filter FILTER (keep it
+#                       small, e.g. 'CudaOps.Gemm*:*gat_P4xC3_1gpu_p2p_reuse')
 #   --filter FILTER     gtest filter for the gpu_test_* runs (default: all)
 #   --bench             also run the transfer bandwidth and operator timing reports
 #                       (SLUICE_GPU_BENCH=1)
@@ -37,6 +38,7 @@ done
 
 export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export SLUICE_SHARED_DATASETS="$bundle/datasets"
+export SLUICE_BIN_DIR="$bundle"  # tests that run sluice-preprocess/sluice-train find them here
 export NCCL_NVLS_ENABLE=0  # NVLink multicast must stay off on these machines
 logs=$(mktemp -d)
 
@@ -89,10 +91,16 @@ if ((run_cpu)); then
     run_one "$(basename "$exe")" "$exe" --gtest_brief=1
   done
 fi
-if [[ -n "$sanitize_filter" && -x "$bundle/gpu_test_cuda_ops" ]]; then
-  for tool in memcheck racecheck; do
-    run_one "sanitize-$tool" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-      "$bundle/gpu_test_cuda_ops" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+if [[ -n "$sanitize_filter" ]]; then
+  for exe in "$bundle"/gpu_test_*; do
+    name=$(basename "$exe")
+    # Only executables with matching tests (gtest prints test names indented).
+    "$exe" --gtest_list_tests --gtest_filter="$sanitize_filter" 2>/dev/null | grep -q '^  ' || continue
+    for tool in memcheck racecheck; do
+      run_one "sanitize-$tool-$name" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+        "$exe" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+      grep -h 'ERROR SUMMARY' "$logs/sanitize-$tool-$name.log" | sed "s/^/[sanitize] $tool $name: /"
+    done
   done
 fi
 
@@ -128,7 +136,7 @@ PY
     echo "device-test: --train needs sluice-preprocess and sluice-train in the bundle"
   fi
 fi
-grep -h '^\[bench\]' "$logs"/*.log 2>/dev/null
+grep -h '^\[\(bench\|agree\|cora-gpu\)\]' "$logs"/*.log 2>/dev/null
 if [[ -n "${OUT:-}" ]]; then  # at most a few files come back: one archive of every log
   tar czf "$OUT/device-test-logs.tgz" -C "$logs" . && logs="$OUT/device-test-logs.tgz"
 fi

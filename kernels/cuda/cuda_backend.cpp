@@ -87,8 +87,10 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     shared_->gat_fused = std::strcmp(kernels, "fused") == 0;
   }
   setup_peer_access(*shared_);
-  for (int d = 0; d < options.partitions; ++d)
+  for (int d = 0; d < options.partitions; ++d) {
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));
+    barrier_events_.emplace_back(devices_.back()->gpu());
+  }
   if (shared_->used_gpus > 1) {
 #if defined(SLUICE_HAVE_NCCL)
     std::vector<int> ids(static_cast<std::size_t>(shared_->used_gpus));
@@ -181,6 +183,26 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
 
 void CudaBackend::synchronize_all() {
   for (auto& device : devices_) device->synchronize();
+}
+
+void CudaBackend::barrier() {
+  const int n = num_devices();
+  if (n <= 1) return;  // one in-order stream orders itself
+  // Record first on every stream, then wait: each wait sees the record of this barrier (an
+  // event's state is captured when cudaStreamWaitEvent is called). A stream waits on events of
+  // other GPUs too (allowed across devices); host functions queued before the record (flush
+  // accumulation, loss copies) are part of what the event covers.
+  for (int d = 0; d < n; ++d) {
+    DeviceGuard guard(devices_[d]->gpu());
+    SLUICE_CUDA(cudaEventRecord(barrier_events_[d].get(), devices_[d]->stream()));
+  }
+  for (int d = 0; d < n; ++d) {
+    DeviceGuard guard(devices_[d]->gpu());
+    for (int other = 0; other < n; ++other) {
+      if (other == d) continue;
+      SLUICE_CUDA(cudaStreamWaitEvent(devices_[d]->stream(), barrier_events_[other].get(), 0));
+    }
+  }
 }
 
 }  // namespace cuda

@@ -133,10 +133,14 @@ class CudaBackend final : public Backend {
   HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) override;
   void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
   void synchronize_all() override;
+  // Event-only cross-stream barrier: one event recorded on every device's stream, then every
+  // stream waits on every other device's event (no host blocking).
+  void barrier() override;
 
  private:
   std::unique_ptr<BackendShared> shared_;
   std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::vector<Event> barrier_events_;  // one per logical device, on its GPU
 #if defined(SLUICE_HAVE_NCCL)
   NcclCommunicators nccl_;
 #endif

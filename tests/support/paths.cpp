@@ -22,6 +22,9 @@ std::string cora_dir() {
   return shared_datasets() + "/cora";
 }
 std::string bin(const std::string& tool) {
+  // SLUICE_BIN_DIR in the environment wins (tests run from a copied bundle on another machine).
+  if (const char* env = std::getenv("SLUICE_BIN_DIR"); env && *env)
+    return std::string(env) + "/" + tool;
   return std::string(SLUICE_BIN_DIR) + "/" + tool;
 }
 

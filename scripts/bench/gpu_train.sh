@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# GPU training benchmark (issue #5). Runs ON the GPU machine, from the repository root of the
+# copy, with .device-bundle/ built here by scripts/device-build.sh and carried:
+#   run(command="bash scripts/bench/gpu_train.sh", carry=[".device-bundle"], kind="nvidia-h200-x2")
+#
+# Datasets (sluice-preprocess generate, all cores, planted labels):
+#   products-like  RMAT scale 21, edge factor 30, d = 100, 47 classes
+#   reddit-like    RMAT scale 18, edge factor 218, d = 602, 41 classes
+# Models: GCN 2 layers hidden 256; GAT 2 layers, 4 heads x 64 (256 wide), 1 output head.
+# Runs per dataset and model: 1 GPU (P = 1), 2 GPUs (P = 2) with each --comm mode, and both
+# again under --gpu-memory CAP = a quarter of the in-memory working set (features + every
+# layer's output rows + the CSR, from `sluice-preprocess info --json`), the plan's chunk count
+# then chosen by `partition --gpu-memory CAP`. The peer: scripts/bench/pyg_full_graph.py
+# (PyTorch Geometric, full graph on one GPU) on the same data.h5.
+# Each run's --report and --metrics are merged into one JSON line of $OUT/gpu_runs.jsonl;
+# scripts/bench/summarize_gpu.py turns them into Markdown ($OUT/gpu_train.md).
+#
+# Environment: EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
+# uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
+# BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bundle=$root/.device-bundle
+bin=$bundle
+out=${OUT:-$root/out/gpu-bench}
+dir=${BENCH_DIR:-/tmp/sluice-gpu-bench}
+epochs=${EPOCHS:-3}
+chunks=${CHUNKS:-4}
+budget=${BUDGET_S:-470}
+datasets=${DATASETS:-products reddit}
+run_pyg=${PYG:-1}
+mkdir -p "$out" "$dir/runs"
+runs_file=$out/gpu_runs.jsonl
+pyg_file=$out/pyg.jsonl
+log=$out/gpu_train.log
+: >"$runs_file"
+: >"$pyg_file"
+: >"$out/datasets.jsonl"
+exec > >(tee -a "$log") 2>&1
+start=$SECONDS
+
+export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+for exe in "$bin/sluice-preprocess" "$bin/sluice-train"; do
+  [[ -x "$exe" ]] || { echo "gpu_train: $exe missing (scripts/device-build.sh sluice-preprocess sluice-train)"; exit 2; }
+  for lib in $(ldd "$exe" 2>/dev/null | awk '/not found/ {print $1}'); do
+    found=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+    [[ -n "$found" ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+  done
+done
+
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+machine="$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs) x${gpus}, $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM (at start), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+echo "gpu_train: $machine; $(date -u +%F\ %T) UTC; epochs $epochs; budget ${budget}s"
+skipped=()
+have_time() {  # what: true when the budget allows starting it
+  if ((SECONDS - start > budget)); then
+    skipped+=("$1")
+    echo "gpu_train: SKIP $1 (budget ${budget}s used)"
+    return 1
+  fi
+  return 0
+}
+step() {  # name, command...: runs it, logs wall time
+  local name=$1
+  shift
+  local t0=$SECONDS
+  echo "---- $name"
+  "$@"
+  local rc=$?
+  echo "---- $name: rc $rc, $((SECONDS - t0)) s (elapsed $((SECONDS - start)) s)"
+  return $rc
+}
+
+declare -A scale=([products]=21 [reddit]=18)
+declare -A factor=([products]=30 [reddit]=218)
+declare -A dim=([products]=100 [reddit]=602)
+declare -A classes=([products]=47 [reddit]=41)
+hidden=256
+gat_heads=4
+gat_hidden=64
+
+# sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
+train() {  # name dataset model gpus plan comm cap
+  local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7
+  have_time "$name" || return 0
+  ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
+  local width=(--hidden "$hidden")
+  [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
+  local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
+  rm -f "$report" "$metrics"
+  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
+    --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
+    --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
+    --report "$report" --metrics "$metrics" --no-progress
+  local rc=$?
+  python3 - "$runs_file" "$name" "$ds" "$model" "$ngpu" "$comm" "$cap" "$rc" "$report" "$metrics" <<'PY'
+import json, os, sys
+out, name, ds, model, ngpu, comm, cap, rc, report, metrics = sys.argv[1:]
+row = {"name": name, "dataset": ds, "model": model, "gpus": int(ngpu), "comm": comm,
+       "gpu_memory": int(cap), "rc": int(rc)}
+if os.path.exists(report):
+    row["report"] = json.load(open(report))
+if os.path.exists(metrics):
+    row["metrics"] = [json.loads(l) for l in open(metrics) if l.strip()]
+open(out, "a").write(json.dumps(row) + "\n")
+PY
+}
+
+partition() {  # dataset partitions output [extra...]
+  local ds=$1 parts=$2 output=$3
+  shift 3
+  [[ -f "$output" ]] && return 0
+  step "partition $ds P=$parts $*" "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" \
+    --partitions "$parts" --partitioner range --output "$output" "$@"
+}
+
+# Capped runs: the chunk count comes from `partition --gpu-memory CAP` (a search that builds
+# several plans, bounded by CAP_PARTITION_S seconds); a cap the design cannot meet is recorded
+# with partition's own message.
+capped_runs() {  # dataset cap
+  local ds=$1 cap=$2 parts plan model
+  for parts in 1 2; do
+    plan=$dir/$ds-p$parts-cap.plan.h5
+    have_time "partition $ds P=$parts cap" || continue
+    # The GAT estimate (4 heads x 64) is the larger: one plan serves both models.
+    step "partition $ds P=$parts --gpu-memory $cap" timeout "${CAP_PARTITION_S:-75}" \
+      "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" --partitions "$parts" \
+      --partitioner range --output "$plan" --gpu-memory "$cap" --model gat \
+      --hidden "$gat_hidden" --heads "$gat_heads" --layers 2 >"$dir/$ds-p$parts-cap.log" 2>&1
+    grep -E 'gpu-memory|rror' "$dir/$ds-p$parts-cap.log" | tail -n 14
+    if [[ ! -f "$plan" ]]; then
+      python3 - "$runs_file" "$ds" "$parts" "$cap" "$dir/$ds-p$parts-cap.log" <<'PY'
+import json, sys
+out, ds, parts, cap, log = sys.argv[1:]
+text = open(log, errors="replace").read()
+lines = [l for l in text.splitlines() if "gpu-memory" in l or "rror" in l]
+row = {"name": f"{ds}-cap-P{parts}", "dataset": ds, "gpus": int(parts), "gpu_memory": int(cap),
+       "rc": 1, "infeasible": "\n".join(lines[-6:]) or "partition timed out"}
+open(out, "a").write(json.dumps(row) + "\n")
+PY
+      continue
+    fi
+    for model in gcn gat; do
+      train "$ds-$model-${parts}gpu-cap" "$ds" "$model" "$parts" "$plan" p2p+reuse "$cap"
+    done
+  done
+}
+
+for ds in $datasets; do
+  have_time "generate $ds" || continue
+  if [[ ! -f "$dir/$ds.h5" ]]; then
+    step "generate $ds" "$bin/sluice-preprocess" generate --scale "${scale[$ds]}" \
+      --edge-factor "${factor[$ds]}" --features "${dim[$ds]}" --classes "${classes[$ds]}" \
+      --seed 1 --name "$ds-like" --output "$dir/$ds.h5" || continue
+  fi
+  "$bin/sluice-preprocess" info "$dir/$ds.h5" --json >"$dir/$ds.info.json"
+  cat "$dir/$ds.info.json"
+  echo
+  # In-memory working set: features + each layer's output rows (hidden 256, classes) + CSR.
+  working_set=$(python3 - "$dir/$ds.info.json" "$hidden" <<'PY'
+import json, sys
+i = json.load(open(sys.argv[1])); hidden = int(sys.argv[2])
+n, m, d, k = i["nodes"], i["edges"], i["feature_dim"], i["classes"]
+print(4 * n * (d + hidden + k) + 4 * m + 8 * (n + 1))
+PY
+)
+  cap=$((working_set / 4))
+  echo "gpu_train: $ds working set $working_set bytes, cap $cap bytes"
+  echo "{\"dataset\": \"$ds\", \"info\": $(cat "$dir/$ds.info.json"), \"working_set\": $working_set, \"cap\": $cap}" >>"$out/datasets.jsonl"
+
+  p1=$dir/$ds-p1-c$chunks.plan.h5
+  p2=$dir/$ds-p2-c$chunks.plan.h5
+  have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
+  have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
+  for model in gcn gat; do
+    [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
+    if [[ -f "$p2" ]]; then
+      for comm in p2p+reuse p2p baseline; do
+        train "$ds-$model-2gpu-$comm" "$ds" "$model" 2 "$p2" "$comm" 0
+      done
+    fi
+  done
+  if ((run_pyg)) && have_time "pyg $ds"; then
+    for model in gcn gat; do
+      have_time "pyg $ds $model" || continue
+      step "pyg $ds $model" timeout 120 python3 scripts/bench/pyg_full_graph.py \
+        --dataset "$dir/$ds.h5" --model "$model" --hidden "$hidden" --heads "$gat_heads" \
+        --gat-hidden "$gat_hidden" --epochs "$epochs" --warmup 1 --name "$ds" >>"$pyg_file"
+    done
+  fi
+  capped_runs "$ds" "$cap"
+done
+
+echo "gpu_train: done in $((SECONDS - start)) s; skipped: ${skipped[*]:-none}"
+printf '%s\n' "${skipped[@]}" >"$out/skipped.txt"
+python3 scripts/bench/summarize_gpu.py --runs "$runs_file" --pyg "$pyg_file" \
+  --datasets "$out/datasets.jsonl" --machine "$machine" >"$out/gpu_train.md"
+cat "$out/gpu_train.md"

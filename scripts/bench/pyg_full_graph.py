@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The peer of scripts/bench/gpu_train.sh: PyTorch Geometric full-graph training on one GPU.
+
+Reads a Sluice dataset.h5 with h5py (graph/indptr, graph/indices = in-edge CSR, features,
+labels, split/train), builds the same 2-layer model as sluice-train (GCN hidden H; GAT K heads
+x F, 1 output head; dropout 0.5 on every layer's input; Adam), trains full-graph steps and
+prints ONE JSON line: seconds per epoch (median of the epochs after the warm-up ones, CUDA
+synchronized), peak GPU memory, or "status": "OOM" when the GPU runs out of memory.
+
+GCN uses a normalized sparse adjacency D^-1/2 (A + I) D^-1/2 (torch.sparse CSR, rows =
+destinations) with GCNConv(normalize=False): PyG's sparse path (SpMM), the memory-efficient
+way to run full-graph GCN. GAT uses GATConv on edge_index (per-edge messages, as PyG does).
+
+usage: pyg_full_graph.py --dataset data.h5 --model gcn|gat [--hidden 256] [--heads 4]
+                         [--gat-hidden 64] [--epochs 3] [--warmup 1] [--name NAME]
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--model", choices=["gcn", "gat"], required=True)
+    ap.add_argument("--hidden", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--gat-hidden", type=int, default=64)
+    ap.add_argument("--epochs", type=int, default=3, help="timed epochs + warm-up epochs")
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--dropout", type=float, default=0.5)
+    ap.add_argument("--name", default="")
+    args = ap.parse_args()
+
+    result = {"peer": "pyg", "dataset": args.name or args.dataset, "model": args.model,
+              "epochs": args.epochs, "warmup": args.warmup}
+    try:
+        import h5py
+        import torch
+        import torch.nn.functional as F
+        import torch_geometric
+        from torch_geometric.nn import GATConv, GCNConv
+        result["torch"] = torch.__version__
+        result["torch_geometric"] = torch_geometric.__version__
+    except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
+        result.update(status="error", error=f"import: {e}")
+        print(json.dumps(result))
+        return 0
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # Sluice runs TF32 off by default
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda:0")
+    t0 = time.perf_counter()
+    with h5py.File(args.dataset, "r") as f:
+        indptr = torch.from_numpy(f["graph/indptr"][:].astype("int64"))
+        indices = torch.from_numpy(f["graph/indices"][:].astype("int64"))
+        x = torch.from_numpy(f["features"][:])
+        y = torch.from_numpy(f["labels"][:].astype("int64"))
+        train_idx = torch.from_numpy(f["split/train"][:].astype("int64"))
+    n = indptr.numel() - 1
+    result.update(nodes=n, edges=int(indices.numel()), feature_dim=int(x.shape[1]))
+    classes = int(y.max().item()) + 1
+    result["read_seconds"] = round(time.perf_counter() - t0, 2)
+
+    try:
+        x, y, train_idx = x.to(dev), y.to(dev), train_idx.to(dev)
+        train_idx = train_idx[y[train_idx] >= 0]
+        if args.model == "gcn":
+            # D^-1/2 (A + I) D^-1/2 with rows = destinations (in-edge CSR), self loops added.
+            counts = (indptr[1:] - indptr[:-1]).to(dev)
+            deg = counts.to(torch.float32) + 1.0
+            ids = torch.arange(n, device=dev)
+            rows = torch.cat([torch.repeat_interleave(ids, counts), ids])
+            cols = torch.cat([indices.to(dev), ids])
+            dinv = deg.pow(-0.5)
+            vals = dinv[rows] * dinv[cols]
+            adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (n, n))
+            adj = adj.coalesce().to_sparse_csr()
+            del rows, cols, vals, deg, dinv, counts, ids
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.c1 = GCNConv(x.shape[1], args.hidden, normalize=False)
+                    self.c2 = GCNConv(args.hidden, classes, normalize=False)
+
+                def forward(self, h, a):
+                    h = F.dropout(h, args.dropout, self.training)
+                    h = F.relu(self.c1(h, a))
+                    h = F.dropout(h, args.dropout, self.training)
+                    return self.c2(h, a)
+
+            graph = adj
+        else:
+            dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
+            graph = torch.stack([indices, dst]).to(dev)  # edge_index: source -> destination
+            del dst
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.c1 = GATConv(x.shape[1], args.gat_hidden, heads=args.heads,
+                                      dropout=args.dropout)
+                    self.c2 = GATConv(args.gat_hidden * args.heads, classes, heads=1,
+                                      dropout=args.dropout)
+
+                def forward(self, h, a):
+                    h = F.dropout(h, args.dropout, self.training)
+                    h = F.elu(self.c1(h, a))
+                    h = F.dropout(h, args.dropout, self.training)
+                    return self.c2(h, a)
+
+        model = Net().to(dev)
+        opt = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        times = []
+        for epoch in range(args.epochs):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            model.train()
+            opt.zero_grad(set_to_none=True)
+            out = model(x, graph)
+            loss = F.cross_entropy(out[train_idx], y[train_idx])
+            loss.backward()
+            opt.step()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t)
+            result.setdefault("losses", []).append(round(float(loss.item()), 6))
+        timed = times[args.warmup:] or times
+        result.update(status="ok", seconds_per_epoch=statistics.median(timed),
+                      epoch_seconds=[round(t, 4) for t in times],
+                      peak_gpu_bytes=int(torch.cuda.max_memory_allocated()))
+    except torch.cuda.OutOfMemoryError as e:
+        result.update(status="OOM", error=str(e).splitlines()[0][:300],
+                      peak_gpu_bytes=int(torch.cuda.max_memory_allocated()))
+    except RuntimeError as e:  # cuSPARSE / CUDA allocation failures surface as RuntimeError
+        message = str(e).splitlines()[0][:300]
+        result.update(status="OOM" if "out of memory" in message.lower() else "error",
+                      error=message)
+    print(json.dumps(result))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

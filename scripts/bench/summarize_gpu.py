@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""Turns the JSON collected by scripts/bench/gpu_train.sh into Markdown for docs/benchmarks.md.
+
+Inputs: --runs gpu_runs.jsonl (one line per sluice-train run: name, dataset, model, gpus, comm,
+gpu_memory, rc, report, metrics), --pyg pyg.jsonl (scripts/bench/pyg_full_graph.py lines),
+--datasets datasets.jsonl (info --json, working set, cap). Per run: median epoch time over the
+epochs after the first (warm-up), mean phase breakdown and bytes per path over those epochs,
+host-link busy % = H2D gather bytes / (load-phase time x 55 GB/s x GPUs) (the load phase moves
+only the gathers; cached blocks load during compute), speedup of 2 GPUs over 1 GPU (same
+dataset, model and cap), ratio PyG time / Sluice time (> 1: Sluice faster), and whether the
+three --comm modes are ordered baseline >= p2p >= p2p+reuse.
+"""
+import argparse
+import json
+import statistics
+
+LINK = 55e9  # host->GPU cudaMemcpy, pinned, per GPU (HARDWARE.md)
+
+
+def read_lines(path):
+    try:
+        return [json.loads(line) for line in open(path) if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def timed(metrics):
+    return metrics[1:] if len(metrics) > 1 else metrics
+
+
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0
+
+
+def fmt_s(x):
+    return f"{x:.3f} s" if x >= 0.1 else f"{x * 1000:.1f} ms"
+
+
+def gb(x):
+    return f"{x / 1e9:.2f}"
+
+
+def run_stats(run):
+    ms = timed(run.get("metrics", []))
+    if not ms:
+        return None
+    seconds = statistics.median(m["seconds"] for m in ms)
+    phases = {k: mean(m["phases"][k] for m in ms)
+              for k in ("load", "p2p", "compute", "flush", "optimizer")}
+    t = {k: mean(m["transfers"][k] for m in ms) for k in ms[0]["transfers"]}
+    gpus = max(1, run["gpus"])
+    busy = t["h2d_gather_bytes"] / (phases["load"] * LINK * gpus) if phases["load"] > 0 else 0
+    report = run.get("report", {})
+    return {"seconds": seconds, "phases": phases, "t": t, "busy": busy,
+            "peak": max(m.get("peak_device_bytes", 0) for m in ms),
+            "pc": f"{report.get('partitions', '?')}x{report.get('chunks', '?')}",
+            "loss": report.get("final_loss")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", required=True)
+    ap.add_argument("--pyg", default="")
+    ap.add_argument("--datasets", default="")
+    ap.add_argument("--machine", default="")
+    args = ap.parse_args()
+    runs = read_lines(args.runs)
+    pyg = {(p.get("dataset"), p.get("model")): p for p in read_lines(args.pyg)} if args.pyg else {}
+    datasets = read_lines(args.datasets) if args.datasets else []
+
+    out = []
+    if args.machine:
+        out.append(f"Machine: {args.machine}.")
+        out.append("")
+    if datasets:
+        out.append("| dataset | vertices | edges | d | classes | working set | cap (1/4) |")
+        out.append("|---|---|---|---|---|---|---|")
+        for d in datasets:
+            i = d["info"]
+            out.append(f"| {d['dataset']}-like | {i['nodes']} | {i['edges']} | {i['feature_dim']} "
+                       f"| {i['classes']} | {d['working_set'] / 2**30:.2f} GiB "
+                       f"| {d['cap'] / 2**30:.2f} GiB |")
+        out.append("")
+
+    stats = {r["name"]: run_stats(r) for r in runs if "metrics" in r}
+    one_gpu = {}
+    for r in runs:
+        s = stats.get(r["name"])
+        if s and r["gpus"] == 1:
+            one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0)] = s["seconds"]
+
+    out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | load | p2p | compute | "
+               "flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch | D2H GB/epoch "
+               "| host link busy in load | peak GPU GiB | 2 GPUs vs 1 | PyG (1 GPU) s/epoch ÷ ours |")
+    out.append("|" + "---|" * 19)
+    for r in runs:
+        s = stats.get(r["name"])
+        capped = r.get("gpu_memory", 0) > 0
+        cap = f"{r['gpu_memory'] / 2**30:.2f} GiB" if capped else "-"
+        if s is None:
+            why = r.get("infeasible") or f"failed (rc {r.get('rc')})"
+            why = why.replace("\n", "; ").replace("|", "/")
+            out.append(f"| {r['dataset']} | {r.get('model', 'gcn+gat')} | {r['gpus']} | | "
+                       f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 12)
+            continue
+        p, t = s["phases"], s["t"]
+        speed = ""
+        base = one_gpu.get((r["dataset"], r["model"], capped))
+        if r["gpus"] > 1 and base:
+            speed = f"{base / s['seconds']:.2f}x"
+        peer = ""
+        pg = pyg.get((r["dataset"], r["model"])) if r["gpus"] == 1 and not capped else None
+        if pg:
+            if pg.get("status") == "ok":
+                peer = f"{pg['seconds_per_epoch'] / s['seconds']:.2f}"
+            else:
+                peer = f"PyG {pg.get('status')}"
+        out.append(
+            f"| {r['dataset']} | {r['model']} | {r['gpus']} | {s['pc']} | {r['comm']} | {cap} "
+            f"| {fmt_s(s['seconds'])} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
+            f"| {fmt_s(p['compute'])} | {fmt_s(p['flush'])} | {fmt_s(p['optimizer'])} "
+            f"| {gb(t['h2d_gather_bytes'])} + {gb(t['h2d_block_bytes'])} | {gb(t['p2p_bytes'])} "
+            f"| {gb(t['d2h_bytes'])} | {100 * s['busy']:.0f}% | {s['peak'] / 2**30:.2f} "
+            f"| {speed} | {peer} |")
+    out.append("")
+
+    # The three --comm modes at 2 GPUs, uncapped.
+    lines = []
+    for key in sorted({(r["dataset"], r["model"]) for r in runs if "model" in r}):
+        modes = {}
+        for r in runs:
+            if (r["dataset"], r.get("model")) == key and r["gpus"] == 2 and r["gpu_memory"] == 0:
+                s = stats.get(r["name"])
+                if s:
+                    modes[r["comm"]] = s
+        if len(modes) == 3:
+            order = ["baseline", "p2p", "p2p+reuse"]
+            secs = [modes[m]["seconds"] for m in order]
+            h2d = [modes[m]["t"]["h2d_gather_bytes"] for m in order]
+            ok_time = secs[0] >= secs[1] >= secs[2]
+            ok_bytes = h2d[0] >= h2d[1] >= h2d[2]
+            lines.append(
+                f"- {key[0]} {key[1]}, 2 GPUs: s/epoch baseline {fmt_s(secs[0])}, p2p "
+                f"{fmt_s(secs[1])}, p2p+reuse {fmt_s(secs[2])} "
+                f"({'ordered' if ok_time else 'NOT ordered'}); H2D gather GB/epoch "
+                f"{gb(h2d[0])} / {gb(h2d[1])} / {gb(h2d[2])} "
+                f"({'ordered' if ok_bytes else 'NOT ordered'})")
+    if lines:
+        out.append("Comm modes (expected baseline ≥ p2p ≥ p2p+reuse):")
+        out.extend(lines)
+        out.append("")
+    if pyg:
+        out.append("PyG peer (one GPU, full graph, same model sizes, median epoch after warm-up):")
+        for (ds, model), p in sorted(pyg.items()):
+            if p.get("status") == "ok":
+                out.append(f"- {ds} {model}: {fmt_s(p['seconds_per_epoch'])}/epoch, peak "
+                           f"{p['peak_gpu_bytes'] / 2**30:.1f} GiB (torch {p.get('torch')}, "
+                           f"PyG {p.get('torch_geometric', '?')})")
+            else:
+                out.append(f"- {ds} {model}: {p.get('status')} ({p.get('error', '')[:160]})")
+        out.append("")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,8 @@
 #
 # Environment: EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
 # uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
-# BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer).
+# BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
+# PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -74,7 +75,7 @@ step() {  # name, command...: runs it, logs wall time
   return $rc
 }
 
-declare -A scale=([products]=21 [reddit]=18)
+declare -A scale=([products]=${PRODUCTS_SCALE:-21} [reddit]=${REDDIT_SCALE:-18})
 declare -A factor=([products]=30 [reddit]=218)
 declare -A dim=([products]=100 [reddit]=602)
 declare -A classes=([products]=47 [reddit]=41)

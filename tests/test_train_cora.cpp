@@ -56,7 +56,7 @@ class CoraAccuracy : public ::testing::Test {
     c.feature_norm = "row";
     c.seed = seed;
     c.progress = false;
-    c.threads = 2;
+    c.threads = 1;  // contention-free next to other tests (ctest -j)
     return c;
   }
   static TrainConfig gat_config(std::uint64_t seed) {

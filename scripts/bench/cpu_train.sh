@@ -62,9 +62,10 @@ for scale in "${scales[@]}"; do
   data="$dir/rmat$scale.h5"
   plan="$dir/rmat$scale-p$partitions-c$chunks.h5"
   [[ -f "$data" ]] || "$bindir/sluice-preprocess" generate --scale "$scale" \
-    --edge-factor "$edge_factor" --features "$features" --classes 8 --seed 1 --output "$data" -q
+    --edge-factor "$edge_factor" --features "$features" --classes 8 --seed 1 --output "$data" \
+    -q > "$dir/rmat$scale.generate.log"
   [[ -f "$plan" ]] || "$bindir/sluice-preprocess" partition --dataset "$data" \
-    --partitions "$partitions" --chunks "$chunks" --output "$plan" -q
+    --partitions "$partitions" --chunks "$chunks" --output "$plan" -q > "$plan.log"
   run "$scale" gcn "$hidden"
   for g in $gat_scales; do
     if [[ "$g" == "$scale" ]]; then run "$scale" gat 16 --heads 4; fi

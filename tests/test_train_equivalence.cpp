@@ -160,7 +160,9 @@ void run_matrix(const Dataset& d, const RunSetup& setup, const std::vector<std::
     for (bool reorganize : {false, true}) {
       const Plan plan = make_plan(d, shape[0], shape[1], reorganize);
       // The cost model keeps the reorganized layout on this graph, so both layouts are covered.
-      if (shape[0] > 1) EXPECT_EQ(plan.reorganized, reorganize);
+      if (shape[0] > 1) {
+        EXPECT_EQ(plan.reorganized, reorganize);
+      }
       for (const auto& mode : modes) {
         TrainConfig config = train_config(setup, kEpochs);
         config.intermediates = mode;

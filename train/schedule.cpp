@@ -608,6 +608,9 @@ struct Schedule::Impl {
       const DropoutKey key = feature_key(layer.index);
       if (key.rate > 0) s.device->dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
       s.device->flush_add_rows(dX, ch.leave_rows, ch.leave_vertices, G[std::size_t(layer.index)]);
+      // Baseline leave lists hold other partitions' vertices too: devices flushing into the
+      // same host rows must not overlap (the other schemes flush owned rows only).
+      if (options.comm == CommMode::kBaseline) s.device->synchronize();
     }
     barrier();
   }

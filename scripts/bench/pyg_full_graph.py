@@ -4,14 +4,14 @@
 Reads a Sluice dataset.h5 with h5py (graph/indptr, graph/indices = in-edge CSR, features,
 labels, split/train), builds the same 2-layer model as sluice-train (GCN hidden H; GAT K heads
 x F, 1 output head; dropout 0.5 on every layer's input; Adam), trains full-graph steps and
-prints ONE JSON line: seconds per epoch (median of the epochs after the warm-up ones, CUDA
+prints one JSON line per model: seconds per epoch (median of the epochs after the warm-up ones, CUDA
 synchronized), peak GPU memory, or "status": "OOM" when the GPU runs out of memory.
 
 GCN uses a normalized sparse adjacency D^-1/2 (A + I) D^-1/2 (torch.sparse CSR, rows =
 destinations) with GCNConv(normalize=False): PyG's sparse path (SpMM), the memory-efficient
 way to run full-graph GCN. GAT uses GATConv on edge_index (per-edge messages, as PyG does).
 
-usage: pyg_full_graph.py --dataset data.h5 --model gcn|gat [--hidden 256] [--heads 4]
+usage: pyg_full_graph.py --dataset data.h5 --model gcn|gat|gcn,gat [--hidden 256] [--heads 4]
                          [--gat-hidden 64] [--epochs 3] [--warmup 1] [--name NAME]
 """
 import argparse
@@ -24,7 +24,7 @@ import time
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", required=True)
-    ap.add_argument("--model", choices=["gcn", "gat"], required=True)
+    ap.add_argument("--model", required=True, help="gcn, gat or a comma list (one process)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--gat-hidden", type=int, default=64)
@@ -34,40 +34,52 @@ def main():
     ap.add_argument("--name", default="")
     args = ap.parse_args()
 
-    result = {"peer": "pyg", "dataset": args.name or args.dataset, "model": args.model,
-              "epochs": args.epochs, "warmup": args.warmup}
+    base = {"peer": "pyg", "dataset": args.name or args.dataset, "epochs": args.epochs,
+            "warmup": args.warmup}
     try:
         import h5py
         import torch
-        import torch.nn.functional as F
         import torch_geometric
-        from torch_geometric.nn import GATConv, GCNConv
-        result["torch"] = torch.__version__
-        result["torch_geometric"] = torch_geometric.__version__
+        base["torch"] = torch.__version__
+        base["torch_geometric"] = torch_geometric.__version__
     except Exception as e:  # noqa: BLE001 - report, do not crash the benchmark
-        result.update(status="error", error=f"import: {e}")
-        print(json.dumps(result))
+        for model in args.model.split(","):
+            print(json.dumps(dict(base, model=model, status="error", error=f"import: {e}")))
         return 0
+    t0 = time.perf_counter()
+    with h5py.File(args.dataset, "r") as f:
+        data = {"indptr": torch.from_numpy(f["graph/indptr"][:].astype("int64")),
+                "indices": torch.from_numpy(f["graph/indices"][:].astype("int64")),
+                "x": torch.from_numpy(f["features"][:]),
+                "y": torch.from_numpy(f["labels"][:].astype("int64")),
+                "train": torch.from_numpy(f["split/train"][:].astype("int64"))}
+    base["read_seconds"] = round(time.perf_counter() - t0, 2)
+    for model in args.model.split(","):
+        result = dict(base, model=model)
+        train_one(args, model, data, result)
+        print(json.dumps(result))
+        sys.stdout.flush()
+        torch.cuda.empty_cache()
+    return 0
+
+
+def train_one(args, model_name, data, result):
+    import torch
+    import torch.nn.functional as F
+    from torch_geometric.nn import GATConv, GCNConv
 
     torch.backends.cuda.matmul.allow_tf32 = False  # Sluice runs TF32 off by default
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda:0")
-    t0 = time.perf_counter()
-    with h5py.File(args.dataset, "r") as f:
-        indptr = torch.from_numpy(f["graph/indptr"][:].astype("int64"))
-        indices = torch.from_numpy(f["graph/indices"][:].astype("int64"))
-        x = torch.from_numpy(f["features"][:])
-        y = torch.from_numpy(f["labels"][:].astype("int64"))
-        train_idx = torch.from_numpy(f["split/train"][:].astype("int64"))
+    indptr, indices = data["indptr"], data["indices"]
     n = indptr.numel() - 1
-    result.update(nodes=n, edges=int(indices.numel()), feature_dim=int(x.shape[1]))
-    classes = int(y.max().item()) + 1
-    result["read_seconds"] = round(time.perf_counter() - t0, 2)
-
+    result.update(nodes=n, edges=int(indices.numel()), feature_dim=int(data["x"].shape[1]))
+    classes = int(data["y"].max().item()) + 1
+    graph = model = opt = out = loss = None
     try:
-        x, y, train_idx = x.to(dev), y.to(dev), train_idx.to(dev)
+        x, y, train_idx = data["x"].to(dev), data["y"].to(dev), data["train"].to(dev)
         train_idx = train_idx[y[train_idx] >= 0]
-        if args.model == "gcn":
+        if model_name == "gcn":
             # D^-1/2 (A + I) D^-1/2 with rows = destinations (in-edge CSR), self loops added.
             counts = (indptr[1:] - indptr[:-1]).to(dev)
             deg = counts.to(torch.float32) + 1.0
@@ -77,8 +89,8 @@ def main():
             dinv = deg.pow(-0.5)
             vals = dinv[rows] * dinv[cols]
             adj = torch.sparse_coo_tensor(torch.stack([rows, cols]), vals, (n, n))
-            adj = adj.coalesce().to_sparse_csr()
-            del rows, cols, vals, deg, dinv, counts, ids
+            graph = adj.coalesce().to_sparse_csr()
+            del rows, cols, vals, deg, dinv, counts, ids, adj
 
             class Net(torch.nn.Module):
                 def __init__(self):
@@ -91,8 +103,6 @@ def main():
                     h = F.relu(self.c1(h, a))
                     h = F.dropout(h, args.dropout, self.training)
                     return self.c2(h, a)
-
-            graph = adj
         else:
             dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
             graph = torch.stack([indices, dst]).to(dev)  # edge_index: source -> destination
@@ -117,7 +127,7 @@ def main():
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         times = []
-        for epoch in range(args.epochs):
+        for _ in range(args.epochs):
             torch.cuda.synchronize()
             t = time.perf_counter()
             model.train()
@@ -140,9 +150,8 @@ def main():
         message = str(e).splitlines()[0][:300]
         result.update(status="OOM" if "out of memory" in message.lower() else "error",
                       error=message)
-    print(json.dumps(result))
-    sys.stdout.flush()
-    return 0
+    finally:
+        del graph, model, opt, out, loss
 
 
 if __name__ == "__main__":

@@ -18,10 +18,16 @@ LINK = 55e9  # host->GPU cudaMemcpy, pinned, per GPU (HARDWARE.md)
 
 
 def read_lines(path):
+    rows = []
     try:
-        return [json.loads(line) for line in open(path) if line.strip()]
+        for line in open(path):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass  # log lines mixed into a results file
     except FileNotFoundError:
-        return []
+        pass
+    return rows
 
 
 def timed(metrics):
@@ -100,7 +106,9 @@ def main():
         cap = f"{r['gpu_memory'] / 2**30:.2f} GiB" if capped else "-"
         if s is None:
             why = r.get("infeasible") or f"failed (rc {r.get('rc')})"
-            why = why.replace("\n", "; ").replace("|", "/")
+            errors = [line for line in why.splitlines() if "error:" in line]
+            why = (errors[-1].split("error:", 1)[1].strip() if errors else why)
+            why = "not run: " + why.replace("\n", "; ").replace("|", "/")
             out.append(f"| {r['dataset']} | {r.get('model', 'gcn+gat')} | {r['gpus']} | | "
                        f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 12)
             continue

@@ -266,6 +266,25 @@ TEST(ImportBinary, Int64PairsAndRemap) {
   EXPECT_EQ(row(compact, 0), (std::vector<vertex_t>{2}));
 }
 
+TEST(ImportBinary, GzipCompressedPairs) {
+  test::ScratchDir dir;
+  const std::vector<std::int32_t> pairs = {0, 1, 1, 2, 2, 0, 3, 1};
+  write_binary(dir.file("g.bin"), pairs);
+  write_gzip(dir.file("g.bin.gz"),
+             std::string(reinterpret_cast<const char*>(pairs.data()), pairs.size() * 4));
+  ImportOptions o;
+  o.format = "binary";
+  o.input = dir.file("g.bin");
+  ImportReport report;
+  const Dataset plain = import_dataset(o, report);
+  o.input = dir.file("g.bin.gz");
+  const Dataset compressed = import_dataset(o, report);
+  EXPECT_EQ(report.input_edges, 4);
+  EXPECT_EQ(compressed.indptr, plain.indptr);
+  EXPECT_EQ(compressed.indices, plain.indices);
+  EXPECT_EQ(row(compressed, 1), (std::vector<vertex_t>{0, 3}));
+}
+
 TEST(ImportBinary, ManyBlocksBuildTheSameGraphAsText) {
   // More pairs than one read block (4 Mi pairs) would be slow in a test; instead check a
   // larger random graph against the edge-list path.

@@ -44,8 +44,8 @@ run() {  # scale model hidden extra-args...
     --hidden "$width" --epochs "$epochs" --eval-every "$epochs" --dropout 0.5 --lr 0.01 \
     --threads "$threads" --metrics "$metrics" --report "$report" --no-progress -q "$@"
   local nodes edges
-  nodes=$("$bindir/sluice-preprocess" info "$data" --json 2> /dev/null | jq -r '.num_nodes' 2> /dev/null || echo "2^$scale")
-  edges=$("$bindir/sluice-preprocess" info "$data" --json 2> /dev/null | jq -r '.num_edges' 2> /dev/null || echo "?")
+  nodes=$("$bindir/sluice-preprocess" info "$data" --json 2> /dev/null | jq -r '.nodes' 2> /dev/null || echo "2^$scale")
+  edges=$("$bindir/sluice-preprocess" info "$data" --json 2> /dev/null | jq -r '.edges' 2> /dev/null || echo "?")
   # Mean over the epochs after the first (the first one warms caches and page tables).
   jq -s -r --arg scale "$scale" --arg nodes "$nodes" --arg edges "$edges" --arg model "$model" \
     --arg pc "$partitions x $chunks" '

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"

@@ -55,13 +55,10 @@ std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uin
 // Returns an empty vector (after logging why) when METIS cannot take this graph.
 std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint64_t seed,
                                           std::int64_t& edge_cut) {
-  constexpr std::int64_t kIdxMax = std::numeric_limits<idx_t>::max();
   const std::int64_t n = d.num_nodes;
-  const std::int64_t m = d.num_edges();
-  // The symmetrized graph has at most 2m adjacency entries; vertex weights sum to at most m + n.
-  if (n > kIdxMax || 2 * m > kIdxMax || m + n > kIdxMax) {
-    log_info("METIS: graph too large for METIS's ", 8 * sizeof(idx_t), "-bit idx_t (n = ", n,
-             ", 2m = ", 2 * m, ", max ", kIdxMax, "); falling back to the range partitioner");
+  std::string why;
+  if (!fits_metis_index(n, d.num_edges(), &why)) {
+    log_info("METIS: ", why, "; falling back to the range partitioner");
     return {};
   }
   SymmetricGraph graph;
@@ -85,7 +82,8 @@ std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint
   idx_t objval = 0;
   idx_t options[METIS_NOPTIONS];
   SLUICE_METIS(METIS_SetDefaultOptions(options));
-  options[METIS_OPTION_SEED] = static_cast<idx_t>(seed % static_cast<std::uint64_t>(kIdxMax));
+  options[METIS_OPTION_SEED] =
+      static_cast<idx_t>(seed % static_cast<std::uint64_t>(std::numeric_limits<idx_t>::max()));
   options[METIS_OPTION_NUMBERING] = 0;
   {
     StageTimer timer(cat("METIS_PartGraphKway (", parts, " parts)"));
@@ -101,6 +99,16 @@ std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint
 }
 
 }  // namespace
+
+bool fits_metis_index(std::int64_t n, std::int64_t m, std::string* why) {
+  constexpr std::int64_t kIdxMax = std::numeric_limits<idx_t>::max();
+  // The symmetrized graph has at most 2m adjacency entries; vertex weights sum to m + n at most.
+  const bool fits = n <= kIdxMax && m <= kIdxMax / 2 && m + n <= kIdxMax;
+  if (!fits && why)
+    *why = cat("graph too large for METIS's ", 8 * sizeof(idx_t), "-bit idx_t (n = ", n,
+               ", 2m = ", 2 * m, ", m + n = ", m + n, ", max ", kIdxMax, ")");
+  return fits;
+}
 
 SymmetricGraph symmetrize(const Dataset& d) {
   const vertex_t n = d.num_nodes;

@@ -25,6 +25,11 @@ struct VertexPartition {
 VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
                                    std::uint64_t seed);
 
+// Whether METIS's idx_t can index a graph of n vertices and m (directed) edges: n, the 2m
+// adjacency entries of the symmetrized graph and the total vertex weight m + n must all fit.
+// When not, `why` says which bound fails.
+bool fits_metis_index(std::int64_t n, std::int64_t m, std::string* why = nullptr);
+
 // The symmetrized simple graph (union of in- and out-edges, no self-loops, no duplicates) as a
 // CSR with sorted rows; what METIS partitions.
 struct SymmetricGraph {

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <set>
 
+#include <metis.h>
 #include <omp.h>
 #include <zlib.h>
 
@@ -14,6 +16,7 @@
 #include "common/hash.hpp"
 #include "formats/dataset.hpp"
 #include "preprocess/memory_estimate.hpp"
+#include "preprocess/partition.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_verify.hpp"
 #include "preprocess/reorganize.hpp"
@@ -363,6 +366,19 @@ TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
     EXPECT_EQ(serial.chunk_plans[k].load_slots, parallel.chunk_plans[k].load_slots);
     EXPECT_EQ(serial.chunk_plans[k].remote_owner_slots, parallel.chunk_plans[k].remote_owner_slots);
   }
+}
+
+TEST(Partition, MetisIndexWidthIsChecked) {
+  const std::int64_t max = std::numeric_limits<std::int32_t>::max();
+  std::string why;
+  EXPECT_TRUE(fits_metis_index(1000, 5000, &why));
+  EXPECT_TRUE(why.empty());
+  if (sizeof(idx_t) == 4) {
+    EXPECT_FALSE(fits_metis_index(1000, max / 2 + 1, &why));  // 2m overflows
+    EXPECT_NE(why.find("32-bit idx_t"), std::string::npos) << why;
+    EXPECT_FALSE(fits_metis_index(max / 2 + 100, max / 2 - 10, &why));  // m + n overflows
+  }
+  EXPECT_TRUE(fits_metis_index(100, max / 4));
 }
 
 }  // namespace

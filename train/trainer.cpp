@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "common/atomic_file.hpp"
@@ -205,7 +206,9 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   TrainResult result;
   result.best_predictions.clear();
   const std::int64_t total = config.epochs;
-  Progress progress("train", std::uint64_t(std::max<std::int64_t>(total - state.epochs_done, 0)));
+  std::optional<Progress> progress;
+  if (config.progress && !config.quiet)
+    progress.emplace("train", std::uint64_t(std::max<std::int64_t>(total - state.epochs_done, 0)));
   const std::int64_t log_every = std::max<std::int64_t>(1, total / 20);
   for (std::int64_t epoch = state.epochs_done; epoch < total; ++epoch) {
     EpochRecord record;
@@ -261,12 +264,12 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
       log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (", record.seconds,
                 " s)");
     result.records.push_back(record);
-    if (config.progress) progress.add(1);
+    if (progress) progress->add(1);
     if (!config.checkpoint.empty() && config.checkpoint_every > 0 &&
         (epoch + 1) % config.checkpoint_every == 0)
       save_checkpoint();
   }
-  progress.finish();
+  if (progress) progress->finish();
   if (!config.checkpoint.empty() &&
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();

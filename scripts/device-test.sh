@@ -99,7 +99,7 @@ if [[ -n "$sanitize_filter" ]]; then
     for tool in memcheck racecheck; do
       run_one "sanitize-$tool-$name" compute-sanitizer --tool "$tool" --error-exitcode 99 \
         "$exe" --gtest_brief=1 --gtest_filter="$sanitize_filter"
-      grep -h 'ERROR SUMMARY' "$logs/sanitize-$tool-$name.log" | sed "s/^/[sanitize] $tool $name: /"
+      grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$logs/sanitize-$tool-$name.log" | sed "s/^/[sanitize] $tool $name: /"
     done
   done
 fi

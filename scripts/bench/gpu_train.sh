@@ -53,7 +53,7 @@ for exe in "$bin/sluice-preprocess" "$bin/sluice-train"; do
 done
 
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-machine="$(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs) x${gpus}, $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM (at start), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
+machine="${gpus}x $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM (at start), driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)"
 echo "gpu_train: $machine; $(date -u +%F\ %T) UTC; epochs $epochs; budget ${budget}s"
 skipped=()
 have_time() {  # what: true when the budget allows starting it

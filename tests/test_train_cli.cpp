@@ -124,7 +124,8 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--comm",
                              "--intermediates",
                              "--eval-every",
-                             "--feature-norm"})
+                             "--feature-norm",
+                             "--phase-timing"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 

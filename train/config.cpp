@@ -152,6 +152,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "gpu-memory", po::value(&gpu_memory)->default_value(gpu_memory),
       "CUDA: memory budget per device in bytes (suffixes K, M, G; 0: all)")(
       "tf32", po::bool_switch(&c.tf32), "CUDA: allow TF32 tensor-core GEMMs")(
+      "phase-timing", po::bool_switch(&c.phase_timing),
+      "block at every phase boundary so that the metrics' per-phase times are exact (CUDA: "
+      "otherwise devices are ordered by events and phase times measure issue time)")(
       "quiet,q", po::bool_switch(&c.quiet), "log errors only")(
       "verbose,v", po::bool_switch(&c.verbose), "log debug details")(
       "no-progress", "do not draw the progress line");
@@ -195,6 +198,7 @@ std::string describe_config(const TrainConfig& c) {
       << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
+  if (c.phase_timing) out << " phase_timing=1";
   if (!c.checkpoint.empty())
     out << " checkpoint=" << c.checkpoint << " checkpoint_every=" << c.checkpoint_every
         << " resume=" << c.resume;

@@ -49,6 +49,7 @@ struct TrainConfig {
   int gpus = 1;
   std::int64_t gpu_memory = 0;  // bytes per device (0 = all)
   bool tf32 = false;
+  bool phase_timing = false;  // block at phase boundaries for exact per-phase times
 
   // Output.
   bool quiet = false;

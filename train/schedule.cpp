@@ -415,7 +415,14 @@ struct Schedule::Impl {
     return Mat{s.grads.data + offset, rows, cols, cols};
   }
 
-  void barrier() { backend.synchronize_all(); }
+  // Phase boundary. Backend::barrier() orders the devices without blocking the host (CUDA:
+  // events); synchronize_phases blocks instead so that the per-phase wall times are exact.
+  void barrier() {
+    if (options.synchronize_phases)
+      backend.synchronize_all();
+    else
+      backend.barrier();
+  }
 
   // Phase A: transition update (loads of L_c^p, dropout on arrivals); in the backward pass
   // also zero the gradient rows of arrivals and of the chunk's remote region.
@@ -814,6 +821,7 @@ double Schedule::forward_backward(std::int64_t epoch) {
     const LayerSpec& layer = m.model.layers[std::size_t(l)];
     const bool input_gradient = l > 0;
     if (input_gradient) {
+      m.backend.synchronize_all();  // the host writes G^l below
       HostMat g = m.G[std::size_t(l)];
 #pragma omp parallel for schedule(static)
       for (std::int64_t v = 0; v < g.rows; ++v)
@@ -879,6 +887,7 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
       m.barrier();
     }
   }
+  m.backend.synchronize_all();  // predictions are host-visible only now
   return m.predictions;
 }
 

@@ -35,6 +35,9 @@ struct ScheduleOptions {
   // Divide every feature row by its L1 norm when filling H^0 (Kipf & Welling's preprocessing
   // of the Planetoid bag-of-words features); rows of norm 0 stay 0.
   bool row_normalize_features = false;
+  // Block the host at every phase boundary (exact per-phase times) instead of ordering the
+  // devices with Backend::barrier() (CUDA: events only; phase times then measure issue time).
+  bool synchronize_phases = false;
 };
 
 // Wall time per phase, seconds (accumulated until reset).

@@ -146,6 +146,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
   options.seed = config.seed;
   options.row_normalize_features = config.feature_norm == "row";
+  options.synchronize_phases = config.phase_timing;
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

@@ -95,11 +95,29 @@ class Device {
   virtual std::string name() const = 0;
 
   // ---- memory (every allocation is accounted against the budget) ----
+  // alloc() gives a working buffer: always device memory; throws OutOfDeviceMemory when it
+  // does not fit the budget.
   virtual Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
+  // upload(), upload_csr() and upload_constant() hold READ-ONLY per-chunk constants (index
+  // lists, CSR structures, entry values), written once here and never written by any
+  // operation. A backend may place them in host memory that its kernels read directly (CUDA:
+  // pinned, mapped memory read zero-copy) when the device budget is exhausted, so their size
+  // need not fit the budget; never pass them as an output of any operation.
   virtual Idx upload(const std::vector<vertex_t>& values, const std::string& what) = 0;
   // indptr: rows + 1 offsets; columns: indptr.back() entries in [0, num_cols).
   virtual Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                          std::int64_t num_cols, const std::string& what) = 0;
+  // A read-only rows x cols float matrix (values: rows * cols floats, row-major), e.g. a chunk's
+  // entry values for spmm(). Default: alloc() + write().
+  virtual Mat upload_constant(const std::vector<float>& values, std::int64_t rows,
+                              std::int64_t cols, const std::string& what) {
+    SLUICE_EXPECTS(rows >= 0 && cols >= 0 && std::int64_t(values.size()) == rows * cols,
+                   "upload_constant: ", values.size(), " values for a ", rows, " x ", cols,
+                   " matrix (", what, ")");
+    Mat m = alloc(rows, cols, what);
+    write(values.data(), rows * cols, m.data);
+    return m;
+  }
   virtual std::int64_t bytes_in_use() const = 0;
   virtual std::int64_t peak_bytes() const = 0;
   // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.

@@ -86,6 +86,12 @@ CudaBackend::CudaBackend(const BackendOptions& options)
                        "'");
     shared_->gat_fused = std::strcmp(kernels, "fused") == 0;
   }
+  if (const char* host = std::getenv("SLUICE_HOST_CONSTANTS")) {
+    SLUICE_INPUT_CHECK(
+        host[0] == '\0' || std::strcmp(host, "0") == 0 || std::strcmp(host, "1") == 0,
+        "SLUICE_HOST_CONSTANTS must be 0 or 1, got '", host, "'");
+    shared_->host_constants = std::strcmp(host, "1") == 0;
+  }
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d) {
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));

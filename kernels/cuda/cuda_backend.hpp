@@ -23,6 +23,9 @@ struct BackendShared {
   // GAT backward: fused kernels (warp-cooperative attention gradients, one transposed
   // aggregation over all heads) unless SLUICE_GAT_KERNELS=basic (per-head SpMMs).
   bool gat_fused = true;
+  // SLUICE_HOST_CONSTANTS=1: every read-only constant (upload, upload_csr, upload_constant) in
+  // pinned host memory read zero-copy, as when they exceed the device budget (for testing).
+  bool host_constants = false;
   // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
   // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
   std::vector<std::vector<bool>> direct_peer, peer_atomics;
@@ -44,6 +47,12 @@ class CudaDevice final : public Device {
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                  std::int64_t num_cols, const std::string& what) override;
+  // Read-only constants try the budgeted device memory first and otherwise stay in pinned,
+  // mapped host memory owned by this device, read zero-copy (see ConstantStore).
+  Mat upload_constant(const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
+                      const std::string& what) override;
+  // Bytes of constants kept in pinned host memory (not counted by bytes_in_use()).
+  std::int64_t host_constant_bytes() const { return constants_.host_bytes(); }
   std::int64_t bytes_in_use() const override { return account_.in_use(); }
   std::int64_t peak_bytes() const override { return account_.peak(); }
   void write(const float* host, std::int64_t count, float* device) override;
@@ -103,12 +112,21 @@ class CudaDevice final : public Device {
                                    std::int64_t rows) const;
   void spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose);
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
+  // Logs, once, how many bytes of constants live in host memory (called by the first
+  // operations after setup, when every constant has been placed).
+  void report_host_constants() {
+    if (!host_constants_reported_ && constants_.host_bytes() > 0) log_host_constants();
+  }
+  void log_host_constants();
 
   int index_;
   int gpu_;
   std::string name_;
   BackendShared& shared_;
-  MemoryAccount account_;  // before every AccountedBuffer member
+  MemoryAccount account_;    // before every AccountedBuffer member
+  ConstantStore constants_;  // before every ConstantBuffer member (owns the host slabs)
+  std::vector<ConstantBuffer> constant_buffers_;
+  bool host_constants_reported_ = false;
   Stream stream_;
   Event event_;
   CublasHandle cublas_;

@@ -79,7 +79,8 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
       gpu_(gpu),
       name_(cat("cuda:", index, " (GPU ", gpu, ")")),
       shared_(shared),
-      account_(name_, gpu, shared.options.memory_budget) {
+      account_(name_, gpu, shared.options.memory_budget),
+      constants_(account_, shared.host_constants) {
   DeviceGuard guard(gpu_);
   stream_ = Stream(gpu_);
   event_ = Event(gpu_);
@@ -111,27 +112,36 @@ Mat CudaDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& w
 
 Idx CudaDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
   DeviceGuard guard(gpu_);
-  const std::int64_t bytes = static_cast<std::int64_t>(values.size() * sizeof(vertex_t));
-  AccountedBuffer buffer = account_.allocate(bytes, what);
-  if (bytes > 0) {
-    SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), values.data(), static_cast<std::size_t>(bytes),
-                                cudaMemcpyHostToDevice, stream_.get()));
-    SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
-  }
+  ConstantBuffer buffer = constants_.place(values, what, stream_.get());
   Idx idx{buffer.as<vertex_t>(), static_cast<std::int64_t>(values.size())};
-  if (buffer.get()) allocations_.push_back(std::move(buffer));
+  if (buffer.get()) constant_buffers_.push_back(std::move(buffer));
   return idx;
+}
+
+Mat CudaDevice::upload_constant(const std::vector<float>& values, std::int64_t rows,
+                                std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0 && static_cast<std::int64_t>(values.size()) == rows * cols,
+                 "upload_constant: ", values.size(), " values for a ", rows, " x ", cols,
+                 " matrix (", what, ")");
+  DeviceGuard guard(gpu_);
+  ConstantBuffer buffer = constants_.place(values, what, stream_.get());
+  Mat m{buffer.as<float>(), rows, cols, cols};
+  if (buffer.get()) constant_buffers_.push_back(std::move(buffer));
+  return m;
 }
 
 Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                            std::int64_t num_cols, const std::string& what) {
   DeviceGuard guard(gpu_);
   const bool transpose = shared_.transpose_mode == TransposeMode::kPrecomputed;
-  auto matrix = std::make_unique<DeviceCsr>(
-      upload_device_csr(indptr, columns, num_cols, transpose, account_, stream_.get(), what));
-  if (transpose)  // values of the transpose: sized here, at setup, to the largest matrix
-    transposed_values_.ensure_as<float>(matrix->nnz, account_, stream_.get(),
+  // Values of the transpose: working scratch sized here, at setup, to the largest matrix, and
+  // before the structure so that the scratch has the budget first (constants may spill).
+  if (transpose && !indptr.empty() && indptr.back() > 0 &&
+      indptr.back() == static_cast<edge_t>(columns.size()))
+    transposed_values_.ensure_as<float>(indptr.back(), account_, stream_.get(),
                                         "transposed SpMM values");
+  auto matrix = std::make_unique<DeviceCsr>(
+      upload_device_csr(indptr, columns, num_cols, transpose, constants_, stream_.get(), what));
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
   return handle;
@@ -146,11 +156,24 @@ const DeviceCsr& CudaDevice::csr(Csr a) const {
   return m;
 }
 
+void CudaDevice::log_host_constants() {
+  host_constants_reported_ = true;
+  const std::string mib = cat(std::llround(double(constants_.host_bytes()) / double(1 << 20)));
+  if (constants_.force_host()) {
+    log_info("device ", index_, ": SLUICE_HOST_CONSTANTS=1; ", mib,
+             " MiB of chunk structures kept in pinned host memory and read zero-copy");
+  } else {
+    log_info("device ", index_, ": chunk structures exceed the GPU memory budget; ", mib,
+             " MiB kept in pinned host memory and read zero-copy");
+  }
+}
+
+// write/read/copy use cudaMemcpyDefault (UVA): a constant may live in mapped host memory.
 void CudaDevice::write(const float* host, std::int64_t count, float* device) {
   if (count <= 0) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpyAsync(device, host, static_cast<std::size_t>(count * kFloat),
-                              cudaMemcpyHostToDevice, stream_.get()));
+                              cudaMemcpyDefault, stream_.get()));
   SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
 }
 
@@ -158,7 +181,7 @@ void CudaDevice::read(const float* device, std::int64_t count, float* host) {
   if (count <= 0) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpyAsync(host, device, static_cast<std::size_t>(count * kFloat),
-                              cudaMemcpyDeviceToHost, stream_.get()));
+                              cudaMemcpyDefault, stream_.get()));
   SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
 }
 
@@ -173,6 +196,7 @@ const float* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t firs
 }
 
 void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
+  report_host_constants();
   const std::int64_t n = src_rows.size;
   SLUICE_EXPECTS(dst_rows.size == n || dst_rows.size == 0, "load_rows: ", n, " source rows but ",
                  dst_rows.size, " destination rows");
@@ -188,6 +212,7 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
 }
 
 void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
+  report_host_constants();
   SLUICE_EXPECTS(src.cols == dst.cols && src_row >= 0 && src_row + dst.rows <= src.rows,
                  "load_block: rows [", src_row, ", +", dst.rows, ") of a ", src.rows, " x ",
                  src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
@@ -280,8 +305,10 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
     PeerStaging& remote = peer_staging(target.gpu_, n * cols * kFloat, n * kFloat);
     SLUICE_CUDA(cudaMemcpyPeerAsync(remote.values.get(), target.gpu_, compact, gpu_,
                                     static_cast<std::size_t>(n * cols * kFloat), stream_.get()));
-    SLUICE_CUDA(cudaMemcpyPeerAsync(remote.rows.get(), target.gpu_, owner_rows.data, gpu_,
-                                    static_cast<std::size_t>(n * sizeof(vertex_t)), stream_.get()));
+    // owner_rows may be a constant in mapped host memory: a UVA copy, not a peer copy.
+    SLUICE_CUDA(cudaMemcpyAsync(remote.rows.get(), owner_rows.data,
+                                static_cast<std::size_t>(n * sizeof(vertex_t)), cudaMemcpyDefault,
+                                stream_.get()));
     SLUICE_CUDA(cudaEventRecord(event_.get(), stream_.get()));
     {
       DeviceGuard owner_guard(target.gpu_);
@@ -309,11 +336,23 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols,
                      stream_.get());
   auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, stream_.get()));
-  auto* rows = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, stream_.get()));
   SLUICE_CUDA(cudaMemcpyAsync(values, compact, static_cast<std::size_t>(n * cols * kFloat),
                               cudaMemcpyDeviceToHost, stream_.get()));
-  SLUICE_CUDA(cudaMemcpyAsync(rows, host_rows.data, static_cast<std::size_t>(n * sizeof(vertex_t)),
-                              cudaMemcpyDeviceToHost, stream_.get()));
+  // host_rows may be a constant kept in pinned host memory: the host function reads it there
+  // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
+  // host function, which still reads the staging buffer).
+  cudaPointerAttributes attributes{};
+  SLUICE_CUDA(cudaPointerGetAttributes(&attributes, host_rows.data));
+  const vertex_t* rows = nullptr;
+  if (attributes.type == cudaMemoryTypeHost && attributes.hostPointer != nullptr) {
+    rows = static_cast<const vertex_t*>(attributes.hostPointer);
+  } else {
+    auto* staged = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, stream_.get()));
+    SLUICE_CUDA(cudaMemcpyAsync(staged, host_rows.data,
+                                static_cast<std::size_t>(n * sizeof(vertex_t)),
+                                cudaMemcpyDeviceToHost, stream_.get()));
+    rows = staged;
+  }
   auto task = std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld});
   SLUICE_CUDA(cudaLaunchHostFunc(stream_.get(), &FlushTask::run, task.get()));
   task.release();  // owned by the queued host function now
@@ -321,6 +360,7 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
 }
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
+  report_host_constants();
   SLUICE_EXPECTS(src.cols == dst.cols, "gather_rows: width ", src.cols, " vs ", dst.cols);
   expect_rows_fit(dst, rows.size, "gather_rows destination");
   DeviceGuard guard(gpu_);
@@ -342,6 +382,7 @@ void CudaDevice::zero_rows(Mat m, Idx rows) {
 }
 
 void CudaDevice::fill(Mat m, float value) {
+  report_host_constants();
   if (m.empty()) return;
   DeviceGuard guard(gpu_);
   if (value == 0.f && m.ld == m.cols) {
@@ -358,8 +399,7 @@ void CudaDevice::copy(Mat src, Mat dst) {
   if (src.empty() || src.data == dst.data) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
-                                src.cols * kFloat, src.rows, cudaMemcpyDeviceToDevice,
-                                stream_.get()));
+                                src.cols * kFloat, src.rows, cudaMemcpyDefault, stream_.get()));
 }
 
 // ---- dense / sparse compute ----
@@ -376,6 +416,7 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
 }
 
 void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose) {
+  report_host_constants();
   const DeviceCsr& m = csr(a);
   DeviceGuard guard(gpu_);
   float* transposed = nullptr;
@@ -501,6 +542,7 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
 void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                              Mat alpha, Mat out) {
+  report_host_constants();
   const DeviceCsr& m = csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
                  " columns do not split into ", heads, " heads");
@@ -626,6 +668,7 @@ void CudaDevice::adam_step(std::int64_t n, float lr, float beta1, float beta2, f
 }
 
 void CudaDevice::synchronize() {
+  report_host_constants();
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
 }

@@ -1,6 +1,7 @@
 // Implementation of kernels/cuda/memory.hpp.
 #include "kernels/cuda/memory.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -56,6 +57,88 @@ AccountedBuffer MemoryAccount::allocate(std::int64_t bytes, const std::string& w
   if (in_use_ > peak_) peak_ = in_use_;
   return AccountedBuffer(DeviceBuffer::adopt(pointer, static_cast<std::size_t>(bytes), gpu_), this,
                          charge);
+}
+
+namespace {
+constexpr std::int64_t kSlabBytes = std::int64_t(64) << 20;
+
+// SLUICE_CONSTANT_HEADROOM_MIB (an integer >= 0) overrides the default headroom; -1: unset.
+std::int64_t headroom_from_env() {
+  const char* value = std::getenv("SLUICE_CONSTANT_HEADROOM_MIB");
+  if (value == nullptr || value[0] == '\0') return -1;
+  char* end = nullptr;
+  const long long mib = std::strtoll(value, &end, 10);
+  if (end == value || *end != '\0' || mib < 0)
+    throw InputError(
+        cat("SLUICE_CONSTANT_HEADROOM_MIB must be a number of MiB >= 0, got '", value, "'"));
+  return std::int64_t(mib) << 20;
+}
+}  // namespace
+
+ConstantStore::ConstantStore(MemoryAccount& account, bool force_host)
+    : account_(account), force_host_(force_host), headroom_(headroom_from_env()) {}
+
+bool ConstantStore::fits_on_device(std::int64_t bytes) const {
+  if (force_host_) return false;
+  const std::int64_t charge = rounded(bytes);
+  const std::int64_t budget = account_.budget();
+  if (budget > 0) {
+    const std::int64_t headroom = headroom_ >= 0 ? headroom_ : budget / 8;
+    return account_.in_use() + charge + headroom <= budget;
+  }
+  // No budget: the physical GPU (shared by the logical devices on it), keeping 1/16 free.
+  DeviceGuard guard(account_.gpu());
+  std::size_t free = 0, total = 0;
+  SLUICE_CUDA(cudaMemGetInfo(&free, &total));
+  const std::int64_t headroom = headroom_ >= 0 ? headroom_ : std::int64_t(total / 16);
+  return charge + headroom <= std::int64_t(free);
+}
+
+void* ConstantStore::host_allocate(std::int64_t bytes, void** host) {
+  const std::int64_t aligned = rounded(bytes);
+  DeviceGuard guard(account_.gpu());  // cudaHostGetDevicePointer needs a current device
+  PinnedBuffer* slab = nullptr;
+  std::int64_t offset = 0;
+  if (aligned > kSlabBytes / 4) {  // large: a slab of its own, the shared slab stays current
+    large_.emplace_back(static_cast<std::size_t>(aligned));
+    slab = &large_.back();
+  } else {
+    if (slabs_.empty() || slab_used_ + aligned > static_cast<std::int64_t>(slabs_.back().bytes())) {
+      slabs_.emplace_back(static_cast<std::size_t>(kSlabBytes));
+      slab_used_ = 0;
+    }
+    slab = &slabs_.back();
+    offset = slab_used_;
+    slab_used_ += aligned;
+  }
+  *host = static_cast<char*>(slab->get()) + offset;
+  return static_cast<char*>(slab->device_pointer()) + offset;
+}
+
+ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const std::string& what,
+                                    cudaStream_t stream) {
+  SLUICE_EXPECTS(bytes >= 0, "negative constant of ", bytes, " bytes for ", what);
+  if (bytes == 0) return ConstantBuffer();
+  AccountedBuffer buffer;
+  if (fits_on_device(bytes)) {
+    try {
+      buffer = account_.allocate(bytes, what);
+    } catch (const OutOfDeviceMemory&) {
+      // the GPU itself is full: the constant goes to host memory below
+    }
+  }
+  if (buffer.get()) {
+    DeviceGuard guard(account_.gpu());
+    SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), data, static_cast<std::size_t>(bytes),
+                                cudaMemcpyHostToDevice, stream));
+    SLUICE_CUDA(cudaStreamSynchronize(stream));
+    return ConstantBuffer(std::move(buffer));
+  }
+  void* host = nullptr;
+  void* device = host_allocate(bytes, &host);
+  std::memcpy(host, data, static_cast<std::size_t>(bytes));
+  host_bytes_ += bytes;
+  return ConstantBuffer(device);
 }
 
 void* Scratch::ensure(std::int64_t bytes, MemoryAccount& account, cudaStream_t stream,

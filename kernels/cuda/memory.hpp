@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -56,6 +57,7 @@ class MemoryAccount {
   std::int64_t in_use() const { return in_use_; }
   std::int64_t peak() const { return peak_; }
   int gpu() const { return gpu_; }
+  std::int64_t budget() const { return budget_; }
 
  private:
   std::string device_name_;
@@ -63,6 +65,61 @@ class MemoryAccount {
   std::int64_t budget_;
   std::int64_t in_use_ = 0;
   std::int64_t peak_ = 0;
+};
+
+// A read-only constant (index list, CSR array, entry values): device memory charged to a
+// MemoryAccount, or pinned, mapped host memory owned by a ConstantStore and read zero-copy.
+// get() is the device-visible address either way.
+class ConstantBuffer {
+ public:
+  ConstantBuffer() = default;
+  explicit ConstantBuffer(AccountedBuffer device) : device_(std::move(device)) {}
+  explicit ConstantBuffer(void* host_device_pointer) : host_(host_device_pointer) {}
+
+  void* get() const { return host_ ? host_ : device_.get(); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(get());
+  }
+  bool on_host() const { return host_ != nullptr; }
+
+ private:
+  AccountedBuffer device_;
+  void* host_ = nullptr;  // device-visible address inside a ConstantStore slab
+};
+
+// Places one logical device's read-only constants: in device memory while they fit the budget
+// and leave `headroom` bytes of it free (for scratch sized on first use: SpMM workspace, GAT
+// and staging buffers), else in pinned, mapped, portable host memory (slabs owned here, freed
+// with the store) that kernels and cuSPARSE read zero-copy through its device address (UVA).
+// force_host (SLUICE_HOST_CONSTANTS=1) puts every constant in host memory.
+class ConstantStore {
+ public:
+  ConstantStore(MemoryAccount& account, bool force_host);
+  ConstantStore(const ConstantStore&) = delete;
+  ConstantStore& operator=(const ConstantStore&) = delete;
+
+  // Copies `bytes` bytes from `data` (pageable host memory) into a new constant; synchronous.
+  ConstantBuffer place(const void* data, std::int64_t bytes, const std::string& what,
+                       cudaStream_t stream);
+  template <typename T>
+  ConstantBuffer place(const std::vector<T>& values, const std::string& what, cudaStream_t stream) {
+    return place(values.data(), static_cast<std::int64_t>(values.size() * sizeof(T)), what, stream);
+  }
+  std::int64_t host_bytes() const { return host_bytes_; }  // constants kept in host memory
+  bool force_host() const { return force_host_; }
+
+ private:
+  bool fits_on_device(std::int64_t bytes) const;
+  // A fresh range of pinned slab memory: returns its device-visible address, *host its host one.
+  void* host_allocate(std::int64_t bytes, void** host);
+
+  MemoryAccount& account_;
+  bool force_host_;
+  std::int64_t headroom_ = 0;
+  std::int64_t host_bytes_ = 0;
+  std::deque<PinnedBuffer> slabs_, large_;  // shared 64 MiB slabs; one slab per large constant
+  std::int64_t slab_used_ = 0;              // bytes used in slabs_.back()
 };
 
 // A grow-only device scratch buffer. Growing first waits for `stream` (queued work may still

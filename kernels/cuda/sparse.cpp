@@ -11,37 +11,30 @@ namespace sluice::cuda {
 namespace {
 
 template <typename T>
-AccountedBuffer upload_array(const std::vector<T>& host, MemoryAccount& account,
-                             cudaStream_t stream, const std::string& what) {
-  AccountedBuffer buffer =
-      account.allocate(static_cast<std::int64_t>(host.size() * sizeof(T)), what);
-  if (!host.empty()) {
-    SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), host.data(), host.size() * sizeof(T),
-                                cudaMemcpyHostToDevice, stream));
-    SLUICE_CUDA(cudaStreamSynchronize(stream));
-  }
-  return buffer;
+ConstantBuffer upload_array(const std::vector<T>& host, ConstantStore& store, cudaStream_t stream,
+                            const std::string& what) {
+  return store.place(host, what, stream);
 }
 
 template <typename Index>
 void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
                       const std::vector<vertex_t>& columns, bool build_transpose,
-                      MemoryAccount& account, cudaStream_t stream, const std::string& what) {
+                      ConstantStore& store, cudaStream_t stream, const std::string& what) {
   const std::int64_t rows = csr.rows, cols = csr.cols, nnz = csr.nnz;
   {
     std::vector<Index> offsets(indptr.begin(), indptr.end());
-    csr.indptr = upload_array(offsets, account, stream, what + " (CSR offsets)");
+    csr.indptr = upload_array(offsets, store, stream, what + " (CSR offsets)");
   }
   if constexpr (sizeof(Index) == sizeof(vertex_t)) {
-    csr.columns = upload_array(columns, account, stream, what + " (CSR columns)");
+    csr.columns = upload_array(columns, store, stream, what + " (CSR columns)");
   } else {
     std::vector<Index> wide(columns.begin(), columns.end());
-    csr.columns = upload_array(wide, account, stream, what + " (CSR columns)");
+    csr.columns = upload_array(wide, store, stream, what + " (CSR columns)");
   }
   std::vector<vertex_t> self(static_cast<std::size_t>(rows), -1);
   for (std::int64_t r = 0; r < rows; ++r)
     if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
-  csr.self = upload_array(self, account, stream, what + " (self entries)");
+  csr.self = upload_array(self, store, stream, what + " (self entries)");
 
   if (!build_transpose) return;
   // Counting sort by column: row r's entries land in ascending r within each transposed row.
@@ -57,9 +50,9 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
       perm[k] = static_cast<Index>(e);
     }
   }
-  csr.t_indptr = upload_array(t_indptr, account, stream, what + " (transposed offsets)");
-  csr.t_columns = upload_array(t_columns, account, stream, what + " (transposed columns)");
-  csr.t_perm = upload_array(perm, account, stream, what + " (transpose permutation)");
+  csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
+  csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
+  csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
   csr.has_transpose = true;
 }
 
@@ -74,7 +67,7 @@ TransposeMode transpose_mode_from_env() {
 }
 
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                            std::int64_t num_cols, bool build_transpose, MemoryAccount& account,
+                            std::int64_t num_cols, bool build_transpose, ConstantStore& store,
                             cudaStream_t stream, const std::string& what) {
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
   DeviceCsr csr;
@@ -92,9 +85,9 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
                    " of entry ", e, " outside [0, ", num_cols, ")");
   csr.wide = csr.nnz >= std::numeric_limits<std::int32_t>::max();
   if (csr.wide) {
-    upload_structure<std::int64_t>(csr, indptr, columns, build_transpose, account, stream, what);
+    upload_structure<std::int64_t>(csr, indptr, columns, build_transpose, store, stream, what);
   } else {
-    upload_structure<std::int32_t>(csr, indptr, columns, build_transpose, account, stream, what);
+    upload_structure<std::int32_t>(csr, indptr, columns, build_transpose, store, stream, what);
   }
   return csr;
 }

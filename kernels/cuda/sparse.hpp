@@ -23,9 +23,10 @@ TransposeMode transpose_mode_from_env();
 struct DeviceCsr {
   std::int64_t rows = 0, cols = 0, nnz = 0;
   bool wide = false;  // 64-bit offsets and columns
-  AccountedBuffer indptr, columns, self;
+  // Read-only: in device memory, or in pinned host memory read zero-copy (ConstantStore).
+  ConstantBuffer indptr, columns, self;
   bool has_transpose = false;
-  AccountedBuffer t_indptr, t_columns, t_perm;  // the transpose: cols x rows; perm: nnz entries
+  ConstantBuffer t_indptr, t_columns, t_perm;  // the transpose: cols x rows; perm: nnz entries
 
   cusparseIndexType_t index_type() const { return wide ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I; }
   template <typename Index>
@@ -35,9 +36,9 @@ struct DeviceCsr {
   }
 };
 
-// Validates and uploads (synchronously; setup time).
+// Validates and uploads (synchronously; setup time); `store` places every array.
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                            std::int64_t num_cols, bool build_transpose, MemoryAccount& account,
+                            std::int64_t num_cols, bool build_transpose, ConstantStore& store,
                             cudaStream_t stream, const std::string& what);
 
 // One dense operand of an SpMM (row-major, leading dimension ld).

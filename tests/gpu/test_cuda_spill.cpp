@@ -1,0 +1,372 @@
+// GPU tests of read-only constants kept in pinned host memory (kernels/cuda ConstantStore):
+// when chunk constants (upload, upload_csr, upload_constant) do not fit the device budget, or
+// with SLUICE_HOST_CONSTANTS=1, they stay in pinned, mapped host memory and kernels/cuSPARSE
+// read them zero-copy. Every operator that reads a constant must give the same results as
+// with device-resident constants. Without a GPU every test skips and says why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice {
+namespace {
+
+using Host = std::vector<float>;
+
+// Sets (or, with nullptr, unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    if (value) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+Host random_floats(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  Host out(n);
+  for (float& x : out) x = dist(rng);
+  return out;
+}
+
+std::vector<vertex_t> random_rows(std::size_t n, std::int64_t range, std::mt19937& rng) {
+  std::uniform_int_distribution<vertex_t> dist(0, static_cast<vertex_t>(range - 1));
+  std::vector<vertex_t> out(n);
+  for (vertex_t& x : out) x = dist(rng);
+  return out;
+}
+
+// `n` distinct rows of [0, range), in random order.
+std::vector<vertex_t> distinct_rows(std::size_t n, std::int64_t range, std::mt19937& rng) {
+  std::vector<vertex_t> all(static_cast<std::size_t>(range));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  all.resize(n);
+  return all;
+}
+
+// The inputs of one run: a chunk CSR whose row r starts with its self entry (column r), and
+// everything the operators read.
+struct Problem {
+  std::int64_t rows = 3000, cols = 5000, f = 32, heads = 4, width = 8;
+  std::vector<edge_t> indptr{0};
+  std::vector<vertex_t> columns;
+  Host values, host_x, dy, dx, z, att_src, att_dst, dout;
+  std::vector<vertex_t> load_src, load_dst, gather, keys, all_rows, zero, flush_src, flush_host;
+  std::vector<vertex_t> pull_owner, pull_local, push_src, push_owner;
+
+  explicit Problem(std::mt19937& rng) {
+    std::uniform_int_distribution<int> degree(0, 120);
+    std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::vector<vertex_t> row{static_cast<vertex_t>(r)};
+      for (int k = degree(rng); k > 0; --k) {
+        const vertex_t c = column(rng);
+        if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
+      }
+      columns.insert(columns.end(), row.begin(), row.end());
+      indptr.push_back(static_cast<edge_t>(columns.size()));
+    }
+    const std::int64_t nnz = indptr.back(), kf = heads * width;
+    values = random_floats(std::size_t(nnz), rng);
+    host_x = random_floats(std::size_t(cols * f), rng);
+    dy = random_floats(std::size_t(rows * f), rng);
+    dx = random_floats(std::size_t(cols * f), rng);
+    z = random_floats(std::size_t(cols * kf), rng);
+    att_src = random_floats(std::size_t(kf), rng);
+    att_dst = random_floats(std::size_t(kf), rng);
+    dout = random_floats(std::size_t(rows * kf), rng);
+    load_src.resize(std::size_t(cols));
+    std::iota(load_src.begin(), load_src.end(), 0);  // every host row, ascending
+    load_dst = distinct_rows(std::size_t(cols), cols, rng);
+    gather = random_rows(2500, cols, rng);  // repeats allowed
+    keys.resize(std::size_t(rows));
+    for (std::int64_t r = 0; r < rows; ++r) keys[std::size_t(r)] = static_cast<vertex_t>(7 * r + 1);
+    all_rows.resize(std::size_t(rows));
+    std::iota(all_rows.begin(), all_rows.end(), 0);
+    zero = distinct_rows(700, cols, rng);
+    flush_src = distinct_rows(1200, cols, rng);
+    flush_host = distinct_rows(1200, cols, rng);
+    pull_owner = distinct_rows(900, cols, rng);
+    pull_local = distinct_rows(900, 900, rng);
+    push_src = distinct_rows(600, 900, rng);
+    push_owner = distinct_rows(600, cols, rng);
+  }
+};
+
+struct Outcome {
+  std::vector<Host> results;
+  std::int64_t working_bytes = 0;  // device 0 after its working buffers
+  std::int64_t setup_bytes = 0;    // device 0 after its constants
+  std::int64_t peak_bytes = 0;     // device 0 at the end
+  std::int64_t host_constant_bytes = 0;
+  std::int64_t device_constant_bytes = 0;  // setup_bytes - working_bytes
+};
+
+const char* const kNames[] = {"load_rows",
+                              "gather_rows",
+                              "spmm + dropout_rows",
+                              "spmm_transpose_add + flush + push",
+                              "el",
+                              "er",
+                              "alpha",
+                              "gat out",
+                              "dz",
+                              "d_att_src",
+                              "d_att_dst",
+                              "scatter_add_rows + zero_rows",
+                              "flush_add_rows host",
+                              "pull_rows"};
+
+Host download(Device& d, Mat m) {
+  Host out(std::size_t(m.rows * m.cols));
+  if (!out.empty()) d.read(m.data, m.rows * m.cols, out.data());
+  return out;
+}
+
+Mat upload_working(Device& d, std::int64_t rows, std::int64_t cols, const Host& values,
+                   const char* what) {
+  Mat m = d.alloc(rows, cols, what);
+  d.write(values.data(), rows * cols, m.data);
+  return m;
+}
+
+// Runs every operator that reads constants on two logical devices of one GPU.
+Outcome run(const Problem& p, std::int64_t budget) {
+  BackendOptions options;
+  options.partitions = 2;
+  options.gpus = 1;
+  options.memory_budget = budget;
+  auto backend = make_cuda_backend(options);
+  Device& d0 = backend->device(0);
+  Device& d1 = backend->device(1);
+  const std::int64_t nnz = p.indptr.back(), kf = p.heads * p.width;
+
+  // Working buffers first (as the schedule does).
+  HostMat hx = backend->alloc_host(p.cols, p.f, "host X");
+  std::copy(p.host_x.begin(), p.host_x.end(), hx.data);
+  HostMat hg = backend->alloc_host(p.cols, p.f, "host G");  // zero-initialized
+  Mat x = d0.alloc(p.cols, p.f, "X");
+  Mat y = d0.alloc(p.rows, p.f, "Y");
+  Mat g = d0.alloc(std::int64_t(p.gather.size()), p.f, "gathered");
+  Mat s = upload_working(d0, p.cols, p.f, p.dx, "scatter target");
+  Mat dy = upload_working(d0, p.rows, p.f, p.dy, "dY");
+  Mat dx = upload_working(d0, p.cols, p.f, p.dx, "dX");
+  Mat z = upload_working(d0, p.cols, kf, p.z, "Z");
+  Mat as = upload_working(d0, 1, kf, p.att_src, "att_src");
+  Mat ad = upload_working(d0, 1, kf, p.att_dst, "att_dst");
+  Mat dout = upload_working(d0, p.rows, kf, p.dout, "dO");
+  Mat el = d0.alloc(p.cols, p.heads, "el");
+  Mat er = d0.alloc(p.rows, p.heads, "er");
+  Mat alpha = d0.alloc(nnz, p.heads, "alpha");
+  Mat out = d0.alloc(p.rows, kf, "gat out");
+  Mat dz = upload_working(d0, p.cols, kf, Host(std::size_t(p.cols * kf), 0.f), "dZ");
+  Mat das = upload_working(d0, 1, kf, Host(std::size_t(kf), 0.f), "d att_src");
+  Mat dad = upload_working(d0, 1, kf, Host(std::size_t(kf), 0.f), "d att_dst");
+  Mat b1 = d1.alloc(std::int64_t(p.pull_local.size()), p.f, "pulled");
+  Outcome outcome;
+  outcome.working_bytes = d0.bytes_in_use();
+
+  // Constants.
+  Csr csr = d0.upload_csr(p.indptr, p.columns, p.cols, "chunk CSR");
+  Mat values = d0.upload_constant(p.values, 1, nnz, "entry values");
+  Idx load_src = d0.upload(p.load_src, "load vertices");
+  Idx load_dst = d0.upload(p.load_dst, "load slots");
+  Idx gather = d0.upload(p.gather, "gather rows");
+  Idx keys = d0.upload(p.keys, "keys");
+  Idx all_rows = d0.upload(p.all_rows, "all rows");
+  Idx zero = d0.upload(p.zero, "zero rows");
+  Idx flush_src = d0.upload(p.flush_src, "flush slots");
+  Idx flush_host = d0.upload(p.flush_host, "flush vertices");
+  Idx pull_owner = d1.upload(p.pull_owner, "pull owner slots");
+  Idx pull_local = d1.upload(p.pull_local, "pull local slots");
+  Idx push_src = d1.upload(p.push_src, "push local slots");
+  Idx push_owner = d1.upload(p.push_owner, "push owner slots");
+  outcome.setup_bytes = d0.bytes_in_use();
+
+  const DropoutKey feature_key{11, 3, 1, 0.25f};
+  const DropoutKey attention_key{11, 3, 1, 0.2f};
+  d0.load_rows(hx, load_src, load_dst, x);
+  d0.gather_rows(x, gather, g);
+  d0.spmm(csr, values.data, x, y);
+  d0.dropout_rows(y, all_rows, keys, feature_key);
+  d0.spmm_transpose_add(csr, values.data, dy, dx);
+  d0.gat_forward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out);
+  d0.gat_backward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, dout,
+                  dz, das.data, dad.data);
+  d0.scatter_add_rows(g, gather, s);
+  d0.zero_rows(s, zero);
+  d0.flush_add_rows(dx, flush_src, flush_host, hg);
+  backend->synchronize_all();
+  d1.pull_rows(d0, x, pull_owner, pull_local, b1);
+  d1.push_add_rows(b1, push_src, d0, dx, push_owner);
+  backend->synchronize_all();
+
+  outcome.results = {download(d0, x),
+                     download(d0, g),
+                     download(d0, y),
+                     download(d0, dx),
+                     download(d0, el),
+                     download(d0, er),
+                     download(d0, alpha),
+                     download(d0, out),
+                     download(d0, dz),
+                     download(d0, das),
+                     download(d0, dad),
+                     download(d0, s),
+                     Host(hg.data, hg.data + p.cols * p.f),
+                     download(d1, b1)};
+  outcome.peak_bytes = d0.peak_bytes();
+  outcome.host_constant_bytes = dynamic_cast<cuda::CudaDevice&>(d0).host_constant_bytes();
+  outcome.device_constant_bytes = outcome.setup_bytes - outcome.working_bytes;
+  return outcome;
+}
+
+double relative_error(const Host& got, const Host& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (!std::isfinite(got[i])) return INFINITY;
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+void expect_same(const Outcome& got, const Outcome& want) {
+  ASSERT_EQ(got.results.size(), want.results.size());
+  for (std::size_t i = 0; i < got.results.size(); ++i) {
+    ASSERT_EQ(got.results[i].size(), want.results[i].size()) << kNames[i];
+    EXPECT_LT(relative_error(got.results[i], want.results[i]), 1e-5) << kNames[i];
+  }
+  // Plain copies are exact.
+  EXPECT_EQ(got.results[0], want.results[0]) << kNames[0];
+  EXPECT_EQ(got.results[1], want.results[1]) << kNames[1];
+  EXPECT_EQ(got.results[13], want.results[13]) << kNames[13];
+}
+
+class CudaSpill : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_backend_available())
+      GTEST_SKIP() << "no CUDA GPU on this machine: the CUDA backend tests run on the GPU "
+                      "machine (scripts/device-test.sh)";
+  }
+  std::mt19937 rng_{2024};
+};
+
+TEST_F(CudaSpill, ForcedHostConstantsGiveDeviceResults) {
+  ScopedEnv transpose("SLUICE_SPMM_TRANSPOSE", nullptr);  // the precomputed transpose
+  const Problem p(rng_);
+  Outcome reference;
+  {
+    ScopedEnv host("SLUICE_HOST_CONSTANTS", nullptr);
+    reference = run(p, 0);
+  }
+  EXPECT_EQ(reference.host_constant_bytes, 0);
+  EXPECT_GT(reference.device_constant_bytes, 0);
+  ScopedEnv host("SLUICE_HOST_CONSTANTS", "1");
+  const Outcome got = run(p, 0);
+  EXPECT_GT(got.host_constant_bytes, 0);
+  // Only the transposed-values scratch (4 bytes an entry) is on the device after setup.
+  EXPECT_EQ(got.device_constant_bytes, (std::int64_t(p.indptr.back()) * 4 + 255) / 256 * 256);
+  EXPECT_GE(got.host_constant_bytes, std::int64_t(p.indptr.back()) * 16);
+  expect_same(got, reference);
+}
+
+TEST_F(CudaSpill, ForcedHostConstantsWithStagedPeerCopies) {
+  ScopedEnv p2p("SLUICE_P2P", "off");
+  const Problem p(rng_);
+  Outcome reference;
+  {
+    ScopedEnv host("SLUICE_HOST_CONSTANTS", "0");
+    reference = run(p, 0);
+  }
+  ScopedEnv host("SLUICE_HOST_CONSTANTS", "1");
+  const Outcome got = run(p, 0);
+  EXPECT_GT(got.host_constant_bytes, 0);
+  expect_same(got, reference);
+}
+
+TEST_F(CudaSpill, ConstantsOverTheBudgetSpillAndWorkingBuffersStillThrow) {
+  ScopedEnv host("SLUICE_HOST_CONSTANTS", nullptr);
+  const Problem p(rng_);
+  const Outcome reference = run(p, 0);
+  // Budget: the working buffers, half of the constants (with the transposed-values scratch),
+  // plus a headroom that holds every scratch buffer sized on first use.
+  const std::int64_t mib = std::int64_t(1) << 20;
+  const std::int64_t lazy = reference.peak_bytes - reference.setup_bytes;
+  const std::int64_t headroom_mib = lazy / mib + 2;
+  const std::string headroom_text = std::to_string(headroom_mib);
+  ScopedEnv headroom("SLUICE_CONSTANT_HEADROOM_MIB", headroom_text.c_str());
+  const std::int64_t budget =
+      reference.working_bytes + reference.device_constant_bytes / 2 + headroom_mib * mib;
+  const Outcome got = run(p, budget);
+  EXPECT_GT(got.host_constant_bytes, 0) << "budget " << budget;
+  EXPECT_GT(got.device_constant_bytes, (std::int64_t(p.indptr.back()) * 4 + 255) / 256 * 256)
+      << "some constants should still fit the device";
+  EXPECT_LE(got.peak_bytes, budget);
+  expect_same(got, reference);
+
+  // Working buffers never spill.
+  BackendOptions options;
+  options.memory_budget = 1 << 20;
+  auto backend = make_cuda_backend(options);
+  Device& d = backend->device(0);
+  EXPECT_THROW(d.alloc(1000, 1000, "transition buffer"), OutOfDeviceMemory);
+  // Constants do: 20 MiB of index list (a slab of its own) and 4 MiB of values (in a shared
+  // slab) in a 1 MiB budget.
+  std::vector<vertex_t> list(5 << 20);
+  std::iota(list.begin(), list.end(), 0);
+  Idx idx = d.upload(list, "big list");
+  Mat values = d.upload_constant(Host(1 << 20, 0.5f), 1, 1 << 20, "big values");
+  ASSERT_NE(idx.data, nullptr);
+  ASSERT_NE(values.data, nullptr);
+  EXPECT_EQ(idx.size, std::int64_t(list.size()));
+  EXPECT_EQ(dynamic_cast<cuda::CudaDevice&>(d).host_constant_bytes(), std::int64_t(24) << 20);
+  EXPECT_LE(d.bytes_in_use(), std::int64_t(1) << 20);
+  Host back(4);
+  d.read(values.data + 1000, 4, back.data());  // reads of host-resident constants
+  EXPECT_EQ(back, Host(4, 0.5f));
+  std::vector<vertex_t> ids(4);
+  d.read(reinterpret_cast<const float*>(idx.data + 4000000), 4,
+         reinterpret_cast<float*>(ids.data()));
+  EXPECT_EQ(ids, (std::vector<vertex_t>{4000000, 4000001, 4000002, 4000003}));
+}
+
+TEST_F(CudaSpill, BadEnvironmentValuesAreRejected) {
+  {
+    ScopedEnv host("SLUICE_HOST_CONSTANTS", "yes");
+    EXPECT_THROW(make_cuda_backend(BackendOptions{}), InputError);
+  }
+  ScopedEnv headroom("SLUICE_CONSTANT_HEADROOM_MIB", "-3");
+  EXPECT_THROW(make_cuda_backend(BackendOptions{}), InputError);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -15,6 +15,7 @@
 #include "common/log.hpp"
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
+#include "preprocess/chunk_search.hpp"
 #include "preprocess/commands.hpp"
 #include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
@@ -97,40 +98,12 @@ std::vector<int> parse_counts(const std::string& text) {
 // --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
 int choose_chunks(const Dataset& dataset, const VertexPartition& partition, PlanOptions options,
                   const std::string& fingerprint, std::int64_t budget, const ModelShape& shape) {
-  options.reorganize = false;  // the search only needs buffer sizes; the final build reorganizes
-  vertex_t smallest = dataset.num_nodes;
-  {
-    std::vector<vertex_t> sizes(options.partitions, 0);
-    for (std::int32_t p : partition.part) ++sizes[p];
-    smallest = *std::min_element(sizes.begin(), sizes.end());
-  }
-  const int max_chunks = std::max<int>(1, std::min<vertex_t>(smallest, 1 << 16));
-  std::map<int, std::int64_t> cache;
-  auto estimate = [&](int chunks) {
-    const auto it = cache.find(chunks);
-    if (it != cache.end()) return it->second;
-    options.chunks = chunks;
-    const std::int64_t bytes = estimate_peak_gpu_bytes(
-        build_plan_from_partition(dataset, partition, options, fingerprint), shape);
-    log_info("--gpu-memory: C=", chunks, " needs about ", format_bytes(bytes), " per GPU");
-    return cache[chunks] = bytes;
-  };
-  int high = 1;
-  while (estimate(high) > budget) {
-    SLUICE_INPUT_CHECK(high < max_chunks, "--gpu-memory ", format_bytes(budget), ": even C=", high,
-                       " needs ", format_bytes(estimate(high)),
-                       " per GPU (the smallest partition has ", smallest, " vertices)");
-    high = std::min(max_chunks, high * 2);
-  }
-  int low = high / 2;  // estimate(low) > budget (or low == 0)
-  while (high - low > 1) {
-    const int middle = low + (high - low) / 2;
-    if (estimate(middle) <= budget)
-      high = middle;
-    else
-      low = middle;
-  }
-  return high;
+  const ChunkSearchResult found =
+      smallest_fitting_chunks(dataset, partition, options, fingerprint, budget, shape);
+  SLUICE_INPUT_CHECK(found.fits, "--gpu-memory ", format_bytes(budget), ": even C=", found.chunks,
+                     " needs ", format_bytes(found.bytes), " per GPU (the smallest partition has ",
+                     found.smallest_partition, " vertices)");
+  return found.chunks;
 }
 
 const char* kPartitionUsage =

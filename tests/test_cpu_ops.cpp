@@ -12,6 +12,7 @@
 
 #include "common/hash.hpp"
 #include "formats/dataset.hpp"
+#include "kernels/cpu/cpu_device.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/reference_model.hpp"
 
@@ -104,7 +105,16 @@ TEST_F(CpuOps, BudgetOverflowThrowsNamingTheAllocation) {
   EXPECT_EQ(d.bytes_in_use(), 800);
   d.alloc(50, 1, "fits exactly");
   EXPECT_EQ(d.bytes_in_use(), 1000);
-  EXPECT_THROW(d.upload({1}, "one more index"), OutOfDeviceMemory);
+  EXPECT_THROW(d.alloc(1, 1, "one more float"), OutOfDeviceMemory);
+  // Read-only constants never fail: over the budget they are kept outside it (as the CUDA
+  // backend keeps them in pinned host memory), and they stay readable.
+  const Idx index = d.upload({7, 9}, "one more index");
+  ASSERT_EQ(index.size, 2);
+  EXPECT_EQ(index.data[1], 9);
+  const Mat values = d.upload_constant({1.5f, 2.5f}, 1, 2, "entry values");
+  EXPECT_EQ(values.data[1], 2.5f);
+  EXPECT_EQ(d.bytes_in_use(), 1000);
+  EXPECT_EQ(static_cast<CpuDevice&>(d).host_constant_bytes(), 8 + 8);
 }
 
 // ---------------------------------------------------------------- transfers

@@ -12,6 +12,7 @@
 #include "common/hash.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
+#include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "tests/support/paths.hpp"
 
@@ -229,6 +230,42 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--model gat --intermediates cache", {"--intermediates cache", "gat"});
   expect_error("--feature-norm l2", {"--feature-norm"});
   expect_error("--no-such-option", {"no-such-option"});
+}
+
+// A plan over --gpu-memory fails with a message naming a chunk count that fits; a plan with that
+// chunk count then trains within the same budget.
+TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
+  const Dataset d = read_dataset(dir_->file("data.h5"));
+  PlanOptions options;
+  options.partitions = 2;
+  options.chunks = 1;
+  options.partitioner = "range";
+  const Plan one_chunk = build_plan(d, options, compute_fingerprint(d));
+  write_plan(dir_->file("plan1.h5"), one_chunk);
+  ModelShape shape;
+  shape.model = "gcn";
+  shape.layers = 2;
+  shape.in_dim = d.feature_dim;
+  shape.hidden = 16;
+  shape.classes = d.num_classes;
+  const std::int64_t budget = estimate_peak_gpu_bytes(one_chunk, shape) / 2;
+  const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("data.h5") +
+                          " --threads 1 --no-progress --epochs 2 --hidden 16 --gpu-memory " +
+                          std::to_string(budget) + " --plan ";
+  const auto failed = test::run_command(run + dir_->file("plan1.h5"));
+  ASSERT_NE(failed.exit_code, 0) << failed.output;
+  EXPECT_NE(failed.output.find("out of memory"), std::string::npos) << failed.output;
+  const auto at = failed.output.find(" fits --gpu-memory");
+  ASSERT_NE(at, std::string::npos) << failed.output;
+  const auto c_at = failed.output.rfind("C=", at);
+  const int chunks = std::stoi(failed.output.substr(c_at + 2, at - c_at - 2));
+  EXPECT_GT(chunks, 1);
+  EXPECT_NE(failed.output.find("--chunks " + std::to_string(chunks)), std::string::npos)
+      << failed.output;
+  options.chunks = chunks;
+  write_plan(dir_->file("plan-fit.h5"), build_plan(d, options, compute_fingerprint(d)));
+  const auto fitted = test::run_command(run + dir_->file("plan-fit.h5"));
+  EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
 }
 
 TEST_F(TrainCli, DeviceChoices) {

@@ -53,7 +53,7 @@ int ModelSpec::max_heads() const {
   return m;
 }
 
-ModelSpec make_model(const ModelShape& shape) {
+ModelSpec make_model(const ModelConfig& shape) {
   SLUICE_INPUT_CHECK(shape.layers >= 1, "--layers must be at least 1 (got ", shape.layers, ")");
   SLUICE_INPUT_CHECK(shape.layers <= 64, "--layers ", shape.layers, " is unreasonably deep");
   SLUICE_INPUT_CHECK(shape.hidden >= 1, "--hidden must be at least 1 (got ", shape.hidden, ")");

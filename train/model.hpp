@@ -58,7 +58,7 @@ struct ModelSpec {
   int max_heads() const;
 };
 
-struct ModelShape {
+struct ModelConfig {
   ModelKind kind = ModelKind::kGcn;
   int layers = 2;
   std::int64_t in_dim = 0;
@@ -69,7 +69,7 @@ struct ModelShape {
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).
-ModelSpec make_model(const ModelShape& shape);
+ModelSpec make_model(const ModelConfig& shape);
 
 // Glorot-uniform weights keyed by (seed, 3, layer, q, element); biases 0.
 std::vector<float> init_parameters(const ModelSpec& model, std::uint64_t seed);

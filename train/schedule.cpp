@@ -726,10 +726,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       ch.num_dst = cp.num_dst();
       ch.nnz = cp.num_entries();
       ch.csr = d.upload_csr(cp.indptr, cp.columns, s.merged_rows, where + "CSR");
-      if (!gat && ch.nnz > 0) {
-        ch.values = d.alloc(1, ch.nnz, where + "entry values");
-        d.write(li.values.data(), ch.nnz, ch.values.data);
-      }
+      // Read-only constants: a backend may keep them in host memory when the budget is full.
+      if (!gat && ch.nnz > 0)
+        ch.values = d.upload_constant(li.values, 1, ch.nnz, where + "entry values");
       ch.self_columns = upload_or_empty(d, li.self_columns, where + "self columns");
       ch.load_vertices = upload_or_empty(d, li.load_vertices, where + "load vertices");
       ch.load_rows = upload_or_empty(d, li.load_rows, where + "load slots");

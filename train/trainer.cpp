@@ -16,6 +16,8 @@
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "formats/checkpoint.hpp"
+#include "kernels/ops.hpp"
+#include "preprocess/chunk_search.hpp"
 #include "train/model.hpp"
 
 namespace sluice {
@@ -93,7 +95,7 @@ json epoch_json(const EpochRecord& r) {
 }
 
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
-  ModelShape shape;
+  ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
   shape.layers = config.layers;
   shape.in_dim = dataset.feature_dim;
@@ -102,6 +104,39 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
   return make_model(shape);
+}
+
+// The message for a plan that does not fit --gpu-memory: the allocator's complaint plus the
+// chunk count that fits by the memory estimate (same level-1 partition, found by the search
+// `sluice-preprocess partition --gpu-memory` uses) and the command that builds it.
+std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& dataset,
+                                const Plan& plan, const TrainConfig& config) {
+  std::string message =
+      cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
+  if (config.gpu_memory <= 0) return message + ": build it with more chunks";
+  ModelShape shape;
+  shape.model = config.model;
+  shape.layers = config.layers;
+  shape.in_dim = dataset.feature_dim;
+  shape.hidden = config.hidden;
+  shape.classes = std::max(1, dataset.num_classes);
+  shape.heads = config.heads;
+  PlanOptions options;
+  options.partitions = plan.partitions;
+  options.partitioner = plan.partitioner;
+  options.seed = plan.seed;
+  const ChunkSearchResult found =
+      smallest_fitting_chunks(dataset, partition_of_plan(plan), options, plan.dataset_fingerprint,
+                              config.gpu_memory, shape);
+  if (!found.fits)
+    return cat(message, "; no chunk count fits --gpu-memory ",
+               format_bytes(double(config.gpu_memory)), " (even C=", found.chunks, " needs about ",
+               format_bytes(double(found.bytes)), " per GPU)");
+  return cat(message, "; C=", found.chunks, " fits --gpu-memory ",
+             format_bytes(double(config.gpu_memory)), " (estimated ",
+             format_bytes(double(found.bytes)), " per GPU): sluice-preprocess partition --dataset ",
+             config.dataset, " --partitions ", plan.partitions, " --partitioner ", plan.partitioner,
+             " --chunks ", found.chunks, " --output PLAN");
 }
 
 }  // namespace
@@ -149,7 +184,13 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   options.synchronize_phases = config.phase_timing;
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
-  Schedule schedule(*backend, dataset, plan, model, options);
+  std::unique_ptr<Schedule> schedule_owner;
+  try {
+    schedule_owner = std::make_unique<Schedule>(*backend, dataset, plan, model, options);
+  } catch (const OutOfDeviceMemory& error) {
+    throw InputError(over_budget_message(error, dataset, plan, config));
+  }
+  Schedule& schedule = *schedule_owner;
   log_info(
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "common/log.hpp"
 #include "kernels/cpu/cpu_util.hpp"
 
 namespace sluice {
@@ -59,6 +60,31 @@ void CpuDevice::account(std::int64_t bytes, const std::string& what) {
   peak_bytes_ = std::max(peak_bytes_, bytes_in_use_);
 }
 
+void CpuDevice::account_constant(std::int64_t bytes, const std::string& what) {
+  // Like the CUDA backend, read-only constants that do not fit the budget "stay in host
+  // memory" instead of failing: only working buffers must fit.
+  if (memory_budget_ > 0 && bytes_in_use_ + bytes > memory_budget_) {
+    if (host_constant_bytes_ == 0)
+      log_info("device ", name(), ": chunk constants exceed the memory budget; the rest ('", what,
+               "' onwards) is kept outside it");
+    host_constant_bytes_ += bytes;
+    return;
+  }
+  account(bytes, what);
+}
+
+Mat CpuDevice::upload_constant(const std::vector<float>& values, std::int64_t rows,
+                               std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0 && std::int64_t(values.size()) == rows * cols,
+                 "upload_constant: ", values.size(), " values for a ", rows, " x ", cols,
+                 " matrix (", what, ")");
+  account_constant(rows * cols * std::int64_t(sizeof(float)), what);
+  buffers_.emplace_back(values.size() * sizeof(float));
+  float* data = static_cast<float*>(buffers_.back().data());
+  std::copy(values.begin(), values.end(), data);
+  return Mat{data, rows, cols, cols};
+}
+
 Mat CpuDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
   SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad shape ", rows, " x ", cols, " for ", what);
   const std::int64_t bytes = rows * cols * std::int64_t(sizeof(float));
@@ -68,7 +94,7 @@ Mat CpuDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& wh
 }
 
 Idx CpuDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
-  account(std::int64_t(values.size() * sizeof(vertex_t)), what);
+  account_constant(std::int64_t(values.size() * sizeof(vertex_t)), what);
   index_arrays_.push_back(std::make_unique<std::vector<vertex_t>>(values));
   const auto& stored = *index_arrays_.back();
   return Idx{stored.data(), std::int64_t(stored.size())};
@@ -88,7 +114,8 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
                    " of entry ", e, " outside [0, ", num_cols, ")");
   // Accounted as a device would store it: offsets and column indices. The transpose is this
   // backend's private acceleration structure and is not part of the modelled device memory.
-  account(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t)), what);
+  account_constant(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t)),
+                   what);
 
   auto m = std::make_unique<CpuCsr>();
   m->rows = rows;

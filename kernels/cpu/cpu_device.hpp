@@ -57,6 +57,10 @@ class CpuDevice final : public Device {
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                  std::int64_t num_cols, const std::string& what) override;
+  Mat upload_constant(const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
+                      const std::string& what) override;
+  // Bytes of read-only constants kept outside the budget because they did not fit.
+  std::int64_t host_constant_bytes() const { return host_constant_bytes_; }
   std::int64_t bytes_in_use() const override { return bytes_in_use_; }
   std::int64_t peak_bytes() const override { return peak_bytes_; }
   void write(const float* host, std::int64_t count, float* device) override;
@@ -108,6 +112,8 @@ class CpuDevice final : public Device {
  private:
   // Accounts `bytes` against the budget (throws OutOfDeviceMemory naming `what`).
   void account(std::int64_t bytes, const std::string& what);
+  // Accounts a read-only constant; over the budget it is counted in host_constant_bytes_.
+  void account_constant(std::int64_t bytes, const std::string& what);
   const CpuCsr& csr(const Csr& a) const;
   // owner_buf[owner_rows[i]] += src[src_rows[i]], serialized per owner device.
   void add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows);
@@ -116,6 +122,7 @@ class CpuDevice final : public Device {
   std::int64_t memory_budget_;
   std::int64_t bytes_in_use_ = 0;
   std::int64_t peak_bytes_ = 0;
+  std::int64_t host_constant_bytes_ = 0;
   std::vector<AlignedBuffer> buffers_;
   std::vector<std::unique_ptr<std::vector<vertex_t>>> index_arrays_;
   std::vector<std::unique_ptr<CpuCsr>> csrs_;

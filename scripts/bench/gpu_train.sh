@@ -15,7 +15,7 @@
 # Each run's --report and --metrics are merged into one JSON line of $OUT/gpu_runs.jsonl;
 # scripts/bench/summarize_gpu.py turns them into Markdown ($OUT/gpu_train.md).
 #
-# Environment: EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
+# Environment: UNCAPPED (1; 0 runs only the capped runs), EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
 # uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes.
@@ -172,6 +172,7 @@ PY
   echo "gpu_train: $ds working set $working_set bytes, cap $cap bytes"
   echo "{\"dataset\": \"$ds\", \"info\": $(cat "$dir/$ds.info.json"), \"working_set\": $working_set, \"cap\": $cap}" >>"$out/datasets.jsonl"
 
+  ((${UNCAPPED:-1})) || continue  # UNCAPPED=0: only the capped runs below
   p1=$dir/$ds-p1-c$chunks.plan.h5
   p2=$dir/$ds-p2-c$chunks.plan.h5
   have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"

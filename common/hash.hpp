@@ -22,14 +22,23 @@ SLUICE_HD std::uint64_t mix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Hash of a key tuple; the building block of every random decision in training.
-SLUICE_HD std::uint64_t key_hash(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0,
-                                 std::uint64_t c = 0, std::uint64_t d = 0) {
+// key_hash(seed, a, b, c, d) == key_hash_finish(key_hash_prefix(seed, a, b, c), d): a row's
+// prefix is computed once and only the last mixing step runs per element.
+SLUICE_HD std::uint64_t key_hash_prefix(std::uint64_t seed, std::uint64_t a, std::uint64_t b,
+                                        std::uint64_t c) {
   std::uint64_t h = mix64(seed ^ 0x5851f42d4c957f2dULL);
   h = mix64(h ^ a);
   h = mix64(h ^ b);
-  h = mix64(h ^ c);
-  return mix64(h ^ d);
+  return mix64(h ^ c);
+}
+SLUICE_HD std::uint64_t key_hash_finish(std::uint64_t prefix, std::uint64_t d) {
+  return mix64(prefix ^ d);
+}
+
+// Hash of a key tuple; the building block of every random decision in training.
+SLUICE_HD std::uint64_t key_hash(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0,
+                                 std::uint64_t c = 0, std::uint64_t d = 0) {
+  return key_hash_finish(key_hash_prefix(seed, a, b, c), d);
 }
 
 // Uniform float in [0, 1) from a hash (24 random bits).

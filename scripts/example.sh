@@ -31,7 +31,7 @@ fi
 if [[ -n "$ogb_dir" ]]; then
   echo "== import $ogb_dir"
   "$bin/sluice-preprocess" import --format ogb --input "$ogb_dir" --symmetrize --output "$work/data.h5"
-  partitions=2 chunks=4 model_args=(--model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200)
+  partitions=2 chunks=4 model_args=(--model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --feature-norm row)
 else
   echo "== generate a planted-label RMAT graph (scale 14, 16 classes)"
   "$bin/sluice-preprocess" generate --scale 14 --edge-factor 8 --features 64 --classes 16 \

@@ -57,9 +57,11 @@ void CpuDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
 #pragma omp parallel for schedule(static) if (rows.size * m.cols > cpu::kParallelThreshold)
   for (std::int64_t i = 0; i < rows.size; ++i) {
     float* row = m.data + std::int64_t(rows.data[i]) * m.ld;
-    const std::int64_t vertex = keys.data[i];
+    const std::uint64_t prefix =
+        key_hash_prefix(key.seed, 1, cpu::layer_key(key), std::uint64_t(keys.data[i]));
     for (std::int64_t j = 0; j < m.cols; ++j)
-      row[j] = cpu::keep(key, 1, vertex, j) ? row[j] * scale : 0.f;
+      row[j] = hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate ? row[j] * scale
+                                                                                   : 0.f;
   }
 }
 

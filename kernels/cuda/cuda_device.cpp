@@ -332,12 +332,12 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
   const std::int64_t cols = src.cols;
-  float* compact = staging_.ensure_as<float>(n * cols, account_, stream_.get(), "flush staging");
-  launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols,
-                     stream_.get());
+  // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
+  // link): no device staging buffer, so a flush never needs device memory beyond the budget.
   auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, stream_.get()));
-  SLUICE_CUDA(cudaMemcpyAsync(values, compact, static_cast<std::size_t>(n * cols * kFloat),
-                              cudaMemcpyDeviceToHost, stream_.get()));
+  launch_gather_rows(src.data, src.ld, src_rows.data,
+                     static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
+                     stream_.get());
   // host_rows may be a constant kept in pinned host memory: the host function reads it there
   // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
   // host function, which still reads the staging buffer).

@@ -143,6 +143,8 @@ class Scratch {
 class PinnedScratch {
  public:
   void* ensure(std::int64_t bytes, cudaStream_t stream);
+  // The device-visible address of the buffer (mapped memory: kernels write it zero-copy).
+  void* device_pointer() const { return buffer_.device_pointer(); }
 
  private:
   PinnedBuffer buffer_;

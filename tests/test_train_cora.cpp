@@ -22,7 +22,7 @@ class CoraAccuracy : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!test::file_exists(test::cora_dir() + "/raw/edge.csv.gz"))
-      GTEST_SKIP() << "Cora is not at " << test::cora_dir()
+      GTEST_FAIL() << "Cora is not at " << test::cora_dir()
                    << " (set SLUICE_SHARED_DATASETS); the accuracy bars cannot be checked";
   }
   static const Dataset& cora() {

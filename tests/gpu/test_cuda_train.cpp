@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "common/hash.hpp"
-#include "formats/importers.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/plan_builder.hpp"
+#include "tests/support/cora.hpp"
 #include "tests/support/paths.hpp"
 #include "train/trainer.hpp"
 
@@ -285,90 +285,37 @@ class CudaCoraAccuracy : public ::testing::Test {
     if (!cuda_backend_available())
       GTEST_SKIP() << "no CUDA GPU on this machine: the GPU Cora bars run on the GPU machine "
                       "(scripts/device-test.sh)";
-    if (!test::file_exists(test::cora_dir() + "/raw/edge.csv.gz"))
-      GTEST_SKIP() << "Cora is not at " << test::cora_dir()
+    if (!test::cora_available())
+      GTEST_FAIL() << "Cora is not at " << test::cora_dir()
                    << " (set SLUICE_SHARED_DATASETS); the accuracy bars cannot be checked";
   }
-  static const Dataset& cora() {
-    static const Dataset d = [] {
-      ImportOptions options;
-      options.format = "ogb";
-      options.input = test::cora_dir();
-      options.graph.symmetrize = true;
-      ImportReport report;
-      return import_ogb(options, report);
-    }();
-    return d;
-  }
-  static Plan plan(int P, int C) {
-    PlanOptions options;
-    options.partitions = P;
-    options.chunks = C;
-    options.partitioner = P == 1 ? "range" : "metis";
-    return build_plan(cora(), options, compute_fingerprint(cora()));
-  }
-  static TrainConfig gcn_config(std::uint64_t seed) {
-    TrainConfig c;
-    c.model = "gcn";
-    c.layers = 2;
-    c.hidden = 16;
-    c.dropout = 0.5;
-    c.lr = 0.01;
-    c.weight_decay = 5e-4;
-    c.epochs = 200;
-    c.optimizer = "adam";
-    c.feature_norm = "row";
-    c.seed = seed;
-    c.progress = false;
-    c.quiet = true;
-    c.threads = 2;
+  static const Dataset& cora() { return test::cora_dataset(); }
+  // The CPU test's settings, on one GPU.
+  static TrainConfig on_gpu(TrainConfig c) {
     c.device = "cuda";
     c.gpus = 1;
+    c.threads = 2;
+    c.quiet = true;
     return c;
   }
-  static TrainConfig gat_config(std::uint64_t seed) {
-    TrainConfig c = gcn_config(seed);
-    c.model = "gat";
-    c.heads = 8;
-    c.hidden = 8;
-    c.output_heads = 1;
-    c.dropout = 0.6;
-    c.lr = 0.005;
-    return c;
-  }
-  static std::vector<double> five_seeds(const Plan& p, TrainConfig (*config)(std::uint64_t),
-                                        const char* name) {
-    std::vector<double> acc;
-    for (std::uint64_t seed = 0; seed < 5; ++seed) {
-      const TrainResult r = train(cora(), p, config(seed));
-      acc.push_back(r.test_accuracy);
-      std::printf(
-          "[cora-gpu] %s seed %llu: test %.1f%% (valid %.1f%% at epoch %lld), %.4f s/epoch\n", name,
-          static_cast<unsigned long long>(seed), 100 * r.test_accuracy, 100 * r.best_valid_accuracy,
-          static_cast<long long>(r.best_epoch), r.seconds_per_epoch);
-    }
-    const double mean = std::accumulate(acc.begin(), acc.end(), 0.0) / double(acc.size());
-    std::printf("[cora-gpu] %s: mean %.2f%%, min %.1f%%, max %.1f%%\n", name, 100 * mean,
-                100 * *std::min_element(acc.begin(), acc.end()),
-                100 * *std::max_element(acc.begin(), acc.end()));
-    return acc;
-  }
+  static TrainConfig gcn_config(std::uint64_t seed) { return on_gpu(test::cora_gcn_config(seed)); }
+  static TrainConfig gat_config(std::uint64_t seed) { return on_gpu(test::cora_gat_config(seed)); }
 };
 
 TEST_F(CudaCoraAccuracy, GcnFiveSeeds) {
-  const auto acc = five_seeds(plan(1, 1), &CudaCoraAccuracy::gcn_config, "GCN 1x1");
+  const auto acc = test::cora_five_seeds(test::cora_plan(1, 1), gcn_config, "GPU GCN 1x1");
   for (std::size_t s = 0; s < acc.size(); ++s) EXPECT_GE(acc[s], 0.805) << "seed " << s;
 }
 
 TEST_F(CudaCoraAccuracy, GatFiveSeeds) {
-  const auto acc = five_seeds(plan(1, 1), &CudaCoraAccuracy::gat_config, "GAT 1x1");
+  const auto acc = test::cora_five_seeds(test::cora_plan(1, 1), gat_config, "GPU GAT 1x1");
   for (std::size_t s = 0; s < acc.size(); ++s) EXPECT_GE(acc[s], 0.805) << "seed " << s;
   EXPECT_GE(std::accumulate(acc.begin(), acc.end(), 0.0) / double(acc.size()), 0.815);
 }
 
 TEST_F(CudaCoraAccuracy, ChunkedPlanOnTwoGpus) {
   if (!have_gpus(2)) GTEST_SKIP() << "needs 2 GPUs, " << cuda::device_count() << " visible";
-  const Plan p = plan(2, 4);
+  const Plan p = test::cora_plan(2, 4);
   TrainConfig gcn = gcn_config(0);
   gcn.gpus = 2;
   const TrainResult g = train(cora(), p, gcn);

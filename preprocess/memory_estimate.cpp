@@ -46,11 +46,13 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShap
   std::int64_t bytes = merged_rows * width * kFloat * 2;
   if (shape.model == "gat") {
     const std::int64_t heads = std::max(1, shape.heads);
-    bytes += merged_rows * width * kFloat * 2;  // transformed rows W h and gradients
-    bytes += max_entries * heads * kFloat * 3;  // edge scores, softmax, gradients
+    bytes += merged_rows * width * kFloat * 2;              // transformed rows W h and gradients
+    bytes += max_entries * heads * kFloat * 3;              // edge scores, softmax, gradients
+    bytes += (merged_rows + max_dst) * heads * kFloat * 2;  // el, er and their gradients
   }
   bytes += (max_dst + 1) * 8 + max_entries * (4 + 4);  // chunk CSR: indptr, columns, values
-  bytes += max_dst * width * kFloat * 4;               // aggregation/output rows + gradients
+  bytes += max_entries * kFloat;          // entry values permuted for the transposed SpMM (scratch)
+  bytes += max_dst * width * kFloat * 4;  // aggregation/output rows + gradients
   std::int64_t parameters = 0;
   for (int l = 0; l < shape.layers; ++l) parameters += layer_parameters(shape, l);
   bytes += parameters * kFloat * 4;  // weights, gradients, Adam m and v

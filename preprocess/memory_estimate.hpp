@@ -23,8 +23,10 @@ struct ModelShape {
 std::int64_t layer_width(const ModelShape& shape, int l);
 
 // Bytes: merged buffer (transition + remote rows) x widest layer x 4 x 2 (rows + gradients);
-// GAT adds per-head transformed rows (x 2) and 3 per-edge-per-head floats (score, softmax,
-// gradient); chunk CSR (8 B per indptr entry, 4 B column + 4 B value per entry); 4 chunk-row
+// GAT adds per-head transformed rows (x 2), 3 per-edge-per-head floats (score, softmax,
+// gradient) and per-head source/destination scores with their gradients (merged + chunk rows,
+// x 2); chunk CSR (8 B per indptr entry, 4 B column + 4 B value per entry) plus one float per
+// entry of transposed-SpMM scratch; 4 chunk-row
 // blocks of the widest layer (aggregation, output and their gradients); weights, gradients and
 // Adam's two moments; plus 10%.
 std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShape& shape);

@@ -65,8 +65,8 @@ void CpuDevice::account_constant(std::int64_t bytes, const std::string& what) {
   // memory" instead of failing: only working buffers must fit.
   if (memory_budget_ > 0 && bytes_in_use_ + bytes > memory_budget_) {
     if (host_constant_bytes_ == 0)
-      log_info("device ", name(), ": chunk constants exceed the memory budget; the rest ('", what,
-               "' onwards) is kept outside it");
+      log_info("device ", name(), ": chunk constants exceed the memory budget; those that do not",
+               " fit (first: '", what, "') are kept outside it");
     host_constant_bytes_ += bytes;
     return;
   }

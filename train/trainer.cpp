@@ -165,7 +165,10 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
   return f.hex();
 }
 
-TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+namespace {
+
+TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
+                                const TrainConfig& config) {
   validate_config(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   const ModelSpec model = model_for(dataset, config);
@@ -184,13 +187,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   options.synchronize_phases = config.phase_timing;
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
-  std::unique_ptr<Schedule> schedule_owner;
-  try {
-    schedule_owner = std::make_unique<Schedule>(*backend, dataset, plan, model, options);
-  } catch (const OutOfDeviceMemory& error) {
-    throw InputError(over_budget_message(error, dataset, plan, config));
-  }
-  Schedule& schedule = *schedule_owner;
+  Schedule schedule(*backend, dataset, plan, model, options);
   log_info(
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
@@ -342,6 +339,18 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   result.seconds_per_epoch =
       state.epochs_done > 0 ? state.train_seconds / double(state.epochs_done) : 0;
   return result;
+}
+
+}  // namespace
+
+TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  // Setup allocates every working buffer, but backends size some scratch on first use: an
+  // over-budget allocation anywhere in the run gets the chunk-count suggestion.
+  try {
+    return train_within_budget(dataset, plan, config);
+  } catch (const OutOfDeviceMemory& error) {
+    throw InputError(over_budget_message(error, dataset, plan, config));
+  }
 }
 
 void run_train(const TrainConfig& config) {

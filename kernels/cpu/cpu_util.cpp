@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace sluice::cpu {
@@ -17,17 +18,25 @@ void check_indices(const vertex_t* index, std::int64_t n, std::int64_t limit, co
                    i, " outside [0, ", limit, ")");
 }
 
+namespace {
+// The shape and index checks shared by the indexed row copies and adds; `op` names the caller.
+void check_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
+                        std::int64_t n, const std::string& op) {
+  SLUICE_EXPECTS(src.cols == dst.cols, op, ": width ", src.cols, " vs ", dst.cols);
+  if (src_rows)
+    check_indices(src_rows, n, src.rows, (op + " source").c_str());
+  else
+    SLUICE_EXPECTS(n <= src.rows, op, ": ", n, " rows from ", src.rows);
+  if (dst_rows)
+    check_indices(dst_rows, n, dst.rows, (op + " destination").c_str());
+  else
+    SLUICE_EXPECTS(n <= dst.rows, op, ": ", n, " rows into ", dst.rows);
+}
+}  // namespace
+
 void copy_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
                        std::int64_t n) {
-  SLUICE_EXPECTS(src.cols == dst.cols, "row copy: width ", src.cols, " vs ", dst.cols);
-  if (src_rows)
-    check_indices(src_rows, n, src.rows, "row copy source");
-  else
-    SLUICE_EXPECTS(n <= src.rows, "row copy: ", n, " rows from ", src.rows);
-  if (dst_rows)
-    check_indices(dst_rows, n, dst.rows, "row copy destination");
-  else
-    SLUICE_EXPECTS(n <= dst.rows, "row copy: ", n, " rows into ", dst.rows);
+  check_indexed_rows(src, src_rows, dst, dst_rows, n, "row copy");
   const std::size_t bytes = std::size_t(src.cols) * sizeof(float);
 #pragma omp parallel for schedule(static) if (n * src.cols > kParallelThreshold)
   for (std::int64_t i = 0; i < n; ++i) {
@@ -39,15 +48,7 @@ void copy_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_
 
 void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
                       std::int64_t n) {
-  SLUICE_EXPECTS(src.cols == dst.cols, "row add: width ", src.cols, " vs ", dst.cols);
-  if (src_rows)
-    check_indices(src_rows, n, src.rows, "row add source");
-  else
-    SLUICE_EXPECTS(n <= src.rows, "row add: ", n, " rows from ", src.rows);
-  if (dst_rows)
-    check_indices(dst_rows, n, dst.rows, "row add destination");
-  else
-    SLUICE_EXPECTS(n <= dst.rows, "row add: ", n, " rows into ", dst.rows);
+  check_indexed_rows(src, src_rows, dst, dst_rows, n, "row add");
   const std::int64_t cols = src.cols;
   if (n == 0 || cols == 0) return;
   auto add_row = [&](std::int64_t i) {

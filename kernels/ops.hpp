@@ -82,6 +82,20 @@ struct TransferCounters {
   std::int64_t p2p_rows = 0, p2p_bytes = 0;                // pull_rows, push_add_rows
 };
 
+// Independent in-order queues of one device (CUDA: one stream each). Work is issued to the
+// device's current lane (set_lane; kCompute by default); lanes run concurrently and are ordered
+// against each other only by markers (mark/wait). kCompute holds every compute operation (cuBLAS
+// and cuSPARSE are bound to it), the cross-device operations and everything Backend::barrier()
+// orders; kTransfer prefetches host data; kStore writes results back to host memory. The CPU
+// backend runs every operation at issue, so lanes and markers cost nothing there.
+enum class Lane { kCompute = 0, kTransfer = 1, kStore = 2 };
+inline constexpr int kLanes = 3;
+inline constexpr int kMarkers = 16;  // marker ids 0 .. kMarkers-1 per device
+
+// Work of one epoch timed per lane (device timers; CUDA events).
+enum class Phase { kLoad = 0, kP2p, kCompute, kStore, kFlush };
+inline constexpr int kPhases = 5;
+
 // Thrown when an allocation would exceed the device's memory budget.
 class OutOfDeviceMemory : public InputError {
  public:
@@ -118,6 +132,16 @@ class Device {
     write(values.data(), rows * cols, m.data);
     return m;
   }
+  // Like alloc() for OPTIONAL buffers (overlap double buffers): returns an empty Mat instead of
+  // throwing when the buffer would not fit while leaving the memory the device keeps free for
+  // scratch it sizes on first use. Default: alloc(), empty on OutOfDeviceMemory.
+  virtual Mat try_alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
+    try {
+      return alloc(rows, cols, what);
+    } catch (const OutOfDeviceMemory&) {
+      return Mat{};
+    }
+  }
   virtual std::int64_t bytes_in_use() const = 0;
   virtual std::int64_t peak_bytes() const = 0;
   // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.
@@ -125,8 +149,8 @@ class Device {
   virtual void read(const float* device, std::int64_t count, float* host) = 0;
 
   // ---- transfers ----
-  // dst[dst_rows[i]] = src[src_rows[i]] for i < src_rows.size (zero-copy gather from host;
-  // src_rows ascending for full link speed).
+  // dst[dst_rows[i]] = src[src_rows[i]] for i < src_rows.size, or dst[i] = ... when dst_rows is
+  // empty (zero-copy gather from host; src_rows ascending for full link speed).
   virtual void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) = 0;
   // dst = src rows [src_row, src_row + dst.rows) (contiguous host -> device).
   virtual void load_block(HostMat src, std::int64_t src_row, Mat dst) = 0;
@@ -139,9 +163,15 @@ class Device {
   virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
                              Idx owner_rows) = 0;
   // host[host_rows[i]] += src[src_rows[i]] (gradient flush of leaving rows; host_rows unique).
+  // CUDA: compacted into pinned memory on the GPU, added by CPU threads.
   virtual void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
+  // host[host_rows[i]] = src[src_rows[i]] (first flush of a row: no read of the host row;
+  // host_rows unique). CUDA: written by the GPU straight into mapped host memory.
+  virtual void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
   // dst = src[rows[i]] for i < rows.size (device-local gather into a compact matrix).
   virtual void gather_rows(Mat src, Idx rows, Mat dst) = 0;
+  // dst[rows[i]] = src_i (device-local scatter of a compact matrix; rows unique).
+  virtual void scatter_rows(Mat src, Idx rows, Mat dst) = 0;
   // dst[rows[i]] += src_i (device-local scatter-add of a compact matrix; rows may repeat).
   virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
   virtual void zero_rows(Mat m, Idx rows) = 0;
@@ -204,7 +234,36 @@ class Device {
                          float weight_decay, std::int64_t step, float* w, float* g, float* m,
                          float* v) = 0;
 
+  // ---- lanes, markers and timers (see Lane) ----
+  virtual void set_lane(Lane lane) { (void)lane; }
+  virtual Lane lane() const { return Lane::kCompute; }
+  // mark(m): remembers the current end of the current lane's queue; wait(m): work issued later
+  // on the current lane starts only after the work before the last mark(m). A wait on a marker
+  // never marked is a no-op.
+  virtual void mark(int marker) { (void)marker; }
+  virtual void wait(int marker) { (void)marker; }
+  // Times the work issued on the current lane between phase_begin and phase_end (CUDA: timing
+  // events; CPU: wall clock, as operations run at issue). Ranges must not nest.
+  virtual void phase_begin(Phase phase) = 0;
+  virtual void phase_end(Phase phase) = 0;
+  // Adds the seconds of every range completed so far to seconds[phase] and forgets them
+  // (call after synchronize()).
+  virtual void take_phase_times(double seconds[kPhases]) = 0;
+
+  // Waits for the work of every lane (host functions included).
   virtual void synchronize() = 0;
+};
+
+// Issues work on one lane of a device for a scope, then returns to the compute lane.
+class LaneScope {
+ public:
+  LaneScope(Device& device, Lane lane) : device_(device) { device_.set_lane(lane); }
+  ~LaneScope() { device_.set_lane(Lane::kCompute); }
+  LaneScope(const LaneScope&) = delete;
+  LaneScope& operator=(const LaneScope&) = delete;
+
+ private:
+  Device& device_;
 };
 
 // A set of devices plus host memory. The CPU backend creates P CpuDevices; the CUDA backend maps
@@ -219,14 +278,15 @@ class Backend {
   virtual HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
   // buffers[d] (n floats on device d) = sum over all devices, on every device.
   virtual void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) = 0;
-  // Host blocks until every device's queued work (host functions included) has finished.
+  // Host blocks until every device's queued work (every lane, host functions included) has
+  // finished.
   virtual void synchronize_all() = 0;
-  // Orders devices against each other without blocking the host: work queued on any device
-  // after barrier() starts only after all work queued on every device before it (host
-  // functions such as flush_add_rows' accumulation included). Serves the schedule's phase
-  // boundaries (cross-device reads and writes, host matrices written by one device and read
-  // by another). Host-visible results (loss sums, predictions) and host writes to memory the
-  // devices use still need synchronize_all(). Default: synchronize_all().
+  // Orders devices against each other without blocking the host: work queued on any device's
+  // compute lane after barrier() starts only after all work queued on every device's compute
+  // lane before it (host functions queued there included; other lanes are ordered by markers).
+  // Serves the schedule's phase boundaries (cross-device reads and writes, host matrices written by
+  // one device and read by another). Host-visible results (loss sums, predictions) and host writes
+  // to memory the devices use still need synchronize_all(). Default: synchronize_all().
   virtual void barrier() { synchronize_all(); }
 };
 

@@ -143,9 +143,44 @@ TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
   EXPECT_EQ(get(host), (Floats{6, 7, 16, 18, 4, 5, 6, 7, 14, 16}));
   EXPECT_EQ(d.counters().d2h_bytes, 32);
   EXPECT_EQ(d.counters().p2p_bytes, 0);
+  // host[2] = buf[2], host[0] = buf[1] (first flushes: stored, the old rows not read).
+  d.flush_store_rows(buf, idx({2, 1}), idx({2, 0}), host);
+  EXPECT_EQ(get(host), (Floats{0, 0, 16, 18, 2, 3, 6, 7, 14, 16}));
+  EXPECT_EQ(d.counters().d2h_bytes, 48);
+  // An empty dst_rows gathers into compact rows.
+  Mat compact = d.alloc(2, 2, "compact");
+  d.load_rows(host, idx({4, 2}), Idx{}, compact);
+  EXPECT_EQ(get(compact), (Floats{14, 16, 2, 3}));
+  Mat too_small = d.alloc(1, 2, "too small");
+  EXPECT_THROW(d.load_rows(host, idx({4, 2}), Idx{}, too_small), Error);
   d.reset_counters();
   EXPECT_EQ(d.counters().h2d_gather_rows, 0);
   EXPECT_EQ(d.counters().d2h_bytes, 0);
+}
+
+TEST_F(CpuOps, ScatterRowsAndPhaseTimers) {
+  Device& d = dev();
+  Mat dst = mat(4, 2, {1, 1, 2, 2, 3, 3, 4, 4});
+  d.phase_begin(Phase::kLoad);
+  d.scatter_rows(mat(2, 2, {10, 20, 30, 40}), idx({3, 0}), dst);
+  d.phase_end(Phase::kLoad);
+  EXPECT_EQ(get(dst), (Floats{30, 40, 2, 2, 3, 3, 10, 20}));
+  // Lanes and markers are accepted and change nothing on the CPU (operations run at issue).
+  {
+    LaneScope lane(d, Lane::kStore);
+    d.mark(3);
+    d.wait(3);
+  }
+  EXPECT_EQ(d.lane(), Lane::kCompute);
+  double seconds[kPhases] = {};
+  d.take_phase_times(seconds);
+  EXPECT_GE(seconds[int(Phase::kLoad)], 0.0);
+  EXPECT_EQ(seconds[int(Phase::kFlush)], 0.0);
+  // An optional allocation over the budget is empty instead of an error.
+  make(1, 100);
+  EXPECT_TRUE(dev().try_alloc(30, 1, "over").empty());
+  EXPECT_FALSE(dev().try_alloc(20, 1, "fits").empty());
+  EXPECT_EQ(dev().bytes_in_use(), 80);
 }
 
 TEST_F(CpuOps, PullAndPushBetweenDevicesWithRepeatedRows) {

@@ -153,8 +153,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "CUDA: memory budget per device in bytes (suffixes K, M, G; 0: all)")(
       "tf32", po::bool_switch(&c.tf32), "CUDA: allow TF32 tensor-core GEMMs")(
       "phase-timing", po::bool_switch(&c.phase_timing),
-      "block at every phase boundary so that the metrics' per-phase times are exact (CUDA: "
-      "otherwise devices are ordered by events and phase times measure issue time)")(
+      "block the host at every phase boundary (debugging; per-phase times come from device "
+      "timers either way)")(
+      "no-overlap", po::bool_switch(&c.no_overlap),
+      "do not overlap transfers with compute (no prefetch, stores and flushes in line)")(
       "quiet,q", po::bool_switch(&c.quiet), "log errors only")(
       "verbose,v", po::bool_switch(&c.verbose), "log debug details")(
       "no-progress", "do not draw the progress line");
@@ -199,6 +201,7 @@ std::string describe_config(const TrainConfig& c) {
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
   if (c.phase_timing) out << " phase_timing=1";
+  if (c.no_overlap) out << " overlap=0";
   if (!c.checkpoint.empty())
     out << " checkpoint=" << c.checkpoint << " checkpoint_every=" << c.checkpoint_every
         << " resume=" << c.resume;

@@ -49,7 +49,8 @@ struct TrainConfig {
   int gpus = 1;
   std::int64_t gpu_memory = 0;  // bytes per device (0 = all)
   bool tf32 = false;
-  bool phase_timing = false;  // block at phase boundaries for exact per-phase times
+  bool phase_timing = false;  // block the host at phase boundaries
+  bool no_overlap = false;    // no transfer/compute overlap (ScheduleOptions::overlap)
 
   // Output.
   bool quiet = false;

@@ -1,7 +1,8 @@
 // Implementation of train/schedule.hpp. Setup derives, from the plan, the index lists of the
 // chosen transfer scheme (checking every plan index on the way by simulating the slot contents
 // of every device across batches), uploads them once per chunk, and then runs the phases of
-// each batch on all devices with a barrier between phases.
+// each batch on all devices with a barrier (compute lanes) between phases; transfers that need
+// no cross-device order run on the transfer and store lanes, ordered by markers.
 #include "train/schedule.hpp"
 
 #include <algorithm>
@@ -47,7 +48,10 @@ struct ChunkLists {
   std::vector<vertex_t> load_vertices, load_rows, load_keys;
   std::vector<PeerRows> pulls, pushes;
   std::vector<vertex_t> remote_rows;  // merged positions of the remote entries (all of them)
+  // Leaving rows, those flushed for the first time in a backward layer first: they are stored
+  // into G^l, the rest (leave_store_count onwards) added.
   std::vector<vertex_t> leave_vertices, leave_rows, leave_keys;
+  std::size_t leave_store_count = 0;
   std::vector<vertex_t> dst_keys, labels, train_mask;
 };
 
@@ -340,6 +344,39 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
   return lists;
 }
 
+// Orders every leave list as [rows flushed for the first time in a backward layer, rows flushed
+// before] in the order the schedule flushes (batch by batch, partitions ascending), so that the
+// first flush of a row stores it into G^l and G^l needs no zeroing. Every vertex leaves at least
+// once per layer (its own chunk's self entry brings it into a transition buffer).
+void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
+  std::vector<std::uint8_t> flushed(std::size_t(num_nodes), 0);
+  for (ChunkLists& li : lists) {  // index batch * P + p: the flush order
+    std::vector<std::size_t> first, again;
+    for (std::size_t i = 0; i < li.leave_vertices.size(); ++i) {
+      auto& seen = flushed[std::size_t(li.leave_vertices[i])];
+      (seen ? again : first).push_back(i);
+      seen = 1;
+    }
+    if (again.empty()) {
+      li.leave_store_count = li.leave_vertices.size();
+      continue;
+    }
+    first.insert(first.end(), again.begin(), again.end());
+    auto reorder = [&](std::vector<vertex_t>& values) {
+      std::vector<vertex_t> out;
+      out.reserve(values.size());
+      for (std::size_t i : first) out.push_back(values[i]);
+      values.swap(out);
+    };
+    li.leave_store_count = first.size() - again.size();
+    reorder(li.leave_vertices);
+    reorder(li.leave_rows);
+    reorder(li.leave_keys);
+  }
+  for (vertex_t v = 0; v < num_nodes; ++v)
+    SLUICE_EXPECTS(flushed[std::size_t(v)], "vertex ", v, " never leaves a transition buffer");
+}
+
 struct DevicePeerRows {
   int owner = 0;
   Idx owner_rows, local_rows;
@@ -355,14 +392,38 @@ struct DeviceChunk {
   std::vector<DevicePeerRows> pulls, pushes;
   Idx remote_rows;
   Idx leave_vertices, leave_rows, leave_keys;
+  std::int64_t leave_store_count = 0;
   Idx dst_keys, labels, train_mask;
+};
+
+// Chunk block buffers: aggregation, layer output and output gradient of one chunk (A^l, H^{l+1}
+// and G^{l+1} blocks). A second set lets one chunk's blocks be stored or prefetched while the
+// other chunk computes.
+struct BlockSet {
+  Mat A, out, dZ;
+};
+
+// Markers (Device::mark/wait) of one device; "+ k" for block set k.
+enum Marker : int {
+  kStageReady = 0,  // transfer lane: next batch's loads are in the stage
+  kStageFree = 1,   // compute lane: the stage was scattered into X
+  kSetReady = 2,    // + k, transfer lane: backward blocks prefetched into set k
+  kComputed = 4,    // + k, compute lane: the chunk using set k is computed
+  kStored = 6,      // + k, store lane: set k's blocks are in host memory
+  kLeaveReady = 8,  // compute lane: leaving gradient rows compacted
+  kLeaveFree = 9,   // store lane: compacted rows flushed into G^l
 };
 
 struct DeviceState {
   Device* device = nullptr;
   std::int64_t merged_rows = 0;
-  Mat X, dX;                        // merged transition buffer and its gradient
-  Mat A, dA, Z, out, dZ;            // chunk work buffers (max chunk rows)
+  Mat X, dX;         // merged transition buffer and its gradient
+  BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional
+  int num_sets = 1;
+  Mat stage;                        // optional: the next batch's loads, compact (max loads)
+  Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
+  Idx iota;                         // 0, 1, ... (positions in `leave`)
+  Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
   Mat params, grads, adam_m, adam_v;
   std::vector<DeviceChunk> chunks;
@@ -425,15 +486,25 @@ struct Schedule::Impl {
   }
 
   // Phase A: transition update (loads of L_c^p, dropout on arrivals); in the backward pass
-  // also zero the gradient rows of arrivals and of the chunk's remote region.
-  void load_phase(const LayerSpec& layer, int c, bool load_inputs, bool zero_gradients) {
+  // also zero the gradient rows of arrivals and of the chunk's remote region. With a stage the
+  // rows were gathered from host memory ahead (prefetch) and are scattered into X here; then the
+  // next batch's prefetch is issued, to run behind this batch's pulls and compute.
+  void load_phase(const LayerSpec& layer, int c, bool load_inputs, bool zero_gradients,
+                  bool prefetch_blocks) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       Device& d = *s.device;
+      d.phase_begin(Phase::kLoad);
       if (load_inputs && ch.load_rows.size > 0) {
         Mat X = s.X.col_block(0, layer.in_width);
-        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+        if (!s.stage.empty()) {
+          d.wait(kStageReady);
+          d.scatter_rows(rows_of(s.stage, ch.load_rows.size, layer.in_width), ch.load_rows, X);
+          d.mark(kStageFree);
+        } else {
+          d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+        }
         const DropoutKey key = feature_key(layer.index);
         if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
@@ -442,28 +513,120 @@ struct Schedule::Impl {
         if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
+      d.phase_end(Phase::kLoad);
     }
+    prefetch(layer, c + 1, load_inputs, prefetch_blocks);
     barrier();
+  }
+
+  // On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
+  // cached A^l blocks into its block set. Reads only host matrices complete since the last
+  // layer boundary.
+  void prefetch(const LayerSpec& layer, int c, bool loads, bool blocks) {
+    if (c >= C) return;
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      DeviceChunk& ch = s.chunks[std::size_t(c)];
+      Device& d = *s.device;
+      const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0;
+      const bool set = blocks && s.num_sets > 1 && ch.num_dst > 0;
+      if (!stage && !set) continue;
+      LaneScope lane(d, Lane::kTransfer);
+      if (stage) {
+        d.wait(kStageFree);
+        d.phase_begin(Phase::kLoad);
+        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, Idx{},
+                    rows_of(s.stage, ch.load_rows.size, layer.in_width));
+        d.phase_end(Phase::kLoad);
+        d.mark(kStageReady);
+      }
+      if (set) {
+        const int k = c % s.num_sets;
+        d.wait(kComputed + k);
+        d.wait(kStored + k);
+        d.phase_begin(Phase::kLoad);
+        load_blocks(s, ch, layer, s.sets[k]);
+        d.phase_end(Phase::kLoad);
+        d.mark(kSetReady + k);
+      }
+    }
+  }
+
+  // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows.
+  void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
+    Device& d = *s.device;
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin,
+                 rows_of(set.dZ, ch.num_dst, layer.out_width));
+    if (model.kind != ModelKind::kGat && !recompute(layer))
+      d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
+                   rows_of(set.A, ch.num_dst, layer.aggregate_width));
   }
 
   // Phase B: remote rows from the owners' transition buffers.
   void pull_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
+      s.device->phase_begin(Phase::kP2p);
       for (const auto& pull : s.chunks[std::size_t(c)].pulls) {
         DeviceState& owner = dev[std::size_t(pull.owner)];
         s.device->pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
                             pull.local_rows, s.X.col_block(0, layer.in_width));
       }
+      s.device->phase_end(Phase::kP2p);
     }
     barrier();
   }
 
+  // Phase C: the chunk compute of every device on its compute lane; forward results go back to
+  // host memory on the store lane.
+  void compute_phase(const LayerSpec& layer, int c, bool forward) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      Device& d = *s.device;
+      const int k = c % s.num_sets;
+      d.wait(kSetReady + k);  // backward blocks prefetched into the set
+      d.wait(kStored + k);    // the set's previous blocks are in host memory
+      d.phase_begin(Phase::kCompute);
+      if (forward)
+        forward_compute(p, c, layer, s.sets[k]);
+      else
+        backward_compute(p, c, layer, s.sets[k]);
+      d.phase_end(Phase::kCompute);
+      d.mark(kComputed + k);
+      if (forward) store_blocks(p, c, layer, s.sets[k], k);
+    }
+    barrier();
+  }
+
+  // Forward results of chunk c on the store lane: A^l (cache mode), H^{l+1} or the loss gradient.
+  void store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    if (ch.num_dst == 0) return;
+    Device& d = *s.device;
+    const bool store_a = model.kind != ModelKind::kGat && training && !recompute(layer);
+    const bool store_grad = layer.last && training;
+    if (!store_a && layer.last && !store_grad) return;
+    LaneScope lane(d, Lane::kStore);
+    d.wait(kComputed + k);
+    d.phase_begin(Phase::kStore);
+    if (store_a)
+      d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
+                    A_cache[std::size_t(layer.index)], ch.dst_begin);
+    if (!layer.last)
+      d.store_block(rows_of(set.out, ch.num_dst, layer.out_width), H[std::size_t(layer.index) + 1],
+                    ch.dst_begin);
+    if (store_grad)
+      d.store_block(rows_of(set.dZ, ch.num_dst, layer.out_width), G.back(), ch.dst_begin);
+    d.phase_end(Phase::kStore);
+    d.mark(kStored + k);
+  }
+
   // GCN/SAGE aggregation A = agg(X) for the chunk (nd x aggregate_width).
-  Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+  Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
     Device& d = *s.device;
     Mat X = s.X.col_block(0, layer.in_width);
-    Mat A = rows_of(s.A, ch.num_dst, layer.aggregate_width);
+    Mat A = rows_of(set.A, ch.num_dst, layer.aggregate_width);
     if (model.kind == ModelKind::kGcn) {
       d.spmm(ch.csr, ch.values.data, X, A);
     } else {
@@ -508,47 +671,39 @@ struct Schedule::Impl {
     return Z;
   }
 
-  void forward_compute(int p, int c, const LayerSpec& layer) {
+  // Computes into `set`; store_blocks() writes the results to host memory.
+  void forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
     Device& d = *s.device;
     Mat A;
-    if (model.kind != ModelKind::kGat) {
-      A = aggregate(s, ch, layer);
-      if (training && !recompute(layer))
-        d.store_block(A, A_cache[std::size_t(layer.index)], ch.dst_begin);
-    }
+    if (model.kind != ModelKind::kGat) A = aggregate(s, ch, layer, set);
     Mat Z = layer_preactivation(s, ch, layer, A);
     if (!layer.last) {
-      Mat out = rows_of(s.out, ch.num_dst, layer.out_width);
-      d.bias_activation(Z, nullptr, layer.activation, out);
-      d.store_block(out, H[std::size_t(layer.index) + 1], ch.dst_begin);
+      d.bias_activation(Z, nullptr, layer.activation,
+                        rows_of(set.out, ch.num_dst, layer.out_width));
       return;
     }
-    Mat grad_logits = training ? rows_of(s.dZ, ch.num_dst, layer.out_width) : Mat{};
+    Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
     d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
                             predictions.data() + ch.dst_begin);
-    if (training) d.store_block(grad_logits, G.back(), ch.dst_begin);
   }
 
-  void backward_compute(int p, int c, const LayerSpec& layer) {
+  // With two block sets the blocks were prefetched (prefetch()); else they load here.
+  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
     Device& d = *s.device;
     const std::int64_t nd = ch.num_dst;
     const bool input_gradient = layer.index > 0;
-    Mat dZ = rows_of(s.dZ, nd, layer.out_width);
-    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, dZ);
+    if (s.num_sets == 1) load_blocks(s, ch, layer, set);
+    Mat dZ = rows_of(set.dZ, nd, layer.out_width);
     Mat A;
     if (model.kind != ModelKind::kGat) {
-      if (recompute(layer)) {
-        A = aggregate(s, ch, layer);
-      } else {
-        A = rows_of(s.A, nd, layer.aggregate_width);
-        d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin, A);
-      }
+      A = recompute(layer) ? aggregate(s, ch, layer, set)
+                           : rows_of(set.A, nd, layer.aggregate_width);
     }
     // Recompute the pre-activation (and, for GAT, the attention intermediates); the last
     // GCN/SAGE layer has no activation and needs neither.
@@ -596,30 +751,90 @@ struct Schedule::Impl {
   void push_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
+      s.device->phase_begin(Phase::kP2p);
       for (const auto& push : s.chunks[std::size_t(c)].pushes) {
         DeviceState& owner = dev[std::size_t(push.owner)];
         s.device->push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
                                 owner.dX.col_block(0, layer.in_width), push.owner_rows);
       }
+      s.device->phase_end(Phase::kP2p);
     }
     barrier();
   }
 
-  // Leaving rows: dropout backward (the mask multiply is its own derivative), then add into G^l.
+  // Leaving rows: dropout backward (the mask multiply is its own derivative), then into G^l:
+  // rows leaving for the first time in this layer are stored, the others added (by CPU threads
+  // on CUDA). With a `leave` buffer the rows are compacted on the compute lane and flushed on
+  // the store lane, behind the next batch's work.
   void flush_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       if (ch.leave_rows.size == 0) continue;
+      Device& d = *s.device;
+      HostMat g = G[std::size_t(layer.index)];
       Mat dX = s.dX.col_block(0, layer.in_width);
+      const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+      auto part = [](Idx idx, std::int64_t begin, std::int64_t end) {
+        return Idx{idx.data + begin, end - begin};
+      };
+      d.phase_begin(Phase::kFlush);
       const DropoutKey key = feature_key(layer.index);
-      if (key.rate > 0) s.device->dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
-      s.device->flush_add_rows(dX, ch.leave_rows, ch.leave_vertices, G[std::size_t(layer.index)]);
+      if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+      if (s.leave.empty()) {
+        d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored),
+                           g);
+        d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
+        d.phase_end(Phase::kFlush);
+      } else {
+        Mat compact = rows_of(s.leave, n, layer.in_width);
+        d.wait(kLeaveFree);
+        d.gather_rows(dX, ch.leave_rows, compact);
+        d.phase_end(Phase::kFlush);
+        d.mark(kLeaveReady);
+        LaneScope lane(d, Lane::kStore);
+        d.wait(kLeaveReady);
+        d.phase_begin(Phase::kFlush);
+        d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
+        d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
+        d.phase_end(Phase::kFlush);
+        d.mark(kLeaveFree);
+      }
       // Baseline leave lists hold other partitions' vertices too: devices flushing into the
-      // same host rows must not overlap (the other schemes flush owned rows only).
-      if (options.comm == CommMode::kBaseline) s.device->synchronize();
+      // same host rows must not overlap, and a row's first flush must come first (the other
+      // schemes flush owned rows only).
+      if (options.comm == CommMode::kBaseline) d.synchronize();
     }
     barrier();
+  }
+
+  // Layer boundary: every lane of every device done (host matrices complete).
+  void drain() { backend.synchronize_all(); }
+
+  // One layer's forward over all batches (training or evaluation), drained at the end.
+  void forward_layer(const LayerSpec& layer) {
+    prefetch(layer, 0, true, false);
+    for (int c = 0; c < C; ++c) {
+      load_phase(layer, c, true, false, false);
+      pull_phase(layer, c);
+      compute_phase(layer, c, true);
+    }
+    drain();  // H^{l+1} (and the loss, predictions) complete
+  }
+
+  // Adds each phase's device time (the slowest device's) to `times` (after a drain).
+  void take_times(PhaseTimes& times) {
+    double slowest[kPhases] = {};
+    for (auto& s : dev) {
+      double seconds[kPhases] = {};
+      s.device->take_phase_times(seconds);
+      for (int k = 0; k < kPhases; ++k) slowest[k] = std::max(slowest[k], seconds[k]);
+    }
+    times.load += slowest[int(Phase::kLoad)];
+    times.p2p += slowest[int(Phase::kP2p)];
+    times.compute += slowest[int(Phase::kCompute)];
+    times.store += slowest[int(Phase::kStore)];
+    times.flush += slowest[int(Phase::kFlush)];
   }
 };
 
@@ -640,6 +855,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
                      "' has no training vertices");
   m.loss_scale = 1.f / static_cast<float>(dataset.train.size());
   std::vector<ChunkLists> lists = derive_lists(dataset, plan, model, options.comm);
+  split_first_flushes(lists, dataset.num_nodes);
 
   const int L = model.num_layers();
   const std::int64_t n = m.n;
@@ -683,6 +899,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   const std::int64_t tw_max = model.max_transform_width();
   const int k_max = model.max_heads();
   const bool gat = model.kind == ModelKind::kGat;
+  std::vector<std::int64_t> max_loads(std::size_t(m.P), 0), max_leaves(std::size_t(m.P), 0);
   m.dev.resize(std::size_t(m.P));
   for (int p = 0; p < m.P; ++p) {
     DeviceState& s = m.dev[std::size_t(p)];
@@ -698,10 +915,10 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     max_dst = std::max<std::int64_t>(max_dst, 1);
     s.X = d.alloc(M, in_max, "transition buffer X");
     if (grad_in_max > 0) s.dX = d.alloc(M, grad_in_max, "transition gradient dX");
-    if (agg_max > 0) s.A = d.alloc(max_dst, agg_max, "aggregation A");
+    if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, agg_max, "aggregation A");
     s.Z = d.alloc(max_dst, out_max, "pre-activation Z");
-    s.out = d.alloc(max_dst, out_max, "layer output");
-    s.dZ = d.alloc(max_dst, out_max, "output gradient dZ");
+    s.sets[0].out = d.alloc(max_dst, out_max, "layer output");
+    s.sets[0].dZ = d.alloc(max_dst, out_max, "output gradient dZ");
     if (agg_max > 0 || gat) s.dA = d.alloc(max_dst, std::max(agg_max, tw_max), "gradient dA");
     if (gat) {
       s.Zm = d.alloc(M, tw_max, "GAT transformed rows");
@@ -717,6 +934,13 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     s.adam_m = d.alloc(1, np, "Adam m");
     s.adam_v = d.alloc(1, np, "Adam v");
     s.chunks.resize(std::size_t(m.C));
+    for (int c = 0; c < m.C; ++c) {
+      const ChunkLists& li = lists[std::size_t(c) * m.P + p];
+      max_loads[std::size_t(p)] =
+          std::max<std::int64_t>(max_loads[std::size_t(p)], std::int64_t(li.load_rows.size()));
+      max_leaves[std::size_t(p)] =
+          std::max<std::int64_t>(max_leaves[std::size_t(p)], std::int64_t(li.leave_rows.size()));
+    }
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
       ChunkLists& li = lists[std::size_t(c) * m.P + p];
@@ -743,6 +967,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       ch.leave_vertices = upload_or_empty(d, li.leave_vertices, where + "leave vertices");
       ch.leave_rows = upload_or_empty(d, li.leave_rows, where + "leave slots");
       ch.leave_keys = upload_or_empty(d, li.leave_keys, where + "leave keys");
+      ch.leave_store_count = std::int64_t(li.leave_store_count);
       ch.dst_keys = upload_or_empty(d, li.dst_keys, where + "destination keys");
       ch.labels = upload_or_empty(d, li.labels, where + "labels");
       std::vector<vertex_t> mask(li.train_mask.begin(), li.train_mask.end());
@@ -751,6 +976,41 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     }
     log_debug("device ", p, ": ", format_bytes(double(d.bytes_in_use())), " allocated, merged ",
               s.merged_rows, " rows");
+  }
+  // Overlap buffers, after every required buffer and constant, only where memory allows: the
+  // load stage (prefetch of the next batch's rows), the flush buffer (flushes behind the next
+  // batch) and a second block set (stores and backward block loads behind compute).
+  if (options.overlap) {
+    int staged = 0, flushed = 0, doubled = 0;
+    for (int p = 0; p < m.P; ++p) {
+      DeviceState& s = m.dev[std::size_t(p)];
+      Device& d = *s.device;
+      const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
+      if (loads > 0) s.stage = d.try_alloc(loads, in_max, "load stage");
+      if (s.stage.empty()) continue;
+      ++staged;
+      if (leaves > 0 && grad_in_max > 0) {
+        s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
+        if (!s.leave.empty()) {
+          std::vector<vertex_t> iota(static_cast<std::size_t>(leaves));
+          std::iota(iota.begin(), iota.end(), 0);
+          s.iota = d.upload(iota, "flush positions");
+          ++flushed;
+        }
+      }
+      const std::int64_t max_dst = s.sets[0].dZ.rows;
+      BlockSet& second = s.sets[1];
+      second.out = d.try_alloc(max_dst, out_max, "layer output (second set)");
+      second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, out_max, "dZ (second set)");
+      if (agg_max > 0 && !second.dZ.empty())
+        second.A = d.try_alloc(max_dst, agg_max, "aggregation A (second set)");
+      if (!second.dZ.empty() && (agg_max == 0 || !second.A.empty())) {
+        s.num_sets = 2;
+        ++doubled;
+      }
+    }
+    log_info("overlap: load prefetch on ", staged, "/", m.P, " devices, flush behind compute on ",
+             flushed, "/", m.P, ", double block buffers on ", doubled, "/", m.P);
   }
 }
 
@@ -794,63 +1054,34 @@ double Schedule::forward_backward(std::int64_t epoch) {
   m.epoch = epoch;
   m.training = true;
   const int L = m.model.num_layers();
-  double t = now_seconds();
-  auto lap = [&](double& slot) {
-    const double now = now_seconds();
-    slot += now - t;
-    t = now;
-  };
   for (auto& s : m.dev) {
     s.loss_sum = 0;
     s.device->fill(s.grads, 0.f);
   }
-  for (int l = 0; l < L; ++l) {
-    const LayerSpec& layer = m.model.layers[std::size_t(l)];
-    for (int c = 0; c < m.C; ++c) {
-      m.load_phase(layer, c, true, false);
-      lap(times_.load);
-      m.pull_phase(layer, c);
-      lap(times_.p2p);
-      for (int p = 0; p < m.P; ++p) m.forward_compute(p, c, layer);
-      m.barrier();
-      lap(times_.compute);
-    }
-  }
+  for (int l = 0; l < L; ++l) m.forward_layer(m.model.layers[std::size_t(l)]);
   for (int l = L - 1; l >= 0; --l) {
     const LayerSpec& layer = m.model.layers[std::size_t(l)];
     const bool input_gradient = l > 0;
-    if (input_gradient) {
-      m.backend.synchronize_all();  // the host writes G^l below
-      HostMat g = m.G[std::size_t(l)];
-#pragma omp parallel for schedule(static)
-      for (std::int64_t v = 0; v < g.rows; ++v)
-        std::memset(g.data + v * g.ld, 0, std::size_t(g.cols) * sizeof(float));
-      lap(times_.flush);
-    }
     const bool reload = m.recompute(layer);
+    m.prefetch(layer, 0, reload, true);
     for (int c = 0; c < m.C; ++c) {
-      m.load_phase(layer, c, reload, input_gradient);
-      lap(times_.load);
-      if (reload) {
-        m.pull_phase(layer, c);
-        lap(times_.p2p);
-      }
-      for (int p = 0; p < m.P; ++p) m.backward_compute(p, c, layer);
-      m.barrier();
-      lap(times_.compute);
+      m.load_phase(layer, c, reload, input_gradient, true);
+      if (reload) m.pull_phase(layer, c);
+      m.compute_phase(layer, c, false);
       if (input_gradient) {
         m.push_phase(layer, c);
-        lap(times_.p2p);
         m.flush_phase(layer, c);
-        lap(times_.flush);
       }
     }
+    m.drain();  // G^l complete before the next layer prefetches its blocks
   }
+  const double t = now_seconds();
   std::vector<float*> grads;
   for (auto& s : m.dev) grads.push_back(s.grads.data);
   m.backend.all_reduce_sum(grads, m.model.num_parameters);
   m.backend.synchronize_all();
-  lap(times_.optimizer);
+  times_.optimizer += now_seconds() - t;
+  m.take_times(times_);
   double loss = 0;
   for (auto& s : m.dev) loss += s.loss_sum;
   m.training = false;
@@ -877,16 +1108,8 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
 const std::vector<std::int32_t>& Schedule::evaluate() {
   Impl& m = *impl_;
   m.training = false;
-  for (int l = 0; l < m.model.num_layers(); ++l) {
-    const LayerSpec& layer = m.model.layers[std::size_t(l)];
-    for (int c = 0; c < m.C; ++c) {
-      m.load_phase(layer, c, true, false);
-      m.pull_phase(layer, c);
-      for (int p = 0; p < m.P; ++p) m.forward_compute(p, c, layer);
-      m.barrier();
-    }
-  }
-  m.backend.synchronize_all();  // predictions are host-visible only now
+  for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
+  m.take_times(times_);  // predictions are host-visible after forward_layer's drain
   return m.predictions;
 }
 

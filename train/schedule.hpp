@@ -4,7 +4,9 @@
 // transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p.
 // Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
 // compute the chunk, write its output block; backward mirrors it with pushes of remote-row
-// gradients into the owners' dX and flushes of leaving rows into G^l.
+// gradients into the owners' dX and flushes of leaving rows into G^l. Each device works on three
+// lanes (kernels/ops.hpp): the next batch's loads and blocks prefetch on the transfer lane and
+// results go back to host memory on the store lane while the compute lane computes.
 #pragma once
 
 #include <cstdint>
@@ -35,19 +37,27 @@ struct ScheduleOptions {
   // Divide every feature row by its L1 norm when filling H^0 (Kipf & Welling's preprocessing
   // of the Planetoid bag-of-words features); rows of norm 0 stay 0.
   bool row_normalize_features = false;
-  // Block the host at every phase boundary (exact per-phase times) instead of ordering the
-  // devices with Backend::barrier() (CUDA: events only; phase times then measure issue time).
+  // Block the host at every phase boundary instead of ordering the devices' compute lanes with
+  // Backend::barrier() (events only on CUDA). For debugging; phase times come from device
+  // timers either way.
   bool synchronize_phases = false;
+  // Overlap transfers with compute where memory allows (Schedule's optional buffers): prefetch
+  // the next batch's loads and backward blocks on the transfer lane, store forward results and
+  // flush leaving gradients on the store lane.
+  bool overlap = true;
 };
 
-// Wall time per phase, seconds (accumulated until reset).
+// Device time per phase, seconds (accumulated until reset): the sum of the phase's work on
+// every lane of a device (device timers: CUDA events), the slowest device's. Phases on
+// different lanes overlap, so the sum exceeds the wall time when overlap works.
 struct PhaseTimes {
-  double load = 0;       // host -> device: transition loads, dropout, cached blocks
+  double load = 0;       // host -> device: transition loads, dropout, backward blocks
   double p2p = 0;        // device <-> device: pulls and gradient pushes
   double compute = 0;    // chunk compute
-  double flush = 0;      // leave-list flushes into host gradients (CPU accumulation)
-  double optimizer = 0;  // all-reduce and optimizer step
-  double total() const { return load + p2p + compute + flush + optimizer; }
+  double store = 0;      // device -> host: forward results (H^{l+1}, A^l, loss gradient)
+  double flush = 0;      // leaving gradient rows into G^l (GPU stores, CPU additions)
+  double optimizer = 0;  // all-reduce and optimizer step (host wall time)
+  double total() const { return load + p2p + compute + store + flush + optimizer; }
 };
 
 class Schedule {

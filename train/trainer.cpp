@@ -57,11 +57,8 @@ double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32
 }
 
 json phases_json(const PhaseTimes& t) {
-  return json{{"load", t.load},
-              {"p2p", t.p2p},
-              {"compute", t.compute},
-              {"flush", t.flush},
-              {"optimizer", t.optimizer}};
+  return json{{"load", t.load},   {"p2p", t.p2p},     {"compute", t.compute},
+              {"store", t.store}, {"flush", t.flush}, {"optimizer", t.optimizer}};
 }
 
 json transfers_json(const TransferCounters& c) {
@@ -185,6 +182,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   options.seed = config.seed;
   options.row_normalize_features = config.feature_norm == "row";
   options.synchronize_phases = config.phase_timing;
+  options.overlap = !config.no_overlap;
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

@@ -159,10 +159,12 @@ void CpuDevice::read(const float* device, std::int64_t count, float* host) {
 void CpuDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   cpu::expect_index(src_rows, "src_rows");
   cpu::expect_index(dst_rows, "dst_rows");
-  SLUICE_EXPECTS(src_rows.size == dst_rows.size, "load_rows: ", src_rows.size, " source rows, ",
-                 dst_rows.size, " destination rows");
+  SLUICE_EXPECTS(src_rows.size == dst_rows.size || dst_rows.size == 0, "load_rows: ", src_rows.size,
+                 " source rows, ", dst_rows.size, " destination rows");
   SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
-  cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);
+  // An empty dst_rows: rows land compact, in order (the copy checks they fit).
+  cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.size ? dst_rows.data : nullptr,
+                         src_rows.size);
   counters_.h2d_gather_rows += src_rows.size;
   counters_.h2d_gather_bytes += src_rows.size * dst.cols * std::int64_t(sizeof(float));
 }
@@ -221,6 +223,38 @@ void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat hos
   SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
   cpu::add_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
   counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  cpu::expect_index(src_rows, "src_rows");
+  cpu::expect_index(host_rows, "host_rows");
+  SLUICE_EXPECTS(src_rows.size == host_rows.size, "flush_store_rows: ", src_rows.size,
+                 " source rows, ", host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, "flush_store_rows: width ", src.cols, " vs ", host.cols);
+  cpu::copy_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+  counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
+  cpu::expect_index(rows, "rows");
+  SLUICE_EXPECTS(src.rows == rows.size && dst.cols == src.cols, "scatter_rows: ", src.rows, " x ",
+                 src.cols, " with ", rows.size, " rows into width ", dst.cols);
+  cpu::copy_indexed_rows(src, nullptr, dst, rows.data, rows.size);
+}
+
+void CpuDevice::phase_begin(Phase phase) {
+  phase_start_[int(phase)] = now_seconds();
+}
+
+void CpuDevice::phase_end(Phase phase) {
+  phase_seconds_[int(phase)] += now_seconds() - phase_start_[int(phase)];
+}
+
+void CpuDevice::take_phase_times(double seconds[kPhases]) {
+  for (int k = 0; k < kPhases; ++k) {
+    seconds[k] += phase_seconds_[k];
+    phase_seconds_[k] = 0;
+  }
 }
 
 void CpuDevice::gather_rows(Mat src, Idx rows, Mat dst) {

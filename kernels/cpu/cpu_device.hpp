@@ -73,7 +73,9 @@ class CpuDevice final : public Device {
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void gather_rows(Mat src, Idx rows, Mat dst) override;
+  void scatter_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void zero_rows(Mat m, Idx rows) override;
   void fill(Mat m, float value) override;
@@ -107,6 +109,11 @@ class CpuDevice final : public Device {
   void adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                  std::int64_t step, float* w, float* g, float* m, float* v) override;
 
+  // Operations run at issue: a phase's time is the host time between begin and end.
+  void phase_begin(Phase phase) override;
+  void phase_end(Phase phase) override;
+  void take_phase_times(double seconds[kPhases]) override;
+
   void synchronize() override {}
 
  private:
@@ -127,6 +134,8 @@ class CpuDevice final : public Device {
   std::vector<std::unique_ptr<std::vector<vertex_t>>> index_arrays_;
   std::vector<std::unique_ptr<CpuCsr>> csrs_;
   TransferCounters counters_;
+  double phase_start_[kPhases] = {};
+  double phase_seconds_[kPhases] = {};
   std::mutex push_mutex_;       // serializes pushes from other devices into this device's buffers
   std::vector<float> scratch_;  // per-entry temporaries of gat_backward (not device memory)
 };

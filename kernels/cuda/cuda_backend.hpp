@@ -40,10 +40,13 @@ class CudaDevice final : public Device {
   int index() const override { return index_; }
   std::string name() const override { return name_; }
   int gpu() const { return gpu_; }
-  cudaStream_t stream() const { return stream_.get(); }
+  // The compute lane's stream (cuBLAS/cuSPARSE, barriers, all-reduce).
+  cudaStream_t stream() const { return lanes_[0].get(); }
   cudaEvent_t event() const { return event_.get(); }
 
   Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  // Allocates only while the constants' headroom stays free (see ConstantStore).
+  Mat try_alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                  std::int64_t num_cols, const std::string& what) override;
@@ -65,7 +68,9 @@ class CudaDevice final : public Device {
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void gather_rows(Mat src, Idx rows, Mat dst) override;
+  void scatter_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void zero_rows(Mat m, Idx rows) override;
   void fill(Mat m, float value) override;
@@ -99,9 +104,25 @@ class CudaDevice final : public Device {
   void adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
                  std::int64_t step, float* w, float* g, float* m, float* v) override;
 
+  // Lanes are streams: compute at the GPU's highest priority, transfer and store at the lowest
+  // (prefetches fill the SMs the compute kernels leave idle).
+  void set_lane(Lane lane) override { lane_ = static_cast<int>(lane); }
+  Lane lane() const override { return static_cast<Lane>(lane_); }
+  void mark(int marker) override;
+  void wait(int marker) override;
+  void phase_begin(Phase phase) override;
+  void phase_end(Phase phase) override;
+  void take_phase_times(double seconds[kPhases]) override;
+
   void synchronize() override;
 
  private:
+  // The current lane's stream: every operation is issued there.
+  cudaStream_t cur() const { return lanes_[lane_].get(); }
+  // cuBLAS, cuSPARSE and the GAT scratch are bound to the compute lane.
+  void expect_compute_lane(const char* operation) const {
+    SLUICE_EXPECTS(lane_ == 0, operation, " must be issued on the compute lane");
+  }
   // Host-staged peer transfers (no direct peer access, or SLUICE_P2P=off).
   struct PeerStaging {
     DeviceBuffer values, rows;
@@ -127,8 +148,19 @@ class CudaDevice final : public Device {
   ConstantStore constants_;  // before every ConstantBuffer member (owns the host slabs)
   std::vector<ConstantBuffer> constant_buffers_;
   bool host_constants_reported_ = false;
-  Stream stream_;
+  Stream lanes_[kLanes];
+  int lane_ = 0;
   Event event_;
+  Event markers_[kMarkers];
+  bool marked_[kMarkers] = {};
+  // Phase timers: a pool of timing-event pairs, reused after take_phase_times().
+  struct TimedRange {
+    Event begin, end;
+    int phase = 0;
+  };
+  std::vector<TimedRange> timers_;
+  std::size_t timers_used_ = 0;
+  int open_timer_[kPhases] = {-1, -1, -1, -1, -1};
   CublasHandle cublas_;
   CusparseHandle cusparse_;
   std::vector<AccountedBuffer> allocations_;

@@ -1,6 +1,6 @@
 // CudaDevice: the operators of kernels/ops.hpp on one logical device (see cuda_backend.hpp).
 // Every operation makes the device's GPU current (devices may be driven from several host
-// threads) and enqueues on the device's single in-order stream.
+// threads) and enqueues on the stream of its current lane (compute, transfer or store).
 #include <omp.h>
 
 #include <cmath>
@@ -45,10 +45,11 @@ struct FlushTask {
   std::int64_t n, cols;
   float* host;
   std::int64_t host_ld;
+  int threads;  // CPU threads of this task (the host's share of one GPU)
   static void CUDART_CB run(void* arg) {
     std::unique_ptr<FlushTask> task(static_cast<FlushTask*>(arg));
     const std::int64_t n = task->n, cols = task->cols;
-#pragma omp parallel for schedule(static) if (n * cols > 65536)
+#pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
     for (std::int64_t i = 0; i < n; ++i) {
       float* out = task->host + static_cast<std::int64_t>(task->rows[i]) * task->host_ld;
       const float* in = task->values + i * cols;
@@ -82,10 +83,15 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
       account_(name_, gpu, shared.options.memory_budget),
       constants_(account_, shared.host_constants) {
   DeviceGuard guard(gpu_);
-  stream_ = Stream(gpu_);
+  int lowest = 0, highest = 0;
+  SLUICE_CUDA(cudaDeviceGetStreamPriorityRange(&lowest, &highest));
+  lanes_[static_cast<int>(Lane::kCompute)] = Stream(gpu_, highest);
+  lanes_[static_cast<int>(Lane::kTransfer)] = Stream(gpu_, lowest);
+  lanes_[static_cast<int>(Lane::kStore)] = Stream(gpu_, lowest);
   event_ = Event(gpu_);
-  cublas_ = CublasHandle(gpu_, stream_.get());
-  cusparse_ = CusparseHandle(gpu_, stream_.get());
+  for (auto& marker : markers_) marker = Event(gpu_);
+  cublas_ = CublasHandle(gpu_, cur());
+  cusparse_ = CusparseHandle(gpu_, cur());
   SLUICE_CUBLAS(cublasSetMathMode(
       cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
@@ -95,7 +101,7 @@ CudaDevice::~CudaDevice() {
   int previous = 0;
   if (cudaGetDevice(&previous) == cudaSuccess) {
     SLUICE_CUDA_NOTHROW(cudaSetDevice(gpu_));
-    SLUICE_CUDA_NOTHROW(cudaStreamSynchronize(stream_.get()));
+    for (const auto& lane : lanes_) SLUICE_CUDA_NOTHROW(cudaStreamSynchronize(lane.get()));
     SLUICE_CUDA_NOTHROW(cudaSetDevice(previous));
   }
 }
@@ -110,9 +116,19 @@ Mat CudaDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& w
   return m;
 }
 
+Mat CudaDevice::try_alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
+  SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad matrix shape ", rows, " x ", cols, " for ", what);
+  if (!constants_.leaves_headroom(rows * cols * kFloat)) return Mat{};
+  try {
+    return alloc(rows, cols, what);
+  } catch (const OutOfDeviceMemory&) {
+    return Mat{};
+  }
+}
+
 Idx CudaDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
   DeviceGuard guard(gpu_);
-  ConstantBuffer buffer = constants_.place(values, what, stream_.get());
+  ConstantBuffer buffer = constants_.place(values, what, cur());
   Idx idx{buffer.as<vertex_t>(), static_cast<std::int64_t>(values.size())};
   if (buffer.get()) constant_buffers_.push_back(std::move(buffer));
   return idx;
@@ -124,7 +140,7 @@ Mat CudaDevice::upload_constant(const std::vector<float>& values, std::int64_t r
                  "upload_constant: ", values.size(), " values for a ", rows, " x ", cols,
                  " matrix (", what, ")");
   DeviceGuard guard(gpu_);
-  ConstantBuffer buffer = constants_.place(values, what, stream_.get());
+  ConstantBuffer buffer = constants_.place(values, what, cur());
   Mat m{buffer.as<float>(), rows, cols, cols};
   if (buffer.get()) constant_buffers_.push_back(std::move(buffer));
   return m;
@@ -138,10 +154,9 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
   // before the structure so that the scratch has the budget first (constants may spill).
   if (transpose && !indptr.empty() && indptr.back() > 0 &&
       indptr.back() == static_cast<edge_t>(columns.size()))
-    transposed_values_.ensure_as<float>(indptr.back(), account_, stream_.get(),
-                                        "transposed SpMM values");
+    transposed_values_.ensure_as<float>(indptr.back(), account_, cur(), "transposed SpMM values");
   auto matrix = std::make_unique<DeviceCsr>(
-      upload_device_csr(indptr, columns, num_cols, transpose, constants_, stream_.get(), what));
+      upload_device_csr(indptr, columns, num_cols, transpose, constants_, cur(), what));
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
   return handle;
@@ -173,16 +188,16 @@ void CudaDevice::write(const float* host, std::int64_t count, float* device) {
   if (count <= 0) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpyAsync(device, host, static_cast<std::size_t>(count * kFloat),
-                              cudaMemcpyDefault, stream_.get()));
-  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+                              cudaMemcpyDefault, cur()));
+  SLUICE_CUDA(cudaStreamSynchronize(cur()));
 }
 
 void CudaDevice::read(const float* device, std::int64_t count, float* host) {
   if (count <= 0) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpyAsync(host, device, static_cast<std::size_t>(count * kFloat),
-                              cudaMemcpyDefault, stream_.get()));
-  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+                              cudaMemcpyDefault, cur()));
+  SLUICE_CUDA(cudaStreamSynchronize(cur()));
 }
 
 // ---- transfers ----
@@ -206,7 +221,7 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   DeviceGuard guard(gpu_);
   const float* source = host_device_pointer(src, 0, src.rows);
   launch_gather_rows(source, src.ld, src_rows.data, dst.data, dst.ld,
-                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, stream_.get());
+                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, cur());
   counters_.h2d_gather_rows += n;
   counters_.h2d_gather_bytes += n * row_bytes(dst);
 }
@@ -220,7 +235,7 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data + src_row * src.ld,
                                 src.ld * kFloat, dst.cols * kFloat, dst.rows,
-                                cudaMemcpyHostToDevice, stream_.get()));
+                                cudaMemcpyHostToDevice, cur()));
   counters_.h2d_block_bytes += dst.rows * row_bytes(dst);
 }
 
@@ -232,7 +247,7 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpy2DAsync(dst.data + dst_row * dst.ld, dst.ld * kFloat, src.data,
                                 src.ld * kFloat, src.cols * kFloat, src.rows,
-                                cudaMemcpyDeviceToHost, stream_.get()));
+                                cudaMemcpyDeviceToHost, cur()));
   counters_.d2h_bytes += src.rows * row_bytes(src);
 }
 
@@ -242,7 +257,7 @@ CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_by
   if (!staging.done.get()) staging.done = Event(gpu);
   if (static_cast<std::int64_t>(staging.values.bytes()) < value_bytes ||
       static_cast<std::int64_t>(staging.rows.bytes()) < row_bytes_needed) {
-    SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+    SLUICE_CUDA(cudaStreamSynchronize(cur()));
     SLUICE_CUDA(cudaEventSynchronize(staging.done.get()));
     staging.values = DeviceBuffer();
     staging.rows = DeviceBuffer();
@@ -267,14 +282,13 @@ void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, I
     // Copy the owner's whole buffer here (cudaMemcpyPeerAsync stages through the host when
     // needed), then gather locally.
     const std::int64_t span = (owner_buf.rows - 1) * owner_buf.ld + owner_buf.cols;
-    float* local =
-        peer_source_.ensure_as<float>(span, account_, stream_.get(), "peer staging (pull)");
+    float* local = peer_source_.ensure_as<float>(span, account_, cur(), "peer staging (pull)");
     SLUICE_CUDA(cudaMemcpyPeerAsync(local, gpu_, owner_buf.data, source.gpu_,
-                                    static_cast<std::size_t>(span * kFloat), stream_.get()));
+                                    static_cast<std::size_t>(span * kFloat), cur()));
     from = local;
   }
   launch_gather_rows(from, owner_buf.ld, owner_rows.data, dst.data, dst.ld, dst_rows.data, n,
-                     dst.cols, stream_.get());
+                     dst.cols, cur());
   counters_.p2p_rows += n;
   counters_.p2p_bytes += n * row_bytes(dst);
 }
@@ -295,21 +309,20 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
       same_gpu ? shared_.direct_peer[gpu_][gpu_] : shared_.peer_atomics[gpu_][target.gpu_];
   if (direct) {
     launch_scatter_add_rows(src.data, src.ld, src_rows.data, owner_buf.data, owner_buf.ld,
-                            owner_rows.data, n, cols, /*system_scope=*/!same_gpu, stream_.get());
+                            owner_rows.data, n, cols, /*system_scope=*/!same_gpu, cur());
   } else {
     // Compact here, copy values and row indices to the owner's GPU, add there on the owner's
     // stream; the two streams are ordered by events both ways.
-    float* compact = staging_.ensure_as<float>(n * cols, account_, stream_.get(), "push staging");
-    launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols,
-                       stream_.get());
+    float* compact = staging_.ensure_as<float>(n * cols, account_, cur(), "push staging");
+    launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols, cur());
     PeerStaging& remote = peer_staging(target.gpu_, n * cols * kFloat, n * kFloat);
     SLUICE_CUDA(cudaMemcpyPeerAsync(remote.values.get(), target.gpu_, compact, gpu_,
-                                    static_cast<std::size_t>(n * cols * kFloat), stream_.get()));
+                                    static_cast<std::size_t>(n * cols * kFloat), cur()));
     // owner_rows may be a constant in mapped host memory: a UVA copy, not a peer copy.
     SLUICE_CUDA(cudaMemcpyAsync(remote.rows.get(), owner_rows.data,
                                 static_cast<std::size_t>(n * sizeof(vertex_t)), cudaMemcpyDefault,
-                                stream_.get()));
-    SLUICE_CUDA(cudaEventRecord(event_.get(), stream_.get()));
+                                cur()));
+    SLUICE_CUDA(cudaEventRecord(event_.get(), cur()));
     {
       DeviceGuard owner_guard(target.gpu_);
       SLUICE_CUDA(cudaStreamWaitEvent(target.stream(), event_.get(), 0));
@@ -318,7 +331,7 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
                               /*system_scope=*/!same_gpu, target.stream());
       SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
     }
-    SLUICE_CUDA(cudaStreamWaitEvent(stream_.get(), remote.done.get(), 0));
+    SLUICE_CUDA(cudaStreamWaitEvent(cur(), remote.done.get(), 0));
   }
   counters_.p2p_rows += n;
   counters_.p2p_bytes += n * row_bytes(src);
@@ -334,10 +347,10 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   const std::int64_t cols = src.cols;
   // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
   // link): no device staging buffer, so a flush never needs device memory beyond the budget.
-  auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, stream_.get()));
+  auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, cur()));
   launch_gather_rows(src.data, src.ld, src_rows.data,
                      static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
-                     stream_.get());
+                     cur());
   // host_rows may be a constant kept in pinned host memory: the host function reads it there
   // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
   // host function, which still reads the staging buffer).
@@ -347,16 +360,43 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   if (attributes.type == cudaMemoryTypeHost && attributes.hostPointer != nullptr) {
     rows = static_cast<const vertex_t*>(attributes.hostPointer);
   } else {
-    auto* staged = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, stream_.get()));
+    auto* staged = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, cur()));
     SLUICE_CUDA(cudaMemcpyAsync(staged, host_rows.data,
                                 static_cast<std::size_t>(n * sizeof(vertex_t)),
-                                cudaMemcpyDeviceToHost, stream_.get()));
+                                cudaMemcpyDeviceToHost, cur()));
     rows = staged;
   }
-  auto task = std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld});
-  SLUICE_CUDA(cudaLaunchHostFunc(stream_.get(), &FlushTask::run, task.get()));
+  // Each GPU's flushes run in their own host-function thread: share the cores between them.
+  const int threads = std::max(1, omp_get_max_threads() / std::max(1, shared_.used_gpus));
+  auto task =
+      std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld, threads});
+  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &FlushTask::run, task.get()));
   task.release();  // owned by the queued host function now
   counters_.d2h_bytes += n * cols * kFloat;
+}
+
+void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(host_rows.size == n, "flush_store_rows: ", n, " device rows but ", host_rows.size,
+                 " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, "flush_store_rows: width ", src.cols, " vs ", host.cols);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  // A gather whose destination is mapped host memory: the GPU writes the rows over the link
+  // (posted writes, no round trip); host_rows is read wherever the constant lives.
+  float* target = const_cast<float*>(host_device_pointer(host, 0, host.rows));
+  launch_gather_rows(src.data, src.ld, src_rows.data, target, host.ld, host_rows.data, n, src.cols,
+                     cur());
+  counters_.d2h_bytes += n * src.cols * kFloat;
+}
+
+void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
+  SLUICE_EXPECTS(src.cols == dst.cols && src.rows == rows.size, "scatter_rows: ", src.rows, " x ",
+                 src.cols, " with ", rows.size, " rows into width ", dst.cols);
+  if (rows.size == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_gather_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size, src.cols,
+                     cur());
 }
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
@@ -365,7 +405,7 @@ void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
   expect_rows_fit(dst, rows.size, "gather_rows destination");
   DeviceGuard guard(gpu_);
   launch_gather_rows(src.data, src.ld, rows.data, dst.data, dst.ld, nullptr, rows.size, dst.cols,
-                     stream_.get());
+                     cur());
 }
 
 void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
@@ -373,12 +413,12 @@ void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
   expect_rows_fit(src, rows.size, "scatter_add_rows source");
   DeviceGuard guard(gpu_);
   launch_scatter_add_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size,
-                          dst.cols, false, stream_.get());
+                          dst.cols, false, cur());
 }
 
 void CudaDevice::zero_rows(Mat m, Idx rows) {
   DeviceGuard guard(gpu_);
-  launch_zero_rows(m.data, m.ld, rows.data, rows.size, m.cols, stream_.get());
+  launch_zero_rows(m.data, m.ld, rows.data, rows.size, m.cols, cur());
 }
 
 void CudaDevice::fill(Mat m, float value) {
@@ -386,10 +426,10 @@ void CudaDevice::fill(Mat m, float value) {
   if (m.empty()) return;
   DeviceGuard guard(gpu_);
   if (value == 0.f && m.ld == m.cols) {
-    SLUICE_CUDA(cudaMemsetAsync(m.data, 0, static_cast<std::size_t>(m.rows * m.cols * kFloat),
-                                stream_.get()));
+    SLUICE_CUDA(
+        cudaMemsetAsync(m.data, 0, static_cast<std::size_t>(m.rows * m.cols * kFloat), cur()));
   } else {
-    launch_fill(m.data, m.rows, m.cols, m.ld, value, stream_.get());
+    launch_fill(m.data, m.rows, m.cols, m.ld, value, cur());
   }
 }
 
@@ -399,7 +439,7 @@ void CudaDevice::copy(Mat src, Mat dst) {
   if (src.empty() || src.data == dst.data) return;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
-                                src.cols * kFloat, src.rows, cudaMemcpyDefault, stream_.get()));
+                                src.cols * kFloat, src.rows, cudaMemcpyDefault, cur()));
 }
 
 // ---- dense / sparse compute ----
@@ -411,21 +451,21 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
   SLUICE_EXPECTS(key.rate < 1.f, "dropout rate must be below 1, got ", key.rate);
   DeviceGuard guard(gpu_);
   launch_dropout_rows(m.data, m.ld, m.cols, rows.data, keys.data, rows.size, key.seed,
-                      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate,
-                      stream_.get());
+                      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
 }
 
 void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose) {
+  expect_compute_lane("spmm");
   report_host_constants();
   const DeviceCsr& m = csr(a);
   DeviceGuard guard(gpu_);
   float* transposed = nullptr;
   if (transpose && shared_.transpose_mode == TransposeMode::kPrecomputed)
-    transposed = transposed_values_.ensure_as<float>(m.nnz, account_, stream_.get(),
-                                                     "transposed SpMM values");
+    transposed =
+        transposed_values_.ensure_as<float>(m.nnz, account_, cur(), "transposed SpMM values");
   run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
            DenseView{y.data, y.rows, y.cols, y.ld}, transpose, shared_.transpose_mode, transposed,
-           spmm_workspace_, account_, stream_.get());
+           spmm_workspace_, account_, cur());
 }
 
 void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
@@ -445,10 +485,11 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Ma
   SLUICE_EXPECTS(k == kb && c.rows == m && c.cols == n, "gemm shapes: op(a) ", m, " x ", k,
                  ", op(b) ", kb, " x ", n, ", c ", c.rows, " x ", c.cols);
   if (m == 0 || n == 0) return;
+  expect_compute_lane("gemm");
   DeviceGuard guard(gpu_);
   if (k == 0) {  // c = beta * c (geam in place: C = beta * C + 0 * C)
     if (beta == 0.f) {
-      launch_fill(c.data, c.rows, c.cols, c.ld, 0.f, stream_.get());
+      launch_fill(c.data, c.rows, c.cols, c.ld, 0.f, cur());
     } else if (beta != 1.f) {
       const float zero = 0.f;
       SLUICE_CUBLAS(cublasSgeam(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
@@ -472,8 +513,7 @@ void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Ma
 void CudaDevice::bias_activation(Mat z, const float* bias, Activation act, Mat out) {
   SLUICE_EXPECTS(z.rows == out.rows && z.cols == out.cols, "bias_activation shapes");
   DeviceGuard guard(gpu_);
-  launch_bias_activation(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols,
-                         stream_.get());
+  launch_bias_activation(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols, cur());
 }
 
 void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz) {
@@ -482,17 +522,17 @@ void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz
                  "activation_backward: value shape");
   DeviceGuard guard(gpu_);
   launch_activation_backward(dout.data, dout.ld, value.data, value.ld, code(act), dz.data, dz.ld,
-                             dz.rows, dz.cols, stream_.get());
+                             dz.rows, dz.cols, cur());
 }
 
 void CudaDevice::add_column_sums(Mat m, float* out) {
   DeviceGuard guard(gpu_);
-  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, stream_.get());
+  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, cur());
 }
 
 void CudaDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {
   DeviceGuard guard(gpu_);
-  launch_axpy(n, alpha, x, y, stream_.get());
+  launch_axpy(n, alpha, x, y, cur());
 }
 
 // ---- loss ----
@@ -511,29 +551,27 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
                    "shape ",
                    grad.rows, " x ", grad.cols);
   DeviceGuard guard(gpu_);
-  auto* loss = loss_accumulator_.ensure_as<double>(1, account_, stream_.get(), "loss accumulator");
+  auto* loss = loss_accumulator_.ensure_as<double>(1, account_, cur(), "loss accumulator");
   std::int32_t* device_predictions =
       predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1), account_,
-                                                         stream_.get(), "predictions")
+                                                         cur(), "predictions")
                   : nullptr;
-  auto* host_loss = static_cast<double*>(host_loss_.ensure(sizeof(double), stream_.get()));
+  auto* host_loss = static_cast<double*>(host_loss_.ensure(sizeof(double), cur()));
   auto* host_predictions = static_cast<std::int32_t*>(host_predictions_.ensure(
-      std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)),
-      stream_.get()));
-  SLUICE_CUDA(cudaMemsetAsync(loss, 0, sizeof(double), stream_.get()));
+      std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)), cur()));
+  SLUICE_CUDA(cudaMemsetAsync(loss, 0, sizeof(double), cur()));
   launch_softmax_cross_entropy(logits.data, logits.ld, rows, logits.cols,
                                labels.size ? labels.data : nullptr, mask.size ? mask.data : nullptr,
                                scale, has_grad ? grad.data : nullptr, grad.ld, loss,
-                               device_predictions, stream_.get());
-  SLUICE_CUDA(
-      cudaMemcpyAsync(host_loss, loss, sizeof(double), cudaMemcpyDeviceToHost, stream_.get()));
+                               device_predictions, cur());
+  SLUICE_CUDA(cudaMemcpyAsync(host_loss, loss, sizeof(double), cudaMemcpyDeviceToHost, cur()));
   if (predictions && rows > 0)
     SLUICE_CUDA(cudaMemcpyAsync(host_predictions, device_predictions,
                                 static_cast<std::size_t>(rows) * sizeof(std::int32_t),
-                                cudaMemcpyDeviceToHost, stream_.get()));
+                                cudaMemcpyDeviceToHost, cur()));
   auto task = std::make_unique<LossTask>(
       LossTask{host_loss, loss_sum, host_predictions, predictions, rows});
-  SLUICE_CUDA(cudaLaunchHostFunc(stream_.get(), &LossTask::run, task.get()));
+  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &LossTask::run, task.get()));
   task.release();  // owned by the queued host function now
 }
 
@@ -542,6 +580,7 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
 void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                              Mat alpha, Mat out) {
+  expect_compute_lane("gat_forward");
   report_host_constants();
   const DeviceCsr& m = csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
@@ -556,26 +595,26 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_forward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
   DeviceGuard guard(gpu_);
-  launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld,
-                    stream_.get());
+  launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
   launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
-                    er.ld, stream_.get());
+                    er.ld, cur());
   const AttentionDropout drop{
       attention_key.seed,
       static_cast<std::uint64_t>(attention_key.epoch * 1024 + attention_key.layer),
       attention_key.rate, dropout ? row_keys.data : nullptr};
   if (m.wide) {
     launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, stream_.get());
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
   } else {
     launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, stream_.get());
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
   }
 }
 
 void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                               Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                               Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
+  expect_compute_lane("gat_backward");
   const DeviceCsr& m = csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
                  " columns do not split into ", heads, " heads");
@@ -588,7 +627,7 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_backward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
   DeviceGuard guard(gpu_);
-  cudaStream_t s = stream_.get();
+  cudaStream_t s = cur();
   const std::int64_t k = heads;
   float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
   float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
@@ -637,7 +676,7 @@ void CudaDevice::head_mean(Mat in, int heads, Mat out) {
                  "head_mean shapes: ", in.rows, " x ", in.cols, " -> ", out.rows, " x ", out.cols,
                  " with ", heads, " heads");
   DeviceGuard guard(gpu_);
-  launch_head_mean(in.data, in.ld, in.rows, heads, out.cols, out.data, out.ld, stream_.get());
+  launch_head_mean(in.data, in.ld, in.rows, heads, out.cols, out.data, out.ld, cur());
 }
 
 void CudaDevice::head_mean_backward(Mat dout, int heads, Mat din) {
@@ -645,14 +684,14 @@ void CudaDevice::head_mean_backward(Mat dout, int heads, Mat din) {
                  "head_mean_backward shapes");
   DeviceGuard guard(gpu_);
   launch_head_mean_backward(dout.data, dout.ld, dout.rows, heads, dout.cols, din.data, din.ld,
-                            stream_.get());
+                            cur());
 }
 
 // ---- optimizer ----
 
 void CudaDevice::sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) {
   DeviceGuard guard(gpu_);
-  launch_sgd_step(n, lr, weight_decay, w, g, stream_.get());
+  launch_sgd_step(n, lr, weight_decay, w, g, cur());
 }
 
 void CudaDevice::adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
@@ -664,13 +703,59 @@ void CudaDevice::adam_step(std::int64_t n, float lr, float beta1, float beta2, f
   const float bias_correction1 = static_cast<float>(1.0 - std::pow(double(beta1), t));
   const float bias_correction2 = static_cast<float>(1.0 - std::pow(double(beta2), t));
   launch_adam_step(n, lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2, w, g,
-                   m, v, stream_.get());
+                   m, v, cur());
 }
 
 void CudaDevice::synchronize() {
   report_host_constants();
   DeviceGuard guard(gpu_);
-  SLUICE_CUDA(cudaStreamSynchronize(stream_.get()));
+  for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
+}
+
+// ---- lanes, markers, timers ----
+
+void CudaDevice::mark(int marker) {
+  SLUICE_EXPECTS(marker >= 0 && marker < kMarkers, "marker ", marker, " out of range");
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaEventRecord(markers_[marker].get(), cur()));
+  marked_[marker] = true;
+}
+
+void CudaDevice::wait(int marker) {
+  SLUICE_EXPECTS(marker >= 0 && marker < kMarkers, "marker ", marker, " out of range");
+  if (!marked_[marker]) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaStreamWaitEvent(cur(), markers_[marker].get(), 0));
+}
+
+void CudaDevice::phase_begin(Phase phase) {
+  const int k = static_cast<int>(phase);
+  SLUICE_EXPECTS(open_timer_[k] < 0, "phase ", k, " timed twice at once on ", name_);
+  DeviceGuard guard(gpu_);
+  if (timers_used_ == timers_.size())
+    timers_.push_back(TimedRange{Event(gpu_, true), Event(gpu_, true), k});
+  TimedRange& range = timers_[timers_used_];
+  range.phase = k;
+  SLUICE_CUDA(cudaEventRecord(range.begin.get(), cur()));
+  open_timer_[k] = static_cast<int>(timers_used_++);
+}
+
+void CudaDevice::phase_end(Phase phase) {
+  const int k = static_cast<int>(phase);
+  SLUICE_EXPECTS(open_timer_[k] >= 0, "phase ", k, " ended but never begun on ", name_);
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaEventRecord(timers_[static_cast<std::size_t>(open_timer_[k])].end.get(), cur()));
+  open_timer_[k] = -1;
+}
+
+void CudaDevice::take_phase_times(double seconds[kPhases]) {
+  DeviceGuard guard(gpu_);
+  for (std::size_t i = 0; i < timers_used_; ++i) {
+    float ms = 0.f;
+    SLUICE_CUDA(cudaEventElapsedTime(&ms, timers_[i].begin.get(), timers_[i].end.get()));
+    seconds[timers_[i].phase] += static_cast<double>(ms) * 1e-3;
+  }
+  timers_used_ = 0;
 }
 
 }  // namespace sluice::cuda

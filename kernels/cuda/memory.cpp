@@ -79,7 +79,10 @@ ConstantStore::ConstantStore(MemoryAccount& account, bool force_host)
     : account_(account), force_host_(force_host), headroom_(headroom_from_env()) {}
 
 bool ConstantStore::fits_on_device(std::int64_t bytes) const {
-  if (force_host_) return false;
+  return !force_host_ && leaves_headroom(bytes);
+}
+
+bool ConstantStore::leaves_headroom(std::int64_t bytes) const {
   const std::int64_t charge = rounded(bytes);
   const std::int64_t budget = account_.budget();
   if (budget > 0) {

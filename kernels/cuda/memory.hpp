@@ -108,9 +108,12 @@ class ConstantStore {
   }
   std::int64_t host_bytes() const { return host_bytes_; }  // constants kept in host memory
   bool force_host() const { return force_host_; }
+  // Whether `bytes` more of device memory fit the budget (or the GPU) with the headroom left
+  // (leaves_headroom), and constants may go to the device at all (fits_on_device).
+  bool fits_on_device(std::int64_t bytes) const;
+  bool leaves_headroom(std::int64_t bytes) const;
 
  private:
-  bool fits_on_device(std::int64_t bytes) const;
   // A fresh range of pinned slab memory: returns its device-visible address, *host its host one.
   void* host_allocate(std::int64_t bytes, void** host);
 

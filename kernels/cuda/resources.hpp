@@ -166,10 +166,11 @@ class PinnedBuffer {
 class Stream {
  public:
   Stream() = default;
-  explicit Stream(int device) {
+  // priority: 0 = default; a lower number is a higher priority (cudaDeviceGetStreamPriorityRange).
+  explicit Stream(int device, int priority = 0) {
     DeviceGuard guard(device);
     cudaStream_t s = nullptr;
-    SLUICE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    SLUICE_CUDA(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority));
     stream_ = Owner<StreamTraits>(s, device);
   }
   cudaStream_t get() const { return stream_.get(); }

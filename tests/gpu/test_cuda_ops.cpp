@@ -225,6 +225,109 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
   EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
 }
 
+TEST_F(CudaOps, FlushStoreRowsWritesHostRowsFromTheGpu) {
+  const std::int64_t rows = 1000, cols = 37;  // odd width: the scalar tail path too
+  HostMat g = backend_->alloc_host(rows, cols, "gradients");
+  const Host initial = random_floats(rows * cols, rng_);
+  std::copy(initial.begin(), initial.end(), g.data);
+  const Host dvals = random_floats(50 * cols, rng_);
+  Mat src = upload(50, cols, dvals);
+  std::vector<vertex_t> src_rows(20), host_rows(20);
+  for (int i = 0; i < 20; ++i) src_rows[i] = 49 - 2 * i, host_rows[i] = 41 * i + 3;
+  dev().flush_store_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
+  dev().synchronize();
+  Host want = initial;
+  for (int i = 0; i < 20; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      want[host_rows[i] * cols + c] = dvals[src_rows[i] * cols + c];
+  for (std::int64_t k = 0; k < rows * cols; ++k) ASSERT_EQ(g.data[k], want[k]) << "at " << k;
+  EXPECT_EQ(dev().counters().d2h_bytes, 20 * cols * 4);
+}
+
+TEST_F(CudaOps, ScatterRowsPlacesCompactRows) {
+  const std::int64_t cols = 12;
+  const Host compact = random_floats(4 * cols, rng_), before = random_floats(10 * cols, rng_);
+  Mat src = upload(4, cols, compact);
+  Mat dst = upload(10, cols, before);
+  const std::vector<vertex_t> rows = {9, 0, 4, 5};
+  dev().scatter_rows(src, dev().upload(rows, "rows"), dst);
+  const Host got = download(dst);
+  Host want = before;
+  for (int i = 0; i < 4; ++i)
+    for (std::int64_t c = 0; c < cols; ++c) want[rows[i] * cols + c] = compact[i * cols + c];
+  EXPECT_EQ(got, want);
+}
+
+// Work on the transfer and store lanes runs concurrently with the compute lane; markers order it:
+// a load on the transfer lane, a scatter on the compute lane after it, a store on the store
+// lane after that, all issued without host synchronization, give the right host rows.
+TEST_F(CudaOps, LanesOrderedByMarkers) {
+  const std::int64_t rows = 4096, cols = 64;
+  HostMat source = backend_->alloc_host(rows, cols, "source");
+  HostMat target = backend_->alloc_host(rows, cols, "target");
+  const Host values = random_floats(rows * cols, rng_);
+  std::copy(values.begin(), values.end(), source.data);
+  std::vector<vertex_t> picked, placed;
+  for (std::int64_t r = 0; r < rows; r += 3) picked.push_back(vertex_t(r));
+  for (std::size_t i = 0; i < picked.size(); ++i) placed.push_back(vertex_t(picked.size() - 1 - i));
+  const auto n = static_cast<std::int64_t>(picked.size());
+  Idx picked_idx = dev().upload(picked, "picked"), placed_idx = dev().upload(placed, "placed");
+  Mat stage = dev().alloc(n, cols, "stage"), x = dev().alloc(n, cols, "x");
+  for (int round = 0; round < 3; ++round) {
+    {
+      LaneScope lane(dev(), Lane::kTransfer);
+      dev().wait(1);  // the previous round's scatter has read the stage
+      dev().phase_begin(Phase::kLoad);
+      dev().load_rows(source, picked_idx, Idx{}, stage);
+      dev().phase_end(Phase::kLoad);
+      dev().mark(0);
+    }
+    dev().wait(0);
+    dev().phase_begin(Phase::kCompute);
+    dev().scatter_rows(stage, placed_idx, x);
+    dev().phase_end(Phase::kCompute);
+    dev().mark(1);
+    {
+      LaneScope lane(dev(), Lane::kStore);
+      dev().wait(1);
+      dev().phase_begin(Phase::kStore);
+      dev().store_block(x, target, 0);
+      dev().phase_end(Phase::kStore);
+    }
+  }
+  EXPECT_EQ(dev().lane(), Lane::kCompute);
+  backend_->synchronize_all();
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(target.data[placed[i] * cols + c], values[picked[i] * cols + c]);
+  double seconds[kPhases] = {};
+  dev().take_phase_times(seconds);
+  EXPECT_GT(seconds[int(Phase::kLoad)], 0.0);
+  EXPECT_GT(seconds[int(Phase::kCompute)], 0.0);
+  EXPECT_GT(seconds[int(Phase::kStore)], 0.0);
+  EXPECT_EQ(seconds[int(Phase::kFlush)], 0.0);
+  double again[kPhases] = {};
+  dev().take_phase_times(again);  // taken: nothing left
+  for (double t : again) EXPECT_EQ(t, 0.0);
+}
+
+TEST_F(CudaOps, ComputeOperationsRefuseOtherLanes) {
+  Mat a = upload(4, 4, random_floats(16, rng_));
+  LaneScope lane(dev(), Lane::kTransfer);
+  EXPECT_THROW(dev().gemm(false, false, 1.f, a, a, 0.f, a), Error);
+}
+
+TEST_F(CudaOps, TryAllocKeepsTheHeadroom) {
+  const std::int64_t budget = std::int64_t(64) << 20;
+  auto backend = make_backend(1, budget);
+  Device& d = backend->device(0);
+  // The headroom is budget / 8: 60 MiB leave less than that, 40 MiB do not.
+  EXPECT_TRUE(d.try_alloc(60 << 18, 1, "too big for the headroom").empty());
+  EXPECT_EQ(d.bytes_in_use(), 0);
+  EXPECT_FALSE(d.try_alloc(40 << 18, 1, "fits").empty());
+  EXPECT_EQ(d.bytes_in_use(), std::int64_t(40) << 20);
+}
+
 void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
   Device& owner = backend.device(0);
   Device& reader = backend.device(1);
@@ -927,6 +1030,74 @@ TEST_F(CudaOps, TransferBandwidthReport) {
         static_cast<long long>(cols), bytes / t_sorted / 1e9, bytes / t_random / 1e9,
         bytes / t_local / 1e9, bytes / t_block / 1e9, bytes / 1e6);
   }
+}
+
+// Host-link throughput of each transfer path on one GPU alone and on two GPUs at once (and
+// both directions at once on one GPU), printed, not asserted; SLUICE_GPU_BENCH=1 and two GPUs.
+// Each device moves its own quarter of the rows of a shared 2 GiB pinned host matrix.
+TEST_F(CudaOps, TwoGpuTransferConcurrencyReport) {
+  if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
+  BackendOptions options;
+  options.partitions = 2;
+  options.gpus = 2;
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_cuda_backend(options);
+  } catch (const InputError& e) {
+    GTEST_SKIP() << "needs two GPUs: " << e.what();
+  }
+  const std::int64_t cols = 256, host_rows = (std::int64_t(2) << 30) / (cols * 4);
+  HostMat h = backend->alloc_host(host_rows, cols, "bench host");
+  HostMat out = backend->alloc_host(host_rows, cols, "bench host out");
+  struct PerDevice {
+    Idx rows, iota;
+    Mat dst;
+    std::int64_t n = 0;
+  };
+  std::vector<PerDevice> per(2);
+  for (int d = 0; d < 2; ++d) {
+    std::vector<vertex_t> rows;
+    for (std::int64_t r = d; r < host_rows; r += 4) rows.push_back(vertex_t(r));
+    per[d].n = std::int64_t(rows.size());
+    per[d].rows = backend->device(d).upload(rows, "rows");
+    std::iota(rows.begin(), rows.end(), 0);
+    per[d].iota = backend->device(d).upload(rows, "iota");
+    per[d].dst = backend->device(d).alloc(per[d].n, cols, "dst");
+  }
+  const double bytes = double(per[0].n) * cols * 4;  // per device
+  // Best of 5 (after a warm-up) of issuing `op` on the chosen devices and waiting for all.
+  auto measure = [&](const std::vector<int>& devices, auto&& op) {
+    double best = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int d : devices) op(backend->device(d), per[d], d);
+      for (int d : devices) backend->device(d).synchronize();
+      const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rep > 0) best = std::min(best, t);
+    }
+    return bytes * double(devices.size()) / best / 1e9;
+  };
+  auto report = [&](const char* what, auto&& op) {
+    const double a = measure({0}, op), b = measure({1}, op), both = measure({0, 1}, op);
+    std::printf("[bench] %-44s GPU0 %5.1f GB/s, GPU1 %5.1f GB/s, both together %5.1f GB/s\n", what,
+                a, b, both);
+  };
+  report("zero-copy sorted gather (load_rows)",
+         [&](Device& dev, PerDevice& p, int) { dev.load_rows(h, p.rows, Idx{}, p.dst); });
+  report("DMA host->GPU (load_block)",
+         [&](Device& dev, PerDevice& p, int d) { dev.load_block(h, d * p.n, p.dst); });
+  report("DMA GPU->host (store_block)",
+         [&](Device& dev, PerDevice& p, int d) { dev.store_block(p.dst, out, d * p.n); });
+  report("zero-copy scatter write (flush_store_rows)",
+         [&](Device& dev, PerDevice& p, int) { dev.flush_store_rows(p.dst, p.iota, p.rows, out); });
+  report("load_rows + store_block, two lanes", [&](Device& dev, PerDevice& p, int d) {
+    {
+      LaneScope lane(dev, Lane::kTransfer);
+      dev.load_rows(h, p.rows, Idx{}, p.dst);
+    }
+    LaneScope lane(dev, Lane::kStore);
+    dev.store_block(p.dst, out, d * p.n);
+  });
 }
 
 // Operator timings on a large random chunk (printed, not asserted; SLUICE_GPU_BENCH=1).

@@ -147,6 +147,47 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
   }
 }
 
+// Backward through attention dropout of entry e (the k-th of row i), head h, given
+// dot = dO_i^h . Z_u^h = d(alpha~): stores d(alpha) = dot * mask and alpha~ = alpha * mask
+// (entry-major atilde[e * K + h] or head-major atilde[h * nnz + e]) and returns the entry's term
+// alpha * d(alpha) of S_h = sum_k alpha_k d(alpha)_k. Shared by both backward kernels. dalpha and
+// atilde are __restrict__ in the kernels already; qualifying them here too changes the basic
+// kernel's generated code.
+__device__ __forceinline__ float dropout_backward_entry(
+    const AttentionDropout& dropout, std::int64_t i, std::int64_t k, int h, std::int64_t e,
+    float dot, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
+    bool entry_major, float* dalpha, float* atilde) {
+  const float mask = attention_scale(dropout, i, k, h);
+  const float a_eh = alpha[e * ldalpha + h];
+  const float d = dot * mask;
+  dalpha[e * heads + h] = d;
+  atilde[entry_major ? e * heads + h : h * nnz + e] = a_eh * mask;
+  return a_eh * d;
+}
+
+// Backward through softmax and LeakyReLU of row i, head h, given S_h (`total`): per entry
+// ds = LeakyReLU'(el_u + er_i) * alpha (d(alpha) - S_h), added to d_el[u]; the warp's sum of ds
+// is d_er[i]. Called by the whole warp; shared by both backward kernels.
+template <typename Index>
+__device__ __forceinline__ void softmax_leaky_backward_row(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t i, int h,
+    float total, const float* __restrict__ el, std::int64_t ldel, const float* __restrict__ er,
+    std::int64_t lder, const float* __restrict__ alpha, std::int64_t ldalpha,
+    const float* __restrict__ dalpha, int heads, float* d_el, float* __restrict__ d_er) {
+  float d_er_sum = 0.f;
+  for (std::int64_t k = lane_id(); k < degree; k += 32) {
+    const std::int64_t e = begin + k;
+    const std::int64_t u = columns[e];
+    const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
+    const float pre = el[u * ldel + h] + er[i * lder + h];
+    const float ds = pre > 0.f ? de : kLeakySlope * de;
+    atomicAdd(d_el + u * heads + h, ds);
+    d_er_sum += ds;
+  }
+  d_er_sum = detail::warp_sum(d_er_sum);
+  if (lane_id() == 0) d_er[i * heads + h] = d_er_sum;
+}
+
 template <typename Index>
 __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __restrict__ z,
                                           std::int64_t ldz, const float* __restrict__ el,
@@ -170,26 +211,12 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
         const float* zu = z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width;
         float dot = 0.f;
         for (std::int64_t f = 0; f < width; ++f) dot += dout_i[h * width + f] * zu[f];
-        const float mask = attention_scale(dropout, i, k, h);
-        const float a_ek = alpha[e * ldalpha + h];
-        const float d = dot * mask;
-        dalpha[e * heads + h] = d;
-        atilde[entry_major ? e * heads + h : h * a.nnz + e] = a_ek * mask;
-        weighted += a_ek * d;
+        weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
+                                           entry_major, dalpha, atilde);
       }
       const float total = detail::warp_sum(weighted);
-      float d_er_sum = 0.f;
-      for (std::int64_t k = lane; k < degree; k += 32) {
-        const std::int64_t e = begin + k;
-        const std::int64_t u = a.columns[e];
-        const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
-        const float pre = el[u * ldel + h] + er[i * lder + h];
-        const float ds = pre > 0.f ? de : kLeakySlope * de;
-        atomicAdd(d_el + u * heads + h, ds);
-        d_er_sum += ds;
-      }
-      d_er_sum = detail::warp_sum(d_er_sum);
-      if (lane == 0) d_er[i * heads + h] = d_er_sum;
+      softmax_leaky_backward_row(a.columns, begin, degree, i, h, total, el, ldel, er, lder, alpha,
+                                 ldalpha, dalpha, heads, d_el, d_er);
     }
   }
 }
@@ -233,12 +260,8 @@ __global__ void gat_backward_edges_coop_kernel(
             dot += __shfl_xor_sync(0xffffffffu, dot, offset);
           if (c < total_cols && (lane & (width - 1)) == 0) {
             const int h = c / width;
-            const float mask = attention_scale(dropout, i, chunk + j, h);
-            const float a_eh = alpha[e * ldalpha + h];
-            const float d = dot * mask;
-            dalpha[e * heads + h] = d;
-            atilde[e * heads + h] = a_eh * mask;
-            weighted[t] += a_eh * d;
+            weighted[t] += dropout_backward_entry(dropout, i, chunk + j, h, e, dot, alpha, ldalpha,
+                                                  heads, a.nnz, true, dalpha, atilde);
           }
         }
       }
@@ -251,18 +274,8 @@ __global__ void gat_backward_edges_coop_kernel(
     __syncwarp();
     for (int h = 0; h < heads; ++h) {
       const float total = head_total[h];
-      float d_er_sum = 0.f;
-      for (std::int64_t k = lane; k < degree; k += 32) {
-        const std::int64_t e = begin + k;
-        const std::int64_t u = a.columns[e];
-        const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
-        const float pre = el[u * ldel + h] + er[i * lder + h];
-        const float ds = pre > 0.f ? de : kLeakySlope * de;
-        atomicAdd(d_el + u * heads + h, ds);
-        d_er_sum += ds;
-      }
-      d_er_sum = detail::warp_sum(d_er_sum);
-      if (lane == 0) d_er[i * heads + h] = d_er_sum;
+      softmax_leaky_backward_row(a.columns, begin, degree, i, h, total, el, ldel, er, lder, alpha,
+                                 ldalpha, dalpha, heads, d_el, d_er);
     }
     __syncwarp();
   }

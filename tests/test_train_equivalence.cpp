@@ -7,58 +7,24 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "common/hash.hpp"
 #include "preprocess/plan_builder.hpp"
+#include "tests/support/random_graph.hpp"
 #include "tests/support/reference_model.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice {
 namespace {
 
-// A random directed graph with some isolated and some source-only vertices, random features,
-// labels and splits. Deterministic in `seed`.
-Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_t classes,
-                       std::uint64_t seed) {
-  Dataset d;
-  d.name = cat("random", n);
-  d.num_nodes = n;
-  d.feature_dim = dim;
-  d.num_classes = classes;
-  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
-  for (vertex_t v = 0; v < n; ++v) {
-    if (v % 17 == 5) continue;  // no out-edges
-    for (int k = 0; k < out_degree; ++k) {
-      const auto u = vertex_t(key_hash(seed, 1, std::uint64_t(v), std::uint64_t(k)) % n);
-      if (u % 23 == 7) continue;  // no in-edges
-      in[std::size_t(u)].insert(v);
-      if (k % 2 == 0 && v % 23 != 7) in[std::size_t(v)].insert(u);  // partly symmetric
-    }
-  }
-  d.indptr.push_back(0);
-  for (vertex_t v = 0; v < n; ++v) {
-    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);  // may include self loops
-    d.indptr.push_back(edge_t(d.indices.size()));
-  }
-  for (std::int64_t i = 0; i < std::int64_t(n) * dim; ++i)
-    d.features.push_back(2.f * hash_to_unit(key_hash(seed, 2, std::uint64_t(i))) - 1.f);
-  for (vertex_t v = 0; v < n; ++v) {
-    const auto h = key_hash(seed, 3, std::uint64_t(v));
-    d.labels.push_back(v % 13 == 3 ? -1 : std::int32_t(h % std::uint64_t(classes)));
-    const int s = int((h >> 20) % 10);
-    if (s < 4)
-      d.train.push_back(v);
-    else if (s < 7)
-      d.valid.push_back(v);
-    else
-      d.test.push_back(v);
-  }
-  validate_dataset(d, d.name);
-  // The cases the models must handle: vertices without in-edges (SAGE's empty mean) and
-  // dataset self loops (skipped: every model adds exactly one).
+// The shared random graph (tests/support/random_graph.hpp) with its source-only vertices kept
+// free of reverse edges, checked for the cases the models must handle: vertices without
+// in-edges (SAGE's empty mean) and dataset self loops (skipped: every model adds exactly one).
+Dataset random_dataset_with_edge_cases(vertex_t n, int out_degree, std::int64_t dim,
+                                       std::int32_t classes, std::uint64_t seed) {
+  Dataset d =
+      test::random_dataset(n, out_degree, dim, classes, seed, test::ReverseEdgesIntoSources::kSkip);
   std::int64_t no_in_edges = 0, self_loops = 0;
   for (vertex_t v = 0; v < n; ++v) {
     no_in_edges += d.indptr[v + 1] == d.indptr[v];
@@ -156,7 +122,7 @@ void expect_matches_reference(const TrainResult& got, const test::ReferenceResul
 class TrainEquivalence : public ::testing::Test {
  protected:
   static const Dataset& dataset() {
-    static const Dataset d = random_dataset(150, 3, 12, 4, 7);
+    static const Dataset d = random_dataset_with_edge_cases(150, 3, 12, 4, 7);
     return d;
   }
 };
@@ -318,7 +284,7 @@ TEST_F(TrainEquivalence, EvaluationMatchesReference) {
 }
 
 TEST_F(TrainEquivalence, RejectsPlanOfAnotherGraph) {
-  const Dataset other = random_dataset(90, 3, 12, 4, 8);
+  const Dataset other = random_dataset_with_edge_cases(90, 3, 12, 4, 8);
   const Plan plan = make_plan(other, 2, 2, false);
   RunSetup s;
   EXPECT_THROW(train(dataset(), plan, train_config(s, 1)), InputError);

@@ -12,64 +12,22 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "common/hash.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "tests/support/cora.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/random_graph.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice {
 namespace {
 
 constexpr double kTolerance = 1e-4;
-
-// A random directed graph with isolated, source-only and sink-only vertices, random features,
-// labels (some unlabeled) and splits; deterministic in `seed`.
-Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_t classes,
-                       std::uint64_t seed) {
-  Dataset d;
-  d.name = cat("random", n);
-  d.num_nodes = n;
-  d.feature_dim = dim;
-  d.num_classes = classes;
-  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
-  for (vertex_t v = 0; v < n; ++v) {
-    if (v % 17 == 5) continue;  // no out-edges
-    for (int k = 0; k < out_degree; ++k) {
-      const auto u = vertex_t(key_hash(seed, 1, std::uint64_t(v), std::uint64_t(k)) % n);
-      if (u % 23 == 7) continue;  // no in-edges
-      in[std::size_t(u)].insert(v);
-      if (k % 2 == 0) in[std::size_t(v)].insert(u);  // partly symmetric
-    }
-  }
-  d.indptr.push_back(0);
-  for (vertex_t v = 0; v < n; ++v) {
-    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);
-    d.indptr.push_back(edge_t(d.indices.size()));
-  }
-  for (std::int64_t i = 0; i < std::int64_t(n) * dim; ++i)
-    d.features.push_back(2.f * hash_to_unit(key_hash(seed, 2, std::uint64_t(i))) - 1.f);
-  for (vertex_t v = 0; v < n; ++v) {
-    const auto h = key_hash(seed, 3, std::uint64_t(v));
-    d.labels.push_back(v % 13 == 3 ? -1 : std::int32_t(h % std::uint64_t(classes)));
-    const int s = int((h >> 20) % 10);
-    if (s < 4)
-      d.train.push_back(v);
-    else if (s < 7)
-      d.valid.push_back(v);
-    else
-      d.test.push_back(v);
-  }
-  validate_dataset(d, d.name);
-  return d;
-}
 
 double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
   double diff = 0, norm = 0;
@@ -106,7 +64,8 @@ std::string case_name(const Case& c) {
 class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
  protected:
   static const Dataset& dataset() {
-    static const Dataset d = random_dataset(600, 4, 24, 5, 17);
+    static const Dataset d =
+        test::random_dataset(600, 4, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
     return d;
   }
   static const Plan& plan(int P, int C) {

@@ -1,0 +1,53 @@
+// Implementation of tests/support/random_graph.hpp.
+#include "tests/support/random_graph.hpp"
+
+#include <set>
+#include <vector>
+
+#include "common/error.hpp"
+#include "common/hash.hpp"
+
+namespace sluice::test {
+
+Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_t classes,
+                       std::uint64_t seed, ReverseEdgesIntoSources reverse_into_sources) {
+  Dataset d;
+  d.name = cat("random", n);
+  d.num_nodes = n;
+  d.feature_dim = dim;
+  d.num_classes = classes;
+  const bool skip_reverse_into_sources = reverse_into_sources == ReverseEdgesIntoSources::kSkip;
+  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
+  for (vertex_t v = 0; v < n; ++v) {
+    if (v % 17 == 5) continue;  // no out-edges
+    for (int k = 0; k < out_degree; ++k) {
+      const auto u = vertex_t(key_hash(seed, 1, std::uint64_t(v), std::uint64_t(k)) % n);
+      if (u % 23 == 7) continue;  // no in-edges
+      in[std::size_t(u)].insert(v);
+      if (k % 2 == 0 && !(skip_reverse_into_sources && v % 23 == 7))
+        in[std::size_t(v)].insert(u);  // partly symmetric
+    }
+  }
+  d.indptr.push_back(0);
+  for (vertex_t v = 0; v < n; ++v) {
+    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);  // may include self loops
+    d.indptr.push_back(edge_t(d.indices.size()));
+  }
+  for (std::int64_t i = 0; i < std::int64_t(n) * dim; ++i)
+    d.features.push_back(2.f * hash_to_unit(key_hash(seed, 2, std::uint64_t(i))) - 1.f);
+  for (vertex_t v = 0; v < n; ++v) {
+    const auto h = key_hash(seed, 3, std::uint64_t(v));
+    d.labels.push_back(v % 13 == 3 ? -1 : std::int32_t(h % std::uint64_t(classes)));
+    const int s = int((h >> 20) % 10);
+    if (s < 4)
+      d.train.push_back(v);
+    else if (s < 7)
+      d.valid.push_back(v);
+    else
+      d.test.push_back(v);
+  }
+  validate_dataset(d, d.name);
+  return d;
+}
+
+}  // namespace sluice::test

@@ -117,7 +117,7 @@ const char* kPartitionUsage =
 }  // namespace
 
 int run_partition(const std::vector<std::string>& args) {
-  std::string dataset_path, output, partitioner, model, gpu_memory;
+  std::string dataset_path, output, partitioner, model, gpu_memory, balance;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
@@ -131,7 +131,10 @@ int run_partition(const std::vector<std::string>& args) {
       "partitioner", po::value(&partitioner)->default_value("metis"),
       "metis | range | random (range/random are baselines)")(
       "seed", po::value(&seed)->default_value(0), "seed of METIS and the random partitioner")(
-      "no-reorganize", "keep the natural batch layout (ablation)")(
+      "balance", po::value(&balance)->default_value("both"),
+      "what the partitions balance: edges (in-degree + 1) | vertices | both (METIS: two "
+      "constraints; range: in-degree + mean degree)")("no-reorganize",
+                                                      "keep the natural batch layout (ablation)")(
       "feature-dim", po::value(&feature_dim)->default_value(0),
       "row width (floats) for the cost model and byte statistics (0: the dataset's)")(
       "bandwidth-h2d", po::value(&h2d)->default_value(50), "host->GPU GB/s for the cost model")(
@@ -154,6 +157,7 @@ int run_partition(const std::vector<std::string>& args) {
   { AtomicOutput probe(output); }  // a missing output directory fails now, not after the build
   SLUICE_INPUT_CHECK(partitioner == "metis" || partitioner == "range" || partitioner == "random",
                      "--partitioner '", partitioner, "' is not metis, range or random");
+  const Balance level1_balance = parse_balance(balance);
   const DatasetInfo info = read_dataset_info(dataset_path);
   DatasetReadOptions read_options;
   read_options.features = false;
@@ -166,6 +170,7 @@ int run_partition(const std::vector<std::string>& args) {
   plan_options.chunks = values.count("chunks") ? chunks : 1;
   plan_options.partitioner = partitioner;
   plan_options.seed = seed;
+  plan_options.balance = balance;
   plan_options.reorganize = values.count("no-reorganize") == 0;
   plan_options.bandwidths.h2d = h2d * 1e9;
   plan_options.bandwidths.p2p = p2p * 1e9;
@@ -174,7 +179,7 @@ int run_partition(const std::vector<std::string>& args) {
   log_info("partition: dataset ", dataset_path, " (", info.num_nodes, " vertices, ", info.num_edges,
            " edges), P=", partitions,
            values.count("gpu-memory") ? std::string(" C=auto") : cat(" C=", plan_options.chunks),
-           ", partitioner ", partitioner, ", seed ", seed,
+           ", partitioner ", partitioner, " (balance ", balance, "), seed ", seed,
            plan_options.reorganize ? ", reorganize" : ", no reorganization");
 
   const double start = now_seconds();
@@ -183,7 +188,7 @@ int run_partition(const std::vector<std::string>& args) {
     StageTimer timer(cat("level-1 partition (", partitioner, ", P=", partitions, ")"));
     SLUICE_INPUT_CHECK(partitions >= 1 && partitions <= dataset.num_nodes, "--partitions ",
                        partitions, " must be in [1, ", dataset.num_nodes, "]");
-    partition = partition_vertices(dataset, partitions, partitioner, seed);
+    partition = partition_vertices(dataset, partitions, partitioner, seed, level1_balance);
   }
   ModelShape shape;
   shape.model = model;

@@ -18,7 +18,7 @@ namespace sluice {
 namespace {
 
 // Work weight of a destination: its in-edges (self-loops excluded) plus one.
-std::vector<std::int64_t> vertex_weights(const Dataset& d) {
+std::vector<std::int64_t> edge_weights(const Dataset& d) {
   std::vector<std::int64_t> weight(d.num_nodes);
 #pragma omp parallel for schedule(static) if (worth_parallel(d.num_edges() + d.num_nodes))
   for (vertex_t v = 0; v < d.num_nodes; ++v) {
@@ -29,9 +29,22 @@ std::vector<std::int64_t> vertex_weights(const Dataset& d) {
   return weight;
 }
 
+// The weights a single-constraint partitioner balances: in-edges + 1 (edges), 1 (vertices), or
+// in-edges + the mean in-degree (both: edges and vertices count equally in every part's sum).
+std::vector<std::int64_t> balance_weights(const Dataset& d, Balance balance) {
+  if (balance == Balance::kVertices) return std::vector<std::int64_t>(d.num_nodes, 1);
+  std::vector<std::int64_t> weight = edge_weights(d);
+  if (balance == Balance::kBoth) {
+    const std::int64_t n = std::max<std::int64_t>(d.num_nodes, 1);
+    const std::int64_t mean = std::max<std::int64_t>(1, (d.num_edges() + n / 2) / n);
+    for (auto& w : weight) w += mean - 1;
+  }
+  return weight;
+}
+
 // Contiguous ranges of dataset ids with about equal total weight.
-std::vector<std::int32_t> range_partition(const Dataset& d, int parts) {
-  const auto weight = vertex_weights(d);
+std::vector<std::int32_t> range_partition(const Dataset& d, int parts, Balance balance) {
+  const auto weight = balance_weights(d, balance);
   const std::int64_t total = std::accumulate(weight.begin(), weight.end(), std::int64_t(0));
   std::vector<std::int32_t> part(d.num_nodes);
   std::int64_t prefix = 0;
@@ -54,7 +67,7 @@ std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uin
 
 // Returns an empty vector (after logging why) when METIS cannot take this graph.
 std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint64_t seed,
-                                          std::int64_t& edge_cut) {
+                                          Balance balance, std::int64_t& edge_cut) {
   const std::int64_t n = d.num_nodes;
   std::string why;
   if (!fits_metis_index(n, d.num_edges(), &why)) {
@@ -70,14 +83,19 @@ std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint
     log_info("METIS: the symmetrized graph has no edges; falling back to the range partitioner");
     return {};
   }
-  const auto weight = vertex_weights(d);
+  // kBoth: two balance constraints per vertex, (in-edges + 1, 1).
+  const auto weight = balance == Balance::kBoth ? edge_weights(d) : balance_weights(d, balance);
   std::vector<idx_t> xadj(graph.indptr.begin(), graph.indptr.end());
   std::vector<idx_t> adjncy(graph.indices.begin(), graph.indices.end());
-  std::vector<idx_t> vwgt(weight.begin(), weight.end());
+  idx_t ncon = balance == Balance::kBoth ? 2 : 1;
+  std::vector<idx_t> vwgt(static_cast<std::size_t>(n) * ncon);
+  for (std::int64_t v = 0; v < n; ++v) {
+    vwgt[std::size_t(v) * ncon] = static_cast<idx_t>(weight[std::size_t(v)]);
+    if (ncon == 2) vwgt[std::size_t(v) * 2 + 1] = 1;
+  }
   graph = SymmetricGraph{};
   std::vector<idx_t> result(n, 0);
   idx_t nvtxs = static_cast<idx_t>(n);
-  idx_t ncon = 1;
   idx_t nparts = parts;
   idx_t objval = 0;
   idx_t options[METIS_NOPTIONS];
@@ -160,8 +178,27 @@ SymmetricGraph symmetrize(const Dataset& d) {
   return graph;
 }
 
+Balance parse_balance(const std::string& name) {
+  if (name == "edges") return Balance::kEdges;
+  if (name == "vertices") return Balance::kVertices;
+  if (name == "both") return Balance::kBoth;
+  throw InputError(cat("unknown --balance '", name, "' (expected edges, vertices or both)"));
+}
+
+std::string balance_name(Balance balance) {
+  switch (balance) {
+    case Balance::kEdges:
+      return "edges";
+    case Balance::kVertices:
+      return "vertices";
+    case Balance::kBoth:
+      return "both";
+  }
+  return "?";
+}
+
 VertexPartition partition_vertices(const Dataset& d, int parts, const std::string& method,
-                                   std::uint64_t seed) {
+                                   std::uint64_t seed, Balance balance) {
   SLUICE_INPUT_CHECK(method == "metis" || method == "range" || method == "random",
                      "unknown partitioner '", method, "' (expected metis, range or random)");
   SLUICE_INPUT_CHECK(parts >= 1, "the partition count must be at least 1 (got ", parts, ")");
@@ -173,14 +210,14 @@ VertexPartition partition_vertices(const Dataset& d, int parts, const std::strin
   if (parts == 1) {
     result.part.assign(d.num_nodes, 0);
   } else if (method == "range") {
-    result.part = range_partition(d, parts);
+    result.part = range_partition(d, parts, balance);
   } else if (method == "random") {
     result.part = random_partition(d, parts, seed);
   } else {
-    result.part = metis_partition(d, parts, seed, result.edge_cut);
+    result.part = metis_partition(d, parts, seed, balance, result.edge_cut);
     if (result.part.empty()) {
       result.method = "range";
-      result.part = range_partition(d, parts);
+      result.part = range_partition(d, parts, balance);
     }
   }
   result.seconds = now_seconds() - start;

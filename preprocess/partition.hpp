@@ -19,11 +19,20 @@ struct VertexPartition {
   std::int64_t edge_cut = -1;      // METIS's objective (undirected cut edges), -1 if not METIS
 };
 
-// method: metis | range | random. P = 1 puts everything in partition 0 (method kept as given).
-// METIS uses vertex weights in-degree + 1 and METIS_OPTION_SEED = seed; when the graph exceeds
-// METIS's index width (idx_t) it logs why and falls back to range.
+// What the parts balance. kEdges: work per destination, in-degree + 1 (DESIGN.md). kVertices:
+// vertex counts. kBoth (default): both at once (METIS: two constraints, (in-degree + 1, 1);
+// range: weight in-degree + mean in-degree). Out-of-core epochs move every vertex's rows over
+// the host link several times (loads, stores, gradient flushes), so a part with many
+// low-degree vertices takes longer than its edge count says (docs/benchmarks.md, GPU training).
+enum class Balance { kEdges, kVertices, kBoth };
+Balance parse_balance(const std::string& name);  // edges | vertices | both; InputError otherwise
+std::string balance_name(Balance balance);
+
+// method: metis | range | random (random ignores balance). P = 1 puts everything in partition 0
+// (method kept as given). METIS uses METIS_OPTION_SEED = seed; when the graph exceeds METIS's
+// index width (idx_t) it logs why and falls back to range.
 VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
-                                   std::uint64_t seed);
+                                   std::uint64_t seed, Balance balance = Balance::kBoth);
 
 // Whether METIS's idx_t can index a graph of n vertices and m (directed) edges: n, the 2m
 // adjacency entries of the symmetrized graph and the total vertex weight m + n must all fit.

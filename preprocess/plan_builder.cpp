@@ -387,7 +387,8 @@ Plan build_plan(const Dataset& dataset, const PlanOptions& options,
   {
     StageTimer timer(
         cat("level-1 partition (", options.partitioner, ", P=", options.partitions, ")"));
-    partition = partition_vertices(dataset, options.partitions, options.partitioner, options.seed);
+    partition = partition_vertices(dataset, options.partitions, options.partitioner, options.seed,
+                                   parse_balance(options.balance));
   }
   return build_plan_from_partition(dataset, partition, options, fingerprint);
 }

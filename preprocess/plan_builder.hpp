@@ -16,7 +16,8 @@ struct PlanOptions {
   int chunks = 1;                     // C, chunks per partition
   std::string partitioner = "metis";  // metis | range | random (P = 1 needs none)
   std::uint64_t seed = 0;
-  bool reorganize = true;  // run the 2-phase reorganization (kept only if cheaper)
+  std::string balance = "both";  // what level-1 parts balance: edges | vertices | both
+  bool reorganize = true;        // run the 2-phase reorganization (kept only if cheaper)
   Bandwidths bandwidths;
   std::int64_t cost_feature_dim = 0;  // feature width for byte statistics (0: dataset's)
 };

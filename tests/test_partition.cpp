@@ -368,6 +368,46 @@ TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
   }
 }
 
+// A graph whose low ids are hubs (vertex v has 200 / (v + 1) + 1 in-edges): an edge-balanced
+// range split gives partition 0 few vertices, a vertex-balanced one half of them, "both" lands in
+// between; METIS with two constraints balances vertices and edges at once.
+TEST(Partition, BalanceChoosesWhatPartsEqualize) {
+  Dataset d;
+  d.name = "hubs";
+  d.num_nodes = 2000;
+  d.indptr.assign(std::size_t(d.num_nodes) + 1, 0);
+  std::mt19937 rng(5);
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    const int degree = 200 / (v + 1) + 1;
+    for (int k = 0; k < degree; ++k) d.indices.push_back(vertex_t(rng() % d.num_nodes));
+    d.indptr[std::size_t(v) + 1] = edge_t(d.indices.size());
+  }
+  auto shares = [&](const VertexPartition& partition) {
+    double vertices = 0, edges = 0;
+    for (vertex_t v = 0; v < d.num_nodes; ++v)
+      if (partition.part[std::size_t(v)] == 0) {
+        vertices += 1;
+        edges += double(d.indptr[std::size_t(v) + 1] - d.indptr[std::size_t(v)]) + 1;
+      }
+    return std::make_pair(vertices / d.num_nodes, edges / double(d.num_edges() + d.num_nodes));
+  };
+  const auto by_edges = shares(partition_vertices(d, 2, "range", 0, Balance::kEdges));
+  const auto by_vertices = shares(partition_vertices(d, 2, "range", 0, Balance::kVertices));
+  const auto by_both = shares(partition_vertices(d, 2, "range", 0, Balance::kBoth));
+  EXPECT_NEAR(by_edges.second, 0.5, 0.01);
+  EXPECT_LT(by_edges.first, 0.45);
+  EXPECT_NEAR(by_vertices.first, 0.5, 0.001);
+  EXPECT_GT(by_vertices.second, 0.55);
+  EXPECT_GT(by_both.first, by_edges.first);
+  EXPECT_LT(by_both.first, by_vertices.first);
+  const auto metis = shares(partition_vertices(d, 2, "metis", 0, Balance::kBoth));
+  EXPECT_NEAR(metis.first, 0.5, 0.04);
+  EXPECT_NEAR(metis.second, 0.5, 0.04);
+  EXPECT_EQ(parse_balance("vertices"), Balance::kVertices);
+  EXPECT_EQ(balance_name(parse_balance("both")), "both");
+  EXPECT_THROW(parse_balance("degrees"), InputError);
+}
+
 TEST(Partition, MetisIndexWidthIsChecked) {
   const std::int64_t max = std::numeric_limits<std::int32_t>::max();
   std::string why;

@@ -18,7 +18,9 @@
 # Environment: UNCAPPED (1; 0 runs only the capped runs), EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
 # uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
-# PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes.
+# PARTITIONER (metis) and BALANCE (both) for the plans,
+# PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
+# also run 1 and 2 GPUs with --no-overlap, the overlap ablation).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -31,6 +33,8 @@ chunks=${CHUNKS:-4}
 budget=${BUDGET_S:-470}
 datasets=${DATASETS:-products reddit}
 run_pyg=${PYG:-1}
+partitioner=${PARTITIONER:-metis}
+balance=${BALANCE:-both}
 mkdir -p "$out" "$dir/runs"
 runs_file=$out/gpu_runs.jsonl
 pyg_file=$out/pyg.jsonl
@@ -84,24 +88,27 @@ gat_heads=4
 gat_hidden=64
 
 # sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
-train() {  # name dataset model gpus plan comm cap
-  local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7
+train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = --no-overlap]
+  local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1}
   have_time "$name" || return 0
   ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
   local width=(--hidden "$hidden")
   [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
+  local extra=()
+  ((overlap)) || extra=(--no-overlap)
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
   step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
     --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
-    --report "$report" --metrics "$metrics" --no-progress
+    --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
   local rc=$?
-  python3 - "$runs_file" "$name" "$ds" "$model" "$ngpu" "$comm" "$cap" "$rc" "$report" "$metrics" <<'PY'
+  python3 - "$runs_file" "$name" "$ds" "$model" "$ngpu" "$comm" "$cap" "$rc" "$report" "$metrics" \
+    "$overlap" <<'PY'
 import json, os, sys
-out, name, ds, model, ngpu, comm, cap, rc, report, metrics = sys.argv[1:]
+out, name, ds, model, ngpu, comm, cap, rc, report, metrics, overlap = sys.argv[1:]
 row = {"name": name, "dataset": ds, "model": model, "gpus": int(ngpu), "comm": comm,
-       "gpu_memory": int(cap), "rc": int(rc)}
+       "gpu_memory": int(cap), "rc": int(rc), "overlap": int(overlap)}
 if os.path.exists(report):
     row["report"] = json.load(open(report))
 if os.path.exists(metrics):
@@ -115,7 +122,7 @@ partition() {  # dataset partitions output [extra...]
   shift 3
   [[ -f "$output" ]] && return 0
   step "partition $ds P=$parts $*" "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" \
-    --partitions "$parts" --partitioner range --output "$output" "$@"
+    --partitions "$parts" --partitioner "$partitioner" --balance "$balance" --output "$output" "$@"
 }
 
 # Capped runs: the chunk count comes from `partition --gpu-memory CAP` (a search that builds
@@ -124,12 +131,12 @@ partition() {  # dataset partitions output [extra...]
 capped_runs() {  # dataset cap
   local ds=$1 cap=$2 parts plan model
   for parts in 1 2; do
-    plan=$dir/$ds-p$parts-cap.plan.h5
+    plan=$dir/$ds-p$parts-cap-$partitioner-$balance.plan.h5
     have_time "partition $ds P=$parts cap" || continue
     # The GAT estimate (4 heads x 64) is the larger: one plan serves both models.
-    step "partition $ds P=$parts --gpu-memory $cap" timeout "${CAP_PARTITION_S:-60}" \
+    step "partition $ds P=$parts --gpu-memory $cap" timeout "${CAP_PARTITION_S:-180}" \
       "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" --partitions "$parts" \
-      --partitioner range --output "$plan" --gpu-memory "$cap" --model gat \
+      --partitioner "$partitioner" --balance "$balance" --output "$plan" --gpu-memory "$cap" --model gat \
       --hidden "$gat_hidden" --heads "$gat_heads" --layers 2 >"$dir/$ds-p$parts-cap.log" 2>&1
     grep -E 'gpu-memory|rror' "$dir/$ds-p$parts-cap.log" | tail -n 14
     if [[ ! -f "$plan" ]]; then
@@ -174,7 +181,7 @@ PY
 
   ((${UNCAPPED:-1})) || continue  # UNCAPPED=0: only the capped runs below
   p1=$dir/$ds-p1-c$chunks.plan.h5
-  p2=$dir/$ds-p2-c$chunks.plan.h5
+  p2=$dir/$ds-p2-c$chunks-$partitioner-$balance.plan.h5
   have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
   have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
   for model in gcn gat; do
@@ -183,6 +190,10 @@ PY
       for comm in p2p+reuse p2p baseline; do
         train "$ds-$model-2gpu-$comm" "$ds" "$model" 2 "$p2" "$comm" 0
       done
+    fi
+    if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
+      [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
+      [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
     fi
   done
   if ((run_pyg)) && have_time "pyg $ds"; then

@@ -5,8 +5,10 @@ Inputs: --runs gpu_runs.jsonl (one line per sluice-train run: name, dataset, mod
 gpu_memory, rc, report, metrics), --pyg pyg.jsonl (scripts/bench/pyg_full_graph.py lines),
 --datasets datasets.jsonl (info --json, working set, cap). Per run: median epoch time over the
 epochs after the first (warm-up), mean phase breakdown and bytes per path over those epochs,
-host-link busy % = H2D gather bytes / (load-phase time x 55 GB/s x GPUs) (the load phase moves
-only the gathers; cached blocks load during compute), speedup of 2 GPUs over 1 GPU (same
+host-link busy % = H2D bytes moved in load phases / (load time x 55 GB/s x GPUs) (phase times are
+device time per lane, the slowest device's: with overlap the load phase holds the gathers and the
+backward's block prefetches; without it only the gathers, blocks loading inside compute), host-link
+busy over the epoch = (H2D + D2H bytes) / (s/epoch x 55 GB/s x GPUs), speedup of 2 GPUs over 1 GPU (same
 dataset, model and cap), ratio PyG time / Sluice time (> 1: Sluice faster), and whether the
 three --comm modes are ordered baseline >= p2p >= p2p+reuse.
 """
@@ -52,13 +54,18 @@ def run_stats(run):
     if not ms:
         return None
     seconds = statistics.median(m["seconds"] for m in ms)
-    phases = {k: mean(m["phases"][k] for m in ms)
-              for k in ("load", "p2p", "compute", "flush", "optimizer")}
+    phases = {k: mean(m["phases"].get(k, 0.0) for m in ms)
+              for k in ("load", "p2p", "compute", "store", "flush", "optimizer")}
     t = {k: mean(m["transfers"][k] for m in ms) for k in ms[0]["transfers"]}
     gpus = max(1, run["gpus"])
-    busy = t["h2d_gather_bytes"] / (phases["load"] * LINK * gpus) if phases["load"] > 0 else 0
+    loaded = t["h2d_gather_bytes"] + (t["h2d_block_bytes"] if run.get("overlap", 1) else 0)
+    busy = loaded / (phases["load"] * LINK * gpus) if phases["load"] > 0 else 0
+    # The link carries both directions at about LINK in total (two lanes on one GPU measured
+    # 55.5 GB/s together, docs/benchmarks.md), so the epoch's share of it is:
+    moved = t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"]
+    epoch_busy = moved / (seconds * LINK * gpus) if seconds > 0 else 0
     report = run.get("report", {})
-    return {"seconds": seconds, "phases": phases, "t": t, "busy": busy,
+    return {"seconds": seconds, "phases": phases, "t": t, "busy": busy, "epoch_busy": epoch_busy,
             "peak": max(m.get("peak_device_bytes", 0) for m in ms),
             "pc": f"{report.get('partitions', '?')}x{report.get('chunks', '?')}",
             "loss": report.get("final_loss")}
@@ -94,12 +101,14 @@ def main():
     for r in runs:
         s = stats.get(r["name"])
         if s and r["gpus"] == 1:
-            one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0)] = s["seconds"]
+            one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0, r.get("overlap", 1))] = \
+                s["seconds"]
 
     out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | load | p2p | compute | "
-               "flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch | D2H GB/epoch "
-               "| host link busy in load | peak GPU GiB | 2 GPUs vs 1 | PyG (1 GPU) s/epoch ÷ ours |")
-    out.append("|" + "---|" * 19)
+               "store | flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch "
+               "| D2H GB/epoch | host link busy in load | host link busy over the epoch "
+               "| peak GPU GiB | 2 GPUs vs 1 | PyG (1 GPU) s/epoch ÷ ours |")
+    out.append("|" + "---|" * 21)
     for r in runs:
         s = stats.get(r["name"])
         capped = r.get("gpu_memory", 0) > 0
@@ -110,11 +119,11 @@ def main():
             why = (errors[-1].split("error:", 1)[1].strip() if errors else why)
             why = "not run: " + why.replace("\n", "; ").replace("|", "/")
             out.append(f"| {r['dataset']} | {r.get('model', 'gcn+gat')} | {r['gpus']} | | "
-                       f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 12)
+                       f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 14)
             continue
         p, t = s["phases"], s["t"]
         speed = ""
-        base = one_gpu.get((r["dataset"], r["model"], capped))
+        base = one_gpu.get((r["dataset"], r["model"], capped, r.get("overlap", 1)))
         if r["gpus"] > 1 and base:
             speed = f"{base / s['seconds']:.2f}x"
         peer = ""
@@ -124,12 +133,15 @@ def main():
                 peer = f"{pg['seconds_per_epoch'] / s['seconds']:.2f}"
             else:
                 peer = f"PyG {pg.get('status')}"
+        comm = r["comm"] + ("" if r.get("overlap", 1) else " (no overlap)")
         out.append(
-            f"| {r['dataset']} | {r['model']} | {r['gpus']} | {s['pc']} | {r['comm']} | {cap} "
+            f"| {r['dataset']} | {r['model']} | {r['gpus']} | {s['pc']} | {comm} | {cap} "
             f"| {fmt_s(s['seconds'])} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
-            f"| {fmt_s(p['compute'])} | {fmt_s(p['flush'])} | {fmt_s(p['optimizer'])} "
+            f"| {fmt_s(p['compute'])} | {fmt_s(p['store'])} | {fmt_s(p['flush'])} "
+            f"| {fmt_s(p['optimizer'])} "
             f"| {gb(t['h2d_gather_bytes'])} + {gb(t['h2d_block_bytes'])} | {gb(t['p2p_bytes'])} "
-            f"| {gb(t['d2h_bytes'])} | {100 * s['busy']:.0f}% | {s['peak'] / 2**30:.2f} "
+            f"| {gb(t['d2h_bytes'])} | {100 * s['busy']:.0f}% | {100 * s['epoch_busy']:.0f}% "
+            f"| {s['peak'] / 2**30:.2f} "
             f"| {speed} | {peer} |")
     out.append("")
 
@@ -138,7 +150,8 @@ def main():
     for key in sorted({(r["dataset"], r["model"]) for r in runs if "model" in r}):
         modes = {}
         for r in runs:
-            if (r["dataset"], r.get("model")) == key and r["gpus"] == 2 and r["gpu_memory"] == 0:
+            if ((r["dataset"], r.get("model")) == key and r["gpus"] == 2
+                    and r["gpu_memory"] == 0 and r.get("overlap", 1)):
                 s = stats.get(r["name"])
                 if s:
                     modes[r["comm"]] = s

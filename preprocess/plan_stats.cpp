@@ -13,6 +13,22 @@
 namespace sluice {
 namespace {
 
+// Destinations of partition p, and their chunk CSR entries (in-edges + self entries: the
+// partition's share of the aggregation work).
+std::int64_t partition_vertex_count(const Plan& plan, int p) {
+  return std::int64_t(plan.partition_offsets[std::size_t(p) + 1]) -
+         plan.partition_offsets[std::size_t(p)];
+}
+std::int64_t partition_entry_count(const Plan& plan, int p) {
+  std::int64_t entries = 0;
+  for (int c = 0; c < plan.chunks; ++c) entries += plan.chunk(c, p).num_entries();
+  return entries;
+}
+
+}  // namespace
+
+namespace {
+
 std::int64_t resolve_dim(const Plan& plan, std::int64_t feature_dim) {
   if (feature_dim > 0) return feature_dim;
   return plan.stats.cost_feature_dim > 0 ? plan.stats.cost_feature_dim : 1;
@@ -73,12 +89,15 @@ std::string plan_stats_table(const Plan& plan, std::int64_t feature_dim) {
               static_cast<long long>(s.cost_feature_dim), 1e3 * s.cost_before, 1e3 * s.cost_after,
               s.cost_before > 0 ? -100.0 * (1.0 - s.cost_after / s.cost_before) : 0.0);
   out += "\n";
-  out += line("%-6s %14s %12s %14s %14s", "GPU", "transition", "remote", "merged rows",
-              ("bytes (d=" + std::to_string(dim) + ")").c_str());
+  out += line("%-6s %12s %14s %14s %12s %14s %14s", "GPU", "vertices", "CSR entries", "transition",
+              "remote", "merged rows", ("bytes (d=" + std::to_string(dim) + ")").c_str());
   for (int p = 0; p < plan.partitions; ++p) {
     const std::int64_t merged = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
-    out += line("%-6d %14d %12d %14lld %14s", p, plan.transition_rows[p], plan.remote_rows[p],
-                static_cast<long long>(merged), format_bytes(merged * row_bytes).c_str());
+    out += line("%-6d %12lld %14lld %14d %12d %14lld %14s", p,
+                static_cast<long long>(partition_vertex_count(plan, p)),
+                static_cast<long long>(partition_entry_count(plan, p)), plan.transition_rows[p],
+                plan.remote_rows[p], static_cast<long long>(merged),
+                format_bytes(merged * row_bytes).c_str());
   }
   out += "\n";
   out += line("build time: level-1 partition %.3f s, everything else %.3f s", s.partition_seconds,
@@ -115,6 +134,13 @@ std::string plan_stats_json(const Plan& plan, std::int64_t feature_dim) {
   j["cost_before"] = s.cost_before;
   j["cost_after"] = s.cost_after;
   j["cost_feature_dim"] = s.cost_feature_dim;
+  std::vector<std::int64_t> vertices, entries;
+  for (int p = 0; p < plan.partitions; ++p) {
+    vertices.push_back(partition_vertex_count(plan, p));
+    entries.push_back(partition_entry_count(plan, p));
+  }
+  j["partition_vertices"] = vertices;
+  j["partition_entries"] = entries;
   j["transition_rows"] = plan.transition_rows;
   j["remote_rows"] = plan.remote_rows;
   j["bandwidth_h2d"] = plan.bandwidths.h2d;

@@ -150,6 +150,16 @@ TEST(PlanCommands, PartitionStatsVerifyEndToEnd) {
   EXPECT_EQ(json["volume_reuse_rows"].get<std::int64_t>(), plan.stats.volume_reuse_rows);
   EXPECT_GT(json["volume_baseline_rows"].get<std::int64_t>(),
             json["volume_reuse_rows"].get<std::int64_t>());
+  // Per-partition balance: destinations and chunk CSR entries (in-degree + 1 each) add up.
+  const auto vertices = json["partition_vertices"].get<std::vector<std::int64_t>>();
+  const auto entries = json["partition_entries"].get<std::vector<std::int64_t>>();
+  ASSERT_EQ(vertices.size(), 2u);
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(vertices[0] + vertices[1], 400);
+  EXPECT_EQ(vertices[0], plan.partition_offsets[1] - plan.partition_offsets[0]);
+  std::int64_t total_entries = 0;
+  for (const auto& chunk : plan.chunk_plans) total_entries += chunk.num_entries();
+  EXPECT_EQ(entries[0] + entries[1], total_entries);
 
   r = test::run_command(preprocess("stats " + dir.file("plan.h5")));
   ASSERT_EQ(r.exit_code, 0) << r.output;

@@ -207,6 +207,37 @@ TEST_F(TrainEquivalence, ThreeTransferSchemesGiveTheSameNumbers) {
   }
 }
 
+// The overlap path (prefetched loads through the stage, backward blocks in a second buffer set,
+// flushes from a compact buffer) must compute exactly what the in-line path computes, also when a
+// memory budget leaves no room for its optional buffers.
+TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const std::string comm : {"p2p+reuse", "baseline"}) {
+      RunSetup s;
+      s.model = model;
+      TrainConfig config = train_config(s, 3);
+      config.comm = comm;
+      const TrainResult overlapped = train(dataset(), plan, config);
+      config.no_overlap = true;
+      const TrainResult in_line = train(dataset(), plan, config);
+      const std::string what = model + " " + comm;
+      EXPECT_EQ(overlapped.losses, in_line.losses) << what;
+      for (std::size_t i = 0; i < in_line.parameters.size(); ++i)
+        EXPECT_EQ(overlapped.parameters[i].second, in_line.parameters[i].second)
+            << what << " " << in_line.parameters[i].first;
+      // The overlap buffers cost device memory; a budget that fits only the in-line run's peak
+      // turns them off (no error) and the numbers stay the same.
+      const std::int64_t in_line_peak = in_line.records.back().peak_device_bytes;
+      EXPECT_GT(overlapped.records.back().peak_device_bytes, in_line_peak) << what;
+      config.no_overlap = false;
+      config.gpu_memory = in_line_peak;
+      const TrainResult capped = train(dataset(), plan, config);
+      EXPECT_EQ(capped.records.back().peak_device_bytes, in_line_peak) << what;
+      EXPECT_EQ(capped.losses, in_line.losses) << what;
+    }
+}
+
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   // Host-link rows per epoch shrink from baseline to p2p to p2p+reuse; p2p rows appear only
   // with peer transfers.

@@ -44,7 +44,8 @@ bool have_gpus(int needed) {
   return cuda_backend_available() && cuda::device_count() >= needed;
 }
 
-// One agreement case: model, plan shape, GPUs, transfer scheme, intermediates.
+// One agreement case: model, plan shape, GPUs, transfer scheme, intermediates, overlap of
+// transfers with compute (on by default).
 struct Case {
   std::string model;
   int partitions;
@@ -52,13 +53,14 @@ struct Case {
   int gpus;
   std::string comm;
   std::string intermediates = "auto";
+  bool overlap = true;
 };
 
 std::string case_name(const Case& c) {
   std::string comm = c.comm;
   std::replace(comm.begin(), comm.end(), '+', '_');
   return cat(c.model, "_P", c.partitions, "xC", c.chunks, "_", c.gpus, "gpu_", comm,
-             c.intermediates == "auto" ? "" : "_" + c.intermediates);
+             c.intermediates == "auto" ? "" : "_" + c.intermediates, c.overlap ? "" : "_nooverlap");
 }
 
 class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
@@ -103,6 +105,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
     t.threads = 2;
     t.comm = c.comm;
     t.intermediates = c.intermediates;
+    t.no_overlap = !c.overlap;
     t.device = device;
     t.gpus = c.gpus;
     t.tf32 = false;
@@ -170,6 +173,10 @@ std::vector<Case> agreement_cases() {
   // GCN without cached aggregations (the backward recomputes the layer).
   cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "recompute"});
   cases.push_back({"sage", 2, 3, 2, "p2p", "recompute"});
+  // Transfers in line with compute (--no-overlap), one and two GPUs.
+  cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "auto", false});
+  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", false});
+  cases.push_back({"sage", 2, 3, 2, "baseline", "auto", false});
   return cases;
 }
 

@@ -20,7 +20,8 @@
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
 # PARTITIONER (metis) and BALANCE (both) for the plans,
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
-# also run 1 and 2 GPUs with --no-overlap, the overlap ablation).
+# also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
+# peer on the uncapped side), CAPPED (1; 0 skips the capped runs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -180,22 +181,24 @@ PY
   echo "{\"dataset\": \"$ds\", \"info\": $(cat "$dir/$ds.info.json"), \"working_set\": $working_set, \"cap\": $cap}" >>"$out/datasets.jsonl"
 
   ((${UNCAPPED:-1})) || continue  # UNCAPPED=0: only the capped runs below
-  p1=$dir/$ds-p1-c$chunks.plan.h5
-  p2=$dir/$ds-p2-c$chunks-$partitioner-$balance.plan.h5
-  have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
-  have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
-  for model in gcn gat; do
-    [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
-    if [[ -f "$p2" ]]; then
-      for comm in p2p+reuse p2p baseline; do
-        train "$ds-$model-2gpu-$comm" "$ds" "$model" 2 "$p2" "$comm" 0
-      done
-    fi
-    if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
-      [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
-      [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
-    fi
-  done
+  if ((${SLUICE_RUNS:-1})); then  # SLUICE_RUNS=0: only the peer (PyG) on this dataset
+    p1=$dir/$ds-p1-c$chunks.plan.h5
+    p2=$dir/$ds-p2-c$chunks-$partitioner-$balance.plan.h5
+    have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
+    have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
+    for model in gcn gat; do
+      [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
+      if [[ -f "$p2" ]]; then
+        for comm in p2p+reuse p2p baseline; do
+          train "$ds-$model-2gpu-$comm" "$ds" "$model" 2 "$p2" "$comm" 0
+        done
+      fi
+      if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
+        [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
+        [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
+      fi
+    done
+  fi
   if ((run_pyg)) && have_time "pyg $ds"; then
     echo "---- pyg $ds gcn,gat"
     t0=$SECONDS
@@ -207,6 +210,7 @@ PY
 done
 
 # Capped runs last: the uncapped comparisons matter more and the chunk search is slow.
+((${CAPPED:-1})) || datasets=""  # CAPPED=0: none
 for ds in $datasets; do
   [[ -f "$dir/$ds.h5" ]] || continue
   cap=$(python3 -c "import json,sys; print([d for d in map(json.loads, open(sys.argv[1])) if d['dataset'] == sys.argv[2]][-1]['cap'])" "$out/datasets.jsonl" "$ds")

@@ -218,10 +218,19 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
       s.model = model;
       TrainConfig config = train_config(s, 3);
       config.comm = comm;
+      const std::string what = model + " " + comm;
       const TrainResult overlapped = train(dataset(), plan, config);
+      // Device time per phase for every device; the record's phase is the slowest device's.
+      const EpochRecord& last = overlapped.records.back();
+      ASSERT_EQ(last.device_phases.size(), 4u) << what;
+      double slowest = 0;
+      for (const PhaseTimes& t : last.device_phases) {
+        EXPECT_GT(t.compute, 0.0) << what;
+        slowest = std::max(slowest, t.compute);
+      }
+      EXPECT_EQ(last.phases.compute, slowest) << what;
       config.no_overlap = true;
       const TrainResult in_line = train(dataset(), plan, config);
-      const std::string what = model + " " + comm;
       EXPECT_EQ(overlapped.losses, in_line.losses) << what;
       for (std::size_t i = 0; i < in_line.parameters.size(); ++i)
         EXPECT_EQ(overlapped.parameters[i].second, in_line.parameters[i].second)

@@ -822,13 +822,21 @@ struct Schedule::Impl {
     drain();  // H^{l+1} (and the loss, predictions) complete
   }
 
-  // Adds each phase's device time (the slowest device's) to `times` (after a drain).
-  void take_times(PhaseTimes& times) {
+  // Adds each phase's device time to `per_device` and the slowest device's to `times` (after a
+  // drain).
+  void take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_device) {
+    per_device.resize(dev.size());
     double slowest[kPhases] = {};
-    for (auto& s : dev) {
+    for (std::size_t p = 0; p < dev.size(); ++p) {
       double seconds[kPhases] = {};
-      s.device->take_phase_times(seconds);
+      dev[p].device->take_phase_times(seconds);
       for (int k = 0; k < kPhases; ++k) slowest[k] = std::max(slowest[k], seconds[k]);
+      PhaseTimes& mine = per_device[p];
+      mine.load += seconds[int(Phase::kLoad)];
+      mine.p2p += seconds[int(Phase::kP2p)];
+      mine.compute += seconds[int(Phase::kCompute)];
+      mine.store += seconds[int(Phase::kStore)];
+      mine.flush += seconds[int(Phase::kFlush)];
     }
     times.load += slowest[int(Phase::kLoad)];
     times.p2p += slowest[int(Phase::kP2p)];
@@ -1081,7 +1089,7 @@ double Schedule::forward_backward(std::int64_t epoch) {
   m.backend.all_reduce_sum(grads, m.model.num_parameters);
   m.backend.synchronize_all();
   times_.optimizer += now_seconds() - t;
-  m.take_times(times_);
+  m.take_times(times_, device_times_);
   double loss = 0;
   for (auto& s : m.dev) loss += s.loss_sum;
   m.training = false;
@@ -1109,7 +1117,7 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
   Impl& m = *impl_;
   m.training = false;
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
-  m.take_times(times_);  // predictions are host-visible after forward_layer's drain
+  m.take_times(times_, device_times_);  // predictions are host-visible after forward_layer's drain
   return m.predictions;
 }
 

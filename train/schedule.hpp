@@ -88,6 +88,12 @@ class Schedule {
   const std::vector<std::int32_t>& evaluate();
 
   PhaseTimes& times() { return times_; }
+  // The same per device (phase times above are the slowest device's); optimizer unused.
+  const std::vector<PhaseTimes>& device_times() const { return device_times_; }
+  void reset_times() {
+    times_ = PhaseTimes{};
+    device_times_.assign(device_times_.size(), PhaseTimes{});
+  }
   TransferCounters counters() const;  // summed over devices
   void reset_counters();
   std::int64_t peak_device_bytes() const;  // max over devices
@@ -96,6 +102,7 @@ class Schedule {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   PhaseTimes times_;
+  std::vector<PhaseTimes> device_times_;
 };
 
 }  // namespace sluice

@@ -61,6 +61,12 @@ json phases_json(const PhaseTimes& t) {
               {"store", t.store}, {"flush", t.flush}, {"optimizer", t.optimizer}};
 }
 
+json device_phases_json(const std::vector<PhaseTimes>& per_device) {
+  json out = json::array();
+  for (const auto& t : per_device) out.push_back(phases_json(t));
+  return out;
+}
+
 json transfers_json(const TransferCounters& c) {
   return json{{"h2d_gather_rows", c.h2d_gather_rows},
               {"h2d_gather_bytes", c.h2d_gather_bytes},
@@ -76,6 +82,7 @@ json epoch_json(const EpochRecord& r) {
          {"seconds", r.seconds},
          {"eval_seconds", r.eval_seconds},
          {"phases", phases_json(r.phases)},
+         {"device_phases", device_phases_json(r.device_phases)},
          {"transfers", transfers_json(r.transfers)},
          {"peak_host_bytes", r.peak_host_bytes},
          {"peak_device_bytes", r.peak_device_bytes}};
@@ -250,7 +257,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   for (std::int64_t epoch = state.epochs_done; epoch < total; ++epoch) {
     EpochRecord record;
     record.epoch = epoch;
-    schedule.times() = PhaseTimes{};
+    schedule.reset_times();
     schedule.reset_counters();
     const double start = now_seconds();
     record.loss = schedule.forward_backward(epoch);
@@ -262,6 +269,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
       schedule.sgd_step(float(config.lr), float(config.weight_decay)), ++state.optimizer_step;
     record.seconds = now_seconds() - start;
     record.phases = schedule.times();
+    record.device_phases = schedule.device_times();
     record.transfers = schedule.counters();
     state.train_seconds += record.seconds;
     state.losses.push_back(record.loss);

@@ -21,10 +21,11 @@ struct EpochRecord {
   double loss = 0;
   bool evaluated = false;
   double train_accuracy = -1, valid_accuracy = -1, test_accuracy = -1;
-  double seconds = 0;       // training step (forward, backward, optimizer)
-  double eval_seconds = 0;  // evaluation pass
-  PhaseTimes phases;
-  TransferCounters transfers;  // of the training step
+  double seconds = 0;                     // training step (forward, backward, optimizer)
+  double eval_seconds = 0;                // evaluation pass
+  PhaseTimes phases;                      // the slowest device's per phase
+  std::vector<PhaseTimes> device_phases;  // per device (P entries)
+  TransferCounters transfers;             // of the training step
   std::uint64_t peak_host_bytes = 0;
   std::int64_t peak_device_bytes = 0;
 };

@@ -171,6 +171,24 @@ def main():
         out.append("Comm modes (expected baseline ≥ p2p ≥ p2p+reuse):")
         out.extend(lines)
         out.append("")
+    # Device time per device of the multi-GPU runs: how evenly the partitions load the GPUs.
+    lines = []
+    for r in runs:
+        ms = timed(r.get("metrics", []))
+        if r.get("gpus", 1) < 2 or not ms or "device_phases" not in ms[0]:
+            continue
+        parts = []
+        for d in range(len(ms[0]["device_phases"])):
+            ph = {k: mean(m["device_phases"][d][k] for m in ms)
+                  for k in ("load", "compute", "store", "flush")}
+            parts.append(f"device {d}: load {fmt_s(ph['load'])}, compute {fmt_s(ph['compute'])}, "
+                         f"store {fmt_s(ph['store'])}, flush {fmt_s(ph['flush'])}")
+        comm = r["comm"] + ("" if r.get("overlap", 1) else " (no overlap)")
+        lines.append(f"- {r['dataset']} {r['model']} {comm}: " + "; ".join(parts))
+    if lines:
+        out.append("Device time per device (2 GPUs):")
+        out.extend(lines)
+        out.append("")
     if pyg:
         out.append("PyG peer (one GPU, full graph, same model sizes, median epoch after warm-up):")
         for (ds, model), p in sorted(pyg.items()):

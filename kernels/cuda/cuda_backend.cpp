@@ -86,6 +86,13 @@ CudaBackend::CudaBackend(const BackendOptions& options)
                        "'");
     shared_->gat_fused = std::strcmp(kernels, "fused") == 0;
   }
+  if (const char* text = std::getenv("SLUICE_GAT_LONG_ROW")) {
+    char* end = nullptr;
+    const long long value = std::strtoll(text, &end, 10);
+    SLUICE_INPUT_CHECK(end != text && *end == '\0' && value >= 0,
+                       "SLUICE_GAT_LONG_ROW must be a row length >= 0 (0: off), got '", text, "'");
+    shared_->gat_long_degree = value;
+  }
   if (const char* host = std::getenv("SLUICE_HOST_CONSTANTS")) {
     SLUICE_INPUT_CHECK(
         host[0] == '\0' || std::strcmp(host, "0") == 0 || std::strcmp(host, "1") == 0,

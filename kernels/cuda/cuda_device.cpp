@@ -155,8 +155,8 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
   if (transpose && !indptr.empty() && indptr.back() > 0 &&
       indptr.back() == static_cast<edge_t>(columns.size()))
     transposed_values_.ensure_as<float>(indptr.back(), account_, cur(), "transposed SpMM values");
-  auto matrix = std::make_unique<DeviceCsr>(
-      upload_device_csr(indptr, columns, num_cols, transpose, constants_, cur(), what));
+  auto matrix = std::make_unique<DeviceCsr>(upload_device_csr(
+      indptr, columns, num_cols, transpose, constants_, cur(), what, shared_.gat_long_degree));
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
   return handle;
@@ -653,12 +653,12 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   }
   if (fused && m.wide) {
     launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
-                                   m.t_perm.as<std::int64_t>(), m.cols, atilde, heads, width,
-                                   dout.data, dout.ld, dz.data, dz.ld, s);
+                                   m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
+                                   atilde, heads, width, dout.data, dout.ld, dz.data, dz.ld, s);
   } else if (fused) {
     launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
-                                   m.t_perm.as<std::int32_t>(), m.cols, atilde, heads, width,
-                                   dout.data, dout.ld, dz.data, dz.ld, s);
+                                   m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
+                                   atilde, heads, width, dout.data, dout.ld, dz.data, dz.ld, s);
   } else {
     // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
     for (int h = 0; h < heads; ++h)

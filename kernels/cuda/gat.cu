@@ -72,6 +72,7 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    if (degree > a.long_rows.degree) continue;  // gat_aggregate_long_kernel's row
     // Online softmax statistics per head.
     for (int h = 0; h < heads; ++h) {
       const float er_ih = er[i * lder + h];
@@ -165,17 +166,19 @@ __device__ __forceinline__ float dropout_backward_entry(
   return a_eh * d;
 }
 
-// Backward through softmax and LeakyReLU of row i, head h, given S_h (`total`): per entry
-// ds = LeakyReLU'(el_u + er_i) * alpha (d(alpha) - S_h), added to d_el[u]; the warp's sum of ds
-// is d_er[i]. Called by the whole warp; shared by both backward kernels.
+// Backward through softmax and LeakyReLU of row i, head h, given S_h (`total`), over the row's
+// entries first + lane, first + lane + step, ...: per entry
+// ds = LeakyReLU'(el_u + er_i) * alpha (d(alpha) - S_h), added to d_el[u]; returns the warp's sum
+// of ds (its share of d_er[i]). Called by the whole warp; shared by the backward kernels.
 template <typename Index>
-__device__ __forceinline__ void softmax_leaky_backward_row(
-    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t i, int h,
-    float total, const float* __restrict__ el, std::int64_t ldel, const float* __restrict__ er,
-    std::int64_t lder, const float* __restrict__ alpha, std::int64_t ldalpha,
-    const float* __restrict__ dalpha, int heads, float* d_el, float* __restrict__ d_er) {
+__device__ __forceinline__ float softmax_leaky_backward_entries(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t first,
+    std::int64_t step, std::int64_t i, int h, float total, const float* __restrict__ el,
+    std::int64_t ldel, const float* __restrict__ er, std::int64_t lder,
+    const float* __restrict__ alpha, std::int64_t ldalpha, const float* __restrict__ dalpha,
+    int heads, float* d_el) {
   float d_er_sum = 0.f;
-  for (std::int64_t k = lane_id(); k < degree; k += 32) {
+  for (std::int64_t k = first + lane_id(); k < degree; k += step) {
     const std::int64_t e = begin + k;
     const std::int64_t u = columns[e];
     const float de = alpha[e * ldalpha + h] * (dalpha[e * heads + h] - total);
@@ -184,8 +187,20 @@ __device__ __forceinline__ void softmax_leaky_backward_row(
     atomicAdd(d_el + u * heads + h, ds);
     d_er_sum += ds;
   }
-  d_er_sum = detail::warp_sum(d_er_sum);
-  if (lane_id() == 0) d_er[i * heads + h] = d_er_sum;
+  return detail::warp_sum(d_er_sum);
+}
+
+// The whole row on one warp: writes d_er[i, h].
+template <typename Index>
+__device__ __forceinline__ void softmax_leaky_backward_row(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t i, int h,
+    float total, const float* __restrict__ el, std::int64_t ldel, const float* __restrict__ er,
+    std::int64_t lder, const float* __restrict__ alpha, std::int64_t ldalpha,
+    const float* __restrict__ dalpha, int heads, float* d_el, float* __restrict__ d_er) {
+  const float sum =
+      softmax_leaky_backward_entries(columns, begin, degree, 0, 32, i, h, total, el, ldel, er, lder,
+                                     alpha, ldalpha, dalpha, heads, d_el);
+  if (lane_id() == 0) d_er[i * heads + h] = sum;
 }
 
 template <typename Index>
@@ -202,6 +217,7 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    if (degree > a.long_rows.degree) continue;  // the long-row kernel's row
     const float* dout_i = dout + i * lddout;
     for (int h = 0; h < heads; ++h) {
       // d(alpha) = d(alpha~) * mask; S = sum_k alpha_k d(alpha)_k.
@@ -238,6 +254,7 @@ __global__ void gat_backward_edges_coop_kernel(
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    if (degree > a.long_rows.degree) continue;  // the long-row kernel's row
     float dv[kColumnsPerLane], weighted[kColumnsPerLane];
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) {
@@ -287,14 +304,15 @@ __global__ void gat_backward_edges_coop_kernel(
 template <typename Index, int kColumnsPerLane>
 __global__ void gat_transpose_aggregate_kernel(
     const Index* __restrict__ t_indptr, const Index* __restrict__ t_columns,
-    const Index* __restrict__ t_perm, std::int64_t t_rows, const float* __restrict__ atilde,
-    int heads, std::int64_t width, const float* __restrict__ dout, std::int64_t lddout,
-    float* __restrict__ dz, std::int64_t lddz) {
+    const Index* __restrict__ t_perm, std::int64_t t_rows, std::int64_t skip_degree,
+    const float* __restrict__ atilde, int heads, std::int64_t width, const float* __restrict__ dout,
+    std::int64_t lddout, float* __restrict__ dz, std::int64_t lddz) {
   const int lane = lane_id();
   const std::int64_t total_cols = heads * width;
   for (std::int64_t u = global_warp(); u < t_rows; u += warp_count()) {
     const std::int64_t begin = t_indptr[u];
     const std::int64_t degree = t_indptr[u + 1] - begin;
+    if (degree > skip_degree) continue;  // the long-row kernel's row
     for (std::int64_t column_base = 0; column_base < total_cols;
          column_base += 32 * kColumnsPerLane) {
       float acc[kColumnsPerLane];
@@ -332,6 +350,336 @@ __global__ void gat_transpose_aggregate_kernel(
     }
   }
 }
+
+// ---- Long rows: one block of kLongWarps warps per row (rows listed in LongRows). Each warp
+// takes the row's 32-entry chunks warp, warp + kLongWarps, ...; per-warp partial results are
+// combined through shared memory in warp order (deterministic).
+constexpr int kLongWarps = 16;
+constexpr int kLongThreads = 32 * kLongWarps;
+
+// Combines online-softmax statistics (m, s) with (m_other, s_other).
+__device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
+                                                    float s_other) {
+  const float m_new = fmaxf(m, m_other);
+  s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
+      (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
+  m = m_new;
+}
+
+std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
+  return sizeof(float) * (static_cast<std::size_t>(kLongWarps) * 32 * heads +
+                          2 * static_cast<std::size_t>(kLongWarps) * heads + 2 * heads +
+                          static_cast<std::size_t>(kLongWarps) * 32 * columns_per_lane);
+}
+
+template <typename Index, int kColumnsPerLane>
+__global__ void __launch_bounds__(kLongThreads)
+    gat_aggregate_long_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
+                              const float* __restrict__ el, std::int64_t ldel,
+                              const float* __restrict__ er, std::int64_t lder, int heads,
+                              std::int64_t width, AttentionDropout dropout,
+                              float* __restrict__ alpha, std::int64_t ldalpha,
+                              float* __restrict__ out, std::int64_t ldout) {
+  extern __shared__ float shared[];
+  constexpr int kSpan = 32 * kColumnsPerLane;
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  float* coef = shared + warp * 32 * heads;          // per warp: 32 entries x heads
+  float* part_m = shared + kLongWarps * 32 * heads;  // [warp][head]
+  float* part_s = part_m + kLongWarps * heads;       // [warp][head]
+  float* head_max = part_s + kLongWarps * heads;     // [head]
+  float* head_inv = head_max + heads;                // [head]
+  float* partial = head_inv + heads;                 // [warp][kSpan]
+  const std::int64_t total_cols = heads * width;
+  const std::int64_t step = 32 * kLongWarps;
+  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
+    const std::int64_t i = a.long_rows.rows[r];
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    for (int h = 0; h < heads; ++h) {
+      const float er_ih = er[i * lder + h];
+      float m = -FLT_MAX, s = 0.f;
+      for (std::int64_t k = warp * 32 + lane; k < degree; k += step) {
+        const std::int64_t u = a.columns[begin + k];
+        const float e = leaky_relu(el[u * ldel + h] + er_ih);
+        if (e > m) {
+          s = s * expf(m - e) + 1.f;
+          m = e;
+        } else {
+          s += expf(e - m);
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
+        const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
+        merge_softmax_stats(m, s, m_other, s_other);
+      }
+      if (lane == 0) {
+        part_m[warp * heads + h] = m;
+        part_s[warp * heads + h] = s;
+      }
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < heads) {
+      const int h = static_cast<int>(threadIdx.x);
+      float m = -FLT_MAX, s = 0.f;
+      for (int w = 0; w < kLongWarps; ++w)
+        merge_softmax_stats(m, s, part_m[w * heads + h], part_s[w * heads + h]);
+      head_max[h] = m;
+      head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+    }
+    __syncthreads();
+    for (std::int64_t column_base = 0; column_base < total_cols; column_base += kSpan) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        acc[t] = 0.f;
+        const std::int64_t c = column_base + lane + 32 * t;
+        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
+      }
+      for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
+        const std::int64_t k = chunk + lane;
+        std::int64_t u_mine = 0;
+        if (k < degree) {
+          u_mine = a.columns[begin + k];
+          for (int h = 0; h < heads; ++h) {
+            const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
+            const float coefficient = expf(e - head_max[h]) * head_inv[h];
+            if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
+            coef[lane * heads + h] = coefficient * attention_scale(dropout, i, k, h);
+          }
+        }
+        __syncwarp();
+        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+          const float* zu = z + u * ldz;
+#pragma unroll
+          for (int t = 0; t < kColumnsPerLane; ++t) {
+            const std::int64_t c = column_base + lane + 32 * t;
+            if (c < total_cols) acc[t] += coef[j * heads + head_of[t]] * zu[c];
+          }
+        }
+        __syncwarp();
+      }
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = acc[t];
+      __syncthreads();
+      for (int c = static_cast<int>(threadIdx.x); c < kSpan; c += kLongThreads) {
+        const std::int64_t column = column_base + c;
+        if (column >= total_cols) continue;
+        float sum = 0.f;
+        for (int w = 0; w < kLongWarps; ++w) sum += partial[w * kSpan + c];
+        out[i * ldout + column] = sum;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Long-row version of gat_backward_edges_kernel (lanes over entries).
+template <typename Index>
+__global__ void __launch_bounds__(kLongThreads)
+    gat_backward_edges_long_kernel(CsrArrays<Index> a, const float* __restrict__ z,
+                                   std::int64_t ldz, const float* __restrict__ el,
+                                   std::int64_t ldel, const float* __restrict__ er,
+                                   std::int64_t lder, const float* __restrict__ alpha,
+                                   std::int64_t ldalpha, const float* __restrict__ dout,
+                                   std::int64_t lddout, int heads, std::int64_t width,
+                                   AttentionDropout dropout, float* __restrict__ dalpha,
+                                   float* __restrict__ atilde, bool entry_major, float* d_el,
+                                   float* __restrict__ d_er) {
+  __shared__ float part[kLongWarps];
+  __shared__ float head_total;
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const std::int64_t step = 32 * kLongWarps;
+  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
+    const std::int64_t i = a.long_rows.rows[r];
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    const float* dout_i = dout + i * lddout;
+    for (int h = 0; h < heads; ++h) {
+      float weighted = 0.f;
+      for (std::int64_t k = warp * 32 + lane; k < degree; k += step) {
+        const std::int64_t e = begin + k;
+        const float* zu = z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width;
+        float dot = 0.f;
+        for (std::int64_t f = 0; f < width; ++f) dot += dout_i[h * width + f] * zu[f];
+        weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
+                                           entry_major, dalpha, atilde);
+      }
+      weighted = detail::warp_sum(weighted);
+      if (lane == 0) part[warp] = weighted;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float total = 0.f;
+        for (int w = 0; w < kLongWarps; ++w) total += part[w];
+        head_total = total;
+      }
+      __syncthreads();
+      const float sum = softmax_leaky_backward_entries(a.columns, begin, degree, warp * 32, step, i,
+                                                       h, head_total, el, ldel, er, lder, alpha,
+                                                       ldalpha, dalpha, heads, d_el);
+      __syncthreads();  // every warp has read head_total
+      if (lane == 0) part[warp] = sum;
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        float total = 0.f;
+        for (int w = 0; w < kLongWarps; ++w) total += part[w];
+        d_er[i * heads + h] = total;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Long-row version of gat_backward_edges_coop_kernel. Shared: kLongWarps * heads + heads floats.
+template <typename Index, int kColumnsPerLane>
+__global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_kernel(
+    CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz, const float* __restrict__ el,
+    std::int64_t ldel, const float* __restrict__ er, std::int64_t lder,
+    const float* __restrict__ alpha, std::int64_t ldalpha, const float* __restrict__ dout,
+    std::int64_t lddout, int heads, int width, AttentionDropout dropout, float* __restrict__ dalpha,
+    float* __restrict__ atilde, float* d_el, float* __restrict__ d_er) {
+  extern __shared__ float shared[];
+  float* part = shared;                           // [warp][head]
+  float* head_total = part + kLongWarps * heads;  // [head]
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int total_cols = heads * width;
+  const std::int64_t step = 32 * kLongWarps;
+  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
+    const std::int64_t i = a.long_rows.rows[r];
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    float dv[kColumnsPerLane], weighted[kColumnsPerLane];
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const int c = lane + 32 * t;
+      dv[t] = c < total_cols ? dout[i * lddout + c] : 0.f;
+      weighted[t] = 0.f;
+    }
+    for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
+      const std::int64_t u_mine = chunk + lane < degree ? a.columns[begin + chunk + lane] : 0;
+      const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+      for (int j = 0; j < count; ++j) {
+        const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+        const std::int64_t e = begin + chunk + j;
+        const float* zu = z + u * ldz;
+#pragma unroll
+        for (int t = 0; t < kColumnsPerLane; ++t) {
+          const int c = lane + 32 * t;
+          float dot = c < total_cols ? dv[t] * zu[c] : 0.f;
+          for (int offset = width / 2; offset > 0; offset /= 2)
+            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+          if (c < total_cols && (lane & (width - 1)) == 0) {
+            const int h = c / width;
+            weighted[t] += dropout_backward_entry(dropout, i, chunk + j, h, e, dot, alpha, ldalpha,
+                                                  heads, a.nnz, true, dalpha, atilde);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const int c = lane + 32 * t;
+      if (c < total_cols && (lane & (width - 1)) == 0) part[warp * heads + c / width] = weighted[t];
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < heads) {
+      float total = 0.f;
+      for (int w = 0; w < kLongWarps; ++w) total += part[w * heads + threadIdx.x];
+      head_total[threadIdx.x] = total;
+    }
+    __syncthreads();
+    for (int h = 0; h < heads; ++h) {
+      const float sum = softmax_leaky_backward_entries(a.columns, begin, degree, warp * 32, step, i,
+                                                       h, head_total[h], el, ldel, er, lder, alpha,
+                                                       ldalpha, dalpha, heads, d_el);
+      if (lane == 0) part[warp * heads + h] = sum;
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < heads) {
+      float total = 0.f;
+      for (int w = 0; w < kLongWarps; ++w) total += part[w * heads + threadIdx.x];
+      d_er[i * heads + threadIdx.x] = total;
+    }
+    __syncthreads();
+  }
+}
+
+// Long-row version of gat_transpose_aggregate_kernel. Shared: kLongWarps * 32 * kColumnsPerLane.
+template <typename Index, int kColumnsPerLane>
+__global__ void __launch_bounds__(kLongThreads)
+    gat_transpose_aggregate_long_kernel(const Index* __restrict__ t_indptr,
+                                        const Index* __restrict__ t_columns,
+                                        const Index* __restrict__ t_perm, LongRows t_long,
+                                        const float* __restrict__ atilde, int heads,
+                                        std::int64_t width, const float* __restrict__ dout,
+                                        std::int64_t lddout, float* __restrict__ dz,
+                                        std::int64_t lddz) {
+  extern __shared__ float partial[];  // [warp][kSpan]
+  constexpr int kSpan = 32 * kColumnsPerLane;
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const std::int64_t total_cols = heads * width;
+  const std::int64_t step = 32 * kLongWarps;
+  for (std::int64_t r = blockIdx.x; r < t_long.count; r += gridDim.x) {
+    const std::int64_t u = t_long.rows[r];
+    const std::int64_t begin = t_indptr[u];
+    const std::int64_t degree = t_indptr[u + 1] - begin;
+    for (std::int64_t column_base = 0; column_base < total_cols; column_base += kSpan) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) {
+        acc[t] = 0.f;
+        const std::int64_t c = column_base + lane + 32 * t;
+        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
+      }
+      for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
+        std::int64_t v_mine = 0, e_mine = 0;
+        if (chunk + lane < degree) {
+          v_mine = t_columns[begin + chunk + lane];
+          e_mine = t_perm[begin + chunk + lane];
+        }
+        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+        for (int j = 0; j < count; ++j) {
+          const std::int64_t v = __shfl_sync(0xffffffffu, v_mine, j);
+          const std::int64_t e = __shfl_sync(0xffffffffu, e_mine, j);
+          const float* dv = dout + v * lddout;
+          const float* weights = atilde + e * heads;
+#pragma unroll
+          for (int t = 0; t < kColumnsPerLane; ++t) {
+            const std::int64_t c = column_base + lane + 32 * t;
+            if (c < total_cols) acc[t] += weights[head_of[t]] * dv[c];
+          }
+        }
+      }
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = acc[t];
+      __syncthreads();
+      for (int c = static_cast<int>(threadIdx.x); c < kSpan; c += kLongThreads) {
+        const std::int64_t column = column_base + c;
+        if (column >= total_cols) continue;
+        float sum = 0.f;
+        for (int w = 0; w < kLongWarps; ++w) sum += partial[w * kSpan + c];
+        dz[u * lddz + column] += sum;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// Blocks for the long-row kernels: one per row, capped (the kernels stride over the rest).
+unsigned long_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
+}
+
+constexpr std::size_t kMaxLongShared = 48 * 1024;  // the default dynamic shared memory limit
 
 // Block (32, 8): x over columns, y over rows; the block reduces d_att over y.
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
@@ -396,14 +744,32 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const unsigned blocks = warp_blocks(a.rows);
   const std::size_t shared =
       static_cast<std::size_t>(detail::kWarpsPerBlock) * 34 * heads * sizeof(float);
-  if (total_cols <= 64) {
+  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const std::size_t long_shared = aggregate_long_shared(heads, per_lane);
+  const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
+  CsrArrays<Index> short_rows = a;
+  if (!long_path) short_rows.long_rows = LongRows{};  // one warp per row for every row
+  if (per_lane == 2) {
     gat_aggregate_kernel<Index, 2><<<blocks, detail::kBlockThreads, shared, stream>>>(
-        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
-  } else if (total_cols <= 128) {
+        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  } else if (per_lane == 4) {
     gat_aggregate_kernel<Index, 4><<<blocks, detail::kBlockThreads, shared, stream>>>(
-        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else {
     gat_aggregate_kernel<Index, 8><<<blocks, detail::kBlockThreads, shared, stream>>>(
+        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  }
+  SLUICE_CUDA_LAUNCH_CHECK();
+  if (!long_path) return;
+  const unsigned long_grid = long_blocks(a.long_rows.count);
+  if (per_lane == 2) {
+    gat_aggregate_long_kernel<Index, 2><<<long_grid, kLongThreads, long_shared, stream>>>(
+        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  } else if (per_lane == 4) {
+    gat_aggregate_long_kernel<Index, 4><<<long_grid, kLongThreads, long_shared, stream>>>(
+        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+  } else {
+    gat_aggregate_long_kernel<Index, 8><<<long_grid, kLongThreads, long_shared, stream>>>(
         a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
@@ -421,48 +787,103 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   const std::int64_t total_cols = heads * width;
   const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
   const unsigned blocks = warp_blocks(a.rows);
-  if (cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024) {
+  const bool coop =
+      cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024;
+  const std::size_t long_shared =
+      coop ? (static_cast<std::size_t>(kLongWarps) + 1) * heads * sizeof(float) : 0;
+  const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
+  CsrArrays<Index> short_rows = a;
+  if (!long_path) short_rows.long_rows = LongRows{};  // one warp per row for every row
+  const unsigned long_grid = long_path ? long_blocks(a.long_rows.count) : 0;
+  if (coop) {
     const std::size_t shared = static_cast<std::size_t>(detail::kWarpsPerBlock) * heads * 4;
     const int w = static_cast<int>(width);
     if (total_cols <= 64) {
       gat_backward_edges_coop_kernel<Index, 2><<<blocks, detail::kBlockThreads, shared, stream>>>(
-          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
-          atilde, d_el, d_er);
+          short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout,
+          dalpha, atilde, d_el, d_er);
+      SLUICE_CUDA_LAUNCH_CHECK();
+      if (long_path)
+        gat_backward_edges_coop_long_kernel<Index, 2>
+            <<<long_grid, kLongThreads, long_shared, stream>>>(a, z, ldz, el, ldel, er, lder, alpha,
+                                                               ldalpha, dout, lddout, heads, w,
+                                                               dropout, dalpha, atilde, d_el, d_er);
     } else if (total_cols <= 128) {
       gat_backward_edges_coop_kernel<Index, 4><<<blocks, detail::kBlockThreads, shared, stream>>>(
-          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
-          atilde, d_el, d_er);
+          short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout,
+          dalpha, atilde, d_el, d_er);
+      SLUICE_CUDA_LAUNCH_CHECK();
+      if (long_path)
+        gat_backward_edges_coop_long_kernel<Index, 4>
+            <<<long_grid, kLongThreads, long_shared, stream>>>(a, z, ldz, el, ldel, er, lder, alpha,
+                                                               ldalpha, dout, lddout, heads, w,
+                                                               dropout, dalpha, atilde, d_el, d_er);
     } else {
       gat_backward_edges_coop_kernel<Index, 8><<<blocks, detail::kBlockThreads, shared, stream>>>(
-          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout, dalpha,
-          atilde, d_el, d_er);
+          short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, w, dropout,
+          dalpha, atilde, d_el, d_er);
+      SLUICE_CUDA_LAUNCH_CHECK();
+      if (long_path)
+        gat_backward_edges_coop_long_kernel<Index, 8>
+            <<<long_grid, kLongThreads, long_shared, stream>>>(a, z, ldz, el, ldel, er, lder, alpha,
+                                                               ldalpha, dout, lddout, heads, w,
+                                                               dropout, dalpha, atilde, d_el, d_er);
     }
   } else {
     gat_backward_edges_kernel<Index><<<blocks, detail::kBlockThreads, 0, stream>>>(
-        a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout, dalpha,
-        atilde, entry_major, d_el, d_er);
+        short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
+        dalpha, atilde, entry_major, d_el, d_er);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (long_path)
+      gat_backward_edges_long_kernel<Index><<<long_grid, kLongThreads, 0, stream>>>(
+          a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
+          dalpha, atilde, entry_major, d_el, d_er);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
 template <typename Index>
 void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
-                                    const Index* t_perm, std::int64_t t_rows, const float* atilde,
-                                    int heads, std::int64_t width, const float* dout,
-                                    std::int64_t lddout, float* dz, std::int64_t lddz,
-                                    cudaStream_t stream) {
+                                    const Index* t_perm, std::int64_t t_rows,
+                                    const LongRows& t_long_rows, const float* atilde, int heads,
+                                    std::int64_t width, const float* dout, std::int64_t lddout,
+                                    float* dz, std::int64_t lddz, cudaStream_t stream) {
   const std::int64_t total_cols = heads * width;
   if (t_rows <= 0 || total_cols <= 0) return;
   const unsigned blocks = warp_blocks(t_rows);
-  if (total_cols <= 64) {
+  const bool long_path = t_long_rows.count > 0;
+  const std::int64_t skip = long_path ? t_long_rows.degree : INT64_MAX;
+  const unsigned long_grid = long_path ? long_blocks(t_long_rows.count) : 0;
+  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const std::size_t long_shared =
+      static_cast<std::size_t>(kLongWarps) * 32 * per_lane * sizeof(float);
+  if (per_lane == 2) {
     gat_transpose_aggregate_kernel<Index, 2><<<blocks, detail::kBlockThreads, 0, stream>>>(
-        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
-  } else if (total_cols <= 128) {
+        t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (long_path)
+      gat_transpose_aggregate_long_kernel<Index, 2>
+          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
+                                                             t_long_rows, atilde, heads, width,
+                                                             dout, lddout, dz, lddz);
+  } else if (per_lane == 4) {
     gat_transpose_aggregate_kernel<Index, 4><<<blocks, detail::kBlockThreads, 0, stream>>>(
-        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
+        t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (long_path)
+      gat_transpose_aggregate_long_kernel<Index, 4>
+          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
+                                                             t_long_rows, atilde, heads, width,
+                                                             dout, lddout, dz, lddz);
   } else {
     gat_transpose_aggregate_kernel<Index, 8><<<blocks, detail::kBlockThreads, 0, stream>>>(
-        t_indptr, t_columns, t_perm, t_rows, atilde, heads, width, dout, lddout, dz, lddz);
+        t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (long_path)
+      gat_transpose_aggregate_long_kernel<Index, 8>
+          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
+                                                             t_long_rows, atilde, heads, width,
+                                                             dout, lddout, dz, lddz);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
@@ -490,15 +911,15 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
                                                  const float*, std::int64_t, int, std::int64_t,
                                                  const AttentionDropout&, float*, std::int64_t,
                                                  float*, std::int64_t, cudaStream_t);
-#define SLUICE_GAT_INSTANTIATE(Index)                                                          \
-  template void launch_gat_backward_edges<Index>(                                              \
-      const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,         \
-      const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int, \
-      std::int64_t, const AttentionDropout&, float*, float*, bool, bool, float*, float*,       \
-      cudaStream_t);                                                                           \
-  template void launch_gat_transpose_aggregate<Index>(                                         \
-      const Index*, const Index*, const Index*, std::int64_t, const float*, int, std::int64_t, \
-      const float*, std::int64_t, float*, std::int64_t, cudaStream_t);
+#define SLUICE_GAT_INSTANTIATE(Index)                                                             \
+  template void launch_gat_backward_edges<Index>(                                                 \
+      const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,            \
+      const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int,    \
+      std::int64_t, const AttentionDropout&, float*, float*, bool, bool, float*, float*,          \
+      cudaStream_t);                                                                              \
+  template void launch_gat_transpose_aggregate<Index>(                                            \
+      const Index*, const Index*, const Index*, std::int64_t, const LongRows&, const float*, int, \
+      std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);
 SLUICE_GAT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INSTANTIATE(std::int64_t)
 #undef SLUICE_GAT_INSTANTIATE

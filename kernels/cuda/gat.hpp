@@ -5,11 +5,21 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstdint>
 
 #include "common/types.hpp"
 
 namespace sluice::cuda {
+
+// Rows with more than `degree` entries, listed: the edge kernels give each of them a block of
+// warps (one warp per row would leave a hub row's warp running long after the others finished)
+// and skip them in their warp-per-row pass. count == 0: no such rows, or the split is off.
+struct LongRows {
+  const vertex_t* rows = nullptr;
+  std::int64_t count = 0;
+  std::int64_t degree = INT64_MAX;
+};
 
 // A device CSR with Index-typed offsets and columns (int32 when nnz < 2^31, else int64).
 template <typename Index>
@@ -18,6 +28,7 @@ struct CsrArrays {
   const Index* columns = nullptr;  // nnz
   const vertex_t* self = nullptr;  // rows: column of each row's first (self) entry
   std::int64_t rows = 0, cols = 0, nnz = 0;
+  LongRows long_rows;
 };
 
 // The attention-dropout key of docs/model-math.md: keep = u(seed, 2, salt, row_key, k*256+h)
@@ -61,10 +72,10 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
 // atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic).
 template <typename Index>
 void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
-                                    const Index* t_perm, std::int64_t t_rows, const float* atilde,
-                                    int heads, std::int64_t width, const float* dout,
-                                    std::int64_t lddout, float* dz, std::int64_t lddz,
-                                    cudaStream_t stream);
+                                    const Index* t_perm, std::int64_t t_rows,
+                                    const LongRows& t_long_rows, const float* atilde, int heads,
+                                    std::int64_t width, const float* dout, std::int64_t lddout,
+                                    float* dz, std::int64_t lddz, cudaStream_t stream);
 
 // Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic when
 // rows may share a target) and d_att[c] += sum_r dscore[r, h(c)] * z[map(r), c].

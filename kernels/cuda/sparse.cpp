@@ -16,10 +16,26 @@ ConstantBuffer upload_array(const std::vector<T>& host, ConstantStore& store, cu
   return store.place(host, what, stream);
 }
 
+// Rows of `offsets` with more than `degree` entries.
+template <typename Offset>
+std::vector<vertex_t> rows_longer_than(const std::vector<Offset>& offsets, std::int64_t degree) {
+  std::vector<vertex_t> rows;
+  for (std::size_t r = 0; r + 1 < offsets.size(); ++r)
+    if (static_cast<std::int64_t>(offsets[r + 1] - offsets[r]) > degree)
+      rows.push_back(static_cast<vertex_t>(r));
+  return rows;
+}
+
 template <typename Index>
 void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
                       const std::vector<vertex_t>& columns, bool build_transpose,
                       ConstantStore& store, cudaStream_t stream, const std::string& what) {
+  if (csr.long_degree < INT64_MAX) {
+    const std::vector<vertex_t> long_rows = rows_longer_than(indptr, csr.long_degree);
+    csr.num_long = static_cast<std::int64_t>(long_rows.size());
+    if (!long_rows.empty())
+      csr.long_rows = upload_array(long_rows, store, stream, what + " (long rows)");
+  }
   const std::int64_t rows = csr.rows, cols = csr.cols, nnz = csr.nnz;
   {
     std::vector<Index> offsets(indptr.begin(), indptr.end());
@@ -54,6 +70,12 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
   csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
   csr.has_transpose = true;
+  if (csr.long_degree < INT64_MAX) {
+    const std::vector<vertex_t> long_rows = rows_longer_than(t_indptr, csr.long_degree);
+    csr.num_t_long = static_cast<std::int64_t>(long_rows.size());
+    if (!long_rows.empty())
+      csr.t_long_rows = upload_array(long_rows, store, stream, what + " (long transposed rows)");
+  }
 }
 
 }  // namespace
@@ -68,9 +90,11 @@ TransposeMode transpose_mode_from_env() {
 
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                             std::int64_t num_cols, bool build_transpose, ConstantStore& store,
-                            cudaStream_t stream, const std::string& what) {
+                            cudaStream_t stream, const std::string& what,
+                            std::int64_t long_degree) {
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
   DeviceCsr csr;
+  if (long_degree > 0) csr.long_degree = long_degree;
   csr.rows = static_cast<std::int64_t>(indptr.size()) - 1;
   csr.cols = num_cols;
   csr.nnz = indptr.back();

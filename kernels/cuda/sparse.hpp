@@ -27,19 +27,32 @@ struct DeviceCsr {
   ConstantBuffer indptr, columns, self;
   bool has_transpose = false;
   ConstantBuffer t_indptr, t_columns, t_perm;  // the transpose: cols x rows; perm: nnz entries
+  // Rows (and transposed rows) with more than long_degree entries, for the GAT kernels.
+  std::int64_t long_degree = INT64_MAX, num_long = 0, num_t_long = 0;
+  ConstantBuffer long_rows, t_long_rows;
 
   cusparseIndexType_t index_type() const { return wide ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I; }
   template <typename Index>
   CsrArrays<Index> arrays() const {
-    return CsrArrays<Index>{
-        indptr.as<Index>(), columns.as<Index>(), self.as<vertex_t>(), rows, cols, nnz};
+    return CsrArrays<Index>{indptr.as<Index>(),
+                            columns.as<Index>(),
+                            self.as<vertex_t>(),
+                            rows,
+                            cols,
+                            nnz,
+                            LongRows{long_rows.as<vertex_t>(), num_long, long_degree}};
+  }
+  LongRows transposed_long_rows() const {
+    return LongRows{t_long_rows.as<vertex_t>(), num_t_long, long_degree};
   }
 };
 
-// Validates and uploads (synchronously; setup time); `store` places every array.
+// Validates and uploads (synchronously; setup time); `store` places every array. Rows with more
+// than long_degree entries (0: none) are listed for the GAT kernels (also of the transpose).
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                             std::int64_t num_cols, bool build_transpose, ConstantStore& store,
-                            cudaStream_t stream, const std::string& what);
+                            cudaStream_t stream, const std::string& what,
+                            std::int64_t long_degree = 0);
 
 // One dense operand of an SpMM (row-major, leading dimension ld).
 struct DenseView {

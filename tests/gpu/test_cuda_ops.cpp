@@ -867,6 +867,27 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
   check_gat(dev(), rng_, 1, 300, 0.2f);
 }
 
+// Rows longer than SLUICE_GAT_LONG_ROW entries (and transposed rows) get a block of warps each:
+// with a low threshold most rows of the random chunk (1..46 entries) take that path, in every
+// kernel variant (warp-cooperative and lane-per-entry backward, several column passes, the
+// basic per-head path), and must still match the reference.
+TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
+  for (const char* threshold : {"20", "1"}) {
+    SCOPED_TRACE(threshold);
+    ScopedEnv split("SLUICE_GAT_LONG_ROW", threshold);
+    auto backend = make_backend(1);
+    check_gat(backend->device(0), rng_, 8, 8, 0.f);
+    check_gat(backend->device(0), rng_, 4, 16, 0.5f);
+    check_gat(backend->device(0), rng_, 1, 300, 0.2f);
+    check_gat(backend->device(0), rng_, 2, 12, 0.f);
+    ScopedEnv kernels("SLUICE_GAT_KERNELS", "basic");
+    auto basic = make_backend(1);
+    check_gat(basic->device(0), rng_, 8, 8, 0.5f);
+  }
+  ScopedEnv bad("SLUICE_GAT_LONG_ROW", "many");
+  EXPECT_THROW(make_backend(1), InputError);
+}
+
 // The per-head SpMM path of the GAT backward: SLUICE_GAT_KERNELS=basic, and the cuSPARSE
 // transpose operation (no precomputed transpose, so no fused aggregation either).
 TEST_F(CudaOps, GatBackwardBasicAndOperationPaths) {

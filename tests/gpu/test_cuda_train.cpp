@@ -64,7 +64,7 @@ std::string case_name(const Case& c) {
 }
 
 class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
- protected:
+ public:  // the helpers serve other tests of this file too
   static const Dataset& dataset() {
     static const Dataset d =
         test::random_dataset(600, 4, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
@@ -158,6 +158,30 @@ TEST_P(CudaTrainAgreement, LossesAndWeightsMatchTheCpuBackend) {
   EXPECT_NE(cpu.losses.front(), cpu.losses.back()) << what;
   std::printf("[agree] %-40s worst loss rel %.2e, worst parameter rel %.2e\n", what.c_str(),
               worst_loss, worst_parameter);
+}
+
+// GAT training with most rows on the long-row kernels (SLUICE_GAT_LONG_ROW=3) agrees with the
+// CPU backend too.
+TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
+  if (!have_gpus(2)) GTEST_SKIP() << "needs two CUDA GPUs (scripts/device-test.sh)";
+  const Case c{"gat", 2, 3, 2, "p2p+reuse"};
+  const TrainResult& cpu = CudaTrainAgreement::reference(c);
+  setenv("SLUICE_GAT_LONG_ROW", "3", 1);
+  TrainResult gpu;
+  try {
+    gpu = train(CudaTrainAgreement::dataset(), CudaTrainAgreement::plan(2, 3),
+                CudaTrainAgreement::config(c, "cuda"));
+  } catch (...) {
+    unsetenv("SLUICE_GAT_LONG_ROW");
+    throw;
+  }
+  unsetenv("SLUICE_GAT_LONG_ROW");
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_LE(std::abs(gpu.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance);
+  for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
+    EXPECT_LE(relative_error(gpu.parameters[i].second, cpu.parameters[i].second), kTolerance)
+        << cpu.parameters[i].first;
 }
 
 std::vector<Case> agreement_cases() {

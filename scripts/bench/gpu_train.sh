@@ -21,7 +21,8 @@
 # PARTITIONER (metis) and BALANCE (both) for the plans,
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
-# peer on the uncapped side), CAPPED (1; 0 skips the capped runs).
+# peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
+# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -90,7 +91,8 @@ gat_hidden=64
 
 # sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
 train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = --no-overlap]
-  local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1}
+  #         [variant: NAME=VALUE environment setting for sluice-train, recorded with the run]
+  local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1} variant=${9:-}
   have_time "$name" || return 0
   ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
   local width=(--hidden "$hidden")
@@ -99,17 +101,19 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
   ((overlap)) || extra=(--no-overlap)
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
-  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
+  step "$name" env ${variant:+"$variant"} "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
     --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
     --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
   local rc=$?
   python3 - "$runs_file" "$name" "$ds" "$model" "$ngpu" "$comm" "$cap" "$rc" "$report" "$metrics" \
-    "$overlap" <<'PY'
+    "$overlap" "$variant" <<'PY'
 import json, os, sys
-out, name, ds, model, ngpu, comm, cap, rc, report, metrics, overlap = sys.argv[1:]
+out, name, ds, model, ngpu, comm, cap, rc, report, metrics, overlap, variant = sys.argv[1:]
 row = {"name": name, "dataset": ds, "model": model, "gpus": int(ngpu), "comm": comm,
        "gpu_memory": int(cap), "rc": int(rc), "overlap": int(overlap)}
+if variant:
+    row["variant"] = variant
 if os.path.exists(report):
     row["report"] = json.load(open(report))
 if os.path.exists(metrics):
@@ -196,6 +200,12 @@ PY
       if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
+      fi
+      if [[ $model == gat ]] && ((${GAT_SPLIT_AB:-0})); then  # hub rows on one warp each
+        [[ -f "$p1" ]] && train "$ds-gat-1gpu-nosplit" "$ds" gat 1 "$p1" p2p+reuse 0 1 \
+          SLUICE_GAT_LONG_ROW=0
+        [[ -f "$p2" ]] && train "$ds-gat-2gpu-nosplit" "$ds" gat 2 "$p2" p2p+reuse 0 1 \
+          SLUICE_GAT_LONG_ROW=0
       fi
     done
   fi

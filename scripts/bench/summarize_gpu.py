@@ -101,8 +101,8 @@ def main():
     for r in runs:
         s = stats.get(r["name"])
         if s and r["gpus"] == 1:
-            one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0, r.get("overlap", 1))] = \
-                s["seconds"]
+            one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0, r.get("overlap", 1),
+                     r.get("variant", ""))] = s["seconds"]
 
     out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | load | p2p | compute | "
                "store | flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch "
@@ -123,7 +123,8 @@ def main():
             continue
         p, t = s["phases"], s["t"]
         speed = ""
-        base = one_gpu.get((r["dataset"], r["model"], capped, r.get("overlap", 1)))
+        base = one_gpu.get((r["dataset"], r["model"], capped, r.get("overlap", 1),
+                            r.get("variant", "")))
         if r["gpus"] > 1 and base:
             speed = f"{base / s['seconds']:.2f}x"
         peer = ""
@@ -134,6 +135,8 @@ def main():
             else:
                 peer = f"PyG {pg.get('status')}"
         comm = r["comm"] + ("" if r.get("overlap", 1) else " (no overlap)")
+        if r.get("variant"):
+            comm += f" ({r['variant']})"
         out.append(
             f"| {r['dataset']} | {r['model']} | {r['gpus']} | {s['pc']} | {comm} | {cap} "
             f"| {fmt_s(s['seconds'])} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
@@ -151,7 +154,7 @@ def main():
         modes = {}
         for r in runs:
             if ((r["dataset"], r.get("model")) == key and r["gpus"] == 2
-                    and r["gpu_memory"] == 0 and r.get("overlap", 1)):
+                    and r["gpu_memory"] == 0 and r.get("overlap", 1) and not r.get("variant")):
                 s = stats.get(r["name"])
                 if s:
                     modes[r["comm"]] = s
@@ -184,6 +187,8 @@ def main():
             parts.append(f"device {d}: load {fmt_s(ph['load'])}, compute {fmt_s(ph['compute'])}, "
                          f"store {fmt_s(ph['store'])}, flush {fmt_s(ph['flush'])}")
         comm = r["comm"] + ("" if r.get("overlap", 1) else " (no overlap)")
+        if r.get("variant"):
+            comm += f" ({r['variant']})"
         lines.append(f"- {r['dataset']} {r['model']} {comm}: " + "; ".join(parts))
     if lines:
         out.append("Device time per device (2 GPUs):")

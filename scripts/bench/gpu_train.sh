@@ -22,7 +22,8 @@
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
-# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp).
+# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), CAPPED_PARTS ("1 2": GPU counts of the
+# capped runs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -135,7 +136,7 @@ partition() {  # dataset partitions output [extra...]
 # with partition's own message.
 capped_runs() {  # dataset cap
   local ds=$1 cap=$2 parts plan model
-  for parts in 1 2; do
+  for parts in ${CAPPED_PARTS:-1 2}; do
     plan=$dir/$ds-p$parts-cap-$partitioner-$balance.plan.h5
     have_time "partition $ds P=$parts cap" || continue
     # The GAT estimate (4 heads x 64) is the larger: one plan serves both models.

@@ -22,7 +22,8 @@
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
-# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), CAPPED_PARTS ("1 2": GPU counts of the
+# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), CACHE_AB (0; 1 also runs GCN with
+# --intermediates=cache), MODELS ("gcn gat"), COMMS ("p2p+reuse p2p baseline"), CAPPED_PARTS ("1 2": GPU counts of the
 # capped runs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -92,17 +93,22 @@ gat_hidden=64
 
 # sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
 train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = --no-overlap]
-  #         [variant: NAME=VALUE environment setting for sluice-train, recorded with the run]
+  #         [variant: NAME=VALUE environment setting or one --option=value for sluice-train,
+  #          recorded with the run]
   local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1} variant=${9:-}
   have_time "$name" || return 0
   ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
   local width=(--hidden "$hidden")
   [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
-  local extra=()
+  local extra=() environment=()
   ((overlap)) || extra=(--no-overlap)
+  case $variant in
+    --*) extra+=("$variant") ;;
+    ?*) environment=("$variant") ;;
+  esac
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
-  step "$name" env ${variant:+"$variant"} "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
+  step "$name" env "${environment[@]}" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
     --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
     --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
@@ -191,16 +197,22 @@ PY
     p2=$dir/$ds-p2-c$chunks-$partitioner-$balance.plan.h5
     have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
     have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
-    for model in gcn gat; do
+    for model in ${MODELS:-gcn gat}; do
       [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
       if [[ -f "$p2" ]]; then
-        for comm in p2p+reuse p2p baseline; do
+        for comm in ${COMMS:-p2p+reuse p2p baseline}; do
           train "$ds-$model-2gpu-$comm" "$ds" "$model" 2 "$p2" "$comm" 0
         done
       fi
       if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
+      fi
+      if [[ $model != gat ]] && ((${CACHE_AB:-0})); then  # A^l always cached (the old auto)
+        [[ -f "$p1" ]] && train "$ds-$model-1gpu-cache" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 \
+          --intermediates=cache
+        [[ -f "$p2" ]] && train "$ds-$model-2gpu-cache" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 \
+          --intermediates=cache
       fi
       if [[ $model == gat ]] && ((${GAT_SPLIT_AB:-0})); then  # hub rows on one warp each
         [[ -f "$p1" ]] && train "$ds-gat-1gpu-nosplit" "$ds" gat 1 "$p1" p2p+reuse 0 1 \

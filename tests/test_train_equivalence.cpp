@@ -247,17 +247,6 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
     }
 }
 
-// --intermediates auto on CUDA: cache A^l only where storing and reloading it (2 rows of the
-// aggregation width per vertex) moves fewer host-link bytes than reloading the layer's inputs.
-TEST(IntermediatesChoice, CacheOnlyWhenItMovesFewerBytes) {
-  // GCN (aggregation as wide as the input): reloading 1.2 rows per vertex beats 2.
-  EXPECT_FALSE(cache_is_cheaper(1000, 64, 1200, 64));
-  EXPECT_TRUE(cache_is_cheaper(1000, 64, 2500, 64));
-  // GraphSAGE (self and neighbor mean: twice as wide) needs 4 reloaded rows per vertex to lose.
-  EXPECT_FALSE(cache_is_cheaper(1000, 128, 3900, 64));
-  EXPECT_TRUE(cache_is_cheaper(1000, 128, 4100, 64));
-}
-
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   // Host-link rows per epoch shrink from baseline to p2p to p2p+reuse; p2p rows appear only
   // with peer transfers.

@@ -144,9 +144,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   sched.add_options()("comm", po::value(&c.comm)->default_value(c.comm),
                       "transfer scheme: baseline | p2p | p2p+reuse")(
       "intermediates", po::value(&c.intermediates)->default_value(c.intermediates),
-      "auto (CUDA: GCN/SAGE cache a layer's aggregation where that moves fewer host-link bytes "
-      "than reloading its inputs, else recompute; CPU: cache; GAT always recomputes) | cache | "
-      "recompute")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "auto (GCN/SAGE cache aggregations, GAT recomputes) | cache | recompute")(
+      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(

@@ -14,11 +14,6 @@
 
 namespace sluice {
 
-bool cache_is_cheaper(std::int64_t vertices, std::int64_t aggregate_width, std::int64_t reload_rows,
-                      std::int64_t in_width) {
-  return 2.0 * double(vertices) * double(aggregate_width) < double(reload_rows) * double(in_width);
-}
-
 CommMode parse_comm_mode(const std::string& name) {
   if (name == "baseline") return CommMode::kBaseline;
   if (name == "p2p") return CommMode::kP2p;
@@ -465,10 +460,8 @@ struct Schedule::Impl {
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b), plan(p), model(m), options(o) {}
 
-  std::vector<char> cache_layer;  // per layer: keep A^l in host memory (GCN/SAGE)
-
   bool recompute(const LayerSpec& layer) const {
-    return layer.aggregate_width == 0 || !cache_layer[std::size_t(layer.index)];
+    return layer.aggregate_width == 0 || !options.cache_intermediates;
   }
   DropoutKey feature_key(int layer) const {
     return DropoutKey{options.seed, epoch, layer, training ? options.dropout : 0.f};
@@ -871,23 +864,6 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   m.loss_scale = 1.f / static_cast<float>(dataset.train.size());
   std::vector<ChunkLists> lists = derive_lists(dataset, plan, model, options.comm);
   split_first_flushes(lists, dataset.num_nodes);
-  {
-    std::int64_t reload_rows = 0;  // rows a layer pass loads from host (same lists every pass)
-    for (const ChunkLists& li : lists) reload_rows += std::int64_t(li.load_rows.size());
-    for (const LayerSpec& layer : model.layers) {
-      bool cache = options.cache_intermediates && layer.aggregate_width > 0;
-      if (cache && options.choose_by_cost) {
-        cache =
-            cache_is_cheaper(dataset.num_nodes, layer.aggregate_width, reload_rows, layer.in_width);
-        log_info("layer ", layer.index, ": ", cache ? "cache" : "recompute",
-                 " the aggregation (cache moves ",
-                 format_bytes(8.0 * double(dataset.num_nodes) * double(layer.aggregate_width)),
-                 " over the host link per epoch, recomputing reloads ",
-                 format_bytes(4.0 * double(reload_rows) * double(layer.in_width)), ")");
-      }
-      m.cache_layer.push_back(cache ? 1 : 0);
-    }
-  }
 
   const int L = model.num_layers();
   const std::int64_t n = m.n;

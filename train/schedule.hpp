@@ -31,9 +31,6 @@ std::string comm_mode_name(CommMode mode);
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
-  // With cache_intermediates: cache a layer's A^l only where that moves fewer host-link bytes
-  // than reloading its input rows in the backward (cache_is_cheaper), else recompute it.
-  bool choose_by_cost = false;
   float dropout = 0.f;
   float attention_dropout = 0.f;
   std::uint64_t seed = 0;
@@ -62,12 +59,6 @@ struct PhaseTimes {
   double optimizer = 0;  // all-reduce and optimizer step (host wall time)
   double total() const { return load + p2p + compute + store + flush + optimizer; }
 };
-
-// Host-link bytes per epoch of keeping A^l (store in the forward, load in the backward: 2 rows of
-// aggregate_width per vertex) against recomputing it (reload the layer's input rows once more:
-// reload_rows rows of in_width); true when caching moves fewer.
-bool cache_is_cheaper(std::int64_t vertices, std::int64_t aggregate_width, std::int64_t reload_rows,
-                      std::int64_t in_width);
 
 class Schedule {
  public:

@@ -184,9 +184,6 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   ScheduleOptions options;
   options.comm = parse_comm_mode(config.comm);
   options.cache_intermediates = config.intermediates != "recompute";
-  // auto on CUDA: per layer, whatever moves fewer host-link bytes; on the CPU the copies are
-  // cheap next to the recomputed aggregation, so auto caches.
-  options.choose_by_cost = config.intermediates == "auto" && config.device == "cuda";
   options.dropout = static_cast<float>(config.dropout);
   options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
   options.seed = config.seed;

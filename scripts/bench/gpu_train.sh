@@ -22,8 +22,8 @@
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
-# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), CACHE_AB (0; 1 also runs GCN with
-# --intermediates=cache), MODELS ("gcn gat"), COMMS ("p2p+reuse p2p baseline"), CAPPED_PARTS ("1 2": GPU counts of the
+# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), RECOMPUTE_AB (0; 1 also runs GCN
+# with --intermediates=recompute), MODELS ("gcn gat"), COMMS ("p2p+reuse p2p baseline"), CAPPED_PARTS ("1 2": GPU counts of the
 # capped runs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -208,11 +208,11 @@ PY
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
       fi
-      if [[ $model != gat ]] && ((${CACHE_AB:-0})); then  # A^l always cached (the old auto)
-        [[ -f "$p1" ]] && train "$ds-$model-1gpu-cache" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 \
-          --intermediates=cache
-        [[ -f "$p2" ]] && train "$ds-$model-2gpu-cache" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 \
-          --intermediates=cache
+      if [[ $model != gat ]] && ((${RECOMPUTE_AB:-0})); then  # A^l recomputed, not cached
+        [[ -f "$p1" ]] && train "$ds-$model-1gpu-recompute" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 \
+          --intermediates=recompute
+        [[ -f "$p2" ]] && train "$ds-$model-2gpu-recompute" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 \
+          --intermediates=recompute
       fi
       if [[ $model == gat ]] && ((${GAT_SPLIT_AB:-0})); then  # hub rows on one warp each
         [[ -f "$p1" ]] && train "$ds-gat-1gpu-nosplit" "$ds" gat 1 "$p1" p2p+reuse 0 1 \

@@ -51,7 +51,8 @@ struct ScheduleOptions {
 // every lane of a device (device timers: CUDA events), the slowest device's. Phases on
 // different lanes overlap, so the sum exceeds the wall time when overlap works.
 struct PhaseTimes {
-  double load = 0;       // host -> device: transition loads, dropout, backward blocks
+  double load = 0;       // host -> device: transition loads, dropout, backward blocks (the
+                         // compute lane's share includes waiting for the prefetch)
   double p2p = 0;        // device <-> device: pulls and gradient pushes
   double compute = 0;    // chunk compute
   double store = 0;      // device -> host: forward results (H^{l+1}, A^l, loss gradient)

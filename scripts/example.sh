@@ -54,5 +54,5 @@ echo "== report: $work/report.json (per-epoch metrics: $work/metrics.jsonl)"
 # The report's headline numbers, without needing python or jq.
 grep -oE '"(test_accuracy|valid_accuracy|best_epoch|final_loss|seconds_per_epoch)": *[-0-9.e]+' \
   "$work/report.json" | tr -d '"'
-classes=$("$bin/sluice-preprocess" info "$work/data.h5" --json | grep -oE '"classes": *[0-9]+' | grep -oE '[0-9]+$')
+classes=$("$bin/sluice-preprocess" info "$work/data.h5" --json | grep -oE '"classes": *[0-9]+' | grep -oE '[0-9]+$' | head -1)
 echo "(chance level with $classes classes: $(awk -v k="$classes" 'BEGIN { printf "%.1f%%", 100 / k }'))"

@@ -52,6 +52,44 @@ __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
   }
 }
 
+// Combines online-softmax statistics (m, s) with (m_other, s_other).
+__device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
+                                                    float s_other) {
+  const float m_new = fmaxf(m, m_other);
+  s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
+      (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
+  m = m_new;
+}
+
+// Online softmax statistics of head h over row entries first + lane, first + lane + step, ...
+// (the warp's share of the row), reduced over the warp into (m, s).
+template <typename Index>
+__device__ __forceinline__ void softmax_stats_entries(const Index* columns, std::int64_t begin,
+                                                      std::int64_t degree, std::int64_t first,
+                                                      std::int64_t step,
+                                                      const float* __restrict__ el,
+                                                      std::int64_t ldel, int h, float er_ih,
+                                                      float& m, float& s) {
+  m = -FLT_MAX;
+  s = 0.f;
+  for (std::int64_t k = first + lane_id(); k < degree; k += step) {
+    const std::int64_t u = columns[begin + k];
+    const float e = leaky_relu(el[u * ldel + h] + er_ih);
+    if (e > m) {
+      s = s * expf(m - e) + 1.f;
+      m = e;
+    } else {
+      s += expf(e - m);
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
+    const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
+    merge_softmax_stats(m, s, m_other, s_other);
+  }
+}
+
 // kColumnsPerLane accumulators per lane: one pass covers 32 * kColumnsPerLane output columns.
 template <typename Index, int kColumnsPerLane>
 __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z,
@@ -75,27 +113,8 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
     if (degree > a.long_rows.degree) continue;  // gat_aggregate_long_kernel's row
     // Online softmax statistics per head.
     for (int h = 0; h < heads; ++h) {
-      const float er_ih = er[i * lder + h];
-      float m = -FLT_MAX, s = 0.f;
-      for (std::int64_t k = lane; k < degree; k += 32) {
-        const std::int64_t u = a.columns[begin + k];
-        const float e = leaky_relu(el[u * ldel + h] + er_ih);
-        if (e > m) {
-          s = s * expf(m - e) + 1.f;
-          m = e;
-        } else {
-          s += expf(e - m);
-        }
-      }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-        const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
-        const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
-        const float m_new = fmaxf(m, m_other);
-        s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
-            (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
-        m = m_new;
-      }
+      float m, s;
+      softmax_stats_entries(a.columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
       if (lane == 0) {
         head_max[h] = m;
         head_inv[h] = s > 0.f ? 1.f / s : 0.f;
@@ -357,15 +376,6 @@ __global__ void gat_transpose_aggregate_kernel(
 constexpr int kLongWarps = 16;
 constexpr int kLongThreads = 32 * kLongWarps;
 
-// Combines online-softmax statistics (m, s) with (m_other, s_other).
-__device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
-                                                    float s_other) {
-  const float m_new = fmaxf(m, m_other);
-  s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
-      (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
-  m = m_new;
-}
-
 std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
   return sizeof(float) * (static_cast<std::size_t>(kLongWarps) * 32 * heads +
                           2 * static_cast<std::size_t>(kLongWarps) * heads + 2 * heads +
@@ -397,24 +407,9 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     for (int h = 0; h < heads; ++h) {
-      const float er_ih = er[i * lder + h];
-      float m = -FLT_MAX, s = 0.f;
-      for (std::int64_t k = warp * 32 + lane; k < degree; k += step) {
-        const std::int64_t u = a.columns[begin + k];
-        const float e = leaky_relu(el[u * ldel + h] + er_ih);
-        if (e > m) {
-          s = s * expf(m - e) + 1.f;
-          m = e;
-        } else {
-          s += expf(e - m);
-        }
-      }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-        const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
-        const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
-        merge_softmax_stats(m, s, m_other, s_other);
-      }
+      float m, s;
+      softmax_stats_entries(a.columns, begin, degree, warp * 32, step, el, ldel, h,
+                            er[i * lder + h], m, s);
       if (lane == 0) {
         part_m[warp * heads + h] = m;
         part_s[warp * heads + h] = s;

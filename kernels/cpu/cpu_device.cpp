@@ -215,24 +215,27 @@ void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_
   cpu::add_indexed_rows(src, src_rows.data, owner_buf, owner_rows.data, src_rows.size);
 }
 
-void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+void CpuDevice::flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows,
+                           HostMat host, bool add) {
   cpu::expect_index(src_rows, "src_rows");
   cpu::expect_index(host_rows, "host_rows");
-  SLUICE_EXPECTS(src_rows.size == host_rows.size, "flush_add_rows: ", src_rows.size,
-                 " source rows, ", host_rows.size, " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
-  cpu::add_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+  SLUICE_EXPECTS(src_rows.size == host_rows.size, operation, ": ", src_rows.size, " source rows, ",
+                 host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
+  if (add) {
+    cpu::add_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+  } else {
+    cpu::copy_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+  }
   counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
 }
 
+void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  flush_rows("flush_add_rows", src, src_rows, host_rows, host, /*add=*/true);
+}
+
 void CpuDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
-  cpu::expect_index(src_rows, "src_rows");
-  cpu::expect_index(host_rows, "host_rows");
-  SLUICE_EXPECTS(src_rows.size == host_rows.size, "flush_store_rows: ", src_rows.size,
-                 " source rows, ", host_rows.size, " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, "flush_store_rows: width ", src.cols, " vs ", host.cols);
-  cpu::copy_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
-  counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+  flush_rows("flush_store_rows", src, src_rows, host_rows, host, /*add=*/false);
 }
 
 void CpuDevice::scatter_rows(Mat src, Idx rows, Mat dst) {

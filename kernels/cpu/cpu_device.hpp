@@ -122,6 +122,9 @@ class CpuDevice final : public Device {
   // Accounts a read-only constant; over the budget it is counted in host_constant_bytes_.
   void account_constant(std::int64_t bytes, const std::string& what);
   const CpuCsr& csr(const Csr& a) const;
+  // host[host_rows[i]] (+)= src[src_rows[i]]: flush_add_rows (add) and flush_store_rows.
+  void flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows, HostMat host,
+                  bool add);
   // owner_buf[owner_rows[i]] += src[src_rows[i]], serialized per owner device.
   void add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows);
 

@@ -23,6 +23,14 @@ std::int64_t row_bytes(const Mat& m) {
   return m.cols * kFloat;
 }
 
+// The shape checks of flush_add_rows and flush_store_rows.
+void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
+                         const Idx& host_rows, const HostMat& host) {
+  SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
+                 " device rows but ", host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
+}
+
 void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
   SLUICE_EXPECTS(m.rows >= needed_rows, what, " has ", m.rows, " rows, ", needed_rows, " needed");
 }
@@ -339,9 +347,7 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
 
 void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
   const std::int64_t n = src_rows.size;
-  SLUICE_EXPECTS(host_rows.size == n, "flush_add_rows: ", n, " device rows but ", host_rows.size,
-                 " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, "flush_add_rows: width ", src.cols, " vs ", host.cols);
+  expect_flush_shapes("flush_add_rows", src, src_rows, host_rows, host);
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
   const std::int64_t cols = src.cols;
@@ -377,9 +383,7 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
 
 void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
   const std::int64_t n = src_rows.size;
-  SLUICE_EXPECTS(host_rows.size == n, "flush_store_rows: ", n, " device rows but ", host_rows.size,
-                 " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, "flush_store_rows: width ", src.cols, " vs ", host.cols);
+  expect_flush_shapes("flush_store_rows", src, src_rows, host_rows, host);
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
   // A gather whose destination is mapped host memory: the GPU writes the rows over the link

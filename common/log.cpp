@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <mutex>
 
@@ -45,6 +47,35 @@ std::string format_bytes(double bytes) {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
   return buffer;
+}
+
+std::int64_t parse_bytes(const std::string& text, const std::string& option) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    throw InputError(
+        cat(option, ": cannot parse '", text, "' as a byte count (use e.g. 80G, 512M or 1000000)"));
+  }
+  std::string suffix = text.substr(used);
+  for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double scale = 1;
+  if (suffix.empty() || suffix == "B")
+    scale = 1;
+  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
+    scale = 1024.0;
+  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
+    scale = 1024.0 * 1024;
+  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    throw InputError(cat(option, ": unknown unit in '", text, "' (use K, M, G or T)"));
+  SLUICE_INPUT_CHECK(value >= 0 && std::isfinite(value), option, " must be >= 0 (got '", text,
+                     "')");
+  return static_cast<std::int64_t>(value * scale);
 }
 
 StageTimer::StageTimer(std::string name) : name_(std::move(name)), start_(now_seconds()) {}

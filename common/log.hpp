@@ -70,4 +70,9 @@ class Progress {
 // Human-readable byte counts ("1.50 GiB").
 std::string format_bytes(double bytes);
 
+// A byte count from the command line: "1000000", "1e9", "64M", "40G", "1.5GiB" (suffixes
+// K/M/G/T with optional B or iB, case-insensitive, powers of 1024). Throws InputError naming
+// `option` for anything else, negative or not finite.
+std::int64_t parse_bytes(const std::string& text, const std::string& option);
+
 }  // namespace sluice

@@ -2,10 +2,8 @@
 // statistics or sweep the replication factor over partition counts) and verify (check a plan
 // against its dataset).
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -42,37 +40,6 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
   if (values.count("quiet")) set_log_level(LogLevel::kQuiet);
   if (values.count("verbose")) set_log_level(LogLevel::kDebug);
   return true;
-}
-
-// "80G", "512MiB", "1e9", "1000000" -> bytes (K/M/G/T are powers of 1024).
-std::int64_t parse_bytes(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw InputError(cat("--gpu-memory: cannot parse '", text, "' as a byte count"));
-  }
-  std::string suffix = text.substr(used);
-  for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  static const std::map<std::string, double> kUnits = {{"", 1},
-                                                       {"B", 1},
-                                                       {"K", 1024.0},
-                                                       {"KB", 1024.0},
-                                                       {"KIB", 1024.0},
-                                                       {"M", 1048576.0},
-                                                       {"MB", 1048576.0},
-                                                       {"MIB", 1048576.0},
-                                                       {"G", 1073741824.0},
-                                                       {"GB", 1073741824.0},
-                                                       {"GIB", 1073741824.0},
-                                                       {"T", 1099511627776.0},
-                                                       {"TB", 1099511627776.0},
-                                                       {"TIB", 1099511627776.0}};
-  const auto unit = kUnits.find(suffix);
-  SLUICE_INPUT_CHECK(unit != kUnits.end() && value > 0, "--gpu-memory: cannot parse '", text,
-                     "' as a byte count (use e.g. 80G, 512M or 1000000)");
-  return static_cast<std::int64_t>(value * unit->second);
 }
 
 std::vector<int> parse_counts(const std::string& text) {
@@ -199,7 +166,11 @@ int run_partition(const std::vector<std::string>& args) {
   shape.heads = heads;
   std::int64_t budget = 0;
   if (values.count("gpu-memory")) {
-    budget = parse_bytes(gpu_memory);
+    budget = parse_bytes(gpu_memory, "--gpu-memory");
+    SLUICE_INPUT_CHECK(budget > 0,
+                       "--gpu-memory must be more than 0 bytes to choose a chunk "
+                       "count (got '",
+                       gpu_memory, "')");
     plan_options.chunks =
         choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape);
   }

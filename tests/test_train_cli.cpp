@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/hash.hpp"
+#include "common/log.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/memory_estimate.hpp"
@@ -92,6 +93,24 @@ class TrainCli : public ::testing::Test {
   static test::ScratchDir* dir_;
 };
 test::ScratchDir* TrainCli::dir_ = nullptr;
+
+// The --gpu-memory byte counts of sluice-train and sluice-preprocess partition.
+TEST(ByteCounts, SuffixesArePowersOf1024) {
+  EXPECT_EQ(parse_bytes("1000000", "--x"), 1000000);
+  EXPECT_EQ(parse_bytes("1e9", "--x"), 1000000000);
+  EXPECT_EQ(parse_bytes("64M", "--x"), 64LL << 20);
+  EXPECT_EQ(parse_bytes("1.5GiB", "--x"), 3LL << 29);
+  EXPECT_EQ(parse_bytes("2tb", "--x"), 2LL << 40);
+  EXPECT_EQ(parse_bytes("0", "--x"), 0);
+  for (const char* bad : {"", "G", "12X", "-5", "inf"}) {
+    try {
+      parse_bytes(bad, "--gpu-memory");
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--gpu-memory"), std::string::npos) << e.what();
+    }
+  }
+}
 
 TEST_F(TrainCli, HelpListsEveryOption) {
   const auto r = test::run_command(test::bin("sluice-train") + " --help");

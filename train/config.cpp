@@ -2,49 +2,16 @@
 #include "train/config.hpp"
 
 #include <boost/program_options.hpp>
-#include <cctype>
 #include <cmath>
 #include <iostream>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "kernels/ops.hpp"
 
 namespace sluice {
 namespace po = boost::program_options;
-
-namespace {
-
-// "123", "64M", "40G", "1.5GiB" -> bytes.
-std::int64_t parse_bytes(const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw InputError(cat("--gpu-memory: cannot parse '", text, "' as a byte count"));
-  }
-  std::string suffix = text.substr(used);
-  for (auto& ch : suffix) ch = char(std::toupper(static_cast<unsigned char>(ch)));
-  double scale = 1;
-  if (suffix.empty() || suffix == "B")
-    scale = 1;
-  else if (suffix == "K" || suffix == "KB" || suffix == "KIB")
-    scale = 1024.0;
-  else if (suffix == "M" || suffix == "MB" || suffix == "MIB")
-    scale = 1024.0 * 1024;
-  else if (suffix == "G" || suffix == "GB" || suffix == "GIB")
-    scale = 1024.0 * 1024 * 1024;
-  else if (suffix == "T" || suffix == "TB" || suffix == "TIB")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else
-    throw InputError(cat("--gpu-memory: unknown unit in '", text, "' (use K, M, G or T)"));
-  SLUICE_INPUT_CHECK(value >= 0 && std::isfinite(value), "--gpu-memory must be >= 0 (got '", text,
-                     "')");
-  return static_cast<std::int64_t>(value * scale);
-}
-
-}  // namespace
 
 void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(
@@ -181,7 +148,7 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   } catch (const po::error& e) {
     throw InputError(cat(e.what(), " (see --help)"));
   }
-  c.gpu_memory = parse_bytes(gpu_memory);
+  c.gpu_memory = parse_bytes(gpu_memory, "--gpu-memory");
   if (vm.count("no-progress")) c.progress = false;
   validate_config(c);
   return c;

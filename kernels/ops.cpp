@@ -1,7 +1,36 @@
-// Backend-independent parts of kernels/ops.hpp: the CUDA entry points when CUDA is not built.
+// Backend-independent parts of kernels/ops.hpp: names of phases and lanes, and the CUDA entry
+// points when CUDA is not built.
 #include "kernels/ops.hpp"
 
 namespace sluice {
+
+const char* phase_name(Phase phase) {
+  switch (phase) {
+    case Phase::kLoad:
+      return "load";
+    case Phase::kP2p:
+      return "p2p";
+    case Phase::kCompute:
+      return "compute";
+    case Phase::kStore:
+      return "store";
+    case Phase::kFlush:
+      return "flush";
+  }
+  return "?";
+}
+
+const char* lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::kCompute:
+      return "compute";
+    case Lane::kTransfer:
+      return "transfer";
+    case Lane::kStore:
+      return "store";
+  }
+  return "?";
+}
 
 #ifndef SLUICE_HAVE_CUDA
 bool cuda_backend_available() {

@@ -95,6 +95,17 @@ inline constexpr int kMarkers = 16;  // marker ids 0 .. kMarkers-1 per device
 // Work of one epoch timed per lane (device timers; CUDA events).
 enum class Phase { kLoad = 0, kP2p, kCompute, kStore, kFlush };
 inline constexpr int kPhases = 5;
+const char* phase_name(Phase phase);  // "load", "p2p", "compute", "store", "flush"
+const char* lane_name(Lane lane);     // "compute", "transfer", "store"
+
+// One timed range of work on a lane (a timeline entry), in seconds since the device's time
+// origin (Device::set_time_origin).
+struct PhaseRange {
+  Phase phase = Phase::kLoad;
+  Lane lane = Lane::kCompute;
+  std::int32_t tag = 0;  // the caller's label given to phase_begin
+  double begin = 0, end = 0;
+};
 
 // Thrown when an allocation would exceed the device's memory budget.
 class OutOfDeviceMemory : public InputError {
@@ -243,12 +254,16 @@ class Device {
   virtual void mark(int marker) { (void)marker; }
   virtual void wait(int marker) { (void)marker; }
   // Times the work issued on the current lane between phase_begin and phase_end (CUDA: timing
-  // events; CPU: wall clock, as operations run at issue). Ranges must not nest.
-  virtual void phase_begin(Phase phase) = 0;
+  // events; CPU: wall clock, as operations run at issue). Ranges of one phase must not nest;
+  // `tag` labels the range in the timeline.
+  virtual void phase_begin(Phase phase, std::int32_t tag) = 0;
   virtual void phase_end(Phase phase) = 0;
-  // Adds the seconds of every range completed so far to seconds[phase] and forgets them
-  // (call after synchronize()).
-  virtual void take_phase_times(double seconds[kPhases]) = 0;
+  // Marks "now" on the compute lane as time 0 of the timeline (call when the device is idle,
+  // right after a synchronize(), so that the origins of all devices agree).
+  virtual void set_time_origin() = 0;
+  // Adds the seconds of every range completed so far to seconds[phase], appends the ranges to
+  // *timeline when given, and forgets them (call after synchronize()).
+  virtual void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) = 0;
 
   // Waits for the work of every lane (host functions included).
   virtual void synchronize() = 0;

@@ -161,7 +161,8 @@ TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
 TEST_F(CpuOps, ScatterRowsAndPhaseTimers) {
   Device& d = dev();
   Mat dst = mat(4, 2, {1, 1, 2, 2, 3, 3, 4, 4});
-  d.phase_begin(Phase::kLoad);
+  d.set_time_origin();
+  d.phase_begin(Phase::kLoad, 7);
   d.scatter_rows(mat(2, 2, {10, 20, 30, 40}), idx({3, 0}), dst);
   d.phase_end(Phase::kLoad);
   EXPECT_EQ(get(dst), (Floats{30, 40, 2, 2, 3, 3, 10, 20}));
@@ -173,9 +174,19 @@ TEST_F(CpuOps, ScatterRowsAndPhaseTimers) {
   }
   EXPECT_EQ(d.lane(), Lane::kCompute);
   double seconds[kPhases] = {};
-  d.take_phase_times(seconds);
+  std::vector<PhaseRange> timeline;
+  d.take_phase_times(seconds, &timeline);
   EXPECT_GE(seconds[int(Phase::kLoad)], 0.0);
   EXPECT_EQ(seconds[int(Phase::kFlush)], 0.0);
+  ASSERT_EQ(timeline.size(), 1u);
+  EXPECT_EQ(timeline[0].phase, Phase::kLoad);
+  EXPECT_EQ(timeline[0].tag, 7);
+  EXPECT_GE(timeline[0].begin, 0.0);
+  EXPECT_DOUBLE_EQ(timeline[0].end - timeline[0].begin, seconds[int(Phase::kLoad)]);
+  d.take_phase_times(seconds, &timeline);  // taken: nothing left
+  EXPECT_EQ(timeline.size(), 1u);
+  EXPECT_STREQ(phase_name(Phase::kFlush), "flush");
+  EXPECT_STREQ(lane_name(Lane::kTransfer), "transfer");
   // An optional allocation over the budget is empty instead of an error.
   make(1, 100);
   EXPECT_TRUE(dev().try_alloc(30, 1, "over").empty());

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -145,7 +146,9 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--intermediates",
                              "--eval-every",
                              "--feature-norm",
-                             "--phase-timing"})
+                             "--phase-timing",
+                             "--no-overlap",
+                             "--trace"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 
@@ -186,6 +189,60 @@ TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
       EXPECT_EQ(t.rows, 12);  // SAGE: [W_self; W_neigh] over 6 features
       EXPECT_EQ(t.cols, 16);
     }
+  }
+}
+
+// --trace: every device's phases of every batch of every pass, on the run's clock (inside the
+// host track's epoch ranges), in a file Perfetto reads (Chrome trace JSON).
+TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
+  const std::string trace = dir_->file("trace.json");
+  const auto r =
+      test::run_command(base() + " --model gcn --epochs 2 --eval-every 2 --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(read_text(trace));
+  std::map<std::string, int> compute;  // "pid category" -> compute ranges
+  std::map<std::string, int> phases;   // phase name -> ranges
+  std::vector<std::pair<double, double>> host;
+  std::vector<std::pair<double, double>> device;
+  std::set<std::string> processes;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M") {
+      if (e["name"] == "process_name") processes.insert(e["args"]["name"].get<std::string>());
+      continue;
+    }
+    ASSERT_EQ(e["ph"], "X");
+    const double ts = e["ts"], dur = e["dur"];
+    EXPECT_GE(dur, 0.0);
+    if (e["cat"] == "host") {
+      host.emplace_back(ts, ts + dur);
+      continue;
+    }
+    const std::string name = e["name"];
+    const std::string phase = name.substr(0, name.find(' '));
+    ++phases[phase];
+    EXPECT_EQ(name, phase + " " + std::to_string(e["args"]["batch"].get<int>()));
+    if (phase == "compute")
+      ++compute[std::to_string(e["pid"].get<int>()) + " " + e["cat"].get<std::string>()];
+    device.emplace_back(ts, ts + dur);
+  }
+  EXPECT_EQ(processes, (std::set<std::string>{"device 0", "device 1", "host"}));
+  // 2 partitions x 3 chunks, 2 layers: each pass computes 3 batches per device; 2 training
+  // epochs, 1 evaluation.
+  for (int p = 0; p < 2; ++p) {
+    for (const char* pass : {"forward 0", "forward 1", "backward 1", "backward 0"})
+      EXPECT_EQ(compute[std::to_string(p) + " " + pass], 6) << p << " " << pass;
+    for (const char* pass : {"evaluate 0", "evaluate 1"})
+      EXPECT_EQ(compute[std::to_string(p) + " " + pass], 3) << p << " " << pass;
+  }
+  EXPECT_GT(phases["load"], 0);
+  EXPECT_GT(phases["p2p"], 0);
+  EXPECT_GT(phases["flush"], 0);
+  ASSERT_EQ(host.size(), 3u);  // 2 training steps, 1 evaluation
+  for (const auto& [begin, end] : device) {
+    bool inside = false;
+    for (const auto& [host_begin, host_end] : host)
+      inside |= begin >= host_begin - 1.0 && end <= host_end + 1.0;  // microseconds
+    EXPECT_TRUE(inside) << begin << " .. " << end;
   }
 }
 

@@ -77,6 +77,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "write the best-valid model's predictions to FILE (CSV original_id,prediction,label)")(
       "model-out", po::value(&c.model_out),
       "write the best-valid model's parameters to FILE (HDF5, /parameters/layer{l}.W ...)")(
+      "trace", po::value(&c.trace),
+      "write a timeline of every device lane's phases per batch to FILE (Chrome trace JSON: "
+      "open in Perfetto or chrome://tracing)")(
       "checkpoint", po::value(&c.checkpoint),
       "HDF5 checkpoint FILE (model, optimizer state, epoch, best model)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),

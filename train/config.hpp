@@ -17,6 +17,7 @@ struct TrainConfig {
   std::string report;        // final JSON object ("" = none)
   std::string predictions;   // CSV original_id,prediction,label of the best-valid model
   std::string model_out;     // HDF5 file for the best-valid parameters ("" = none)
+  std::string trace;         // Chrome trace JSON of every device lane's phases ("" = none)
   std::string checkpoint;    // HDF5 checkpoint file ("" = none)
   int checkpoint_every = 0;  // epochs between checkpoints (0 = only at the end when set)
   bool resume = false;       // continue from --checkpoint

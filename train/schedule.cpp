@@ -21,6 +21,18 @@ CommMode parse_comm_mode(const std::string& name) {
   throw InputError(cat("unknown --comm '", name, "' (expected baseline, p2p or p2p+reuse)"));
 }
 
+const char* pass_kind_name(PassKind kind) {
+  switch (kind) {
+    case PassKind::kForward:
+      return "forward";
+    case PassKind::kBackward:
+      return "backward";
+    case PassKind::kEvaluate:
+      return "evaluate";
+  }
+  return "?";
+}
+
 std::string comm_mode_name(CommMode mode) {
   switch (mode) {
     case CommMode::kBaseline:
@@ -456,9 +468,17 @@ struct Schedule::Impl {
   std::vector<std::int32_t> predictions;
   std::int64_t epoch = 0;
   bool training = false;
+  // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
+  static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
+  std::int32_t pass_tag = 0;
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b), plan(p), model(m), options(o) {}
+
+  void begin_pass(PassKind kind, int layer) {
+    pass_tag = (int(kind) * kTagLayers + layer) * kTagBatches;
+  }
+  std::int32_t tag(int c) const { return pass_tag + c; }
 
   bool recompute(const LayerSpec& layer) const {
     return layer.aggregate_width == 0 || !options.cache_intermediates;
@@ -495,7 +515,7 @@ struct Schedule::Impl {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       Device& d = *s.device;
-      d.phase_begin(Phase::kLoad);
+      d.phase_begin(Phase::kLoad, tag(c));
       if (load_inputs && ch.load_rows.size > 0) {
         Mat X = s.X.col_block(0, layer.in_width);
         if (!s.stage.empty()) {
@@ -534,7 +554,7 @@ struct Schedule::Impl {
       LaneScope lane(d, Lane::kTransfer);
       if (stage) {
         d.wait(kStageFree);
-        d.phase_begin(Phase::kLoad);
+        d.phase_begin(Phase::kLoad, tag(c));
         d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, Idx{},
                     rows_of(s.stage, ch.load_rows.size, layer.in_width));
         d.phase_end(Phase::kLoad);
@@ -544,7 +564,7 @@ struct Schedule::Impl {
         const int k = c % s.num_sets;
         d.wait(kComputed + k);
         d.wait(kStored + k);
-        d.phase_begin(Phase::kLoad);
+        d.phase_begin(Phase::kLoad, tag(c));
         load_blocks(s, ch, layer, s.sets[k]);
         d.phase_end(Phase::kLoad);
         d.mark(kSetReady + k);
@@ -566,7 +586,7 @@ struct Schedule::Impl {
   void pull_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
-      s.device->phase_begin(Phase::kP2p);
+      s.device->phase_begin(Phase::kP2p, tag(c));
       for (const auto& pull : s.chunks[std::size_t(c)].pulls) {
         DeviceState& owner = dev[std::size_t(pull.owner)];
         s.device->pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
@@ -586,7 +606,7 @@ struct Schedule::Impl {
       const int k = c % s.num_sets;
       d.wait(kSetReady + k);  // backward blocks prefetched into the set
       d.wait(kStored + k);    // the set's previous blocks are in host memory
-      d.phase_begin(Phase::kCompute);
+      d.phase_begin(Phase::kCompute, tag(c));
       if (forward)
         forward_compute(p, c, layer, s.sets[k]);
       else
@@ -609,7 +629,7 @@ struct Schedule::Impl {
     if (!store_a && layer.last && !store_grad) return;
     LaneScope lane(d, Lane::kStore);
     d.wait(kComputed + k);
-    d.phase_begin(Phase::kStore);
+    d.phase_begin(Phase::kStore, tag(c));
     if (store_a)
       d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
                     A_cache[std::size_t(layer.index)], ch.dst_begin);
@@ -751,7 +771,7 @@ struct Schedule::Impl {
   void push_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
-      s.device->phase_begin(Phase::kP2p);
+      s.device->phase_begin(Phase::kP2p, tag(c));
       for (const auto& push : s.chunks[std::size_t(c)].pushes) {
         DeviceState& owner = dev[std::size_t(push.owner)];
         s.device->push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
@@ -778,7 +798,7 @@ struct Schedule::Impl {
       auto part = [](Idx idx, std::int64_t begin, std::int64_t end) {
         return Idx{idx.data + begin, end - begin};
       };
-      d.phase_begin(Phase::kFlush);
+      d.phase_begin(Phase::kFlush, tag(c));
       const DropoutKey key = feature_key(layer.index);
       if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
       if (s.leave.empty()) {
@@ -794,7 +814,7 @@ struct Schedule::Impl {
         d.mark(kLeaveReady);
         LaneScope lane(d, Lane::kStore);
         d.wait(kLeaveReady);
-        d.phase_begin(Phase::kFlush);
+        d.phase_begin(Phase::kFlush, tag(c));
         d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
         d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
         d.phase_end(Phase::kFlush);
@@ -813,6 +833,7 @@ struct Schedule::Impl {
 
   // One layer's forward over all batches (training or evaluation), drained at the end.
   void forward_layer(const LayerSpec& layer) {
+    begin_pass(training ? PassKind::kForward : PassKind::kEvaluate, layer.index);
     prefetch(layer, 0, true, false);
     for (int c = 0; c < C; ++c) {
       load_phase(layer, c, true, false, false);
@@ -822,14 +843,22 @@ struct Schedule::Impl {
     drain();  // H^{l+1} (and the loss, predictions) complete
   }
 
-  // Adds each phase's device time to `per_device` and the slowest device's to `times` (after a
-  // drain).
-  void take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_device) {
+  // Adds each phase's device time to `per_device` and the slowest device's to `times`, and the
+  // timed ranges to *timeline when given (after a drain).
+  void take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_device,
+                  std::vector<TimelineRange>* timeline) {
     per_device.resize(dev.size());
     double slowest[kPhases] = {};
+    std::vector<PhaseRange> ranges;
     for (std::size_t p = 0; p < dev.size(); ++p) {
       double seconds[kPhases] = {};
-      dev[p].device->take_phase_times(seconds);
+      ranges.clear();
+      dev[p].device->take_phase_times(seconds, timeline ? &ranges : nullptr);
+      for (const PhaseRange& r : ranges) {
+        const std::int32_t pass = r.tag / kTagBatches;
+        timeline->push_back(TimelineRange{int(p), PassKind(pass / kTagLayers), pass % kTagLayers,
+                                          r.tag % kTagBatches, r.phase, r.lane, r.begin, r.end});
+      }
       for (int k = 0; k < kPhases; ++k) slowest[k] = std::max(slowest[k], seconds[k]);
       PhaseTimes& mine = per_device[p];
       mine.load += seconds[int(Phase::kLoad)];
@@ -1057,7 +1086,21 @@ void Schedule::optimizer_state(std::vector<float>& m, std::vector<float>& v) {
   s.device->read(s.adam_v.data, n, v.data());
 }
 
+void Schedule::set_timeline(bool on) {
+  timeline_on_ = on;
+  timeline_.clear();
+}
+
+void Schedule::start_timeline() {
+  timeline_.clear();
+  if (!timeline_on_) return;
+  impl_->backend.synchronize_all();
+  timeline_origin_ = now_seconds();
+  for (auto& s : impl_->dev) s.device->set_time_origin();
+}
+
 double Schedule::forward_backward(std::int64_t epoch) {
+  start_timeline();
   Impl& m = *impl_;
   m.epoch = epoch;
   m.training = true;
@@ -1071,6 +1114,7 @@ double Schedule::forward_backward(std::int64_t epoch) {
     const LayerSpec& layer = m.model.layers[std::size_t(l)];
     const bool input_gradient = l > 0;
     const bool reload = m.recompute(layer);
+    m.begin_pass(PassKind::kBackward, l);
     m.prefetch(layer, 0, reload, true);
     for (int c = 0; c < m.C; ++c) {
       m.load_phase(layer, c, reload, input_gradient, true);
@@ -1089,7 +1133,7 @@ double Schedule::forward_backward(std::int64_t epoch) {
   m.backend.all_reduce_sum(grads, m.model.num_parameters);
   m.backend.synchronize_all();
   times_.optimizer += now_seconds() - t;
-  m.take_times(times_, device_times_);
+  m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
   double loss = 0;
   for (auto& s : m.dev) loss += s.loss_sum;
   m.training = false;
@@ -1114,10 +1158,12 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
 }
 
 const std::vector<std::int32_t>& Schedule::evaluate() {
+  start_timeline();
   Impl& m = *impl_;
   m.training = false;
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
-  m.take_times(times_, device_times_);  // predictions are host-visible after forward_layer's drain
+  // Predictions are host-visible after forward_layer's drain.
+  m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
   return m.predictions;
 }
 

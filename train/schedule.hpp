@@ -61,6 +61,21 @@ struct PhaseTimes {
   double total() const { return load + p2p + compute + store + flush + optimizer; }
 };
 
+// One entry of the device timeline (Schedule::set_timeline): a phase's work on one lane of one
+// device in one batch of one pass, in seconds since the pass sequence's start (the time origin
+// set at the start of forward_backward() or evaluate()).
+enum class PassKind { kForward, kBackward, kEvaluate };
+struct TimelineRange {
+  int device = 0;
+  PassKind pass = PassKind::kForward;
+  int layer = 0;
+  std::int64_t batch = 0;
+  Phase phase = Phase::kLoad;
+  Lane lane = Lane::kCompute;
+  double begin = 0, end = 0;
+};
+const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate"
+
 class Schedule {
  public:
   // Checks the plan against the dataset (every index: slots, loads, remote owners, leave
@@ -95,6 +110,12 @@ class Schedule {
     times_ = PhaseTimes{};
     device_times_.assign(device_times_.size(), PhaseTimes{});
   }
+  // With the timeline on, forward_backward() and evaluate() each record the timed ranges of
+  // every device (timeline()), starting from an idle point (a host synchronize) whose host
+  // time is timeline_origin() (now_seconds()).
+  void set_timeline(bool on);
+  const std::vector<TimelineRange>& timeline() const { return timeline_; }
+  double timeline_origin() const { return timeline_origin_; }
   TransferCounters counters() const;  // summed over devices
   void reset_counters();
   std::int64_t peak_device_bytes() const;  // max over devices
@@ -104,6 +125,11 @@ class Schedule {
   std::unique_ptr<Impl> impl_;
   PhaseTimes times_;
   std::vector<PhaseTimes> device_times_;
+  bool timeline_on_ = false;
+  std::vector<TimelineRange> timeline_;
+  double timeline_origin_ = 0;
+  // Starts the timeline of one forward_backward() or evaluate() (no-op when off).
+  void start_timeline();
 };
 
 }  // namespace sluice

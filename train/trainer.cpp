@@ -19,6 +19,7 @@
 #include "kernels/ops.hpp"
 #include "preprocess/chunk_search.hpp"
 #include "train/model.hpp"
+#include "train/timeline.hpp"
 
 namespace sluice {
 
@@ -247,6 +248,12 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     SLUICE_INPUT_CHECK(metrics.good(), "cannot open metrics file ", config.metrics, " for writing");
   }
 
+  std::optional<TraceRecorder> trace;
+  if (!config.trace.empty()) {
+    trace.emplace(plan.partitions, now_seconds());
+    schedule.set_timeline(true);
+  }
+
   TrainResult result;
   result.best_predictions.clear();
   const std::int64_t total = config.epochs;
@@ -268,6 +275,10 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     else
       schedule.sgd_step(float(config.lr), float(config.weight_decay)), ++state.optimizer_step;
     record.seconds = now_seconds() - start;
+    if (trace) {
+      trace->add_device_ranges(schedule.timeline(), schedule.timeline_origin());
+      trace->add_host_range(cat("epoch ", epoch, " training step"), start, start + record.seconds);
+    }
     record.phases = schedule.times();
     record.device_phases = schedule.device_times();
     record.transfers = schedule.counters();
@@ -294,6 +305,11 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
               predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
       }
       record.eval_seconds = now_seconds() - eval_start;
+      if (trace) {
+        trace->add_device_ranges(schedule.timeline(), schedule.timeline_origin());
+        trace->add_host_range(cat("epoch ", epoch, " evaluation"), eval_start,
+                              eval_start + record.eval_seconds);
+      }
     }
     record.peak_host_bytes = peak_rss_bytes();
     record.peak_device_bytes = schedule.peak_device_bytes();
@@ -315,6 +331,10 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
       save_checkpoint();
   }
   if (progress) progress->finish();
+  if (trace) {
+    trace->write(config.trace);
+    log_info("trace: ", trace->size(), " ranges written to ", config.trace);
+  }
   if (!config.checkpoint.empty() &&
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();
@@ -366,7 +386,7 @@ void run_train(const TrainConfig& config) {
   if (config.resume) require_readable(config.checkpoint, "checkpoint");
   // Fail before training, not after it, when an output cannot be written.
   for (const std::string* output : {&config.report, &config.metrics, &config.predictions,
-                                    &config.checkpoint, &config.model_out})
+                                    &config.checkpoint, &config.model_out, &config.trace})
     if (!output->empty()) AtomicOutput probe(*output);
   log_info("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);

@@ -245,19 +245,24 @@ void CpuDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
   cpu::copy_indexed_rows(src, nullptr, dst, rows.data, rows.size);
 }
 
-void CpuDevice::phase_begin(Phase phase) {
-  phase_start_[int(phase)] = now_seconds();
+void CpuDevice::phase_begin(Phase phase, std::int32_t tag) {
+  open_[int(phase)] = PhaseRange{phase, Lane::kCompute, tag, now_seconds() - time_origin_, 0};
 }
 
 void CpuDevice::phase_end(Phase phase) {
-  phase_seconds_[int(phase)] += now_seconds() - phase_start_[int(phase)];
+  PhaseRange range = open_[int(phase)];
+  range.end = now_seconds() - time_origin_;
+  ranges_.push_back(range);
 }
 
-void CpuDevice::take_phase_times(double seconds[kPhases]) {
-  for (int k = 0; k < kPhases; ++k) {
-    seconds[k] += phase_seconds_[k];
-    phase_seconds_[k] = 0;
-  }
+void CpuDevice::set_time_origin() {
+  time_origin_ = now_seconds();
+}
+
+void CpuDevice::take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) {
+  for (const PhaseRange& range : ranges_) seconds[int(range.phase)] += range.end - range.begin;
+  if (timeline) timeline->insert(timeline->end(), ranges_.begin(), ranges_.end());
+  ranges_.clear();
 }
 
 void CpuDevice::gather_rows(Mat src, Idx rows, Mat dst) {

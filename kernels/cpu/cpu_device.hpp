@@ -110,9 +110,10 @@ class CpuDevice final : public Device {
                  std::int64_t step, float* w, float* g, float* m, float* v) override;
 
   // Operations run at issue: a phase's time is the host time between begin and end.
-  void phase_begin(Phase phase) override;
+  void phase_begin(Phase phase, std::int32_t tag) override;
   void phase_end(Phase phase) override;
-  void take_phase_times(double seconds[kPhases]) override;
+  void set_time_origin() override;
+  void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) override;
 
   void synchronize() override {}
 
@@ -137,8 +138,9 @@ class CpuDevice final : public Device {
   std::vector<std::unique_ptr<std::vector<vertex_t>>> index_arrays_;
   std::vector<std::unique_ptr<CpuCsr>> csrs_;
   TransferCounters counters_;
-  double phase_start_[kPhases] = {};
-  double phase_seconds_[kPhases] = {};
+  double time_origin_ = 0;
+  PhaseRange open_[kPhases];  // begin in host seconds until phase_end
+  std::vector<PhaseRange> ranges_;
   std::mutex push_mutex_;       // serializes pushes from other devices into this device's buffers
   std::vector<float> scratch_;  // per-entry temporaries of gat_backward (not device memory)
 };

@@ -114,9 +114,10 @@ class CudaDevice final : public Device {
   Lane lane() const override { return static_cast<Lane>(lane_); }
   void mark(int marker) override;
   void wait(int marker) override;
-  void phase_begin(Phase phase) override;
+  void phase_begin(Phase phase, std::int32_t tag) override;
   void phase_end(Phase phase) override;
-  void take_phase_times(double seconds[kPhases]) override;
+  void set_time_origin() override;
+  void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) override;
 
   void synchronize() override;
 
@@ -161,8 +162,12 @@ class CudaDevice final : public Device {
   struct TimedRange {
     Event begin, end;
     int phase = 0;
+    int lane = 0;
+    std::int32_t tag = 0;
   };
   std::vector<TimedRange> timers_;
+  Event time_origin_;  // timing event; recorded by set_time_origin()
+  bool has_time_origin_ = false;
   std::size_t timers_used_ = 0;
   int open_timer_[kPhases] = {-1, -1, -1, -1, -1};
   CublasHandle cublas_;

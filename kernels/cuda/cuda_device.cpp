@@ -98,6 +98,7 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   lanes_[static_cast<int>(Lane::kStore)] = Stream(gpu_, lowest);
   event_ = Event(gpu_);
   for (auto& marker : markers_) marker = Event(gpu_);
+  time_origin_ = Event(gpu_, true);
   cublas_ = CublasHandle(gpu_, cur());
   cusparse_ = CusparseHandle(gpu_, cur());
   SLUICE_CUBLAS(cublasSetMathMode(
@@ -732,7 +733,7 @@ void CudaDevice::wait(int marker) {
   SLUICE_CUDA(cudaStreamWaitEvent(cur(), markers_[marker].get(), 0));
 }
 
-void CudaDevice::phase_begin(Phase phase) {
+void CudaDevice::phase_begin(Phase phase, std::int32_t tag) {
   const int k = static_cast<int>(phase);
   SLUICE_EXPECTS(open_timer_[k] < 0, "phase ", k, " timed twice at once on ", name_);
   DeviceGuard guard(gpu_);
@@ -740,6 +741,8 @@ void CudaDevice::phase_begin(Phase phase) {
     timers_.push_back(TimedRange{Event(gpu_, true), Event(gpu_, true), k});
   TimedRange& range = timers_[timers_used_];
   range.phase = k;
+  range.lane = lane_;
+  range.tag = tag;
   SLUICE_CUDA(cudaEventRecord(range.begin.get(), cur()));
   open_timer_[k] = static_cast<int>(timers_used_++);
 }
@@ -752,12 +755,26 @@ void CudaDevice::phase_end(Phase phase) {
   open_timer_[k] = -1;
 }
 
-void CudaDevice::take_phase_times(double seconds[kPhases]) {
+void CudaDevice::set_time_origin() {
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaEventRecord(time_origin_.get(), lanes_[0].get()));
+  has_time_origin_ = true;
+}
+
+void CudaDevice::take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) {
   DeviceGuard guard(gpu_);
   for (std::size_t i = 0; i < timers_used_; ++i) {
+    const TimedRange& range = timers_[i];
     float ms = 0.f;
-    SLUICE_CUDA(cudaEventElapsedTime(&ms, timers_[i].begin.get(), timers_[i].end.get()));
-    seconds[timers_[i].phase] += static_cast<double>(ms) * 1e-3;
+    SLUICE_CUDA(cudaEventElapsedTime(&ms, range.begin.get(), range.end.get()));
+    seconds[range.phase] += static_cast<double>(ms) * 1e-3;
+    if (!timeline) continue;
+    float begin_ms = 0.f;
+    if (has_time_origin_)
+      SLUICE_CUDA(cudaEventElapsedTime(&begin_ms, time_origin_.get(), range.begin.get()));
+    timeline->push_back(PhaseRange{static_cast<Phase>(range.phase), static_cast<Lane>(range.lane),
+                                   range.tag, double(begin_ms) * 1e-3,
+                                   double(begin_ms + ms) * 1e-3});
   }
   timers_used_ = 0;
 }

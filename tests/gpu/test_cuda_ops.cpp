@@ -273,24 +273,26 @@ TEST_F(CudaOps, LanesOrderedByMarkers) {
   const auto n = static_cast<std::int64_t>(picked.size());
   Idx picked_idx = dev().upload(picked, "picked"), placed_idx = dev().upload(placed, "placed");
   Mat stage = dev().alloc(n, cols, "stage"), x = dev().alloc(n, cols, "x");
+  backend_->synchronize_all();
+  dev().set_time_origin();
   for (int round = 0; round < 3; ++round) {
     {
       LaneScope lane(dev(), Lane::kTransfer);
       dev().wait(1);  // the previous round's scatter has read the stage
-      dev().phase_begin(Phase::kLoad);
+      dev().phase_begin(Phase::kLoad, round);
       dev().load_rows(source, picked_idx, Idx{}, stage);
       dev().phase_end(Phase::kLoad);
       dev().mark(0);
     }
     dev().wait(0);
-    dev().phase_begin(Phase::kCompute);
+    dev().phase_begin(Phase::kCompute, round);
     dev().scatter_rows(stage, placed_idx, x);
     dev().phase_end(Phase::kCompute);
     dev().mark(1);
     {
       LaneScope lane(dev(), Lane::kStore);
       dev().wait(1);
-      dev().phase_begin(Phase::kStore);
+      dev().phase_begin(Phase::kStore, round);
       dev().store_block(x, target, 0);
       dev().phase_end(Phase::kStore);
     }
@@ -301,14 +303,37 @@ TEST_F(CudaOps, LanesOrderedByMarkers) {
     for (std::int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(target.data[placed[i] * cols + c], values[picked[i] * cols + c]);
   double seconds[kPhases] = {};
-  dev().take_phase_times(seconds);
+  std::vector<PhaseRange> timeline;
+  dev().take_phase_times(seconds, &timeline);
   EXPECT_GT(seconds[int(Phase::kLoad)], 0.0);
   EXPECT_GT(seconds[int(Phase::kCompute)], 0.0);
   EXPECT_GT(seconds[int(Phase::kStore)], 0.0);
   EXPECT_EQ(seconds[int(Phase::kFlush)], 0.0);
+  // The timeline: 3 rounds of load (transfer lane) -> scatter (compute) -> store (store lane),
+  // each ordered by its markers, all after the origin; the ranges add up to the phase times.
+  ASSERT_EQ(timeline.size(), 9u);
+  double summed[kPhases] = {};
+  for (int round = 0; round < 3; ++round) {
+    const PhaseRange& load = timeline[std::size_t(round) * 3];
+    const PhaseRange& scatter = timeline[std::size_t(round) * 3 + 1];
+    const PhaseRange& store = timeline[std::size_t(round) * 3 + 2];
+    EXPECT_EQ(load.lane, Lane::kTransfer);
+    EXPECT_EQ(scatter.lane, Lane::kCompute);
+    EXPECT_EQ(store.lane, Lane::kStore);
+    for (const PhaseRange* r : {&load, &scatter, &store}) {
+      EXPECT_EQ(r->tag, round);
+      EXPECT_GE(r->begin, 0.0);
+      EXPECT_GT(r->end, r->begin);
+      summed[int(r->phase)] += r->end - r->begin;
+    }
+    EXPECT_LE(load.end, scatter.begin + 1e-6);
+    EXPECT_LE(scatter.end, store.begin + 1e-6);
+  }
+  for (int k = 0; k < kPhases; ++k) EXPECT_NEAR(summed[k], seconds[k], 1e-5);
   double again[kPhases] = {};
-  dev().take_phase_times(again);  // taken: nothing left
+  dev().take_phase_times(again, &timeline);  // taken: nothing left
   for (double t : again) EXPECT_EQ(t, 0.0);
+  EXPECT_EQ(timeline.size(), 9u);
 }
 
 TEST_F(CudaOps, ComputeOperationsRefuseOtherLanes) {

@@ -1,0 +1,65 @@
+// Implementation of train/timeline.hpp.
+#include "train/timeline.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/atomic_file.hpp"
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace sluice {
+
+TraceRecorder::TraceRecorder(int devices, double run_start)
+    : devices_(devices), run_start_(run_start) {}
+
+void TraceRecorder::add_device_ranges(const std::vector<TimelineRange>& ranges, double origin) {
+  const double shift = origin - run_start_;
+  for (const TimelineRange& r : ranges)
+    events_.push_back(Event{cat(phase_name(r.phase), " ", r.batch),
+                            cat(pass_kind_name(r.pass), " ", r.layer), r.device, int(r.lane),
+                            shift + r.begin, shift + r.end, r.batch});
+}
+
+void TraceRecorder::add_host_range(const std::string& name, double begin, double end) {
+  events_.push_back(Event{name, "host", devices_, 0, begin - run_start_, end - run_start_, -1});
+}
+
+void TraceRecorder::write(const std::string& path) const {
+  using json = nlohmann::json;
+  json events = json::array();
+  for (int p = 0; p <= devices_; ++p) {
+    const std::string process = p < devices_ ? cat("device ", p) : std::string("host");
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", p}, {"args", {{"name", process}}}});
+    events.push_back(
+        {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}});
+    if (p == devices_) continue;
+    for (int lane = 0; lane < kLanes; ++lane)
+      events.push_back({{"name", "thread_name"},
+                        {"ph", "M"},
+                        {"pid", p},
+                        {"tid", lane},
+                        {"args", {{"name", cat(lane_name(Lane(lane)), " lane")}}}});
+  }
+  for (const Event& e : events_) {
+    json event{{"name", e.name},
+               {"cat", e.category},
+               {"ph", "X"},
+               {"pid", e.process},
+               {"tid", e.thread},
+               {"ts", e.begin * 1e6},
+               {"dur", (e.end - e.begin) * 1e6}};
+    if (e.batch >= 0) event["args"] = {{"batch", e.batch}};
+    events.push_back(std::move(event));
+  }
+  AtomicOutput output(path);
+  {
+    std::ofstream out(output.temporary_path());
+    out << json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    SLUICE_INPUT_CHECK(out.good(), "cannot write trace ", path);
+  }
+  output.commit();
+}
+
+}  // namespace sluice

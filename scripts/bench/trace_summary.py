@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Summarizes one training step of a Chrome trace written by `sluice-train --trace FILE`.
+
+Usage: scripts/bench/trace_summary.py [--epoch N] [--json] trace.json [trace2.json ...]
+
+For the chosen step (host event "epoch N training step", N counted from 0 as in the trace;
+default: the last one) and the device ranges inside it, prints in milliseconds: the wall time;
+per device the busy time per lane (union of ranges) and per phase (sum of durations); per pass
+(forward 0, forward 1, backward 1, ...) and device the start, span, compute-lane busy time,
+head (first range to first compute), tail (last compute end to last range end) and compute-lane
+idle time; the gaps between passes; "host link busy" per device (union of load on the transfer
+lane, store/flush on the store lane, load/flush on the compute lane; an approximation of the
+ranges moving data over the host link) as a fraction of the wall time; and per pass, device and
+batch the compute start, compute time and the wait before the compute range (since the previous
+range end on the compute lane). --json prints the same numbers as one JSON object keyed by file.
+Standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+STEP = re.compile(r"epoch (\d+) training step$")
+COMPUTE_LANE, TRANSFER_LANE, STORE_LANE = 0, 1, 2
+HOST_LINK = {TRANSFER_LANE: ("load",), STORE_LANE: ("store", "flush"), COMPUTE_LANE: ("load", "flush")}
+
+
+def union(intervals):
+    """Total length of the union of (begin, end) intervals."""
+    total, start, end = 0.0, None, None
+    for b, e in sorted(intervals):
+        if end is None or b > end:
+            if end is not None:
+                total += end - start
+            start, end = b, e
+        else:
+            end = max(end, e)
+    return total + (end - start if end is not None else 0.0)
+
+
+def read_trace(path):
+    with open(path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    devices, lanes = {}, {}
+    for e in events:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            devices[e["pid"]] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_name":
+            lanes[(e["pid"], e["tid"])] = e["args"]["name"]
+    complete = [e for e in events if e.get("ph") == "X"]
+    host = [e for e in complete if e.get("cat") == "host"]
+    ranges = [e for e in complete if e.get("cat") != "host"]
+    return devices, lanes, host, ranges
+
+
+def choose_step(host, epoch, path):
+    steps = sorted((e for e in host if STEP.match(e["name"])), key=lambda e: e["ts"])
+    if epoch is not None:
+        steps = [e for e in steps if int(STEP.match(e["name"]).group(1)) == epoch]
+    if not steps:
+        sys.exit(f"{path}: no 'epoch {'N' if epoch is None else epoch} training step' host event")
+    return steps[-1]
+
+
+def summarize(path, epoch):
+    devices, lane_names, host, raw = read_trace(path)
+    step = choose_step(host, epoch, path)
+    t0, wall = step["ts"], step["dur"]
+    ranges = []  # (device, lane, phase, batch, pass, begin ms, end ms), relative to the step start
+    for e in raw:
+        mid = e["ts"] + e["dur"] / 2
+        if t0 <= mid <= t0 + wall:
+            b = (e["ts"] - t0) / 1e3
+            batch = e.get("args", {}).get("batch", int(e["name"].split()[-1]))
+            ranges.append((e["pid"], e["tid"], e["name"].split()[0], batch, e["cat"], b,
+                           b + e["dur"] / 1e3))
+    ranges.sort(key=lambda r: (r[5], r[6]))
+    wall /= 1e3
+    device_ids = sorted({r[0] for r in ranges})
+    out = {"file": path, "step": step["name"], "wall_ms": wall, "devices": [], "passes": [],
+           "gaps": []}
+    for d in device_ids:
+        mine = [r for r in ranges if r[0] == d]
+        lanes = {}
+        for lane in sorted({r[1] for r in mine}):
+            name = lane_names.get((d, lane), f"lane {lane}")
+            lanes[name] = union([(r[5], r[6]) for r in mine if r[1] == lane])
+        phases = {}
+        for r in mine:
+            phases[r[2]] = phases.get(r[2], 0.0) + r[6] - r[5]
+        link = union([(r[5], r[6]) for r in mine if r[2] in HOST_LINK.get(r[1], ())])
+        out["devices"].append({"device": d, "name": devices.get(d, f"device {d}"), "lanes": lanes,
+                               "phases": phases, "host_link_busy_ms": link,
+                               "host_link_busy_fraction": link / wall if wall else 0.0})
+    pass_names = []
+    for r in ranges:
+        if r[4] not in pass_names:
+            pass_names.append(r[4])
+    for p in pass_names:
+        in_pass = [r for r in ranges if r[4] == p]
+        entry = {"pass": p, "start_ms": min(r[5] for r in in_pass),
+                 "end_ms": max(r[6] for r in in_pass), "devices": []}
+        entry["span_ms"] = entry["end_ms"] - entry["start_ms"]
+        for d in device_ids:
+            mine = [r for r in in_pass if r[0] == d]
+            if not mine:
+                continue
+            first, last = min(r[5] for r in mine), max(r[6] for r in mine)
+            lane0 = [r for r in mine if r[1] == COMPUTE_LANE]
+            computes = [r for r in mine if r[2] == "compute"]
+            busy = union([(r[5], r[6]) for r in lane0])
+            lane0_span = max(r[6] for r in lane0) - min(r[5] for r in lane0) if lane0 else 0.0
+            dev = {"device": d, "start_ms": first, "span_ms": last - first,
+                   "compute_lane_busy_ms": busy,
+                   "head_ms": min(r[5] for r in computes) - first if computes else None,
+                   "tail_ms": last - max(r[6] for r in computes) if computes else None,
+                   "compute_lane_idle_ms": lane0_span - busy, "batches": []}
+            step_lane0 = [r for r in ranges if r[0] == d and r[1] == COMPUTE_LANE]
+            for batch in sorted({r[3] for r in computes}):
+                mine_b = [r for r in computes if r[3] == batch]
+                begin = min(r[5] for r in mine_b)
+                before = [r[6] for r in step_lane0 if r[5] < begin and r not in mine_b]
+                dev["batches"].append({"batch": batch, "start_ms": begin,
+                                       "compute_ms": sum(r[6] - r[5] for r in mine_b),
+                                       "wait_ms": begin - max(before, default=0.0)})
+            entry["devices"].append(dev)
+        out["passes"].append(entry)
+    for a, b in zip(out["passes"], out["passes"][1:]):
+        out["gaps"].append({"from": a["pass"], "to": b["pass"], "gap_ms": b["start_ms"] - a["end_ms"]})
+    if out["passes"]:
+        out["before_first_pass_ms"] = out["passes"][0]["start_ms"]
+        out["after_last_pass_ms"] = wall - out["passes"][-1]["end_ms"]
+    return out
+
+
+def rounded(x):
+    if isinstance(x, float):
+        return round(x, 4)
+    if isinstance(x, dict):
+        return {k: rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v) for v in x]
+    return x
+
+
+def ms(x):
+    return "-" if x is None else f"{x:.2f}"
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def print_text(s):
+    print(f"## {os.path.basename(s['file'])}: {s['step']}\n")
+    print(f"Step wall time: {ms(s['wall_ms'])} ms\n")
+    lanes = list(dict.fromkeys(lane for d in s["devices"] for lane in d["lanes"]))  # lane id order
+    phases = [p for p in ("load", "p2p", "compute", "store", "flush")
+              if any(p in d["phases"] for d in s["devices"])]
+    phases += sorted({p for d in s["devices"] for p in d["phases"]} - set(phases))
+    print("### Busy time per device (ms; lanes: union of ranges, phases: sum)\n")
+    print(table(["device"] + lanes + phases + ["host link busy"],
+                [[d["name"]] + [ms(d["lanes"].get(lane, 0.0)) for lane in lanes] +
+                 [ms(d["phases"].get(p, 0.0)) for p in phases] +
+                 [f"{ms(d['host_link_busy_ms'])} ({100 * d['host_link_busy_fraction']:.1f}%)"]
+                 for d in s["devices"]]))
+    print("\n### Passes (ms; start from the step start)\n")
+    rows = []
+    for p in s["passes"]:
+        rows.append([p["pass"], "all", ms(p["start_ms"]), ms(p["span_ms"]), "", "", "", ""])
+        for d in p["devices"]:
+            rows.append(["", d["device"], ms(d["start_ms"]), ms(d["span_ms"]),
+                         ms(d["compute_lane_busy_ms"]), ms(d["head_ms"]), ms(d["tail_ms"]),
+                         ms(d["compute_lane_idle_ms"])])
+    print(table(["pass", "device", "start", "span", "compute busy", "head", "tail",
+                 "compute idle"], rows))
+    if s["passes"]:
+        print("\n### Gaps between passes (ms)\n")
+        rows = [["step start", s["passes"][0]["pass"], ms(s["before_first_pass_ms"])]]
+        rows += [[g["from"], g["to"], ms(g["gap_ms"])] for g in s["gaps"]]
+        rows.append([s["passes"][-1]["pass"], "step end", ms(s["after_last_pass_ms"])])
+        print(table(["after", "before", "gap"], rows))
+        total = sum(p["span_ms"] for p in s["passes"]) + sum(g["gap_ms"] for g in s["gaps"])
+        print(f"\nPass spans + gaps: {ms(total)} ms of {ms(s['wall_ms'])} ms wall "
+              f"(after the last pass, optimizer etc.: {ms(s['after_last_pass_ms'])} ms)")
+    for p in s["passes"]:
+        print(f"\n### Batches of {p['pass']} (ms; wait: since the previous compute-lane range)\n")
+        print(table(["device", "batch", "compute start", "compute", "wait"],
+                    [[d["device"], b["batch"], ms(b["start_ms"]), ms(b["compute_ms"]),
+                      ms(b["wait_ms"])] for d in p["devices"] for b in d["batches"]]))
+    print()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("traces", nargs="+", help="Chrome trace JSON from sluice-train --trace")
+    parser.add_argument("--epoch", type=int, help="epoch N (from 0) of 'epoch N training step'")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    summaries = [summarize(path, args.epoch) for path in args.traces]
+    if args.json:
+        print(json.dumps({s["file"]: rounded(s) for s in summaries}, indent=1))
+    else:
+        for s in summaries:
+            print_text(s)
+
+
+if __name__ == "__main__":
+    main()

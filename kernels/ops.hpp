@@ -12,8 +12,8 @@
 // - HostMat is host memory the Backend allocated (pinned + mapped for CUDA), shared by devices.
 // - Operations are asynchronous and ordered per device (one in-order stream on CUDA).
 //   Results read on the host (loss sums, predictions) are valid after synchronize().
-//   Cross-device operations (pull_rows, push_add_rows) require the caller to have synchronized
-//   the other device's producing work first (the schedule puts a barrier between phases).
+//   Cross-device operations (pull_rows, push_add_rows) require the caller to have ordered them
+//   after the other device's producing work (Device::wait_peer or Backend::barrier).
 // - Index arrays hold 32-bit positions (vertex_t); counts are 64-bit.
 #pragma once
 
@@ -253,6 +253,13 @@ class Device {
   // never marked is a no-op.
   virtual void mark(int marker) { (void)marker; }
   virtual void wait(int marker) { (void)marker; }
+  // The same for another device's marker: work issued later on this device's current lane
+  // starts only after the work `other` queued before its last mark(marker) (cross-device order
+  // without blocking the host; CUDA: an event of the other GPU).
+  virtual void wait_peer(Device& other, int marker) {
+    (void)other;
+    (void)marker;
+  }
   // Times the work issued on the current lane between phase_begin and phase_end (CUDA: timing
   // events; CPU: wall clock, as operations run at issue). Ranges of one phase must not nest;
   // `tag` labels the range in the timeline.

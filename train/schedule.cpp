@@ -1,8 +1,10 @@
 // Implementation of train/schedule.hpp. Setup derives, from the plan, the index lists of the
 // chosen transfer scheme (checking every plan index on the way by simulating the slot contents
 // of every device across batches), uploads them once per chunk, and then runs the phases of
-// each batch on all devices with a barrier (compute lanes) between phases; transfers that need
-// no cross-device order run on the transfer and store lanes, ordered by markers.
+// each batch on all devices. A device waits only for the peers it reads from or writes into
+// (pulls after the owner's load, the owner's next load after the pulls, pushes after the
+// owner's compute, flushes after the pushes); transfers that need no cross-device order run on
+// the transfer and store lanes, ordered by markers.
 #include "train/schedule.hpp"
 
 #include <algorithm>
@@ -406,6 +408,9 @@ struct DeviceChunk {
   Idx leave_vertices, leave_rows, leave_keys;
   std::int64_t leave_store_count = 0;
   Idx dst_keys, labels, train_mask;
+  // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
+  // into its dX (cross-device order: wait_peer).
+  std::vector<int> pulled_by, pushed_by;
 };
 
 // Chunk block buffers: aggregation, layer output and output gradient of one chunk (A^l, H^{l+1}
@@ -424,6 +429,11 @@ enum Marker : int {
   kStored = 6,      // + k, store lane: set k's blocks are in host memory
   kLeaveReady = 8,  // compute lane: leaving gradient rows compacted
   kLeaveFree = 9,   // store lane: compacted rows flushed into G^l
+  // Cross-device order (peers wait on these with wait_peer), all on the compute lane:
+  kLoaded = 10,         // batch's rows in X (peers may pull), arrivals' dX rows zeroed
+  kPulled = 11,         // batch's pulls read the owners' X (owners may overwrite it)
+  kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
+  kPushed = 13,         // batch's pushes added into the owners' dX (owners may flush)
 };
 
 struct DeviceState {
@@ -496,13 +506,18 @@ struct Schedule::Impl {
     return Mat{s.grads.data + offset, rows, cols, cols};
   }
 
-  // Phase boundary. Backend::barrier() orders the devices without blocking the host (CUDA:
-  // events); synchronize_phases blocks instead so that the per-phase wall times are exact.
-  void barrier() {
+  // Phase boundary. Devices order their cross-device work pairwise (wait_peer on the markers
+  // above: a device waits only for the peers whose rows it reads or overwrites);
+  // device_barriers adds an all-device barrier (events) and synchronize_phases blocks the host
+  // instead.
+  void phase_boundary() {
     if (options.synchronize_phases)
       backend.synchronize_all();
-    else
+    else if (options.device_barriers)
       backend.barrier();
+  }
+  void wait_peers(Device& d, const std::vector<int>& peers, Marker marker) {
+    for (int q : peers) d.wait_peer(*dev[std::size_t(q)].device, marker);
   }
 
   // Phase A: transition update (loads of L_c^p, dropout on arrivals); in the backward pass
@@ -515,6 +530,8 @@ struct Schedule::Impl {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       Device& d = *s.device;
+      // New rows overwrite X only after the peers' pulls of the previous batch read it.
+      if (load_inputs && c > 0) wait_peers(d, s.chunks[std::size_t(c) - 1].pulled_by, kPulled);
       d.phase_begin(Phase::kLoad, tag(c));
       if (load_inputs && ch.load_rows.size > 0) {
         Mat X = s.X.col_block(0, layer.in_width);
@@ -534,9 +551,10 @@ struct Schedule::Impl {
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
       d.phase_end(Phase::kLoad);
+      d.mark(kLoaded);
     }
     prefetch(layer, c + 1, load_inputs, prefetch_blocks);
-    barrier();
+    phase_boundary();
   }
 
   // On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
@@ -582,19 +600,23 @@ struct Schedule::Impl {
                    rows_of(set.A, ch.num_dst, layer.aggregate_width));
   }
 
-  // Phase B: remote rows from the owners' transition buffers.
+  // Phase B: remote rows from the owners' transition buffers, once each owner has loaded them.
   void pull_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
-      s.device->phase_begin(Phase::kP2p, tag(c));
-      for (const auto& pull : s.chunks[std::size_t(c)].pulls) {
+      Device& d = *s.device;
+      const auto& pulls = s.chunks[std::size_t(c)].pulls;
+      for (const auto& pull : pulls) d.wait_peer(*dev[std::size_t(pull.owner)].device, kLoaded);
+      d.phase_begin(Phase::kP2p, tag(c));
+      for (const auto& pull : pulls) {
         DeviceState& owner = dev[std::size_t(pull.owner)];
-        s.device->pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
-                            pull.local_rows, s.X.col_block(0, layer.in_width));
+        d.pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
+                    pull.local_rows, s.X.col_block(0, layer.in_width));
       }
-      s.device->phase_end(Phase::kP2p);
+      d.phase_end(Phase::kP2p);
+      d.mark(kPulled);
     }
-    barrier();
+    phase_boundary();
   }
 
   // Phase C: the chunk compute of every device on its compute lane; forward results go back to
@@ -613,9 +635,10 @@ struct Schedule::Impl {
         backward_compute(p, c, layer, s.sets[k]);
       d.phase_end(Phase::kCompute);
       d.mark(kComputed + k);
+      if (!forward) d.mark(kBatchComputed);
       if (forward) store_blocks(p, c, layer, s.sets[k], k);
     }
-    barrier();
+    phase_boundary();
   }
 
   // Forward results of chunk c on the store lane: A^l (cache mode), H^{l+1} or the loss gradient.
@@ -768,18 +791,25 @@ struct Schedule::Impl {
     }
   }
 
+  // Phase D (backward): remote-row gradients added into the owners' dX, once each owner's own
+  // compute of the batch has written it.
   void push_phase(const LayerSpec& layer, int c) {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
-      s.device->phase_begin(Phase::kP2p, tag(c));
-      for (const auto& push : s.chunks[std::size_t(c)].pushes) {
+      Device& d = *s.device;
+      const auto& pushes = s.chunks[std::size_t(c)].pushes;
+      for (const auto& push : pushes)
+        d.wait_peer(*dev[std::size_t(push.owner)].device, kBatchComputed);
+      d.phase_begin(Phase::kP2p, tag(c));
+      for (const auto& push : pushes) {
         DeviceState& owner = dev[std::size_t(push.owner)];
-        s.device->push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
-                                owner.dX.col_block(0, layer.in_width), push.owner_rows);
+        d.push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
+                        owner.dX.col_block(0, layer.in_width), push.owner_rows);
       }
-      s.device->phase_end(Phase::kP2p);
+      d.phase_end(Phase::kP2p);
+      d.mark(kPushed);
     }
-    barrier();
+    phase_boundary();
   }
 
   // Leaving rows: dropout backward (the mask multiply is its own derivative), then into G^l:
@@ -790,8 +820,10 @@ struct Schedule::Impl {
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
-      if (ch.leave_rows.size == 0) continue;
       Device& d = *s.device;
+      // The peers' pushes of this batch are in dX before it is flushed, zeroed or computed on.
+      wait_peers(d, ch.pushed_by, kPushed);
+      if (ch.leave_rows.size == 0) continue;
       HostMat g = G[std::size_t(layer.index)];
       Mat dX = s.dX.col_block(0, layer.in_width);
       const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
@@ -825,7 +857,7 @@ struct Schedule::Impl {
       // schemes flush owned rows only).
       if (options.comm == CommMode::kBaseline) d.synchronize();
     }
-    barrier();
+    phase_boundary();
   }
 
   // Layer boundary: every lane of every device done (host matrices complete).
@@ -1014,6 +1046,15 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     log_debug("device ", p, ": ", format_bytes(double(d.bytes_in_use())), " allocated, merged ",
               s.merged_rows, " rows");
   }
+  // Who reads from and writes into whom, per batch (the pairwise cross-device order).
+  for (int p = 0; p < m.P; ++p)
+    for (int c = 0; c < m.C; ++c) {
+      const DeviceChunk& ch = m.dev[std::size_t(p)].chunks[std::size_t(c)];
+      for (const auto& pull : ch.pulls)
+        m.dev[std::size_t(pull.owner)].chunks[std::size_t(c)].pulled_by.push_back(p);
+      for (const auto& push : ch.pushes)
+        m.dev[std::size_t(push.owner)].chunks[std::size_t(c)].pushed_by.push_back(p);
+    }
   // Overlap buffers, after every required buffer and constant, only where memory allows: the
   // load stage (prefetch of the next batch's rows), the flush buffer (flushes behind the next
   // batch) and a second block set (stores and backward block loads behind compute).

@@ -41,6 +41,9 @@ struct ScheduleOptions {
   // Backend::barrier() (events only on CUDA). For debugging; phase times come from device
   // timers either way.
   bool synchronize_phases = false;
+  // Put an all-device barrier (events, compute lanes) between phases on top of the pairwise
+  // order (for measuring what the pairwise order saves; SLUICE_DEVICE_BARRIERS=1).
+  bool device_barriers = false;
   // Overlap transfers with compute where memory allows (Schedule's optional buffers): prefetch
   // the next batch's loads and backward blocks on the transfer lane, store forward results and
   // flush leaving gradients on the store lane.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -191,6 +192,9 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   options.row_normalize_features = config.feature_norm == "row";
   options.synchronize_phases = config.phase_timing;
   options.overlap = !config.no_overlap;
+  // Measurement switch (docs/benchmarks.md): all-device barriers on top of the pairwise order.
+  if (const char* barriers = std::getenv("SLUICE_DEVICE_BARRIERS"))
+    options.device_barriers = std::string(barriers) == "1";
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

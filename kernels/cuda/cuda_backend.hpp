@@ -114,6 +114,7 @@ class CudaDevice final : public Device {
   Lane lane() const override { return static_cast<Lane>(lane_); }
   void mark(int marker) override;
   void wait(int marker) override;
+  void wait_peer(Device& other, int marker) override;
   void phase_begin(Phase phase, std::int32_t tag) override;
   void phase_end(Phase phase) override;
   void set_time_origin() override;

@@ -733,6 +733,15 @@ void CudaDevice::wait(int marker) {
   SLUICE_CUDA(cudaStreamWaitEvent(cur(), markers_[marker].get(), 0));
 }
 
+void CudaDevice::wait_peer(Device& other, int marker) {
+  SLUICE_EXPECTS(marker >= 0 && marker < kMarkers, "marker ", marker, " out of range");
+  auto* peer = dynamic_cast<CudaDevice*>(&other);
+  SLUICE_EXPECTS(peer != nullptr, "wait_peer: ", other.name(), " is not a CUDA device");
+  if (!peer->marked_[marker]) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaStreamWaitEvent(cur(), peer->markers_[marker].get(), 0));
+}
+
 void CudaDevice::phase_begin(Phase phase, std::int32_t tag) {
   const int k = static_cast<int>(phase);
   SLUICE_EXPECTS(open_timer_[k] < 0, "phase ", k, " timed twice at once on ", name_);

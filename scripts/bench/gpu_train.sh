@@ -23,8 +23,11 @@
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
 # GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), RECOMPUTE_AB (0; 1 also runs GCN
-# with --intermediates=recompute), MODELS ("gcn gat"), COMMS ("p2p+reuse p2p baseline"), CAPPED_PARTS ("1 2": GPU counts of the
-# capped runs).
+# with --intermediates=recompute), BARRIERS_AB (0; 1 also runs 2 GPUs with SLUICE_DEVICE_BARRIERS=1,
+# all-device barriers between phases on top of the pairwise order), MODELS ("gcn gat"), COMMS
+# ("p2p+reuse p2p baseline"), AB_ENV (""; space-separated NAME=VALUE settings, each also run on 1
+# and 2 GPUs as a variant, e.g. "SLUICE_GEMM_SPLIT_ROWS=0"), CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1
+# writes each run's --trace timeline to $OUT/traces/NAME.json).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -108,6 +111,10 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
   esac
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
+  if ((${TRACE:-0})); then
+    mkdir -p "$out/traces"
+    extra+=(--trace "$out/traces/$name.json")
+  fi
   step "$name" env "${environment[@]}" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
     --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
@@ -207,6 +214,14 @@ PY
       if ((${NO_OVERLAP:-1})); then  # the overlap ablation: same runs with --no-overlap
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
+      fi
+      for setting in ${AB_ENV:-}; do  # the same runs with one environment setting changed
+        tag=$(echo "${setting%%=*}-${setting#*=}" | tr 'A-Z_' 'a-z-')
+        [[ -f "$p1" ]] && train "$ds-$model-1gpu-$tag" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 "$setting"
+        [[ -f "$p2" ]] && train "$ds-$model-2gpu-$tag" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 "$setting"
+      done
+      if ((${BARRIERS_AB:-0})) && [[ -f "$p2" ]]; then  # all-device barriers between phases
+        train "$ds-$model-2gpu-barriers" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 SLUICE_DEVICE_BARRIERS=1
       fi
       if [[ $model != gat ]] && ((${RECOMPUTE_AB:-0})); then  # A^l recomputed, not cached
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-recompute" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 \

@@ -80,6 +80,7 @@ CudaBackend::CudaBackend(const BackendOptions& options)
   shared_->options = options;
   shared_->used_gpus = std::min(options.gpus, options.partitions);
   shared_->transpose_mode = transpose_mode_from_env();
+  shared_->spmm_algorithm = spmm_algorithm_from_env();
   if (const char* kernels = std::getenv("SLUICE_GAT_KERNELS")) {
     SLUICE_INPUT_CHECK(std::strcmp(kernels, "basic") == 0 || std::strcmp(kernels, "fused") == 0,
                        "SLUICE_GAT_KERNELS must be 'fused' (default) or 'basic', got '", kernels,
@@ -115,8 +116,10 @@ CudaBackend::CudaBackend(const BackendOptions& options)
   }
   log_info("CUDA backend: ", options.partitions, " logical devices on ", shared_->used_gpus,
            " GPU(s); SpMM transpose: ",
-           shared_->transpose_mode == TransposeMode::kPrecomputed ? "precomputed CSR"
-                                                                  : "cuSPARSE operation");
+           shared_->transpose_mode == TransposeMode::kMeasured      ? "measured per matrix"
+           : shared_->transpose_mode == TransposeMode::kPrecomputed ? "precomputed CSR"
+           : shared_->transpose_mode == TransposeMode::kWarp        ? "warp kernel"
+                                                                    : "cuSPARSE operation");
 }
 
 CudaBackend::~CudaBackend() {

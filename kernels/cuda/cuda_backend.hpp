@@ -19,7 +19,8 @@ namespace sluice::cuda {
 struct BackendShared {
   BackendOptions options;
   int used_gpus = 1;
-  TransposeMode transpose_mode = TransposeMode::kPrecomputed;
+  TransposeMode transpose_mode = TransposeMode::kMeasured;
+  int spmm_algorithm = 0;  // run_spmm's `algorithm` (SLUICE_SPMM_ALG)
   // GAT backward: fused kernels (warp-cooperative attention gradients, one transposed
   // aggregation over all heads) unless SLUICE_GAT_KERNELS=basic (per-head SpMMs).
   bool gat_fused = true;
@@ -138,6 +139,18 @@ class CudaDevice final : public Device {
   const float* host_device_pointer(const HostMat& m, std::int64_t first_row,
                                    std::int64_t rows) const;
   void spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose);
+  // spmm_transpose_add's methods (TransposeMode): y += alpha A^T x by cuSPARSE over the
+  // transposed CSR (default algorithm or CSR_ALG3) or by the warp kernel (alpha 1 only), with
+  // optional timing events around the device work.
+  enum TransposeMethod { kTransposeCsr = 0, kTransposeWarp = 1, kTransposeCsrAlg3 = 2 };
+  static constexpr int kTransposeMethods = 3;
+  void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values, Mat x, Mat y,
+                     cudaEvent_t begin, cudaEvent_t end);
+  struct TransposeChoice {
+    int method = -1;     // chosen TransposeMethod (-1: not yet)
+    bool timed = false;  // the first call ran every method between events
+    Event events[2 * kTransposeMethods];
+  };
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
@@ -180,6 +193,7 @@ class CudaDevice final : public Device {
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;
+  std::map<std::pair<int, std::int64_t>, TransposeChoice> transpose_choices_;  // (matrix, width)
   TransferCounters counters_;
 };
 

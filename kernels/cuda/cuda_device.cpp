@@ -158,10 +158,11 @@ Mat CudaDevice::upload_constant(const std::vector<float>& values, std::int64_t r
 Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                            std::int64_t num_cols, const std::string& what) {
   DeviceGuard guard(gpu_);
-  const bool transpose = shared_.transpose_mode == TransposeMode::kPrecomputed;
+  const bool transpose = shared_.transpose_mode != TransposeMode::kOperation;
   // Values of the transpose: working scratch sized here, at setup, to the largest matrix, and
   // before the structure so that the scratch has the budget first (constants may spill).
-  if (transpose && !indptr.empty() && indptr.back() > 0 &&
+  if (shared_.transpose_mode != TransposeMode::kOperation &&
+      shared_.transpose_mode != TransposeMode::kWarp && !indptr.empty() && indptr.back() > 0 &&
       indptr.back() == static_cast<edge_t>(columns.size()))
     transposed_values_.ensure_as<float>(indptr.back(), account_, cur(), "transposed SpMM values");
   auto matrix = std::make_unique<DeviceCsr>(upload_device_csr(
@@ -464,13 +465,89 @@ void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transp
   report_host_constants();
   const DeviceCsr& m = csr(a);
   DeviceGuard guard(gpu_);
-  float* transposed = nullptr;
-  if (transpose && shared_.transpose_mode == TransposeMode::kPrecomputed)
-    transposed =
-        transposed_values_.ensure_as<float>(m.nnz, account_, cur(), "transposed SpMM values");
+  if (!transpose || shared_.transpose_mode == TransposeMode::kOperation) {
+    run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+             DenseView{y.data, y.rows, y.cols, y.ld}, transpose, false, shared_.spmm_algorithm, 1.f,
+             nullptr, spmm_workspace_, account_, cur());
+    return;
+  }
+  SLUICE_EXPECTS(x.rows == m.rows && y.rows == m.cols && x.cols == y.cols, "SpMM shapes: A is ",
+                 m.rows, " x ", m.cols, " (transposed), x is ", x.rows, " x ", x.cols, ", y is ",
+                 y.rows, " x ", y.cols);
+  if (m.nnz == 0 || y.cols == 0) return;
+  if (shared_.transpose_mode == TransposeMode::kPrecomputed) {
+    transpose_add(m, kTransposeCsr, 1.f, values, x, y, nullptr, nullptr);
+    return;
+  }
+  if (shared_.transpose_mode == TransposeMode::kWarp) {
+    transpose_add(m, kTransposeWarp, 1.f, values, x, y, nullptr, nullptr);
+    return;
+  }
+  // Measured: the first call for a (matrix, width) runs every method on the real operands,
+  // timed, with signs that add up to one transpose-add (+csr, +warp, -csr ALG3: the last
+  // removes its own result again, up to rounding); the second call picks the fastest, keeping
+  // the default unless another takes under 0.8 of its time.
+  TransposeChoice& choice = transpose_choices_[{a.id, x.cols}];
+  if (choice.method < 0 && choice.timed) {
+    SLUICE_CUDA(cudaEventSynchronize(choice.events[5].get()));
+    float ms[kTransposeMethods] = {};
+    for (int k = 0; k < kTransposeMethods; ++k)
+      SLUICE_CUDA(
+          cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
+    choice.method = kTransposeCsr;
+    for (int k = 1; k < kTransposeMethods; ++k)
+      if (ms[k] < 0.8f * ms[choice.method]) choice.method = k;
+    static const char* const names[] = {"csr", "warp", "csr ALG3"};
+    log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
+              " entries) at width ", x.cols, ": csr ", ms[0], " ms, warp ", ms[1], " ms, csr ALG3 ",
+              ms[2], " ms -> ", names[choice.method]);
+  }
+  if (choice.method >= 0) {
+    transpose_add(m, choice.method, 1.f, values, x, y, nullptr, nullptr);
+    return;
+  }
+  // CSR_ALG3 reads the dense rows with vector loads: only 16-byte aligned rows qualify (a
+  // misaligned address is a sticky CUDA error).
+  const auto aligned = [](Mat v) {
+    return v.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0;
+  };
+  if (!aligned(x) || !aligned(y)) {
+    choice.method = kTransposeCsr;
+    transpose_add(m, kTransposeCsr, 1.f, values, x, y, nullptr, nullptr);
+    return;
+  }
+  for (auto& event : choice.events) event = Event(gpu_, true);
+  transpose_add(m, kTransposeCsr, 1.f, values, x, y, choice.events[0].get(),
+                choice.events[1].get());
+  transpose_add(m, kTransposeWarp, 1.f, values, x, y, choice.events[2].get(),
+                choice.events[3].get());
+  transpose_add(m, kTransposeCsrAlg3, -1.f, values, x, y, choice.events[4].get(),
+                choice.events[5].get());
+  choice.timed = true;
+}
+
+void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
+                               Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
+  if (method == kTransposeWarp) {
+    SLUICE_EXPECTS(alpha == 1.f, "the warp transposed SpMM only adds");
+    if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
+    if (m.wide)
+      launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
+                                     m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
+                                     values, 1, x.cols, x.data, x.ld, y.data, y.ld, cur());
+    else
+      launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
+                                     m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
+                                     values, 1, x.cols, x.data, x.ld, y.data, y.ld, cur());
+    if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
+    return;
+  }
+  float* transposed =
+      transposed_values_.ensure_as<float>(m.nnz, account_, cur(), "transposed SpMM values");
   run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
-           DenseView{y.data, y.rows, y.cols, y.ld}, transpose, shared_.transpose_mode, transposed,
-           spmm_workspace_, account_, cur());
+           DenseView{y.data, y.rows, y.cols, y.ld}, true, true,
+           method == kTransposeCsrAlg3 ? 3 : shared_.spmm_algorithm, alpha, transposed,
+           spmm_workspace_, account_, cur(), begin, end);
 }
 
 void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {

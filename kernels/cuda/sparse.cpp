@@ -82,10 +82,13 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
 
 TransposeMode transpose_mode_from_env() {
   const char* value = std::getenv("SLUICE_SPMM_TRANSPOSE");
-  if (value == nullptr || std::strcmp(value, "csr") == 0 || value[0] == '\0')
-    return TransposeMode::kPrecomputed;
+  if (value == nullptr || std::strcmp(value, "auto") == 0 || value[0] == '\0')
+    return TransposeMode::kMeasured;
+  if (std::strcmp(value, "csr") == 0) return TransposeMode::kPrecomputed;
   if (std::strcmp(value, "op") == 0) return TransposeMode::kOperation;
-  throw InputError(cat("SLUICE_SPMM_TRANSPOSE must be 'csr' (default) or 'op', got '", value, "'"));
+  if (std::strcmp(value, "warp") == 0) return TransposeMode::kWarp;
+  throw InputError(cat(
+      "SLUICE_SPMM_TRANSPOSE must be 'auto' (default), 'csr', 'op' or 'warp', got '", value, "'"));
 }
 
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
@@ -116,9 +119,18 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   return csr;
 }
 
+int spmm_algorithm_from_env() {
+  const char* value = std::getenv("SLUICE_SPMM_ALG");
+  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "default") == 0) return 0;
+  for (int k = 1; k <= 3; ++k)
+    if (value == std::to_string(k)) return k;
+  throw InputError(cat("SLUICE_SPMM_ALG must be 'default', 1, 2 or 3, got '", value, "'"));
+}
+
 void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, bool transpose, TransposeMode mode, float* transposed_values,
-              Scratch& workspace, MemoryAccount& account, cudaStream_t stream) {
+              DenseView y, bool transpose, bool use_transposed_csr, int algorithm, float alpha,
+              float* transposed_values, Scratch& workspace, MemoryAccount& account,
+              cudaStream_t stream, cudaEvent_t timed_begin, cudaEvent_t timed_end) {
   const std::int64_t out_rows = transpose ? a.cols : a.rows;
   const std::int64_t in_rows = transpose ? a.rows : a.cols;
   SLUICE_EXPECTS(x.rows == in_rows && y.rows == out_rows && x.cols == y.cols, "SpMM shapes: A is ",
@@ -129,19 +141,10 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
     if (!transpose) launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, stream);
     return;
   }
-  const float alpha = 1.f;
   const float beta = transpose ? 1.f : 0.f;
-  const bool use_transposed_csr = transpose && mode == TransposeMode::kPrecomputed;
-  float* entry_values = const_cast<float*>(values);
-  if (use_transposed_csr) {
-    SLUICE_EXPECTS(a.has_transpose, "precomputed transpose missing");
-    if (a.wide) {
-      launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
-    } else {
-      launch_permute(values, a.t_perm.as<std::int32_t>(), transposed_values, a.nnz, stream);
-    }
-    entry_values = transposed_values;
-  }
+  use_transposed_csr = use_transposed_csr && transpose;
+  SLUICE_EXPECTS(!use_transposed_csr || a.has_transpose, "precomputed transpose missing");
+  float* entry_values = use_transposed_csr ? transposed_values : const_cast<float*>(values);
   const SparseMatrixDescriptor matrix =
       use_transposed_csr ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(),
                                                   a.t_columns.get(), entry_values, a.index_type())
@@ -152,15 +155,28 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
                                      : CUSPARSE_OPERATION_NON_TRANSPOSE;
   const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
   const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
+  const cusparseSpMMAlg_t alg = algorithm == 1   ? CUSPARSE_SPMM_CSR_ALG1
+                                : algorithm == 2 ? CUSPARSE_SPMM_CSR_ALG2
+                                : algorithm == 3 ? CUSPARSE_SPMM_CSR_ALG3
+                                                 : CUSPARSE_SPMM_ALG_DEFAULT;
   std::size_t bytes = 0;
   SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
                                           matrix.get(), dense_x.get(), &beta, dense_y.get(),
-                                          CUDA_R_32F, CUSPARSE_SPMM_ALG_DEFAULT, &bytes));
+                                          CUDA_R_32F, alg, &bytes));
   void* buffer = workspace.ensure(static_cast<std::int64_t>(bytes), account, stream,
                                   "cuSPARSE SpMM workspace");
+  // Timed from here: the workspace is in place (growing it may block the host).
+  if (timed_begin) SLUICE_CUDA(cudaEventRecord(timed_begin, stream));
+  if (use_transposed_csr) {
+    if (a.wide) {
+      launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
+    } else {
+      launch_permute(values, a.t_perm.as<std::int32_t>(), transposed_values, a.nnz, stream);
+    }
+  }
   SLUICE_CUSPARSE(cusparseSpMM(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix.get(),
-                               dense_x.get(), &beta, dense_y.get(), CUDA_R_32F,
-                               CUSPARSE_SPMM_ALG_DEFAULT, buffer));
+                               dense_x.get(), &beta, dense_y.get(), CUDA_R_32F, alg, buffer));
+  if (timed_end) SLUICE_CUDA(cudaEventRecord(timed_end, stream));
 }
 
 }  // namespace sluice::cuda

@@ -17,7 +17,14 @@ namespace sluice::cuda {
 
 // How dx += A^T dy is computed: a precomputed transposed CSR (deterministic, default) or
 // cuSPARSE's CUSPARSE_OPERATION_TRANSPOSE (SLUICE_SPMM_TRANSPOSE=op, for measurement).
-enum class TransposeMode { kPrecomputed, kOperation };
+// How spmm_transpose_add runs (SLUICE_SPMM_TRANSPOSE):
+//   csr   cuSPARSE SpMM over the precomputed transposed CSR (values permuted per call);
+//   op    cuSPARSE's transpose operation on the original CSR (not deterministic run to run);
+//   warp  the GAT backward's warp-per-row transposed aggregation with one head over the
+//         transposed CSR (hub rows on a block of warps; deterministic, no permutation);
+//   auto  (default) per matrix and width, whichever of csr with cuSPARSE's default algorithm,
+//         csr with CUSPARSE_SPMM_CSR_ALG3 and warp measured fastest on the first call.
+enum class TransposeMode { kMeasured, kPrecomputed, kOperation, kWarp };
 TransposeMode transpose_mode_from_env();
 
 struct DeviceCsr {
@@ -60,10 +67,19 @@ struct DenseView {
   std::int64_t rows = 0, cols = 0, ld = 0;
 };
 
-// y = A x (beta 0) or, with transpose, y += A^T x. `values`: nnz floats in A's entry order.
-// `transposed_values`: nnz floats of scratch (precomputed mode). `workspace` grows as needed.
+// cuSPARSE's CSR SpMM algorithm: 0 = CUSPARSE_SPMM_ALG_DEFAULT, 1..3 = CUSPARSE_SPMM_CSR_ALG1..3
+// (SLUICE_SPMM_ALG; for measurements).
+int spmm_algorithm_from_env();
+
+// y = alpha A x (beta 0) or, with transpose, y += alpha A^T x, by cuSPARSE. `values`: nnz floats
+// in A's entry order. use_transposed_csr: the transpose as a plain SpMM over the precomputed
+// transposed CSR, its values permuted into `transposed_values` (nnz floats of scratch); else
+// cuSPARSE's transpose operation. `workspace` grows as needed. timed_begin / timed_end (may be
+// null): events recorded around the device work, after any workspace growth.
 void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, bool transpose, TransposeMode mode, float* transposed_values,
-              Scratch& workspace, MemoryAccount& account, cudaStream_t stream);
+              DenseView y, bool transpose, bool use_transposed_csr, int algorithm, float alpha,
+              float* transposed_values, Scratch& workspace, MemoryAccount& account,
+              cudaStream_t stream, cudaEvent_t timed_begin = nullptr,
+              cudaEvent_t timed_end = nullptr);
 
 }  // namespace sluice::cuda

@@ -450,6 +450,28 @@ TEST_F(CudaOps, GemmAllTransposeCombinations) {
     }
 }
 
+// Weight gradients over many rows (C = alpha A^T B + beta C with 200k rows, strided A).
+TEST_F(CudaOps, WeightGradientGemmOverManyRows) {
+  const std::int64_t k = 200003, m = 33, n = 47;
+  const Host a = random_floats(k * (m + 3), rng_), b = random_floats(k * n, rng_),
+             c0 = random_floats(m * n, rng_);
+  Mat a_view = upload(k, m + 3, a).col_block(1, m);  // k x m, ld m + 3
+  Mat db = upload(k, n, b);
+  for (const float beta : {0.f, -1.3f}) {
+    Mat dc = upload(m, n, c0);
+    const float alpha = 0.7f;
+    dev().gemm(true, false, alpha, a_view, db, beta, dc);
+    std::vector<double> want(m * n);
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (std::int64_t p = 0; p < k; ++p) sum += double(a[p * (m + 3) + 1 + i]) * b[p * n + j];
+        want[i * n + j] = alpha * sum + beta * c0[i * n + j];
+      }
+    EXPECT_LT(relative_error(download(dc), want), kTolerance) << "beta " << beta;
+  }
+}
+
 TEST_F(CudaOps, GemmOnStridedViews) {
   const Host a = random_floats(20 * 30, rng_), b = random_floats(16 * 40, rng_);
   Mat da = upload(20, 30, a), db = upload(16, 40, b);
@@ -685,14 +707,65 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
 }
 
-TEST_F(CudaOps, SpmmAndPrecomputedTranspose) {
+// Default (SLUICE_SPMM_TRANSPOSE=auto): the first transposed call measures every method.
+TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
   check_spmm(*backend_, rng_);
+}
+
+TEST_F(CudaOps, SpmmAndPrecomputedTransposeCsr) {
+  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "csr");
+  auto backend = make_backend(1);
+  check_spmm(*backend, rng_);
+}
+
+// The measured choice: the first call (every method, signs adding up to one) and the later
+// calls (the chosen method) each add A^T dy once; at two widths (a choice per width), and on
+// rows that are not 16-byte aligned (ld 41: cuSPARSE's CSR_ALG3 is left out there).
+TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
+  Device& d = dev();
+  const RandomCsr a = random_csr(300, 500, 30, true, rng_);
+  const std::int64_t nnz = a.indptr.back();
+  const Host values = random_floats(nnz, rng_);
+  Mat dvalues = upload(1, nnz, values);
+  for (const std::int64_t f : {8, 40, 39}) {
+    Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
+    const Host dys = random_floats(a.rows * f, rng_);
+    Mat dy = f == 39 ? upload(a.rows, 41, random_floats(a.rows * 41, rng_)).col_block(1, f)
+                     : upload(a.rows, f, dys);
+    if (f == 39)
+      for (std::int64_t r = 0; r < a.rows; ++r) d.write(dys.data() + r * f, f, dy.data + r * dy.ld);
+    Mat dx = d.alloc(a.cols, f, "dx");
+    d.fill(dx, 0.f);
+    std::vector<double> once(a.cols * f, 0.0);
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        for (std::int64_t c = 0; c < f; ++c)
+          once[a.columns[e] * f + c] += double(values[e]) * dys[r * f + c];
+    for (int call = 1; call <= 4; ++call) {
+      d.spmm_transpose_add(csr, dvalues.data, dy, dx);
+      std::vector<double> want(once);
+      for (double& w : want) w *= call;
+      EXPECT_LT(relative_error(download(dx), want), kTolerance)
+          << "width " << f << " call " << call;
+    }
+  }
 }
 
 TEST_F(CudaOps, SpmmWithCusparseTransposeOperation) {
   ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "op");
   auto backend = make_backend(1);
   check_spmm(*backend, rng_);
+}
+
+// The warp-per-row transposed aggregation, every row on one warp and rows over 8 entries on a
+// block of warps.
+TEST_F(CudaOps, SpmmWithWarpTransposeKernel) {
+  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "warp");
+  for (const char* long_row : {"0", "8"}) {
+    ScopedEnv split("SLUICE_GAT_LONG_ROW", long_row);
+    auto backend = make_backend(1);
+    check_spmm(*backend, rng_);
+  }
 }
 
 // Double-precision GAT reference (docs/model-math.md) used by the GPU test and checked against
@@ -1146,6 +1219,40 @@ TEST_F(CudaOps, TwoGpuTransferConcurrencyReport) {
   });
 }
 
+// The dense operators of a GCN chunk at products-like shapes (nd rows; widths 100, 256, 47):
+// cuBLAS on tall, skinny weight-gradient products (printed, not asserted; SLUICE_GPU_BENCH=1).
+TEST_F(CudaOps, ChunkGemmTimingReport) {
+  if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
+  const auto time_ms = [&](auto&& f) {
+    f();
+    dev().synchronize();
+    double best = 1e30;
+    for (int rep = 0; rep < 5; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      f();
+      dev().synchronize();
+      best = std::min(
+          best,
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return best;
+  };
+  Device& d = dev();
+  for (const std::int64_t nd : {131072, 524288, 1048576}) {
+    Mat a256 = d.alloc(nd, 256, "A"), a100 = d.alloc(nd, 100, "A0"), dz47 = d.alloc(nd, 47, "dZ"),
+        dz256 = d.alloc(nd, 256, "dZ0"), w = d.alloc(256, 47, "W"), w0 = d.alloc(100, 256, "W0");
+    for (Mat x : {a256, a100, dz47, dz256, w, w0}) d.fill(x, 0.01f);
+    const double dw1 = time_ms([&] { d.gemm(true, false, 1.f, a256, dz47, 1.f, w); });
+    const double dw0 = time_ms([&] { d.gemm(true, false, 1.f, a100, dz256, 1.f, w0); });
+    const double da1 = time_ms([&] { d.gemm(false, true, 1.f, dz47, w, 0.f, a256); });
+    const double z1 = time_ms([&] { d.gemm(false, false, 1.f, a256, w, 0.f, dz47); });
+    std::printf(
+        "[bench] GEMM nd %lld: dW1 = A(256)^T dZ(47) %.2f ms, dW0 = A(100)^T dZ(256) %.2f ms, "
+        "dA = dZ W^T %.2f ms, Z = A W %.2f ms\n",
+        static_cast<long long>(nd), dw1, dw0, da1, z1);
+  }
+}
+
 // Operator timings on a large random chunk (printed, not asserted; SLUICE_GPU_BENCH=1).
 TEST_F(CudaOps, SparseAndGatTimingReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
@@ -1169,7 +1276,7 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   };
   Mat values = dev().alloc(1, nnz, "values");
   dev().fill(values, 0.1f);
-  for (std::int64_t f : {64, 128}) {
+  for (std::int64_t f : {64, 128, 256}) {
     Mat x = dev().alloc(cols, f, "x"), y = dev().alloc(rows, f, "y");
     dev().fill(x, 1.f);
     const double t_fwd = time_ms([&] { dev().spmm(csr, values.data, x, y); });
@@ -1179,6 +1286,31 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
         "%.2f ms\n",
         static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(nnz),
         static_cast<long long>(f), t_fwd, t_bwd);
+  }
+  {  // the same transposed aggregation with the warp kernel (SLUICE_SPMM_TRANSPOSE=warp)
+    ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "warp");
+    auto warp_backend = make_backend(1);
+    Device& w = warp_backend->device(0);
+    Csr warp_csr = w.upload_csr(a.indptr, a.columns, a.cols, "bench chunk");
+    Mat warp_values = w.alloc(1, nnz, "values");
+    w.fill(warp_values, 0.1f);
+    for (std::int64_t f : {64, 128, 256}) {
+      Mat x = w.alloc(cols, f, "x"), y = w.alloc(rows, f, "y");
+      w.fill(y, 1.f);
+      w.synchronize();
+      double best = 1e30;
+      for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        w.spmm_transpose_add(warp_csr, warp_values.data, y, x);
+        w.synchronize();
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count();
+        if (rep > 0) best = std::min(best, ms);
+      }
+      std::printf("[bench] transpose-add, warp kernel, width %lld: %.2f ms\n",
+                  static_cast<long long>(f), best);
+    }
   }
   const int heads = 8;
   const std::int64_t width = 8, kf = heads * width;

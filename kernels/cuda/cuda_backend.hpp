@@ -146,6 +146,10 @@ class CudaDevice final : public Device {
   static constexpr int kTransposeMethods = 3;
   void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values, Mat x, Mat y,
                      cudaEvent_t begin, cudaEvent_t end);
+  // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over
+  // the transposed CSR (the GAT warp-per-row kernels).
+  void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
+                            Mat dout, Mat dz);
   struct TransposeChoice {
     int method = -1;     // chosen TransposeMethod (-1: not yet)
     bool timed = false;  // the first call ran every method between events

@@ -526,19 +526,26 @@ void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transp
   choice.timed = true;
 }
 
+void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
+                                      std::int64_t width, Mat dout, Mat dz) {
+  if (m.wide)
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
+                                   m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
+                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
+                                   cur());
+  else
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
+                                   m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
+                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
+                                   cur());
+}
+
 void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
                                Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
   if (method == kTransposeWarp) {
     SLUICE_EXPECTS(alpha == 1.f, "the warp transposed SpMM only adds");
     if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
-    if (m.wide)
-      launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
-                                     m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
-                                     values, 1, x.cols, x.data, x.ld, y.data, y.ld, cur());
-    else
-      launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
-                                     m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
-                                     values, 1, x.cols, x.data, x.ld, y.data, y.ld, cur());
+    transposed_aggregate(m, values, 1, x.cols, x, y);
     if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
     return;
   }
@@ -733,14 +740,8 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
                               er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
                               dalpha, atilde, fused, fused, d_el, d_er, s);
   }
-  if (fused && m.wide) {
-    launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
-                                   m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
-                                   atilde, heads, width, dout.data, dout.ld, dz.data, dz.ld, s);
-  } else if (fused) {
-    launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
-                                   m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
-                                   atilde, heads, width, dout.data, dout.ld, dz.data, dz.ld, s);
+  if (fused) {
+    transposed_aggregate(m, atilde, heads, width, dout, dz);
   } else {
     // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
     for (int h = 0; h < heads; ++h)

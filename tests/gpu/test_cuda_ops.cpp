@@ -1219,33 +1219,36 @@ TEST_F(CudaOps, TwoGpuTransferConcurrencyReport) {
   });
 }
 
+// Best of 5 host-clock timings of f (after one warm-up call), each up to d.synchronize(), in ms.
+template <typename F>
+double best_ms(Device& d, F&& f) {
+  f();
+  d.synchronize();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    d.synchronize();
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 // The dense operators of a GCN chunk at products-like shapes (nd rows; widths 100, 256, 47):
 // cuBLAS on tall, skinny weight-gradient products (printed, not asserted; SLUICE_GPU_BENCH=1).
 TEST_F(CudaOps, ChunkGemmTimingReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
-  const auto time_ms = [&](auto&& f) {
-    f();
-    dev().synchronize();
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      dev().synchronize();
-      best = std::min(
-          best,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
   Device& d = dev();
   for (const std::int64_t nd : {131072, 524288, 1048576}) {
     Mat a256 = d.alloc(nd, 256, "A"), a100 = d.alloc(nd, 100, "A0"), dz47 = d.alloc(nd, 47, "dZ"),
         dz256 = d.alloc(nd, 256, "dZ0"), w = d.alloc(256, 47, "W"), w0 = d.alloc(100, 256, "W0");
     for (Mat x : {a256, a100, dz47, dz256, w, w0}) d.fill(x, 0.01f);
-    const double dw1 = time_ms([&] { d.gemm(true, false, 1.f, a256, dz47, 1.f, w); });
-    const double dw0 = time_ms([&] { d.gemm(true, false, 1.f, a100, dz256, 1.f, w0); });
-    const double da1 = time_ms([&] { d.gemm(false, true, 1.f, dz47, w, 0.f, a256); });
-    const double z1 = time_ms([&] { d.gemm(false, false, 1.f, a256, w, 0.f, dz47); });
+    const double dw1 = best_ms(d, [&] { d.gemm(true, false, 1.f, a256, dz47, 1.f, w); });
+    const double dw0 = best_ms(d, [&] { d.gemm(true, false, 1.f, a100, dz256, 1.f, w0); });
+    const double da1 = best_ms(d, [&] { d.gemm(false, true, 1.f, dz47, w, 0.f, a256); });
+    const double z1 = best_ms(d, [&] { d.gemm(false, false, 1.f, a256, w, 0.f, dz47); });
     std::printf(
         "[bench] GEMM nd %lld: dW1 = A(256)^T dZ(47) %.2f ms, dW0 = A(100)^T dZ(256) %.2f ms, "
         "dA = dZ W^T %.2f ms, Z = A W %.2f ms\n",
@@ -1260,27 +1263,13 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   const RandomCsr a = random_csr(rows, cols, 40, false, rng_);
   const std::int64_t nnz = a.indptr.back();
   Csr csr = dev().upload_csr(a.indptr, a.columns, a.cols, "bench chunk");
-  const auto time_ms = [&](auto&& f) {
-    f();
-    dev().synchronize();
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      dev().synchronize();
-      best = std::min(
-          best,
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
   Mat values = dev().alloc(1, nnz, "values");
   dev().fill(values, 0.1f);
   for (std::int64_t f : {64, 128, 256}) {
     Mat x = dev().alloc(cols, f, "x"), y = dev().alloc(rows, f, "y");
     dev().fill(x, 1.f);
-    const double t_fwd = time_ms([&] { dev().spmm(csr, values.data, x, y); });
-    const double t_bwd = time_ms([&] { dev().spmm_transpose_add(csr, values.data, y, x); });
+    const double t_fwd = best_ms(dev(), [&] { dev().spmm(csr, values.data, x, y); });
+    const double t_bwd = best_ms(dev(), [&] { dev().spmm_transpose_add(csr, values.data, y, x); });
     std::printf(
         "[bench] SpMM %lld x %lld, nnz %lld, width %lld: forward %.2f ms, transpose-add "
         "%.2f ms\n",
@@ -1297,17 +1286,8 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
     for (std::int64_t f : {64, 128, 256}) {
       Mat x = w.alloc(cols, f, "x"), y = w.alloc(rows, f, "y");
       w.fill(y, 1.f);
-      w.synchronize();
-      double best = 1e30;
-      for (int rep = 0; rep < 6; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        w.spmm_transpose_add(warp_csr, warp_values.data, y, x);
-        w.synchronize();
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        if (rep > 0) best = std::min(best, ms);
-      }
+      const double best =
+          best_ms(w, [&] { w.spmm_transpose_add(warp_csr, warp_values.data, y, x); });
       std::printf("[bench] transpose-add, warp kernel, width %lld: %.2f ms\n",
                   static_cast<long long>(f), best);
     }
@@ -1323,10 +1303,10 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   std::iota(keys.begin(), keys.end(), 0);
   Idx key_idx = dev().upload(keys, "keys");
   const DropoutKey drop{1, 1, 0, 0.5f};
-  const double t_gat_fwd = time_ms([&] {
+  const double t_gat_fwd = best_ms(dev(), [&] {
     dev().gat_forward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out);
   });
-  const double t_gat_bwd = time_ms([&] {
+  const double t_gat_bwd = best_ms(dev(), [&] {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
                        dz, datt.data, datt.data + kf);
   });

@@ -65,6 +65,23 @@ Host download_matrix(Device& d, Mat m) {
   return out;
 }
 
+// Best of 5 host-clock timings of f (after one warm-up call), each up to d.synchronize(), in ms.
+template <typename F>
+double best_ms(Device& d, F&& f) {
+  f();
+  d.synchronize();
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    d.synchronize();
+    best = std::min(
+        best,
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -1111,19 +1128,7 @@ TEST_F(CudaOps, AllReduceAcrossLogicalDevicesOnOneGpu) {
 // (scripts/device-test.sh --bench). Sorted 25% subset of a 1 GiB pinned host matrix.
 TEST_F(CudaOps, TransferBandwidthReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
-  const auto seconds = [](auto&& f, Device& d) {
-    f();
-    d.synchronize();
-    double best = 1e30;
-    for (int rep = 0; rep < 5; ++rep) {
-      const auto t0 = std::chrono::steady_clock::now();
-      f();
-      d.synchronize();
-      best = std::min(best,
-                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    return best;
-  };
+  const auto seconds = [](auto&& f, Device& d) { return best_ms(d, f) * 1e-3; };
   for (std::int64_t cols : {64, 128, 256}) {
     const std::int64_t host_rows = (std::int64_t(1) << 30) / (cols * 4);
     HostMat h = backend_->alloc_host(host_rows, cols, "bench host");
@@ -1217,23 +1222,6 @@ TEST_F(CudaOps, TwoGpuTransferConcurrencyReport) {
     LaneScope lane(dev, Lane::kStore);
     dev.store_block(p.dst, out, d * p.n);
   });
-}
-
-// Best of 5 host-clock timings of f (after one warm-up call), each up to d.synchronize(), in ms.
-template <typename F>
-double best_ms(Device& d, F&& f) {
-  f();
-  d.synchronize();
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    d.synchronize();
-    best = std::min(
-        best,
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
 }
 
 // The dense operators of a GCN chunk at products-like shapes (nd rows; widths 100, 256, 47):

@@ -488,6 +488,12 @@ void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transp
   // removes its own result again, up to rounding); the second call picks the fastest, keeping
   // the default unless another takes under 0.8 of its time.
   TransposeChoice& choice = transpose_choices_[{a.id, x.cols}];
+  // CSR_ALG3 reads the dense rows with vector loads: only 16-byte aligned rows qualify (a
+  // misaligned address is a sticky CUDA error).
+  const auto aligned_rows = [](Mat v) {
+    return v.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0;
+  };
+  const bool aligned = aligned_rows(x) && aligned_rows(y);
   if (choice.method < 0 && choice.timed) {
     SLUICE_CUDA(cudaEventSynchronize(choice.events[5].get()));
     float ms[kTransposeMethods] = {};
@@ -503,15 +509,12 @@ void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transp
               ms[2], " ms -> ", names[choice.method]);
   }
   if (choice.method >= 0) {
-    transpose_add(m, choice.method, 1.f, values, x, y, nullptr, nullptr);
+    const int method =
+        choice.method == kTransposeCsrAlg3 && !aligned ? int(kTransposeCsr) : choice.method;
+    transpose_add(m, method, 1.f, values, x, y, nullptr, nullptr);
     return;
   }
-  // CSR_ALG3 reads the dense rows with vector loads: only 16-byte aligned rows qualify (a
-  // misaligned address is a sticky CUDA error).
-  const auto aligned = [](Mat v) {
-    return v.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0;
-  };
-  if (!aligned(x) || !aligned(y)) {
+  if (!aligned) {
     choice.method = kTransposeCsr;
     transpose_add(m, kTransposeCsr, 1.f, values, x, y, nullptr, nullptr);
     return;

@@ -34,6 +34,7 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShap
   SLUICE_EXPECTS(partition >= 0 && partition < plan.partitions, "partition ", partition);
   std::int64_t width = 1;
   for (int l = 0; l <= shape.layers; ++l) width = std::max(width, layer_width(shape, l));
+  width = (width + 3) / 4 * 4;  // the schedule pads rows to 16 bytes
   const std::int64_t merged_rows =
       std::int64_t(plan.transition_rows[partition]) + plan.remote_rows[partition];
   std::int64_t max_dst = 0, max_entries = 0;

@@ -457,6 +457,11 @@ Idx upload_or_empty(Device& dev, const std::vector<vertex_t>& values, const std:
   return dev.upload(values, what);
 }
 
+// A row width rounded up to a multiple of 4 floats (16-byte rows).
+std::int64_t aligned_width(std::int64_t cols) {
+  return (cols + 3) / 4 * 4;
+}
+
 Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);
 }
@@ -982,13 +987,16 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     }
     const std::int64_t M = std::max<std::int64_t>(s.merged_rows, 1);
     max_dst = std::max<std::int64_t>(max_dst, 1);
-    s.X = d.alloc(M, in_max, "transition buffer X");
-    if (grad_in_max > 0) s.dX = d.alloc(M, grad_in_max, "transition gradient dX");
-    if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, agg_max, "aggregation A");
+    // The operands of the SpMMs (X, A, dA, dX) get rows 16 bytes apart (padded to a multiple
+    // of 4 floats): vectorized sparse kernels need aligned rows (kernels/cuda/NOTES.md).
+    s.X = d.alloc(M, aligned_width(in_max), "transition buffer X");
+    if (grad_in_max > 0) s.dX = d.alloc(M, aligned_width(grad_in_max), "transition gradient dX");
+    if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(agg_max), "aggregation A");
     s.Z = d.alloc(max_dst, out_max, "pre-activation Z");
     s.sets[0].out = d.alloc(max_dst, out_max, "layer output");
     s.sets[0].dZ = d.alloc(max_dst, out_max, "output gradient dZ");
-    if (agg_max > 0 || gat) s.dA = d.alloc(max_dst, std::max(agg_max, tw_max), "gradient dA");
+    if (agg_max > 0 || gat)
+      s.dA = d.alloc(max_dst, aligned_width(std::max(agg_max, tw_max)), "gradient dA");
     if (gat) {
       s.Zm = d.alloc(M, tw_max, "GAT transformed rows");
       s.dZm = d.alloc(M, tw_max, "GAT transformed-row gradient");
@@ -1081,7 +1089,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       second.out = d.try_alloc(max_dst, out_max, "layer output (second set)");
       second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, out_max, "dZ (second set)");
       if (agg_max > 0 && !second.dZ.empty())
-        second.A = d.try_alloc(max_dst, agg_max, "aggregation A (second set)");
+        second.A = d.try_alloc(max_dst, aligned_width(agg_max), "aggregation A (second set)");
       if (!second.dZ.empty() && (agg_max == 0 || !second.A.empty())) {
         s.num_sets = 2;
         ++doubled;

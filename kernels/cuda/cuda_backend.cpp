@@ -66,6 +66,16 @@ void setup_peer_access(BackendShared& shared) {
   }
 }
 
+// A 0/1 switch from the environment (unset or empty: 0).
+bool flag_from_env(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value) return false;
+  SLUICE_INPUT_CHECK(
+      value[0] == '\0' || std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0, name,
+      " must be 0 or 1, got '", value, "'");
+  return std::strcmp(value, "1") == 0;
+}
+
 }  // namespace
 
 CudaBackend::CudaBackend(const BackendOptions& options)
@@ -94,12 +104,8 @@ CudaBackend::CudaBackend(const BackendOptions& options)
                        "SLUICE_GAT_LONG_ROW must be a row length >= 0 (0: off), got '", text, "'");
     shared_->gat_long_degree = value;
   }
-  if (const char* host = std::getenv("SLUICE_HOST_CONSTANTS")) {
-    SLUICE_INPUT_CHECK(
-        host[0] == '\0' || std::strcmp(host, "0") == 0 || std::strcmp(host, "1") == 0,
-        "SLUICE_HOST_CONSTANTS must be 0 or 1, got '", host, "'");
-    shared_->host_constants = std::strcmp(host, "1") == 0;
-  }
+  shared_->host_constants = flag_from_env("SLUICE_HOST_CONSTANTS");
+  shared_->op_times = flag_from_env("SLUICE_OP_TIMES");
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d) {
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));

@@ -31,6 +31,10 @@ struct BackendShared {
   // SLUICE_HOST_CONSTANTS=1: every read-only constant (upload, upload_csr, upload_constant) in
   // pinned host memory read zero-copy, as when they exceed the device budget (for testing).
   bool host_constants = false;
+  // SLUICE_OP_TIMES=1: every operation's (and GAT sub-kernel's) device time, summed per name
+  // and lane over the run after the first pass sequence (warm-up) and logged when the device
+  // is destroyed (a profiler's per-kernel view where none is installed).
+  bool op_times = false;
   // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
   // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
   std::vector<std::vector<bool>> direct_peer, peer_atomics;
@@ -184,6 +188,40 @@ class CudaDevice final : public Device {
     std::int32_t tag = 0;
   };
   std::vector<TimedRange> timers_;
+  // Operation timers (SLUICE_OP_TIMES): OpScope records a pair of timing events around one
+  // operation; take_phase_times() sums the finished ones into op_totals_ (lane, name).
+  struct OpRange {
+    Event begin, end;
+    const char* name = nullptr;
+    int lane = 0;
+  };
+  class OpScope {
+   public:
+    OpScope(CudaDevice& d, const char* name) : d_(d), index_(d.op_begin(name)) {}
+    ~OpScope() { d_.op_end(index_); }
+    int release() {  // ends the scope early: op_end(release())
+      const int index = index_;
+      index_ = -1;
+      return index;
+    }
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+
+   private:
+    CudaDevice& d_;
+    int index_;
+  };
+  int op_begin(const char* name);  // -1 when off
+  void op_end(int index);          // never throws (runs in destructors)
+  void collect_op_times();
+  std::vector<OpRange> op_ranges_;
+  std::size_t op_used_ = 0;
+  int op_collections_ = 0;
+  struct OpTotal {
+    double ms = 0;
+    std::int64_t calls = 0;
+  };
+  std::map<std::pair<int, std::string>, OpTotal> op_totals_;
   Event time_origin_;  // timing event; recorded by set_time_origin()
   bool has_time_origin_ = false;
   std::size_t timers_used_ = 0;

@@ -2,6 +2,7 @@
 // aggregation handles a row's entries 32 at a time, one lane computing one entry's coefficients
 // (all heads) into shared memory, then all lanes accumulating columns of the weighted sum.
 #include <cfloat>
+#include <cstdint>
 
 #include "common/hash.hpp"
 #include "kernels/cuda/gat.hpp"
@@ -185,6 +186,59 @@ __device__ __forceinline__ float dropout_backward_entry(
   return a_eh * d;
 }
 
+// dO_i^h . Z_u^h over one head's F columns (a: dO_i^h, b: Z_u^h), in column order; with 16-byte
+// loads when both rows allow them (vec4: F, both leading dimensions and both bases multiples of
+// 4 floats).
+__device__ __forceinline__ float head_dot(const float* __restrict__ a, const float* __restrict__ b,
+                                          std::int64_t width, bool vec4) {
+  float dot = 0.f;
+  if (vec4) {
+    const float4* a4 = reinterpret_cast<const float4*>(a);
+    const float4* b4 = reinterpret_cast<const float4*>(b);
+    for (std::int64_t f = 0; f < width / 4; ++f) {
+      const float4 x = a4[f], y = b4[f];
+      dot += x.x * y.x;
+      dot += x.y * y.y;
+      dot += x.z * y.z;
+      dot += x.w * y.w;
+    }
+  } else {
+    for (std::int64_t f = 0; f < width; ++f) dot += a[f] * b[f];
+  }
+  return dot;
+}
+
+// The warp-cooperative kernels (F a power of two <= 32) keep a row's dO_i in registers, column
+// c = lane + 32 t in slot t; lane c % F == 0 holds head c / F's per-entry dot product and
+// coefficient sums (-1: this (lane, slot) holds none).
+__device__ __forceinline__ int coop_head_of(int lane, int t, int width, int total_cols) {
+  const int c = lane + 32 * t;
+  return c < total_cols && (lane & (width - 1)) == 0 ? c / width : -1;
+}
+
+// One entry (row i, its k-th, CSR entry e, source row zu) of the warp-cooperative attention
+// backward: the K dot products dO_i^h . Z_u^h by the whole warp (coalesced row reads), reduced
+// over each head's F lanes; the holding lane (coop_head_of) writes the entry's coefficients and
+// adds alpha * d(alpha) into weighted[slot].
+template <int kColumnsPerLane>
+__device__ __forceinline__ void coop_backward_entry(
+    const float (&dv)[kColumnsPerLane], const float* __restrict__ zu, int lane, int width,
+    int total_cols, const AttentionDropout& dropout, std::int64_t i, std::int64_t k, std::int64_t e,
+    const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
+    float* dalpha, float* atilde, float (&weighted)[kColumnsPerLane]) {
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) {
+    const int c = lane + 32 * t;
+    float dot = c < total_cols ? dv[t] * zu[c] : 0.f;
+    for (int offset = width / 2; offset > 0; offset /= 2)
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+    const int h = coop_head_of(lane, t, width, total_cols);
+    if (h >= 0)
+      weighted[t] += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, nnz,
+                                            true, dalpha, atilde);
+  }
+}
+
 // Backward through softmax and LeakyReLU of row i, head h, given S_h (`total`), over the row's
 // entries first + lane, first + lane + step, ...: per entry
 // ds = LeakyReLU'(el_u + er_i) * alpha (d(alpha) - S_h), added to d_el[u]; returns the warp's sum
@@ -230,8 +284,8 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
                                           std::int64_t ldalpha, const float* __restrict__ dout,
                                           std::int64_t lddout, int heads, std::int64_t width,
                                           AttentionDropout dropout, float* __restrict__ dalpha,
-                                          float* __restrict__ atilde, bool entry_major, float* d_el,
-                                          float* __restrict__ d_er) {
+                                          float* __restrict__ atilde, bool entry_major, bool vec4,
+                                          float* d_el, float* __restrict__ d_er) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
@@ -243,9 +297,9 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
       float weighted = 0.f;
       for (std::int64_t k = lane; k < degree; k += 32) {
         const std::int64_t e = begin + k;
-        const float* zu = z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width;
-        float dot = 0.f;
-        for (std::int64_t f = 0; f < width; ++f) dot += dout_i[h * width + f] * zu[f];
+        const float dot =
+            head_dot(dout_i + h * width,
+                     z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
         weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
                                            entry_major, dalpha, atilde);
       }
@@ -258,7 +312,9 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
 
 // Backward of the attention coefficients when F is a power of two <= 32 and K*F <= 256: each
 // entry's K dot products dO_v^h . Z_u^h are computed by the whole warp (lanes over columns,
-// coalesced row reads) with a segmented shuffle reduction over the F lanes of each head.
+// coalesced row reads; coop_backward_entry). Wider heads take the lane-per-entry kernels with
+// 16-byte reads (a warp per entry was 3x slower at F = 64: each entry then waits on a 5-step
+// shuffle reduction per 32 columns).
 template <typename Index, int kColumnsPerLane>
 __global__ void gat_backward_edges_coop_kernel(
     CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz, const float* __restrict__ el,
@@ -286,26 +342,15 @@ __global__ void gat_backward_edges_coop_kernel(
       const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        const std::int64_t e = begin + chunk + j;
-        const float* zu = z + u * ldz;
-#pragma unroll
-        for (int t = 0; t < kColumnsPerLane; ++t) {
-          const int c = lane + 32 * t;
-          float dot = c < total_cols ? dv[t] * zu[c] : 0.f;
-          for (int offset = width / 2; offset > 0; offset /= 2)
-            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-          if (c < total_cols && (lane & (width - 1)) == 0) {
-            const int h = c / width;
-            weighted[t] += dropout_backward_entry(dropout, i, chunk + j, h, e, dot, alpha, ldalpha,
-                                                  heads, a.nnz, true, dalpha, atilde);
-          }
-        }
+        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, i, chunk + j,
+                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
+                            weighted);
       }
     }
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int c = lane + 32 * t;
-      if (c < total_cols && (lane & (width - 1)) == 0) head_total[c / width] = weighted[t];
+      const int h = coop_head_of(lane, t, width, total_cols);
+      if (h >= 0) head_total[h] = weighted[t];
     }
     __syncwarp();
     for (int h = 0; h < heads; ++h) {
@@ -331,7 +376,8 @@ __global__ void gat_transpose_aggregate_kernel(
   for (std::int64_t u = global_warp(); u < t_rows; u += warp_count()) {
     const std::int64_t begin = t_indptr[u];
     const std::int64_t degree = t_indptr[u + 1] - begin;
-    if (degree > skip_degree) continue;  // the long-row kernel's row
+    // Rows without entries add nothing; longer rows are the long-row kernel's.
+    if (degree == 0 || degree > skip_degree) continue;
     for (std::int64_t column_base = 0; column_base < total_cols;
          column_base += 32 * kColumnsPerLane) {
       float acc[kColumnsPerLane];
@@ -484,8 +530,8 @@ __global__ void __launch_bounds__(kLongThreads)
                                    std::int64_t ldalpha, const float* __restrict__ dout,
                                    std::int64_t lddout, int heads, std::int64_t width,
                                    AttentionDropout dropout, float* __restrict__ dalpha,
-                                   float* __restrict__ atilde, bool entry_major, float* d_el,
-                                   float* __restrict__ d_er) {
+                                   float* __restrict__ atilde, bool entry_major, bool vec4,
+                                   float* d_el, float* __restrict__ d_er) {
   __shared__ float part[kLongWarps];
   __shared__ float head_total;
   const int lane = lane_id();
@@ -500,9 +546,9 @@ __global__ void __launch_bounds__(kLongThreads)
       float weighted = 0.f;
       for (std::int64_t k = warp * 32 + lane; k < degree; k += step) {
         const std::int64_t e = begin + k;
-        const float* zu = z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width;
-        float dot = 0.f;
-        for (std::int64_t f = 0; f < width; ++f) dot += dout_i[h * width + f] * zu[f];
+        const float dot =
+            head_dot(dout_i + h * width,
+                     z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
         weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
                                            entry_major, dalpha, atilde);
       }
@@ -562,26 +608,15 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
       const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        const std::int64_t e = begin + chunk + j;
-        const float* zu = z + u * ldz;
-#pragma unroll
-        for (int t = 0; t < kColumnsPerLane; ++t) {
-          const int c = lane + 32 * t;
-          float dot = c < total_cols ? dv[t] * zu[c] : 0.f;
-          for (int offset = width / 2; offset > 0; offset /= 2)
-            dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-          if (c < total_cols && (lane & (width - 1)) == 0) {
-            const int h = c / width;
-            weighted[t] += dropout_backward_entry(dropout, i, chunk + j, h, e, dot, alpha, ldalpha,
-                                                  heads, a.nnz, true, dalpha, atilde);
-          }
-        }
+        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, i, chunk + j,
+                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
+                            weighted);
       }
     }
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int c = lane + 32 * t;
-      if (c < total_cols && (lane & (width - 1)) == 0) part[warp * heads + c / width] = weighted[t];
+      const int h = coop_head_of(lane, t, width, total_cols);
+      if (h >= 0) part[warp * heads + h] = weighted[t];
     }
     __syncthreads();
     if (static_cast<int>(threadIdx.x) < heads) {
@@ -781,6 +816,10 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   if (a.rows <= 0 || heads <= 0) return;
   const std::int64_t total_cols = heads * width;
   const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
+  const auto aligned = [](const float* p, std::int64_t ld) {
+    return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  };
+  const bool vec4 = width % 4 == 0 && aligned(z, ldz) && aligned(dout, lddout);
   const unsigned blocks = warp_blocks(a.rows);
   const bool coop =
       cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024;
@@ -827,12 +866,12 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   } else {
     gat_backward_edges_kernel<Index><<<blocks, detail::kBlockThreads, 0, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-        dalpha, atilde, entry_major, d_el, d_er);
+        dalpha, atilde, entry_major, vec4, d_el, d_er);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (long_path)
       gat_backward_edges_long_kernel<Index><<<long_grid, kLongThreads, 0, stream>>>(
           a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-          dalpha, atilde, entry_major, d_el, d_er);
+          dalpha, atilde, entry_major, vec4, d_el, d_er);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/hash.hpp"
+#include "common/log.hpp"
 #include "kernels/ops.hpp"
 
 namespace sluice {
@@ -219,6 +220,46 @@ TEST_F(CudaOps, GatherScatterZeroFillCopy) {
   Mat copy = dev().alloc(rows, 20, "copy");
   dev().copy(block, copy);
   for (float x : download(copy)) ASSERT_EQ(x, 2.5f);
+}
+
+std::string line_with(const std::string& text, const std::string& what) {
+  const std::size_t at = text.find(what);
+  if (at == std::string::npos) return "";
+  const std::size_t begin = text.rfind('\n', at) + 1, end = text.find('\n', at);
+  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// SLUICE_OP_TIMES=1: every operation is timed per name; the first pass sequence (warm-up) is
+// left out, and the sums are logged when the device goes away. Off: nothing is logged.
+TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
+  auto log_of = [](const char* setting) {
+    ScopedEnv env("SLUICE_OP_TIMES", setting);
+    const LogLevel level = log_level();
+    set_log_level(LogLevel::kInfo);
+    testing::internal::CaptureStderr();
+    {
+      auto backend = make_backend(1);
+      Device& d = backend->device(0);
+      Mat a = d.alloc(64, 32, "a"), b = d.alloc(32, 16, "b"), c = d.alloc(64, 16, "c");
+      double seconds[kPhases] = {};
+      d.gemm(false, false, 1.f, a, b, 0.f, c);  // the warm-up pass sequence
+      d.synchronize();
+      d.take_phase_times(seconds, nullptr);
+      for (int i = 0; i < 3; ++i) d.gemm(false, false, 1.f, a, b, 0.f, c);
+      d.gemm(true, false, 1.f, a, c, 0.f, b);
+      d.synchronize();
+      d.take_phase_times(seconds, nullptr);
+    }
+    std::string log = testing::internal::GetCapturedStderr();
+    set_log_level(level);
+    return log;
+  };
+  const std::string on = log_of("1");
+  EXPECT_NE(line_with(on, "compute  gemm A B ").find(" 3 calls"), std::string::npos) << on;
+  EXPECT_NE(line_with(on, "compute  gemm A^T B ").find(" 1 calls"), std::string::npos) << on;
+  EXPECT_EQ(log_of("0").find("op times"), std::string::npos);
+  ScopedEnv bad("SLUICE_OP_TIMES", "yes");
+  EXPECT_THROW(make_backend(1), InputError);
 }
 
 TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
@@ -981,6 +1022,14 @@ TEST_F(CudaOps, GatForwardBackwardWithAttentionDropout) {
 TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
   check_gat(dev(), rng_, 1, 300, 0.2f);
 }
+// Wider heads (the benchmark's 4 x 64, and 96) take the lane-per-entry backward with 16-byte
+// reads; 10 columns take it with scalar reads; one head of 32 the warp-cooperative one.
+TEST_F(CudaOps, GatForwardBackwardLanePerEntryWidths) {
+  check_gat(dev(), rng_, 4, 64, 0.3f);
+  check_gat(dev(), rng_, 2, 96, 0.f);
+  check_gat(dev(), rng_, 3, 10, 0.2f);
+  check_gat(dev(), rng_, 1, 32, 0.f);
+}
 
 // Rows longer than SLUICE_GAT_LONG_ROW entries (and transposed rows) get a block of warps each:
 // with a low threshold most rows of the random chunk (1..46 entries) take that path, in every
@@ -995,6 +1044,8 @@ TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
     check_gat(backend->device(0), rng_, 4, 16, 0.5f);
     check_gat(backend->device(0), rng_, 1, 300, 0.2f);
     check_gat(backend->device(0), rng_, 2, 12, 0.f);
+    check_gat(backend->device(0), rng_, 4, 64, 0.3f);
+    check_gat(backend->device(0), rng_, 2, 96, 0.f);
     ScopedEnv kernels("SLUICE_GAT_KERNELS", "basic");
     auto basic = make_backend(1);
     check_gat(basic->device(0), rng_, 8, 8, 0.5f);

@@ -442,7 +442,14 @@ struct DeviceState {
   Mat X, dX;         // merged transition buffer and its gradient
   BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional
   int num_sets = 1;
-  Mat stage;                        // optional: the next batch's loads, compact (max loads)
+  Mat stage;  // optional: the next batch's loads, compact (max loads)
+  // Positions [head_split_begin, head_split_end) of chunk 0's load list: the vertices of this
+  // device's last chunk, whose rows of a layer output are written last in a forward pass.
+  std::int64_t head_split_begin = 0, head_split_end = 0;
+  // The stage holds batch 0's rows of the coming pass except positions [head_pending_begin,
+  // head_pending_end), loaded during the previous pass (prefetch_next_head()).
+  bool head_prefetched = false;
+  std::int64_t head_pending_begin = 0, head_pending_end = 0;
   Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
   Idx iota;                         // 0, 1, ... (positions in `leave`)
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
@@ -483,6 +490,13 @@ struct Schedule::Impl {
   std::vector<std::int32_t> predictions;
   std::int64_t epoch = 0;
   bool training = false;
+  // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):
+  // prefetch_next_head() puts them into the stage during the running pass's last batch.
+  // next_head_reads_outputs: it reads the running forward pass's outputs (H^{l+1}), so the
+  // rows of each device's last chunk wait for the next pass's start.
+  const LayerSpec* next_head = nullptr;
+  bool next_head_reads_outputs = false;
+  std::int32_t next_head_tag = 0;
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
@@ -490,8 +504,15 @@ struct Schedule::Impl {
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b), plan(p), model(m), options(o) {}
 
-  void begin_pass(PassKind kind, int layer) {
-    pass_tag = (int(kind) * kTagLayers + layer) * kTagBatches;
+  static std::int32_t pass_tag_of(PassKind kind, int layer) {
+    return (int(kind) * kTagLayers + layer) * kTagBatches;
+  }
+  void begin_pass(PassKind kind, int layer) { pass_tag = pass_tag_of(kind, layer); }
+  // The pass after the one about to run (nullptr: none, or it loads nothing).
+  void set_next_head(const LayerSpec* layer, PassKind kind, bool reads_outputs) {
+    next_head = options.overlap && options.prefetch_next_pass ? layer : nullptr;
+    next_head_reads_outputs = reads_outputs;
+    next_head_tag = layer ? pass_tag_of(kind, layer->index) : 0;
   }
   std::int32_t tag(int c) const { return pass_tag + c; }
 
@@ -559,7 +580,48 @@ struct Schedule::Impl {
       d.mark(kLoaded);
     }
     prefetch(layer, c + 1, load_inputs, prefetch_blocks);
+    if (c + 1 == C) prefetch_next_head();
     phase_boundary();
+  }
+
+  // Rows [begin, end) of chunk c's load list from H[layer] into the same stage rows.
+  void load_stage_part(DeviceState& s, int c, const LayerSpec& layer, std::int64_t begin,
+                       std::int64_t end) {
+    if (end <= begin) return;
+    const DeviceChunk& ch = s.chunks[std::size_t(c)];
+    s.device->load_rows(H[std::size_t(layer.index)],
+                        Idx{ch.load_vertices.data + begin, end - begin}, Idx{},
+                        s.stage.row_block(begin, end - begin).col_block(0, layer.in_width));
+  }
+
+  // During the last batch of a pass, on the transfer lane: batch 0's rows of the next pass into
+  // the stage (once this batch's rows left it), so that pass does not start with a load. When
+  // the next pass reads this forward pass's outputs, each device's rows wait for its stores of
+  // the chunks before the last, and the last chunk's rows (head_split) wait for the next pass.
+  void prefetch_next_head() {
+    if (!next_head) return;
+    const LayerSpec& layer = *next_head;
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      const std::int64_t n = s.chunks[0].load_rows.size;
+      if (s.stage.empty() || n == 0) continue;
+      const std::int64_t begin = next_head_reads_outputs ? s.head_split_begin : n;
+      const std::int64_t end = next_head_reads_outputs ? s.head_split_end : n;
+      if (begin == 0 && end == n) continue;  // every row waits for the next pass
+      Device& d = *s.device;
+      LaneScope lane(d, Lane::kTransfer);
+      d.wait(kStageFree);
+      if (next_head_reads_outputs)
+        for (int k = 0; k < s.num_sets; ++k) d.wait(kStored + k);  // in order: all stores
+      d.phase_begin(Phase::kLoad, next_head_tag);
+      load_stage_part(s, 0, layer, 0, begin);
+      load_stage_part(s, 0, layer, end, n);
+      d.phase_end(Phase::kLoad);
+      d.mark(kStageReady);
+      s.head_prefetched = true;
+      s.head_pending_begin = begin;
+      s.head_pending_end = end;
+    }
   }
 
   // On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
@@ -571,15 +633,21 @@ struct Schedule::Impl {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       Device& d = *s.device;
-      const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0;
+      // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
+      const bool prefetched = c == 0 && s.head_prefetched;
+      s.head_prefetched = s.head_prefetched && !prefetched;
+      const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0 &&
+                         (!prefetched || s.head_pending_end > s.head_pending_begin);
       const bool set = blocks && s.num_sets > 1 && ch.num_dst > 0;
       if (!stage && !set) continue;
       LaneScope lane(d, Lane::kTransfer);
       if (stage) {
         d.wait(kStageFree);
         d.phase_begin(Phase::kLoad, tag(c));
-        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, Idx{},
-                    rows_of(s.stage, ch.load_rows.size, layer.in_width));
+        if (prefetched)
+          load_stage_part(s, 0, layer, s.head_pending_begin, s.head_pending_end);
+        else
+          load_stage_part(s, c, layer, 0, ch.load_rows.size);
         d.phase_end(Phase::kLoad);
         d.mark(kStageReady);
       }
@@ -870,7 +938,14 @@ struct Schedule::Impl {
 
   // One layer's forward over all batches (training or evaluation), drained at the end.
   void forward_layer(const LayerSpec& layer) {
-    begin_pass(training ? PassKind::kForward : PassKind::kEvaluate, layer.index);
+    const PassKind kind = training ? PassKind::kForward : PassKind::kEvaluate;
+    if (!layer.last)
+      set_next_head(&model.layers[std::size_t(layer.index) + 1], kind, true);
+    else if (training && recompute(layer))  // the backward of this layer reloads its input
+      set_next_head(&layer, PassKind::kBackward, false);
+    else
+      set_next_head(nullptr, kind, false);
+    begin_pass(kind, layer.index);
     prefetch(layer, 0, true, false);
     for (int c = 0; c < C; ++c) {
       load_phase(layer, c, true, false, false);
@@ -1018,6 +1093,19 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       max_leaves[std::size_t(p)] =
           std::max<std::int64_t>(max_leaves[std::size_t(p)], std::int64_t(li.leave_rows.size()));
     }
+    {
+      // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list;
+      // baseline loads also hold other devices' rows: then every row waits).
+      const std::vector<vertex_t>& v = lists[std::size_t(p)].load_vertices;
+      const ChunkPlan& last = plan.chunk(m.C - 1, p);
+      s.head_split_begin = 0;
+      s.head_split_end = std::int64_t(v.size());
+      if (options.comm != CommMode::kBaseline && std::is_sorted(v.begin(), v.end())) {
+        const vertex_t first = last.dst_begin, stop = vertex_t(last.dst_begin + last.num_dst());
+        s.head_split_begin = std::lower_bound(v.begin(), v.end(), first) - v.begin();
+        s.head_split_end = std::lower_bound(v.begin(), v.end(), stop) - v.begin();
+      }
+    }
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
       ChunkLists& li = lists[std::size_t(c) * m.P + p];
@@ -1163,6 +1251,8 @@ double Schedule::forward_backward(std::int64_t epoch) {
     const LayerSpec& layer = m.model.layers[std::size_t(l)];
     const bool input_gradient = l > 0;
     const bool reload = m.recompute(layer);
+    const LayerSpec* below = l > 0 ? &m.model.layers[std::size_t(l) - 1] : nullptr;
+    m.set_next_head(below && m.recompute(*below) ? below : nullptr, PassKind::kBackward, false);
     m.begin_pass(PassKind::kBackward, l);
     m.prefetch(layer, 0, reload, true);
     for (int c = 0; c < m.C; ++c) {

@@ -48,6 +48,9 @@ struct ScheduleOptions {
   // the next batch's loads and backward blocks on the transfer lane, store forward results and
   // flush leaving gradients on the store lane.
   bool overlap = true;
+  // With overlap: load batch 0's rows of the next pass during the last batch of the running one
+  // (SLUICE_PREFETCH_NEXT_PASS=0 turns it off, for measuring).
+  bool prefetch_next_pass = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

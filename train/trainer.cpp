@@ -195,6 +195,8 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   // Measurement switch (docs/benchmarks.md): all-device barriers on top of the pairwise order.
   if (const char* barriers = std::getenv("SLUICE_DEVICE_BARRIERS"))
     options.device_barriers = std::string(barriers) == "1";
+  if (const char* next = std::getenv("SLUICE_PREFETCH_NEXT_PASS"))
+    options.prefetch_next_pass = std::string(next) != "0";
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

@@ -8,7 +8,9 @@ default: the last one) and the device ranges inside it, prints in milliseconds: 
 per device the busy time per lane (union of ranges) and per phase (sum of durations); per pass
 (forward 0, forward 1, backward 1, ...) and device the start, span, compute-lane busy time,
 head (first range to first compute), tail (last compute end to last range end) and compute-lane
-idle time; the gaps between passes; "host link busy" per device (union of load on the transfer
+idle time, and the load time spent on the pass during the previous pass (the schedule prefetches
+batch 0 of a pass during the last batch of the one before: such ranges count as "prefetched"
+and not in the pass's start, span or head); the gaps between passes; "host link busy" per device (union of load on the transfer
 lane, store/flush on the store lane, load/flush on the compute lane; an approximation of the
 ranges moving data over the host link) as a fraction of the wall time; and per pass, device and
 batch the compute start, compute time and the wait before the compute range (since the previous
@@ -98,11 +100,19 @@ def summarize(path, epoch):
     for r in ranges:
         if r[4] not in pass_names:
             pass_names.append(r[4])
+    previous_end = None
     for p in pass_names:
-        in_pass = [r for r in ranges if r[4] == p]
+        # Passes run one after the other: a range of this pass that begins before the previous
+        # pass ended was prefetched during it.
+        early = [r for r in ranges if r[4] == p and previous_end is not None and r[5] < previous_end]
+        in_pass = [r for r in ranges if r[4] == p and r not in early]
+        if not in_pass:
+            continue
         entry = {"pass": p, "start_ms": min(r[5] for r in in_pass),
-                 "end_ms": max(r[6] for r in in_pass), "devices": []}
+                 "end_ms": max(r[6] for r in in_pass), "devices": [],
+                 "prefetched_ms": sum(r[6] - r[5] for r in early)}
         entry["span_ms"] = entry["end_ms"] - entry["start_ms"]
+        previous_end = entry["end_ms"]
         for d in device_ids:
             mine = [r for r in in_pass if r[0] == d]
             if not mine:
@@ -116,7 +126,8 @@ def summarize(path, epoch):
                    "compute_lane_busy_ms": busy,
                    "head_ms": min(r[5] for r in computes) - first if computes else None,
                    "tail_ms": last - max(r[6] for r in computes) if computes else None,
-                   "compute_lane_idle_ms": lane0_span - busy, "batches": []}
+                   "compute_lane_idle_ms": lane0_span - busy,
+                   "prefetched_ms": sum(r[6] - r[5] for r in early if r[0] == d), "batches": []}
             step_lane0 = [r for r in ranges if r[0] == d and r[1] == COMPUTE_LANE]
             for batch in sorted({r[3] for r in computes}):
                 mine_b = [r for r in computes if r[3] == batch]
@@ -171,13 +182,14 @@ def print_text(s):
     print("\n### Passes (ms; start from the step start)\n")
     rows = []
     for p in s["passes"]:
-        rows.append([p["pass"], "all", ms(p["start_ms"]), ms(p["span_ms"]), "", "", "", ""])
+        rows.append([p["pass"], "all", ms(p["start_ms"]), ms(p["span_ms"]), "", "", "", "",
+                     ms(p["prefetched_ms"])])
         for d in p["devices"]:
             rows.append(["", d["device"], ms(d["start_ms"]), ms(d["span_ms"]),
                          ms(d["compute_lane_busy_ms"]), ms(d["head_ms"]), ms(d["tail_ms"]),
-                         ms(d["compute_lane_idle_ms"])])
+                         ms(d["compute_lane_idle_ms"]), ms(d["prefetched_ms"])])
     print(table(["pass", "device", "start", "span", "compute busy", "head", "tail",
-                 "compute idle"], rows))
+                 "compute idle", "prefetched in the previous pass"], rows))
     if s["passes"]:
         print("\n### Gaps between passes (ms)\n")
         rows = [["step start", s["passes"][0]["pass"], ms(s["before_first_pass_ms"])]]

@@ -246,6 +246,46 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
   }
 }
 
+// The schedule loads batch 0 of a pass during the last batch of the pass before (on the
+// transfer lane; the CPU backend runs it in line): in the trace, device 0's first "load 0" of
+// forward 1 and of backward 0 (GAT reloads its input) begins before the last compute of
+// forward 0 and of backward 1 ends.
+// SLUICE_PREFETCH_NEXT_PASS=0 turns that off, with the same losses.
+TEST_F(TrainCli, NextPassLoadsDuringTheLastBatch) {
+  struct Run {
+    double final_loss = 0;
+    std::map<std::string, double> first_load, last_compute_end;  // by pass, device 0
+  };
+  auto run = [&](const std::string& env, const std::string& name) {
+    const std::string trace = dir_->file(name + ".json"), report = dir_->file(name + "-r.json");
+    const auto r = test::run_command(env + base() +
+                                     " --model gat --heads 2 --hidden 4 --epochs 1 --eval-every "
+                                     "1000 --trace " +
+                                     trace + " --report " + report);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    Run out;
+    out.final_loss = nlohmann::json::parse(read_text(report))["final_loss"].get<double>();
+    const auto events = nlohmann::json::parse(read_text(trace));
+    for (const auto& e : events["traceEvents"]) {
+      if (e["ph"] != "X" || e["cat"] == "host" || e["pid"] != 0) continue;
+      const std::string pass = e["cat"], name = e["name"];
+      const double begin = e["ts"], end = begin + e["dur"].get<double>();
+      if (name == "load 0" && !out.first_load.count(pass)) out.first_load[pass] = begin;
+      if (name == "compute 2") out.last_compute_end[pass] = end;
+    }
+    return out;
+  };
+  const Run on = run("", "prefetch-on"), off = run("SLUICE_PREFETCH_NEXT_PASS=0 ", "prefetch-off");
+  for (const auto& [pass, before] : {std::pair<std::string, std::string>{"forward 1", "forward 0"},
+                                     {"backward 0", "backward 1"}}) {
+    ASSERT_TRUE(on.first_load.count(pass) && on.last_compute_end.count(before)) << pass;
+    EXPECT_LT(on.first_load.at(pass), on.last_compute_end.at(before)) << pass;
+    ASSERT_TRUE(off.first_load.count(pass) && off.last_compute_end.count(before)) << pass;
+    EXPECT_GE(off.first_load.at(pass), off.last_compute_end.at(before)) << pass;
+  }
+  EXPECT_EQ(on.final_loss, off.final_loss);
+}
+
 TEST_F(TrainCli, ResumeReproducesAnUninterruptedRun) {
   const std::string ck = dir_->file("resume.h5");
   const std::string common = base() + " --model gat --heads 2 --hidden 4 --epochs 6";

@@ -27,7 +27,9 @@
 # all-device barriers between phases on top of the pairwise order), MODELS ("gcn gat"), COMMS
 # ("p2p+reuse p2p baseline"), AB_ENV (""; space-separated NAME=VALUE settings, each also run on 1
 # and 2 GPUs as a variant, e.g. "SLUICE_GEMM_SPLIT_ROWS=0"), CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1
-# writes each run's --trace timeline to $OUT/traces/NAME.json).
+# writes each run's --trace timeline to $OUT/traces/NAME.json). SLUICE_OP_TIMES=1 in the
+# environment makes every run log its per-operation device times into gpu_train.log;
+# scripts/bench/op_times.py gpu_train.log --runs A B tabulates two runs side by side.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"

@@ -84,7 +84,7 @@ const char* kPartitionUsage =
 }  // namespace
 
 int run_partition(const std::vector<std::string>& args) {
-  std::string dataset_path, output, partitioner, model, gpu_memory, balance;
+  std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
@@ -102,6 +102,9 @@ int run_partition(const std::vector<std::string>& args) {
       "what the partitions balance: edges (in-degree + 1) | vertices | both (METIS: two "
       "constraints; range: in-degree + mean degree)")("no-reorganize",
                                                       "keep the natural batch layout (ablation)")(
+      "imbalance", po::value(&imbalance),
+      "METIS load-imbalance tolerance, one value or one per balance constraint (both: edges, "
+      "vertices), e.g. 1.03,1.01 (default: METIS's own)")(
       "feature-dim", po::value(&feature_dim)->default_value(0),
       "row width (floats) for the cost model and byte statistics (0: the dataset's)")(
       "bandwidth-h2d", po::value(&h2d)->default_value(50), "host->GPU GB/s for the cost model")(
@@ -125,6 +128,13 @@ int run_partition(const std::vector<std::string>& args) {
   SLUICE_INPUT_CHECK(partitioner == "metis" || partitioner == "range" || partitioner == "random",
                      "--partitioner '", partitioner, "' is not metis, range or random");
   const Balance level1_balance = parse_balance(balance);
+  std::vector<double> tolerances;
+  if (values.count("imbalance")) {
+    SLUICE_INPUT_CHECK(partitioner == "metis", "--imbalance sets METIS's tolerances; the ",
+                       partitioner, " partitioner has none");
+    tolerances =
+        parse_imbalance(imbalance, level1_balance == Balance::kBoth ? 2 : 1, "--imbalance");
+  }
   const DatasetInfo info = read_dataset_info(dataset_path);
   DatasetReadOptions read_options;
   read_options.features = false;
@@ -138,6 +148,7 @@ int run_partition(const std::vector<std::string>& args) {
   plan_options.partitioner = partitioner;
   plan_options.seed = seed;
   plan_options.balance = balance;
+  plan_options.imbalance = tolerances;
   plan_options.reorganize = values.count("no-reorganize") == 0;
   plan_options.bandwidths.h2d = h2d * 1e9;
   plan_options.bandwidths.p2p = p2p * 1e9;
@@ -155,7 +166,8 @@ int run_partition(const std::vector<std::string>& args) {
     StageTimer timer(cat("level-1 partition (", partitioner, ", P=", partitions, ")"));
     SLUICE_INPUT_CHECK(partitions >= 1 && partitions <= dataset.num_nodes, "--partitions ",
                        partitions, " must be in [1, ", dataset.num_nodes, "]");
-    partition = partition_vertices(dataset, partitions, partitioner, seed, level1_balance);
+    partition =
+        partition_vertices(dataset, partitions, partitioner, seed, level1_balance, tolerances);
   }
   ModelShape shape;
   shape.model = model;

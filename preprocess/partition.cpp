@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -67,7 +68,8 @@ std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uin
 
 // Returns an empty vector (after logging why) when METIS cannot take this graph.
 std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint64_t seed,
-                                          Balance balance, std::int64_t& edge_cut) {
+                                          Balance balance, const std::vector<double>& imbalance,
+                                          std::int64_t& edge_cut) {
   const std::int64_t n = d.num_nodes;
   std::string why;
   if (!fits_metis_index(n, d.num_edges(), &why)) {
@@ -103,11 +105,20 @@ std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint
   options[METIS_OPTION_SEED] =
       static_cast<idx_t>(seed % static_cast<std::uint64_t>(std::numeric_limits<idx_t>::max()));
   options[METIS_OPTION_NUMBERING] = 0;
+  // Load-imbalance tolerance per constraint (ubvec); none given: METIS's defaults.
+  std::vector<real_t> ubvec;
+  if (!imbalance.empty()) {
+    SLUICE_INPUT_CHECK(imbalance.size() == 1 || std::int64_t(imbalance.size()) == ncon,
+                       imbalance.size(), " imbalance tolerances for ", ncon,
+                       " balance constraints (give 1 or ", ncon, ")");
+    for (idx_t k = 0; k < ncon; ++k)
+      ubvec.push_back(static_cast<real_t>(imbalance[imbalance.size() == 1 ? 0 : std::size_t(k)]));
+  }
   {
     StageTimer timer(cat("METIS_PartGraphKway (", parts, " parts)"));
-    SLUICE_METIS(METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(),
-                                     nullptr, nullptr, &nparts, nullptr, nullptr, options, &objval,
-                                     result.data()));
+    SLUICE_METIS(METIS_PartGraphKway(
+        &nvtxs, &ncon, xadj.data(), adjncy.data(), vwgt.data(), nullptr, nullptr, &nparts, nullptr,
+        ubvec.empty() ? nullptr : ubvec.data(), options, &objval, result.data()));
   }
   edge_cut = objval;
   std::vector<std::int32_t> part(result.begin(), result.end());
@@ -197,8 +208,31 @@ std::string balance_name(Balance balance) {
   return "?";
 }
 
+std::vector<double> parse_imbalance(const std::string& text, int constraints,
+                                    const std::string& what) {
+  std::vector<double> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const double value = std::strtod(item.c_str(), &end);
+    SLUICE_INPUT_CHECK(
+        !item.empty() && end == item.c_str() + item.size() && value > 1.0 && value < 100.0, what,
+        " '", text, "': each tolerance must be a number above 1 (e.g. 1.03 ",
+        "lets a part hold 3 % more than its share), got '", item, "'");
+    values.push_back(value);
+    start = comma + 1;
+  }
+  SLUICE_INPUT_CHECK(values.size() == 1 || int(values.size()) == constraints, what, " '", text,
+                     "': give 1 tolerance or ", constraints, " (one per balance constraint), not ",
+                     values.size());
+  return values;
+}
+
 VertexPartition partition_vertices(const Dataset& d, int parts, const std::string& method,
-                                   std::uint64_t seed, Balance balance) {
+                                   std::uint64_t seed, Balance balance,
+                                   const std::vector<double>& imbalance) {
   SLUICE_INPUT_CHECK(method == "metis" || method == "range" || method == "random",
                      "unknown partitioner '", method, "' (expected metis, range or random)");
   SLUICE_INPUT_CHECK(parts >= 1, "the partition count must be at least 1 (got ", parts, ")");
@@ -214,7 +248,7 @@ VertexPartition partition_vertices(const Dataset& d, int parts, const std::strin
   } else if (method == "random") {
     result.part = random_partition(d, parts, seed);
   } else {
-    result.part = metis_partition(d, parts, seed, balance, result.edge_cut);
+    result.part = metis_partition(d, parts, seed, balance, imbalance, result.edge_cut);
     if (result.part.empty()) {
       result.method = "range";
       result.part = range_partition(d, parts, balance);

@@ -29,10 +29,18 @@ Balance parse_balance(const std::string& name);  // edges | vertices | both; Inp
 std::string balance_name(Balance balance);
 
 // method: metis | range | random (random ignores balance). P = 1 puts everything in partition 0
-// (method kept as given). METIS uses METIS_OPTION_SEED = seed; when the graph exceeds METIS's
-// index width (idx_t) it logs why and falls back to range.
+// (method kept as given). METIS uses METIS_OPTION_SEED = seed and, when `imbalance` is given,
+// those load-imbalance tolerances (METIS's ubvec: one value for every balance constraint, or one
+// per constraint — 2 for Balance::kBoth, edges then vertices; each > 1, e.g. 1.03 = a part may
+// hold 3 % more than its share); empty: METIS's defaults. When the graph exceeds METIS's index
+// width (idx_t) it logs why and falls back to range.
 VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
-                                   std::uint64_t seed, Balance balance = Balance::kBoth);
+                                   std::uint64_t seed, Balance balance = Balance::kBoth,
+                                   const std::vector<double>& imbalance = {});
+// "1.03" or "1.03,1.01": imbalance tolerances for partition_vertices; InputError naming `what`
+// unless every value is a number > 1 and there are 1 or `constraints` of them.
+std::vector<double> parse_imbalance(const std::string& text, int constraints,
+                                    const std::string& what);
 
 // Whether METIS's idx_t can index a graph of n vertices and m (directed) edges: n, the 2m
 // adjacency entries of the symmetrized graph and the total vertex weight m + n must all fit.

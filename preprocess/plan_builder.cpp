@@ -388,7 +388,7 @@ Plan build_plan(const Dataset& dataset, const PlanOptions& options,
     StageTimer timer(
         cat("level-1 partition (", options.partitioner, ", P=", options.partitions, ")"));
     partition = partition_vertices(dataset, options.partitions, options.partitioner, options.seed,
-                                   parse_balance(options.balance));
+                                   parse_balance(options.balance), options.imbalance);
   }
   return build_plan_from_partition(dataset, partition, options, fingerprint);
 }

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
@@ -16,8 +17,9 @@ struct PlanOptions {
   int chunks = 1;                     // C, chunks per partition
   std::string partitioner = "metis";  // metis | range | random (P = 1 needs none)
   std::uint64_t seed = 0;
-  std::string balance = "both";  // what level-1 parts balance: edges | vertices | both
-  bool reorganize = true;        // run the 2-phase reorganization (kept only if cheaper)
+  std::string balance = "both";   // what level-1 parts balance: edges | vertices | both
+  std::vector<double> imbalance;  // METIS tolerances per constraint (partition_vertices)
+  bool reorganize = true;         // run the 2-phase reorganization (kept only if cheaper)
   Bandwidths bandwidths;
   std::int64_t cost_feature_dim = 0;  // feature width for byte statistics (0: dataset's)
 };

@@ -24,6 +24,13 @@ std::int64_t partition_entry_count(const Plan& plan, int p) {
   for (int c = 0; c < plan.chunks; ++c) entries += plan.chunk(c, p).num_entries();
   return entries;
 }
+// Rows partition p loads from host memory per layer pass (its L_c^p over all batches).
+std::int64_t partition_load_count(const Plan& plan, int p) {
+  std::int64_t loads = 0;
+  for (int c = 0; c < plan.chunks; ++c)
+    loads += std::int64_t(plan.chunk(c, p).load_vertices.size());
+  return loads;
+}
 
 }  // namespace
 
@@ -89,15 +96,22 @@ std::string plan_stats_table(const Plan& plan, std::int64_t feature_dim) {
               static_cast<long long>(s.cost_feature_dim), 1e3 * s.cost_before, 1e3 * s.cost_after,
               s.cost_before > 0 ? -100.0 * (1.0 - s.cost_after / s.cost_before) : 0.0);
   out += "\n";
-  out += line("%-6s %12s %14s %14s %12s %14s %14s", "GPU", "vertices", "CSR entries", "transition",
-              "remote", "merged rows", ("bytes (d=" + std::to_string(dim) + ")").c_str());
+  // Per GPU: the host link carries its loads and its own rows (stored in the forward, loaded as
+  // blocks in the backward, and as many gradient rows flushed as were loaded), so "link rows"
+  // (loads + vertices per layer pass) is what its host link moves, up to the row widths.
+  out += line("%-6s %12s %14s %14s %12s %14s %14s %14s %14s", "GPU", "vertices", "CSR entries",
+              "transition", "remote", "merged rows",
+              ("bytes (d=" + std::to_string(dim) + ")").c_str(), "loads/pass", "link rows");
   for (int p = 0; p < plan.partitions; ++p) {
     const std::int64_t merged = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
-    out += line("%-6d %12lld %14lld %14d %12d %14lld %14s", p,
-                static_cast<long long>(partition_vertex_count(plan, p)),
+    const std::int64_t vertices = partition_vertex_count(plan, p);
+    const std::int64_t loads = partition_load_count(plan, p);
+    out += line("%-6d %12lld %14lld %14d %12d %14lld %14s %14lld %14lld", p,
+                static_cast<long long>(vertices),
                 static_cast<long long>(partition_entry_count(plan, p)), plan.transition_rows[p],
                 plan.remote_rows[p], static_cast<long long>(merged),
-                format_bytes(merged * row_bytes).c_str());
+                format_bytes(merged * row_bytes).c_str(), static_cast<long long>(loads),
+                static_cast<long long>(loads + vertices));
   }
   out += "\n";
   out += line("build time: level-1 partition %.3f s, everything else %.3f s", s.partition_seconds,
@@ -134,13 +148,17 @@ std::string plan_stats_json(const Plan& plan, std::int64_t feature_dim) {
   j["cost_before"] = s.cost_before;
   j["cost_after"] = s.cost_after;
   j["cost_feature_dim"] = s.cost_feature_dim;
-  std::vector<std::int64_t> vertices, entries;
+  std::vector<std::int64_t> vertices, entries, loads, link;
   for (int p = 0; p < plan.partitions; ++p) {
     vertices.push_back(partition_vertex_count(plan, p));
     entries.push_back(partition_entry_count(plan, p));
+    loads.push_back(partition_load_count(plan, p));
+    link.push_back(loads.back() + vertices.back());
   }
   j["partition_vertices"] = vertices;
   j["partition_entries"] = entries;
+  j["partition_loads"] = loads;
+  j["partition_link_rows"] = link;
   j["transition_rows"] = plan.transition_rows;
   j["remote_rows"] = plan.remote_rows;
   j["bandwidth_h2d"] = plan.bandwidths.h2d;

@@ -408,6 +408,35 @@ TEST(Partition, BalanceChoosesWhatPartsEqualize) {
   EXPECT_THROW(parse_balance("degrees"), InputError);
 }
 
+// --imbalance: METIS's load-imbalance tolerance per constraint (ubvec). A tight vertex
+// tolerance evens the vertex counts of the hub graph above; bad lists are input errors.
+TEST(Partition, MetisImbalanceToleranceBoundsTheParts) {
+  Dataset d;
+  d.name = "hubs";
+  d.num_nodes = 2000;
+  d.indptr.assign(std::size_t(d.num_nodes) + 1, 0);
+  std::mt19937 rng(5);
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    const int degree = 200 / (v + 1) + 1;
+    for (int k = 0; k < degree; ++k) d.indices.push_back(vertex_t(rng() % d.num_nodes));
+    d.indptr[std::size_t(v) + 1] = edge_t(d.indices.size());
+  }
+  auto largest_part = [&](const VertexPartition& partition) {
+    std::int64_t zero = 0;
+    for (vertex_t v = 0; v < d.num_nodes; ++v) zero += partition.part[std::size_t(v)] == 0;
+    return std::max(zero, std::int64_t(d.num_nodes) - zero);
+  };
+  const auto loose = partition_vertices(d, 2, "metis", 0, Balance::kBoth, {1.3, 1.3});
+  const auto tight = partition_vertices(d, 2, "metis", 0, Balance::kBoth, {1.3, 1.002});
+  EXPECT_LE(largest_part(tight), 1002);
+  EXPECT_GT(largest_part(loose), largest_part(tight));
+  EXPECT_EQ(parse_imbalance("1.03", 2, "--imbalance"), std::vector<double>({1.03}));
+  EXPECT_EQ(parse_imbalance("1.03,1.01", 2, "--imbalance"), std::vector<double>({1.03, 1.01}));
+  for (const char* bad : {"", "1", "0.9", "abc", "1.03,", "1.1,1.1,1.1", "1.05x"})
+    EXPECT_THROW(parse_imbalance(bad, 2, "--imbalance"), InputError) << bad;
+  EXPECT_THROW(parse_imbalance("1.03,1.01", 1, "--imbalance"), InputError);
+}
+
 TEST(Partition, MetisIndexWidthIsChecked) {
   const std::int64_t max = std::numeric_limits<std::int32_t>::max();
   std::string why;

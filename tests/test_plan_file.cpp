@@ -160,10 +160,24 @@ TEST(PlanCommands, PartitionStatsVerifyEndToEnd) {
   std::int64_t total_entries = 0;
   for (const auto& chunk : plan.chunk_plans) total_entries += chunk.num_entries();
   EXPECT_EQ(entries[0] + entries[1], total_entries);
+  // Per-partition host-link rows: loads over the batches, and loads + own vertices.
+  const auto loads = json["partition_loads"].get<std::vector<std::int64_t>>();
+  const auto link = json["partition_link_rows"].get<std::vector<std::int64_t>>();
+  ASSERT_EQ(loads.size(), 2u);
+  ASSERT_EQ(link.size(), 2u);
+  for (int p = 0; p < 2; ++p) {
+    std::int64_t want = 0;
+    for (int c = 0; c < plan.chunks; ++c)
+      want += std::int64_t(plan.chunk(c, p).load_vertices.size());
+    EXPECT_EQ(loads[std::size_t(p)], want) << p;
+    EXPECT_EQ(link[std::size_t(p)], want + vertices[std::size_t(p)]) << p;
+  }
+  EXPECT_EQ(loads[0] + loads[1], plan.stats.volume_reuse_rows);
 
   r = test::run_command(preprocess("stats " + dir.file("plan.h5")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("host->GPU +P2P +reuse"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("link rows"), std::string::npos) << r.output;
 
   r = test::run_command(
       preprocess("verify --dataset " + dir.file("d.h5") + " --plan " + dir.file("plan.h5")));
@@ -227,6 +241,29 @@ TEST(PlanCommands, GpuMemoryChoosesSmallestFittingChunks) {
                                    dir.file("plan2.h5")));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_FALSE(test::file_exists(dir.file("plan2.h5")));
+}
+
+// --imbalance passes METIS's tolerances; bad values and non-METIS partitioners are refused
+// with a message and no plan file.
+TEST(PlanCommands, ImbalanceToleranceOption) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(7, 600, 4000);
+  write_dataset(dir.file("d.h5"), d);
+  const std::string base =
+      "partition --dataset " + dir.file("d.h5") + " --partitions 2 --chunks 2 --output ";
+  auto r = test::run_command(preprocess(base + dir.file("plan.h5") + " --imbalance 1.05,1.002"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Plan plan = read_plan(dir.file("plan.h5"));
+  const std::int64_t first = plan.partition_offsets[1] - plan.partition_offsets[0];
+  EXPECT_LE(std::max<std::int64_t>(first, 600 - first), 301) << first;
+  for (const std::string& bad : {std::string(" --imbalance 0.95"), std::string(" --imbalance x"),
+                                 std::string(" --imbalance 1.1,1.1,1.1"),
+                                 std::string(" --imbalance 1.1 --partitioner range")}) {
+    r = test::run_command(preprocess(base + dir.file("bad.h5") + bad));
+    EXPECT_NE(r.exit_code, 0) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("--imbalance"), std::string::npos) << bad << "\n" << r.output;
+    EXPECT_FALSE(test::file_exists(dir.file("bad.h5"))) << bad;
+  }
 }
 
 TEST(PlanCommands, SweepPrintsReplicationPerCount) {

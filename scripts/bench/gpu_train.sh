@@ -18,7 +18,8 @@
 # Environment: UNCAPPED (1; 0 runs only the capped runs), EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
 # uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
-# PARTITIONER (metis) and BALANCE (both) for the plans,
+# PARTITIONER (metis) and BALANCE (both) for the plans, IMBALANCE ("": METIS's tolerances; e.g.
+# 1.03,1.01 for the uncapped two-GPU plans, `partition --imbalance`),
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
@@ -203,9 +204,10 @@ PY
   ((${UNCAPPED:-1})) || continue  # UNCAPPED=0: only the capped runs below
   if ((${SLUICE_RUNS:-1})); then  # SLUICE_RUNS=0: only the peer (PyG) on this dataset
     p1=$dir/$ds-p1-c$chunks.plan.h5
-    p2=$dir/$ds-p2-c$chunks-$partitioner-$balance.plan.h5
+    p2=$dir/$ds-p2-c$chunks-$partitioner-$balance${IMBALANCE:+-imbalance-$IMBALANCE}.plan.h5
     have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
-    have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks"
+    have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks" \
+      ${IMBALANCE:+--imbalance "$IMBALANCE"}
     for model in ${MODELS:-gcn gat}; do
       [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
       if [[ -f "$p2" ]]; then

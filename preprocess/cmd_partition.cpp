@@ -104,7 +104,8 @@ int run_partition(const std::vector<std::string>& args) {
                                                       "keep the natural batch layout (ablation)")(
       "imbalance", po::value(&imbalance),
       "METIS load-imbalance tolerance, one value or one per balance constraint (both: edges, "
-      "vertices), e.g. 1.03,1.01 (default: METIS's own)")(
+      "vertices), e.g. 1.03,1.01 (default: 1.01 for --balance both, METIS's 1.03 for one "
+      "constraint)")(
       "feature-dim", po::value(&feature_dim)->default_value(0),
       "row width (floats) for the cost model and byte statistics (0: the dataset's)")(
       "bandwidth-h2d", po::value(&h2d)->default_value(50), "host->GPU GB/s for the cost model")(

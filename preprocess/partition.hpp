@@ -32,7 +32,8 @@ std::string balance_name(Balance balance);
 // (method kept as given). METIS uses METIS_OPTION_SEED = seed and, when `imbalance` is given,
 // those load-imbalance tolerances (METIS's ubvec: one value for every balance constraint, or one
 // per constraint — 2 for Balance::kBoth, edges then vertices; each > 1, e.g. 1.03 = a part may
-// hold 3 % more than its share); empty: METIS's defaults. When the graph exceeds METIS's index
+// hold 3 % more than its share); empty: 1.01 for both constraints of kBoth, METIS's default
+// (1.03) for one. When the graph exceeds METIS's index
 // width (idx_t) it logs why and falls back to range.
 VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
                                    std::uint64_t seed, Balance balance = Balance::kBoth,

@@ -430,6 +430,10 @@ TEST(Partition, MetisImbalanceToleranceBoundsTheParts) {
   const auto tight = partition_vertices(d, 2, "metis", 0, Balance::kBoth, {1.3, 1.002});
   EXPECT_LE(largest_part(tight), 1002);
   EXPECT_GT(largest_part(loose), largest_part(tight));
+  // The default for two constraints is 1.01 each (METIS's own, 1.03, with one).
+  const auto standard = partition_vertices(d, 2, "metis", 0, Balance::kBoth);
+  EXPECT_LE(largest_part(standard), 1010);
+  EXPECT_GT(largest_part(loose), largest_part(standard));
   EXPECT_EQ(parse_imbalance("1.03", 2, "--imbalance"), std::vector<double>({1.03}));
   EXPECT_EQ(parse_imbalance("1.03,1.01", 2, "--imbalance"), std::vector<double>({1.03, 1.01}));
   for (const char* bad : {"", "1", "0.9", "abc", "1.03,", "1.1,1.1,1.1", "1.05x"})

@@ -18,8 +18,8 @@
 # Environment: UNCAPPED (1; 0 runs only the capped runs), EPOCHS (3; the first is warm-up), CHUNKS (4, chunks per partition of the
 # uncapped plans), BUDGET_S (470: steps that would start later are skipped and listed),
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
-# PARTITIONER (metis) and BALANCE (both) for the plans, IMBALANCE ("": METIS's tolerances; e.g.
-# 1.03,1.01 for the uncapped two-GPU plans, `partition --imbalance`),
+# PARTITIONER (metis) and BALANCE (both) for the plans, IMBALANCE ("": partition's default, 1.01
+# per constraint; e.g. 1.03 = the plans of session 4's GPU runs; uncapped two-GPU plans only),
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs

@@ -368,10 +368,8 @@ TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
   }
 }
 
-// A graph whose low ids are hubs (vertex v has 200 / (v + 1) + 1 in-edges): an edge-balanced
-// range split gives partition 0 few vertices, a vertex-balanced one half of them, "both" lands in
-// between; METIS with two constraints balances vertices and edges at once.
-TEST(Partition, BalanceChoosesWhatPartsEqualize) {
+// 2000 vertices whose low ids are hubs: vertex v has 200 / (v + 1) + 1 random in-edges.
+Dataset hub_graph() {
   Dataset d;
   d.name = "hubs";
   d.num_nodes = 2000;
@@ -382,6 +380,14 @@ TEST(Partition, BalanceChoosesWhatPartsEqualize) {
     for (int k = 0; k < degree; ++k) d.indices.push_back(vertex_t(rng() % d.num_nodes));
     d.indptr[std::size_t(v) + 1] = edge_t(d.indices.size());
   }
+  return d;
+}
+
+// A graph whose low ids are hubs (vertex v has 200 / (v + 1) + 1 in-edges): an edge-balanced
+// range split gives partition 0 few vertices, a vertex-balanced one half of them, "both" lands in
+// between; METIS with two constraints balances vertices and edges at once.
+TEST(Partition, BalanceChoosesWhatPartsEqualize) {
+  const Dataset d = hub_graph();
   auto shares = [&](const VertexPartition& partition) {
     double vertices = 0, edges = 0;
     for (vertex_t v = 0; v < d.num_nodes; ++v)
@@ -409,18 +415,9 @@ TEST(Partition, BalanceChoosesWhatPartsEqualize) {
 }
 
 // --imbalance: METIS's load-imbalance tolerance per constraint (ubvec). A tight vertex
-// tolerance evens the vertex counts of the hub graph above; bad lists are input errors.
+// tolerance evens the vertex counts of the hub graph; bad lists are input errors.
 TEST(Partition, MetisImbalanceToleranceBoundsTheParts) {
-  Dataset d;
-  d.name = "hubs";
-  d.num_nodes = 2000;
-  d.indptr.assign(std::size_t(d.num_nodes) + 1, 0);
-  std::mt19937 rng(5);
-  for (vertex_t v = 0; v < d.num_nodes; ++v) {
-    const int degree = 200 / (v + 1) + 1;
-    for (int k = 0; k < degree; ++k) d.indices.push_back(vertex_t(rng() % d.num_nodes));
-    d.indptr[std::size_t(v) + 1] = edge_t(d.indices.size());
-  }
+  const Dataset d = hub_graph();
   auto largest_part = [&](const VertexPartition& partition) {
     std::int64_t zero = 0;
     for (vertex_t v = 0; v < d.num_nodes; ++v) zero += partition.part[std::size_t(v)] == 0;

@@ -473,6 +473,11 @@ Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);
 }
 
+// Positions [begin, end) of an index list.
+Idx part(Idx idx, std::int64_t begin, std::int64_t end) {
+  return Idx{idx.data + begin, end - begin};
+}
+
 }  // namespace
 
 struct Schedule::Impl {
@@ -589,8 +594,7 @@ struct Schedule::Impl {
                        std::int64_t end) {
     if (end <= begin) return;
     const DeviceChunk& ch = s.chunks[std::size_t(c)];
-    s.device->load_rows(H[std::size_t(layer.index)],
-                        Idx{ch.load_vertices.data + begin, end - begin}, Idx{},
+    s.device->load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, begin, end), Idx{},
                         s.stage.row_block(begin, end - begin).col_block(0, layer.in_width));
   }
 
@@ -635,7 +639,7 @@ struct Schedule::Impl {
       Device& d = *s.device;
       // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
       const bool prefetched = c == 0 && s.head_prefetched;
-      s.head_prefetched = s.head_prefetched && !prefetched;
+      if (prefetched) s.head_prefetched = false;
       const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0 &&
                          (!prefetched || s.head_pending_end > s.head_pending_begin);
       const bool set = blocks && s.num_sets > 1 && ch.num_dst > 0;
@@ -900,9 +904,6 @@ struct Schedule::Impl {
       HostMat g = G[std::size_t(layer.index)];
       Mat dX = s.dX.col_block(0, layer.in_width);
       const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
-      auto part = [](Idx idx, std::int64_t begin, std::int64_t end) {
-        return Idx{idx.data + begin, end - begin};
-      };
       d.phase_begin(Phase::kFlush, tag(c));
       const DropoutKey key = feature_key(layer.index);
       if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);

@@ -200,17 +200,12 @@ class CudaDevice final : public Device {
    public:
     OpScope(CudaDevice& d, const char* name) : d_(d), index_(d.op_begin(name)) {}
     ~OpScope() { d_.op_end(index_); }
-    int release() {  // ends the scope early: op_end(release())
-      const int index = index_;
-      index_ = -1;
-      return index;
-    }
     OpScope(const OpScope&) = delete;
     OpScope& operator=(const OpScope&) = delete;
 
    private:
     CudaDevice& d_;
-    int index_;
+    const int index_;
   };
   int op_begin(const char* name);  // -1 when off
   void op_end(int index);          // never throws (runs in destructors)

@@ -776,28 +776,30 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   // Fused: entry-major coefficients and one transposed aggregation over all heads (needs the
   // precomputed transpose); basic: head-major coefficients and one transposed SpMM per head.
   const bool fused = shared_.gat_fused && m.has_transpose;
-  OpScope edges(*this, "gat_backward.edges");
-  if (m.wide) {
-    launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                              er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                              dalpha, atilde, fused, fused, d_el, d_er, s);
-  } else {
-    launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                              er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                              dalpha, atilde, fused, fused, d_el, d_er, s);
+  {
+    OpScope sub(*this, "gat_backward.edges");
+    if (m.wide) {
+      launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                                dalpha, atilde, fused, fused, d_el, d_er, s);
+    } else {
+      launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                                dalpha, atilde, fused, fused, d_el, d_er, s);
+    }
   }
-  op_end(edges.release());
-  OpScope transposed(*this, "gat_backward.transposed");
-  if (fused) {
-    transposed_aggregate(m, atilde, heads, width, dout, dz);
-  } else {
-    // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
-    for (int h = 0; h < heads; ++h)
-      spmm_impl(a, atilde + h * m.nnz, dout.col_block(h * width, width),
-                dz.col_block(h * width, width), true);
+  {
+    OpScope sub(*this, "gat_backward.transposed");
+    if (fused) {
+      transposed_aggregate(m, atilde, heads, width, dout, dz);
+    } else {
+      // dZ_u^h += sum_v alpha~_vu^h dO_v^h: one transposed SpMM per head.
+      for (int h = 0; h < heads; ++h)
+        spmm_impl(a, atilde + h * m.nnz, dout.col_block(h * width, width),
+                  dz.col_block(h * width, width), true);
+    }
   }
-  op_end(transposed.release());
-  OpScope scores(*this, "gat_backward.scores");
+  OpScope sub(*this, "gat_backward.scores");
   launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
                              dz.ld, d_att_src, /*atomic_dz=*/false, s);
   launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,

@@ -61,9 +61,11 @@ __global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
     float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
     const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i]));
+    // key_hash(seed, 1, salt, key, j): the row's prefix once, one mixing step per element.
+    const std::uint64_t prefix = key_hash_prefix(seed, 1, salt, key);
     for (std::int64_t j = lane; j < cols; j += 32) {
       const bool keep =
-          hash_to_unit(key_hash(seed, 1, salt, key, static_cast<std::uint64_t>(j))) >= rate;
+          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
       row[j] = keep ? row[j] * scale : 0.f;
     }
   }

@@ -22,14 +22,21 @@ __device__ __forceinline__ float leaky_relu(float x) {
   return x > 0.f ? x : kLeakySlope * x;
 }
 
-__device__ __forceinline__ float attention_scale(const AttentionDropout& d, std::int64_t row,
+// Attention dropout of row i's entries: the row's hash prefix (computed once per row) and the
+// keep scale of its k-th entry, head h: key_hash(seed, 2, salt, key_i, k * 256 + h), split as
+// key_hash_prefix / key_hash_finish so that each entry costs one mixing step.
+__device__ __forceinline__ std::uint64_t attention_prefix(const AttentionDropout& d,
+                                                          std::int64_t row) {
+  if (d.rate <= 0.f) return 0;
+  const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(d.row_keys[row]));
+  return key_hash_prefix(d.seed, 2, d.salt, key);
+}
+__device__ __forceinline__ float attention_scale(const AttentionDropout& d, std::uint64_t prefix,
                                                  std::int64_t k, int h) {
   if (d.rate <= 0.f) return 1.f;
-  const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(d.row_keys[row]));
   const std::uint64_t element =
       static_cast<std::uint64_t>(k) * 256u + static_cast<std::uint64_t>(h);
-  return hash_to_unit(key_hash(d.seed, 2, d.salt, key, element)) >= d.rate ? 1.f / (1.f - d.rate)
-                                                                           : 0.f;
+  return hash_to_unit(key_hash_finish(prefix, element)) >= d.rate ? 1.f / (1.f - d.rate) : 0.f;
 }
 
 __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
@@ -112,6 +119,7 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // gat_aggregate_long_kernel's row
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     // Online softmax statistics per head.
     for (int h = 0; h < heads; ++h) {
       float m, s;
@@ -142,7 +150,7 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
             const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
             const float coefficient = expf(e - head_max[h]) * head_inv[h];
             if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-            coef[lane * heads + h] = coefficient * attention_scale(dropout, i, k, h);
+            coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
           }
         }
         __syncwarp();
@@ -175,10 +183,10 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
 // atilde are __restrict__ in the kernels already; qualifying them here too changes the basic
 // kernel's generated code.
 __device__ __forceinline__ float dropout_backward_entry(
-    const AttentionDropout& dropout, std::int64_t i, std::int64_t k, int h, std::int64_t e,
+    const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k, int h, std::int64_t e,
     float dot, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
     bool entry_major, float* dalpha, float* atilde) {
-  const float mask = attention_scale(dropout, i, k, h);
+  const float mask = attention_scale(dropout, prefix, k, h);
   const float a_eh = alpha[e * ldalpha + h];
   const float d = dot * mask;
   dalpha[e * heads + h] = d;
@@ -223,9 +231,9 @@ __device__ __forceinline__ int coop_head_of(int lane, int t, int width, int tota
 template <int kColumnsPerLane>
 __device__ __forceinline__ void coop_backward_entry(
     const float (&dv)[kColumnsPerLane], const float* __restrict__ zu, int lane, int width,
-    int total_cols, const AttentionDropout& dropout, std::int64_t i, std::int64_t k, std::int64_t e,
-    const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
-    float* dalpha, float* atilde, float (&weighted)[kColumnsPerLane]) {
+    int total_cols, const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k,
+    std::int64_t e, const float* __restrict__ alpha, std::int64_t ldalpha, int heads,
+    std::int64_t nnz, float* dalpha, float* atilde, float (&weighted)[kColumnsPerLane]) {
 #pragma unroll
   for (int t = 0; t < kColumnsPerLane; ++t) {
     const int c = lane + 32 * t;
@@ -234,8 +242,8 @@ __device__ __forceinline__ void coop_backward_entry(
       dot += __shfl_xor_sync(0xffffffffu, dot, offset);
     const int h = coop_head_of(lane, t, width, total_cols);
     if (h >= 0)
-      weighted[t] += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, nnz,
-                                            true, dalpha, atilde);
+      weighted[t] += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
+                                            nnz, true, dalpha, atilde);
   }
 }
 
@@ -291,6 +299,7 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // the long-row kernel's row
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     const float* dout_i = dout + i * lddout;
     for (int h = 0; h < heads; ++h) {
       // d(alpha) = d(alpha~) * mask; S = sum_k alpha_k d(alpha)_k.
@@ -300,8 +309,8 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
         const float dot =
             head_dot(dout_i + h * width,
                      z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
-        weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
-                                           entry_major, dalpha, atilde);
+        weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
+                                           a.nnz, entry_major, dalpha, atilde);
       }
       const float total = detail::warp_sum(weighted);
       softmax_leaky_backward_row(a.columns, begin, degree, i, h, total, el, ldel, er, lder, alpha,
@@ -330,6 +339,7 @@ __global__ void gat_backward_edges_coop_kernel(
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // the long-row kernel's row
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     float dv[kColumnsPerLane], weighted[kColumnsPerLane];
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) {
@@ -342,7 +352,7 @@ __global__ void gat_backward_edges_coop_kernel(
       const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, i, chunk + j,
+        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
                             begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
                             weighted);
       }
@@ -452,6 +462,7 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int64_t i = a.long_rows.rows[r];
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     for (int h = 0; h < heads; ++h) {
       float m, s;
       softmax_stats_entries(a.columns, begin, degree, warp * 32, step, el, ldel, h,
@@ -489,7 +500,7 @@ __global__ void __launch_bounds__(kLongThreads)
             const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
             const float coefficient = expf(e - head_max[h]) * head_inv[h];
             if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-            coef[lane * heads + h] = coefficient * attention_scale(dropout, i, k, h);
+            coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
           }
         }
         __syncwarp();
@@ -541,6 +552,7 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int64_t i = a.long_rows.rows[r];
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     const float* dout_i = dout + i * lddout;
     for (int h = 0; h < heads; ++h) {
       float weighted = 0.f;
@@ -549,8 +561,8 @@ __global__ void __launch_bounds__(kLongThreads)
         const float dot =
             head_dot(dout_i + h * width,
                      z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
-        weighted += dropout_backward_entry(dropout, i, k, h, e, dot, alpha, ldalpha, heads, a.nnz,
-                                           entry_major, dalpha, atilde);
+        weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
+                                           a.nnz, entry_major, dalpha, atilde);
       }
       weighted = detail::warp_sum(weighted);
       if (lane == 0) part[warp] = weighted;
@@ -596,6 +608,7 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
     const std::int64_t i = a.long_rows.rows[r];
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
+    const std::uint64_t prefix = attention_prefix(dropout, i);
     float dv[kColumnsPerLane], weighted[kColumnsPerLane];
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) {
@@ -608,7 +621,7 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
       const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, i, chunk + j,
+        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
                             begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
                             weighted);
       }

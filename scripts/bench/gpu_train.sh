@@ -20,6 +20,9 @@
 # BENCH_DIR (/tmp/sluice-gpu-bench), DATASETS ("products reddit"), PYG (1 = run the peer),
 # PARTITIONER (metis) and BALANCE (both) for the plans, IMBALANCE ("": partition's default, 1.01
 # per constraint; e.g. 1.03 = the plans of session 4's GPU runs; uncapped two-GPU plans only),
+# CHUNKS2 ("2"; "" for none: further two-GPU plans with that many chunks per partition, run
+# with p2p+reuse and tagged cN; C = 2 per partition on two GPUs keeps the chunk size, and so the
+# memory per GPU, of the one-GPU plan with C = 4),
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
 # peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
@@ -131,6 +134,8 @@ row = {"name": name, "dataset": ds, "model": model, "gpus": int(ngpu), "comm": c
        "gpu_memory": int(cap), "rc": int(rc), "overlap": int(overlap)}
 if variant:
     row["variant"] = variant
+if os.environ.get("PLAN_TAG"):
+    row["plan_tag"] = os.environ["PLAN_TAG"]
 if os.path.exists(report):
     row["report"] = json.load(open(report))
 if os.path.exists(metrics):
@@ -208,7 +213,19 @@ PY
     have_time "partition $ds" && partition "$ds" 1 "$p1" --chunks "$chunks"
     have_time "partition $ds" && partition "$ds" 2 "$p2" --chunks "$chunks" \
       ${IMBALANCE:+--imbalance "$IMBALANCE"}
+    # CHUNKS2: more two-GPU plans (chunks per partition), p2p+reuse runs only, tagged "cN".
+    for c2 in ${CHUNKS2-2}; do
+      [[ $c2 == "$chunks" ]] && continue
+      p2c=$dir/$ds-p2-c$c2-$partitioner-$balance${IMBALANCE:+-imbalance-$IMBALANCE}.plan.h5
+      have_time "partition $ds" && partition "$ds" 2 "$p2c" --chunks "$c2" \
+        ${IMBALANCE:+--imbalance "$IMBALANCE"}
+    done
     for model in ${MODELS:-gcn gat}; do
+      for c2 in ${CHUNKS2-2}; do
+        [[ $c2 == "$chunks" ]] && continue
+        p2c=$dir/$ds-p2-c$c2-$partitioner-$balance${IMBALANCE:+-imbalance-$IMBALANCE}.plan.h5
+        [[ -f "$p2c" ]] && PLAN_TAG=c$c2 train "$ds-$model-2gpu-c$c2" "$ds" "$model" 2 "$p2c" p2p+reuse 0
+      done
       [[ -f "$p1" ]] && train "$ds-$model-1gpu" "$ds" "$model" 1 "$p1" p2p+reuse 0
       if [[ -f "$p2" ]]; then
         for comm in ${COMMS:-p2p+reuse p2p baseline}; do

@@ -154,7 +154,8 @@ def main():
         modes = {}
         for r in runs:
             if ((r["dataset"], r.get("model")) == key and r["gpus"] == 2
-                    and r["gpu_memory"] == 0 and r.get("overlap", 1) and not r.get("variant")):
+                    and r["gpu_memory"] == 0 and r.get("overlap", 1) and not r.get("variant")
+                    and not r.get("plan_tag")):
                 s = stats.get(r["name"])
                 if s:
                     modes[r["comm"]] = s

@@ -430,6 +430,7 @@ enum Marker : int {
   kLeaveReady = 8,  // compute lane: leaving gradient rows compacted
   kLeaveFree = 9,   // store lane: compacted rows flushed into G^l
   // Cross-device order (peers wait on these with wait_peer), all on the compute lane:
+  // (GAT: Zm and dZm in place of X and dX.)
   kLoaded = 10,         // batch's rows in X (peers may pull), arrivals' dX rows zeroed
   kPulled = 11,         // batch's pulls read the owners' X (owners may overwrite it)
   kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
@@ -454,6 +455,13 @@ struct DeviceState {
   Idx iota;                         // 0, 1, ... (positions in `leave`)
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
+  // GAT: rows [0, transform_region) of Zm may be transformed in one GEMM (the transition slots;
+  // every merged row in baseline mode, where no remote row is kept between batches); slices of at
+  // most slice_x.rows gathered rows (transforms of arrivals, flush-time products) and their
+  // positions 0, 1, ... (slice_iota).
+  std::int64_t transform_region = 0;
+  Mat slice_x, slice_z;
+  Idx slice_iota;
   Mat params, grads, adam_m, adam_v;
   std::vector<DeviceChunk> chunks;
   double loss_sum = 0;
@@ -463,6 +471,10 @@ Idx upload_or_empty(Device& dev, const std::vector<vertex_t>& values, const std:
   if (values.empty()) return Idx{};
   return dev.upload(values, what);
 }
+
+// Rows per GAT slice (transforms of arrivals, flush-time products): large enough for efficient
+// GEMMs, small next to the merged buffer.
+constexpr std::int64_t kSliceRows = 65536;
 
 // A row width rounded up to a multiple of 4 floats (16-byte rows).
 std::int64_t aligned_width(std::int64_t cols) {
@@ -551,8 +563,47 @@ struct Schedule::Impl {
     for (int q : peers) d.wait_peer(*dev[std::size_t(q)].device, marker);
   }
 
-  // Phase A: transition update (loads of L_c^p, dropout on arrivals); in the backward pass
-  // also zero the gradient rows of arrivals and of the chunk's remote region. With a stage the
+  bool gat() const { return model.kind == ModelKind::kGat; }
+
+  // The rows devices exchange: pulls copy the owners' rows of X, pushes add into the owners'
+  // rows of dX. GAT exchanges transformed rows instead (Zm = X W, computed once by the owner,
+  // and their gradients dZm): a peer needs no X row of a remote vertex, and the owner applies
+  // the backward of the transform (transform_arrivals(), gat_flush()).
+  Mat exchanged_rows(DeviceState& s, const LayerSpec& layer) const {
+    return gat() ? s.Zm.col_block(0, layer.transform_width) : s.X.col_block(0, layer.in_width);
+  }
+  Mat exchanged_gradient(DeviceState& s, const LayerSpec& layer) const {
+    return gat() ? s.dZm.col_block(0, layer.transform_width) : s.dX.col_block(0, layer.in_width);
+  }
+
+  // GAT: Zm rows of the batch's arrivals = their X rows W. Rows that stay keep their transforms
+  // (X and W are fixed within a pass), so each row is transformed once per stay, not once per
+  // batch. When at least half the transform region arrives, one GEMM over it is cheaper than
+  // gathering; otherwise slices of arrivals are gathered, multiplied and scattered.
+  void transform_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+    Device& d = *s.device;
+    const std::int64_t n = ch.load_rows.size, R = s.transform_region;
+    const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    const Mat X = s.X.col_block(0, layer.in_width);
+    const Mat Zm = s.Zm.col_block(0, layer.transform_width);
+    if (2 * n >= R) {
+      d.gemm(false, false, 1.f, X.row_block(0, R), W, 0.f, Zm.row_block(0, R));
+      return;
+    }
+    for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+      const std::int64_t e = std::min(n, b + s.slice_x.rows);
+      const Idx rows = part(ch.load_rows, b, e);
+      const Mat x = rows_of(s.slice_x, e - b, layer.in_width);
+      const Mat z = rows_of(s.slice_z, e - b, layer.transform_width);
+      d.gather_rows(X, rows, x);
+      d.gemm(false, false, 1.f, x, W, 0.f, z);
+      d.scatter_rows(z, rows, Zm);
+    }
+  }
+
+  // Phase A: transition update (loads of L_c^p, dropout on arrivals; GAT: their transforms); in
+  // the backward pass also zero the gradient rows of arrivals and of the chunk's remote region
+  // (GAT: of dZm). With a stage the
   // rows were gathered from host memory ahead (prefetch) and are scattered into X here; then the
   // next batch's prefetch is issued, to run behind this batch's pulls and compute.
   void load_phase(const LayerSpec& layer, int c, bool load_inputs, bool zero_gradients,
@@ -577,11 +628,16 @@ struct Schedule::Impl {
         if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
       if (zero_gradients) {
-        Mat dX = s.dX.col_block(0, layer.in_width);
+        Mat dX = exchanged_gradient(s, layer);
         if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
       d.phase_end(Phase::kLoad);
+      if (gat() && load_inputs && ch.load_rows.size > 0) {
+        d.phase_begin(Phase::kCompute, tag(c));
+        transform_arrivals(s, ch, layer);
+        d.phase_end(Phase::kCompute);
+      }
       d.mark(kLoaded);
     }
     prefetch(layer, c + 1, load_inputs, prefetch_blocks);
@@ -687,8 +743,8 @@ struct Schedule::Impl {
       d.phase_begin(Phase::kP2p, tag(c));
       for (const auto& pull : pulls) {
         DeviceState& owner = dev[std::size_t(pull.owner)];
-        d.pull_rows(*owner.device, owner.X.col_block(0, layer.in_width), pull.owner_rows,
-                    pull.local_rows, s.X.col_block(0, layer.in_width));
+        d.pull_rows(*owner.device, exchanged_rows(owner, layer), pull.owner_rows,
+                    pull.local_rows, exchanged_rows(s, layer));
       }
       d.phase_end(Phase::kP2p);
       d.mark(kPulled);
@@ -756,13 +812,12 @@ struct Schedule::Impl {
     return A;
   }
 
-  // GAT layer up to the concatenated head outputs: Zm = X W, attention, O (nd x K*F).
+  // GAT layer up to the concatenated head outputs: attention over Zm (X W of the owned rows from
+  // the load phase, remote rows pulled from their owners), O (nd x K*F).
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
     Device& d = *s.device;
     const std::int64_t M = s.merged_rows, KF = layer.transform_width;
-    Mat X = s.X.col_block(0, layer.in_width);
     Mat Zm = rows_of(s.Zm, M, KF);
-    d.gemm(false, false, 1.f, X, param(s, layer.w_offset, layer.w_rows, layer.w_cols), 0.f, Zm);
     Mat O = rows_of(s.gat, ch.num_dst, KF);
     d.gat_forward(ch.csr, Zm, s.params.data + layer.att_src_offset,
                   s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
@@ -832,29 +887,26 @@ struct Schedule::Impl {
       if (!layer.last) d.activation_backward(dZ, Z, layer.activation, dZ);
     }
     d.add_column_sums(dZ, s.grads.data + layer.b_offset);
-    Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
-    Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
-    Mat dX = input_gradient ? s.dX.col_block(0, layer.in_width) : Mat{};
     if (model.kind == ModelKind::kGat) {
+      // dZm accumulates over the batches a row stays (zeroed on arrival, remote rows every batch);
+      // gat_flush() turns it into dW and dX when the row leaves.
       const std::int64_t M = s.merged_rows, KF = layer.transform_width;
       Mat dO = dZ;
       if (layer.last) {
         dO = rows_of(s.dA, nd, KF);
         d.head_mean_backward(dZ, layer.heads, dO);
       }
-      Mat Zm = rows_of(s.Zm, M, KF);
-      Mat dZm = rows_of(s.dZm, M, KF);
-      d.fill(dZm, 0.f);
-      d.gat_backward(ch.csr, Zm, s.params.data + layer.att_src_offset,
+      d.gat_backward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                      s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                      attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                     rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), dO, dZm,
-                     s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
-      Mat X = s.X.col_block(0, layer.in_width);
-      d.gemm(true, false, 1.f, X, dZm, 1.f, dW);
-      if (input_gradient) d.gemm(false, true, 1.f, dZm, W, 1.f, dX);
+                     rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), dO,
+                     rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
+                     s.grads.data + layer.att_dst_offset);
       return;
     }
+    Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    Mat dX = input_gradient ? s.dX.col_block(0, layer.in_width) : Mat{};
     d.gemm(true, false, 1.f, A, dZ, 1.f, dW);
     if (!input_gradient) return;
     Mat dA = rows_of(s.dA, nd, layer.aggregate_width);
@@ -880,8 +932,8 @@ struct Schedule::Impl {
       d.phase_begin(Phase::kP2p, tag(c));
       for (const auto& push : pushes) {
         DeviceState& owner = dev[std::size_t(push.owner)];
-        d.push_add_rows(s.dX.col_block(0, layer.in_width), push.local_rows, *owner.device,
-                        owner.dX.col_block(0, layer.in_width), push.owner_rows);
+        d.push_add_rows(exchanged_gradient(s, layer), push.local_rows, *owner.device,
+                        exchanged_gradient(owner, layer), push.owner_rows);
       }
       d.phase_end(Phase::kP2p);
       d.mark(kPushed);
@@ -901,6 +953,11 @@ struct Schedule::Impl {
       // The peers' pushes of this batch are in dX before it is flushed, zeroed or computed on.
       wait_peers(d, ch.pushed_by, kPushed);
       if (ch.leave_rows.size == 0) continue;
+      if (gat()) {
+        gat_flush(s, ch, layer, c);
+        if (options.comm == CommMode::kBaseline) d.synchronize();
+        continue;
+      }
       HostMat g = G[std::size_t(layer.index)];
       Mat dX = s.dX.col_block(0, layer.in_width);
       const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
@@ -932,6 +989,57 @@ struct Schedule::Impl {
       if (options.comm == CommMode::kBaseline) d.synchronize();
     }
     phase_boundary();
+  }
+
+  // GAT, leaving rows: the dZm they accumulated while they stayed (this device's batches and its
+  // peers' pushes) gives the backward of Zm = X W once per stay: dW += X^T dZm and, above layer
+  // 0, dX = dZm W^T, whose dropout backward and flush into G^l follow flush_phase(). Slices of
+  // leaving rows are gathered on the compute lane; with a `leave` buffer dX goes there and is
+  // flushed on the store lane, else each slice is flushed in line.
+  void gat_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
+    Device& d = *s.device;
+    const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+    const std::int64_t in = layer.in_width, KF = layer.transform_width;
+    const bool input_gradient = layer.index > 0;
+    const bool behind = input_gradient && !s.leave.empty();
+    const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    const Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    const Mat X = s.X.col_block(0, in), dZm = s.dZm.col_block(0, KF);
+    const HostMat g = input_gradient ? G[std::size_t(layer.index)] : HostMat{};
+    const DropoutKey key = feature_key(layer.index);
+    if (behind) d.wait(kLeaveFree);
+    d.phase_begin(Phase::kCompute, tag(c));
+    for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+      const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
+      const Idx rows = part(ch.leave_rows, b, e), positions = part(s.slice_iota, 0, len);
+      const Mat x = rows_of(s.slice_x, len, in), z = rows_of(s.slice_z, len, KF);
+      d.gather_rows(X, rows, x);
+      d.gather_rows(dZm, rows, z);
+      d.gemm(true, false, 1.f, x, z, 1.f, dW);
+      if (!input_gradient) continue;
+      const Mat dx = behind ? s.leave.row_block(b, len).col_block(0, in) : x;
+      d.gemm(false, true, 1.f, z, W, 0.f, dx);
+      if (key.rate > 0) d.dropout_rows(dx, positions, part(ch.leave_keys, b, e), key);
+      if (behind) continue;
+      const std::int64_t split = std::clamp(stored, b, e);  // first flushes stored, others added
+      d.phase_end(Phase::kCompute);
+      d.phase_begin(Phase::kFlush, tag(c));
+      d.flush_store_rows(dx, part(positions, 0, split - b), part(ch.leave_vertices, b, split), g);
+      d.flush_add_rows(dx, part(positions, split - b, len), part(ch.leave_vertices, split, e), g);
+      d.phase_end(Phase::kFlush);
+      d.phase_begin(Phase::kCompute, tag(c));
+    }
+    d.phase_end(Phase::kCompute);
+    if (!behind) return;
+    d.mark(kLeaveReady);
+    LaneScope lane(d, Lane::kStore);
+    d.wait(kLeaveReady);
+    d.phase_begin(Phase::kFlush, tag(c));
+    const Mat compact = rows_of(s.leave, n, in);
+    d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
+    d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
+    d.phase_end(Phase::kFlush);
+    d.mark(kLeaveFree);
   }
 
   // Layer boundary: every lane of every device done (host matrices complete).
@@ -1066,7 +1174,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     // The operands of the SpMMs (X, A, dA, dX) get rows 16 bytes apart (padded to a multiple
     // of 4 floats): vectorized sparse kernels need aligned rows (kernels/cuda/NOTES.md).
     s.X = d.alloc(M, aligned_width(in_max), "transition buffer X");
-    if (grad_in_max > 0) s.dX = d.alloc(M, aligned_width(grad_in_max), "transition gradient dX");
+    // (GAT keeps no dX: gat_flush() computes the leaving rows' input gradients.)
+    if (grad_in_max > 0 && !gat)
+      s.dX = d.alloc(M, aligned_width(grad_in_max), "transition gradient dX");
     if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(agg_max), "aggregation A");
     s.Z = d.alloc(max_dst, out_max, "pre-activation Z");
     s.sets[0].out = d.alloc(max_dst, out_max, "layer output");
@@ -1080,6 +1190,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       s.er = d.alloc(max_dst, k_max, "GAT destination scores");
       s.alpha = d.alloc(std::max<std::int64_t>(max_nnz, 1), k_max, "GAT attention");
       s.gat = d.alloc(max_dst, tw_max, "GAT head outputs");
+      s.transform_region =
+          options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
     }
     const std::int64_t np = std::max<std::int64_t>(model.num_parameters, 1);
     s.params = d.alloc(1, np, "parameters");
@@ -1093,6 +1205,18 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
           std::max<std::int64_t>(max_loads[std::size_t(p)], std::int64_t(li.load_rows.size()));
       max_leaves[std::size_t(p)] =
           std::max<std::int64_t>(max_leaves[std::size_t(p)], std::int64_t(li.leave_rows.size()));
+    }
+    if (gat) {
+      // Slices of at most a quarter of the merged rows, so that they take less memory than the
+      // dX buffer GAT does without (the plan's memory estimate counts that one).
+      const std::int64_t rows = std::max<std::int64_t>(
+          1, std::min({kSliceRows, std::max(max_loads[std::size_t(p)], max_leaves[std::size_t(p)]),
+                       M / 4}));
+      s.slice_x = d.alloc(rows, aligned_width(in_max), "GAT row slice");
+      s.slice_z = d.alloc(rows, tw_max, "GAT transformed-row slice");
+      std::vector<vertex_t> iota(static_cast<std::size_t>(rows));
+      std::iota(iota.begin(), iota.end(), 0);
+      s.slice_iota = d.upload(iota, "GAT slice positions");
     }
     {
       // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list;
@@ -1256,11 +1380,13 @@ double Schedule::forward_backward(std::int64_t epoch) {
     m.set_next_head(below && m.recompute(*below) ? below : nullptr, PassKind::kBackward, false);
     m.begin_pass(PassKind::kBackward, l);
     m.prefetch(layer, 0, reload, true);
+    // GAT flushes at every layer: leaving rows carry the transform's weight gradient too.
+    const bool flushes = input_gradient || m.gat();
     for (int c = 0; c < m.C; ++c) {
-      m.load_phase(layer, c, reload, input_gradient, true);
+      m.load_phase(layer, c, reload, flushes, true);
       if (reload) m.pull_phase(layer, c);
       m.compute_phase(layer, c, false);
-      if (input_gradient) {
+      if (flushes) {
         m.push_phase(layer, c);
         m.flush_phase(layer, c);
       }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# A/B of two sluice-train builds on the same data, plans and GPUs, runs interleaved (A B A B) so
+# that drift on the machine hits both. Runs ON the GPU machine from the repository root:
+#   run(command="OLD=.device-old/sluice-train bash scripts/bench/ab_binaries.sh",
+#       carry=[".device-bundle", ".device-old"], kind="nvidia-h200")
+# A = $OLD, B = .device-bundle/sluice-train. Datasets and plans as scripts/bench/gpu_train.sh
+# (same BENCH_DIR, generated when missing). Environment: OLD (required), DATASETS ("products
+# reddit"), MODELS ("gat"), PARTS ("1": partitions; 2 needs 2 GPUs for GPU counts of 2), CHUNKS
+# (4), EPOCHS (3), REPEAT (2). Prints per run the median epoch time after the first epoch and
+# the final loss; writes $OUT/ab.jsonl.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bundle=$root/.device-bundle
+out=${OUT:-$root/out/ab}
+dir=${BENCH_DIR:-/tmp/sluice-gpu-bench}
+old=${OLD:?OLD=path of the A build of sluice-train}
+new=$bundle/sluice-train
+chunks=${CHUNKS:-4}
+epochs=${EPOCHS:-3}
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+mkdir -p "$out" "$dir/runs"
+export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0
+declare -A scale=([products]=21 [reddit]=18) factor=([products]=30 [reddit]=218)
+declare -A dim=([products]=100 [reddit]=602) classes=([products]=47 [reddit]=41)
+: >"$out/ab.jsonl"
+for ds in ${DATASETS:-products reddit}; do
+  data=$dir/$ds.h5
+  [[ -f $data ]] || "$bundle/sluice-preprocess" generate --scale "${scale[$ds]}" \
+    --edge-factor "${factor[$ds]}" --features "${dim[$ds]}" --classes "${classes[$ds]}" --seed 1 \
+    --name "$ds-like" --output "$data" >/dev/null || exit 1
+  for parts in ${PARTS:-1}; do
+    plan=$dir/$ds-p$parts-c$chunks.plan.h5
+    [[ -f $plan ]] || "$bundle/sluice-preprocess" partition --dataset "$data" --partitions "$parts" \
+      --chunks "$chunks" --output "$plan" >/dev/null || exit 1
+    ngpu=$((parts < gpus ? parts : gpus))
+    for model in ${MODELS:-gat}; do
+      width=(--hidden 256)
+      [[ $model == gat ]] && width=(--hidden 64 --heads 4 --output-heads 1)
+      for rep in $(seq "${REPEAT:-2}"); do
+        for side in A B; do
+          exe=$old
+          [[ $side == B ]] && exe=$new
+          metrics=$dir/runs/ab-$ds-$model-P$parts-$side.jsonl
+          rm -f "$metrics"
+          "$exe" --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
+            --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 --dropout 0.5 \
+            --device cuda --gpus "$ngpu" --no-progress --metrics "$metrics" >/dev/null 2>&1
+          rc=$?
+          python3 - "$metrics" "$ds" "$model" "$parts" "$ngpu" "$side" "$rep" "$rc" \
+            >>"$out/ab.jsonl" <<'PY'
+import json, os, statistics, sys
+metrics, ds, model, parts, ngpu, side, rep, rc = sys.argv[1:]
+row = {"dataset": ds, "model": model, "partitions": int(parts), "gpus": int(ngpu),
+       "side": side, "repeat": int(rep), "rc": int(rc)}
+if os.path.exists(metrics):
+    epochs = [json.loads(l) for l in open(metrics) if l.strip()]
+    secs = [e["seconds"] for e in epochs]
+    if len(secs) > 1:
+        row["s_per_epoch"] = statistics.median(secs[1:])
+    row["losses"] = [e["loss"] for e in epochs]
+    row["peak_device_bytes"] = max(e["peak_device_bytes"] for e in epochs)
+print(json.dumps(row))
+PY
+          tail -n 1 "$out/ab.jsonl"
+        done
+      done
+    done
+  done
+done

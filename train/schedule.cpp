@@ -743,8 +743,8 @@ struct Schedule::Impl {
       d.phase_begin(Phase::kP2p, tag(c));
       for (const auto& pull : pulls) {
         DeviceState& owner = dev[std::size_t(pull.owner)];
-        d.pull_rows(*owner.device, exchanged_rows(owner, layer), pull.owner_rows,
-                    pull.local_rows, exchanged_rows(s, layer));
+        d.pull_rows(*owner.device, exchanged_rows(owner, layer), pull.owner_rows, pull.local_rows,
+                    exchanged_rows(s, layer));
       }
       d.phase_end(Phase::kP2p);
       d.mark(kPulled);
@@ -974,14 +974,7 @@ struct Schedule::Impl {
         d.wait(kLeaveFree);
         d.gather_rows(dX, ch.leave_rows, compact);
         d.phase_end(Phase::kFlush);
-        d.mark(kLeaveReady);
-        LaneScope lane(d, Lane::kStore);
-        d.wait(kLeaveReady);
-        d.phase_begin(Phase::kFlush, tag(c));
-        d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
-        d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
-        d.phase_end(Phase::kFlush);
-        d.mark(kLeaveFree);
+        flush_leave_buffer(s, ch, layer, c);
       }
       // Baseline leave lists hold other partitions' vertices too: devices flushing into the
       // same host rows must not overlap, and a row's first flush must come first (the other
@@ -1030,12 +1023,20 @@ struct Schedule::Impl {
       d.phase_begin(Phase::kCompute, tag(c));
     }
     d.phase_end(Phase::kCompute);
-    if (!behind) return;
+    if (behind) flush_leave_buffer(s, ch, layer, c);
+  }
+
+  // The leaving rows' input gradients, compacted in `leave` on the compute lane, into G^l on the
+  // store lane (first flushes stored, the others added), behind the next batch's work.
+  void flush_leave_buffer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
+    Device& d = *s.device;
+    const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+    const HostMat g = G[std::size_t(layer.index)];
+    const Mat compact = rows_of(s.leave, n, layer.in_width);
     d.mark(kLeaveReady);
     LaneScope lane(d, Lane::kStore);
     d.wait(kLeaveReady);
     d.phase_begin(Phase::kFlush, tag(c));
-    const Mat compact = rows_of(s.leave, n, in);
     d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
     d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
     d.phase_end(Phase::kFlush);

@@ -43,7 +43,7 @@ metis=/usr/lib/x86_64-linux-gnu/libmetis.so.5
 # The benchmark scripts travel with the working tree anyway; a copy in the bundle keeps it
 # self-contained (scripts/bench/gpu_train.sh, pyg_full_graph.py, summarize_gpu.py).
 mkdir -p "$bundle/scripts"
-cp "$root"/scripts/bench/*.py "$root"/scripts/bench/gpu_train.sh "$bundle/scripts/" 2>/dev/null || true
+cp "$root"/scripts/bench/*.py "$root"/scripts/bench/gpu_train.sh "$root"/scripts/bench/datasets.sh "$bundle/scripts/" 2>/dev/null || true
 datasets=${SLUICE_SHARED_DATASETS:-$root/../shared/datasets}
 if [[ -d "$datasets/cora" ]]; then
   cp -r "$datasets/cora" "$bundle/datasets/"

@@ -950,38 +950,41 @@ struct Schedule::Impl {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
       Device& d = *s.device;
-      // The peers' pushes of this batch are in dX before it is flushed, zeroed or computed on.
+      // The peers' pushes of this batch are in dX (GAT: dZm) before it is flushed, zeroed or
+      // computed on.
       wait_peers(d, ch.pushed_by, kPushed);
       if (ch.leave_rows.size == 0) continue;
-      if (gat()) {
+      if (gat())
         gat_flush(s, ch, layer, c);
-        if (options.comm == CommMode::kBaseline) d.synchronize();
-        continue;
-      }
-      HostMat g = G[std::size_t(layer.index)];
-      Mat dX = s.dX.col_block(0, layer.in_width);
-      const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
-      d.phase_begin(Phase::kFlush, tag(c));
-      const DropoutKey key = feature_key(layer.index);
-      if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
-      if (s.leave.empty()) {
-        d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored),
-                           g);
-        d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
-        d.phase_end(Phase::kFlush);
-      } else {
-        Mat compact = rows_of(s.leave, n, layer.in_width);
-        d.wait(kLeaveFree);
-        d.gather_rows(dX, ch.leave_rows, compact);
-        d.phase_end(Phase::kFlush);
-        flush_leave_buffer(s, ch, layer, c);
-      }
+      else
+        flush_rows(s, ch, layer, c);
       // Baseline leave lists hold other partitions' vertices too: devices flushing into the
       // same host rows must not overlap, and a row's first flush must come first (the other
       // schemes flush owned rows only).
       if (options.comm == CommMode::kBaseline) d.synchronize();
     }
     phase_boundary();
+  }
+
+  // GCN/SAGE, leaving rows: their accumulated dX rows into G^l.
+  void flush_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
+    Device& d = *s.device;
+    const HostMat g = G[std::size_t(layer.index)];
+    const Mat dX = s.dX.col_block(0, layer.in_width);
+    const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+    d.phase_begin(Phase::kFlush, tag(c));
+    const DropoutKey key = feature_key(layer.index);
+    if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+    if (s.leave.empty()) {
+      d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored), g);
+      d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
+      d.phase_end(Phase::kFlush);
+      return;
+    }
+    d.wait(kLeaveFree);
+    d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, layer.in_width));
+    d.phase_end(Phase::kFlush);
+    flush_leave_buffer(s, ch, layer, c);
   }
 
   // GAT, leaving rows: the dZm they accumulated while they stayed (this device's batches and its

@@ -1,7 +1,8 @@
 // The out-of-core schedule of DESIGN.md ("Training, one epoch"; HongTu Algorithm 1), written
 // once against the operator interface of kernels/ops.hpp. Host memory holds H^l, G^l and the
 // aggregation caches A^l in renumbered row order; each device (partition p) keeps one merged
-// transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p.
+// transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p (GAT:
+// transformed rows Zm_p = X_p W and their gradients dZm_p, exchanged with peers instead).
 // Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
 // compute the chunk, write its output block; backward mirrors it with pushes of remote-row
 // gradients into the owners' dX and flushes of leaving rows into G^l. Each device works on three

@@ -22,8 +22,7 @@ gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 mkdir -p "$out" "$dir/runs"
 export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export NCCL_NVLS_ENABLE=0
-declare -A scale=([products]=21 [reddit]=18) factor=([products]=30 [reddit]=218)
-declare -A dim=([products]=100 [reddit]=602) classes=([products]=47 [reddit]=41)
+source "$root/scripts/bench/datasets.sh"
 : >"$out/ab.jsonl"
 for ds in ${DATASETS:-products reddit}; do
   data=$dir/$ds.h5

@@ -92,10 +92,7 @@ step() {  # name, command...: runs it, logs wall time
   return $rc
 }
 
-declare -A scale=([products]=${PRODUCTS_SCALE:-21} [reddit]=${REDDIT_SCALE:-18})
-declare -A factor=([products]=30 [reddit]=218)
-declare -A dim=([products]=100 [reddit]=602)
-declare -A classes=([products]=47 [reddit]=41)
+source "$root/scripts/bench/datasets.sh"
 hidden=256
 gat_heads=4
 gat_hidden=64

@@ -391,6 +391,55 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
     SLUICE_EXPECTS(flushed[std::size_t(v)], "vertex ", v, " never leaves a transition buffer");
 }
 
+// The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
+// destinations they are, for Impl::keeps_tail(). Per chunk: where each row sits on the device
+// (`src`: its slot in dX, or with `by_position` its position in the leave list, which is its row
+// in the flush buffer) and in the chunk's block (`dst`); the first `assign` rows leave for the
+// first time in the pass, the others were flushed before, so G^l holds part of their sum. `host`:
+// the block positions still read from host memory (all but the first-time rows').
+struct TailLists {
+  std::vector<vertex_t> src, dst, host;
+  std::size_t assign = 0;
+};
+
+std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p,
+                                  bool by_position) {
+  const int C = plan.chunks;
+  std::vector<int> order;  // chunks of p with destinations, by first destination
+  for (int c = 0; c < C; ++c)
+    if (plan.chunk(c, p).num_dst() > 0) order.push_back(c);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return plan.chunk(a, p).dst_begin < plan.chunk(b, p).dst_begin; });
+  std::vector<TailLists> out(static_cast<std::size_t>(C));
+  std::vector<std::vector<std::uint8_t>> from_device(static_cast<std::size_t>(C));
+  for (int c = 0; c < C; ++c) from_device[std::size_t(c)].assign(plan.chunk(c, p).num_dst(), 0);
+  for (std::size_t i = 0; i < last.leave_vertices.size(); ++i) {
+    const vertex_t v = last.leave_vertices[i];
+    const auto it = std::upper_bound(order.begin(), order.end(), v, [&](vertex_t x, int c) {
+      return x < plan.chunk(c, p).dst_begin;
+    });
+    SLUICE_EXPECTS(it != order.begin(), "tail row ", v, " precedes partition ", p, "'s chunks");
+    const int c = *(it - 1);
+    const ChunkPlan& cp = plan.chunk(c, p);
+    SLUICE_EXPECTS(v < cp.dst_begin + cp.num_dst(), "tail row ", v, " is in no chunk of partition ",
+                   p);
+    TailLists& t = out[std::size_t(c)];
+    const vertex_t position = v - cp.dst_begin;
+    t.src.push_back(by_position ? vertex_t(i) : last.leave_rows[i]);
+    t.dst.push_back(position);
+    if (i < last.leave_store_count) {  // the first-time rows come first in the leave list
+      ++t.assign;
+      from_device[std::size_t(c)][std::size_t(position)] = 1;
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    const auto& device = from_device[std::size_t(c)];
+    for (std::size_t k = 0; k < device.size(); ++k)
+      if (!device[k]) out[std::size_t(c)].host.push_back(vertex_t(k));
+  }
+  return out;
+}
+
 struct DevicePeerRows {
   int owner = 0;
   Idx owner_rows, local_rows;
@@ -408,6 +457,13 @@ struct DeviceChunk {
   Idx leave_vertices, leave_rows, leave_keys;
   std::int64_t leave_store_count = 0;
   Idx dst_keys, labels, train_mask;
+  // The previous backward pass's tail rows whose destinations are in this chunk (TailLists):
+  // positions in dX (or the flush buffer) and in the block, the first tail_assign of them
+  // copied, the rest added; tail_host: the block positions loaded from host memory (all of them
+  // when tail_host_all).
+  Idx tail_src, tail_dst, tail_host;
+  std::int64_t tail_assign = 0;
+  bool tail_host_all = true;
   // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
   // into its dX (cross-device order: wait_peer).
   std::vector<int> pulled_by, pushed_by;
@@ -463,6 +519,9 @@ struct DeviceState {
   Mat slice_x, slice_z;
   Idx slice_iota;
   Mat params, grads, adam_m, adam_v;
+  // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
+  // in the flush buffer) for layer 0's G^1 blocks (Impl::keeps_tail()).
+  bool keep_tail = false;
   std::vector<DeviceChunk> chunks;
   double loss_sum = 0;
 };
@@ -723,11 +782,34 @@ struct Schedule::Impl {
     }
   }
 
-  // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows.
+  // Layer 1's backward pass keeps the rows leaving in its last batch on the device: their
+  // gradients are complete there, and the only reader of G^1 is layer 0's backward pass, which
+  // takes them into its blocks (load_blocks()) instead of a flush to host memory and a load
+  // back. Layer 0's backward writes neither dX nor the flush buffer; deeper layers' backward
+  // passes would (they accumulate the next layer's dX), so only layer 1 keeps its tail.
+  bool keeps_tail(const DeviceState& s, const LayerSpec& layer, int c) const {
+    return s.keep_tail && layer.index == 1 && c + 1 == C;
+  }
+
+  // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows. Layer 0 takes the
+  // kept tail rows of G^1 from the device: those leaving layer 1's pass for the first time are
+  // copied, the others added to what earlier flushes left in G^1; the rest comes from host.
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
     Device& d = *s.device;
-    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin,
-                 rows_of(set.dZ, ch.num_dst, layer.out_width));
+    const Mat dZ = rows_of(set.dZ, ch.num_dst, layer.out_width);
+    const HostMat g = G[std::size_t(layer.index) + 1];
+    if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
+      if (ch.tail_host_all)
+        d.load_block(g, ch.dst_begin, dZ);
+      else
+        d.load_block_rows(g, ch.dst_begin, ch.tail_host, dZ);
+      const Mat kept = (gat() ? s.leave : s.dX).col_block(0, layer.out_width);
+      const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
+      d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dZ, false);
+      d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dZ, true);
+    } else {
+      d.load_block(g, ch.dst_begin, dZ);
+    }
     if (model.kind != ModelKind::kGat && !recompute(layer))
       d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
                    rows_of(set.A, ch.num_dst, layer.aggregate_width));
@@ -975,6 +1057,10 @@ struct Schedule::Impl {
     d.phase_begin(Phase::kFlush, tag(c));
     const DropoutKey key = feature_key(layer.index);
     if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+    if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them from dX
+      d.phase_end(Phase::kFlush);
+      return;
+    }
     if (s.leave.empty()) {
       d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored), g);
       d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
@@ -991,7 +1077,7 @@ struct Schedule::Impl {
   // peers' pushes) gives the backward of Zm = X W once per stay: dW += X^T dZm and, above layer
   // 0, dX = dZm W^T, whose dropout backward and flush into G^l follow flush_phase(). Slices of
   // leaving rows are gathered on the compute lane; with a `leave` buffer dX goes there and is
-  // flushed on the store lane, else each slice is flushed in line.
+  // flushed on the store lane (or stays there: keeps_tail()), else each slice is flushed in line.
   void gat_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
     Device& d = *s.device;
     const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
@@ -1026,7 +1112,7 @@ struct Schedule::Impl {
       d.phase_begin(Phase::kCompute, tag(c));
     }
     d.phase_end(Phase::kCompute);
-    if (behind) flush_leave_buffer(s, ch, layer, c);
+    if (behind && !keeps_tail(s, layer, c)) flush_leave_buffer(s, ch, layer, c);
   }
 
   // The leaving rows' input gradients, compacted in `leave` on the compute lane, into G^l on the
@@ -1162,6 +1248,11 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   const int k_max = model.max_heads();
   const bool gat = model.kind == ModelKind::kGat;
   std::vector<std::int64_t> max_loads(std::size_t(m.P), 0), max_leaves(std::size_t(m.P), 0);
+  // Baseline leave lists hold other partitions' rows (flushed by several devices), and GAT keeps
+  // its tail in the flush buffer, which the overlap path allocates last (checked there).
+  const bool keep_tail = options.keep_tail && L >= 2 && options.comm != CommMode::kBaseline &&
+                         (!gat || options.overlap);
+  std::vector<std::vector<TailLists>> tails(std::size_t(m.P));
   m.dev.resize(std::size_t(m.P));
   for (int p = 0; p < m.P; ++p) {
     DeviceState& s = m.dev[std::size_t(p)];
@@ -1235,6 +1326,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
         s.head_split_end = std::lower_bound(v.begin(), v.end(), stop) - v.begin();
       }
     }
+    if (keep_tail)
+      tails[std::size_t(p)] = tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, gat);
+    s.keep_tail = keep_tail;
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
       ChunkLists& li = lists[std::size_t(c) * m.P + p];
@@ -1290,7 +1384,10 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       Device& d = *s.device;
       const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
       if (loads > 0) s.stage = d.try_alloc(loads, in_max, "load stage");
-      if (s.stage.empty()) continue;
+      if (s.stage.empty()) {
+        if (gat) s.keep_tail = false;  // no flush buffer to keep the tail in
+        continue;
+      }
       ++staged;
       if (leaves > 0 && grad_in_max > 0) {
         s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
@@ -1301,6 +1398,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
           ++flushed;
         }
       }
+      if (gat && s.leave.empty()) s.keep_tail = false;
       const std::int64_t max_dst = s.sets[0].dZ.rows;
       BlockSet& second = s.sets[1];
       second.out = d.try_alloc(max_dst, out_max, "layer output (second set)");
@@ -1315,6 +1413,32 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     log_info("overlap: load prefetch on ", staged, "/", m.P, " devices, flush behind compute on ",
              flushed, "/", m.P, ", double block buffers on ", doubled, "/", m.P);
   }
+  // The kept tail's lists, for the devices that keep it (GAT: those with a flush buffer).
+  int keeping = 0;
+  std::int64_t kept_rows = 0, kept_first = 0;
+  for (int p = 0; p < m.P; ++p) {
+    DeviceState& s = m.dev[std::size_t(p)];
+    if (!s.keep_tail) continue;
+    ++keeping;
+    for (int c = 0; c < m.C; ++c) {
+      const TailLists& t = tails[std::size_t(p)][std::size_t(c)];
+      if (t.src.empty()) continue;
+      DeviceChunk& ch = s.chunks[std::size_t(c)];
+      const std::string where = cat("chunk (", c, ",", p, ") ");
+      ch.tail_src = s.device->upload(t.src, where + "kept tail rows");
+      ch.tail_dst = s.device->upload(t.dst, where + "kept tail block positions");
+      ch.tail_assign = std::int64_t(t.assign);
+      ch.tail_host_all = std::int64_t(t.host.size()) == ch.num_dst;
+      if (!ch.tail_host_all)
+        ch.tail_host = upload_or_empty(*s.device, t.host, where + "host block rows");
+      kept_rows += std::int64_t(t.src.size());
+      kept_first += std::int64_t(t.assign);
+    }
+  }
+  if (keeping > 0)
+    log_info("backward tail: layer 1's last batch keeps ", kept_rows, " gradient rows (",
+             kept_first, " flushed for the first time) on the devices for layer 0 (", keeping, "/",
+             m.P, " devices)");
 }
 
 Schedule::~Schedule() = default;

@@ -52,6 +52,11 @@ struct ScheduleOptions {
   // With overlap: load batch 0's rows of the next pass during the last batch of the running one
   // (SLUICE_PREFETCH_NEXT_PASS=0 turns it off, for measuring).
   bool prefetch_next_pass = true;
+  // Keep the last batch's gradient rows of layer 1's backward pass on the device and fill the
+  // layer-0 backward's G^1 blocks from them, instead of flushing them to host memory and
+  // loading them back (SLUICE_KEEP_TAIL=0 turns it off, for measuring). Not in baseline mode;
+  // GAT only with the flush buffer, which holds its rows.
+  bool keep_tail = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

@@ -197,6 +197,8 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     options.device_barriers = std::string(barriers) == "1";
   if (const char* next = std::getenv("SLUICE_PREFETCH_NEXT_PASS"))
     options.prefetch_next_pass = std::string(next) != "0";
+  if (const char* keep = std::getenv("SLUICE_KEEP_TAIL"))
+    options.keep_tail = std::string(keep) != "0";
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

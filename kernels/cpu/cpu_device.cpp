@@ -175,6 +175,14 @@ void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   counters_.h2d_block_bytes += dst.rows * dst.cols * std::int64_t(sizeof(float));
 }
 
+void CpuDevice::load_block_rows(HostMat src, std::int64_t src_row, Idx rows, Mat dst) {
+  cpu::expect_index(rows, "rows");
+  SLUICE_EXPECTS(src.cols == dst.cols, "load_block_rows: width ", src.cols, " vs ", dst.cols);
+  // The block's rows as a source: the copy checks the indices against both ends.
+  cpu::copy_indexed_rows(src.row_block(src_row, dst.rows), rows.data, dst, rows.data, rows.size);
+  counters_.h2d_block_bytes += rows.size * dst.cols * std::int64_t(sizeof(float));
+}
+
 void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   SLUICE_EXPECTS(src.cols == dst.cols, "store_block: width ", src.cols, " vs ", dst.cols);
   copy(src, dst.row_block(dst_row, src.rows));
@@ -277,6 +285,19 @@ void CpuDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
   SLUICE_EXPECTS(src.rows == rows.size && dst.cols == src.cols, "scatter_add_rows: ", src.rows,
                  " x ", src.cols, " with ", rows.size, " rows into width ", dst.cols);
   cpu::add_indexed_rows(src, nullptr, dst, rows.data, rows.size);
+}
+
+void CpuDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) {
+  cpu::expect_index(src_rows, "src_rows");
+  cpu::expect_index(dst_rows, "dst_rows");
+  SLUICE_EXPECTS(src_rows.size == dst_rows.size && src.cols == dst.cols,
+                 "copy_rows: ", src_rows.size, " source rows of width ", src.cols, " into ",
+                 dst_rows.size, " rows of width ", dst.cols);
+  if (add) {
+    cpu::add_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);
+  } else {
+    cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);
+  }
 }
 
 void CpuDevice::zero_rows(Mat m, Idx rows) {

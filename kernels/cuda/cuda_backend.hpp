@@ -73,6 +73,7 @@ class CudaDevice final : public Device {
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
+  void load_block_rows(HostMat src, std::int64_t src_row, Idx rows, Mat dst) override;
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
@@ -82,6 +83,7 @@ class CudaDevice final : public Device {
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
+  void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void zero_rows(Mat m, Idx rows) override;
   void fill(Mat m, float value) override;
   void copy(Mat src, Mat dst) override;

@@ -3,19 +3,22 @@
 # that drift on the machine hits both. Runs ON the GPU machine from the repository root:
 #   run(command="OLD=.device-old/sluice-train bash scripts/bench/ab_binaries.sh",
 #       carry=[".device-bundle", ".device-old"], kind="nvidia-h200")
-# A = $OLD, B = .device-bundle/sluice-train. Datasets and plans as scripts/bench/gpu_train.sh
-# (same BENCH_DIR, generated when missing). Environment: OLD (required), DATASETS ("products
-# reddit"), MODELS ("gat"), PARTS ("1": partitions; 2 needs 2 GPUs for GPU counts of 2), CHUNKS
-# (4), EPOCHS (3), REPEAT (2). Prints per run the median epoch time after the first epoch and
-# the final loss; writes $OUT/ab.jsonl.
+# A = $OLD, B = .device-bundle/sluice-train. A_ENV / B_ENV: environment settings for one side
+# (e.g. A_ENV=SLUICE_KEEP_TAIL=0 with no OLD: one build, a measurement switch off and on).
+# Datasets and plans as scripts/bench/gpu_train.sh (same BENCH_DIR, generated when missing).
+# Environment: OLD (default: the B build), DATASETS ("products reddit"), MODELS ("gat"), PARTS
+# ("1": partitions; 2 needs 2 GPUs for GPU counts of 2), CHUNKS (4), EPOCHS (3), REPEAT (2).
+# Prints per run the median epoch time after the first epoch, the losses, the peak memory and
+# the last epoch's host-link bytes; writes $OUT/ab.jsonl.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 bundle=$root/.device-bundle
 out=${OUT:-$root/out/ab}
 dir=${BENCH_DIR:-/tmp/sluice-gpu-bench}
-old=${OLD:?OLD=path of the A build of sluice-train}
 new=$bundle/sluice-train
+old=${OLD:-$new}
+[[ -n ${OLD:-} || -n ${A_ENV:-}${B_ENV:-} ]] || { echo "set OLD or A_ENV/B_ENV" >&2; exit 2; }
 chunks=${CHUNKS:-4}
 epochs=${EPOCHS:-3}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -40,10 +43,12 @@ for ds in ${DATASETS:-products reddit}; do
       for rep in $(seq "${REPEAT:-2}"); do
         for side in A B; do
           exe=$old
-          [[ $side == B ]] && exe=$new
+          settings=${A_ENV:-}
+          [[ $side == B ]] && exe=$new && settings=${B_ENV:-}
           metrics=$dir/runs/ab-$ds-$model-P$parts-$side.jsonl
           rm -f "$metrics"
-          "$exe" --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
+          # shellcheck disable=SC2086  # settings: NAME=VALUE words
+          env $settings "$exe" --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
             --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 --dropout 0.5 \
             --device cuda --gpus "$ngpu" --no-progress --metrics "$metrics" >/dev/null 2>&1
           rc=$?
@@ -60,6 +65,10 @@ if os.path.exists(metrics):
         row["s_per_epoch"] = statistics.median(secs[1:])
     row["losses"] = [e["loss"] for e in epochs]
     row["peak_device_bytes"] = max(e["peak_device_bytes"] for e in epochs)
+    if epochs:
+        t = epochs[-1]["transfers"]
+        row["h2d_gb"] = (t["h2d_gather_bytes"] + t["h2d_block_bytes"]) / 1e9
+        row["d2h_gb"] = t["d2h_bytes"] / 1e9
 print(json.dumps(row))
 PY
           tail -n 1 "$out/ab.jsonl"

@@ -16,6 +16,7 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/env.hpp"
 
 namespace sluice {
 namespace {
@@ -115,26 +116,7 @@ class CudaOps : public ::testing::Test {
   std::mt19937 rng_{12345};
 };
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 // ---------------------------------------------------------------------------------------------
 // Transfers
@@ -180,6 +162,46 @@ TEST_F(CudaOps, LoadAndStoreBlocks) {
   EXPECT_EQ(out.data[0], 0.f);  // alloc_host zeroes
   EXPECT_EQ(dev().counters().h2d_block_bytes, 10 * cols * 4);
   EXPECT_EQ(dev().counters().d2h_bytes, 10 * cols * 4);
+}
+
+// Partial block loads (zero-copy gather at the block's positions, counted as block bytes) and
+// device-local indexed copies and adds (the kept backward tail).
+TEST_F(CudaOps, LoadBlockRowsAndCopyRows) {
+  for (std::int64_t cols : {64, 37}) {
+    const std::int64_t rows = 60, block_rows = 20, first = 25;
+    HostMat h = backend_->alloc_host(rows, cols, "h");
+    const Host values = random_floats(rows * cols, rng_);
+    std::copy(values.begin(), values.end(), h.data);
+    const Host before = random_floats(block_rows * cols, rng_);
+    Mat block = upload(block_rows, cols, before);
+    std::vector<vertex_t> positions = {0, 3, 4, 11, 19};
+    dev().reset_counters();
+    dev().load_block_rows(h, first, dev().upload(positions, "positions"), block);
+    Host want = before;
+    for (vertex_t r : positions)
+      for (std::int64_t c = 0; c < cols; ++c) want[r * cols + c] = values[(first + r) * cols + c];
+    EXPECT_EQ(download(block), want) << cols;
+    EXPECT_EQ(dev().counters().h2d_block_bytes, std::int64_t(positions.size()) * cols * 4);
+    EXPECT_EQ(dev().counters().h2d_gather_rows, 0);
+
+    const std::int64_t src_rows = 30;
+    const Host src_values = random_floats(src_rows * cols, rng_);
+    Mat src = upload(src_rows, cols, src_values);
+    const std::vector<vertex_t> from = {29, 2, 7}, to = {1, 19, 0};
+    dev().copy_rows(src, dev().upload(from, "from"), dev().upload(to, "to"), block, false);
+    for (std::size_t i = 0; i < from.size(); ++i)
+      for (std::int64_t c = 0; c < cols; ++c)
+        want[to[i] * cols + c] = src_values[from[i] * cols + c];
+    EXPECT_EQ(download(block), want) << cols;
+    const std::vector<vertex_t> add_from = {5, 5}, add_to = {3, 19};
+    dev().copy_rows(src, dev().upload(add_from, "from"), dev().upload(add_to, "to"), block, true);
+    for (std::size_t i = 0; i < add_from.size(); ++i)
+      for (std::int64_t c = 0; c < cols; ++c)
+        want[add_to[i] * cols + c] += src_values[add_from[i] * cols + c];
+    EXPECT_EQ(download(block), want) << cols;  // one addition per element: exact
+    EXPECT_EQ(dev().counters().d2h_bytes, 0);
+    EXPECT_EQ(dev().counters().p2p_bytes, 0);
+  }
 }
 
 TEST_F(CudaOps, GatherScatterZeroFillCopy) {

@@ -15,38 +15,14 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/env.hpp"
 
 namespace sluice {
 namespace {
 
 using Host = std::vector<float>;
 
-// Sets (or, with nullptr, unsets) an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
-    if (value) {
-      setenv(name, value, 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, old_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 Host random_floats(std::size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);

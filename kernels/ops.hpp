@@ -165,9 +165,6 @@ class Device {
   virtual void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) = 0;
   // dst = src rows [src_row, src_row + dst.rows) (contiguous host -> device).
   virtual void load_block(HostMat src, std::int64_t src_row, Mat dst) = 0;
-  // dst[rows[i]] = src[src_row + rows[i]]: the rows `rows` (ascending, unique) of such a block,
-  // the others left as they are (counted as block bytes).
-  virtual void load_block_rows(HostMat src, std::int64_t src_row, Idx rows, Mat dst) = 0;
   // dst rows [dst_row, dst_row + src.rows) = src (contiguous device -> host).
   virtual void store_block(Mat src, HostMat dst, std::int64_t dst_row) = 0;
   // dst[dst_rows[i]] = owner_buf[owner_rows[i]] where owner_buf lives on `owner` (P2P pull).

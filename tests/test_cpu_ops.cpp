@@ -158,19 +158,11 @@ TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
   EXPECT_EQ(d.counters().d2h_bytes, 0);
 }
 
-// Partial block loads and device-local indexed copies (the kept backward tail: G^1 blocks
-// take their host rows and the rows kept on the device).
-TEST_F(CpuOps, LoadBlockRowsAndCopyRows) {
+// Device-local indexed copies and adds (the kept backward tail: G^1 blocks take the rows kept
+// on the device).
+TEST_F(CpuOps, CopyRowsCopiesOrAddsIndexedRows) {
   Device& d = dev();
-  HostMat host = backend->alloc_host(5, 2, "H");
-  for (int i = 0; i < 10; ++i) host.data[i] = float(i);  // row r = [2r, 2r+1]
-  Mat block = mat(3, 2, {-1, -1, -1, -1, -1, -1});
-  d.load_block_rows(host, 2, idx({0, 2}), block);  // host rows 2 and 4, same positions
-  EXPECT_EQ(get(block), (Floats{4, 5, -1, -1, 8, 9}));
-  EXPECT_EQ(d.counters().h2d_block_bytes, 16);
-  EXPECT_EQ(d.counters().h2d_gather_rows, 0);
-  EXPECT_THROW(d.load_block_rows(host, 3, idx({0}), block), Error);  // rows [3, 6) of 5
-  EXPECT_THROW(d.load_block_rows(host, 0, idx({3}), block), Error);  // position 3 of 3
+  Mat block = mat(3, 2, {-1, -1, -1, -1, 8, 9});
   Mat src = mat(3, 2, {10, 11, 20, 21, 30, 31});
   d.copy_rows(src, idx({2, 0}), idx({1, 0}), block, false);  // block[1] = src[2], [0] = src[0]
   EXPECT_EQ(get(block), (Floats{10, 11, 30, 31, 8, 9}));
@@ -179,7 +171,7 @@ TEST_F(CpuOps, LoadBlockRowsAndCopyRows) {
   EXPECT_THROW(d.copy_rows(src, idx({1, 2}), idx({0}), block, false), Error);
   EXPECT_THROW(d.copy_rows(src, idx({3}), idx({0}), block, true), Error);
   // Device-local: no host-link or peer bytes.
-  EXPECT_EQ(d.counters().h2d_block_bytes, 16);
+  EXPECT_EQ(d.counters().h2d_block_bytes, 0);
   EXPECT_EQ(d.counters().d2h_bytes, 0);
   EXPECT_EQ(d.counters().p2p_bytes, 0);
 }

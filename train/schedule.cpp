@@ -395,10 +395,9 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
 // destinations they are, for Impl::keeps_tail(). Per chunk: where each row sits on the device
 // (`src`: its slot in dX, or with `by_position` its position in the leave list, which is its row
 // in the flush buffer) and in the chunk's block (`dst`); the first `assign` rows leave for the
-// first time in the pass, the others were flushed before, so G^l holds part of their sum. `host`:
-// the block positions still read from host memory (all but the first-time rows').
+// first time in the pass, the others were flushed before, so G^l holds part of their sum.
 struct TailLists {
-  std::vector<vertex_t> src, dst, host;
+  std::vector<vertex_t> src, dst;
   std::size_t assign = 0;
 };
 
@@ -411,8 +410,6 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
   std::sort(order.begin(), order.end(),
             [&](int a, int b) { return plan.chunk(a, p).dst_begin < plan.chunk(b, p).dst_begin; });
   std::vector<TailLists> out(static_cast<std::size_t>(C));
-  std::vector<std::vector<std::uint8_t>> from_device(static_cast<std::size_t>(C));
-  for (int c = 0; c < C; ++c) from_device[std::size_t(c)].assign(plan.chunk(c, p).num_dst(), 0);
   for (std::size_t i = 0; i < last.leave_vertices.size(); ++i) {
     const vertex_t v = last.leave_vertices[i];
     const auto it = std::upper_bound(order.begin(), order.end(), v, [&](vertex_t x, int c) {
@@ -427,15 +424,7 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
     const vertex_t position = v - cp.dst_begin;
     t.src.push_back(by_position ? vertex_t(i) : last.leave_rows[i]);
     t.dst.push_back(position);
-    if (i < last.leave_store_count) {  // the first-time rows come first in the leave list
-      ++t.assign;
-      from_device[std::size_t(c)][std::size_t(position)] = 1;
-    }
-  }
-  for (int c = 0; c < C; ++c) {
-    const auto& device = from_device[std::size_t(c)];
-    for (std::size_t k = 0; k < device.size(); ++k)
-      if (!device[k]) out[std::size_t(c)].host.push_back(vertex_t(k));
+    if (i < last.leave_store_count) ++t.assign;  // first-time rows come first in the list
   }
   return out;
 }
@@ -459,11 +448,9 @@ struct DeviceChunk {
   Idx dst_keys, labels, train_mask;
   // The previous backward pass's tail rows whose destinations are in this chunk (TailLists):
   // positions in dX (or the flush buffer) and in the block, the first tail_assign of them
-  // copied, the rest added; tail_host: the block positions loaded from host memory (all of them
-  // when tail_host_all).
-  Idx tail_src, tail_dst, tail_host;
+  // copied over the block, the rest added to it.
+  Idx tail_src, tail_dst;
   std::int64_t tail_assign = 0;
-  bool tail_host_all = true;
   // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
   // into its dX (cross-device order: wait_peer).
   std::vector<int> pulled_by, pushed_by;
@@ -791,24 +778,20 @@ struct Schedule::Impl {
     return s.keep_tail && layer.index == 1 && c + 1 == C;
   }
 
-  // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows. Layer 0 takes the
-  // kept tail rows of G^1 from the device: those leaving layer 1's pass for the first time are
-  // copied, the others added to what earlier flushes left in G^1; the rest comes from host.
+  // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows. Layer 0 completes
+  // its G^1 block with the kept tail rows: those leaving layer 1's pass for the first time are
+  // copied over the block's (unwritten) rows, the others added to what earlier flushes left in
+  // G^1. The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
+  // only the other rows, whose warps take SMs from the compute (docs/benchmarks.md, session 6).
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
     Device& d = *s.device;
     const Mat dZ = rows_of(set.dZ, ch.num_dst, layer.out_width);
-    const HostMat g = G[std::size_t(layer.index) + 1];
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, dZ);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
-      if (ch.tail_host_all)
-        d.load_block(g, ch.dst_begin, dZ);
-      else
-        d.load_block_rows(g, ch.dst_begin, ch.tail_host, dZ);
       const Mat kept = (gat() ? s.leave : s.dX).col_block(0, layer.out_width);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
       d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dZ, false);
       d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dZ, true);
-    } else {
-      d.load_block(g, ch.dst_begin, dZ);
     }
     if (model.kind != ModelKind::kGat && !recompute(layer))
       d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
@@ -1428,9 +1411,6 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       ch.tail_src = s.device->upload(t.src, where + "kept tail rows");
       ch.tail_dst = s.device->upload(t.dst, where + "kept tail block positions");
       ch.tail_assign = std::int64_t(t.assign);
-      ch.tail_host_all = std::int64_t(t.host.size()) == ch.num_dst;
-      if (!ch.tail_host_all)
-        ch.tail_host = upload_or_empty(*s.device, t.host, where + "host block rows");
       kept_rows += std::int64_t(t.src.size());
       kept_first += std::int64_t(t.assign);
     }

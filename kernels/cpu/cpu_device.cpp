@@ -175,14 +175,6 @@ void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   counters_.h2d_block_bytes += dst.rows * dst.cols * std::int64_t(sizeof(float));
 }
 
-void CpuDevice::load_block_rows(HostMat src, std::int64_t src_row, Idx rows, Mat dst) {
-  cpu::expect_index(rows, "rows");
-  SLUICE_EXPECTS(src.cols == dst.cols, "load_block_rows: width ", src.cols, " vs ", dst.cols);
-  // The block's rows as a source: the copy checks the indices against both ends.
-  cpu::copy_indexed_rows(src.row_block(src_row, dst.rows), rows.data, dst, rows.data, rows.size);
-  counters_.h2d_block_bytes += rows.size * dst.cols * std::int64_t(sizeof(float));
-}
-
 void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   SLUICE_EXPECTS(src.cols == dst.cols, "store_block: width ", src.cols, " vs ", dst.cols);
   copy(src, dst.row_block(dst_row, src.rows));

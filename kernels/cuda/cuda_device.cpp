@@ -266,22 +266,6 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   counters_.h2d_block_bytes += dst.rows * row_bytes(dst);
 }
 
-void CudaDevice::load_block_rows(HostMat src, std::int64_t src_row, Idx rows, Mat dst) {
-  OpScope op(*this, "load_block_rows");
-  report_host_constants();
-  SLUICE_EXPECTS(src.cols == dst.cols && src_row >= 0 && src_row + dst.rows <= src.rows &&
-                     rows.size <= dst.rows,
-                 "load_block_rows: ", rows.size, " rows of [", src_row, ", +", dst.rows, ") of a ",
-                 src.rows, " x ", src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
-  if (rows.size == 0 || dst.cols == 0) return;
-  DeviceGuard guard(gpu_);
-  // A zero-copy gather from the block's first row, the same positions on both sides.
-  const float* source = host_device_pointer(src, src_row, dst.rows);
-  launch_gather_rows(source, src.ld, rows.data, dst.data, dst.ld, rows.data, rows.size, dst.cols,
-                     cur());
-  counters_.h2d_block_bytes += rows.size * row_bytes(dst);
-}
-
 void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   OpScope op(*this, "store_block");
   SLUICE_EXPECTS(src.cols == dst.cols && dst_row >= 0 && dst_row + src.rows <= dst.rows,

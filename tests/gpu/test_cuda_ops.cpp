@@ -164,26 +164,13 @@ TEST_F(CudaOps, LoadAndStoreBlocks) {
   EXPECT_EQ(dev().counters().d2h_bytes, 10 * cols * 4);
 }
 
-// Partial block loads (zero-copy gather at the block's positions, counted as block bytes) and
-// device-local indexed copies and adds (the kept backward tail).
-TEST_F(CudaOps, LoadBlockRowsAndCopyRows) {
+// Device-local indexed copies and adds (the kept backward tail).
+TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {
   for (std::int64_t cols : {64, 37}) {
-    const std::int64_t rows = 60, block_rows = 20, first = 25;
-    HostMat h = backend_->alloc_host(rows, cols, "h");
-    const Host values = random_floats(rows * cols, rng_);
-    std::copy(values.begin(), values.end(), h.data);
-    const Host before = random_floats(block_rows * cols, rng_);
-    Mat block = upload(block_rows, cols, before);
-    std::vector<vertex_t> positions = {0, 3, 4, 11, 19};
+    const std::int64_t block_rows = 20;
+    Host want = random_floats(block_rows * cols, rng_);
+    Mat block = upload(block_rows, cols, want);
     dev().reset_counters();
-    dev().load_block_rows(h, first, dev().upload(positions, "positions"), block);
-    Host want = before;
-    for (vertex_t r : positions)
-      for (std::int64_t c = 0; c < cols; ++c) want[r * cols + c] = values[(first + r) * cols + c];
-    EXPECT_EQ(download(block), want) << cols;
-    EXPECT_EQ(dev().counters().h2d_block_bytes, std::int64_t(positions.size()) * cols * 4);
-    EXPECT_EQ(dev().counters().h2d_gather_rows, 0);
-
     const std::int64_t src_rows = 30;
     const Host src_values = random_floats(src_rows * cols, rng_);
     Mat src = upload(src_rows, cols, src_values);

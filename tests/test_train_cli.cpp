@@ -227,10 +227,12 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
   }
   EXPECT_EQ(processes, (std::set<std::string>{"device 0", "device 1", "host"}));
   // 2 partitions x 3 chunks, 2 layers: each pass computes 3 batches per device; 2 training
-  // epochs, 1 evaluation.
+  // epochs (the last layer's forward and backward fused into one pass), 1 evaluation.
   for (int p = 0; p < 2; ++p) {
-    for (const char* pass : {"forward 0", "forward 1", "backward 1", "backward 0"})
+    for (const char* pass : {"forward 0", "fused 1", "backward 0"})
       EXPECT_EQ(compute[std::to_string(p) + " " + pass], 6) << p << " " << pass;
+    for (const char* pass : {"forward 1", "backward 1"})
+      EXPECT_EQ(compute.count(std::to_string(p) + " " + pass), 0u) << p << " " << pass;
     for (const char* pass : {"evaluate 0", "evaluate 1"})
       EXPECT_EQ(compute[std::to_string(p) + " " + pass], 3) << p << " " << pass;
   }
@@ -248,8 +250,8 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
 
 // The schedule loads batch 0 of a pass during the last batch of the pass before (on the
 // transfer lane; the CPU backend runs it in line): in the trace, device 0's first "load 0" of
-// forward 1 and of backward 0 (GAT reloads its input) begins before the last compute of
-// forward 0 and of backward 1 ends.
+// fused 1 (layer 1's forward and backward) and of backward 0 (GAT reloads its input) begins
+// before the last compute of forward 0 and of fused 1 ends.
 // SLUICE_PREFETCH_NEXT_PASS=0 turns that off, with the same losses.
 TEST_F(TrainCli, NextPassLoadsDuringTheLastBatch) {
   struct Run {
@@ -276,8 +278,8 @@ TEST_F(TrainCli, NextPassLoadsDuringTheLastBatch) {
     return out;
   };
   const Run on = run("", "prefetch-on"), off = run("SLUICE_PREFETCH_NEXT_PASS=0 ", "prefetch-off");
-  for (const auto& [pass, before] : {std::pair<std::string, std::string>{"forward 1", "forward 0"},
-                                     {"backward 0", "backward 1"}}) {
+  for (const auto& [pass, before] :
+       {std::pair<std::string, std::string>{"fused 1", "forward 0"}, {"backward 0", "fused 1"}}) {
     ASSERT_TRUE(on.first_load.count(pass) && on.last_compute_end.count(before)) << pass;
     EXPECT_LT(on.first_load.at(pass), on.last_compute_end.at(before)) << pass;
     ASSERT_TRUE(off.first_load.count(pass) && off.last_compute_end.count(before)) << pass;

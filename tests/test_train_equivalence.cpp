@@ -288,6 +288,46 @@ TEST_F(TrainEquivalence, KeptBackwardTailGivesIdenticalNumbersWithFewerTransfers
     }
 }
 
+// Training fuses the last layer's forward and backward into one pass
+// (ScheduleOptions::fuse_last_layer): the same numbers, bit for bit, as separate passes
+// (SLUICE_FUSE_LAST=0), without the loss gradients G^L and the aggregations A^{L-1} going to host
+// memory and back, and without the backward's reload of the layer's inputs (GAT, recompute).
+TEST_F(TrainEquivalence, FusedLastLayerGivesIdenticalNumbersWithFewerTransfers) {
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const std::int64_t n = dataset().num_nodes, classes = 4;
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const std::string intermediates : {"auto", "recompute"}) {
+      RunSetup s;
+      s.model = model;
+      TrainConfig config = train_config(s, 3);
+      config.intermediates = intermediates;
+      const std::string what = model + " " + intermediates;
+      const TrainResult fused = train(dataset(), plan, config);
+      TrainResult separate;
+      {
+        test::ScopedEnv off("SLUICE_FUSE_LAST", "0");
+        separate = train(dataset(), plan, config);
+      }
+      EXPECT_EQ(fused.losses, separate.losses) << what;
+      for (std::size_t i = 0; i < fused.parameters.size(); ++i)
+        EXPECT_EQ(fused.parameters[i].second, separate.parameters[i].second)
+            << what << " " << fused.parameters[i].first;
+      const TransferCounters& a = fused.records.back().transfers;
+      const TransferCounters& b = separate.records.back().transfers;
+      // Per vertex: G^L (classes wide) and, cached, A^{L-1} (GCN: hidden; SAGE: self and mean).
+      const bool cached = model != "gat" && intermediates == "auto";  // auto: GCN, SAGE cache
+      const std::int64_t aggregate = model == "sage" ? 2 * s.hidden : s.hidden;
+      const std::int64_t saved = n * (classes + (cached ? aggregate : 0)) * 4;
+      EXPECT_EQ(b.d2h_bytes - a.d2h_bytes, saved) << what;
+      EXPECT_EQ(b.h2d_block_bytes - a.h2d_block_bytes, saved) << what;
+      if (cached) {
+        EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
+      } else {
+        EXPECT_GT(b.h2d_gather_bytes, a.h2d_gather_bytes) << what;  // no reload
+      }
+    }
+}
+
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   // Host-link rows per epoch shrink from baseline to p2p to p2p+reuse; p2p rows appear only
   // with peer transfers.

@@ -31,6 +31,8 @@ const char* pass_kind_name(PassKind kind) {
       return "backward";
     case PassKind::kEvaluate:
       return "evaluate";
+    case PassKind::kFused:
+      return "fused";
   }
   return "?";
 }
@@ -818,8 +820,11 @@ struct Schedule::Impl {
   }
 
   // Phase C: the chunk compute of every device on its compute lane; forward results go back to
-  // host memory on the store lane.
-  void compute_phase(const LayerSpec& layer, int c, bool forward) {
+  // host memory on the store lane. kFused: the last layer's forward, then its backward from the
+  // loss gradient and intermediates the forward left in the set (nothing is stored).
+  void compute_phase(const LayerSpec& layer, int c, PassKind kind) {
+    const bool forward = kind != PassKind::kBackward;
+    const bool backward = kind == PassKind::kBackward || kind == PassKind::kFused;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       Device& d = *s.device;
@@ -827,14 +832,12 @@ struct Schedule::Impl {
       d.wait(kSetReady + k);  // backward blocks prefetched into the set
       d.wait(kStored + k);    // the set's previous blocks are in host memory
       d.phase_begin(Phase::kCompute, tag(c));
-      if (forward)
-        forward_compute(p, c, layer, s.sets[k]);
-      else
-        backward_compute(p, c, layer, s.sets[k]);
+      if (forward) forward_compute(p, c, layer, s.sets[k]);
+      if (backward) backward_compute(p, c, layer, s.sets[k], /*fresh=*/forward);
       d.phase_end(Phase::kCompute);
       d.mark(kComputed + k);
-      if (!forward) d.mark(kBatchComputed);
-      if (forward) store_blocks(p, c, layer, s.sets[k], k);
+      if (backward) d.mark(kBatchComputed);
+      if (!backward) store_blocks(p, c, layer, s.sets[k], k);
     }
     phase_boundary();
   }
@@ -930,24 +933,27 @@ struct Schedule::Impl {
                             predictions.data() + ch.dst_begin);
   }
 
-  // With two block sets the blocks were prefetched (prefetch()); else they load here.
-  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
+  // With two block sets the blocks were prefetched (prefetch()); else they load here. `fresh`
+  // (the fused last layer): the forward of this chunk just ran, so the loss gradient is in the
+  // set's dZ, the aggregation in its A and GAT's attention intermediates in s.el, s.er, s.alpha.
+  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, bool fresh) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
+    SLUICE_EXPECTS(!fresh || layer.last, "only the last layer fuses forward and backward");
     Device& d = *s.device;
     const std::int64_t nd = ch.num_dst;
     const bool input_gradient = layer.index > 0;
-    if (s.num_sets == 1) load_blocks(s, ch, layer, set);
+    if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set);
     Mat dZ = rows_of(set.dZ, nd, layer.out_width);
     Mat A;
     if (model.kind != ModelKind::kGat) {
-      A = recompute(layer) ? aggregate(s, ch, layer, set)
-                           : rows_of(set.A, nd, layer.aggregate_width);
+      A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
+                                     : rows_of(set.A, nd, layer.aggregate_width);
     }
     // Recompute the pre-activation (and, for GAT, the attention intermediates); the last
     // GCN/SAGE layer has no activation and needs neither.
-    if (model.kind == ModelKind::kGat || !layer.last) {
+    if (!fresh && (model.kind == ModelKind::kGat || !layer.last)) {
       Mat Z = layer_preactivation(s, ch, layer, A);
       if (!layer.last) d.activation_backward(dZ, Z, layer.activation, dZ);
     }
@@ -1122,7 +1128,9 @@ struct Schedule::Impl {
   void forward_layer(const LayerSpec& layer) {
     const PassKind kind = training ? PassKind::kForward : PassKind::kEvaluate;
     if (!layer.last)
-      set_next_head(&model.layers[std::size_t(layer.index) + 1], kind, true);
+      set_next_head(&model.layers[std::size_t(layer.index) + 1],
+                    fuses(model.layers[std::size_t(layer.index) + 1]) ? PassKind::kFused : kind,
+                    true);
     else if (training && recompute(layer))  // the backward of this layer reloads its input
       set_next_head(&layer, PassKind::kBackward, false);
     else
@@ -1132,9 +1140,39 @@ struct Schedule::Impl {
     for (int c = 0; c < C; ++c) {
       load_phase(layer, c, true, false, false);
       pull_phase(layer, c);
-      compute_phase(layer, c, true);
+      compute_phase(layer, c, kind);
     }
     drain();  // H^{l+1} (and the loss, predictions) complete
+  }
+
+  // Training runs the last layer's forward and backward as one pass (fuse_last_layer).
+  bool fuses(const LayerSpec& layer) const {
+    return training && layer.last && options.fuse_last_layer;
+  }
+
+  // One layer's backward pass, or with kFused the last layer's forward and backward in one pass
+  // (loads and pulls as a forward pass, no blocks from host memory); drained at the end (G^l
+  // complete before the next layer prefetches its blocks).
+  void backward_layer(const LayerSpec& layer, PassKind kind) {
+    const bool fused = kind == PassKind::kFused;
+    const bool loads = fused || recompute(layer);
+    const LayerSpec* below =
+        layer.index > 0 ? &model.layers[std::size_t(layer.index) - 1] : nullptr;
+    set_next_head(below && recompute(*below) ? below : nullptr, PassKind::kBackward, false);
+    begin_pass(kind, layer.index);
+    prefetch(layer, 0, loads, !fused);
+    // GAT flushes at every layer: leaving rows carry the transform's weight gradient too.
+    const bool flushes = layer.index > 0 || gat();
+    for (int c = 0; c < C; ++c) {
+      load_phase(layer, c, loads, flushes, !fused);
+      if (loads) pull_phase(layer, c);
+      compute_phase(layer, c, kind);
+      if (flushes) {
+        push_phase(layer, c);
+        flush_phase(layer, c);
+      }
+    }
+    drain();
   }
 
   // Adds each phase's device time to `per_device` and the slowest device's to `times`, and the
@@ -1214,6 +1252,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   for (int l = 0; l < L; ++l) {
     const LayerSpec& layer = model.layers[std::size_t(l)];
     if (l > 0) m.H[std::size_t(l)] = backend.alloc_host(n, layer.in_width, cat("H^", l));
+    // The fused last layer keeps its loss gradients and aggregations on the device.
+    if (layer.last && options.fuse_last_layer) continue;
     m.G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
     if (!m.recompute(layer))
       m.A_cache[std::size_t(l)] = backend.alloc_host(n, layer.aggregate_width, cat("A^", l));
@@ -1479,28 +1519,13 @@ double Schedule::forward_backward(std::int64_t epoch) {
     s.loss_sum = 0;
     s.device->fill(s.grads, 0.f);
   }
-  for (int l = 0; l < L; ++l) m.forward_layer(m.model.layers[std::size_t(l)]);
-  for (int l = L - 1; l >= 0; --l) {
-    const LayerSpec& layer = m.model.layers[std::size_t(l)];
-    const bool input_gradient = l > 0;
-    const bool reload = m.recompute(layer);
-    const LayerSpec* below = l > 0 ? &m.model.layers[std::size_t(l) - 1] : nullptr;
-    m.set_next_head(below && m.recompute(*below) ? below : nullptr, PassKind::kBackward, false);
-    m.begin_pass(PassKind::kBackward, l);
-    m.prefetch(layer, 0, reload, true);
-    // GAT flushes at every layer: leaving rows carry the transform's weight gradient too.
-    const bool flushes = input_gradient || m.gat();
-    for (int c = 0; c < m.C; ++c) {
-      m.load_phase(layer, c, reload, flushes, true);
-      if (reload) m.pull_phase(layer, c);
-      m.compute_phase(layer, c, false);
-      if (flushes) {
-        m.push_phase(layer, c);
-        m.flush_phase(layer, c);
-      }
-    }
-    m.drain();  // G^l complete before the next layer prefetches its blocks
-  }
+  const LayerSpec& last = m.model.layers.back();
+  const bool fuse = m.fuses(last);
+  for (const LayerSpec& layer : m.model.layers)
+    if (!layer.last || !fuse) m.forward_layer(layer);
+  if (fuse) m.backward_layer(last, PassKind::kFused);
+  for (int l = fuse ? L - 2 : L - 1; l >= 0; --l)
+    m.backward_layer(m.model.layers[std::size_t(l)], PassKind::kBackward);
   const double t = now_seconds();
   std::vector<float*> grads;
   for (auto& s : m.dev) grads.push_back(s.grads.data);

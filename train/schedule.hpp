@@ -57,6 +57,12 @@ struct ScheduleOptions {
   // loading them back (SLUICE_KEEP_TAIL=0 turns it off, for measuring). Not in baseline mode;
   // GAT only with the flush buffer, which holds its rows.
   bool keep_tail = true;
+  // Training: run the last layer's forward and backward in one pass, each batch's backward right
+  // after its forward (its loss gradient needs only its own logits, and the weights stay fixed
+  // for the epoch). The last layer's aggregations A^{L-1} and loss gradients G^L then never go
+  // to host memory and back, and GAT's last layer loads and computes its attention once.
+  // SLUICE_FUSE_LAST=0 turns it off, for measuring.
+  bool fuse_last_layer = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on
@@ -76,7 +82,8 @@ struct PhaseTimes {
 // One entry of the device timeline (Schedule::set_timeline): a phase's work on one lane of one
 // device in one batch of one pass, in seconds since the pass sequence's start (the time origin
 // set at the start of forward_backward() or evaluate()).
-enum class PassKind { kForward, kBackward, kEvaluate };
+// kFused: the last layer's forward and backward in one pass (ScheduleOptions::fuse_last_layer).
+enum class PassKind { kForward, kBackward, kEvaluate, kFused };
 struct TimelineRange {
   int device = 0;
   PassKind pass = PassKind::kForward;
@@ -86,7 +93,7 @@ struct TimelineRange {
   Lane lane = Lane::kCompute;
   double begin = 0, end = 0;
 };
-const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate"
+const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
 
 class Schedule {
  public:

@@ -199,6 +199,8 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     options.prefetch_next_pass = std::string(next) != "0";
   if (const char* keep = std::getenv("SLUICE_KEEP_TAIL"))
     options.keep_tail = std::string(keep) != "0";
+  if (const char* fuse = std::getenv("SLUICE_FUSE_LAST"))
+    options.fuse_last_layer = std::string(fuse) != "0";
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

@@ -51,6 +51,10 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShap
     bytes += max_entries * heads * kFloat * 3;              // edge scores, softmax, gradients
     bytes += (merged_rows + max_dst) * heads * kFloat * 2;  // el, er and their gradients
   }
+  // GCN's last layer transforms first when it narrows (train/model.hpp): its transformed rows
+  // and their gradients, classes wide.
+  if (shape.model == "gcn" && shape.classes < layer_width(shape, shape.layers - 1))
+    bytes += merged_rows * ((std::int64_t(shape.classes) + 3) / 4 * 4) * kFloat * 2;
   bytes += (max_dst + 1) * 8 + max_entries * (4 + 4);  // chunk CSR: indptr, columns, values
   bytes += max_entries * kFloat;          // entry values permuted for the transposed SpMM (scratch)
   bytes += max_dst * width * kFloat * 4;  // aggregation/output rows + gradients

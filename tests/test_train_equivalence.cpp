@@ -14,6 +14,7 @@
 #include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "tests/support/reference_model.hpp"
+#include "train/model.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice {
@@ -314,9 +315,10 @@ TEST_F(TrainEquivalence, FusedLastLayerGivesIdenticalNumbersWithFewerTransfers) 
             << what << " " << fused.parameters[i].first;
       const TransferCounters& a = fused.records.back().transfers;
       const TransferCounters& b = separate.records.back().transfers;
-      // Per vertex: G^L (classes wide) and, cached, A^{L-1} (GCN: hidden; SAGE: self and mean).
-      const bool cached = model != "gat" && intermediates == "auto";  // auto: GCN, SAGE cache
-      const std::int64_t aggregate = model == "sage" ? 2 * s.hidden : s.hidden;
+      // Per vertex: G^L (classes wide) and, cached, A^{L-1} (SAGE: self and mean; GCN's last
+      // layer narrows, so it transforms first and caches nothing, like GAT).
+      const bool cached = model == "sage" && intermediates == "auto";
+      const std::int64_t aggregate = 2 * s.hidden;
       const std::int64_t saved = n * (classes + (cached ? aggregate : 0)) * 4;
       EXPECT_EQ(b.d2h_bytes - a.d2h_bytes, saved) << what;
       EXPECT_EQ(b.h2d_block_bytes - a.h2d_block_bytes, saved) << what;
@@ -326,6 +328,46 @@ TEST_F(TrainEquivalence, FusedLastLayerGivesIdenticalNumbersWithFewerTransfers) 
         EXPECT_GT(b.h2d_gather_bytes, a.h2d_gather_bytes) << what;  // no reload
       }
     }
+}
+
+// GCN's last layer computes Â (X W) when it narrows (classes < hidden), (Â X) W otherwise; the
+// two orders agree up to rounding (both also match the reference above).
+TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
+  ModelConfig shape;
+  shape.kind = ModelKind::kGcn;
+  shape.layers = 3;
+  shape.in_dim = 12;
+  shape.hidden = 8;
+  shape.classes = 4;
+  const ModelSpec narrowing = make_model(shape);
+  EXPECT_FALSE(narrowing.layers[0].transform_first);
+  EXPECT_FALSE(narrowing.layers[1].transform_first);
+  EXPECT_TRUE(narrowing.layers[2].transform_first);
+  EXPECT_EQ(narrowing.layers[2].transform_width, 4);
+  EXPECT_EQ(narrowing.layers[2].aggregate_width, 0);
+  EXPECT_EQ(narrowing.layers[2].w_rows, 8);  // the same W: hidden x classes
+  shape.classes = 9;
+  EXPECT_FALSE(make_model(shape).layers[2].transform_first);  // widening: aggregate first
+  shape.classes = 4;
+  shape.kind = ModelKind::kSage;
+  EXPECT_FALSE(make_model(shape).layers[2].transform_first);
+
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  RunSetup s;
+  const TrainResult first = train(dataset(), plan, train_config(s, 4));
+  TrainResult aggregate;
+  {
+    test::ScopedEnv off("SLUICE_TRANSFORM_FIRST", "0");
+    aggregate = train(dataset(), plan, train_config(s, 4));
+  }
+  for (std::size_t e = 0; e < first.losses.size(); ++e)
+    EXPECT_NEAR(first.losses[e], aggregate.losses[e], 1e-6 * std::abs(aggregate.losses[e])) << e;
+  for (std::size_t i = 0; i < first.parameters.size(); ++i)
+    EXPECT_LE(relative_error(first.parameters[i].second, aggregate.parameters[i].second), 1e-6)
+        << first.parameters[i].first;
+  // The fused last layer loads its inputs once either way.
+  EXPECT_EQ(first.records.back().transfers.h2d_gather_bytes,
+            aggregate.records.back().transfers.h2d_gather_bytes);
 }
 
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {

@@ -110,6 +110,12 @@ ModelSpec make_model(const ModelConfig& shape) {
       layer.aggregate_width = shape.kind == ModelKind::kSage ? 2 * width : width;
       layer.activation = layer.last ? Activation::kNone : Activation::kRelu;
       layer.w_rows = layer.aggregate_width;
+      if (shape.kind == ModelKind::kGcn && shape.transform_first && layer.last &&
+          layer.out_width < width) {
+        layer.transform_first = true;
+        layer.transform_width = layer.out_width;
+        layer.aggregate_width = 0;
+      }
       layer.w_cols = layer.out_width;
       layer.w_offset =
           add(l, "W", 0, layer.w_rows, layer.w_cols, double(layer.w_rows), double(layer.w_cols));

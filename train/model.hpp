@@ -32,11 +32,17 @@ struct LayerSpec {
   bool last = false;
   std::int64_t in_width = 0;   // d_l
   std::int64_t out_width = 0;  // d_{l+1} (width of H^{l+1} or of the logits)
-  // GCN: d_l; SAGE: 2 d_l (aggregation output A^l, the cached intermediate). GAT: 0.
+  // GCN: d_l; SAGE: 2 d_l (aggregation output A^l, the cached intermediate). GAT and GCN layers
+  // that transform first: 0.
   std::int64_t aggregate_width = 0;
-  int heads = 1;                     // GAT: K
-  std::int64_t head_width = 0;       // GAT: F
-  std::int64_t transform_width = 0;  // GAT: K * F (width of Z = X W)
+  int heads = 1;                // GAT: K
+  std::int64_t head_width = 0;  // GAT: F
+  // GAT: K * F (width of Z = X W); GCN layers that transform first: d_{l+1}.
+  std::int64_t transform_width = 0;
+  // GCN's last layer when it narrows (d_{l+1} < d_l): Z = Â (X W) + b instead of (Â X) W + b,
+  // so its sparse products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer
+  // caches nothing and its rows are transformed once by their owner (train/schedule.cpp).
+  bool transform_first = false;
   Activation activation = Activation::kNone;
   // Offsets of the layer's tensors in the flat parameter array (-1 when absent).
   std::int64_t w_offset = -1, w_rows = 0, w_cols = 0;
@@ -66,6 +72,9 @@ struct ModelConfig {
   std::int32_t classes = 0;
   int heads = 8;         // GAT hidden layers
   int output_heads = 1;  // GAT output layer
+  // GCN's last layer transforms first when it narrows (LayerSpec::transform_first); false keeps
+  // (Â X) W everywhere (SLUICE_TRANSFORM_FIRST=0, for measuring).
+  bool transform_first = true;
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).

@@ -581,6 +581,7 @@ struct Schedule::Impl {
   }
   std::int32_t tag(int c) const { return pass_tag + c; }
 
+  // GAT and transform-first GCN layers have no aggregation to cache (aggregate_width 0).
   bool recompute(const LayerSpec& layer) const {
     return layer.aggregate_width == 0 || !options.cache_intermediates;
   }
@@ -612,16 +613,21 @@ struct Schedule::Impl {
   }
 
   bool gat() const { return model.kind == ModelKind::kGat; }
+  // Layers whose rows are transformed by their owner on arrival (Zm = X W) and exchanged
+  // transformed: GAT's, and GCN's last layer when it narrows (LayerSpec::transform_first).
+  bool transforms(const LayerSpec& layer) const { return gat() || layer.transform_first; }
 
   // The rows devices exchange: pulls copy the owners' rows of X, pushes add into the owners'
   // rows of dX. GAT exchanges transformed rows instead (Zm = X W, computed once by the owner,
   // and their gradients dZm): a peer needs no X row of a remote vertex, and the owner applies
-  // the backward of the transform (transform_arrivals(), gat_flush()).
+  // the backward of the transform (transform_arrivals(), transform_flush()).
   Mat exchanged_rows(DeviceState& s, const LayerSpec& layer) const {
-    return gat() ? s.Zm.col_block(0, layer.transform_width) : s.X.col_block(0, layer.in_width);
+    return transforms(layer) ? s.Zm.col_block(0, layer.transform_width)
+                             : s.X.col_block(0, layer.in_width);
   }
   Mat exchanged_gradient(DeviceState& s, const LayerSpec& layer) const {
-    return gat() ? s.dZm.col_block(0, layer.transform_width) : s.dX.col_block(0, layer.in_width);
+    return transforms(layer) ? s.dZm.col_block(0, layer.transform_width)
+                             : s.dX.col_block(0, layer.in_width);
   }
 
   // GAT: Zm rows of the batch's arrivals = their X rows W. Rows that stay keep their transforms
@@ -681,7 +687,7 @@ struct Schedule::Impl {
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
       d.phase_end(Phase::kLoad);
-      if (gat() && load_inputs && ch.load_rows.size > 0) {
+      if (transforms(layer) && load_inputs && ch.load_rows.size > 0) {
         d.phase_begin(Phase::kCompute, tag(c));
         transform_arrivals(s, ch, layer);
         d.phase_end(Phase::kCompute);
@@ -790,7 +796,7 @@ struct Schedule::Impl {
     const Mat dZ = rows_of(set.dZ, ch.num_dst, layer.out_width);
     d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, dZ);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
-      const Mat kept = (gat() ? s.leave : s.dX).col_block(0, layer.out_width);
+      const Mat kept = (transforms(model.layers[1]) ? s.leave : s.dX).col_block(0, layer.out_width);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
       d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dZ, false);
       d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dZ, true);
@@ -907,6 +913,9 @@ struct Schedule::Impl {
       } else {
         d.bias_activation(O, bias, Activation::kNone, Z);
       }
+    } else if (layer.transform_first) {
+      d.spmm(ch.csr, ch.values.data, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
+      d.bias_activation(Z, bias, Activation::kNone, Z);
     } else {
       d.gemm(false, false, 1.f, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), 0.f, Z);
       d.bias_activation(Z, bias, Activation::kNone, Z);
@@ -921,7 +930,7 @@ struct Schedule::Impl {
     if (ch.num_dst == 0) return;
     Device& d = *s.device;
     Mat A;
-    if (model.kind != ModelKind::kGat) A = aggregate(s, ch, layer, set);
+    if (!transforms(layer)) A = aggregate(s, ch, layer, set);
     Mat Z = layer_preactivation(s, ch, layer, A);
     if (!layer.last) {
       d.bias_activation(Z, nullptr, layer.activation,
@@ -947,7 +956,7 @@ struct Schedule::Impl {
     if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set);
     Mat dZ = rows_of(set.dZ, nd, layer.out_width);
     Mat A;
-    if (model.kind != ModelKind::kGat) {
+    if (!transforms(layer)) {
       A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
                                      : rows_of(set.A, nd, layer.aggregate_width);
     }
@@ -958,9 +967,15 @@ struct Schedule::Impl {
       if (!layer.last) d.activation_backward(dZ, Z, layer.activation, dZ);
     }
     d.add_column_sums(dZ, s.grads.data + layer.b_offset);
+    if (layer.transform_first) {
+      // dZm accumulates Â^T dZ while its rows stay, as GAT's (transform_flush()).
+      d.spmm_transpose_add(ch.csr, ch.values.data, dZ,
+                           rows_of(s.dZm, s.merged_rows, layer.transform_width));
+      return;
+    }
     if (model.kind == ModelKind::kGat) {
       // dZm accumulates over the batches a row stays (zeroed on arrival, remote rows every batch);
-      // gat_flush() turns it into dW and dX when the row leaves.
+      // transform_flush() turns it into dW and dX when the row leaves.
       const std::int64_t M = s.merged_rows, KF = layer.transform_width;
       Mat dO = dZ;
       if (layer.last) {
@@ -1025,8 +1040,8 @@ struct Schedule::Impl {
       // computed on.
       wait_peers(d, ch.pushed_by, kPushed);
       if (ch.leave_rows.size == 0) continue;
-      if (gat())
-        gat_flush(s, ch, layer, c);
+      if (transforms(layer))
+        transform_flush(s, ch, layer, c);
       else
         flush_rows(s, ch, layer, c);
       // Baseline leave lists hold other partitions' vertices too: devices flushing into the
@@ -1067,7 +1082,7 @@ struct Schedule::Impl {
   // 0, dX = dZm W^T, whose dropout backward and flush into G^l follow flush_phase(). Slices of
   // leaving rows are gathered on the compute lane; with a `leave` buffer dX goes there and is
   // flushed on the store lane (or stays there: keeps_tail()), else each slice is flushed in line.
-  void gat_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
+  void transform_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
     Device& d = *s.device;
     const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
     const std::int64_t in = layer.in_width, KF = layer.transform_width;
@@ -1161,8 +1176,8 @@ struct Schedule::Impl {
     set_next_head(below && recompute(*below) ? below : nullptr, PassKind::kBackward, false);
     begin_pass(kind, layer.index);
     prefetch(layer, 0, loads, !fused);
-    // GAT flushes at every layer: leaving rows carry the transform's weight gradient too.
-    const bool flushes = layer.index > 0 || gat();
+    // Transforming layers flush at every layer: leaving rows carry the weight gradient too.
+    const bool flushes = layer.index > 0 || transforms(layer);
     for (int c = 0; c < C; ++c) {
       load_phase(layer, c, loads, flushes, !fused);
       if (loads) pull_phase(layer, c);
@@ -1262,19 +1277,28 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
 
   // Device buffers and per-chunk indices.
   const std::int64_t in_max = model.max_in_width();
-  std::int64_t grad_in_max = 0;
-  for (const auto& layer : model.layers)
-    if (layer.index > 0) grad_in_max = std::max(grad_in_max, layer.in_width);
+  // Input gradients: of every layer above 0 (the flush buffer holds them), in dX only for the
+  // layers that do not transform first (transform_flush() computes the others per leaving row).
+  std::int64_t grad_in_max = 0, dx_max = 0;
+  bool any_transform = false;
+  for (const auto& layer : model.layers) {
+    any_transform |= m.transforms(layer);
+    if (layer.index == 0) continue;
+    grad_in_max = std::max(grad_in_max, layer.in_width);
+    if (!m.transforms(layer)) dx_max = std::max(dx_max, layer.in_width);
+  }
   const std::int64_t out_max = model.max_out_width();
   const std::int64_t agg_max = model.max_aggregate_width();
   const std::int64_t tw_max = model.max_transform_width();
   const int k_max = model.max_heads();
   const bool gat = model.kind == ModelKind::kGat;
   std::vector<std::int64_t> max_loads(std::size_t(m.P), 0), max_leaves(std::size_t(m.P), 0);
-  // Baseline leave lists hold other partitions' rows (flushed by several devices), and GAT keeps
-  // its tail in the flush buffer, which the overlap path allocates last (checked there).
+  // Baseline leave lists hold other partitions' rows (flushed by several devices), and a layer 1
+  // that transforms first keeps its tail in the flush buffer, which the overlap path allocates
+  // last (checked there).
+  const bool tail_in_leave = L >= 2 && m.transforms(model.layers[1]);
   const bool keep_tail = options.keep_tail && L >= 2 && options.comm != CommMode::kBaseline &&
-                         (!gat || options.overlap);
+                         (!tail_in_leave || options.overlap);
   std::vector<std::vector<TailLists>> tails(std::size_t(m.P));
   m.dev.resize(std::size_t(m.P));
   for (int p = 0; p < m.P; ++p) {
@@ -1292,24 +1316,25 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     // The operands of the SpMMs (X, A, dA, dX) get rows 16 bytes apart (padded to a multiple
     // of 4 floats): vectorized sparse kernels need aligned rows (kernels/cuda/NOTES.md).
     s.X = d.alloc(M, aligned_width(in_max), "transition buffer X");
-    // (GAT keeps no dX: gat_flush() computes the leaving rows' input gradients.)
-    if (grad_in_max > 0 && !gat)
-      s.dX = d.alloc(M, aligned_width(grad_in_max), "transition gradient dX");
+    if (dx_max > 0) s.dX = d.alloc(M, aligned_width(dx_max), "transition gradient dX");
     if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(agg_max), "aggregation A");
-    s.Z = d.alloc(max_dst, out_max, "pre-activation Z");
+    // Z and dZ are SpMM operands too when a layer transforms first.
+    s.Z = d.alloc(max_dst, aligned_width(out_max), "pre-activation Z");
     s.sets[0].out = d.alloc(max_dst, out_max, "layer output");
-    s.sets[0].dZ = d.alloc(max_dst, out_max, "output gradient dZ");
+    s.sets[0].dZ = d.alloc(max_dst, aligned_width(out_max), "output gradient dZ");
     if (agg_max > 0 || gat)
       s.dA = d.alloc(max_dst, aligned_width(std::max(agg_max, tw_max)), "gradient dA");
+    if (any_transform) {
+      s.Zm = d.alloc(M, aligned_width(tw_max), "transformed rows Zm");
+      s.dZm = d.alloc(M, aligned_width(tw_max), "transformed-row gradient dZm");
+      s.transform_region =
+          options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
+    }
     if (gat) {
-      s.Zm = d.alloc(M, tw_max, "GAT transformed rows");
-      s.dZm = d.alloc(M, tw_max, "GAT transformed-row gradient");
       s.el = d.alloc(M, k_max, "GAT source scores");
       s.er = d.alloc(max_dst, k_max, "GAT destination scores");
       s.alpha = d.alloc(std::max<std::int64_t>(max_nnz, 1), k_max, "GAT attention");
       s.gat = d.alloc(max_dst, tw_max, "GAT head outputs");
-      s.transform_region =
-          options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
     }
     const std::int64_t np = std::max<std::int64_t>(model.num_parameters, 1);
     s.params = d.alloc(1, np, "parameters");
@@ -1324,17 +1349,17 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       max_leaves[std::size_t(p)] =
           std::max<std::int64_t>(max_leaves[std::size_t(p)], std::int64_t(li.leave_rows.size()));
     }
-    if (gat) {
+    if (any_transform) {
       // Slices of at most a quarter of the merged rows, so that they take less memory than the
-      // dX buffer GAT does without (the plan's memory estimate counts that one).
+      // dX buffer these layers do without (the plan's memory estimate counts that one).
       const std::int64_t rows = std::max<std::int64_t>(
           1, std::min({kSliceRows, std::max(max_loads[std::size_t(p)], max_leaves[std::size_t(p)]),
                        M / 4}));
-      s.slice_x = d.alloc(rows, aligned_width(in_max), "GAT row slice");
-      s.slice_z = d.alloc(rows, tw_max, "GAT transformed-row slice");
+      s.slice_x = d.alloc(rows, aligned_width(in_max), "transform row slice");
+      s.slice_z = d.alloc(rows, tw_max, "transformed-row slice");
       std::vector<vertex_t> iota(static_cast<std::size_t>(rows));
       std::iota(iota.begin(), iota.end(), 0);
-      s.slice_iota = d.upload(iota, "GAT slice positions");
+      s.slice_iota = d.upload(iota, "slice positions");
     }
     {
       // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list;
@@ -1350,7 +1375,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       }
     }
     if (keep_tail)
-      tails[std::size_t(p)] = tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, gat);
+      tails[std::size_t(p)] =
+          tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, tail_in_leave);
     s.keep_tail = keep_tail;
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
@@ -1408,7 +1434,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
       if (loads > 0) s.stage = d.try_alloc(loads, in_max, "load stage");
       if (s.stage.empty()) {
-        if (gat) s.keep_tail = false;  // no flush buffer to keep the tail in
+        if (tail_in_leave) s.keep_tail = false;  // no flush buffer to keep the tail in
         continue;
       }
       ++staged;
@@ -1421,7 +1447,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
           ++flushed;
         }
       }
-      if (gat && s.leave.empty()) s.keep_tail = false;
+      if (tail_in_leave && s.leave.empty()) s.keep_tail = false;
       const std::int64_t max_dst = s.sets[0].dZ.rows;
       BlockSet& second = s.sets[1];
       second.out = d.try_alloc(max_dst, out_max, "layer output (second set)");

@@ -109,6 +109,8 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
+  if (const char* first = std::getenv("SLUICE_TRANSFORM_FIRST"))
+    shape.transform_first = std::string(first) != "0";
   return make_model(shape);
 }
 

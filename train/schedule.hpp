@@ -1,11 +1,14 @@
 // The out-of-core schedule of DESIGN.md ("Training, one epoch"; HongTu Algorithm 1), written
 // once against the operator interface of kernels/ops.hpp. Host memory holds H^l, G^l and the
 // aggregation caches A^l in renumbered row order; each device (partition p) keeps one merged
-// transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p (GAT:
-// transformed rows Zm_p = X_p W and their gradients dZm_p, exchanged with peers instead).
+// transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p (GAT,
+// and GCN's last layer when it narrows: transformed rows Zm_p = X_p W and their gradients dZm_p,
+// exchanged with peers instead).
 // Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
 // compute the chunk, write its output block; backward mirrors it with pushes of remote-row
-// gradients into the owners' dX and flushes of leaving rows into G^l. Each device works on three
+// gradients into the owners' dX and flushes of leaving rows into G^l. Training runs the last
+// layer's forward and backward as one pass, and layer 1's last batch keeps its gradient rows on
+// the device for layer 0 (ScheduleOptions; docs/model-math.md). Each device works on three
 // lanes (kernels/ops.hpp): the next batch's loads and blocks prefetch on the transfer lane and
 // results go back to host memory on the store lane while the compute lane computes.
 #pragma once

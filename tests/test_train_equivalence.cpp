@@ -171,6 +171,23 @@ TEST_F(TrainEquivalence, GatTwoHeadsMatchesReference) {
   run_matrix(dataset(), s, {"auto", "recompute"});
 }
 
+// One layer: the fused pass is the whole epoch, and GCN's only layer (12 -> 4) transforms first
+// with no input gradient (its leaving rows give the weight gradient only).
+TEST_F(TrainEquivalence, OneLayerMatchesReference) {
+  for (const std::string model : {"gcn", "sage", "gat"}) {
+    RunSetup s;
+    s.model = model;
+    s.layers = 1;
+    const auto ref = test::train_reference(dataset(), reference_config(s), 5);
+    for (const auto& shape : {std::pair{1, 1}, std::pair{4, 8}}) {
+      const Plan plan = make_plan(dataset(), shape.first, shape.second, true);
+      const std::string what = cat(model, " 1 layer, P=", shape.first, " C=", shape.second);
+      SCOPED_TRACE(what);
+      expect_matches_reference(train(dataset(), plan, train_config(s, 5)), ref, what);
+    }
+  }
+}
+
 TEST_F(TrainEquivalence, ThreeLayersMatchReference) {
   for (const std::string model : {"gcn", "sage", "gat"}) {
     RunSetup s;

@@ -121,6 +121,22 @@ void expect_matches_reference(const TrainResult& got, const test::ReferenceResul
   }
 }
 
+// The same training run with one environment setting (the trainer's measurement switches).
+TrainResult train_with(const char* name, const char* value, const Dataset& d, const Plan& plan,
+                       const TrainConfig& config) {
+  test::ScopedEnv setting(name, value);
+  return train(d, plan, config);
+}
+
+// Bit-identical losses and parameters.
+void expect_identical(const TrainResult& a, const TrainResult& b, const std::string& what) {
+  EXPECT_EQ(a.losses, b.losses) << what;
+  ASSERT_EQ(a.parameters.size(), b.parameters.size()) << what;
+  for (std::size_t i = 0; i < a.parameters.size(); ++i)
+    EXPECT_EQ(a.parameters[i].second, b.parameters[i].second)
+        << what << " " << a.parameters[i].first;
+}
+
 class TrainEquivalence : public ::testing::Test {
  protected:
   static const Dataset& dataset() {
@@ -250,10 +266,7 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
       EXPECT_EQ(last.phases.compute, slowest) << what;
       config.no_overlap = true;
       const TrainResult in_line = train(dataset(), plan, config);
-      EXPECT_EQ(overlapped.losses, in_line.losses) << what;
-      for (std::size_t i = 0; i < in_line.parameters.size(); ++i)
-        EXPECT_EQ(overlapped.parameters[i].second, in_line.parameters[i].second)
-            << what << " " << in_line.parameters[i].first;
+      expect_identical(overlapped, in_line, what);
       // The overlap buffers cost device memory; a budget that fits only the in-line run's peak
       // turns them off (no error) and the numbers stay the same.
       const std::int64_t in_line_peak = in_line.records.back().peak_device_bytes;
@@ -285,15 +298,8 @@ TEST_F(TrainEquivalence, KeptBackwardTailGivesIdenticalNumbersWithFewerTransfers
       config.comm = comm;
       const std::string what = model + " " + comm;
       const TrainResult kept = train(dataset(), plan, config);
-      TrainResult flushed;
-      {
-        test::ScopedEnv off("SLUICE_KEEP_TAIL", "0");
-        flushed = train(dataset(), plan, config);
-      }
-      EXPECT_EQ(kept.losses, flushed.losses) << what;
-      for (std::size_t i = 0; i < kept.parameters.size(); ++i)
-        EXPECT_EQ(kept.parameters[i].second, flushed.parameters[i].second)
-            << what << " " << kept.parameters[i].first;
+      const TrainResult flushed = train_with("SLUICE_KEEP_TAIL", "0", dataset(), plan, config);
+      expect_identical(kept, flushed, what);
       const TransferCounters& a = kept.records.back().transfers;
       const TransferCounters& b = flushed.records.back().transfers;
       // G^1 rows are hidden (GCN, SAGE) or heads x hidden (GAT, concatenated) floats wide.
@@ -321,15 +327,8 @@ TEST_F(TrainEquivalence, FusedLastLayerGivesIdenticalNumbersWithFewerTransfers) 
       config.intermediates = intermediates;
       const std::string what = model + " " + intermediates;
       const TrainResult fused = train(dataset(), plan, config);
-      TrainResult separate;
-      {
-        test::ScopedEnv off("SLUICE_FUSE_LAST", "0");
-        separate = train(dataset(), plan, config);
-      }
-      EXPECT_EQ(fused.losses, separate.losses) << what;
-      for (std::size_t i = 0; i < fused.parameters.size(); ++i)
-        EXPECT_EQ(fused.parameters[i].second, separate.parameters[i].second)
-            << what << " " << fused.parameters[i].first;
+      const TrainResult separate = train_with("SLUICE_FUSE_LAST", "0", dataset(), plan, config);
+      expect_identical(fused, separate, what);
       const TransferCounters& a = fused.records.back().transfers;
       const TransferCounters& b = separate.records.back().transfers;
       // Per vertex: G^L (classes wide) and, cached, A^{L-1} (SAGE: self and mean; GCN's last
@@ -372,11 +371,8 @@ TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
   const Plan plan = make_plan(dataset(), 4, 8, true);
   RunSetup s;
   const TrainResult first = train(dataset(), plan, train_config(s, 4));
-  TrainResult aggregate;
-  {
-    test::ScopedEnv off("SLUICE_TRANSFORM_FIRST", "0");
-    aggregate = train(dataset(), plan, train_config(s, 4));
-  }
+  const TrainResult aggregate =
+      train_with("SLUICE_TRANSFORM_FIRST", "0", dataset(), plan, train_config(s, 4));
   for (std::size_t e = 0; e < first.losses.size(); ++e)
     EXPECT_NEAR(first.losses[e], aggregate.losses[e], 1e-6 * std::abs(aggregate.losses[e])) << e;
   for (std::size_t i = 0; i < first.parameters.size(); ++i)

@@ -60,6 +60,15 @@ __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
   }
 }
 
+// acc[0..3] += w * x[0..3], x read as one 16-byte word (the kVec4 kernels' inner step).
+__device__ __forceinline__ void add_scaled4(float* acc, float w, const float* x) {
+  const float4 v = *reinterpret_cast<const float4*>(x);
+  acc[0] += w * v.x;
+  acc[1] += w * v.y;
+  acc[2] += w * v.z;
+  acc[3] += w * v.w;
+}
+
 // Combines online-softmax statistics (m, s) with (m_other, s_other).
 __device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
                                                     float s_other) {
@@ -167,12 +176,7 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
             for (int g = 0; g < kColumnsPerLane / 4; ++g) {
               const std::int64_t c = column_base + 128 * g + 4 * lane;
               if (c >= total_cols) continue;
-              const float4 v = *reinterpret_cast<const float4*>(zu + c);
-              const float w = coef[j * heads + head_of[4 * g]];
-              acc[4 * g] += w * v.x;
-              acc[4 * g + 1] += w * v.y;
-              acc[4 * g + 2] += w * v.z;
-              acc[4 * g + 3] += w * v.w;
+              add_scaled4(acc + 4 * g, coef[j * heads + head_of[4 * g]], zu + c);
             }
           } else {
 #pragma unroll
@@ -445,12 +449,7 @@ __global__ void gat_transpose_aggregate_kernel(
             for (int g = 0; g < kColumnsPerLane / 4; ++g) {
               const std::int64_t c = column_base + 128 * g + 4 * lane;
               if (c >= total_cols) continue;
-              const float4 x = *reinterpret_cast<const float4*>(dv + c);
-              const float w = weights[head_of[4 * g]];
-              acc[4 * g] += w * x.x;
-              acc[4 * g + 1] += w * x.y;
-              acc[4 * g + 2] += w * x.z;
-              acc[4 * g + 3] += w * x.w;
+              add_scaled4(acc + 4 * g, weights[head_of[4 * g]], dv + c);
             }
           } else {
 #pragma unroll

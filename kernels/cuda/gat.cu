@@ -60,6 +60,12 @@ __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
   }
 }
 
+// Every row of a matrix (base p, leading dimension ld floats) starts on a 16-byte boundary: the
+// float4 kernels' condition.
+bool rows_aligned16(const float* p, std::int64_t ld) {
+  return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 // acc[0..3] += w * x[0..3], x read as one 16-byte word (the kVec4 kernels' inner step).
 __device__ __forceinline__ void add_scaled4(float* acc, float w, const float* x) {
   const float4 v = *reinterpret_cast<const float4*>(x);
@@ -850,9 +856,8 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
   CsrArrays<Index> short_rows = a;
   if (!long_path) short_rows.long_rows = LongRows{};  // one warp per row for every row
-  const bool vec4 = per_lane >= 4 && width % 4 == 0 && ldz % 4 == 0 && ldout % 4 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(z) % 16 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+  const bool vec4 =
+      per_lane >= 4 && width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(out, ldout);
   if (per_lane == 2) {
     gat_aggregate_kernel<Index, 2, false><<<blocks, detail::kBlockThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
@@ -896,10 +901,7 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   if (a.rows <= 0 || heads <= 0) return;
   const std::int64_t total_cols = heads * width;
   const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
-  const auto aligned = [](const float* p, std::int64_t ld) {
-    return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-  };
-  const bool vec4 = width % 4 == 0 && aligned(z, ldz) && aligned(dout, lddout);
+  const bool vec4 = width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(dout, lddout);
   const unsigned blocks = warp_blocks(a.rows);
   const bool coop =
       cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024;
@@ -971,9 +973,8 @@ void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_column
   const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
   const std::size_t long_shared =
       static_cast<std::size_t>(kLongWarps) * 32 * per_lane * sizeof(float);
-  const bool vec4 = per_lane >= 4 && width % 4 == 0 && lddout % 4 == 0 && lddz % 4 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(dout) % 16 == 0 &&
-                    reinterpret_cast<std::uintptr_t>(dz) % 16 == 0;
+  const bool vec4 =
+      per_lane >= 4 && width % 4 == 0 && rows_aligned16(dout, lddout) && rows_aligned16(dz, lddz);
   if (per_lane == 2) {
     gat_transpose_aggregate_kernel<Index, 2, false><<<blocks, detail::kBlockThreads, 0, stream>>>(
         t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);

@@ -100,6 +100,16 @@ json epoch_json(const EpochRecord& r) {
   return j;
 }
 
+namespace {
+
+// A measurement switch that is on by default: off only when the variable is set to "0".
+bool switch_on(const char* name) {
+  const char* value = std::getenv(name);
+  return value == nullptr || std::string(value) != "0";
+}
+
+}  // namespace
+
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
@@ -109,8 +119,7 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  if (const char* first = std::getenv("SLUICE_TRANSFORM_FIRST"))
-    shape.transform_first = std::string(first) != "0";
+  shape.transform_first = switch_on("SLUICE_TRANSFORM_FIRST");
   return make_model(shape);
 }
 
@@ -197,12 +206,9 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   // Measurement switch (docs/benchmarks.md): all-device barriers on top of the pairwise order.
   if (const char* barriers = std::getenv("SLUICE_DEVICE_BARRIERS"))
     options.device_barriers = std::string(barriers) == "1";
-  if (const char* next = std::getenv("SLUICE_PREFETCH_NEXT_PASS"))
-    options.prefetch_next_pass = std::string(next) != "0";
-  if (const char* keep = std::getenv("SLUICE_KEEP_TAIL"))
-    options.keep_tail = std::string(keep) != "0";
-  if (const char* fuse = std::getenv("SLUICE_FUSE_LAST"))
-    options.fuse_last_layer = std::string(fuse) != "0";
+  options.prefetch_next_pass = switch_on("SLUICE_PREFETCH_NEXT_PASS");
+  options.keep_tail = switch_on("SLUICE_KEEP_TAIL");
+  options.fuse_last_layer = switch_on("SLUICE_FUSE_LAST");
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

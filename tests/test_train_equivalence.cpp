@@ -302,8 +302,9 @@ TEST_F(TrainEquivalence, KeptBackwardTailGivesIdenticalNumbersWithFewerTransfers
       expect_identical(kept, flushed, what);
       const TransferCounters& a = kept.records.back().transfers;
       const TransferCounters& b = flushed.records.back().transfers;
-      // G^1 rows are hidden (GCN, SAGE) or heads x hidden (GAT, concatenated) floats wide.
-      const std::int64_t width = model == "gat" ? s.hidden * s.heads : s.hidden;
+      // Layer 1 flushes G^1 rows, hidden floats wide (SAGE), or, for the layers whose inputs
+      // are stored transformed (GCN's narrowing last layer, GAT), dT^1 rows, classes wide.
+      const std::int64_t width = model == "sage" ? s.hidden : 4;
       const std::int64_t row_bytes = width * std::int64_t(sizeof(float));
       EXPECT_EQ(b.d2h_bytes - a.d2h_bytes, tail_rows * row_bytes) << what;
       EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << what;  // blocks still load whole
@@ -378,9 +379,46 @@ TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
   for (std::size_t i = 0; i < first.parameters.size(); ++i)
     EXPECT_LE(relative_error(first.parameters[i].second, aggregate.parameters[i].second), 1e-6)
         << first.parameters[i].first;
-  // The fused last layer loads its inputs once either way.
-  EXPECT_EQ(first.records.back().transfers.h2d_gather_bytes,
-            aggregate.records.back().transfers.h2d_gather_bytes);
+  // Both passes (forward 0, fused 1) load the same R rows per epoch: 12 + 8 floats each when
+  // aggregating first, 12 + 4 when layer 1's inputs are stored transformed (T = H W, 4 wide).
+  const std::int64_t aggregate_bytes = aggregate.records.back().transfers.h2d_gather_bytes;
+  const std::int64_t rows = aggregate_bytes / ((12 + 8) * 4);
+  ASSERT_EQ(aggregate_bytes, rows * (12 + 8) * 4);
+  EXPECT_EQ(first.records.back().transfers.h2d_gather_bytes, rows * (12 + 4) * 4);
+}
+
+// Forward passes store the next layer's inputs transformed when that layer transforms its rows
+// (ScheduleOptions::store_transformed): T = dropout(H) W instead of H, and that layer's backward
+// flushes dT, whose transform backward runs per chunk in the pass below. Up to rounding, the
+// numbers are those of transforming rows on arrival (SLUICE_STORE_TRANSFORMED=0), for every
+// transfer scheme and with a pretransformed hidden layer (3-layer GAT), and fewer bytes cross
+// the host link.
+TEST_F(TrainEquivalence, StoredTransformsAgreeWithTransformsOnArrival) {
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  for (const std::string model : {"gcn", "gat"})
+    for (const int layers : {2, 3})
+      for (const std::string comm : {"p2p+reuse", "baseline"}) {
+        RunSetup s;
+        s.model = model;
+        s.layers = layers;
+        TrainConfig config = train_config(s, 3);
+        config.comm = comm;
+        const std::string what = model + " " + std::to_string(layers) + " layers " + comm;
+        const TrainResult stored = train(dataset(), plan, config);
+        const TrainResult arrival =
+            train_with("SLUICE_STORE_TRANSFORMED", "0", dataset(), plan, config);
+        for (std::size_t e = 0; e < stored.losses.size(); ++e)
+          EXPECT_NEAR(stored.losses[e], arrival.losses[e], 1e-6 * std::abs(arrival.losses[e]))
+              << what << " epoch " << e;
+        for (std::size_t i = 0; i < stored.parameters.size(); ++i)
+          EXPECT_LE(relative_error(stored.parameters[i].second, arrival.parameters[i].second), 1e-6)
+              << what << " " << stored.parameters[i].first;
+        const TransferCounters& a = stored.records.back().transfers;
+        const TransferCounters& b = arrival.records.back().transfers;
+        EXPECT_LT(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
+        EXPECT_LT(a.d2h_bytes, b.d2h_bytes) << what;
+        EXPECT_EQ(a.p2p_rows, b.p2p_rows) << what;  // the same rows, exchanged transformed
+      }
 }
 
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {

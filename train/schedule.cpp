@@ -498,6 +498,7 @@ struct DeviceState {
   std::int64_t head_pending_begin = 0, head_pending_end = 0;
   Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
   Idx iota;                         // 0, 1, ... (positions in `leave`)
+  Idx chunk_iota;                   // 0, 1, ... (chunk rows: transform_outputs())
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
   // GAT: rows [0, transform_region) of Zm may be transformed in one GEMM (the transition slots;
@@ -561,6 +562,7 @@ struct Schedule::Impl {
   // rows of each device's last chunk wait for the next pass's start.
   const LayerSpec* next_head = nullptr;
   bool next_head_reads_outputs = false;
+  bool tail_in_leave = false;  // tail_rows()
   std::int32_t next_head_tag = 0;
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
@@ -630,6 +632,44 @@ struct Schedule::Impl {
                              : s.dX.col_block(0, layer.in_width);
   }
 
+  // Transforming layers above layer 0 whose inputs the forward pass below stored transformed
+  // (ScheduleOptions::store_transformed): H[l] holds T^l = dropout(H^l) W_l, loads fill Zm
+  // directly, and leaving rows flush their dZm rows into G[l] (dT^l).
+  bool pretransformed(const LayerSpec& layer) const {
+    return options.store_transformed && layer.index > 0 && transforms(layer);
+  }
+  const LayerSpec* above(const LayerSpec& layer) const {
+    return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
+  }
+  // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
+  // blocks (transform_outputs(), transform_outputs_backward()).
+  bool stores_transform(const LayerSpec& layer) const {
+    const LayerSpec* next = above(layer);
+    return next && pretransformed(*next);
+  }
+  // Width of a layer's input rows in host memory (H[l]) and in loads: T rows are padded to 16
+  // bytes (their pad column stays 0).
+  std::int64_t input_width(const LayerSpec& layer) const {
+    return pretransformed(layer) ? aligned_width(layer.transform_width) : layer.in_width;
+  }
+  // Width of the gradient rows a layer flushes into G[l] (dT^l or G^l).
+  std::int64_t flushed_width(const LayerSpec& layer) const {
+    return pretransformed(layer) ? layer.transform_width : layer.in_width;
+  }
+  // Where a layer's loads land: Zm for pretransformed layers, X otherwise.
+  Mat input_rows(DeviceState& s, const LayerSpec& layer) const {
+    return pretransformed(layer) ? s.Zm.col_block(0, input_width(layer))
+                                 : s.X.col_block(0, layer.in_width);
+  }
+  // Where layer 1's backward pass keeps its tail (keeps_tail()): in the flush buffer when layer 0
+  // writes the buffer the rows accumulate in (GAT's dZm, the dX of a layer 1 that transforms
+  // without store_transformed), else in that buffer (dX, or dZm of a pretransformed layer 1).
+  Mat tail_rows(DeviceState& s) const {
+    const LayerSpec& one = model.layers[1];
+    const Mat m = tail_in_leave ? s.leave : pretransformed(one) ? s.dZm : s.dX;
+    return m.col_block(0, flushed_width(one));
+  }
+
   // GAT: Zm rows of the batch's arrivals = their X rows W. Rows that stay keep their transforms
   // (X and W are fixed within a pass), so each row is transformed once per stay, not once per
   // batch. When at least half the transform region arrives, one GEMM over it is cheaper than
@@ -670,16 +710,18 @@ struct Schedule::Impl {
       if (load_inputs && c > 0) wait_peers(d, s.chunks[std::size_t(c) - 1].pulled_by, kPulled);
       d.phase_begin(Phase::kLoad, tag(c));
       if (load_inputs && ch.load_rows.size > 0) {
-        Mat X = s.X.col_block(0, layer.in_width);
+        Mat X = input_rows(s, layer);
         if (!s.stage.empty()) {
           d.wait(kStageReady);
-          d.scatter_rows(rows_of(s.stage, ch.load_rows.size, layer.in_width), ch.load_rows, X);
+          d.scatter_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X);
           d.mark(kStageFree);
         } else {
           d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
         }
+        // T rows had their dropout before the transform (transform_outputs()).
         const DropoutKey key = feature_key(layer.index);
-        if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
+        if (key.rate > 0 && !pretransformed(layer))
+          d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
       if (zero_gradients) {
         Mat dX = exchanged_gradient(s, layer);
@@ -687,7 +729,7 @@ struct Schedule::Impl {
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
       d.phase_end(Phase::kLoad);
-      if (transforms(layer) && load_inputs && ch.load_rows.size > 0) {
+      if (transforms(layer) && !pretransformed(layer) && load_inputs && ch.load_rows.size > 0) {
         d.phase_begin(Phase::kCompute, tag(c));
         transform_arrivals(s, ch, layer);
         d.phase_end(Phase::kCompute);
@@ -705,7 +747,7 @@ struct Schedule::Impl {
     if (end <= begin) return;
     const DeviceChunk& ch = s.chunks[std::size_t(c)];
     s.device->load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, begin, end), Idx{},
-                        s.stage.row_block(begin, end - begin).col_block(0, layer.in_width));
+                        s.stage.row_block(begin, end - begin).col_block(0, input_width(layer)));
   }
 
   // During the last batch of a pass, on the transfer lane: batch 0's rows of the next pass into
@@ -793,13 +835,16 @@ struct Schedule::Impl {
   // only the other rows, whose warps take SMs from the compute (docs/benchmarks.md, session 6).
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
     Device& d = *s.device;
-    const Mat dZ = rows_of(set.dZ, ch.num_dst, layer.out_width);
-    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, dZ);
+    // dT^{l+1} blocks go to the set's output rows (transform_outputs_backward()).
+    const bool transformed = stores_transform(layer);
+    const Mat block = transformed ? rows_of(set.out, ch.num_dst, input_width(*above(layer)))
+                                  : rows_of(set.dZ, ch.num_dst, layer.out_width);
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, block);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
-      const Mat kept = (transforms(model.layers[1]) ? s.leave : s.dX).col_block(0, layer.out_width);
+      const Mat kept = tail_rows(s), dst = block.col_block(0, kept.cols);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
-      d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dZ, false);
-      d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dZ, true);
+      d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, false);
+      d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, true);
     }
     if (model.kind != ModelKind::kGat && !recompute(layer))
       d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
@@ -863,9 +908,11 @@ struct Schedule::Impl {
     if (store_a)
       d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
                     A_cache[std::size_t(layer.index)], ch.dst_begin);
-    if (!layer.last)
-      d.store_block(rows_of(set.out, ch.num_dst, layer.out_width), H[std::size_t(layer.index) + 1],
+    if (!layer.last) {
+      const std::int64_t width = input_width(*above(layer));  // T^{l+1} or H^{l+1}
+      d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1],
                     ch.dst_begin);
+    }
     if (store_grad)
       d.store_block(rows_of(set.dZ, ch.num_dst, layer.out_width), G.back(), ch.dst_begin);
     d.phase_end(Phase::kStore);
@@ -932,6 +979,10 @@ struct Schedule::Impl {
     Mat A;
     if (!transforms(layer)) A = aggregate(s, ch, layer, set);
     Mat Z = layer_preactivation(s, ch, layer, A);
+    if (stores_transform(layer)) {
+      transform_outputs(s, ch, layer, Z, set);
+      return;
+    }
     if (!layer.last) {
       d.bias_activation(Z, nullptr, layer.activation,
                         rows_of(set.out, ch.num_dst, layer.out_width));
@@ -940,6 +991,39 @@ struct Schedule::Impl {
     Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
     d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
                             predictions.data() + ch.dst_begin);
+  }
+
+  // The next layer's inputs for the chunk's rows, transformed (store_transformed): H = act(Z) in
+  // Z's place, its dropout (keyed as the next layer's loads would apply it), then
+  // T = H W_{l+1} into the set's output rows for store_blocks().
+  void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z,
+                         BlockSet& set) {
+    Device& d = *s.device;
+    const LayerSpec& next = *above(layer);
+    d.bias_activation(Z, nullptr, layer.activation, Z);
+    const DropoutKey key = feature_key(next.index);
+    if (key.rate > 0) d.dropout_rows(Z, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
+    d.gemm(false, false, 1.f, Z, param(s, next.w_offset, next.w_rows, next.w_cols), 0.f,
+           rows_of(set.out, ch.num_dst, next.transform_width));
+  }
+
+  // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and the
+  // recomputed pre-activation Z: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT with H
+  // recomputed in Z's place. Each vertex's dT row is complete here: the layer above flushed every
+  // stay's share into G[l+1].
+  void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                  BlockSet& set, Mat Z, Mat dZ) {
+    Device& d = *s.device;
+    const LayerSpec& next = *above(layer);
+    const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
+    const Idx positions = part(s.chunk_iota, 0, ch.num_dst);
+    const DropoutKey key = feature_key(next.index);
+    d.gemm(false, true, 1.f, dT, param(s, next.w_offset, next.w_rows, next.w_cols), 0.f, dZ);
+    if (key.rate > 0) d.dropout_rows(dZ, positions, ch.dst_keys, key);
+    d.activation_backward(dZ, Z, layer.activation, dZ);
+    d.bias_activation(Z, nullptr, layer.activation, Z);
+    if (key.rate > 0) d.dropout_rows(Z, positions, ch.dst_keys, key);
+    d.gemm(true, false, 1.f, Z, dT, 1.f, grad(s, next.w_offset, next.w_rows, next.w_cols));
   }
 
   // With two block sets the blocks were prefetched (prefetch()); else they load here. `fresh`
@@ -964,7 +1048,10 @@ struct Schedule::Impl {
     // GCN/SAGE layer has no activation and needs neither.
     if (!fresh && (model.kind == ModelKind::kGat || !layer.last)) {
       Mat Z = layer_preactivation(s, ch, layer, A);
-      if (!layer.last) d.activation_backward(dZ, Z, layer.activation, dZ);
+      if (stores_transform(layer))
+        transform_outputs_backward(s, ch, layer, set, Z, dZ);
+      else if (!layer.last)
+        d.activation_backward(dZ, Z, layer.activation, dZ);
     }
     d.add_column_sums(dZ, s.grads.data + layer.b_offset);
     if (layer.transform_first) {
@@ -1040,7 +1127,7 @@ struct Schedule::Impl {
       // computed on.
       wait_peers(d, ch.pushed_by, kPushed);
       if (ch.leave_rows.size == 0) continue;
-      if (transforms(layer))
+      if (transforms(layer) && !pretransformed(layer))
         transform_flush(s, ch, layer, c);
       else
         flush_rows(s, ch, layer, c);
@@ -1052,16 +1139,23 @@ struct Schedule::Impl {
     phase_boundary();
   }
 
-  // GCN/SAGE, leaving rows: their accumulated dX rows into G^l.
+  // GCN/SAGE, leaving rows: their accumulated dX rows into G^l; pretransformed layers: their
+  // dZm rows into G[l] (dT^l: the layer below applies the dropout and transform backward).
   void flush_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
     Device& d = *s.device;
-    const HostMat g = G[std::size_t(layer.index)];
-    const Mat dX = s.dX.col_block(0, layer.in_width);
+    const std::int64_t width = flushed_width(layer);
+    const bool transformed = pretransformed(layer);
+    const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+    const Mat dX = (transformed ? s.dZm : s.dX).col_block(0, width);
     const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
     d.phase_begin(Phase::kFlush, tag(c));
     const DropoutKey key = feature_key(layer.index);
-    if (key.rate > 0) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
-    if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them from dX
+    if (key.rate > 0 && !transformed) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+    if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them (tail_rows())
+      if (tail_in_leave) {
+        d.wait(kLeaveFree);
+        d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
+      }
       d.phase_end(Phase::kFlush);
       return;
     }
@@ -1072,7 +1166,7 @@ struct Schedule::Impl {
       return;
     }
     d.wait(kLeaveFree);
-    d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, layer.in_width));
+    d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
     d.phase_end(Phase::kFlush);
     flush_leave_buffer(s, ch, layer, c);
   }
@@ -1124,8 +1218,9 @@ struct Schedule::Impl {
   void flush_leave_buffer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
     Device& d = *s.device;
     const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
-    const HostMat g = G[std::size_t(layer.index)];
-    const Mat compact = rows_of(s.leave, n, layer.in_width);
+    const std::int64_t width = flushed_width(layer);
+    const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+    const Mat compact = rows_of(s.leave, n, width);
     d.mark(kLeaveReady);
     LaneScope lane(d, Lane::kStore);
     d.wait(kLeaveReady);
@@ -1266,25 +1361,40 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   }
   for (int l = 0; l < L; ++l) {
     const LayerSpec& layer = model.layers[std::size_t(l)];
-    if (l > 0) m.H[std::size_t(l)] = backend.alloc_host(n, layer.in_width, cat("H^", l));
+    if (l > 0)
+      m.H[std::size_t(l)] = backend.alloc_host(
+          n, m.input_width(layer), m.pretransformed(layer) ? cat("T^", l) : cat("H^", l));
     // The fused last layer keeps its loss gradients and aggregations on the device.
     if (layer.last && options.fuse_last_layer) continue;
-    m.G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
+    if (m.stores_transform(layer))
+      m.G[std::size_t(l) + 1] =
+          backend.alloc_host(n, m.input_width(*m.above(layer)), cat("dT^", l + 1));
+    else
+      m.G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
     if (!m.recompute(layer))
       m.A_cache[std::size_t(l)] = backend.alloc_host(n, layer.aggregate_width, cat("A^", l));
   }
   m.predictions.assign(std::size_t(n), -1);
 
   // Device buffers and per-chunk indices.
-  const std::int64_t in_max = model.max_in_width();
-  // Input gradients: of every layer above 0 (the flush buffer holds them), in dX only for the
-  // layers that do not transform first (transform_flush() computes the others per leaving row).
-  std::int64_t grad_in_max = 0, dx_max = 0;
-  bool any_transform = false;
+  // X holds the inputs of the layers that are not pretransformed (their loads land in Zm), the
+  // stage every layer's loads. Input gradients: of every layer above 0 (the flush buffer holds
+  // them), in dX only for the layers that do not transform first (transform_flush() computes
+  // the others per leaving row; pretransformed layers flush dZm rows).
+  std::int64_t in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0, block_out_max = 0;
+  bool any_transform = false, any_stored_transform = false, any_arrival_transform = false;
   for (const auto& layer : model.layers) {
     any_transform |= m.transforms(layer);
+    any_arrival_transform |= m.transforms(layer) && !m.pretransformed(layer);
+    any_stored_transform |= m.stores_transform(layer);
+    if (!m.pretransformed(layer)) in_max = std::max(in_max, layer.in_width);
+    load_max = std::max(load_max, m.input_width(layer));
+    // The layer's output rows (set.out): H^{l+1}, or the T^{l+1} rows and dT^{l+1} blocks.
+    block_out_max =
+        std::max(block_out_max,
+                 m.stores_transform(layer) ? m.input_width(*m.above(layer)) : layer.out_width);
     if (layer.index == 0) continue;
-    grad_in_max = std::max(grad_in_max, layer.in_width);
+    grad_in_max = std::max(grad_in_max, m.flushed_width(layer));
     if (!m.transforms(layer)) dx_max = std::max(dx_max, layer.in_width);
   }
   const std::int64_t out_max = model.max_out_width();
@@ -1296,7 +1406,10 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   // Baseline leave lists hold other partitions' rows (flushed by several devices), and a layer 1
   // that transforms first keeps its tail in the flush buffer, which the overlap path allocates
   // last (checked there).
-  const bool tail_in_leave = L >= 2 && m.transforms(model.layers[1]);
+  const bool tail_in_leave =
+      L >= 2 && (m.pretransformed(model.layers[1]) ? m.transforms(model.layers[0])
+                                                   : m.transforms(model.layers[1]));
+  m.tail_in_leave = tail_in_leave;
   const bool keep_tail = options.keep_tail && L >= 2 && options.comm != CommMode::kBaseline &&
                          (!tail_in_leave || options.overlap);
   std::vector<std::vector<TailLists>> tails(std::size_t(m.P));
@@ -1320,7 +1433,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(agg_max), "aggregation A");
     // Z and dZ are SpMM operands too when a layer transforms first.
     s.Z = d.alloc(max_dst, aligned_width(out_max), "pre-activation Z");
-    s.sets[0].out = d.alloc(max_dst, out_max, "layer output");
+    s.sets[0].out = d.alloc(max_dst, block_out_max, "layer output");
+    // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
+    if (any_stored_transform) d.fill(s.sets[0].out, 0.f);
     s.sets[0].dZ = d.alloc(max_dst, aligned_width(out_max), "output gradient dZ");
     if (agg_max > 0 || gat)
       s.dA = d.alloc(max_dst, aligned_width(std::max(agg_max, tw_max)), "gradient dA");
@@ -1349,7 +1464,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       max_leaves[std::size_t(p)] =
           std::max<std::int64_t>(max_leaves[std::size_t(p)], std::int64_t(li.leave_rows.size()));
     }
-    if (any_transform) {
+    if (any_arrival_transform) {
       // Slices of at most a quarter of the merged rows, so that they take less memory than the
       // dX buffer these layers do without (the plan's memory estimate counts that one).
       const std::int64_t rows = std::max<std::int64_t>(
@@ -1360,6 +1475,11 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       std::vector<vertex_t> iota(static_cast<std::size_t>(rows));
       std::iota(iota.begin(), iota.end(), 0);
       s.slice_iota = d.upload(iota, "slice positions");
+    }
+    if (any_stored_transform) {
+      std::vector<vertex_t> iota(static_cast<std::size_t>(max_dst));
+      std::iota(iota.begin(), iota.end(), 0);
+      s.chunk_iota = d.upload(iota, "chunk row positions");
     }
     {
       // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list;
@@ -1432,7 +1552,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       DeviceState& s = m.dev[std::size_t(p)];
       Device& d = *s.device;
       const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
-      if (loads > 0) s.stage = d.try_alloc(loads, in_max, "load stage");
+      if (loads > 0) s.stage = d.try_alloc(loads, load_max, "load stage");
       if (s.stage.empty()) {
         if (tail_in_leave) s.keep_tail = false;  // no flush buffer to keep the tail in
         continue;
@@ -1450,7 +1570,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       if (tail_in_leave && s.leave.empty()) s.keep_tail = false;
       const std::int64_t max_dst = s.sets[0].dZ.rows;
       BlockSet& second = s.sets[1];
-      second.out = d.try_alloc(max_dst, out_max, "layer output (second set)");
+      second.out = d.try_alloc(max_dst, block_out_max, "layer output (second set)");
+      if (any_stored_transform && !second.out.empty()) d.fill(second.out, 0.f);
       second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, out_max, "dZ (second set)");
       if (agg_max > 0 && !second.dZ.empty())
         second.A = d.try_alloc(max_dst, aligned_width(agg_max), "aggregation A (second set)");

@@ -66,6 +66,13 @@ struct ScheduleOptions {
   // to host memory and back, and GAT's last layer loads and computes its attention once.
   // SLUICE_FUSE_LAST=0 turns it off, for measuring.
   bool fuse_last_layer = true;
+  // A layer whose rows are transformed (GAT above layer 0, GCN's narrowing last layer) gets its
+  // inputs transformed by the forward pass below: each chunk's outputs H^l leave as
+  // T^l = dropout(H^l) W_l, and the layer's leaving gradient rows flush dT^l, whose transform
+  // backward (dW_l, and G^l for the layer below) the backward pass below applies per chunk. Rows
+  // of T^l are transform_width wide instead of d_l (products GCN: 48 floats instead of 256).
+  // SLUICE_STORE_TRANSFORMED=0 turns it off, for measuring.
+  bool store_transformed = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

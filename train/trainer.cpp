@@ -209,6 +209,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   options.prefetch_next_pass = switch_on("SLUICE_PREFETCH_NEXT_PASS");
   options.keep_tail = switch_on("SLUICE_KEEP_TAIL");
   options.fuse_last_layer = switch_on("SLUICE_FUSE_LAST");
+  options.store_transformed = switch_on("SLUICE_STORE_TRANSFORMED");
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);

@@ -1268,7 +1268,12 @@ struct Schedule::Impl {
     const bool loads = fused || recompute(layer);
     const LayerSpec* below =
         layer.index > 0 ? &model.layers[std::size_t(layer.index) - 1] : nullptr;
-    set_next_head(below && recompute(*below) ? below : nullptr, PassKind::kBackward, false);
+    // Layer 0's backward pass prefetches the next epoch's first batch: features are constant (their
+    // dropout is applied after the load), so forward 0 (or an evaluation) starts without a load.
+    if (below)
+      set_next_head(recompute(*below) ? below : nullptr, PassKind::kBackward, false);
+    else
+      set_next_head(&model.layers[0], PassKind::kForward, false);
     begin_pass(kind, layer.index);
     prefetch(layer, 0, loads, !fused);
     // Transforming layers flush at every layer: leaving rows carry the weight gradient too.

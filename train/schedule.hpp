@@ -3,7 +3,9 @@
 // aggregation caches A^l in renumbered row order; each device (partition p) keeps one merged
 // transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p (GAT,
 // and GCN's last layer when it narrows: transformed rows Zm_p = X_p W and their gradients dZm_p,
-// exchanged with peers instead).
+// exchanged with peers instead). Such layers above layer 0 get their inputs transformed by the
+// forward pass below (host memory holds T^l = dropout(H^l) W^l and its gradient dT^l in place of
+// H^l and G^l; ScheduleOptions::store_transformed), so their rows load straight into Zm_p.
 // Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
 // compute the chunk, write its output block; backward mirrors it with pushes of remote-row
 // gradients into the owners' dX and flushes of leaving rows into G^l. Training runs the last

@@ -512,6 +512,9 @@ struct DeviceState {
   // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
   // in the flush buffer) for layer 0's G^1 blocks (Impl::keeps_tail()).
   bool keep_tail = false;
+  // The host rows of the coming backward pass's first `preloaded` chunk blocks are in sets[0..]
+  // (Impl::preload_next_blocks()).
+  int preloaded = 0;
   std::vector<DeviceChunk> chunks;
   double loss_sum = 0;
 };
@@ -812,7 +815,7 @@ struct Schedule::Impl {
         d.wait(kComputed + k);
         d.wait(kStored + k);
         d.phase_begin(Phase::kLoad, tag(c));
-        load_blocks(s, ch, layer, s.sets[k]);
+        load_blocks(s, ch, layer, s.sets[k], c < s.preloaded);
         d.phase_end(Phase::kLoad);
         d.mark(kSetReady + k);
       }
@@ -833,22 +836,56 @@ struct Schedule::Impl {
   // copied over the block's (unwritten) rows, the others added to what earlier flushes left in
   // G^1. The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
   // only the other rows, whose warps take SMs from the compute (docs/benchmarks.md, session 6).
-  void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
+  // `preloaded`: the host rows are in the set already (preload_next_blocks()), only the kept
+  // tail is missing.
+  void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
+                   bool preloaded = false) {
     Device& d = *s.device;
     // dT^{l+1} blocks go to the set's output rows (transform_outputs_backward()).
     const bool transformed = stores_transform(layer);
     const Mat block = transformed ? rows_of(set.out, ch.num_dst, input_width(*above(layer)))
                                   : rows_of(set.dZ, ch.num_dst, layer.out_width);
-    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, block);
+    if (!preloaded) load_host_blocks(ch, layer, set, d, block);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
       const Mat kept = tail_rows(s), dst = block.col_block(0, kept.cols);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
       d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, false);
       d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, true);
     }
+  }
+  void load_host_blocks(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set, Device& d,
+                        Mat block) {
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, block);
     if (model.kind != ModelKind::kGat && !recompute(layer))
       d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
                    rows_of(set.A, ch.num_dst, layer.aggregate_width));
+  }
+
+  // The fused pass of a two-layer model whose layer 1 is pretransformed, during its last batch:
+  // the host rows of layer 0's first blocks (dT^1 and A^0 of chunks 0 and 1) into both block
+  // sets, so the backward pass does not start by waiting for them (the fused pass uses only the
+  // sets' dZ). G^1 is complete in host memory but for the kept tail once the flushes of the
+  // batches before the last are: the transfer lane waits for the last of them (kLeaveFree), and
+  // the tail joins the blocks in the backward pass (load_blocks(), preloaded).
+  void preload_next_blocks(const LayerSpec& layer) {
+    const LayerSpec& below = model.layers[0];
+    if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      if (!s.keep_tail || s.num_sets < 2 || s.leave.empty()) continue;
+      Device& d = *s.device;
+      LaneScope lane(d, Lane::kTransfer);
+      d.wait(kLeaveFree);
+      d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
+      for (int c = 0; c < std::min(C, s.num_sets); ++c) {
+        const DeviceChunk& ch = s.chunks[std::size_t(c)];
+        BlockSet& set = s.sets[c];
+        load_host_blocks(ch, below, set, d,
+                         rows_of(set.out, ch.num_dst, input_width(*above(below))));
+        s.preloaded = c + 1;
+      }
+      d.phase_end(Phase::kLoad);
+    }
   }
 
   // Phase B: remote rows from the owners' transition buffers, once each owner has loaded them.
@@ -1280,6 +1317,7 @@ struct Schedule::Impl {
     const bool flushes = layer.index > 0 || transforms(layer);
     for (int c = 0; c < C; ++c) {
       load_phase(layer, c, loads, flushes, !fused);
+      if (fused && c + 1 == C) preload_next_blocks(layer);
       if (loads) pull_phase(layer, c);
       compute_phase(layer, c, kind);
       if (flushes) {
@@ -1288,6 +1326,8 @@ struct Schedule::Impl {
       }
     }
     drain();
+    if (!fused)
+      for (auto& s : dev) s.preloaded = 0;
   }
 
   // Adds each phase's device time to `per_device` and the slowest device's to `times`, and the

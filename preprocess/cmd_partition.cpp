@@ -85,7 +85,7 @@ const char* kPartitionUsage =
 
 int run_partition(const std::vector<std::string>& args) {
   std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
-  int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 1;
+  int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 8, output_heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
   double h2d = 50, p2p = 350, reuse = 3900;
@@ -114,10 +114,12 @@ int run_partition(const std::vector<std::string>& args) {
       "in-place (HBM) GB/s for the cost model")(
       "gpu-memory", po::value(&gpu_memory),
       "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose the smallest C that fits")(
-      "model", po::value(&model)->default_value("gcn"), "gcn | sage | gat | gin (--gpu-memory)")(
+      "model", po::value(&model)->default_value("gcn"), "gcn | sage | gat (--gpu-memory)")(
       "hidden", po::value(&hidden)->default_value(256), "hidden width (--gpu-memory)")(
       "layers", po::value(&layers)->default_value(2), "layers (--gpu-memory)")(
-      "heads", po::value(&heads)->default_value(1), "GAT heads (--gpu-memory)")(
+      "heads", po::value(&heads)->default_value(8), "GAT heads of hidden layers (--gpu-memory)")(
+      "output-heads", po::value(&output_heads)->default_value(1),
+      "GAT heads of the output layer (--gpu-memory)")(
       "verify", "verify the plan against the dataset after building it")("quiet,q", "no log lines")(
       "verbose,v", "debug log lines");
   po::variables_map values;
@@ -177,6 +179,7 @@ int run_partition(const std::vector<std::string>& args) {
   shape.hidden = hidden;
   shape.classes = std::max(1, info.num_classes);
   shape.heads = heads;
+  shape.output_heads = output_heads;
   std::int64_t budget = 0;
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");

@@ -1,6 +1,8 @@
-// Estimated peak GPU memory of one partition's GPU when training a model with a plan; used by
-// `sluice-preprocess partition --gpu-memory` to choose C, and by the trainer to warn early.
-// The formula is documented in docs/formats.md ("GPU memory estimate").
+// Device memory one partition's GPU needs to train a model over a plan, counted buffer by buffer
+// as sluice-train allocates it (train/schedule.cpp, Schedule::Schedule, default options) and as
+// the CUDA backend charges it against --gpu-memory (kernels/cuda/memory.cpp). Used by
+// `sluice-preprocess partition --gpu-memory` to choose C, and by sluice-train to name a chunk
+// count that fits. The formula is documented in docs/formats.md ("GPU memory estimate").
 #pragma once
 
 #include <cstdint>
@@ -11,24 +13,49 @@
 namespace sluice {
 
 struct ModelShape {
-  std::string model = "gcn";  // gcn | sage | gat | gin
+  std::string model = "gcn";  // gcn | sage | gat (the models of train/model.hpp)
   int layers = 2;
   std::int64_t in_dim = 0;    // input feature width
   std::int64_t hidden = 256;  // hidden width (per head for GAT)
   std::int64_t classes = 1;   // output width
   int heads = 1;              // GAT attention heads of hidden layers
+  int output_heads = 1;       // GAT attention heads of the output layer (sluice-train's default)
 };
 
-// Width of layer l's input (l = 0..layers-1) and of the output (l = layers).
-std::int64_t layer_width(const ModelShape& shape, int l);
+// One partition's device memory, bytes. The first three parts are what the schedule allocates
+// through the Device interface, each allocation counted at its exact size as the CPU backend
+// accounts it, so that their sum equals CpuDevice::peak_bytes() of a run with default options
+// and no budget (tests/test_memory_estimate.cpp checks this). The CUDA parts are what the CUDA
+// backend charges for the same run, and `total` is the --gpu-memory budget under which that
+// run keeps every constant in device memory and gets every overlap buffer.
+struct GpuMemoryEstimate {
+  std::int64_t buffers = 0;  // working buffers (Device::alloc)
+  // Optional overlap buffers (Device::try_alloc), all of them: load stage, flush buffer, second
+  // block set.
+  std::int64_t overlap = 0;
+  // Read-only constants (Device::upload*): per-chunk CSRs, entry values and index lists, and the
+  // position lists and kept-tail lists of the schedule.
+  std::int64_t constants = 0;
+  // CUDA at setup: the buffers above and every constant in 256-byte cudaMalloc granules, CSRs
+  // in the CUDA layout (int32 offsets, self entries, the precomputed transpose, hub-row lists)
+  // and the transposed-SpMM value scratch (one float per entry of the largest chunk).
+  std::int64_t cuda_setup = 0;
+  // CUDA scratch sized on first use: GAT backward scratch, loss accumulator, predictions.
+  std::int64_t cuda_scratch = 0;
+  // The budget: constants and overlap buffers go to the device only while an eighth of the
+  // budget stays free (ConstantStore's headroom), so max(8/7 of cuda_setup, cuda_setup +
+  // cuda_scratch).
+  std::int64_t total = 0;
 
-// Bytes: merged buffer (transition + remote rows) x widest layer x 4 x 2 (rows + gradients);
-// GAT adds per-head transformed rows (x 2), 3 per-edge-per-head floats (score, softmax,
-// gradient) and per-head source/destination scores with their gradients (merged + chunk rows,
-// x 2); chunk CSR (8 B per indptr entry, 4 B column + 4 B value per entry) plus one float per
-// entry of transposed-SpMM scratch; 4 chunk-row
-// blocks of the widest layer (aggregation, output and their gradients); weights, gradients and
-// Adam's two moments; plus 10%.
+  // What the Device interface accounts (the CPU backend's peak).
+  std::int64_t device_bytes() const { return buffers + overlap + constants; }
+};
+
+// The estimate of partition p's GPU, part by part. Throws InputError for a model sluice-train
+// does not have or a shape make_model() rejects.
+GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int partition, const ModelShape& shape);
+
+// estimate_gpu_memory(...).total.
 std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShape& shape);
 
 // The maximum of estimate_gpu_bytes over all partitions.

@@ -243,22 +243,48 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   EXPECT_EQ(c.load_slots, (std::vector<vertex_t>{3}));
   EXPECT_EQ(c.reuse_count, 3);
 
-  // GPU memory estimate of GPU 0 for a 2-layer GCN 4 -> 8 -> 2:
-  //   merged buffer 5 rows x 8 x 4 B x 2 = 320; the last layer's transformed rows (2 -> 4
-  //   padded) 5 x 4 x 4 B x 2 = 160; CSR 3 x 8 + 6 x 8 = 72; transposed-SpMM scratch
-  //   6 x 4 B = 24; chunk rows 2 x 8 x 4 B x 4 = 256; parameters (4*8+8 + 8*2+2) x 4 B x 4 =
-  //   928; total 1760 + 10% (176) = 1936.
+  // GPU memory estimate of GPU 0 (M = 3 + 2 = 5 merged rows; chunks of 2 rows and 6 entries; at
+  // most 3 loads and 3 leaving rows per batch) for a 2-layer GCN 4 -> 8 -> 2. Its last layer
+  // narrows, so it transforms first and is pretransformed: loads of layer 1 land in Zm (2
+  // floats, padded to 4), there is no dX, and layer 0's output block holds T rows (4 wide).
+  //   buffers (floats): X 5x4 + A 2x4 + Z 2x8 + out 2x4 + dZ 2x8 + dA 2x4 + Zm 5x4 + dZm 5x4
+  //     = 116; parameters (4*8+8 + 8*2+2 = 58) x 4 (weights, gradients, Adam m, v) = 232;
+  //     348 floats = 1392 B.
+  //   overlap: stage 3x4 + flush buffer 3x2 + second set (out 2x4, dZ 2x8, A 2x4) = 50 floats
+  //     = 200 B.
+  //   constants, 4 B per entry: chunk row positions 2 = 8 B; batch 0: CSR (2+1)x8 + 6x4 = 48 B,
+  //     values 6 + self columns 2 + loads 3x3 + pulls 2x2 + pushes 2x2 + remote slots 2 +
+  //     leaves 3x1 + destination keys, labels, mask 3x2 = 36 entries, 192 B; batch 1: 48 B +
+  //     (6 + 2 + 3x1 + 0 + 2x2 + 2 + 3x3 + 3x2 = 32) x 4 = 176 B; flush positions 3 = 12 B;
+  //     the kept tail (vertex 0 | vertices 2, 3: source and block positions per chunk) 2x3 =
+  //     24 B; 412 B.
+  //   CUDA: 66 allocations, each under 256 B, one 256-byte granule each = 16896 B: 12 buffers,
+  //     5 overlap buffers, 36 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
+  //     layout (offsets, columns, self entries, transposed offsets, rows, permutation) and the
+  //     transposed-SpMM values. Scratch: the loss and the chunk's predictions, 2 x 256 = 512 B.
+  //   total = max(ceil(16896 x 8 / 7), 16896 + 512) = 19310.
   ModelShape shape;
   shape.model = "gcn";
   shape.layers = 2;
   shape.in_dim = 4;
   shape.hidden = 8;
   shape.classes = 2;
-  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 1936);
-  EXPECT_GT(estimate_gpu_bytes(plan, 1, shape), estimate_gpu_bytes(plan, 0, shape));
+  const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
+  EXPECT_EQ(gpu0.buffers, 1392);
+  EXPECT_EQ(gpu0.overlap, 200);
+  EXPECT_EQ(gpu0.constants, 412);
+  EXPECT_EQ(gpu0.device_bytes(), 2004);
+  EXPECT_EQ(gpu0.cuda_setup, 16896);
+  EXPECT_EQ(gpu0.cuda_scratch, 512);
+  EXPECT_EQ(gpu0.total, 19310);
+  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 19310);
+  // GPU 1 holds one more transition row, and 4 rows leave its last batch.
+  EXPECT_GT(estimate_gpu_memory(plan, 1, shape).device_bytes(), gpu0.device_bytes());
   shape.model = "gat";
   shape.heads = 2;
-  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 1936);
+  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 19310);
+  shape.model = "gin";  // sluice-train has no GIN
+  EXPECT_THROW(estimate_gpu_bytes(plan, 0, shape), InputError);
 }
 
 // Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same

@@ -21,12 +21,12 @@
 namespace sluice {
 namespace {
 
-Dataset small_dataset(vertex_t n, std::uint64_t seed) {
+Dataset small_dataset(vertex_t n, std::uint64_t seed, std::int64_t feature_dim = 6) {
   Dataset d;
   d.name = cat("cli", n);
   d.source = "test";
   d.num_nodes = n;
-  d.feature_dim = 6;
+  d.feature_dim = feature_dim;
   d.num_classes = 3;
   std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
   for (vertex_t v = 0; v < n; ++v)
@@ -364,7 +364,10 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
 // A plan over --gpu-memory fails with a message naming a chunk count that fits; a plan with that
 // chunk count then trains within the same budget.
 TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
-  const Dataset d = read_dataset(dir_->file("data.h5"));
+  // Rows wide enough that the per-row buffers outweigh the sparse structure and the per-chunk
+  // lists (on 80 vertices of 6 features no chunk count lowers the estimate).
+  const Dataset d = small_dataset(4000, 5, 64);
+  write_dataset(dir_->file("wide.h5"), d);
   PlanOptions options;
   options.partitions = 2;
   options.chunks = 1;
@@ -375,11 +378,11 @@ TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
   shape.model = "gcn";
   shape.layers = 2;
   shape.in_dim = d.feature_dim;
-  shape.hidden = 16;
+  shape.hidden = 64;
   shape.classes = d.num_classes;
   const std::int64_t budget = estimate_peak_gpu_bytes(one_chunk, shape) / 2;
-  const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("data.h5") +
-                          " --threads 1 --no-progress --epochs 2 --hidden 16 --gpu-memory " +
+  const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("wide.h5") +
+                          " --threads 1 --no-progress --epochs 2 --hidden 64 --gpu-memory " +
                           std::to_string(budget) + " --plan ";
   const auto failed = test::run_command(run + dir_->file("plan1.h5"));
   ASSERT_NE(failed.exit_code, 0) << failed.output;

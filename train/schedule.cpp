@@ -869,7 +869,8 @@ struct Schedule::Impl {
   // the tail joins the blocks in the backward pass (load_blocks(), preloaded).
   void preload_next_blocks(const LayerSpec& layer) {
     const LayerSpec& below = model.layers[0];
-    if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
+    if (!options.prefetch_next_pass || layer.index != 1 || !layer.last || !stores_transform(below))
+      return;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       if (!s.keep_tail || s.num_sets < 2 || s.leave.empty()) continue;

@@ -55,7 +55,9 @@ struct ScheduleOptions {
   // flush leaving gradients on the store lane.
   bool overlap = true;
   // With overlap: load batch 0's rows of the next pass during the last batch of the running one
-  // (SLUICE_PREFETCH_NEXT_PASS=0 turns it off, for measuring).
+  // (from layer 0's backward pass: the next epoch's), and the host rows of layer 0's first
+  // backward blocks during the fused pass's last batch (SLUICE_PREFETCH_NEXT_PASS=0 turns both
+  // off, for measuring).
   bool prefetch_next_pass = true;
   // Keep the last batch's gradient rows of layer 1's backward pass on the device and fill the
   // layer-0 backward's G^1 blocks from them, instead of flushing them to host memory and

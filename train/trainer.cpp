@@ -138,6 +138,7 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   shape.hidden = config.hidden;
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
+  shape.output_heads = config.output_heads;
   PlanOptions options;
   options.partitions = plan.partitions;
   options.partitioner = plan.partitioner;

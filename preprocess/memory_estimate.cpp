@@ -284,6 +284,7 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
   for (int c = 0; c < plan.chunks; ++c) {
     const ChunkPlan& chunk = plan.chunk(c, p);
+    const std::int64_t before = e.cuda_setup;
     const std::int64_t rows = chunk.num_dst(), nnz = chunk.num_entries();
     tally.cpu_csr(rows, nnz);
     cuda_csr(tally, chunk, merged_rows, column_count);
@@ -296,6 +297,8 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
     tally.indices(std::int64_t(chunk.remote_vertices.size()));  // remote slots
     for (int k = 0; k < 3; ++k) tally.indices(std::int64_t(chunk.leave_vertices.size()));
     for (int k = 0; k < 3; ++k) tally.indices(rows);  // destination keys, labels, train mask
+    e.cuda_chunk_constants += e.cuda_setup - before;
+    e.cuda_largest_chunk = std::max(e.cuda_largest_chunk, e.cuda_setup - before);
   }
   if (max_nnz > 0) tally.cuda(max_nnz * kFloat);  // transposed-SpMM values (CUDA scratch)
 
@@ -331,7 +334,12 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   //     accounting: --gpu-memory must leave room for them on the GPU;
   //   - the staging of peer copies between GPUs without peer access (push and pull staging);
   //   - SLUICE_CONSTANT_HEADROOM_MIB and non-default schedule options or switches.
-  e.total = std::max((e.cuda_setup * 8 + 6) / 7, e.cuda_setup + e.cuda_scratch);
+  // Per-chunk constants beyond the largest chunk's may live in pinned host memory, read
+  // zero-copy (the CUDA backend places them there when the budget is full): the budget needs
+  // the largest chunk's only, so that a cap below the partition's whole CSR still has a C.
+  e.all_constants = std::max((e.cuda_setup * 8 + 6) / 7, e.cuda_setup + e.cuda_scratch);
+  const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
+  e.total = std::max((setup * 8 + 6) / 7, setup + e.cuda_scratch);
   return e;
 }
 

@@ -42,9 +42,16 @@ struct GpuMemoryEstimate {
   std::int64_t cuda_setup = 0;
   // CUDA scratch sized on first use: GAT backward scratch, loss accumulator, predictions.
   std::int64_t cuda_scratch = 0;
-  // The budget: constants and overlap buffers go to the device only while an eighth of the
-  // budget stays free (ConstantStore's headroom), so max(8/7 of cuda_setup, cuda_setup +
+  // The per-chunk constants' share of cuda_setup, and the largest chunk's.
+  std::int64_t cuda_chunk_constants = 0, cuda_largest_chunk = 0;
+  // The budget under which the run keeps every constant in device memory and gets every overlap
+  // buffer: constants and overlap buffers go to the device only while an eighth of the budget
+  // stays free (ConstantStore's headroom), so max(8/7 of cuda_setup, cuda_setup +
   // cuda_scratch).
+  std::int64_t all_constants = 0;
+  // The budget --gpu-memory is checked against: the same with only the largest chunk's
+  // constants on the device (the backend reads the others zero-copy from pinned host memory, one
+  // chunk at a time). Every overlap buffer still fits.
   std::int64_t total = 0;
 
   // What the Device interface accounts (the CPU backend's peak).

@@ -68,7 +68,7 @@ std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m
 }
 
 // Exact for what the Device interface accounts: the estimate's device_bytes() is the CPU
-// backend's peak to the byte (every buffer, overlap buffer, constant and index list). Its total
+// backend's peak to the byte (every buffer, overlap buffer, constant and index list). all_constants
 // adds what only the CUDA backend charges (checked by hand against CUDA peaks on an H200: to the
 // byte for GAT, short by cuSPARSE's SpMM workspace, 0.1-0.6 MB, for GCN) and the eighth of the
 // budget the constant store keeps free, so total / peak is
@@ -102,7 +102,16 @@ TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
       std::int64_t modelled = 0;
       for (int p = 0; p < P; ++p)
         modelled = std::max(modelled, estimate_gpu_memory(plan, p, shape).device_bytes());
-      const std::int64_t total = estimate_peak_gpu_bytes(plan, shape);
+      std::int64_t total = 0, budget = 0;
+      for (int p = 0; p < P; ++p) {
+        const GpuMemoryEstimate e = estimate_gpu_memory(plan, p, shape);
+        total = std::max(total, e.all_constants);
+        budget = std::max(budget, e.total);
+        // The budget keeps only the largest chunk's constants on the device.
+        EXPECT_EQ(e.all_constants - e.total > 0, C > 1 || P > 1) << "partition " << p;
+        EXPECT_LE(e.total, e.all_constants);
+      }
+      EXPECT_EQ(budget, estimate_peak_gpu_bytes(plan, shape));
       const std::int64_t peak = trained_peak(d, plan, m);
       EXPECT_EQ(modelled, peak);
       EXPECT_GE(total, peak);

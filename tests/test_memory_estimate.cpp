@@ -37,20 +37,8 @@ Plan make_plan(const Dataset& d, int P, int C) {
   return build_plan(d, options, compute_fingerprint(d));
 }
 
-ModelShape shape_of(const Dataset& d, const ModelCase& m) {
-  ModelShape shape;
-  shape.model = m.model;
-  shape.layers = m.layers;
-  shape.in_dim = d.feature_dim;
-  shape.hidden = m.hidden;
-  shape.classes = d.num_classes;
-  shape.heads = m.heads;
-  shape.output_heads = 1;
-  return shape;
-}
-
-// The trainer's peak device bytes after one epoch (training and evaluation), default options.
-std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m) {
+// One epoch (training and evaluation) of the case, default options.
+TrainConfig config_of(const ModelCase& m) {
   TrainConfig config;
   config.model = m.model;
   config.layers = m.layers;
@@ -62,7 +50,12 @@ std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m
   config.threads = 2;
   config.progress = false;
   config.quiet = true;
-  const TrainResult result = train(d, plan, config);
+  return config;
+}
+
+// The trainer's peak device bytes after that epoch.
+std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m) {
+  const TrainResult result = train(d, plan, config_of(m));
   EXPECT_EQ(result.records.size(), 1u);
   return result.records.empty() ? 0 : result.records.front().peak_device_bytes;
 }
@@ -98,7 +91,7 @@ TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
     for (const ModelCase& m : models) {
       const std::string what = cat(m.model, " ", m.layers, " layers, P=", P, " C=", C);
       SCOPED_TRACE(what);
-      const ModelShape shape = shape_of(d, m);
+      const ModelShape shape = memory_shape(d, config_of(m));
       std::int64_t modelled = 0;
       for (int p = 0; p < P; ++p)
         modelled = std::max(modelled, estimate_gpu_memory(plan, p, shape).device_bytes());

@@ -841,21 +841,23 @@ struct Schedule::Impl {
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
                    bool preloaded = false) {
     Device& d = *s.device;
-    // dT^{l+1} blocks go to the set's output rows (transform_outputs_backward()).
-    const bool transformed = stores_transform(layer);
-    const Mat block = transformed ? rows_of(set.out, ch.num_dst, input_width(*above(layer)))
-                                  : rows_of(set.dZ, ch.num_dst, layer.out_width);
-    if (!preloaded) load_host_blocks(ch, layer, set, d, block);
+    if (!preloaded) load_host_blocks(d, ch, layer, set);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
-      const Mat kept = tail_rows(s), dst = block.col_block(0, kept.cols);
+      const Mat kept = tail_rows(s), dst = gradient_block(ch, layer, set).col_block(0, kept.cols);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
       d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, false);
       d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, true);
     }
   }
-  void load_host_blocks(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set, Device& d,
-                        Mat block) {
-    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, block);
+  // Where a chunk's G[l+1] block goes: dT^{l+1} blocks to the set's output rows
+  // (transform_outputs_backward()), G^{l+1} blocks to its dZ.
+  Mat gradient_block(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) const {
+    return stores_transform(layer) ? rows_of(set.out, ch.num_dst, input_width(*above(layer)))
+                                   : rows_of(set.dZ, ch.num_dst, layer.out_width);
+  }
+  // The block rows from host memory: G[l+1] and, when cached, A^l.
+  void load_host_blocks(Device& d, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) {
+    d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, gradient_block(ch, layer, set));
     if (model.kind != ModelKind::kGat && !recompute(layer))
       d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
                    rows_of(set.A, ch.num_dst, layer.aggregate_width));
@@ -879,10 +881,7 @@ struct Schedule::Impl {
       d.wait(kLeaveFree);
       d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
       for (int c = 0; c < std::min(C, s.num_sets); ++c) {
-        const DeviceChunk& ch = s.chunks[std::size_t(c)];
-        BlockSet& set = s.sets[c];
-        load_host_blocks(ch, below, set, d,
-                         rows_of(set.out, ch.num_dst, input_width(*above(below))));
+        load_host_blocks(d, s.chunks[std::size_t(c)], below, s.sets[c]);
         s.preloaded = c + 1;
       }
       d.phase_end(Phase::kLoad);

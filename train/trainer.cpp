@@ -131,14 +131,7 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   std::string message =
       cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
   if (config.gpu_memory <= 0) return message + ": build it with more chunks";
-  ModelShape shape;
-  shape.model = config.model;
-  shape.layers = config.layers;
-  shape.in_dim = dataset.feature_dim;
-  shape.hidden = config.hidden;
-  shape.classes = std::max(1, dataset.num_classes);
-  shape.heads = config.heads;
-  shape.output_heads = config.output_heads;
+  const ModelShape shape = memory_shape(dataset, config);
   PlanOptions options;
   options.partitions = plan.partitions;
   options.partitioner = plan.partitioner;
@@ -158,6 +151,18 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
 }
 
 }  // namespace
+
+ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
+  ModelShape shape;
+  shape.model = config.model;
+  shape.layers = config.layers;
+  shape.in_dim = dataset.feature_dim;
+  shape.hidden = config.hidden;
+  shape.classes = std::max(1, dataset.num_classes);
+  shape.heads = config.heads;
+  shape.output_heads = config.output_heads;
+  return shape;
+}
 
 std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
   std::ostringstream text;

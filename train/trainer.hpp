@@ -11,6 +11,7 @@
 
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
+#include "preprocess/memory_estimate.hpp"
 #include "train/config.hpp"
 #include "train/schedule.hpp"
 
@@ -50,6 +51,10 @@ struct TrainResult {
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
 // and checkpoint are ignored). Throws InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
+
+// The model shape the memory estimate (preprocess/memory_estimate.hpp) takes for a training
+// configuration on `dataset`.
+ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config);
 
 // sluice-train: reads the files named in config, trains, writes report/predictions.
 void run_train(const TrainConfig& config);

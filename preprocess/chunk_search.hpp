@@ -17,14 +17,20 @@ namespace sluice {
 struct ChunkSearchResult {
   bool fits = false;                // some C <= the largest tried fits the budget
   int chunks = 0;                   // the smallest fitting C (fits), else the largest C tried
-  std::int64_t bytes = 0;           // its estimated per-GPU peak
+  std::int64_t bytes = 0;           // its estimated per-GPU need under the rule that fits
   vertex_t smallest_partition = 0;  // C cannot exceed this (chunks need vertices)
+  bool reload_inputs = false;       // fits only with reloaded input rows (--input-rows)
+  bool all_overlap = true;          // every overlap buffer fits (else only the required ones)
 };
 
 // Doubling then bisection over C with the natural (not reorganized) layout; deterministic.
+// Rules in order of preference, the first under which some C fits wins: the estimate's `total`
+// with kept input rows (unless shape.reload_inputs), with reloaded ones (when may_reload or
+// shape.reload_inputs), then the estimate's `minimum` (required buffers only) under the last.
 ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
                                           PlanOptions options, const std::string& fingerprint,
-                                          std::int64_t budget, const ModelShape& shape);
+                                          std::int64_t budget, const ModelShape& shape,
+                                          bool may_reload);
 
 // The level-1 assignment a plan was built from (partition of every dataset vertex).
 VertexPartition partition_of_plan(const Plan& plan);

@@ -63,14 +63,16 @@ std::vector<int> parse_counts(const std::string& text) {
 }
 
 // --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
-int choose_chunks(const Dataset& dataset, const VertexPartition& partition, PlanOptions options,
-                  const std::string& fingerprint, std::int64_t budget, const ModelShape& shape) {
+ChunkSearchResult choose_chunks(const Dataset& dataset, const VertexPartition& partition,
+                                PlanOptions options, const std::string& fingerprint,
+                                std::int64_t budget, const ModelShape& shape, bool may_reload) {
   const ChunkSearchResult found =
-      smallest_fitting_chunks(dataset, partition, options, fingerprint, budget, shape);
+      smallest_fitting_chunks(dataset, partition, options, fingerprint, budget, shape, may_reload);
   SLUICE_INPUT_CHECK(found.fits, "--gpu-memory ", format_bytes(budget), ": even C=", found.chunks,
-                     " needs ", format_bytes(found.bytes), " per GPU (the smallest partition has ",
+                     " needs ", format_bytes(found.bytes),
+                     " per GPU with only the required buffers (the smallest partition has ",
                      found.smallest_partition, " vertices)");
-  return found.chunks;
+  return found;
 }
 
 const char* kPartitionUsage =
@@ -85,6 +87,7 @@ const char* kPartitionUsage =
 
 int run_partition(const std::vector<std::string>& args) {
   std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
+  std::string input_rows;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 8, output_heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
@@ -120,6 +123,9 @@ int run_partition(const std::vector<std::string>& args) {
       "heads", po::value(&heads)->default_value(8), "GAT heads of hidden layers (--gpu-memory)")(
       "output-heads", po::value(&output_heads)->default_value(1),
       "GAT heads of the output layer (--gpu-memory)")(
+      "input-rows", po::value(&input_rows)->default_value("auto"),
+      "keep | reload | auto, as sluice-train --input-rows (--gpu-memory): auto allows reloaded "
+      "input rows when no C fits with kept ones")(
       "verify", "verify the plan against the dataset after building it")("quiet,q", "no log lines")(
       "verbose,v", "debug log lines");
   po::variables_map values;
@@ -180,22 +186,32 @@ int run_partition(const std::vector<std::string>& args) {
   shape.classes = std::max(1, info.num_classes);
   shape.heads = heads;
   shape.output_heads = output_heads;
+  SLUICE_INPUT_CHECK(input_rows == "auto" || input_rows == "keep" || input_rows == "reload",
+                     "unknown --input-rows '", input_rows, "' (expected auto, keep or reload)");
+  shape.reload_inputs = input_rows == "reload";
   std::int64_t budget = 0;
+  // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
+  // only the required buffers).
+  bool all_overlap = true;
+  auto fit_bytes = [&](const Plan& p) {
+    return all_overlap ? estimate_peak_gpu_bytes(p, shape) : estimate_minimum_gpu_bytes(p, shape);
+  };
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");
     SLUICE_INPUT_CHECK(budget > 0,
                        "--gpu-memory must be more than 0 bytes to choose a chunk "
                        "count (got '",
                        gpu_memory, "')");
-    plan_options.chunks =
-        choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape);
+    const ChunkSearchResult found = choose_chunks(
+        dataset, partition, plan_options, info.fingerprint, budget, shape, input_rows == "auto");
+    plan_options.chunks = found.chunks;
+    shape.reload_inputs = found.reload_inputs;
+    all_overlap = found.all_overlap;
   }
   Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
-  if (values.count("gpu-memory") && plan.reorganized &&
-      estimate_peak_gpu_bytes(plan, shape) > budget) {
+  if (values.count("gpu-memory") && plan.reorganized && fit_bytes(plan) > budget) {
     // The search sized buffers for the natural layout; the reorganized one needs more.
-    log_info("--gpu-memory: the reorganized layout needs ",
-             format_bytes(estimate_peak_gpu_bytes(plan, shape)),
+    log_info("--gpu-memory: the reorganized layout needs ", format_bytes(fit_bytes(plan)),
              " per GPU, over the budget; keeping the natural layout");
     plan_options.reorganize = false;
     plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
@@ -203,18 +219,18 @@ int run_partition(const std::vector<std::string>& args) {
   const double total = now_seconds() - start;
   if (values.count("gpu-memory")) {
     const int C = plan_options.chunks;
-    std::printf("--gpu-memory %s, model %s, %d layers, hidden %d: chose C=%d\n",
-                format_bytes(static_cast<double>(budget)).c_str(), model.c_str(), layers, hidden,
-                C);
+    std::printf("--gpu-memory %s, model %s, %d layers, hidden %d: chose C=%d (%s input rows%s)\n",
+                format_bytes(static_cast<double>(budget)).c_str(), model.c_str(), layers, hidden, C,
+                shape.reload_inputs ? "reloaded" : "kept",
+                all_overlap ? "" : ", only the overlap buffers that fit");
     for (int candidate : {C / 2, C, 2 * C}) {
       if (candidate < 1) continue;
       PlanOptions o = plan_options;
       o.chunks = candidate;
       o.reorganize = false;
-      const std::int64_t bytes = estimate_peak_gpu_bytes(
+      const std::int64_t bytes = fit_bytes(
           candidate == C ? plan
-                         : build_plan_from_partition(dataset, partition, o, info.fingerprint),
-          shape);
+                         : build_plan_from_partition(dataset, partition, o, info.fingerprint));
       std::printf("  C=%-6d estimated peak per GPU %s%s\n", candidate,
                   format_bytes(static_cast<double>(bytes)).c_str(),
                   bytes <= budget ? "  (fits)" : "  (does not fit)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace sluice {
 namespace {
@@ -81,11 +82,12 @@ std::vector<LayerFacts> layer_facts(const ModelShape& shape) {
 
 // The model-wide widths Schedule::Schedule sizes its device buffers by.
 struct ScheduleWidths {
-  std::int64_t in_max = 0;         // X: inputs of the layers that are not pretransformed
-  std::int64_t load_max = 0;       // the load stage: every layer's loads
-  std::int64_t grad_in_max = 0;    // the flush buffer: gradients flushed by layers above 0
-  std::int64_t dx_max = 0;         // dX: layers above 0 that do not transform
-  std::int64_t block_out_max = 0;  // set.out: H^{l+1}, or T^{l+1} rows and dT^{l+1} blocks
+  std::int64_t in_max = 0;  // X: inputs of the layers that are not pretransformed or reloaded
+  std::int64_t arrival_in_max = 0;  // row slices: inputs of the layers transformed on arrival
+  std::int64_t load_max = 0;        // the load stage: every layer's loads
+  std::int64_t grad_in_max = 0;     // the flush buffer: gradients flushed by layers above 0
+  std::int64_t dx_max = 0;          // dX: layers above 0 that do not transform
+  std::int64_t block_out_max = 0;   // set.out: H^{l+1}, or T^{l+1} rows and dT^{l+1} blocks
   std::int64_t out_max = 0, aggregate_max = 0, transform_max = 0;
   int heads_max = 1;
   std::int64_t parameters = 0;
@@ -94,16 +96,19 @@ struct ScheduleWidths {
   bool keep_tail = false;
 };
 
-ScheduleWidths schedule_widths(const std::vector<LayerFacts>& layers) {
+ScheduleWidths schedule_widths(const std::vector<LayerFacts>& layers, bool reload_inputs) {
   ScheduleWidths w;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const LayerFacts& layer = layers[l];
     const LayerFacts* above = layer.last ? nullptr : &layers[l + 1];
     const bool stores_transform = above && above->pretransformed;
     w.any_transform |= layer.transforms;
-    w.any_arrival_transform |= layer.transforms && !layer.pretransformed;
+    const bool arrival_transform = layer.transforms && !layer.pretransformed;
+    w.any_arrival_transform |= arrival_transform;
     w.any_stored_transform |= stores_transform;
-    if (!layer.pretransformed) w.in_max = std::max(w.in_max, layer.in_width);
+    if (arrival_transform) w.arrival_in_max = std::max(w.arrival_in_max, layer.in_width);
+    if (!layer.pretransformed && !(reload_inputs && arrival_transform))
+      w.in_max = std::max(w.in_max, layer.in_width);
     w.load_max = std::max(w.load_max, layer.input_width());
     w.block_out_max =
         std::max(w.block_out_max, stores_transform ? above->input_width() : layer.out_width);
@@ -232,7 +237,7 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   check_shape(shape);
   SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p);
   const bool gat = shape.model == "gat";
-  const ScheduleWidths w = schedule_widths(layer_facts(shape));
+  const ScheduleWidths w = schedule_widths(layer_facts(shape), shape.reload_inputs);
 
   // Sizes from the plan (p2p+reuse: the index lists are the plan's own).
   const std::int64_t merged_rows =
@@ -249,9 +254,12 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   const std::int64_t D = std::max<std::int64_t>(chunk_rows, 1);
 
   GpuMemoryEstimate e;
+  e.merged_rows = merged_rows;
+  e.chunk_rows = chunk_rows;
+  e.max_nnz = max_nnz;
   Tally tally(e);
   // Working buffers, in the constructor's order.
-  tally.buffer(M, aligned_width(w.in_max));                                  // X
+  if (w.in_max > 0) tally.buffer(M, aligned_width(w.in_max));                // X
   if (w.dx_max > 0) tally.buffer(M, aligned_width(w.dx_max));                // dX
   if (w.aggregate_max > 0) tally.buffer(D, aligned_width(w.aggregate_max));  // A
   tally.buffer(D, aligned_width(w.out_max));                                 // Z
@@ -274,9 +282,9 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   if (w.any_arrival_transform) {
     const std::int64_t rows = std::max<std::int64_t>(
         1, std::min({std::int64_t(65536), std::max(max_loads, max_leaves), M / 4}));
-    tally.buffer(rows, aligned_width(w.in_max));  // transform row slice
-    tally.buffer(rows, w.transform_max);          // transformed-row slice
-    tally.indices(rows);                          // slice positions
+    tally.buffer(rows, aligned_width(w.arrival_in_max));  // transform row slice
+    tally.buffer(rows, w.transform_max);                  // transformed-row slice
+    tally.indices(rows);                                  // slice positions
   }
   if (w.any_stored_transform) tally.indices(D);  // chunk row positions
 
@@ -303,6 +311,7 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   if (max_nnz > 0) tally.cuda(max_nnz * kFloat);  // transposed-SpMM values (CUDA scratch)
 
   // Overlap buffers: the load stage, the flush buffer and its positions, the second block set.
+  const std::int64_t before_overlap = e.cuda_setup;
   if (max_loads > 0) tally.optional(max_loads, w.load_max);
   const bool flush_buffer = max_loads > 0 && max_leaves > 0 && w.grad_in_max > 0;
   if (flush_buffer) {
@@ -313,6 +322,7 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   tally.optional(D, w.out_max);
   if (w.aggregate_max > 0) tally.optional(D, aligned_width(w.aggregate_max));
   if (w.keep_tail && (!w.tail_in_leave || flush_buffer)) tail_lists(tally, plan, p);
+  e.cuda_overlap = e.cuda_setup - before_overlap;
 
   // CUDA scratch sized on first use (kernels/cuda/cuda_device.cpp).
   if (gat) {
@@ -340,6 +350,8 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   e.all_constants = std::max((e.cuda_setup * 8 + 6) / 7, e.cuda_setup + e.cuda_scratch);
   const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
   e.total = std::max((setup * 8 + 6) / 7, setup + e.cuda_scratch);
+  const std::int64_t required = setup - e.cuda_overlap;
+  e.minimum = std::max((required * 8 + 6) / 7, required + e.cuda_scratch);
   return e;
 }
 
@@ -352,6 +364,53 @@ std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const ModelShape& shape) 
   for (int p = 0; p < plan.partitions; ++p)
     peak = std::max(peak, estimate_gpu_bytes(plan, p, shape));
   return peak;
+}
+
+std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const ModelShape& shape) {
+  std::int64_t peak = 0;
+  for (int p = 0; p < plan.partitions; ++p)
+    peak = std::max(peak, estimate_gpu_memory(plan, p, shape).minimum);
+  return peak;
+}
+
+std::vector<BudgetRule> budget_rules(const ModelShape& shape, bool may_reload) {
+  ModelShape kept = shape, reloaded = shape;
+  kept.reload_inputs = false;
+  reloaded.reload_inputs = true;
+  // Reloading changes the estimate only where a layer keeps input rows it transforms on arrival.
+  const ScheduleWidths a = schedule_widths(layer_facts(kept), false);
+  const ScheduleWidths b = schedule_widths(layer_facts(reloaded), true);
+  const bool keep = !shape.reload_inputs;
+  const bool reload = (shape.reload_inputs || may_reload) && (a.in_max != b.in_max || !keep);
+  std::vector<BudgetRule> rules;
+  for (const bool all_overlap : {true, false}) {
+    if (keep) rules.push_back({false, all_overlap});
+    if (reload) rules.push_back({true, all_overlap});
+  }
+  return rules;
+}
+
+std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const BudgetRule& rule) {
+  ModelShape s = shape;
+  s.reload_inputs = rule.reload_inputs;
+  return rule.all_overlap ? estimate_peak_gpu_bytes(plan, s) : estimate_minimum_gpu_bytes(plan, s);
+}
+
+std::string describe_estimate(const Plan& plan, const ModelShape& shape) {
+  int peak = 0;
+  GpuMemoryEstimate e;
+  for (int p = 0; p < plan.partitions; ++p) {
+    GpuMemoryEstimate candidate = estimate_gpu_memory(plan, p, shape);
+    if (p == 0 || candidate.total > e.total) {
+      e = candidate;
+      peak = p;
+    }
+  }
+  const auto bytes = [](std::int64_t b) { return format_bytes(double(b)); };
+  return cat("partition ", peak, ": transition buffer ", e.merged_rows, " rows, largest chunk ",
+             e.chunk_rows, " rows / ", e.max_nnz, " entries; working buffers ", bytes(e.buffers),
+             ", overlap buffers ", bytes(e.overlap), ", largest chunk's constants ",
+             bytes(e.cuda_largest_chunk));
 }
 
 }  // namespace sluice

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "formats/plan.hpp"
 
@@ -20,6 +21,9 @@ struct ModelShape {
   std::int64_t classes = 1;   // output width
   int heads = 1;              // GAT attention heads of hidden layers
   int output_heads = 1;       // GAT attention heads of the output layer (sluice-train's default)
+  // Layers transformed on arrival keep no input rows on the device (ScheduleOptions::
+  // reload_inputs, sluice-train --input-rows reload).
+  bool reload_inputs = false;
 };
 
 // One partition's device memory, bytes. The first three parts are what the schedule allocates
@@ -44,6 +48,8 @@ struct GpuMemoryEstimate {
   std::int64_t cuda_scratch = 0;
   // The per-chunk constants' share of cuda_setup, and the largest chunk's.
   std::int64_t cuda_chunk_constants = 0, cuda_largest_chunk = 0;
+  // The overlap buffers' share of cuda_setup (with the flush positions and kept-tail lists).
+  std::int64_t cuda_overlap = 0;
   // The budget under which the run keeps every constant in device memory and gets every overlap
   // buffer: constants and overlap buffers go to the device only while an eighth of the budget
   // stays free (ConstantStore's headroom), so max(8/7 of cuda_setup, cuda_setup +
@@ -53,6 +59,12 @@ struct GpuMemoryEstimate {
   // constants on the device (the backend reads the others zero-copy from pinned host memory, one
   // chunk at a time). Every overlap buffer still fits.
   std::int64_t total = 0;
+  // The least budget the run fits at all: `total` without the overlap buffers, which the
+  // trainer allocates only where memory allows (it then overlaps less).
+  std::int64_t minimum = 0;
+  // The plan's shape behind the figures: the merged transition buffer's rows (local transition
+  // slots + remote slots), the largest chunk's destination rows and entries.
+  std::int64_t merged_rows = 0, chunk_rows = 0, max_nnz = 0;
 
   // What the Device interface accounts (the CPU backend's peak).
   std::int64_t device_bytes() const { return buffers + overlap + constants; }
@@ -67,5 +79,25 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShap
 
 // The maximum of estimate_gpu_bytes over all partitions.
 std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const ModelShape& shape);
+// The maximum of estimate_gpu_memory(...).minimum over all partitions.
+std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const ModelShape& shape);
+
+// The ways a plan may meet a --gpu-memory budget, in order of preference (the first that fits
+// is what sluice-train does and what partition --gpu-memory searches for): every overlap buffer
+// with kept input rows, then with reloaded ones, then only the required buffers with kept input
+// rows, then with reloaded ones. Kept rows only without may_reload, reloaded ones only with
+// shape.reload_inputs; rules that reloading does not change (no layer keeps input rows it
+// transforms on arrival) are left out.
+struct BudgetRule {
+  bool reload_inputs = false;
+  bool all_overlap = true;
+};
+std::vector<BudgetRule> budget_rules(const ModelShape& shape, bool may_reload);
+// The plan's peak per-GPU need under a rule (estimate_peak_gpu_bytes or _minimum_).
+std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const BudgetRule& rule);
+
+// What makes up the peak partition's estimate, for logs and errors: "partition 0: transition
+// buffer 262144 rows, largest chunk 12 rows / 93113 entries; buffers 1.2 GiB, ...".
+std::string describe_estimate(const Plan& plan, const ModelShape& shape);
 
 }  // namespace sluice

@@ -26,6 +26,7 @@ struct ModelCase {
   int layers = 2;
   int hidden = 64;
   int heads = 1;
+  std::string input_rows = "auto";  // sluice-train --input-rows (auto: keep, no budget here)
 };
 
 Plan make_plan(const Dataset& d, int P, int C) {
@@ -45,6 +46,7 @@ TrainConfig config_of(const ModelCase& m) {
   config.hidden = m.hidden;
   config.heads = m.heads;
   config.output_heads = 1;
+  config.input_rows = m.input_rows;
   config.epochs = 1;
   config.eval_every = 1;
   config.threads = 2;
@@ -82,14 +84,16 @@ TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
 
   const Dataset d = test::random_dataset(16000, 10, 50, 10, 7, test::ReverseEdgesIntoSources::kAdd);
   const std::vector<ModelCase> models = {
-      {"gcn", 2, 64, 1},  {"gcn", 3, 64, 1}, {"gcn", 1, 64, 1}, {"sage", 2, 64, 1},
-      {"sage", 3, 64, 1}, {"gat", 2, 16, 4}, {"gat", 3, 16, 4},
+      {"gcn", 2, 64, 1},  {"gcn", 3, 64, 1},           {"gcn", 1, 64, 1},
+      {"sage", 2, 64, 1}, {"sage", 3, 64, 1},          {"gat", 2, 16, 4},
+      {"gat", 3, 16, 4},  {"gat", 2, 16, 4, "reload"}, {"gat", 3, 16, 4, "reload"},
   };
   const double kBound = 1.40;
   for (const auto& [P, C] : std::vector<std::pair<int, int>>{{1, 4}, {2, 3}}) {
     const Plan plan = make_plan(d, P, C);
     for (const ModelCase& m : models) {
-      const std::string what = cat(m.model, " ", m.layers, " layers, P=", P, " C=", C);
+      const std::string what =
+          cat(m.model, " ", m.layers, " layers ", m.input_rows, ", P=", P, " C=", C);
       SCOPED_TRACE(what);
       const ModelShape shape = memory_shape(d, config_of(m));
       std::int64_t modelled = 0;
@@ -103,12 +107,27 @@ TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
         // The budget keeps only the largest chunk's constants on the device.
         EXPECT_EQ(e.all_constants - e.total > 0, C > 1 || P > 1) << "partition " << p;
         EXPECT_LE(e.total, e.all_constants);
+        // Without the overlap buffers: less, and at least the working buffers.
+        EXPECT_LT(e.minimum, e.total);
+        EXPECT_GE(e.minimum, e.buffers);
       }
       EXPECT_EQ(budget, estimate_peak_gpu_bytes(plan, shape));
       const std::int64_t peak = trained_peak(d, plan, m);
       EXPECT_EQ(modelled, peak);
       EXPECT_GE(total, peak);
       EXPECT_LE(double(total), kBound * double(peak));
+      if (m.input_rows == "reload") {
+        // Reloading drops X, the transition buffer of the layers' input rows.
+        ModelCase kept = m;
+        kept.input_rows = "keep";
+        const std::int64_t kept_peak = trained_peak(d, plan, kept);
+        const std::int64_t x_bytes = (plan.transition_rows[0] + plan.remote_rows[0]) *
+                                     ((d.feature_dim + 3) / 4 * 4) * std::int64_t(sizeof(float));
+        if (P == 1) {
+          EXPECT_EQ(kept_peak - peak, x_bytes);
+        }
+        EXPECT_GT(kept_peak, peak);
+      }
       std::printf("%-26s peak %10lld  estimate %10lld  ratio %.3f\n", what.c_str(),
                   static_cast<long long>(peak), static_cast<long long>(total),
                   double(total) / double(std::max<std::int64_t>(peak, 1)));

@@ -41,6 +41,8 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(
       c.intermediates == "auto" || c.intermediates == "cache" || c.intermediates == "recompute",
       "unknown --intermediates '", c.intermediates, "' (expected auto, cache or recompute)");
+  SLUICE_INPUT_CHECK(c.input_rows == "auto" || c.input_rows == "keep" || c.input_rows == "reload",
+                     "unknown --input-rows '", c.input_rows, "' (expected auto, keep or reload)");
   SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
                      "--intermediates cache is not available for --model gat: GAT recomputes "
                      "its layers in the backward pass (use auto or recompute)");
@@ -115,7 +117,11 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
                       "transfer scheme: baseline | p2p | p2p+reuse")(
       "intermediates", po::value(&c.intermediates)->default_value(c.intermediates),
       "auto (GCN/SAGE cache aggregations, GAT recomputes) | cache | recompute")(
-      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "input-rows", po::value(&c.input_rows)->default_value(c.input_rows),
+      "input rows of the layers transformed on arrival (GAT): keep (on the device) | reload "
+      "(leaving rows read again from host memory for the weight gradient: less device memory, "
+      "more host-link traffic) | auto (reload only when --gpu-memory cannot hold the kept "
+      "rows)")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(
@@ -166,8 +172,8 @@ std::string describe_config(const TrainConfig& c) {
       << " weight_decay=" << c.weight_decay << " dropout=" << c.dropout;
   if (c.model == "gat") out << " attention_dropout=" << c.effective_attention_dropout();
   out << " seed=" << c.seed << " feature_norm=" << c.feature_norm << " eval_every=" << c.eval_every
-      << " comm=" << c.comm << " intermediates=" << c.intermediates << " device=" << c.device
-      << " threads=" << c.threads;
+      << " comm=" << c.comm << " intermediates=" << c.intermediates
+      << " input_rows=" << c.input_rows << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
   if (c.phase_timing) out << " phase_timing=1";

@@ -43,6 +43,10 @@ struct TrainConfig {
   // Schedule.
   std::string comm = "p2p+reuse";      // baseline | p2p | p2p+reuse
   std::string intermediates = "auto";  // auto | cache | recompute
+  // Input rows of the layers transformed on arrival: keep them on the device, or reload the
+  // leaving ones from host memory for the weight gradient (ScheduleOptions::reload_inputs);
+  // auto: reload only when --gpu-memory is set and the plan's estimate with kept rows exceeds it.
+  std::string input_rows = "auto";  // auto | keep | reload
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

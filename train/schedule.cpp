@@ -646,6 +646,11 @@ struct Schedule::Impl {
   }
   // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
   // blocks (transform_outputs(), transform_outputs_backward()).
+  // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
+  // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
+  bool reloads_inputs(const LayerSpec& layer) const {
+    return options.reload_inputs && transforms(layer) && !pretransformed(layer);
+  }
   bool stores_transform(const LayerSpec& layer) const {
     const LayerSpec* next = above(layer);
     return next && pretransformed(*next);
@@ -698,6 +703,39 @@ struct Schedule::Impl {
     }
   }
 
+  // Arrivals of a layer that keeps no input rows (reloads_inputs()): slices of the batch's
+  // loads, from the stage or gathered from host memory into slice_x, get their dropout and
+  // transform, and their Zm rows are scattered into place.
+  void transform_reloaded_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                   int c) {
+    Device& d = *s.device;
+    const std::int64_t n = ch.load_rows.size, in = layer.in_width, KF = layer.transform_width;
+    const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+    const Mat Zm = s.Zm.col_block(0, KF);
+    const DropoutKey key = feature_key(layer.index);
+    const bool staged = !s.stage.empty();
+    if (staged) d.wait(kStageReady);
+    for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+      const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
+      Mat x = rows_of(s.slice_x, len, in);
+      if (staged) {
+        x = s.stage.row_block(b, len).col_block(0, in);
+      } else {
+        d.phase_begin(Phase::kLoad, tag(c));
+        d.load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, b, e), Idx{}, x);
+        d.phase_end(Phase::kLoad);
+      }
+      d.phase_begin(Phase::kCompute, tag(c));
+      if (key.rate > 0)
+        d.dropout_rows(x, part(s.slice_iota, 0, len), part(ch.load_keys, b, e), key);
+      const Mat z = rows_of(s.slice_z, len, KF);
+      d.gemm(false, false, 1.f, x, W, 0.f, z);
+      d.scatter_rows(z, part(ch.load_rows, b, e), Zm);
+      d.phase_end(Phase::kCompute);
+    }
+    if (staged) d.mark(kStageFree);
+  }
+
   // Phase A: transition update (loads of L_c^p, dropout on arrivals; GAT: their transforms); in
   // the backward pass also zero the gradient rows of arrivals and of the chunk's remote region
   // (GAT: of dZm). With a stage the
@@ -712,7 +750,7 @@ struct Schedule::Impl {
       // New rows overwrite X only after the peers' pulls of the previous batch read it.
       if (load_inputs && c > 0) wait_peers(d, s.chunks[std::size_t(c) - 1].pulled_by, kPulled);
       d.phase_begin(Phase::kLoad, tag(c));
-      if (load_inputs && ch.load_rows.size > 0) {
+      if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
         Mat X = input_rows(s, layer);
         if (!s.stage.empty()) {
           d.wait(kStageReady);
@@ -732,7 +770,10 @@ struct Schedule::Impl {
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
       }
       d.phase_end(Phase::kLoad);
-      if (transforms(layer) && !pretransformed(layer) && load_inputs && ch.load_rows.size > 0) {
+      if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0) {
+        transform_reloaded_arrivals(s, ch, layer, c);
+      } else if (transforms(layer) && !pretransformed(layer) && load_inputs &&
+                 ch.load_rows.size > 0) {
         d.phase_begin(Phase::kCompute, tag(c));
         transform_arrivals(s, ch, layer);
         d.phase_end(Phase::kCompute);
@@ -1221,7 +1262,8 @@ struct Schedule::Impl {
     const bool behind = input_gradient && !s.leave.empty();
     const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
     const Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
-    const Mat X = s.X.col_block(0, in), dZm = s.dZm.col_block(0, KF);
+    const Mat X = reloads_inputs(layer) ? Mat{} : s.X.col_block(0, in);
+    const Mat dZm = s.dZm.col_block(0, KF);
     const HostMat g = input_gradient ? G[std::size_t(layer.index)] : HostMat{};
     const DropoutKey key = feature_key(layer.index);
     if (behind) d.wait(kLeaveFree);
@@ -1230,7 +1272,17 @@ struct Schedule::Impl {
       const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
       const Idx rows = part(ch.leave_rows, b, e), positions = part(s.slice_iota, 0, len);
       const Mat x = rows_of(s.slice_x, len, in), z = rows_of(s.slice_z, len, KF);
-      d.gather_rows(X, rows, x);
+      if (reloads_inputs(layer)) {
+        // The input rows again, from host memory, with the dropout they had on arrival.
+        d.phase_end(Phase::kCompute);
+        d.phase_begin(Phase::kLoad, tag(c));
+        d.load_rows(H[std::size_t(layer.index)], part(ch.leave_vertices, b, e), Idx{}, x);
+        d.phase_end(Phase::kLoad);
+        d.phase_begin(Phase::kCompute, tag(c));
+        if (key.rate > 0) d.dropout_rows(x, positions, part(ch.leave_keys, b, e), key);
+      } else {
+        d.gather_rows(X, rows, x);
+      }
       d.gather_rows(dZm, rows, z);
       d.gemm(true, false, 1.f, x, z, 1.f, dW);
       if (!input_gradient) continue;
@@ -1422,17 +1474,22 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   m.predictions.assign(std::size_t(n), -1);
 
   // Device buffers and per-chunk indices.
-  // X holds the inputs of the layers that are not pretransformed (their loads land in Zm), the
-  // stage every layer's loads. Input gradients: of every layer above 0 (the flush buffer holds
-  // them), in dX only for the layers that do not transform first (transform_flush() computes
-  // the others per leaving row; pretransformed layers flush dZm rows).
+  // X holds the inputs of the layers that are not pretransformed (their loads land in Zm) and
+  // keep their input rows (reloads_inputs()), the stage every layer's loads. Input gradients: of
+  // every layer above 0 (the flush buffer holds them), in dX only for the layers that do not
+  // transform first (transform_flush() computes the others per leaving row; pretransformed layers
+  // flush dZm rows).
   std::int64_t in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0, block_out_max = 0;
+  std::int64_t arrival_in_max = 0;  // the row slices: inputs of the layers transformed on arrival
   bool any_transform = false, any_stored_transform = false, any_arrival_transform = false;
   for (const auto& layer : model.layers) {
+    const bool arrival_transform = m.transforms(layer) && !m.pretransformed(layer);
     any_transform |= m.transforms(layer);
-    any_arrival_transform |= m.transforms(layer) && !m.pretransformed(layer);
+    any_arrival_transform |= arrival_transform;
     any_stored_transform |= m.stores_transform(layer);
-    if (!m.pretransformed(layer)) in_max = std::max(in_max, layer.in_width);
+    if (arrival_transform) arrival_in_max = std::max(arrival_in_max, layer.in_width);
+    if (!m.pretransformed(layer) && !m.reloads_inputs(layer))
+      in_max = std::max(in_max, layer.in_width);
     load_max = std::max(load_max, m.input_width(layer));
     // The layer's output rows (set.out): H^{l+1}, or the T^{l+1} rows and dT^{l+1} blocks.
     block_out_max =
@@ -1458,6 +1515,43 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   const bool keep_tail = options.keep_tail && L >= 2 && options.comm != CommMode::kBaseline &&
                          (!tail_in_leave || options.overlap);
   std::vector<std::vector<TailLists>> tails(std::size_t(m.P));
+  // Overlap buffers, after every required buffer, only where memory allows: the load stage
+  // (prefetch of the next batch's rows), the flush buffer (flushes behind the next batch) and a
+  // second block set (stores and backward block loads behind compute). Before the chunks'
+  // constants (ScheduleOptions::overlap_before_constants), or after them.
+  int staged = 0, flushed = 0, doubled = 0;
+  auto allocate_overlap = [&](int p) {
+    DeviceState& s = m.dev[std::size_t(p)];
+    Device& d = *s.device;
+    const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
+    if (loads > 0) s.stage = d.try_alloc(loads, load_max, "load stage");
+    if (s.stage.empty()) {
+      if (tail_in_leave) s.keep_tail = false;  // no flush buffer to keep the tail in
+      return;
+    }
+    ++staged;
+    if (leaves > 0 && grad_in_max > 0) {
+      s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
+      if (!s.leave.empty()) {
+        std::vector<vertex_t> iota(static_cast<std::size_t>(leaves));
+        std::iota(iota.begin(), iota.end(), 0);
+        s.iota = d.upload(iota, "flush positions");
+        ++flushed;
+      }
+    }
+    if (tail_in_leave && s.leave.empty()) s.keep_tail = false;
+    const std::int64_t max_dst = s.sets[0].dZ.rows;
+    BlockSet& second = s.sets[1];
+    second.out = d.try_alloc(max_dst, block_out_max, "layer output (second set)");
+    if (any_stored_transform && !second.out.empty()) d.fill(second.out, 0.f);
+    second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, out_max, "dZ (second set)");
+    if (agg_max > 0 && !second.dZ.empty())
+      second.A = d.try_alloc(max_dst, aligned_width(agg_max), "aggregation A (second set)");
+    if (!second.dZ.empty() && (agg_max == 0 || !second.A.empty())) {
+      s.num_sets = 2;
+      ++doubled;
+    }
+  };
   m.dev.resize(std::size_t(m.P));
   for (int p = 0; p < m.P; ++p) {
     DeviceState& s = m.dev[std::size_t(p)];
@@ -1473,7 +1567,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     max_dst = std::max<std::int64_t>(max_dst, 1);
     // The operands of the SpMMs (X, A, dA, dX) get rows 16 bytes apart (padded to a multiple
     // of 4 floats): vectorized sparse kernels need aligned rows (kernels/cuda/NOTES.md).
-    s.X = d.alloc(M, aligned_width(in_max), "transition buffer X");
+    if (in_max > 0) s.X = d.alloc(M, aligned_width(in_max), "transition buffer X");
     if (dx_max > 0) s.dX = d.alloc(M, aligned_width(dx_max), "transition gradient dX");
     if (agg_max > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(agg_max), "aggregation A");
     // Z and dZ are SpMM operands too when a layer transforms first.
@@ -1515,7 +1609,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       const std::int64_t rows = std::max<std::int64_t>(
           1, std::min({kSliceRows, std::max(max_loads[std::size_t(p)], max_leaves[std::size_t(p)]),
                        M / 4}));
-      s.slice_x = d.alloc(rows, aligned_width(in_max), "transform row slice");
+      s.slice_x = d.alloc(rows, aligned_width(arrival_in_max), "transform row slice");
       s.slice_z = d.alloc(rows, tw_max, "transformed-row slice");
       std::vector<vertex_t> iota(static_cast<std::size_t>(rows));
       std::iota(iota.begin(), iota.end(), 0);
@@ -1543,6 +1637,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       tails[std::size_t(p)] =
           tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, tail_in_leave);
     s.keep_tail = keep_tail;
+    if (options.overlap && options.overlap_before_constants) allocate_overlap(p);
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
       ChunkLists& li = lists[std::size_t(c) * m.P + p];
@@ -1588,46 +1683,11 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       for (const auto& push : ch.pushes)
         m.dev[std::size_t(push.owner)].chunks[std::size_t(c)].pushed_by.push_back(p);
     }
-  // Overlap buffers, after every required buffer and constant, only where memory allows: the
-  // load stage (prefetch of the next batch's rows), the flush buffer (flushes behind the next
-  // batch) and a second block set (stores and backward block loads behind compute).
-  if (options.overlap) {
-    int staged = 0, flushed = 0, doubled = 0;
-    for (int p = 0; p < m.P; ++p) {
-      DeviceState& s = m.dev[std::size_t(p)];
-      Device& d = *s.device;
-      const std::int64_t loads = max_loads[std::size_t(p)], leaves = max_leaves[std::size_t(p)];
-      if (loads > 0) s.stage = d.try_alloc(loads, load_max, "load stage");
-      if (s.stage.empty()) {
-        if (tail_in_leave) s.keep_tail = false;  // no flush buffer to keep the tail in
-        continue;
-      }
-      ++staged;
-      if (leaves > 0 && grad_in_max > 0) {
-        s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
-        if (!s.leave.empty()) {
-          std::vector<vertex_t> iota(static_cast<std::size_t>(leaves));
-          std::iota(iota.begin(), iota.end(), 0);
-          s.iota = d.upload(iota, "flush positions");
-          ++flushed;
-        }
-      }
-      if (tail_in_leave && s.leave.empty()) s.keep_tail = false;
-      const std::int64_t max_dst = s.sets[0].dZ.rows;
-      BlockSet& second = s.sets[1];
-      second.out = d.try_alloc(max_dst, block_out_max, "layer output (second set)");
-      if (any_stored_transform && !second.out.empty()) d.fill(second.out, 0.f);
-      second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, out_max, "dZ (second set)");
-      if (agg_max > 0 && !second.dZ.empty())
-        second.A = d.try_alloc(max_dst, aligned_width(agg_max), "aggregation A (second set)");
-      if (!second.dZ.empty() && (agg_max == 0 || !second.A.empty())) {
-        s.num_sets = 2;
-        ++doubled;
-      }
-    }
+  if (options.overlap && !options.overlap_before_constants)
+    for (int p = 0; p < m.P; ++p) allocate_overlap(p);
+  if (options.overlap)
     log_info("overlap: load prefetch on ", staged, "/", m.P, " devices, flush behind compute on ",
              flushed, "/", m.P, ", double block buffers on ", doubled, "/", m.P);
-  }
   // The kept tail's lists, for the devices that keep it (GAT: those with a flush buffer).
   int keeping = 0;
   std::int64_t kept_rows = 0, kept_first = 0;

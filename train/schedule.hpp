@@ -77,6 +77,18 @@ struct ScheduleOptions {
   // of T^l are transform_width wide instead of d_l (products GCN: 48 floats instead of 256).
   // SLUICE_STORE_TRANSFORMED=0 turns it off, for measuring.
   bool store_transformed = true;
+  // Layers that transform their input rows on arrival (GAT's layer 0, every transforming layer
+  // without store_transformed) keep no input rows on the device: arrivals go from the load
+  // stage (or host memory, in slices) through the transform straight into Zm, and the weight
+  // gradient of leaving rows reads their input rows from host memory again (dW += X^T dZm).
+  // Saves the transition buffer X (reddit GAT: 602 floats per merged row) for one more read of
+  // the leaving rows in the backward pass: for budgets the kept rows do not fit
+  // (sluice-train --input-rows).
+  bool reload_inputs = false;
+  // Allocate the overlap buffers before the chunks' constants (CSRs, index lists), which then
+  // take the device memory left and go to pinned host memory (read zero-copy) beyond it; else
+  // after them, and the overlap buffers get what the constants left (SLUICE_OVERLAP_FIRST).
+  bool overlap_before_constants = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

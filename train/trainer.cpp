@@ -138,16 +138,39 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   options.seed = plan.seed;
   const ChunkSearchResult found =
       smallest_fitting_chunks(dataset, partition_of_plan(plan), options, plan.dataset_fingerprint,
-                              config.gpu_memory, shape);
+                              config.gpu_memory, shape, config.input_rows == "auto");
   if (!found.fits)
     return cat(message, "; no chunk count fits --gpu-memory ",
                format_bytes(double(config.gpu_memory)), " (even C=", found.chunks, " needs about ",
                format_bytes(double(found.bytes)), " per GPU)");
-  return cat(message, "; C=", found.chunks, " fits --gpu-memory ",
-             format_bytes(double(config.gpu_memory)), " (estimated ",
-             format_bytes(double(found.bytes)), " per GPU): sluice-preprocess partition --dataset ",
-             config.dataset, " --partitions ", plan.partitions, " --partitioner ", plan.partitioner,
-             " --chunks ", found.chunks, " --output PLAN");
+  return cat(
+      message, "; C=", found.chunks, " fits --gpu-memory ", format_bytes(double(config.gpu_memory)),
+      " (estimated ", format_bytes(double(found.bytes)),
+      " per GPU): sluice-preprocess partition --dataset ", config.dataset, " --partitions ",
+      plan.partitions, " --partitioner ", plan.partitioner, " --chunks ", found.chunks,
+      " --output PLAN",
+      found.reload_inputs && config.input_rows == "keep" ? " (and --input-rows reload)" : "");
+}
+
+// --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
+// --gpu-memory only that way by its memory estimate (the first budget rule that fits, as
+// partition --gpu-memory chooses; the least memory when none fits).
+bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  if (config.input_rows != "auto") return config.input_rows == "reload";
+  if (config.gpu_memory <= 0) return false;
+  const ModelShape shape = memory_shape(dataset, config);
+  const std::vector<BudgetRule> rules = budget_rules(shape, true);
+  const BudgetRule* chosen = &rules.back();
+  for (const BudgetRule& rule : rules)
+    if (rule_bytes(plan, shape, rule) <= config.gpu_memory) {
+      chosen = &rule;
+      break;
+    }
+  if (!chosen->reload_inputs) return false;
+  log_info("--input-rows auto: reloading input rows (the memory estimate with kept rows is ",
+           format_bytes(double(rule_bytes(plan, shape, rules.front()))),
+           " per GPU, over --gpu-memory ", format_bytes(double(config.gpu_memory)), ")");
+  return true;
 }
 
 }  // namespace
@@ -161,6 +184,7 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
+  shape.reload_inputs = config.input_rows == "reload";
   return shape;
 }
 
@@ -216,13 +240,16 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   options.keep_tail = switch_on("SLUICE_KEEP_TAIL");
   options.fuse_last_layer = switch_on("SLUICE_FUSE_LAST");
   options.store_transformed = switch_on("SLUICE_STORE_TRANSFORMED");
+  options.reload_inputs = reload_inputs(dataset, plan, config);
+  options.overlap_before_constants = switch_on("SLUICE_OVERLAP_FIRST");
 
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);
   log_info(
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
-      model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache");
+      model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache",
+      options.reload_inputs ? ", input rows reloaded" : "");
 
   const bool adam = config.optimizer == "adam";
   const std::string fingerprint = config_fingerprint(config, plan);

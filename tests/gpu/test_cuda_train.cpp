@@ -54,13 +54,15 @@ struct Case {
   std::string comm;
   std::string intermediates = "auto";
   bool overlap = true;
+  std::string input_rows = "auto";  // --input-rows
 };
 
 std::string case_name(const Case& c) {
   std::string comm = c.comm;
   std::replace(comm.begin(), comm.end(), '+', '_');
   return cat(c.model, "_P", c.partitions, "xC", c.chunks, "_", c.gpus, "gpu_", comm,
-             c.intermediates == "auto" ? "" : "_" + c.intermediates, c.overlap ? "" : "_nooverlap");
+             c.intermediates == "auto" ? "" : "_" + c.intermediates, c.overlap ? "" : "_nooverlap",
+             c.input_rows == "auto" ? "" : "_" + c.input_rows);
 }
 
 class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
@@ -106,6 +108,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
     t.comm = c.comm;
     t.intermediates = c.intermediates;
     t.no_overlap = !c.overlap;
+    t.input_rows = c.input_rows;
     t.device = device;
     t.gpus = c.gpus;
     t.tf32 = false;
@@ -201,6 +204,10 @@ std::vector<Case> agreement_cases() {
   cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "auto", false});
   cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", false});
   cases.push_back({"sage", 2, 3, 2, "baseline", "auto", false});
+  // GAT with reloaded input rows (no X on the device), from the stage and from host slices.
+  cases.push_back({"gat", 4, 3, 1, "p2p+reuse", "auto", true, "reload"});
+  cases.push_back({"gat", 1, 3, 1, "baseline", "auto", false, "reload"});
+  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", true, "reload"});
   return cases;
 }
 

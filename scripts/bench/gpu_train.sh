@@ -149,34 +149,42 @@ partition() {  # dataset partitions output [extra...]
     --partitions "$parts" --partitioner "$partitioner" --balance "$balance" --output "$output" "$@"
 }
 
-# Capped runs: the chunk count comes from `partition --gpu-memory CAP` (a search that builds
-# several plans, bounded by CAP_PARTITION_S seconds); a cap the design cannot meet is recorded
-# with partition's own message.
+# Capped runs: the chunk count comes from `partition --gpu-memory CAP --model M` (a search that
+# builds several plans, bounded by CAP_PARTITION_S seconds), one plan per model (the estimate is
+# the model's: GCN and GAT reach a cap at different C and by different budget rules); a cap the
+# design cannot meet is recorded with partition's own message. CAP_AB_ENV: NAME=VALUE settings,
+# each also run as a variant of every capped run.
 capped_runs() {  # dataset cap
-  local ds=$1 cap=$2 parts plan model
+  local ds=$1 cap=$2 parts plan model width variant
   for parts in ${CAPPED_PARTS:-1 2}; do
-    plan=$dir/$ds-p$parts-cap-$partitioner-$balance.plan.h5
-    have_time "partition $ds P=$parts cap" || continue
-    # The GAT estimate (4 heads x 64) is the larger: one plan serves both models.
-    step "partition $ds P=$parts --gpu-memory $cap" timeout "${CAP_PARTITION_S:-180}" \
-      "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" --partitions "$parts" \
-      --partitioner "$partitioner" --balance "$balance" --output "$plan" --gpu-memory "$cap" --model gat \
-      --hidden "$gat_hidden" --heads "$gat_heads" --layers 2 >"$dir/$ds-p$parts-cap.log" 2>&1
-    grep -E 'gpu-memory|rror' "$dir/$ds-p$parts-cap.log" | tail -n 14
-    if [[ ! -f "$plan" ]]; then
-      python3 - "$runs_file" "$ds" "$parts" "$cap" "$dir/$ds-p$parts-cap.log" <<'PY'
+    for model in ${MODELS:-gcn gat}; do
+      plan=$dir/$ds-p$parts-cap-$model-$partitioner-$balance.plan.h5
+      have_time "partition $ds P=$parts $model cap" || continue
+      width=(--hidden "$hidden")
+      [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
+      [[ -f "$plan" ]] || step "partition $ds P=$parts $model --gpu-memory $cap" \
+        timeout "${CAP_PARTITION_S:-180}" "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" \
+        --partitions "$parts" --partitioner "$partitioner" --balance "$balance" --output "$plan" \
+        --gpu-memory "$cap" --model "$model" "${width[@]}" --layers 2 \
+        >"$dir/$ds-p$parts-$model-cap.log" 2>&1
+      grep -E 'gpu-memory|rror' "$dir/$ds-p$parts-$model-cap.log" | tail -n 6 | cut -c1-400
+      if [[ ! -f "$plan" ]]; then
+        python3 - "$runs_file" "$ds" "$parts" "$cap" "$dir/$ds-p$parts-$model-cap.log" "$model" <<'PY'
 import json, sys
-out, ds, parts, cap, log = sys.argv[1:]
+out, ds, parts, cap, log, model = sys.argv[1:]
 text = open(log, errors="replace").read()
 lines = [l for l in text.splitlines() if "gpu-memory" in l or "rror" in l]
-row = {"name": f"{ds}-cap-P{parts}", "dataset": ds, "gpus": int(parts), "gpu_memory": int(cap),
-       "rc": 1, "infeasible": "\n".join(lines[-6:]) or "partition timed out"}
+row = {"name": f"{ds}-{model}-cap-P{parts}", "dataset": ds, "model": model, "gpus": int(parts),
+       "gpu_memory": int(cap), "rc": 1, "infeasible": "\n".join(lines[-6:]) or "partition timed out"}
 open(out, "a").write(json.dumps(row) + "\n")
 PY
-      continue
-    fi
-    for model in gcn gat; do
+        continue
+      fi
       train "$ds-$model-${parts}gpu-cap" "$ds" "$model" "$parts" "$plan" p2p+reuse "$cap"
+      for variant in ${CAP_AB_ENV:-}; do
+        train "$ds-$model-${parts}gpu-cap-${variant%%=*}" "$ds" "$model" "$parts" "$plan" \
+          p2p+reuse "$cap" 1 "$variant"
+      done
     done
   done
 }

@@ -348,10 +348,13 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   // zero-copy (the CUDA backend places them there when the budget is full): the budget needs
   // the largest chunk's only, so that a cap below the partition's whole CSR still has a C.
   e.all_constants = std::max((e.cuda_setup * 8 + 6) / 7, e.cuda_setup + e.cuda_scratch);
+  // With constants in host memory the backend also stages a chunk's CSR into device scratch
+  // before its operators (CudaDevice::resident_csr): at most the largest chunk's constants.
   const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
-  e.total = std::max((setup * 8 + 6) / 7, setup + e.cuda_scratch);
+  const std::int64_t scratch = e.cuda_scratch + e.cuda_largest_chunk;
+  e.total = std::max((setup * 8 + 6) / 7, setup + scratch);
   const std::int64_t required = setup - e.cuda_overlap;
-  e.minimum = std::max((required * 8 + 6) / 7, required + e.cuda_scratch);
+  e.minimum = std::max((required * 8 + 6) / 7, required + scratch);
   return e;
 }
 

@@ -105,6 +105,8 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     shared_->gat_long_degree = value;
   }
   shared_->host_constants = flag_from_env("SLUICE_HOST_CONSTANTS");
+  if (std::getenv("SLUICE_STAGE_CONSTANTS"))
+    shared_->stage_constants = flag_from_env("SLUICE_STAGE_CONSTANTS");
   shared_->op_times = flag_from_env("SLUICE_OP_TIMES");
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d) {

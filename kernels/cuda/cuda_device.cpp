@@ -166,6 +166,7 @@ Mat CudaDevice::upload_constant(const std::vector<float>& values, std::int64_t r
   DeviceGuard guard(gpu_);
   ConstantBuffer buffer = constants_.place(values, what, cur());
   Mat m{buffer.as<float>(), rows, cols, cols};
+  if (buffer.on_host()) host_values_bytes_[m.data] = buffer.bytes();
   if (buffer.get()) constant_buffers_.push_back(std::move(buffer));
   return m;
 }
@@ -196,15 +197,72 @@ const DeviceCsr& CudaDevice::csr(Csr a) const {
   return m;
 }
 
+const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
+  const DeviceCsr& m = csr(a);
+  const auto host_values =
+      values && *values ? host_values_bytes_.find(*values) : host_values_bytes_.end();
+  const bool stage_values = host_values != host_values_bytes_.end();
+  ConstantBuffer DeviceCsr::*const arrays[] = {
+      &DeviceCsr::indptr,    &DeviceCsr::columns, &DeviceCsr::self,      &DeviceCsr::t_indptr,
+      &DeviceCsr::t_columns, &DeviceCsr::t_perm,  &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
+  const auto granule = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  std::int64_t bytes = stage_values ? granule(host_values->second) : 0;
+  for (const auto array : arrays)
+    if ((m.*array).on_host()) bytes += granule((m.*array).bytes());
+  if (bytes == 0 || !shared_.stage_constants) return m;
+  expect_compute_lane("resident_csr");
+  if (staged_csr_ == a.id && staged_values_source_ == (stage_values ? *values : nullptr)) {
+    if (stage_values) *values = staged_values_;
+    return *staged_view_;
+  }
+  // Growing waits for the stream (earlier kernels may still read the old copy).
+  char* base = csr_staging_.ensure_as<char>(bytes, account_, cur(), "staged host CSR");
+  auto view = std::make_unique<DeviceCsr>();
+  view->rows = m.rows;
+  view->cols = m.cols;
+  view->nnz = m.nnz;
+  view->wide = m.wide;
+  view->has_transpose = m.has_transpose;
+  view->long_degree = m.long_degree;
+  view->num_long = m.num_long;
+  view->num_t_long = m.num_t_long;
+  std::int64_t offset = 0;
+  const auto copy = [&](const void* source, std::int64_t size) {
+    void* target = base + offset;
+    SLUICE_CUDA(
+        cudaMemcpyAsync(target, source, static_cast<std::size_t>(size), cudaMemcpyDefault, cur()));
+    offset += granule(size);
+    counters_.h2d_block_bytes += size;
+    return target;
+  };
+  for (const auto array : arrays) {
+    const ConstantBuffer& from = m.*array;
+    (*view).*array = from.on_host()
+                         ? ConstantBuffer::view(copy(from.get(), from.bytes()), from.bytes())
+                         : ConstantBuffer::view(from.get(), from.bytes());
+  }
+  staged_values_ =
+      stage_values ? static_cast<const float*>(copy(*values, host_values->second)) : nullptr;
+  staged_values_source_ = stage_values ? *values : nullptr;
+  staged_csr_ = a.id;
+  staged_view_ = std::move(view);
+  if (stage_values) *values = staged_values_;
+  return *staged_view_;
+}
+
 void CudaDevice::log_host_constants() {
   host_constants_reported_ = true;
   const std::string mib = cat(std::llround(double(constants_.host_bytes()) / double(1 << 20)));
+  const char* how = shared_.stage_constants
+                        ? " (sparse matrices copied to the device before use, index lists read "
+                          "zero-copy)"
+                        : " (read zero-copy)";
   if (constants_.force_host()) {
     log_info("device ", index_, ": SLUICE_HOST_CONSTANTS=1; ", mib,
-             " MiB of chunk structures kept in pinned host memory and read zero-copy");
+             " MiB of chunk structures kept in pinned host memory", how);
   } else {
     log_info("device ", index_, ": chunk structures exceed the GPU memory budget; ", mib,
-             " MiB kept in pinned host memory and read zero-copy");
+             " MiB kept in pinned host memory", how);
   }
 }
 
@@ -509,8 +567,8 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
 void CudaDevice::spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose) {
   expect_compute_lane("spmm");
   report_host_constants();
-  const DeviceCsr& m = csr(a);
   DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a, &values);
   if (!transpose || shared_.transpose_mode == TransposeMode::kOperation) {
     run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
              DenseView{y.data, y.rows, y.cols, y.ld}, transpose, false, shared_.spmm_algorithm, 1.f,
@@ -728,7 +786,8 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
   OpScope op(*this, "gat_forward");
   expect_compute_lane("gat_forward");
   report_host_constants();
-  const DeviceCsr& m = csr(a);
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
                  " columns do not split into ", heads, " heads");
   const std::int64_t width = z.cols / heads;
@@ -740,7 +799,6 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
   if (dropout)
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_forward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
-  DeviceGuard guard(gpu_);
   {
     OpScope sub(*this, "gat_forward.scores");
     launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
@@ -766,7 +824,8 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
                               Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
   OpScope op(*this, "gat_backward");
   expect_compute_lane("gat_backward");
-  const DeviceCsr& m = csr(a);
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
                  " columns do not split into ", heads, " heads");
   const std::int64_t width = z.cols / heads;
@@ -777,7 +836,6 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   if (dropout)
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_backward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
-  DeviceGuard guard(gpu_);
   cudaStream_t s = cur();
   const std::int64_t k = heads;
   float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");

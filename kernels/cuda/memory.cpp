@@ -135,13 +135,13 @@ ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const 
     SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), data, static_cast<std::size_t>(bytes),
                                 cudaMemcpyHostToDevice, stream));
     SLUICE_CUDA(cudaStreamSynchronize(stream));
-    return ConstantBuffer(std::move(buffer));
+    return ConstantBuffer(std::move(buffer), bytes);
   }
   void* host = nullptr;
   void* device = host_allocate(bytes, &host);
   std::memcpy(host, data, static_cast<std::size_t>(bytes));
   host_bytes_ += bytes;
-  return ConstantBuffer(device);
+  return ConstantBuffer(device, bytes);
 }
 
 void* Scratch::ensure(std::int64_t bytes, MemoryAccount& account, cudaStream_t stream,

@@ -73,19 +73,31 @@ class MemoryAccount {
 class ConstantBuffer {
  public:
   ConstantBuffer() = default;
-  explicit ConstantBuffer(AccountedBuffer device) : device_(std::move(device)) {}
-  explicit ConstantBuffer(void* host_device_pointer) : host_(host_device_pointer) {}
+  ConstantBuffer(AccountedBuffer device, std::int64_t bytes)
+      : device_(std::move(device)), bytes_(bytes) {}
+  ConstantBuffer(void* host_device_pointer, std::int64_t bytes)
+      : host_(host_device_pointer), bytes_(bytes) {}
+  // A non-owning view of device memory (a staged copy of another constant).
+  static ConstantBuffer view(void* device_pointer, std::int64_t bytes) {
+    ConstantBuffer b;
+    b.view_ = device_pointer;
+    b.bytes_ = bytes;
+    return b;
+  }
 
-  void* get() const { return host_ ? host_ : device_.get(); }
+  void* get() const { return host_ ? host_ : view_ ? view_ : device_.get(); }
   template <typename T>
   T* as() const {
     return static_cast<T*>(get());
   }
   bool on_host() const { return host_ != nullptr; }
+  std::int64_t bytes() const { return bytes_; }
 
  private:
   AccountedBuffer device_;
   void* host_ = nullptr;  // device-visible address inside a ConstantStore slab
+  void* view_ = nullptr;
+  std::int64_t bytes_ = 0;
 };
 
 // Places one logical device's read-only constants: in device memory while they fit the budget

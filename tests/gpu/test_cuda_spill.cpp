@@ -273,6 +273,12 @@ TEST_F(CudaSpill, ForcedHostConstantsGiveDeviceResults) {
   EXPECT_EQ(got.device_constant_bytes, (std::int64_t(p.indptr.back()) * 4 + 255) / 256 * 256);
   EXPECT_GE(got.host_constant_bytes, std::int64_t(p.indptr.back()) * 16);
   expect_same(got, reference);
+  // Read in place, zero-copy (SLUICE_STAGE_CONSTANTS=0): the same results, without the scratch
+  // the CSR and its values are staged in (columns, transposed columns and permutation, values).
+  ScopedEnv in_place("SLUICE_STAGE_CONSTANTS", "0");
+  const Outcome zero_copy = run(p, 0);
+  expect_same(zero_copy, reference);
+  EXPECT_GE(got.peak_bytes - zero_copy.peak_bytes, std::int64_t(p.indptr.back()) * 16);
 }
 
 TEST_F(CudaSpill, ForcedHostConstantsWithStagedPeerCopies) {
@@ -296,7 +302,11 @@ TEST_F(CudaSpill, ConstantsOverTheBudgetSpillAndWorkingBuffersStillThrow) {
   // Budget: the working buffers, half of the constants (with the transposed-values scratch),
   // plus a headroom that holds every scratch buffer sized on first use.
   const std::int64_t mib = std::int64_t(1) << 20;
-  const std::int64_t lazy = reference.peak_bytes - reference.setup_bytes;
+  // Scratch sized on first use, and the staging of the spilled CSR (CudaDevice::resident_csr):
+  // at most every CSR array, the values and their 256-byte granules.
+  const std::int64_t nnz = std::int64_t(p.indptr.back());
+  const std::int64_t staging = 4 * (2 * (p.rows + 1) + 2 * (p.cols + 1) + 4 * nnz) + 9 * 256;
+  const std::int64_t lazy = reference.peak_bytes - reference.setup_bytes + staging;
   const std::int64_t headroom_mib = lazy / mib + 2;
   const std::string headroom_text = std::to_string(headroom_mib);
   ScopedEnv headroom("SLUICE_CONSTANT_HEADROOM_MIB", headroom_text.c_str());

@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "preprocess/chunk_search.hpp"
 #include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
+#include "preprocess/plan_builder_detail.hpp"
 #include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/trainer.hpp"
@@ -133,6 +135,95 @@ TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
                   double(total) / double(std::max<std::int64_t>(peak, 1)));
     }
   }
+}
+
+// The budget rules in order of preference: every overlap buffer before only the required
+// buffers, kept input rows before reloaded ones; reloading only for models with a layer that
+// transforms on arrival (GAT's layer 0), only when allowed, always when forced.
+TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
+  const auto rules_of = [](const std::string& model, bool forced, bool may_reload) {
+    ModelShape shape;
+    shape.model = model;
+    shape.in_dim = 10;
+    shape.hidden = 16;
+    shape.classes = 5;
+    shape.heads = 4;
+    shape.reload_inputs = forced;
+    std::string text;
+    for (const BudgetRule& rule : budget_rules(shape, may_reload))
+      text += cat(rule.reload_inputs ? "reload" : "keep", rule.all_overlap ? "+all " : "+min ");
+    return text;
+  };
+  EXPECT_EQ(rules_of("gat", false, true), "keep+all reload+all keep+min reload+min ");
+  EXPECT_EQ(rules_of("gat", false, false), "keep+all keep+min ");
+  EXPECT_EQ(rules_of("gat", true, false), "reload+all reload+min ");
+  EXPECT_EQ(rules_of("gcn", false, true), "keep+all keep+min ");  // nothing to reload
+  EXPECT_EQ(rules_of("sage", false, true), "keep+all keep+min ");
+}
+
+// The chunk search takes the first rule under which some C fits, and the trainer's
+// --input-rows auto makes the same choice for the plan it gets.
+TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
+  const Dataset d = test::random_dataset(3000, 8, 40, 5, 3, test::ReverseEdgesIntoSources::kAdd);
+  const Plan whole = make_plan(d, 1, 1);
+  const VertexPartition partition = partition_of_plan(whole);
+  PlanOptions options;
+  options.partitions = 1;
+  options.partitioner = "range";
+  options.reorganize = false;
+  const std::string fingerprint = compute_fingerprint(d);
+  ModelCase m{"gat", 2, 16, 4};
+  const ModelShape shape = memory_shape(d, config_of(m));
+  const std::vector<BudgetRule> rules = budget_rules(shape, true);
+  ASSERT_EQ(rules.size(), 4u);
+  // Each rule's least need over the chunk counts the search tries while doubling (1, 2, 4, ...,
+  // then the largest possible).
+  std::vector<std::int64_t> least(rules.size(), INT64_MAX);
+  const int max_chunks = int(d.num_nodes);  // one partition: C stops at its vertex count
+  for (int C = 1;; C = std::min(max_chunks, 2 * C)) {
+    options.chunks = C;
+    const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
+    for (std::size_t r = 0; r < rules.size(); ++r)
+      least[r] = std::min(least[r], rule_bytes(plan, shape, rules[r]));
+    if (C == max_chunks) break;
+  }
+  // Kept rows need more than reloaded ones, every overlap buffer more than none.
+  ASSERT_GT(least[0], least[1]);
+  ASSERT_GT(least[1], least[2]);
+  ASSERT_GT(least[2], least[3]);
+  for (std::size_t r = 0; r < rules.size(); ++r) {
+    SCOPED_TRACE(cat("budget: rule ", r, "'s least need"));
+    const std::int64_t budget = least[r];
+    const ChunkSearchResult found =
+        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, true);
+    ASSERT_TRUE(found.fits);
+    EXPECT_LE(found.bytes, budget);
+    EXPECT_EQ(found.reload_inputs, rules[r].reload_inputs);
+    EXPECT_EQ(found.all_overlap, rules[r].all_overlap);
+    // Not allowed to reload: the kept-row rules only.
+    const ChunkSearchResult kept =
+        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, false);
+    EXPECT_FALSE(kept.reload_inputs);
+    EXPECT_EQ(kept.fits, r != 3);
+    // The trainer (--input-rows auto) on the plan found reloads exactly when the rule does: its
+    // host-link traffic is the one of that choice made explicitly, under the same budget, not
+    // the other's (reloading reads the leaving rows' features again).
+    options.chunks = found.chunks;
+    const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
+    TrainConfig config = config_of(m);
+    config.gpu_memory = budget;
+    const auto gathered = [&](const std::string& input_rows) {
+      config.input_rows = input_rows;
+      return train(d, plan, config).records.back().transfers.h2d_gather_bytes;
+    };
+    const std::int64_t automatic = gathered("auto");
+    const std::int64_t reloading = gathered("reload"), keeping = gathered("keep");
+    ASSERT_GT(reloading, keeping);
+    EXPECT_EQ(automatic, rules[r].reload_inputs ? reloading : keeping);
+  }
+  // Below the last rule's least need nothing fits.
+  EXPECT_FALSE(
+      smallest_fitting_chunks(d, partition, options, fingerprint, least[3] - 1, shape, true).fits);
 }
 
 }  // namespace

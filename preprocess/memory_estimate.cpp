@@ -152,23 +152,26 @@ class Tally {
 };
 
 // Rows of the CUDA backend's GAT kernels with more than this many entries are listed (per CSR
-// and per transposed CSR): kernels/cuda/cuda_backend.hpp, gat_long_degree (every model).
-constexpr std::int64_t kLongDegree = 1024;
+// and per transposed CSR, every model): kernels/cuda/cuda_backend.hpp, long_degree_for().
+std::int64_t long_degree(std::int64_t nnz) {
+  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
+}
 
 // The arrays kernels/cuda/sparse.cpp (upload_device_csr) uploads for one chunk CSR: offsets and
 // columns (int32 below 2^31 - 1 entries, else int64), the self entry of every row, the
 // precomputed transpose (offsets over the merged rows, rows, entry permutation) and the lists of
-// rows and transposed rows longer than kLongDegree. `column_count` (merged rows, zeros) is
+// rows and transposed rows longer than long_degree(nnz). `column_count` (merged rows, zeros) is
 // scratch for counting entries per column.
 void cuda_csr(Tally& tally, const ChunkPlan& chunk, std::int64_t merged_rows,
               std::vector<std::int32_t>& column_count) {
   const std::int64_t rows = chunk.num_dst(), nnz = chunk.num_entries();
   const std::int64_t index = nnz >= std::numeric_limits<std::int32_t>::max() ? 8 : 4;
+  const std::int64_t long_entries = long_degree(nnz);
   std::int64_t long_rows = 0, long_columns = 0;
   for (std::int64_t r = 0; r < rows; ++r)
-    long_rows += chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > kLongDegree;
+    long_rows += chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > long_entries;
   for (vertex_t c : chunk.columns)
-    long_columns += ++column_count[std::size_t(c)] == kLongDegree + 1;
+    long_columns += ++column_count[std::size_t(c)] == long_entries + 1;
   for (vertex_t c : chunk.columns) column_count[std::size_t(c)] = 0;
   tally.cuda(long_rows * kIndex);
   tally.cuda((rows + 1) * index);  // offsets

@@ -644,13 +644,13 @@ struct Schedule::Impl {
   const LayerSpec* above(const LayerSpec& layer) const {
     return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
   }
-  // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
-  // blocks (transform_outputs(), transform_outputs_backward()).
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const {
     return options.reload_inputs && transforms(layer) && !pretransformed(layer);
   }
+  // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
+  // blocks (transform_outputs(), transform_outputs_backward()).
   bool stores_transform(const LayerSpec& layer) const {
     const LayerSpec* next = above(layer);
     return next && pretransformed(*next);

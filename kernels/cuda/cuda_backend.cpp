@@ -103,6 +103,7 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     SLUICE_INPUT_CHECK(end != text && *end == '\0' && value >= 0,
                        "SLUICE_GAT_LONG_ROW must be a row length >= 0 (0: off), got '", text, "'");
     shared_->gat_long_degree = value;
+    shared_->gat_long_degree_fixed = true;
   }
   shared_->host_constants = flag_from_env("SLUICE_HOST_CONSTANTS");
   if (std::getenv("SLUICE_STAGE_CONSTANTS"))

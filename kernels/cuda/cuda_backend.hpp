@@ -3,6 +3,8 @@
 // devices mapped round-robin onto the physical GPUs, pinned host matrices, NCCL all-reduce).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,11 +26,19 @@ struct BackendShared {
   // GAT backward: fused kernels (warp-cooperative attention gradients, one transposed
   // aggregation over all heads) unless SLUICE_GAT_KERNELS=basic (per-head SpMMs).
   bool gat_fused = true;
-  // GAT rows with more than this many entries get a block of warps each (SLUICE_GAT_LONG_ROW,
-  // default 1024; 0 turns the split off): one warp on a hub row of an RMAT graph (68k entries
-  // at scale 21) would run long after every other row is done. 1024 against 4096 (H200,
-  // products-like GAT 4 x 64): 0.541 vs 0.588 s per epoch on one GPU, 0.317 vs 0.366 s on two.
+  // GAT rows with more than this many entries get a block of warps each: one warp on a hub row
+  // of an RMAT graph (68k entries at scale 21) would run long after every other row is done.
+  // The threshold follows the matrix (long_degree_for()): nnz / 2048 between 128 and 1024, so
+  // small chunks split their moderate rows too. SLUICE_GAT_LONG_ROW fixes it for every matrix
+  // (0 turns the split off). Measured on an H200, products-like GAT 4 x 64: 1024 against 4096
+  // at C = 4, 0.541 vs 0.588 s per epoch on one GPU, 0.317 vs 0.366 s on two; at C = 452
+  // (230k entries a chunk) 128 against 1024, 1.85 vs 2.42 s, while 128 at C = 4 costs 8 %.
   std::int64_t gat_long_degree = 1024;
+  bool gat_long_degree_fixed = false;  // SLUICE_GAT_LONG_ROW given
+  std::int64_t long_degree_for(std::int64_t nnz) const {
+    if (gat_long_degree_fixed) return gat_long_degree;
+    return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
+  }
   // SLUICE_HOST_CONSTANTS=1: every read-only constant (upload, upload_csr, upload_constant) in
   // pinned host memory read zero-copy, as when they exceed the device budget (for testing).
   bool host_constants = false;

@@ -181,8 +181,9 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
       shared_.transpose_mode != TransposeMode::kWarp && !indptr.empty() && indptr.back() > 0 &&
       indptr.back() == static_cast<edge_t>(columns.size()))
     transposed_values_.ensure_as<float>(indptr.back(), account_, cur(), "transposed SpMM values");
-  auto matrix = std::make_unique<DeviceCsr>(upload_device_csr(
-      indptr, columns, num_cols, transpose, constants_, cur(), what, shared_.gat_long_degree));
+  auto matrix = std::make_unique<DeviceCsr>(
+      upload_device_csr(indptr, columns, num_cols, transpose, constants_, cur(), what,
+                        shared_.long_degree_for(indptr.empty() ? 0 : std::int64_t(indptr.back()))));
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
   return handle;

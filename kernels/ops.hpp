@@ -224,12 +224,16 @@ class Device {
 
   // ---- GAT (docs/model-math.md); `a` is the chunk CSR whose row i starts with its self entry;
   //      z: a.cols x K*F (transformed merged rows); row_keys: dataset ids of the rows' vertices.
-  // Computes el (a.cols x K), er (a.rows x K), alpha (nnz x K, after softmax, BEFORE attention
-  // dropout) and out (a.rows x K*F, heads concatenated, using dropped-out alpha when
-  // key.rate > 0). Intermediates are caller-owned device matrices.
+  // Computes el (a.cols x K; with source_scores_ready it takes el as it is: the caller kept the
+  // rows' scores current with gat_source_scores), er (a.rows x K), alpha (nnz x K, after
+  // softmax, BEFORE attention dropout) and out (a.rows x K*F, heads concatenated, using
+  // dropped-out alpha when key.rate > 0). Intermediates are caller-owned device matrices.
   virtual void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                            Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                           Mat out) = 0;
+                           Mat out, bool source_scores_ready) = 0;
+  // el[rows[i], h] = z[rows[i], h*F .. h*F+F) . att_src[h*F .. h*F+F): the source scores of the
+  // rows of z that changed.
+  virtual void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) = 0;
   // Given dout (a.rows x K*F, gradient w.r.t. concatenated O), accumulates: dz (a.cols x K*F)
   // +=, d_att_src/d_att_dst (K*F each) +=. Uses the same inputs as gat_forward.
   virtual void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,

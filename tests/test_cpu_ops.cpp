@@ -569,13 +569,29 @@ void check_gat(Device& d, const DropoutKey& key) {
   d.write(dstv.data(), KF, dst.data);
   Mat el = d.alloc(g.cols, K, "el"), er = d.alloc(g.rows, K, "er");
   Mat alpha = d.alloc(nnz, K, "alpha"), out = d.alloc(g.rows, KF, "out");
-  d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+  d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
 
   std::vector<double> z64(zv.begin(), zv.end()), src64(srcv.begin(), srcv.end()),
       dst64(dstv.begin(), dstv.end());
   const std::vector<double> expected = naive_gat(g, z64, src64, dst64, key);
   const Floats got = get(out);
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
+  // The source scores of every row by gat_source_scores (rows in reverse order), then a forward
+  // that takes el as it is: the same scores and outputs; and it really does not recompute them.
+  {
+    std::vector<vertex_t> rows(std::size_t(g.cols));
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = vertex_t(rows.size() - 1 - i);
+    Mat scores = d.alloc(g.cols, K, "el (given)"), out2 = d.alloc(g.rows, KF, "out (given)");
+    Mat er2 = d.alloc(g.rows, K, "er (given)"), alpha2 = d.alloc(nnz, K, "alpha (given)");
+    d.fill(scores, -7.f);
+    d.gat_source_scores(z, d.upload(rows, "score rows"), src.data, int(K), scores);
+    EXPECT_EQ(get(scores), get(el));
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2, true);
+    EXPECT_EQ(get(out2), got);
+    d.fill(scores, 0.f);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2, true);
+    EXPECT_EQ(get(scores), Floats(std::size_t(g.cols * K), 0.f));
+  }
   // alpha rows of each head sum to 1 per destination row (before dropout).
   for (std::int64_t i = 0; i < g.rows; ++i)
     for (std::int64_t h = 0; h < K; ++h) {
@@ -617,11 +633,11 @@ void check_gat(Device& d, const DropoutKey& key) {
   for (std::int64_t i = 0; i < g.cols * KF; i += 5) {
     const float saved = z.data[i];
     z.data[i] = saved + hf;
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
     Floats o = get(out);
     const double plus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
     z.data[i] = saved - hf;
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
     o = get(out);
     const double minus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
     z.data[i] = saved;
@@ -674,7 +690,7 @@ TEST_F(CpuOps, LargeInputsGiveTheSameBitsForAnyThreadCount) {
     d.fill(dx, 0.f);
     d.fill(acc, 0.f);
     Floats att_grads(std::size_t(2 * KF), 0.f), sums(std::size_t(KF), 0.f);
-    d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out);
+    d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out, false);
     d.gat_backward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, dout, dz,
                    att_grads.data(), att_grads.data() + KF);
     d.spmm_transpose_add(a, alpha.data, dout.col_block(0, 1), dx.col_block(0, 1));
@@ -816,7 +832,7 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
   const DropoutKey attention{13, 2, 0, 0.25f};
   d.dropout_rows(x, ids, ids, DropoutKey{13, 2, 0, 0.3f});
   d.gemm(false, false, 1.f, x, w, 0.f, zm);
-  d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o);
+  d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o, false);
   d.head_mean(o, int(K), z);
   d.bias_activation(z, b.data, Activation::kNone, z);
   Mat dz = d.alloc(n, F, "dZ"), d_o = d.alloc(n, K * F, "dO"), dzm = d.alloc(n, K * F, "dZm");

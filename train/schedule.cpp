@@ -515,6 +515,11 @@ struct DeviceState {
   // The host rows of the coming backward pass's first `preloaded` chunk blocks are in sets[0..]
   // (Impl::preload_next_blocks()).
   int preloaded = 0;
+  // GAT source scores: el holds the scores of every merged row's Zm for pass `scores_pass`,
+  // kept current by the load and pull phases (scores of the rows they write), unless a
+  // transform over the whole region made them stale (gat_layer() then computes every row's).
+  int scores_pass = -1;
+  bool scores_stale = true;
   std::vector<DeviceChunk> chunks;
   double loss_sum = 0;
 };
@@ -570,6 +575,7 @@ struct Schedule::Impl {
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
+  int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b), plan(p), model(m), options(o) {}
@@ -577,7 +583,10 @@ struct Schedule::Impl {
   static std::int32_t pass_tag_of(PassKind kind, int layer) {
     return (int(kind) * kTagLayers + layer) * kTagBatches;
   }
-  void begin_pass(PassKind kind, int layer) { pass_tag = pass_tag_of(kind, layer); }
+  void begin_pass(PassKind kind, int layer) {
+    pass_tag = pass_tag_of(kind, layer);
+    ++pass_serial;
+  }
   // The pass after the one about to run (nullptr: none, or it loads nothing).
   void set_next_head(const LayerSpec* layer, PassKind kind, bool reads_outputs) {
     next_head = options.overlap && options.prefetch_next_pass ? layer : nullptr;
@@ -690,6 +699,7 @@ struct Schedule::Impl {
     const Mat Zm = s.Zm.col_block(0, layer.transform_width);
     if (2 * n >= R) {
       d.gemm(false, false, 1.f, X.row_block(0, R), W, 0.f, Zm.row_block(0, R));
+      s.scores_stale = true;  // the rows that stayed may round differently in this product
       return;
     }
     for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
@@ -701,6 +711,18 @@ struct Schedule::Impl {
       d.gemm(false, false, 1.f, x, W, 0.f, z);
       d.scatter_rows(z, rows, Zm);
     }
+  }
+
+  // GAT: the source scores of merged rows whose Zm the batch wrote (arrivals, pulled rows), once
+  // the pass's scores are current (the first chunk's gat_layer() computes every row's).
+  void update_source_scores(DeviceState& s, const LayerSpec& layer, Idx rows, int c) {
+    if (!gat() || rows.size == 0 || s.scores_pass != pass_serial || s.scores_stale) return;
+    Device& d = *s.device;
+    d.phase_begin(Phase::kCompute, tag(c));
+    d.gat_source_scores(rows_of(s.Zm, s.merged_rows, layer.transform_width), rows,
+                        s.params.data + layer.att_src_offset, layer.heads,
+                        rows_of(s.el, s.merged_rows, layer.heads));
+    d.phase_end(Phase::kCompute);
   }
 
   // Arrivals of a layer that keeps no input rows (reloads_inputs()): slices of the batch's
@@ -778,6 +800,7 @@ struct Schedule::Impl {
         transform_arrivals(s, ch, layer);
         d.phase_end(Phase::kCompute);
       }
+      if (load_inputs) update_source_scores(s, layer, ch.load_rows, c);
       d.mark(kLoaded);
     }
     prefetch(layer, c + 1, load_inputs, prefetch_blocks);
@@ -943,6 +966,7 @@ struct Schedule::Impl {
                     exchanged_rows(s, layer));
       }
       d.phase_end(Phase::kP2p);
+      for (const auto& pull : pulls) update_source_scores(s, layer, pull.local_rows, c);
       d.mark(kPulled);
     }
     phase_boundary();
@@ -1018,10 +1042,14 @@ struct Schedule::Impl {
     const std::int64_t M = s.merged_rows, KF = layer.transform_width;
     Mat Zm = rows_of(s.Zm, M, KF);
     Mat O = rows_of(s.gat, ch.num_dst, KF);
+    const bool scores_ready = s.scores_pass == pass_serial && !s.scores_stale;
     d.gat_forward(ch.csr, Zm, s.params.data + layer.att_src_offset,
                   s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                   attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                  rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O);
+                  rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O,
+                  scores_ready);
+    s.scores_pass = pass_serial;  // every merged row's score is current now
+    s.scores_stale = false;
     return O;
   }
 

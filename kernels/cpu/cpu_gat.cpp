@@ -51,9 +51,25 @@ float attention_multiplier(const DropoutKey& key, std::int64_t row_key, std::int
 
 }  // namespace
 
+void CpuDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0 && el.cols >= heads,
+                 "gat_source_scores: ", z.cols, " columns, ", heads, " heads, el ", el.cols,
+                 " wide");
+  const std::int64_t K = heads, F = z.cols / heads;
+  for (std::int64_t i = 0; i < rows.size; ++i)
+    SLUICE_EXPECTS(rows.data[i] >= 0 && rows.data[i] < std::min(z.rows, el.rows),
+                   "gat_source_scores: row ", rows.data[i], " outside ", z.rows, " rows");
+#pragma omp parallel for schedule(static) if (rows.size * K * F > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < rows.size; ++i) {
+    const std::int64_t u = rows.data[i];
+    for (std::int64_t h = 0; h < K; ++h)
+      el.data[u * el.ld + h] = dot(z.data + u * z.ld + h * F, att_src + h * F, F);
+  }
+}
+
 void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                            Mat alpha, Mat out) {
+                            Mat alpha, Mat out, bool source_scores_ready) {
   const CpuCsr& m = csr(a);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_forward");
   const std::int64_t K = shape.heads, F = shape.width;
@@ -63,7 +79,7 @@ void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att
                  attention_key.rate, " not in [0, 1)");
 
 #pragma omp parallel for schedule(static) if (m.cols * K * F > cpu::kParallelThreshold)
-  for (std::int64_t u = 0; u < m.cols; ++u)
+  for (std::int64_t u = 0; u < (source_scores_ready ? 0 : m.cols); ++u)
     for (std::int64_t h = 0; h < K; ++h)
       el.data[u * el.ld + h] = dot(z.data + u * z.ld + h * F, att_src + h * F, F);
 

@@ -781,9 +781,21 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
 
 // ---- GAT ----
 
+void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
+  OpScope op(*this, "gat_source_scores");
+  expect_compute_lane("gat_source_scores");
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0 && el.cols >= heads && el.rows >= z.rows,
+                 "gat_source_scores: ", z.cols, " columns, ", heads, " heads, el ", el.rows, " x ",
+                 el.cols, " for ", z.rows, " rows");
+  if (rows.size == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_gat_scores_of_rows(z.data, z.ld, rows.data, rows.size, heads, z.cols / heads, att_src,
+                            el.data, el.ld, cur());
+}
+
 void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                             Mat alpha, Mat out) {
+                             Mat alpha, Mat out, bool source_scores_ready) {
   OpScope op(*this, "gat_forward");
   expect_compute_lane("gat_forward");
   report_host_constants();
@@ -802,7 +814,9 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
                    " row keys");
   {
     OpScope sub(*this, "gat_forward.scores");
-    launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
+    if (!source_scores_ready)
+      launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld,
+                        cur());
     launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
                       er.ld, cur());
   }

@@ -42,10 +42,11 @@ __device__ __forceinline__ float attention_scale(const AttentionDropout& d, std:
 __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
                                   const vertex_t* __restrict__ row_map, std::int64_t rows,
                                   int heads, std::int64_t width, const float* __restrict__ att,
-                                  float* __restrict__ score, std::int64_t lds) {
+                                  float* __restrict__ score, std::int64_t lds, bool map_output) {
   const int lane = lane_id();
-  for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
-    const std::int64_t source = row_map ? row_map[r] : r;
+  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
+    const std::int64_t source = row_map ? row_map[i] : i;
+    const std::int64_t r = map_output ? source : i;
     if (source < 0) {  // an empty row (no self entry): no score
       for (int h = lane; h < heads; h += 32) score[r * lds + h] = 0.f;
       continue;
@@ -835,7 +836,16 @@ void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map
                        std::int64_t lds, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0) return;
   gat_scores_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
-      z, ldz, row_map, rows, heads, width, att, score, lds);
+      z, ldz, row_map, rows, heads, width, att, score, lds, false);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_gat_scores_of_rows(const float* z, std::int64_t ldz, const vertex_t* rows,
+                               std::int64_t count, int heads, std::int64_t width, const float* att,
+                               float* score, std::int64_t lds, cudaStream_t stream) {
+  if (count <= 0 || heads <= 0) return;
+  gat_scores_kernel<<<warp_blocks(count), detail::kBlockThreads, 0, stream>>>(
+      z, ldz, rows, count, heads, width, att, score, lds, true);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

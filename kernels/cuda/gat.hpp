@@ -44,6 +44,10 @@ struct AttentionDropout {
 void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map, std::int64_t rows,
                        int heads, std::int64_t width, const float* att, float* score,
                        std::int64_t lds, cudaStream_t stream);
+// score[rows[i], h] = z[rows[i], h*F .. h*F+F) . att[h*F .. h*F+F) for i < count.
+void launch_gat_scores_of_rows(const float* z, std::int64_t ldz, const vertex_t* rows,
+                               std::int64_t count, int heads, std::int64_t width, const float* att,
+                               float* score, std::int64_t lds, cudaStream_t stream);
 
 // Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) and
 // out[i] = sum_k dropout(alpha_k) z[u_k] per head.

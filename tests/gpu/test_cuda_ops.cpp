@@ -1000,7 +1000,7 @@ void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, floa
   Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
       alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
   Idx keys = d.upload(ref.row_keys, "keys");
-  d.gat_forward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out);
+  d.gat_forward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out, false);
   std::vector<double> zd = to_double(z), asd = to_double(as), add = to_double(ad);
   std::vector<double> w_el, w_er, w_alpha, w_out;
   ref.forward(zd, asd, add, w_el, w_er, w_alpha, w_out);
@@ -1112,7 +1112,7 @@ std::vector<Host> layer_pipeline(Backend& backend, const RandomCsr& a, const Hos
   Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
       alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
   const DropoutKey attention{9, 2, 1, 0.3f};
-  d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out);
+  d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out, false);
   Mat dz = d.alloc(a.cols, kf, "dz"), das = d.alloc(1, kf, "das"), dad = d.alloc(1, kf, "dad");
   d.gat_backward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, mdout, dz,
                  das.data, dad.data);
@@ -1352,7 +1352,8 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   Idx key_idx = dev().upload(keys, "keys");
   const DropoutKey drop{1, 1, 0, 0.5f};
   const double t_gat_fwd = best_ms(dev(), [&] {
-    dev().gat_forward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out);
+    dev().gat_forward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
+                      false);
   });
   const double t_gat_bwd = best_ms(dev(), [&] {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,

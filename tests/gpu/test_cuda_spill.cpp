@@ -193,7 +193,8 @@ Outcome run(const Problem& p, std::int64_t budget) {
   d0.spmm(csr, values.data, x, y);
   d0.dropout_rows(y, all_rows, keys, feature_key);
   d0.spmm_transpose_add(csr, values.data, dy, dx);
-  d0.gat_forward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out);
+  d0.gat_forward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out,
+                 false);
   d0.gat_backward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, dout,
                   dz, das.data, dad.data);
   d0.scatter_add_rows(g, gather, s);

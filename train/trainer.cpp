@@ -143,13 +143,11 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
     return cat(message, "; no chunk count fits --gpu-memory ",
                format_bytes(double(config.gpu_memory)), " (even C=", found.chunks, " needs about ",
                format_bytes(double(found.bytes)), " per GPU)");
-  return cat(
-      message, "; C=", found.chunks, " fits --gpu-memory ", format_bytes(double(config.gpu_memory)),
-      " (estimated ", format_bytes(double(found.bytes)),
-      " per GPU): sluice-preprocess partition --dataset ", config.dataset, " --partitions ",
-      plan.partitions, " --partitioner ", plan.partitioner, " --chunks ", found.chunks,
-      " --output PLAN",
-      found.reload_inputs && config.input_rows == "keep" ? " (and --input-rows reload)" : "");
+  return cat(message, "; C=", found.chunks, " fits --gpu-memory ",
+             format_bytes(double(config.gpu_memory)), " (estimated ",
+             format_bytes(double(found.bytes)), " per GPU): sluice-preprocess partition --dataset ",
+             config.dataset, " --partitions ", plan.partitions, " --partitioner ", plan.partitioner,
+             " --chunks ", found.chunks, " --output PLAN");
 }
 
 // --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets

@@ -24,9 +24,8 @@ struct ChunkSearchResult {
 };
 
 // Doubling then bisection over C with the natural (not reorganized) layout; deterministic.
-// Rules in order of preference, the first under which some C fits wins: the estimate's `total`
-// with kept input rows (unless shape.reload_inputs), with reloaded ones (when may_reload or
-// shape.reload_inputs), then the estimate's `minimum` (required buffers only) under the last.
+// The budget rules (budget_rules(shape, may_reload), preprocess/memory_estimate.hpp) are tried
+// in order of preference, each over every C, and the first under which some C fits wins.
 ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
                                           PlanOptions options, const std::string& fingerprint,
                                           std::int64_t budget, const ModelShape& shape,

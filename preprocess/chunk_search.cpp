@@ -31,12 +31,10 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
     if (it != cache.end()) return it->second;
     options.chunks = chunks;
     const Plan plan = build_plan_from_partition(dataset, partition, options, fingerprint);
-    std::vector<std::int64_t> bytes;
+    const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, rules);
     std::string others;
-    for (const BudgetRule& rule : rules) {
-      bytes.push_back(rule_bytes(plan, shape, rule));
-      if (bytes.size() > 1) others += cat("; ", rule_name(rule), " ", format_bytes(bytes.back()));
-    }
+    for (std::size_t r = 1; r < rules.size(); ++r)
+      others += cat("; ", rule_name(rules[r]), " ", format_bytes(double(bytes[r])));
     ModelShape first = shape;
     first.reload_inputs = rules[0].reload_inputs;
     log_info("--gpu-memory: C=", chunks, " needs about ", format_bytes(double(bytes[0])),
@@ -59,8 +57,7 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
     result.fits = true;
     result.chunks = high;
     result.bytes = estimate(high);
-    result.reload_inputs = rules[r].reload_inputs;
-    result.all_overlap = rules[r].all_overlap;
+    result.rule = rules[r];
     if (r > 0)
       log_info("--gpu-memory: C=", high, " fits with ", rule_name(rules[r]), " (",
                format_bytes(double(result.bytes)), ")");

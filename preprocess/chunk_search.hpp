@@ -19,8 +19,9 @@ struct ChunkSearchResult {
   int chunks = 0;                   // the smallest fitting C (fits), else the largest C tried
   std::int64_t bytes = 0;           // its estimated per-GPU need under the rule that fits
   vertex_t smallest_partition = 0;  // C cannot exceed this (chunks need vertices)
-  bool reload_inputs = false;       // fits only with reloaded input rows (--input-rows)
-  bool all_overlap = true;          // every overlap buffer fits (else only the required ones)
+  // The budget rule it fits under: reloaded input rows (--input-rows) or kept ones, every
+  // overlap buffer or only the required ones.
+  BudgetRule rule;
 };
 
 // Doubling then bisection over C with the natural (not reorganized) layout; deterministic.

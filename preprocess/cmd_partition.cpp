@@ -192,10 +192,8 @@ int run_partition(const std::vector<std::string>& args) {
   std::int64_t budget = 0;
   // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
   // only the required buffers).
-  bool all_overlap = true;
-  auto fit_bytes = [&](const Plan& p) {
-    return all_overlap ? estimate_peak_gpu_bytes(p, shape) : estimate_minimum_gpu_bytes(p, shape);
-  };
+  BudgetRule rule;  // what the chosen C fits under
+  auto fit_bytes = [&](const Plan& p) { return rule_bytes(p, shape, rule); };
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");
     SLUICE_INPUT_CHECK(budget > 0,
@@ -205,8 +203,7 @@ int run_partition(const std::vector<std::string>& args) {
     const ChunkSearchResult found = choose_chunks(
         dataset, partition, plan_options, info.fingerprint, budget, shape, input_rows == "auto");
     plan_options.chunks = found.chunks;
-    shape.reload_inputs = found.reload_inputs;
-    all_overlap = found.all_overlap;
+    rule = found.rule;
   }
   Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
   if (values.count("gpu-memory") && plan.reorganized && fit_bytes(plan) > budget) {
@@ -221,8 +218,8 @@ int run_partition(const std::vector<std::string>& args) {
     const int C = plan_options.chunks;
     std::printf("--gpu-memory %s, model %s, %d layers, hidden %d: chose C=%d (%s input rows%s)\n",
                 format_bytes(static_cast<double>(budget)).c_str(), model.c_str(), layers, hidden, C,
-                shape.reload_inputs ? "reloaded" : "kept",
-                all_overlap ? "" : ", only the overlap buffers that fit");
+                rule.reload_inputs ? "reloaded" : "kept",
+                rule.all_overlap ? "" : ", only the overlap buffers that fit");
     for (int candidate : {C / 2, C, 2 * C}) {
       if (candidate < 1) continue;
       PlanOptions o = plan_options;

@@ -396,10 +396,27 @@ std::vector<BudgetRule> budget_rules(const ModelShape& shape, bool may_reload) {
   return rules;
 }
 
+std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
+                                      const std::vector<BudgetRule>& rules) {
+  std::vector<std::int64_t> bytes(rules.size(), 0);
+  for (const bool reload : {false, true}) {
+    if (std::none_of(rules.begin(), rules.end(),
+                     [&](const BudgetRule& r) { return r.reload_inputs == reload; }))
+      continue;
+    ModelShape s = shape;
+    s.reload_inputs = reload;
+    for (int p = 0; p < plan.partitions; ++p) {
+      const GpuMemoryEstimate e = estimate_gpu_memory(plan, p, s);
+      for (std::size_t r = 0; r < rules.size(); ++r)
+        if (rules[r].reload_inputs == reload)
+          bytes[r] = std::max(bytes[r], rules[r].all_overlap ? e.total : e.minimum);
+    }
+  }
+  return bytes;
+}
+
 std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const BudgetRule& rule) {
-  ModelShape s = shape;
-  s.reload_inputs = rule.reload_inputs;
-  return rule.all_overlap ? estimate_peak_gpu_bytes(plan, s) : estimate_minimum_gpu_bytes(plan, s);
+  return rules_bytes(plan, shape, {rule}).front();
 }
 
 std::string describe_estimate(const Plan& plan, const ModelShape& shape) {

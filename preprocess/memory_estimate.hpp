@@ -93,7 +93,10 @@ struct BudgetRule {
   bool all_overlap = true;
 };
 std::vector<BudgetRule> budget_rules(const ModelShape& shape, bool may_reload);
-// The plan's peak per-GPU need under a rule (estimate_peak_gpu_bytes or _minimum_).
+// The plan's peak per-GPU need under each rule (estimate_peak_gpu_bytes or _minimum_), each
+// partition estimated once per input-row choice; rule_bytes for one rule.
+std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
+                                      const std::vector<BudgetRule>& rules);
 std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const BudgetRule& rule);
 
 // What makes up the peak partition's estimate, for logs and errors: "partition 0: transition

@@ -198,12 +198,12 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
         smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, true);
     ASSERT_TRUE(found.fits);
     EXPECT_LE(found.bytes, budget);
-    EXPECT_EQ(found.reload_inputs, rules[r].reload_inputs);
-    EXPECT_EQ(found.all_overlap, rules[r].all_overlap);
+    EXPECT_EQ(found.rule.reload_inputs, rules[r].reload_inputs);
+    EXPECT_EQ(found.rule.all_overlap, rules[r].all_overlap);
     // Not allowed to reload: the kept-row rules only.
     const ChunkSearchResult kept =
         smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, false);
-    EXPECT_FALSE(kept.reload_inputs);
+    EXPECT_FALSE(kept.rule.reload_inputs);
     EXPECT_EQ(kept.fits, r != 3);
     // The trainer (--input-rows auto) on the plan found reloads exactly when the rule does: its
     // host-link traffic is the one of that choice made explicitly, under the same budget, not

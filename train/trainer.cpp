@@ -158,16 +158,17 @@ bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& 
   if (config.gpu_memory <= 0) return false;
   const ModelShape shape = memory_shape(dataset, config);
   const std::vector<BudgetRule> rules = budget_rules(shape, true);
-  const BudgetRule* chosen = &rules.back();
-  for (const BudgetRule& rule : rules)
-    if (rule_bytes(plan, shape, rule) <= config.gpu_memory) {
-      chosen = &rule;
+  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, rules);
+  std::size_t chosen = rules.size() - 1;
+  for (std::size_t r = 0; r < rules.size(); ++r)
+    if (bytes[r] <= config.gpu_memory) {
+      chosen = r;
       break;
     }
-  if (!chosen->reload_inputs) return false;
+  if (!rules[chosen].reload_inputs) return false;
   log_info("--input-rows auto: reloading input rows (the memory estimate with kept rows is ",
-           format_bytes(double(rule_bytes(plan, shape, rules.front()))),
-           " per GPU, over --gpu-memory ", format_bytes(double(config.gpu_memory)), ")");
+           format_bytes(double(bytes.front())), " per GPU, over --gpu-memory ",
+           format_bytes(double(config.gpu_memory)), ")");
   return true;
 }
 

@@ -280,6 +280,11 @@ class Device {
 
   // Waits for the work of every lane (host functions included).
   virtual void synchronize() = 0;
+  // Waits for the work of one lane (host functions included); the other lanes run on.
+  virtual void synchronize_lane(Lane lane) {
+    (void)lane;
+    synchronize();
+  }
 };
 
 // Issues work on one lane of a device for a scope, then returns to the compute lane.

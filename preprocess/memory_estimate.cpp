@@ -316,6 +316,18 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int p, const ModelShape&
   // Overlap buffers: the load stage, the flush buffer and its positions, the second block set.
   const std::int64_t before_overlap = e.cuda_setup;
   if (max_loads > 0) tally.optional(max_loads, w.load_max);
+  // With the stage, chunk 0's loads of the last chunk's vertices as rows of its output block
+  // (ScheduleOptions::early_next_pass: a forward pass ends before its last stores).
+  if (max_loads > 0 && shape.layers >= 2) {
+    const std::vector<vertex_t>& v = plan.chunk(0, p).load_vertices;
+    const ChunkPlan& last = plan.chunk(plan.chunks - 1, p);
+    if (std::is_sorted(v.begin(), v.end())) {
+      const auto first = std::lower_bound(v.begin(), v.end(), last.dst_begin);
+      const auto stop =
+          std::lower_bound(v.begin(), v.end(), vertex_t(last.dst_begin + last.num_dst()));
+      if (stop > first) tally.indices(stop - first);
+    }
+  }
   const bool flush_buffer = max_loads > 0 && max_leaves > 0 && w.grad_in_max > 0;
   if (flush_buffer) {
     tally.optional(max_leaves, w.grad_in_max);

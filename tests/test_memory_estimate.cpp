@@ -78,8 +78,9 @@ std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m
 // GCN: no hidden-width buffer); 1.20-1.25 on 20k vertices of 100 features, hidden 256.
 TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
   // The estimate assumes the default schedule: no measurement switch may change it.
-  const char* switches[] = {"SLUICE_TRANSFORM_FIRST", "SLUICE_FUSE_LAST", "SLUICE_KEEP_TAIL",
-                            "SLUICE_STORE_TRANSFORMED", "SLUICE_PREFETCH_NEXT_PASS"};
+  const char* switches[] = {"SLUICE_TRANSFORM_FIRST",    "SLUICE_FUSE_LAST",
+                            "SLUICE_KEEP_TAIL",          "SLUICE_STORE_TRANSFORMED",
+                            "SLUICE_PREFETCH_NEXT_PASS", "SLUICE_EARLY_NEXT_PASS"};
   std::vector<std::unique_ptr<test::ScopedEnv>> unset;
   for (const char* name : switches)
     unset.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));

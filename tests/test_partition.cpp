@@ -257,20 +257,21 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //     leaves 3x1 + destination keys, labels, mask 3x2 = 36 entries, 192 B; batch 1: 48 B +
   //     (6 + 2 + 3x1 + 0 + 2x2 + 2 + 3x3 + 3x2 = 32) x 4 = 176 B; flush positions 3 = 12 B;
   //     the kept tail (vertex 0 | vertices 2, 3: source and block positions per chunk) 2x3 =
-  //     24 B; 412 B.
-  //   CUDA: 66 allocations, each under 256 B, one 256-byte granule each = 16896 B: 12 buffers,
-  //     5 overlap buffers, 36 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
+  //     24 B; batch 0's load of vertex 2 as a row of the last chunk's block (early next pass)
+  //     4 B; 416 B.
+  //   CUDA: 67 allocations, each under 256 B, one 256-byte granule each = 17152 B: 12 buffers,
+  //     5 overlap buffers, 37 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
   //     layout (offsets, columns, self entries, transposed offsets, rows, permutation) and the
   //     transposed-SpMM values. Scratch: the loss and the chunk's predictions, 2 x 256 = 512 B.
-  //   all_constants = max(ceil(16896 x 8 / 7), 16896 + 512) = 19310.
+  //   all_constants = max(ceil(17152 x 8 / 7), 17152 + 512) = 19603.
   //   The budget keeps only the largest chunk's constants on the device: batch 0's take 22
-  //   granules (6 CSR arrays, 16 lists), batch 1's 20 (no pulls), so the setup is 66 - 42 + 22 =
-  //   46 granules = 11776 B. The others are read from host memory, staged into scratch of at
+  //   granules (6 CSR arrays, 16 lists), batch 1's 20 (no pulls), so the setup is 67 - 42 + 22 =
+  //   47 granules = 12032 B. The others are read from host memory, staged into scratch of at
   //   most the largest chunk's 22 granules: scratch 512 + 5632 = 6144 B, and
-  //   total = max(ceil(11776 x 8 / 7), 11776 + 6144) = 17920.
-  //   minimum, without the overlap buffers (5 buffers, the flush positions and the kept tail's
-  //   4 lists: 10 granules): setup 36 granules = 9216 B, max(ceil(9216 x 8 / 7), 9216 + 6144)
-  //   = 15360.
+  //   total = max(ceil(12032 x 8 / 7), 12032 + 6144) = 18176.
+  //   minimum, without the overlap buffers (5 buffers, the flush positions, the kept tail's 4
+  //   lists and the early next pass's list: 11 granules): setup 36 granules = 9216 B,
+  //   max(ceil(9216 x 8 / 7), 9216 + 6144) = 15360.
   ModelShape shape;
   shape.model = "gcn";
   shape.layers = 2;
@@ -280,22 +281,22 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1392);
   EXPECT_EQ(gpu0.overlap, 200);
-  EXPECT_EQ(gpu0.constants, 412);
-  EXPECT_EQ(gpu0.device_bytes(), 2004);
-  EXPECT_EQ(gpu0.cuda_setup, 16896);
+  EXPECT_EQ(gpu0.constants, 416);
+  EXPECT_EQ(gpu0.device_bytes(), 2008);
+  EXPECT_EQ(gpu0.cuda_setup, 17152);
   EXPECT_EQ(gpu0.cuda_scratch, 512);
   EXPECT_EQ(gpu0.cuda_chunk_constants, 42 * 256);
   EXPECT_EQ(gpu0.cuda_largest_chunk, 22 * 256);
-  EXPECT_EQ(gpu0.all_constants, 19310);
-  EXPECT_EQ(gpu0.total, 17920);
-  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 17920);
-  EXPECT_EQ(gpu0.cuda_overlap, 10 * 256);
+  EXPECT_EQ(gpu0.all_constants, 19603);
+  EXPECT_EQ(gpu0.total, 18176);
+  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 18176);
+  EXPECT_EQ(gpu0.cuda_overlap, 11 * 256);
   EXPECT_EQ(gpu0.minimum, 15360);
   // GPU 1 holds one more transition row, and 4 rows leave its last batch.
   EXPECT_GT(estimate_gpu_memory(plan, 1, shape).device_bytes(), gpu0.device_bytes());
   shape.model = "gat";
   shape.heads = 2;
-  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 17920);
+  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 18176);
   shape.model = "gin";  // sluice-train has no GIN
   EXPECT_THROW(estimate_gpu_bytes(plan, 0, shape), InputError);
 }

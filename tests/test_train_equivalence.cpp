@@ -374,6 +374,9 @@ TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
 
   const Plan plan = make_plan(dataset(), 4, 8, true);
   RunSetup s;
+  // Every row from host memory (EarlyNextPassCopiesTheFirstRowsOnTheDevice takes some from the
+  // device), so that the byte counts below follow from the widths alone.
+  test::ScopedEnv host_rows("SLUICE_EARLY_NEXT_PASS", "0");
   const TrainResult first = train(dataset(), plan, train_config(s, 4));
   const TrainResult aggregate =
       train_with("SLUICE_TRANSFORM_FIRST", "0", dataset(), plan, train_config(s, 4));
@@ -484,6 +487,9 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   std::int64_t rows[3];
   std::int64_t p2p[3];
   int k = 0;
+  // Every row from host memory, as the plan's volumes count them (the early next pass takes some
+  // of the fused pass's first rows from the device: EarlyNextPassCopiesTheFirstRowsOnTheDevice).
+  test::ScopedEnv host_rows("SLUICE_EARLY_NEXT_PASS", "0");
   for (const std::string comm : {"baseline", "p2p", "p2p+reuse"}) {
     // The second epoch: from the first on, layer 0's backward pass loads the next epoch's first
     // batch (counted in the epoch that loads it), so every epoch moves one epoch's rows.
@@ -509,6 +515,47 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   EXPECT_EQ(rows[1], 2 * plan.stats.volume_p2p_rows);
   EXPECT_EQ(rows[2], 2 * plan.stats.volume_reuse_rows);
   EXPECT_EQ(rows[0], 2 * plan.stats.volume_baseline_rows);
+}
+
+// A forward pass whose outputs the next pass reads ends without waiting for its last stores
+// (ScheduleOptions::early_next_pass): the next pass's first batch takes the rows of each
+// device's last chunk from that chunk's output block instead of host memory. The numbers are
+// bit-identical, and per such pass the host link loads exactly those rows fewer: the vertices of
+// the last chunk in chunk 0's load list (p2p+reuse: the plan's own lists).
+TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  std::int64_t head = 0;
+  for (int p = 0; p < plan.partitions; ++p) {
+    const ChunkPlan& last = plan.chunk(plan.chunks - 1, p);
+    for (vertex_t v : plan.chunk(0, p).load_vertices)
+      head += v >= last.dst_begin && v < last.dst_begin + last.num_dst();
+  }
+  ASSERT_GT(head, 0);  // else the plan would not exercise the copy
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const int layers : {2, 3})
+      for (const std::string comm : {"p2p+reuse", "p2p", "baseline"}) {
+        RunSetup s;
+        s.model = model;
+        s.layers = layers;
+        TrainConfig config = train_config(s, 2);
+        config.comm = comm;
+        const std::string what = model + " " + std::to_string(layers) + " layers " + comm;
+        const TrainResult early = train(dataset(), plan, config);
+        const TrainResult late = train_with("SLUICE_EARLY_NEXT_PASS", "0", dataset(), plan, config);
+        expect_identical(early, late, what);
+        // Per training epoch, L - 1 forward passes hand over to a pass that reads their outputs;
+        // baseline loads keep waiting for every store.
+        const std::int64_t saved = late.records.back().transfers.h2d_gather_rows -
+                                   early.records.back().transfers.h2d_gather_rows;
+        if (comm == "baseline")
+          EXPECT_EQ(saved, 0) << what;
+        else if (comm == "p2p+reuse")
+          EXPECT_EQ(saved, (layers - 1) * head) << what;
+        else
+          EXPECT_GT(saved, 0) << what;
+        EXPECT_EQ(early.records.back().transfers.d2h_bytes, late.records.back().transfers.d2h_bytes)
+            << what;
+      }
 }
 
 TEST_F(TrainEquivalence, AdamChunkedEqualsUnchunkedOver20Epochs) {

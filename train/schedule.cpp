@@ -496,6 +496,12 @@ struct DeviceState {
   // head_pending_end), loaded during the previous pass (prefetch_next_head()).
   bool head_prefetched = false;
   std::int64_t head_pending_begin = 0, head_pending_end = 0;
+  // Rows of the last chunk's output block that positions [head_split_begin, head_split_end)
+  // load (ScheduleOptions::early_next_pass; empty without a stage or in baseline mode), and
+  // whether the last forward pass's stores may still run (the next pass takes those rows from
+  // the block, and its transfer lane waits for the stores before any host read).
+  Idx head_rows;
+  bool stores_running = false;
   Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
   Idx iota;                         // 0, 1, ... (positions in `leave`)
   Idx chunk_iota;                   // 0, 1, ... (chunk rows: transform_outputs())
@@ -817,6 +823,18 @@ struct Schedule::Impl {
                         s.stage.row_block(begin, end - begin).col_block(0, input_width(layer)));
   }
 
+  // Batch 0's pending rows (the vertices of the device's last chunk) from the last forward
+  // chunk's output block, where they are what store_blocks() writes to host memory.
+  void copy_head_rows(DeviceState& s, const LayerSpec& layer) {
+    const int last = C - 1;
+    const DeviceChunk& ch = s.chunks[std::size_t(last)];
+    const std::int64_t width = input_width(layer);
+    const std::int64_t begin = s.head_pending_begin, n = s.head_pending_end - begin;
+    s.device->wait(kComputed + last % s.num_sets);
+    s.device->gather_rows(rows_of(s.sets[last % s.num_sets].out, ch.num_dst, width), s.head_rows,
+                          s.stage.row_block(begin, n).col_block(0, width));
+  }
+
   // During the last batch of a pass, on the transfer lane: batch 0's rows of the next pass into
   // the stage (once this batch's rows left it), so that pass does not start with a load. When
   // the next pass reads this forward pass's outputs, each device's rows wait for its stores of
@@ -830,6 +848,9 @@ struct Schedule::Impl {
       if (s.stage.empty() || n == 0) continue;
       const std::int64_t begin = next_head_reads_outputs ? s.head_split_begin : n;
       const std::int64_t end = next_head_reads_outputs ? s.head_split_end : n;
+      s.head_prefetched = true;
+      s.head_pending_begin = begin;
+      s.head_pending_end = end;
       if (begin == 0 && end == n) continue;  // every row waits for the next pass
       Device& d = *s.device;
       LaneScope lane(d, Lane::kTransfer);
@@ -841,10 +862,23 @@ struct Schedule::Impl {
       load_stage_part(s, 0, layer, end, n);
       d.phase_end(Phase::kLoad);
       d.mark(kStageReady);
-      s.head_prefetched = true;
-      s.head_pending_begin = begin;
-      s.head_pending_end = end;
     }
+  }
+
+  // Whether the forward pass of `layer` may end without waiting for its last stores
+  // (ScheduleOptions::early_next_pass): the next pass reads its outputs, every device loads them
+  // through its stage, and the rows the next pass's first batch needs of each device's last chunk
+  // can come from the device (head_rows).
+  bool ends_early(const LayerSpec& layer) const {
+    if (!options.early_next_pass || options.comm == CommMode::kBaseline || !next_head ||
+        !next_head_reads_outputs || layer.last || reloads_inputs(*next_head))
+      return false;
+    for (const DeviceState& s : dev) {
+      const std::int64_t pending = s.head_pending_end - s.head_pending_begin;
+      if (s.chunks[0].load_rows.size == 0) continue;
+      if (s.stage.empty() || !s.head_prefetched || s.head_rows.size != pending) return false;
+    }
+    return true;
   }
 
   // On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
@@ -862,17 +896,24 @@ struct Schedule::Impl {
       const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0 &&
                          (!prefetched || s.head_pending_end > s.head_pending_begin);
       const bool set = blocks && s.num_sets > 1 && ch.num_dst > 0;
-      if (!stage && !set) continue;
+      if (!stage && !set && !s.stores_running) continue;
       LaneScope lane(d, Lane::kTransfer);
       if (stage) {
         d.wait(kStageFree);
         d.phase_begin(Phase::kLoad, tag(c));
-        if (prefetched)
+        if (prefetched && s.stores_running)
+          copy_head_rows(s, layer);
+        else if (prefetched)
           load_stage_part(s, 0, layer, s.head_pending_begin, s.head_pending_end);
         else
           load_stage_part(s, c, layer, 0, ch.load_rows.size);
         d.phase_end(Phase::kLoad);
         d.mark(kStageReady);
+      }
+      if (s.stores_running) {
+        // Everything the transfer lane does from here on may read host rows the stores write.
+        for (int k = 0; k < s.num_sets; ++k) d.wait(kStored + k);
+        s.stores_running = false;
       }
       if (set) {
         const int k = c % s.num_sets;
@@ -983,7 +1024,9 @@ struct Schedule::Impl {
       Device& d = *s.device;
       const int k = c % s.num_sets;
       d.wait(kSetReady + k);  // backward blocks prefetched into the set
-      d.wait(kStored + k);    // the set's previous blocks are in host memory
+      // The set's previous blocks are in host memory (a fused transforming layer writes only the
+      // set's dZ, which no store reads: it need not wait for the last forward pass's stores).
+      if (kind != PassKind::kFused || !transforms(layer)) d.wait(kStored + k);
       d.phase_begin(Phase::kCompute, tag(c));
       if (forward) forward_compute(p, c, layer, s.sets[k]);
       if (backward) backward_compute(p, c, layer, s.sets[k], /*fresh=*/forward);
@@ -1369,6 +1412,17 @@ struct Schedule::Impl {
       pull_phase(layer, c);
       compute_phase(layer, c, kind);
     }
+    if (ends_early(layer)) {
+      // The next pass orders its host reads after the stores on the devices (prefetch()); the
+      // host waits only for the compute and transfer lanes, so the cross-device order at the
+      // pass boundary (pulls of the last batch before the owners' next loads) still holds.
+      for (DeviceState& s : dev) {
+        s.device->synchronize_lane(Lane::kCompute);
+        s.device->synchronize_lane(Lane::kTransfer);
+        s.stores_running = true;
+      }
+      return;
+    }
     drain();  // H^{l+1} (and the loss, predictions) complete
   }
 
@@ -1548,6 +1602,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   // second block set (stores and backward block loads behind compute). Before the chunks'
   // constants (ScheduleOptions::overlap_before_constants), or after them.
   int staged = 0, flushed = 0, doubled = 0;
+  // Per device: rows of the last chunk's output block that chunk 0's loads take from it when a
+  // forward pass ends early (ScheduleOptions::early_next_pass), uploaded with the stage.
+  std::vector<std::vector<vertex_t>> head_rows(std::size_t(m.P));
   auto allocate_overlap = [&](int p) {
     DeviceState& s = m.dev[std::size_t(p)];
     Device& d = *s.device;
@@ -1558,6 +1615,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       return;
     }
     ++staged;
+    if (!head_rows[std::size_t(p)].empty())
+      s.head_rows = d.upload(head_rows[std::size_t(p)], "last-chunk rows of the first batch");
     if (leaves > 0 && grad_in_max > 0) {
       s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
       if (!s.leave.empty()) {
@@ -1659,6 +1718,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
         const vertex_t first = last.dst_begin, stop = vertex_t(last.dst_begin + last.num_dst());
         s.head_split_begin = std::lower_bound(v.begin(), v.end(), first) - v.begin();
         s.head_split_end = std::lower_bound(v.begin(), v.end(), stop) - v.begin();
+        if (L >= 2 && options.prefetch_next_pass && options.early_next_pass)
+          for (std::int64_t i = s.head_split_begin; i < s.head_split_end; ++i)
+            head_rows[std::size_t(p)].push_back(v[std::size_t(i)] - first);
       }
     }
     if (keep_tail)

@@ -59,6 +59,12 @@ struct ScheduleOptions {
   // backward blocks during the fused pass's last batch (SLUICE_PREFETCH_NEXT_PASS=0 turns both
   // off, for measuring).
   bool prefetch_next_pass = true;
+  // With prefetch_next_pass: a forward pass whose outputs the next pass reads ends without
+  // waiting for its last stores. The next pass takes its first batch's rows of the last chunk
+  // from the device (the block they are stored from) and starts computing while the stores run;
+  // its later host reads wait for them on the device (SLUICE_EARLY_NEXT_PASS=0 turns it off,
+  // for measuring). Not in baseline mode, whose loads read other devices' rows.
+  bool early_next_pass = true;
   // Keep the last batch's gradient rows of layer 1's backward pass on the device and fill the
   // layer-0 backward's G^1 blocks from them, instead of flushing them to host memory and
   // loading them back (SLUICE_KEEP_TAIL=0 turns it off, for measuring). Not in baseline mode;

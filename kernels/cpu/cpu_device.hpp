@@ -118,6 +118,7 @@ class CpuDevice final : public Device {
   void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) override;
 
   void synchronize() override {}
+  void synchronize_lane(Lane) override {}
 
  private:
   // Accounts `bytes` against the budget (throws OutOfDeviceMemory naming `what`).

@@ -142,6 +142,7 @@ class CudaDevice final : public Device {
   void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) override;
 
   void synchronize() override;
+  void synchronize_lane(Lane lane) override;
 
  private:
   // The current lane's stream: every operation is issued there.

@@ -939,6 +939,11 @@ void CudaDevice::synchronize() {
   for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
 }
 
+void CudaDevice::synchronize_lane(Lane lane) {
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaStreamSynchronize(lanes_[static_cast<int>(lane)].get()));
+}
+
 // ---- lanes, markers, timers ----
 
 void CudaDevice::mark(int marker) {

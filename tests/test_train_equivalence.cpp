@@ -558,6 +558,27 @@ TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
       }
 }
 
+// The fused pass preloads layer 0's first backward block set (ScheduleOptions::preload_chunks 1)
+// or the first two (SLUICE_PRELOAD_CHUNKS=2): the same blocks move either way, only earlier or
+// later, so numbers and transfer counts are identical.
+TEST_F(TrainEquivalence, PreloadedBlocksGiveIdenticalNumbersAndTransfers) {
+  const Plan plan = make_plan(dataset(), 4, 8, true);
+  for (const std::string model : {"gcn", "gat"}) {
+    RunSetup s;
+    s.model = model;
+    const TrainConfig config = train_config(s, 2);
+    const TrainResult one = train(dataset(), plan, config);
+    const TrainResult two = train_with("SLUICE_PRELOAD_CHUNKS", "2", dataset(), plan, config);
+    expect_identical(one, two, model);
+    const TransferCounters& a = one.records.back().transfers;
+    const TransferCounters& b = two.records.back().transfers;
+    EXPECT_GT(a.h2d_block_bytes, 0) << model;
+    EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << model;
+    EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << model;
+    EXPECT_EQ(a.d2h_bytes, b.d2h_bytes) << model;
+  }
+}
+
 TEST_F(TrainEquivalence, AdamChunkedEqualsUnchunkedOver20Epochs) {
   const Plan whole = make_plan(dataset(), 1, 1, false);
   const Plan chunked = make_plan(dataset(), 4, 8, true);

@@ -969,11 +969,12 @@ struct Schedule::Impl {
   }
 
   // The fused pass of a two-layer model whose layer 1 is pretransformed, during its last batch:
-  // the host rows of layer 0's first blocks (dT^1 and A^0 of chunks 0 and 1) into both block
-  // sets, so the backward pass does not start by waiting for them (the fused pass uses only the
-  // sets' dZ). G^1 is complete in host memory but for the kept tail once the flushes of the
-  // batches before the last are: the transfer lane waits for the last of them (kLeaveFree), and
-  // the tail joins the blocks in the backward pass (load_blocks(), preloaded).
+  // the host rows of layer 0's first blocks (dT^1 and A^0 of chunk 0, and of chunk 1 with
+  // ScheduleOptions::preload_chunks = 2) into the block sets, so the backward pass does not start
+  // by waiting for them (the fused pass uses only the sets' dZ). G^1 is complete in host memory but
+  // for the kept tail once the flushes of the batches before the last are: the transfer lane waits
+  // for the last of them (kLeaveFree), and the tail joins the blocks in the backward pass
+  // (load_blocks(), preloaded).
   void preload_next_blocks(const LayerSpec& layer) {
     const LayerSpec& below = model.layers[0];
     if (!options.prefetch_next_pass || layer.index != 1 || !layer.last || !stores_transform(below))
@@ -985,7 +986,7 @@ struct Schedule::Impl {
       LaneScope lane(d, Lane::kTransfer);
       d.wait(kLeaveFree);
       d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
-      for (int c = 0; c < std::min(C, s.num_sets); ++c) {
+      for (int c = 0; c < std::min({C, s.num_sets, options.preload_chunks}); ++c) {
         load_host_blocks(d, s.chunks[std::size_t(c)], below, s.sets[c]);
         s.preloaded = c + 1;
       }

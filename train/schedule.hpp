@@ -65,6 +65,10 @@ struct ScheduleOptions {
   // its later host reads wait for them on the device (SLUICE_EARLY_NEXT_PASS=0 turns it off,
   // for measuring). Not in baseline mode, whose loads read other devices' rows.
   bool early_next_pass = true;
+  // How many of layer 0's first backward blocks the fused pass preloads (prefetch_next_pass): 1
+  // lets the backward pass start on chunk 0 while chunk 1's blocks load behind it; 2 loads both
+  // before it starts (SLUICE_PRELOAD_CHUNKS, for measuring).
+  int preload_chunks = 1;
   // Keep the last batch's gradient rows of layer 1's backward pass on the device and fill the
   // layer-0 backward's G^1 blocks from them, instead of flushing them to host memory and
   // loading them back (SLUICE_KEEP_TAIL=0 turns it off, for measuring). Not in baseline mode;

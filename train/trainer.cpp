@@ -237,6 +237,8 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     options.device_barriers = std::string(barriers) == "1";
   options.prefetch_next_pass = switch_on("SLUICE_PREFETCH_NEXT_PASS");
   options.early_next_pass = switch_on("SLUICE_EARLY_NEXT_PASS");
+  if (const char* preload = std::getenv("SLUICE_PRELOAD_CHUNKS"))
+    options.preload_chunks = std::string(preload) == "2" ? 2 : 1;
   options.keep_tail = switch_on("SLUICE_KEEP_TAIL");
   options.fuse_last_layer = switch_on("SLUICE_FUSE_LAST");
   options.store_transformed = switch_on("SLUICE_STORE_TRANSFORMED");

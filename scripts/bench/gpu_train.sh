@@ -30,7 +30,7 @@
 # with --intermediates=recompute), BARRIERS_AB (0; 1 also runs 2 GPUs with SLUICE_DEVICE_BARRIERS=1,
 # all-device barriers between phases on top of the pairwise order), MODELS ("gcn gat"), COMMS
 # ("p2p+reuse p2p baseline"), AB_ENV (""; space-separated NAME=VALUE settings, each also run on 1
-# and 2 GPUs as a variant, e.g. "SLUICE_GEMM_SPLIT_ROWS=0"), CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1
+# and 2 GPUs and on the CHUNKS2 plans as a variant, e.g. "SLUICE_GEMM_SPLIT_ROWS=0"), CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1
 # writes each run's --trace timeline to $OUT/traces/NAME.json). SLUICE_OP_TIMES=1 in the
 # environment makes every run log its per-operation device times into gpu_train.log;
 # scripts/bench/op_times.py gpu_train.log --runs A B tabulates two runs side by side.
@@ -245,6 +245,12 @@ PY
         tag=$(echo "${setting%%=*}-${setting#*=}" | tr 'A-Z_' 'a-z-')
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-$tag" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 "$setting"
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-$tag" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 "$setting"
+        for c2 in ${CHUNKS2-2}; do
+          [[ $c2 == "$chunks" ]] && continue
+          p2c=$dir/$ds-p2-c$c2-$partitioner-$balance${IMBALANCE:+-imbalance-$IMBALANCE}.plan.h5
+          [[ -f "$p2c" ]] && PLAN_TAG=c$c2 train "$ds-$model-2gpu-c$c2-$tag" "$ds" "$model" 2 "$p2c" \
+            p2p+reuse 0 1 "$setting"
+        done
       done
       if ((${BARRIERS_AB:-0})) && [[ -f "$p2" ]]; then  # all-device barriers between phases
         train "$ds-$model-2gpu-barriers" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 SLUICE_DEVICE_BARRIERS=1

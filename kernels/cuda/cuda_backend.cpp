@@ -109,6 +109,14 @@ CudaBackend::CudaBackend(const BackendOptions& options)
   if (std::getenv("SLUICE_STAGE_CONSTANTS"))
     shared_->stage_constants = flag_from_env("SLUICE_STAGE_CONSTANTS");
   shared_->op_times = flag_from_env("SLUICE_OP_TIMES");
+  if (const char* text = std::getenv("SLUICE_HOST_LINK_BLOCKS_PER_SM")) {
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    SLUICE_INPUT_CHECK(end != text && *end == '\0' && value >= 0 && value <= 64,
+                       "SLUICE_HOST_LINK_BLOCKS_PER_SM must be 0 (uncapped) to 64, got '", text,
+                       "'");
+    shared_->host_link_blocks_per_sm = int(value);
+  }
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d) {
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));

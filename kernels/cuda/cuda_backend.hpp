@@ -49,6 +49,11 @@ struct BackendShared {
   // and lane over the run after the first pass sequence (warm-up) and logged when the device
   // is destroyed (a profiler's per-kernel view where none is installed).
   bool op_times = false;
+  // Thread blocks (of 8 warps) per SM for the zero-copy row transfers over the host link
+  // (load_rows, flush_store_rows), whose warps mostly wait on the link: a grid of one block per 8
+  // rows fills the GPU and slows the compute lane's kernels. SLUICE_HOST_LINK_BLOCKS_PER_SM
+  // (0: one block per 8 rows, uncapped).
+  int host_link_blocks_per_sm = 1;
   // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
   // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
   std::vector<std::vector<bool>> direct_peer, peer_atomics;
@@ -192,6 +197,7 @@ class CudaDevice final : public Device {
 
   int index_;
   int gpu_;
+  unsigned host_link_blocks_ = 0;  // grid cap of zero-copy host-link kernels (0: none)
   std::string name_;
   BackendShared& shared_;
   MemoryAccount account_;    // before every AccountedBuffer member

@@ -105,6 +105,9 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   cusparse_ = CusparseHandle(gpu_, cur());
   SLUICE_CUBLAS(cublasSetMathMode(
       cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  int sms = 0;
+  SLUICE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_));
+  host_link_blocks_ = static_cast<unsigned>(std::max(0, sms * shared.host_link_blocks_per_sm));
 }
 
 CudaDevice::~CudaDevice() {
@@ -306,7 +309,8 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   DeviceGuard guard(gpu_);
   const float* source = host_device_pointer(src, 0, src.rows);
   launch_gather_rows(source, src.ld, src_rows.data, dst.data, dst.ld,
-                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, cur());
+                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, cur(),
+                     host_link_blocks_);
   counters_.h2d_gather_rows += n;
   counters_.h2d_gather_bytes += n * row_bytes(dst);
 }
@@ -473,7 +477,7 @@ void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat 
   // (posted writes, no round trip); host_rows is read wherever the constant lives.
   float* target = const_cast<float*>(host_device_pointer(host, 0, host.rows));
   launch_gather_rows(src.data, src.ld, src_rows.data, target, host.ld, host_rows.data, n, src.cols,
-                     cur());
+                     cur(), host_link_blocks_);
   counters_.d2h_bytes += n * src.cols * kFloat;
 }
 

@@ -100,10 +100,11 @@ unsigned warp_blocks(std::int64_t rows) {
 
 void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
                         std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
-                        std::int64_t cols, cudaStream_t stream) {
+                        std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
-  gather_rows_kernel<<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
-      src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
+  const unsigned blocks = max_blocks > 0 ? std::min(warp_blocks(n), max_blocks) : warp_blocks(n);
+  gather_rows_kernel<<<blocks, detail::kBlockThreads, 0, stream>>>(src, src_ld, src_rows, dst,
+                                                                   dst_ld, dst_rows, n, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -14,9 +14,12 @@ namespace sluice::cuda {
 
 // dst[dst_rows[i]] = src[src_rows[i]] for i < n, `cols` floats per row. src may be a mapped
 // host pointer (zero-copy) or a peer pointer. Warp per row, 16-byte accesses when aligned.
+// max_blocks > 0 caps the grid (a grid-stride loop covers the rest): zero-copy transfers wait on
+// the host link, and a grid of one block per 8 rows would hold the SMs that concurrent compute
+// kernels need.
 void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
                         std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
-                        std::int64_t cols, cudaStream_t stream);
+                        std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
 
 // dst[dst_rows[i]] += src[src_rows[i]] atomically (rows may repeat). system_scope uses
 // atomicAdd_system (dst on a peer GPU that other GPUs may update concurrently).

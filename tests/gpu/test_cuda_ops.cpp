@@ -1189,7 +1189,7 @@ TEST_F(CudaOps, AllReduceAcrossLogicalDevicesOnOneGpu) {
 TEST_F(CudaOps, TransferBandwidthReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
   const auto seconds = [](auto&& f, Device& d) { return best_ms(d, f) * 1e-3; };
-  for (std::int64_t cols : {64, 128, 256}) {
+  for (std::int64_t cols : {48, 64, 100, 128, 256}) {
     const std::int64_t host_rows = (std::int64_t(1) << 30) / (cols * 4);
     HostMat h = backend_->alloc_host(host_rows, cols, "bench host");
     std::vector<vertex_t> sorted;

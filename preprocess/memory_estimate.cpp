@@ -66,7 +66,7 @@ std::vector<LayerFacts> layer_facts(const ModelShape& shape) {
       f.out_width = f.last ? shape.classes : shape.hidden;
       const std::int64_t weight_rows = shape.model == "sage" ? 2 * width : width;
       f.parameters = weight_rows * f.out_width + f.out_width;
-      if (shape.model == "gcn" && f.out_width < width) {
+      if (shape.model == "gcn" && f.last && f.out_width < width) {
         f.transforms = true;  // transform_first: Â (X W) on d_{l+1}-wide rows
         f.transform_width = f.out_width;
       } else {

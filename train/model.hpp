@@ -39,10 +39,9 @@ struct LayerSpec {
   std::int64_t head_width = 0;  // GAT: F
   // GAT: K * F (width of Z = X W); GCN layers that transform first: d_{l+1}.
   std::int64_t transform_width = 0;
-  // A GCN layer that narrows (d_{l+1} < d_l: the last layer, and layer 0 on wide features):
-  // Z = Â (X W) + b instead of (Â X) W + b, so its sparse products run on d_{l+1}-wide rows
-  // (docs/model-math.md). Like GAT's, the layer caches nothing and its rows are transformed once
-  // by their owner (train/schedule.cpp).
+  // GCN's last layer when it narrows (d_{l+1} < d_l): Z = Â (X W) + b instead of (Â X) W + b,
+  // so its sparse products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer
+  // caches nothing and its rows are transformed once by their owner (train/schedule.cpp).
   bool transform_first = false;
   Activation activation = Activation::kNone;
   // Offsets of the layer's tensors in the flat parameter array (-1 when absent).
@@ -73,11 +72,9 @@ struct ModelConfig {
   std::int32_t classes = 0;
   int heads = 8;         // GAT hidden layers
   int output_heads = 1;  // GAT output layer
-  // GCN layers transform first when they narrow (LayerSpec::transform_first); false keeps
-  // (Â X) W everywhere (SLUICE_TRANSFORM_FIRST=0, for measuring); transform_first_hidden false
-  // only the last layer (SLUICE_TRANSFORM_FIRST=last, for measuring).
+  // GCN's last layer transforms first when it narrows (LayerSpec::transform_first); false keeps
+  // (Â X) W everywhere (SLUICE_TRANSFORM_FIRST=0, for measuring).
   bool transform_first = true;
-  bool transform_first_hidden = true;
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).

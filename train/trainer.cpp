@@ -120,9 +120,6 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
   shape.transform_first = switch_on("SLUICE_TRANSFORM_FIRST");
-  const char* transform_first = std::getenv("SLUICE_TRANSFORM_FIRST");
-  shape.transform_first_hidden =
-      transform_first == nullptr || std::string(transform_first) != "last";
   return make_model(shape);
 }
 

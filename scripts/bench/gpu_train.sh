@@ -289,6 +289,8 @@ done
 
 echo "gpu_train: done in $((SECONDS - start)) s; skipped: ${skipped[*]:-none}"
 printf '%s\n' "${skipped[@]}" >"$out/skipped.txt"
+traces=()  # TRACE=1: the summary reads the timelines too
+((${TRACE:-0})) && traces=(--traces "$out/traces")
 python3 scripts/bench/summarize_gpu.py --runs "$runs_file" --pyg "$pyg_file" \
-  --datasets "$out/datasets.jsonl" --machine "$machine" >"$out/gpu_train.md"
+  --datasets "$out/datasets.jsonl" --machine "$machine" "${traces[@]}" >"$out/gpu_train.md"
 cat "$out/gpu_train.md"

@@ -10,11 +10,16 @@ device time per lane, the slowest device's: with overlap the load phase holds th
 backward's block prefetches; without it only the gathers, blocks loading inside compute), host-link
 busy over the epoch = (H2D + D2H bytes) / (s/epoch x 55 GB/s x GPUs), speedup of 2 GPUs over 1 GPU (same
 dataset, model and cap), ratio PyG time / Sluice time (> 1: Sluice faster), and whether the
-three --comm modes are ordered baseline >= p2p >= p2p+reuse.
+three --comm modes are ordered baseline >= p2p >= p2p+reuse. With --traces DIR (the --trace
+files of gpu_train.sh TRACE=1, DIR/NAME.json), also per run and device the host link's busy time
+in the last epoch by the timeline (scripts/bench/trace_summary.py: union of the ranges that move
+data over the link) and the rate while busy ((H2D + D2H bytes) / busy time).
 """
 import argparse
 import json
+import os
 import statistics
+import sys
 
 LINK = 55e9  # host->GPU cudaMemcpy, pinned, per GPU (HARDWARE.md)
 
@@ -71,12 +76,45 @@ def run_stats(run):
             "loss": report.get("final_loss")}
 
 
+def trace_lines(runs, stats, folder):
+    """Host-link busy time per device from each run's timeline (last epoch)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import trace_summary  # same folder; standard library only
+
+    lines = []
+    for r in runs:
+        path = os.path.join(folder, r["name"] + ".json")
+        s = stats.get(r["name"])
+        if not s or not os.path.exists(path):
+            continue
+        try:
+            summary = trace_summary.summarize(path, None)
+        except (ValueError, KeyError, SystemExit) as e:
+            lines.append(f"- {r['name']}: trace not read ({e})")
+            continue
+        t = s["t"]
+        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"]) / max(
+            1, r["gpus"])
+        parts = []
+        for d in summary["devices"]:
+            busy = d["host_link_busy_ms"]
+            rate = moved / (busy * 1e-3) / 1e9 if busy > 0 else 0.0
+            parts.append(f"device {d['device']} {busy:.1f} ms of {summary['wall_ms']:.1f} ms "
+                         f"({100 * d['host_link_busy_fraction']:.0f} %), {rate:.0f} GB/s while busy")
+        lines.append(f"- {r['name']}: " + "; ".join(parts))
+    if not lines:
+        return []
+    return (["Host link by the timeline (last epoch; the rate divides each GPU's share of the "
+             "epoch's H2D + D2H bytes by its busy time):"] + lines + [""])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", required=True)
     ap.add_argument("--pyg", default="")
     ap.add_argument("--datasets", default="")
     ap.add_argument("--machine", default="")
+    ap.add_argument("--traces", default="", help="folder of the runs' --trace files (NAME.json)")
     args = ap.parse_args()
     runs = read_lines(args.runs)
     pyg = {(p.get("dataset"), p.get("model")): p for p in read_lines(args.pyg)} if args.pyg else {}
@@ -195,6 +233,8 @@ def main():
         out.append("Device time per device (2 GPUs):")
         out.extend(lines)
         out.append("")
+    if args.traces:
+        out.extend(trace_lines(runs, stats, args.traces))
     if pyg:
         out.append("PyG peer (one GPU, full graph, same model sizes, median epoch after warm-up):")
         for (ds, model), p in sorted(pyg.items()):

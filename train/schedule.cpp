@@ -535,6 +535,13 @@ Idx upload_or_empty(Device& dev, const std::vector<vertex_t>& values, const std:
   return dev.upload(values, what);
 }
 
+// The positions 0, 1, ..., n - 1 on the device.
+Idx upload_positions(Device& dev, std::int64_t n, const std::string& what) {
+  std::vector<vertex_t> positions(static_cast<std::size_t>(n));
+  std::iota(positions.begin(), positions.end(), 0);
+  return dev.upload(positions, what);
+}
+
 // Rows per GAT slice (transforms of arrivals, flush-time products): large enough for efficient
 // GEMMs, small next to the merged buffer.
 constexpr std::int64_t kSliceRows = 65536;
@@ -1621,9 +1628,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     if (leaves > 0 && grad_in_max > 0) {
       s.leave = d.try_alloc(leaves, grad_in_max, "flush buffer");
       if (!s.leave.empty()) {
-        std::vector<vertex_t> iota(static_cast<std::size_t>(leaves));
-        std::iota(iota.begin(), iota.end(), 0);
-        s.iota = d.upload(iota, "flush positions");
+        s.iota = upload_positions(d, leaves, "flush positions");
         ++flushed;
       }
     }
@@ -1699,15 +1704,9 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
                        M / 4}));
       s.slice_x = d.alloc(rows, aligned_width(arrival_in_max), "transform row slice");
       s.slice_z = d.alloc(rows, tw_max, "transformed-row slice");
-      std::vector<vertex_t> iota(static_cast<std::size_t>(rows));
-      std::iota(iota.begin(), iota.end(), 0);
-      s.slice_iota = d.upload(iota, "slice positions");
+      s.slice_iota = upload_positions(d, rows, "slice positions");
     }
-    if (any_stored_transform) {
-      std::vector<vertex_t> iota(static_cast<std::size_t>(max_dst));
-      std::iota(iota.begin(), iota.end(), 0);
-      s.chunk_iota = d.upload(iota, "chunk row positions");
-    }
+    if (any_stored_transform) s.chunk_iota = upload_positions(d, max_dst, "chunk row positions");
     {
       // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list;
       // baseline loads also hold other devices' rows: then every row waits).

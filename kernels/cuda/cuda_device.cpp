@@ -209,10 +209,9 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
   ConstantBuffer DeviceCsr::*const arrays[] = {
       &DeviceCsr::indptr,    &DeviceCsr::columns, &DeviceCsr::self,      &DeviceCsr::t_indptr,
       &DeviceCsr::t_columns, &DeviceCsr::t_perm,  &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
-  const auto granule = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
-  std::int64_t bytes = stage_values ? granule(host_values->second) : 0;
+  std::int64_t bytes = stage_values ? rounded(host_values->second) : 0;
   for (const auto array : arrays)
-    if ((m.*array).on_host()) bytes += granule((m.*array).bytes());
+    if ((m.*array).on_host()) bytes += rounded((m.*array).bytes());
   if (bytes == 0 || !shared_.stage_constants) return m;
   expect_compute_lane("resident_csr");
   if (staged_csr_ == a.id && staged_values_source_ == (stage_values ? *values : nullptr)) {
@@ -235,7 +234,7 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
     void* target = base + offset;
     SLUICE_CUDA(
         cudaMemcpyAsync(target, source, static_cast<std::size_t>(size), cudaMemcpyDefault, cur()));
-    offset += granule(size);
+    offset += rounded(size);
     counters_.h2d_block_bytes += size;
     return target;
   };

@@ -9,12 +9,9 @@
 
 namespace sluice::cuda {
 
-namespace {
-// Allocation granularity used for accounting (cudaMalloc aligns to 256 bytes).
 std::int64_t rounded(std::int64_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
-}  // namespace
 
 AccountedBuffer& AccountedBuffer::operator=(AccountedBuffer&& other) noexcept {
   if (this != &other) {

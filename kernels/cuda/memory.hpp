@@ -16,6 +16,10 @@ namespace sluice::cuda {
 
 class MemoryAccount;
 
+// Allocation granularity used for accounting (cudaMalloc aligns to 256 bytes): `bytes` rounded
+// up to a multiple of 256.
+std::int64_t rounded(std::int64_t bytes);
+
 // Device memory charged to a MemoryAccount for its lifetime.
 class AccountedBuffer {
  public:

@@ -81,11 +81,6 @@ shopt -s nullglob
 for exe in "$bundle"/gpu_test_*; do
   run_one "$(basename "$exe")" "$exe" --gtest_brief=1 --gtest_filter="$filter"
 done
-if [[ -n "${SLUICE_GPU_BENCH:-}" && -x "$bundle/gpu_test_cuda_ops" ]]; then
-  # The same timing report with the basic (per-head SpMM) GAT backward, for comparison.
-  SLUICE_GAT_KERNELS=basic run_one "bench-gat-basic" "$bundle/gpu_test_cuda_ops" --gtest_brief=1 \
-    --gtest_filter='CudaOps.SparseAndGatTimingReport'
-fi
 if ((run_cpu)); then
   for exe in "$bundle"/test_*; do
     run_one "$(basename "$exe")" "$exe" --gtest_brief=1

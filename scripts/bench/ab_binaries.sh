@@ -3,8 +3,8 @@
 # that drift on the machine hits both. Runs ON the GPU machine from the repository root:
 #   run(command="OLD=.device-old/sluice-train bash scripts/bench/ab_binaries.sh",
 #       carry=[".device-bundle", ".device-old"], kind="nvidia-h200")
-# A = $OLD, B = .device-bundle/sluice-train. A_ENV / B_ENV: environment settings for one side
-# (e.g. A_ENV=SLUICE_KEEP_TAIL=0 with no OLD: one build, a measurement switch off and on).
+# A = $OLD, B = .device-bundle/sluice-train. A_ARGS / B_ARGS: extra sluice-train options for one
+# side (e.g. B_ARGS=--no-overlap with no OLD: one build, an option off and on).
 # Datasets and plans as scripts/bench/gpu_train.sh (same BENCH_DIR, generated when missing).
 # Environment: OLD (default: the B build), DATASETS ("products reddit"), MODELS ("gat"), PARTS
 # ("1": partitions; 2 needs 2 GPUs for GPU counts of 2), CHUNKS (4), EPOCHS (3), REPEAT (2).
@@ -18,7 +18,7 @@ out=${OUT:-$root/out/ab}
 dir=${BENCH_DIR:-/tmp/sluice-gpu-bench}
 new=$bundle/sluice-train
 old=${OLD:-$new}
-[[ -n ${OLD:-} || -n ${A_ENV:-}${B_ENV:-} ]] || { echo "set OLD or A_ENV/B_ENV" >&2; exit 2; }
+[[ -n ${OLD:-} || -n ${A_ARGS:-}${B_ARGS:-} ]] || { echo "set OLD or A_ARGS/B_ARGS" >&2; exit 2; }
 chunks=${CHUNKS:-4}
 epochs=${EPOCHS:-3}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -43,12 +43,12 @@ for ds in ${DATASETS:-products reddit}; do
       for rep in $(seq "${REPEAT:-2}"); do
         for side in A B; do
           exe=$old
-          settings=${A_ENV:-}
-          [[ $side == B ]] && exe=$new && settings=${B_ENV:-}
+          settings=${A_ARGS:-}
+          [[ $side == B ]] && exe=$new && settings=${B_ARGS:-}
           metrics=$dir/runs/ab-$ds-$model-P$parts-$side.jsonl
           rm -f "$metrics"
-          # shellcheck disable=SC2086  # settings: NAME=VALUE words
-          env $settings "$exe" --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
+          # shellcheck disable=SC2086  # settings: option words
+          "$exe" $settings --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
             --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 --dropout 0.5 \
             --device cuda --gpus "$ngpu" --no-progress --metrics "$metrics" >/dev/null 2>&1
           rc=$?

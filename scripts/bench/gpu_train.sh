@@ -25,15 +25,14 @@
 # memory per GPU, of the one-GPU plan with C = 4),
 # PRODUCTS_SCALE (21) and REDDIT_SCALE (18) for a quick smoke run at small sizes, NO_OVERLAP (1:
 # also run 1 and 2 GPUs with --no-overlap, the overlap ablation), SLUICE_RUNS (1; 0 runs only the
-# peer on the uncapped side), CAPPED (1; 0 skips the capped runs), GAT_SPLIT_AB (0; 1 also runs
-# GAT with SLUICE_GAT_LONG_ROW=0, every row on one warp), RECOMPUTE_AB (0; 1 also runs GCN
-# with --intermediates=recompute), BARRIERS_AB (0; 1 also runs 2 GPUs with SLUICE_DEVICE_BARRIERS=1,
-# all-device barriers between phases on top of the pairwise order), MODELS ("gcn gat"), COMMS
-# ("p2p+reuse p2p baseline"), AB_ENV (""; space-separated NAME=VALUE settings, each also run on 1
-# and 2 GPUs and on the CHUNKS2 plans as a variant, e.g. "SLUICE_GEMM_SPLIT_ROWS=0"), CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1
-# writes each run's --trace timeline to $OUT/traces/NAME.json). SLUICE_OP_TIMES=1 in the
-# environment makes every run log its per-operation device times into gpu_train.log;
-# scripts/bench/op_times.py gpu_train.log --runs A B tabulates two runs side by side.
+# peer on the uncapped side), CAPPED (1; 0 skips the capped runs), RECOMPUTE_AB (0; 1 also runs
+# GCN with --intermediates=recompute), MODELS ("gcn gat"), COMMS ("p2p+reuse p2p baseline"),
+# AB_ARGS (""; space-separated sluice-train options --name=value, each also run on 1 and 2 GPUs
+# and on the CHUNKS2 plans as a variant), CAP_AB_ARGS (the same for the capped runs),
+# CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1 writes each run's --trace
+# timeline to $OUT/traces/NAME.json), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
+# per-operation device times into gpu_train.log; scripts/bench/op_times.py gpu_train.log --runs A B
+# tabulates two runs side by side).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -99,26 +98,23 @@ gat_hidden=64
 
 # sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
 train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = --no-overlap]
-  #         [variant: NAME=VALUE environment setting or one --option=value for sluice-train,
-  #          recorded with the run]
+  #         [variant: one --option=value for sluice-train, recorded with the run]
   local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1} variant=${9:-}
   have_time "$name" || return 0
   ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
   local width=(--hidden "$hidden")
   [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
-  local extra=() environment=()
+  local extra=()
   ((overlap)) || extra=(--no-overlap)
-  case $variant in
-    --*) extra+=("$variant") ;;
-    ?*) environment=("$variant") ;;
-  esac
+  [[ -n $variant ]] && extra+=("$variant")
+  ((${OP_TIMES:-0})) && extra+=(--op-times)
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
   if ((${TRACE:-0})); then
     mkdir -p "$out/traces"
     extra+=(--trace "$out/traces/$name.json")
   fi
-  step "$name" env "${environment[@]}" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
+  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
     --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
     --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
@@ -152,8 +148,8 @@ partition() {  # dataset partitions output [extra...]
 # Capped runs: the chunk count comes from `partition --gpu-memory CAP --model M` (a search that
 # builds several plans, bounded by CAP_PARTITION_S seconds), one plan per model (the estimate is
 # the model's: GCN and GAT reach a cap at different C and by different budget rules); a cap the
-# design cannot meet is recorded with partition's own message. CAP_AB_ENV: NAME=VALUE settings,
-# each also run as a variant of every capped run.
+# design cannot meet is recorded with partition's own message. CAP_AB_ARGS: sluice-train
+# options, each also run as a variant of every capped run.
 capped_runs() {  # dataset cap
   local ds=$1 cap=$2 parts plan model width variant
   for parts in ${CAPPED_PARTS:-1 2}; do
@@ -181,8 +177,9 @@ PY
         continue
       fi
       train "$ds-$model-${parts}gpu-cap" "$ds" "$model" "$parts" "$plan" p2p+reuse "$cap"
-      for variant in ${CAP_AB_ENV:-}; do
-        train "$ds-$model-${parts}gpu-cap-${variant%%=*}" "$ds" "$model" "$parts" "$plan" \
+      for variant in ${CAP_AB_ARGS:-}; do
+        tag=$(echo "${variant#--}" | tr '=+_' '---')
+        train "$ds-$model-${parts}gpu-cap-$tag" "$ds" "$model" "$parts" "$plan" \
           p2p+reuse "$cap" 1 "$variant"
       done
     done
@@ -241,8 +238,8 @@ PY
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-nooverlap" "$ds" "$model" 1 "$p1" p2p+reuse 0 0
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-nooverlap" "$ds" "$model" 2 "$p2" p2p+reuse 0 0
       fi
-      for setting in ${AB_ENV:-}; do  # the same runs with one environment setting changed
-        tag=$(echo "${setting%%=*}-${setting#*=}" | tr 'A-Z_' 'a-z-')
+      for setting in ${AB_ARGS:-}; do  # the same runs with one sluice-train option added
+        tag=$(echo "${setting#--}" | tr '=+_' '---')
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-$tag" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 "$setting"
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-$tag" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 "$setting"
         for c2 in ${CHUNKS2-2}; do
@@ -252,20 +249,11 @@ PY
             p2p+reuse 0 1 "$setting"
         done
       done
-      if ((${BARRIERS_AB:-0})) && [[ -f "$p2" ]]; then  # all-device barriers between phases
-        train "$ds-$model-2gpu-barriers" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 SLUICE_DEVICE_BARRIERS=1
-      fi
       if [[ $model != gat ]] && ((${RECOMPUTE_AB:-0})); then  # A^l recomputed, not cached
         [[ -f "$p1" ]] && train "$ds-$model-1gpu-recompute" "$ds" "$model" 1 "$p1" p2p+reuse 0 1 \
           --intermediates=recompute
         [[ -f "$p2" ]] && train "$ds-$model-2gpu-recompute" "$ds" "$model" 2 "$p2" p2p+reuse 0 1 \
           --intermediates=recompute
-      fi
-      if [[ $model == gat ]] && ((${GAT_SPLIT_AB:-0})); then  # hub rows on one warp each
-        [[ -f "$p1" ]] && train "$ds-gat-1gpu-nosplit" "$ds" gat 1 "$p1" p2p+reuse 0 1 \
-          SLUICE_GAT_LONG_ROW=0
-        [[ -f "$p2" ]] && train "$ds-gat-2gpu-nosplit" "$ds" gat 2 "$p2" p2p+reuse 0 1 \
-          SLUICE_GAT_LONG_ROW=0
       fi
     done
   fi

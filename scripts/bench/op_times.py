@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tabulates the per-operation device times that `SLUICE_OP_TIMES=1` makes sluice-train log.
+"""Tabulates the per-operation device times that `sluice-train --op-times` logs.
 
 Usage: scripts/bench/op_times.py LOG [--runs NAME ...] [--lane compute] [--top N] [--json]
 
@@ -61,7 +61,7 @@ def main():
         sys.exit(f"op_times: no op times for {', '.join(missing)} in {args.log} "
                  f"(runs with op times: {', '.join(runs) or 'none'})")
     if not names:
-        sys.exit(f"op_times: no op times in {args.log} (run with SLUICE_OP_TIMES=1)")
+        sys.exit(f"op_times: no op times in {args.log} (run sluice-train with --op-times)")
     chosen = {n: busiest(runs[n], args.lane) for n in names}
     ops = {}
     for n in names:

@@ -6,7 +6,7 @@
 # copy of the Cora dataset (for tests reading SLUICE_SHARED_DATASETS).
 #
 # Usage: scripts/device-build.sh [TARGET...]   (default: every target)
-#   e.g. scripts/device-build.sh gpu_test_cuda_ops
+#   e.g. scripts/device-build.sh gpu_test_cuda_ops   (bundles only the named targets)
 # Then, from the device tool:
 #   run(command="bash scripts/device-test.sh", carry=[".device-bundle"], kind="nvidia-h200")
 #   run(command="bash scripts/bench/gpu_train.sh", carry=[".device-bundle"], kind="nvidia-h200-x2")
@@ -33,6 +33,9 @@ copied=0
 for exe in "$build"/tests/gpu_test_* "$build"/tests/test_* "$build"/bin/sluice-preprocess \
   "$build"/bin/sluice-train; do
   [[ -f "$exe" && -x "$exe" ]] || continue
+  # With targets named, bundle only those (each test executable carries the CUDA kernels, and
+  # all of them together exceed what the device tool carries).
+  if (($# > 0)) && [[ " $* " != *" $(basename "$exe") "* ]]; then continue; fi
   cp "$exe" "$bundle/"
   strip --strip-unneeded "$bundle/$(basename "$exe")"
   copied=$((copied + 1))

@@ -4,41 +4,25 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <set>
 
-#include "common/hash.hpp"
 #include "formats/checkpoint.hpp"
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice {
 namespace {
 
+// 120 vertices, symmetric, 10 features in [-0.5, 0.5), 4 classes, half of the vertices train.
 Dataset resume_dataset() {
-  Dataset d;
+  Dataset d = test::random_symmetric_graph(120, 3, 9);
   d.name = "resume";
-  const vertex_t n = 120;
-  d.num_nodes = n;
-  d.feature_dim = 10;
-  d.num_classes = 4;
-  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
-  for (vertex_t v = 0; v < n; ++v)
-    for (int k = 0; k < 3; ++k) {
-      const auto u = vertex_t(key_hash(9, 1, std::uint64_t(v), std::uint64_t(k)) % n);
-      if (u != v) in[std::size_t(u)].insert(v), in[std::size_t(v)].insert(u);
-    }
-  d.indptr.push_back(0);
-  for (vertex_t v = 0; v < n; ++v) {
-    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);
-    d.indptr.push_back(edge_t(d.indices.size()));
-  }
-  for (std::int64_t i = 0; i < std::int64_t(n) * d.feature_dim; ++i)
-    d.features.push_back(hash_to_unit(key_hash(9, 2, std::uint64_t(i))) - 0.5f);
-  for (vertex_t v = 0; v < n; ++v) {
-    d.labels.push_back(std::int32_t(key_hash(9, 3, std::uint64_t(v)) % 4));
+  test::add_hashed_features(d, 10, 9, -0.5f, 0.5f);
+  test::add_hashed_labels(d, 4, 9);
+  for (vertex_t v = 0; v < d.num_nodes; ++v)
     (v % 2 == 0 ? d.train : v % 4 == 1 ? d.valid : d.test).push_back(v);
-  }
   return d;
 }
 
@@ -92,34 +76,22 @@ class Resume : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
   const Dataset d = resume_dataset();
-  PlanOptions po;
-  po.partitions = 2;
-  po.chunks = 3;
-  po.partitioner = "metis";
-  const Plan plan = build_plan(d, po, compute_fingerprint(d));
+  const Plan plan = test::make_plan(d, test::plan_options(2, 3).partitioner("metis"));
   test::ScratchDir dir;
-  TrainConfig config;
-  config.model = GetParam();
-  config.heads = 2;
-  config.hidden = 6;
-  config.optimizer = "adam";
-  config.lr = 0.02;
-  config.dropout = 0.5;
-  config.seed = 5;
-  config.epochs = 7;
-  config.eval_every = 2;
-  config.progress = false;
-  config.threads = 2;
+  const TrainConfig config = test::train_config()
+                                 .model(GetParam())
+                                 .heads(2)
+                                 .hidden(6)
+                                 .optimizer("adam")
+                                 .lr(0.02)
+                                 .dropout(0.5)
+                                 .seed(5)
+                                 .epochs(7)
+                                 .eval_every(2);
   const TrainResult full = train(d, plan, config);
 
-  TrainConfig first = config;
-  first.epochs = 4;
-  first.checkpoint = dir.file("ck.h5");
-  first.checkpoint_every = 2;
-  train(d, plan, first);
-  TrainConfig second = config;
-  second.checkpoint = dir.file("ck.h5");
-  second.resume = true;
+  train(d, plan, test::train_config(config).epochs(4).checkpoint(dir.file("ck.h5"), 2));
+  const TrainConfig second = test::train_config(config).resume_from(dir.file("ck.h5"));
   const TrainResult resumed = train(d, plan, second);
 
   ASSERT_EQ(resumed.losses.size(), full.losses.size());
@@ -144,7 +116,10 @@ TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
   EXPECT_THROW(train(d, plan, other), InputError);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, Resume, ::testing::Values("gcn", "sage", "gat"));
+INSTANTIATE_TEST_SUITE_P(Models, Resume, ::testing::Values("gcn", "sage", "gat"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 }  // namespace
 }  // namespace sluice

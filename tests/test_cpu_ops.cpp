@@ -14,6 +14,7 @@
 #include "formats/dataset.hpp"
 #include "kernels/cpu/cpu_device.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/reference_model.hpp"
 
 namespace sluice {
@@ -733,11 +734,10 @@ struct WholeGraph {
 
 WholeGraph whole_graph() {
   WholeGraph g;
-  Dataset& d = g.d;
-  d.num_nodes = 7;
   // in-edges: 0<-1,2  1<-0,1(self),3  2<-()  3<-4,5,0  4<-3,6  5<-2,4  6<-0,1,2,3
-  d.indptr = {0, 2, 5, 5, 8, 10, 12, 16};
-  d.indices = {1, 2, 0, 1, 3, 4, 5, 0, 3, 6, 2, 4, 0, 1, 2, 3};
+  g.d = test::graph_from_in_neighbors(
+      {{1, 2}, {0, 1, 3}, {}, {4, 5, 0}, {3, 6}, {2, 4}, {0, 1, 2, 3}});
+  Dataset& d = g.d;
   d.feature_dim = 4;
   d.features = random_floats(28, 50);
   d.num_classes = 3;

@@ -3,19 +3,20 @@
 
 #include "common/error.hpp"
 #include "formats/dataset.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 
 namespace sluice {
 namespace {
 
-// 4 vertices: 0->1, 1->0, 2->1, 3->2 (as in-edge CSR: row v lists sources of edges into v).
+//   1 <----> 0        in-edge CSR: indptr {0, 1, 3, 4, 4}, indices {1, 0, 2, 3}
+//   ^
+//   |
+//   2 <----- 3
 Dataset tiny_dataset() {
-  Dataset d;
+  Dataset d = test::graph_from_edges(4, {{1, 0}, {0, 1}, {2, 1}, {3, 2}});
   d.name = "tiny";
   d.source = "test";
-  d.num_nodes = 4;
-  d.indptr = {0, 1, 3, 4, 4};
-  d.indices = {1, 0, 2, 3};
   d.feature_dim = 2;
   d.features = {0.f, 1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f};
   d.num_classes = 2;

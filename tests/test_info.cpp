@@ -5,21 +5,19 @@
 
 #include "formats/dataset.hpp"
 #include "preprocess/info.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 
 namespace sluice {
 namespace {
 
-//   0 -> 1, 2 -> 1, 1 -> 0, 3 -> 3 (self-loop); vertex 4 isolated.
+//   0 <----> 1 <----- 2      3 -> 3 (self loop)      4 (isolated)
 // In-degrees: 0:1, 1:2, 2:0, 3:1, 4:0.
 Dataset drawn_dataset() {
-  Dataset d;
+  Dataset d = test::graph_from_edges(5, {{1, 0}, {0, 1}, {2, 1}, {3, 3}});
   d.name = "drawn";
   d.source = "test";
   d.options = R"({"format":"test"})";
-  d.num_nodes = 5;
-  d.indptr = {0, 1, 3, 3, 4, 4};
-  d.indices = {1, 0, 2, 3};
   d.feature_dim = 2;
   d.features.assign(10, 0.5f);
   d.num_classes = 3;

@@ -20,64 +20,44 @@
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_verify.hpp"
 #include "preprocess/reorganize.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 
 namespace sluice {
 namespace {
 
-// A random directed multigraph with self-loops, duplicate edges and isolated vertices.
-Dataset random_dataset(std::uint64_t seed, vertex_t n, edge_t m) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<vertex_t>> in(n);
-  for (edge_t e = 0; e < m; ++e) {
-    // Skewed sources so that some vertices are hubs.
-    const vertex_t u = static_cast<vertex_t>(
-        std::min<std::uint64_t>(n - 1, (rng() % n) * (rng() % n) / std::max<vertex_t>(1, n - 1) +
-                                           (rng() % 3 == 0 ? rng() % n : 0)) %
-        n);
-    const vertex_t v = static_cast<vertex_t>(rng() % n);
-    in[v].push_back(u);
-  }
-  Dataset d;
-  d.name = "random";
-  d.num_nodes = n;
-  d.indptr.assign(n + 1, 0);
-  for (vertex_t v = 0; v < n; ++v) {
-    d.indptr[v + 1] = d.indptr[v] + static_cast<edge_t>(in[v].size());
-    d.indices.insert(d.indices.end(), in[v].begin(), in[v].end());
-  }
-  return d;
-}
+using test::Reorganize;
 
-PlanOptions options(int P, int C, const std::string& partitioner, bool reorganize) {
-  PlanOptions o;
-  o.partitions = P;
-  o.chunks = C;
-  o.partitioner = partitioner;
-  o.reorganize = reorganize;
-  o.seed = 7;
-  o.cost_feature_dim = 16;
-  return o;
+// The plans of these tests: P x C with the given partitioner, seed 7, byte statistics for
+// 16-wide rows.
+test::PlanOptionsBuilder options(int P, int C, const std::string& partitioner,
+                                 Reorganize reorganize) {
+  return test::plan_options(P, C)
+      .partitioner(partitioner)
+      .reorganize(reorganize)
+      .seed(7)
+      .cost_feature_dim(16);
 }
 
 TEST(PlanBuilder, RandomGraphsVerify) {
   int built = 0;
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     const vertex_t n = 30 + static_cast<vertex_t>(mix64(seed) % 150);
-    const Dataset d = random_dataset(seed, n, 4 * n);
+    const Dataset d = test::skewed_multigraph(n, 4 * n, seed);
     for (int P : {1, 2, 3, 4}) {
       for (int C : {1, 2, 5, 8}) {
         for (const char* partitioner : {"range", "random", "metis"}) {
           if (P == 1 && std::string(partitioner) != "range") continue;
-          for (bool reorganize : {false, true}) {
+          for (Reorganize reorganize : {Reorganize::kOff, Reorganize::kOn}) {
             SCOPED_TRACE(cat("seed ", seed, " n ", n, " P ", P, " C ", C, " ", partitioner,
-                             reorganize ? " reorganized" : ""));
-            const Plan plan = build_plan(d, options(P, C, partitioner, reorganize), "fp");
+                             reorganize == Reorganize::kOn ? " reorganized" : ""));
+            const Plan plan = test::make_plan(d, options(P, C, partitioner, reorganize));
             EXPECT_EQ(find_plan_violation(d, plan), "");
             EXPECT_LE(plan.stats.cost_after, plan.stats.cost_before);
             EXPECT_LE(plan.stats.volume_reuse_rows, plan.stats.volume_p2p_rows);
             EXPECT_LE(plan.stats.volume_p2p_rows, plan.stats.volume_baseline_rows);
-            if (!reorganize) {
+            if (reorganize == Reorganize::kOff) {
               EXPECT_EQ(plan.stats.cost_after, plan.stats.cost_before);
             }
             ++built;
@@ -90,9 +70,9 @@ TEST(PlanBuilder, RandomGraphsVerify) {
 }
 
 TEST(PlanBuilder, DeterministicForFixedSeed) {
-  const Dataset d = random_dataset(11, 300, 1500);
-  const Plan a = build_plan(d, options(3, 4, "metis", true), "fp");
-  const Plan b = build_plan(d, options(3, 4, "metis", true), "fp");
+  const Dataset d = test::skewed_multigraph(300, 1500, 11);
+  const Plan a = test::make_plan(d, options(3, 4, "metis", Reorganize::kOn));
+  const Plan b = test::make_plan(d, options(3, 4, "metis", Reorganize::kOn));
   EXPECT_EQ(a.new_to_old, b.new_to_old);
   for (std::size_t k = 0; k < a.chunk_plans.size(); ++k) {
     EXPECT_EQ(a.chunk_plans[k].columns, b.chunk_plans[k].columns);
@@ -102,8 +82,8 @@ TEST(PlanBuilder, DeterministicForFixedSeed) {
 
 // Each corruption of one index must be reported by the verifier.
 TEST(PlanVerify, DetectsEveryKindOfCorruption) {
-  const Dataset d = random_dataset(5, 120, 600);
-  const Plan good = build_plan(d, options(3, 4, "metis", true), "fp");
+  const Dataset d = test::skewed_multigraph(120, 600, 5);
+  const Plan good = test::make_plan(d, options(3, 4, "metis", Reorganize::kOn));
   ASSERT_EQ(find_plan_violation(d, good), "");
   int tried = 0;
   auto expect_caught = [&](const char* what, auto mutate) {
@@ -162,19 +142,6 @@ TEST(PlanVerify, DetectsEveryKindOfCorruption) {
   EXPECT_EQ(tried, 16);
 }
 
-// Builds an in-edge CSR from per-destination source lists.
-Dataset dataset_from_lists(const std::vector<std::vector<vertex_t>>& in) {
-  Dataset d;
-  d.name = "hand";
-  d.num_nodes = static_cast<vertex_t>(in.size());
-  d.indptr.assign(in.size() + 1, 0);
-  for (std::size_t v = 0; v < in.size(); ++v) {
-    d.indptr[v + 1] = d.indptr[v] + static_cast<edge_t>(in[v].size());
-    d.indices.insert(d.indices.end(), in[v].begin(), in[v].end());
-  }
-  return d;
-}
-
 // In the spirit of the HongTu paper's Figure 6: 8 vertices, 2 GPUs, 2 batches. Every vertex has
 // two in-edges, so the range partitioner puts 0-3 on GPU 0 and 4-7 on GPU 1, and the chunks are
 // {0,1} {2,3} | {4,5} {6,7}. Natural order: batch 0 = {0,1} + {4,5}, batch 1 = {2,3} + {6,7}.
@@ -190,11 +157,10 @@ Dataset dataset_from_lists(const std::vector<std::vector<vertex_t>>& in) {
 //   remote: (0,0) {4,5} pulled, (1,0) {0,2} pulled, (0,1) {4,5} kept, (1,1) {2,3}: 3 pulled
 //                                                               P2P pulls = 5 rows
 TEST(PlanBuilder, HandExampleTransferCounts) {
-  const Dataset d =
-      dataset_from_lists({{4, 2}, {4, 5}, {4, 5}, {0, 5}, {0, 2}, {2, 6}, {2, 5}, {3, 4}});
-  PlanOptions o = options(2, 2, "range", false);
-  o.cost_feature_dim = 100;
-  const Plan plan = build_plan(d, o, "hand");
+  const Dataset d = test::graph_from_in_neighbors(
+      {{4, 2}, {4, 5}, {4, 5}, {0, 5}, {0, 2}, {2, 6}, {2, 5}, {3, 4}});
+  const Plan plan =
+      test::make_plan(d, options(2, 2, "range", Reorganize::kOff).cost_feature_dim(100));
   ASSERT_EQ(find_plan_violation(d, plan), "");
   EXPECT_EQ(plan.partition_offsets, (std::vector<vertex_t>{0, 4, 8}));
   EXPECT_EQ(plan.new_to_old, (std::vector<vertex_t>{0, 1, 2, 3, 4, 5, 6, 7}));
@@ -314,9 +280,9 @@ TEST(Reorganize, FindsMatchingChunks) {
       in[v].push_back(base + static_cast<vertex_t>(rng() % 40));
     }
   }
-  const Dataset d = dataset_from_lists(in);
-  const Plan natural = build_plan(d, options(2, 4, "range", false), "x");
-  const Plan reorganized = build_plan(d, options(2, 4, "range", true), "x");
+  const Dataset d = test::graph_from_in_neighbors(in);
+  const Plan natural = test::make_plan(d, options(2, 4, "range", Reorganize::kOff));
+  const Plan reorganized = test::make_plan(d, options(2, 4, "range", Reorganize::kOn));
   EXPECT_EQ(find_plan_violation(d, reorganized), "");
   EXPECT_TRUE(reorganized.reorganized);
   EXPECT_DOUBLE_EQ(reorganized.stats.cost_before, natural.stats.cost_after);
@@ -328,11 +294,11 @@ TEST(Reorganize, FindsMatchingChunks) {
 
 TEST(Reorganize, NeverRaisesTheCost) {
   for (std::uint64_t seed = 20; seed < 40; ++seed) {
-    const Dataset d = random_dataset(seed, 200 + static_cast<vertex_t>(seed), 1000);
+    const Dataset d = test::skewed_multigraph(200 + static_cast<vertex_t>(seed), 1000, seed);
     for (int P : {1, 2, 4}) {
       for (int C : {2, 5, 8}) {
-        const Plan off = build_plan(d, options(P, C, "random", false), "x");
-        const Plan on = build_plan(d, options(P, C, "random", true), "x");
+        const Plan off = test::make_plan(d, options(P, C, "random", Reorganize::kOff));
+        const Plan on = test::make_plan(d, options(P, C, "random", Reorganize::kOn));
         EXPECT_DOUBLE_EQ(on.stats.cost_before, off.stats.cost_after);
         EXPECT_LE(on.stats.cost_after, off.stats.cost_after) << seed << " " << P << " " << C;
         if (!on.reorganized) {
@@ -365,11 +331,10 @@ TEST(PlanBuilder, CoraTwoPartitionsFourChunks) {
   }
   std::vector<std::vector<vertex_t>> lists(n);
   for (vertex_t v = 0; v < n; ++v) lists[v].assign(in[v].begin(), in[v].end());
-  const Dataset d = dataset_from_lists(lists);
+  const Dataset d = test::graph_from_in_neighbors(lists);
   EXPECT_EQ(d.num_edges(), 10556);
-  PlanOptions o = options(2, 4, "metis", true);
-  o.cost_feature_dim = 1433;
-  const Plan plan = build_plan(d, o, "cora");
+  const Plan plan =
+      test::make_plan(d, options(2, 4, "metis", Reorganize::kOn).cost_feature_dim(1433));
   EXPECT_EQ(plan.partitioner, "metis");
   EXPECT_EQ(find_plan_violation(d, plan), "");
   // Both partitions hold about half of the work; every chunk is non-empty.
@@ -389,12 +354,12 @@ TEST(PlanBuilder, CoraTwoPartitionsFourChunks) {
 // Large enough for every OpenMP loop to run in parallel: the plan must verify and must not
 // depend on the thread count.
 TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
-  const Dataset d = random_dataset(77, 20000, 100000);
+  const Dataset d = test::skewed_multigraph(20000, 100000, 77);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const Plan serial = build_plan(d, options(3, 5, "metis", true), "x");
+  const Plan serial = test::make_plan(d, options(3, 5, "metis", Reorganize::kOn));
   omp_set_num_threads(std::max(2, threads));
-  const Plan parallel = build_plan(d, options(3, 5, "metis", true), "x");
+  const Plan parallel = test::make_plan(d, options(3, 5, "metis", Reorganize::kOn));
   omp_set_num_threads(threads);
   EXPECT_EQ(find_plan_violation(d, parallel), "");
   EXPECT_EQ(serial.new_to_old, parallel.new_to_old);
@@ -409,26 +374,11 @@ TEST(PlanBuilder, ParallelBuildMatchesSerialBuild) {
   }
 }
 
-// 2000 vertices whose low ids are hubs: vertex v has 200 / (v + 1) + 1 random in-edges.
-Dataset hub_graph() {
-  Dataset d;
-  d.name = "hubs";
-  d.num_nodes = 2000;
-  d.indptr.assign(std::size_t(d.num_nodes) + 1, 0);
-  std::mt19937 rng(5);
-  for (vertex_t v = 0; v < d.num_nodes; ++v) {
-    const int degree = 200 / (v + 1) + 1;
-    for (int k = 0; k < degree; ++k) d.indices.push_back(vertex_t(rng() % d.num_nodes));
-    d.indptr[std::size_t(v) + 1] = edge_t(d.indices.size());
-  }
-  return d;
-}
-
 // A graph whose low ids are hubs (vertex v has 200 / (v + 1) + 1 in-edges): an edge-balanced
 // range split gives partition 0 few vertices, a vertex-balanced one half of them, "both" lands in
 // between; METIS with two constraints balances vertices and edges at once.
 TEST(Partition, BalanceChoosesWhatPartsEqualize) {
-  const Dataset d = hub_graph();
+  const Dataset d = test::hub_graph(2000, 5);
   auto shares = [&](const VertexPartition& partition) {
     double vertices = 0, edges = 0;
     for (vertex_t v = 0; v < d.num_nodes; ++v)
@@ -458,7 +408,7 @@ TEST(Partition, BalanceChoosesWhatPartsEqualize) {
 // --imbalance: METIS's load-imbalance tolerance per constraint (ubvec). A tight vertex
 // tolerance evens the vertex counts of the hub graph; bad lists are input errors.
 TEST(Partition, MetisImbalanceToleranceBoundsTheParts) {
-  const Dataset d = hub_graph();
+  const Dataset d = test::hub_graph(2000, 5);
   auto largest_part = [&](const VertexPartition& partition) {
     std::int64_t zero = 0;
     for (vertex_t v = 0; v < d.num_nodes; ++v) zero += partition.part[std::size_t(v)] == 0;

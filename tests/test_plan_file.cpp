@@ -5,38 +5,24 @@
 #include <hdf5.h>
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "common/error.hpp"
 #include "formats/dataset.hpp"
 #include "formats/hdf5.hpp"
 #include "formats/plan.hpp"
-#include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_verify.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 
 namespace sluice {
 namespace {
 
+// n vertices, m mostly local edges; 4 features i % 7, 3 classes v % 3, every other vertex
+// trains.
 Dataset small_dataset(std::uint64_t seed, vertex_t n = 200, edge_t m = 1200) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::vector<vertex_t>> in(n);
-  for (edge_t e = 0; e < m; ++e) {
-    const vertex_t v = static_cast<vertex_t>(rng() % n);
-    // Mostly local edges so that partitions and chunks have structure.
-    const vertex_t u = rng() % 4 == 0 ? static_cast<vertex_t>(rng() % n)
-                                      : static_cast<vertex_t>((v + rng() % 9) % n);
-    in[v].push_back(u);
-  }
-  Dataset d;
-  d.name = "small";
+  Dataset d = test::local_multigraph(n, m, seed);
   d.source = "test";
-  d.num_nodes = n;
-  d.indptr.assign(n + 1, 0);
-  for (vertex_t v = 0; v < n; ++v) {
-    d.indptr[v + 1] = d.indptr[v] + static_cast<edge_t>(in[v].size());
-    d.indices.insert(d.indices.end(), in[v].begin(), in[v].end());
-  }
   d.feature_dim = 4;
   d.features.resize(std::size_t(n) * 4);
   for (std::size_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 7);
@@ -54,11 +40,7 @@ std::string preprocess(const std::string& arguments) {
 TEST(PlanFile, RoundTripKeepsEverything) {
   test::ScratchDir dir;
   const Dataset d = small_dataset(1);
-  PlanOptions options;
-  options.partitions = 3;
-  options.chunks = 4;
-  options.partitioner = "metis";
-  const Plan plan = build_plan(d, options, compute_fingerprint(d));
+  const Plan plan = test::make_plan(d, test::plan_options(3, 4).partitioner("metis"));
   write_plan(dir.file("plan.h5"), plan);
   const Plan back = read_plan(dir.file("plan.h5"));
   EXPECT_EQ(back.partitions, 3);
@@ -97,11 +79,7 @@ TEST(PlanFile, RoundTripKeepsEverything) {
 TEST(PlanFile, ReadRejectsBrokenShapes) {
   test::ScratchDir dir;
   const Dataset d = small_dataset(2);
-  PlanOptions options;
-  options.partitions = 2;
-  options.chunks = 2;
-  options.partitioner = "range";
-  Plan plan = build_plan(d, options, "x");
+  Plan plan = test::make_plan(d, test::plan_options(2, 2).partitioner("range"));
   plan.chunk_plans[1].columns[0] = 1 << 30;  // outside the merged buffer
   write_plan(dir.file("bad.h5"), plan);
   try {
@@ -213,10 +191,7 @@ TEST(PlanCommands, PartitionStatsVerifyEndToEnd) {
 
 TEST(PlanCommands, MismatchRefusedInLibrary) {
   const Dataset d = small_dataset(4);
-  PlanOptions options;
-  options.partitions = 2;
-  options.chunks = 2;
-  const Plan plan = build_plan(d, options, compute_fingerprint(d));
+  const Plan plan = test::make_plan(d, test::plan_options(2, 2));
   EXPECT_NO_THROW(require_plan_matches(plan, compute_fingerprint(d), "plan.h5", "d.h5"));
   Dataset other = d;
   other.labels[0] = 2;

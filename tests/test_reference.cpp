@@ -10,6 +10,7 @@
 
 #include "common/hash.hpp"
 #include "formats/dataset.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/reference_model.hpp"
 
 namespace sluice {
@@ -18,16 +19,11 @@ namespace {
 using test::ReferenceConfig;
 using test::ReferenceParameters;
 
-// 6 vertices, in-edge lists (row v = sources of edges into v):
-//   0 <- 1, 2      1 <- 0, 1 (a self loop, skipped), 3      2 <- (none)
-//   3 <- 4, 5, 0   4 <- 3                                   5 <- 2, 4
-// Vertex 5 is a training vertex without a label: it is skipped but still counts in |train|.
+// The drawn graph of tests/support/graphs.hpp (6 vertices; 1's self loop is skipped, 2 has no
+// in-edges). Vertex 5 is a training vertex without a label: it is skipped but still counts in
+// |train|.
 Dataset tiny_graph() {
-  Dataset d;
-  d.name = "tiny";
-  d.num_nodes = 6;
-  d.indptr = {0, 2, 5, 5, 8, 9, 11};
-  d.indices = {1, 2, 0, 1, 3, 4, 5, 0, 3, 2, 4};
+  Dataset d = test::drawn_graph();
   d.feature_dim = 3;
   std::mt19937 gen(5);
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -193,31 +189,10 @@ TEST(Reference, OptimizerStepsFollowTheFormulas) {
 }
 
 // Two clusters of 12 vertices (ring plus chords inside each cluster); the class shows in noisy
-// features. Every model learns it: the loss falls by more than half, train accuracy is 1.
-Dataset separable_graph() {
-  Dataset d;
-  d.name = "two-clusters";
-  d.num_nodes = 24;
-  d.feature_dim = 4;
-  d.num_classes = 2;
-  std::mt19937 gen(3);
-  std::normal_distribution<float> noise(0.f, 0.3f);
-  d.indptr.push_back(0);
-  for (vertex_t v = 0; v < 24; ++v) {
-    const vertex_t base = v < 12 ? 0 : 12, i = v - base;
-    for (vertex_t j : {(i + 1) % 12, (i + 11) % 12, (i + 5) % 12}) d.indices.push_back(base + j);
-    d.indptr.push_back(edge_t(d.indices.size()));
-    const int label = v < 12 ? 0 : 1;
-    d.labels.push_back(label);
-    for (int j = 0; j < 4; ++j) d.features.push_back((j == label ? 1.f : 0.f) + noise(gen));
-    (i % 3 == 0 ? d.test : d.train).push_back(v);
-  }
-  d.valid = {1, 13};
-  return d;
-}
-
+// features (tests/support/graphs.hpp). Every model learns it: the loss falls by more than half,
+// train accuracy is 1.
 TEST(Reference, TrainingReducesTheLossOnASeparableGraph) {
-  const Dataset d = separable_graph();
+  const Dataset d = test::two_clusters_dataset();
   for (const std::string model : {"gcn", "sage", "gat"}) {
     ReferenceConfig c;
     c.model = model;

@@ -10,44 +10,29 @@
 #include <sstream>
 #include <string>
 
-#include "common/hash.hpp"
 #include "common/log.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/memory_estimate.hpp"
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 
 namespace sluice {
 namespace {
 
+// n vertices, symmetric; features in [0, 1), 3 classes, a third of the vertices in each split;
+// original ids 1000 + 7 v.
 Dataset small_dataset(vertex_t n, std::uint64_t seed, std::int64_t feature_dim = 6) {
-  Dataset d;
+  Dataset d = test::random_symmetric_graph(n, 3, seed);
   d.name = cat("cli", n);
   d.source = "test";
-  d.num_nodes = n;
-  d.feature_dim = feature_dim;
-  d.num_classes = 3;
-  std::vector<std::set<vertex_t>> in(std::size_t(n), std::set<vertex_t>{});
-  for (vertex_t v = 0; v < n; ++v)
-    for (int k = 0; k < 3; ++k) {
-      const auto u = vertex_t(key_hash(seed, 1, std::uint64_t(v), std::uint64_t(k)) % n);
-      if (u == v) continue;
-      in[std::size_t(u)].insert(v);
-      in[std::size_t(v)].insert(u);
-    }
-  d.indptr.push_back(0);
+  test::add_hashed_features(d, feature_dim, seed, 0.f, 1.f);
+  test::add_hashed_labels(d, 3, seed);
   for (vertex_t v = 0; v < n; ++v) {
-    for (vertex_t u : in[std::size_t(v)]) d.indices.push_back(u);
-    d.indptr.push_back(edge_t(d.indices.size()));
-  }
-  for (std::int64_t i = 0; i < std::int64_t(n) * d.feature_dim; ++i)
-    d.features.push_back(hash_to_unit(key_hash(seed, 2, std::uint64_t(i))));
-  for (vertex_t v = 0; v < n; ++v) {
-    d.labels.push_back(std::int32_t(key_hash(seed, 3, std::uint64_t(v)) % 3));
     (v % 3 == 0 ? d.train : v % 3 == 1 ? d.valid : d.test).push_back(v);
+    d.original_ids.push_back(1000 + 7 * std::int64_t(v));
   }
-  for (vertex_t v = 0; v < n; ++v) d.original_ids.push_back(1000 + 7 * std::int64_t(v));
   return d;
 }
 
@@ -64,14 +49,11 @@ class TrainCli : public ::testing::Test {
     dir_ = new test::ScratchDir();
     const Dataset d = small_dataset(80, 5);
     write_dataset(dir_->file("data.h5"), d);
-    PlanOptions options;
-    options.partitions = 2;
-    options.chunks = 3;
-    options.partitioner = "range";
-    write_plan(dir_->file("plan.h5"), build_plan(d, options, compute_fingerprint(d)));
+    const PlanOptions options = test::plan_options(2, 3).partitioner("range");
+    write_plan(dir_->file("plan.h5"), test::make_plan(d, options));
     const Dataset other = small_dataset(80, 6);
     write_dataset(dir_->file("other.h5"), other);
-    write_plan(dir_->file("other-plan.h5"), build_plan(other, options, compute_fingerprint(other)));
+    write_plan(dir_->file("other-plan.h5"), test::make_plan(other, options));
   }
   static void TearDownTestSuite() {
     delete dir_;
@@ -368,11 +350,8 @@ TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
   // lists (on 80 vertices of 6 features no chunk count lowers the estimate).
   const Dataset d = small_dataset(4000, 5, 64);
   write_dataset(dir_->file("wide.h5"), d);
-  PlanOptions options;
-  options.partitions = 2;
-  options.chunks = 1;
-  options.partitioner = "range";
-  const Plan one_chunk = build_plan(d, options, compute_fingerprint(d));
+  test::PlanOptionsBuilder options = test::plan_options(2, 1).partitioner("range");
+  const Plan one_chunk = test::make_plan(d, options);
   write_plan(dir_->file("plan1.h5"), one_chunk);
   ModelShape shape;
   shape.model = "gcn";
@@ -394,8 +373,7 @@ TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
   EXPECT_GT(chunks, 1);
   EXPECT_NE(failed.output.find("--chunks " + std::to_string(chunks)), std::string::npos)
       << failed.output;
-  options.chunks = chunks;
-  write_plan(dir_->file("plan-fit.h5"), build_plan(d, options, compute_fingerprint(d)));
+  write_plan(dir_->file("plan-fit.h5"), test::make_plan(d, options.chunks(chunks)));
   const auto fitted = test::run_command(run + dir_->file("plan-fit.h5"));
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
 }

@@ -65,6 +65,11 @@ std::string case_name(const Case& c) {
              c.input_rows == "auto" ? "" : "_" + c.input_rows);
 }
 
+// GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << case_name(c);
+}
+
 class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
  public:  // the helpers serve other tests of this file too
   static const Dataset& dataset() {

@@ -7,8 +7,9 @@
 #include <numeric>
 
 #include "formats/importers.hpp"
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/configs.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice::test {
@@ -30,39 +31,32 @@ const Dataset& cora_dataset() {
 }
 
 Plan cora_plan(int partitions, int chunks) {
-  PlanOptions options;
-  options.partitions = partitions;
-  options.chunks = chunks;
-  options.partitioner = partitions == 1 ? "range" : "metis";
-  return build_plan(cora_dataset(), options, compute_fingerprint(cora_dataset()));
+  return make_plan(cora_dataset(), plan_options(partitions, chunks));
 }
 
 TrainConfig cora_gcn_config(std::uint64_t seed) {
-  TrainConfig c;
-  c.model = "gcn";
-  c.layers = 2;
-  c.hidden = 16;
-  c.dropout = 0.5;
-  c.lr = 0.01;
-  c.weight_decay = 5e-4;
-  c.epochs = 200;
-  c.optimizer = "adam";
-  c.feature_norm = "row";
-  c.seed = seed;
-  c.progress = false;
-  c.threads = 1;
-  return c;
+  return train_config()
+      .model("gcn")
+      .layers(2)
+      .hidden(16)
+      .dropout(0.5)
+      .lr(0.01)
+      .weight_decay(5e-4)
+      .epochs(200)
+      .optimizer("adam")
+      .feature_norm("row")
+      .seed(seed)
+      .threads(1);
 }
 
 TrainConfig cora_gat_config(std::uint64_t seed) {
-  TrainConfig c = cora_gcn_config(seed);
-  c.model = "gat";
-  c.heads = 8;
-  c.hidden = 8;
-  c.output_heads = 1;
-  c.dropout = 0.6;
-  c.lr = 0.005;
-  return c;
+  return train_config(cora_gcn_config(seed))
+      .model("gat")
+      .heads(8)
+      .hidden(8)
+      .output_heads(1)
+      .dropout(0.6)
+      .lr(0.005);
 }
 
 std::vector<double> cora_five_seeds(const Plan& plan,

@@ -1,0 +1,141 @@
+// Implementation of tests/support/configs.hpp.
+#include "tests/support/configs.hpp"
+
+namespace sluice::test {
+
+TrainConfigBuilder::TrainConfigBuilder() {
+  config_.progress = false;
+  config_.quiet = true;
+  config_.threads = 2;
+}
+
+TrainConfigBuilder::TrainConfigBuilder(const TrainConfig& start) : config_(start) {}
+
+TrainConfigBuilder& TrainConfigBuilder::model(const std::string& name) {
+  config_.model = name;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::layers(int count) {
+  config_.layers = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::hidden(std::int64_t width) {
+  config_.hidden = width;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::heads(int count) {
+  config_.heads = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::output_heads(int count) {
+  config_.output_heads = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::epochs(int count) {
+  config_.epochs = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::eval_every(int epochs) {
+  config_.eval_every = epochs;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::optimizer(const std::string& name) {
+  config_.optimizer = name;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::lr(double rate) {
+  config_.lr = rate;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::weight_decay(double decay) {
+  config_.weight_decay = decay;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::dropout(double rate) {
+  config_.dropout = rate;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::attention_dropout(double rate) {
+  config_.attention_dropout = rate;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::seed(std::uint64_t value) {
+  config_.seed = value;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::feature_norm(const std::string& norm) {
+  config_.feature_norm = norm;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::comm(const std::string& mode) {
+  config_.comm = mode;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::intermediates(const std::string& mode) {
+  config_.intermediates = mode;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::input_rows(const std::string& mode) {
+  config_.input_rows = mode;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::no_overlap(bool transfers_in_line) {
+  config_.no_overlap = transfers_in_line;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::device(const std::string& name) {
+  config_.device = name;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::threads(int count) {
+  config_.threads = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::gpus(int count) {
+  config_.gpus = count;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::gpu_memory(std::int64_t bytes) {
+  config_.gpu_memory = bytes;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::tf32(bool allowed) {
+  config_.tf32 = allowed;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::checkpoint(const std::string& path, int every_epochs) {
+  config_.checkpoint = path;
+  config_.checkpoint_every = every_epochs;
+  return *this;
+}
+
+TrainConfigBuilder& TrainConfigBuilder::resume_from(const std::string& checkpoint_path) {
+  config_.checkpoint = checkpoint_path;
+  config_.resume = true;
+  return *this;
+}
+
+}  // namespace sluice::test

@@ -1,6 +1,7 @@
 // Choosing the chunk count for a GPU memory budget: the smallest C whose estimated per-GPU peak
-// (preprocess/memory_estimate.hpp) fits. Used by `sluice-preprocess partition --gpu-memory` and
-// by sluice-train to name a chunk count that fits when a plan exceeds --gpu-memory.
+// (train/layout/memory_estimate.hpp) fits, found by the layout library's search
+// (train/layout/chunk_search.hpp) over plans built for each candidate C. Used by
+// `sluice-preprocess partition --gpu-memory`.
 #pragma once
 
 #include <cstdint>
@@ -8,29 +9,24 @@
 
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
-#include "preprocess/memory_estimate.hpp"
 #include "preprocess/partition.hpp"
 #include "preprocess/plan_builder.hpp"
+#include "train/layout/chunk_search.hpp"
+#include "train/layout/memory_estimate.hpp"
 
 namespace sluice {
 
-struct ChunkSearchResult {
-  bool fits = false;                // some C <= the largest tried fits the budget
-  int chunks = 0;                   // the smallest fitting C (fits), else the largest C tried
-  std::int64_t bytes = 0;           // its estimated per-GPU need under the rule that fits
+struct ChunkSearchResult : FittingChunks {
   vertex_t smallest_partition = 0;  // C cannot exceed this (chunks need vertices)
-  // The budget rule it fits under: reloaded input rows (--input-rows) or kept ones, every
-  // overlap buffer or only the required ones.
-  BudgetRule rule;
 };
 
-// Doubling then bisection over C with the natural (not reorganized) layout; deterministic.
-// The budget rules (budget_rules(shape, may_reload), preprocess/memory_estimate.hpp) are tried
-// in order of preference, each over every C, and the first under which some C fits wins.
+// search_fitting_chunks() over plans with the natural (not reorganized) layout of `partition`,
+// C up to the smallest partition's vertex count (at most 65536); deterministic. The budget rules
+// are budget_rules(shape, options, may_reload). Logs each candidate's estimate.
 ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
-                                          PlanOptions options, const std::string& fingerprint,
+                                          PlanOptions plan_options, const std::string& fingerprint,
                                           std::int64_t budget, const ModelShape& shape,
-                                          bool may_reload);
+                                          const LayoutOptions& options, bool may_reload);
 
 // The level-1 assignment a plan was built from (partition of every dataset vertex).
 VertexPartition partition_of_plan(const Plan& plan);

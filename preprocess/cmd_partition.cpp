@@ -15,11 +15,11 @@
 #include "formats/plan.hpp"
 #include "preprocess/chunk_search.hpp"
 #include "preprocess/commands.hpp"
-#include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
 #include "preprocess/plan_stats.hpp"
 #include "preprocess/plan_verify.hpp"
+#include "train/layout/memory_estimate.hpp"
 
 namespace po = boost::program_options;
 
@@ -65,9 +65,10 @@ std::vector<int> parse_counts(const std::string& text) {
 // --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
 ChunkSearchResult choose_chunks(const Dataset& dataset, const VertexPartition& partition,
                                 PlanOptions options, const std::string& fingerprint,
-                                std::int64_t budget, const ModelShape& shape, bool may_reload) {
-  const ChunkSearchResult found =
-      smallest_fitting_chunks(dataset, partition, options, fingerprint, budget, shape, may_reload);
+                                std::int64_t budget, const ModelShape& shape,
+                                const LayoutOptions& layout, bool may_reload) {
+  const ChunkSearchResult found = smallest_fitting_chunks(dataset, partition, options, fingerprint,
+                                                          budget, shape, layout, may_reload);
   SLUICE_INPUT_CHECK(found.fits, "--gpu-memory ", format_bytes(budget), ": even C=", found.chunks,
                      " needs ", format_bytes(found.bytes),
                      " per GPU with only the required buffers (the smallest partition has ",
@@ -188,20 +189,23 @@ int run_partition(const std::vector<std::string>& args) {
   shape.output_heads = output_heads;
   SLUICE_INPUT_CHECK(input_rows == "auto" || input_rows == "keep" || input_rows == "reload",
                      "unknown --input-rows '", input_rows, "' (expected auto, keep or reload)");
-  shape.reload_inputs = input_rows == "reload";
+  // The estimate assumes sluice-train's defaults: p2p+reuse transfers, overlap buffers.
+  LayoutOptions layout;
+  layout.reload_inputs = input_rows == "reload";
   std::int64_t budget = 0;
   // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
   // only the required buffers).
   BudgetRule rule;  // what the chosen C fits under
-  auto fit_bytes = [&](const Plan& p) { return rule_bytes(p, shape, rule); };
+  auto fit_bytes = [&](const Plan& p) { return rule_bytes(p, shape, layout, rule); };
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");
     SLUICE_INPUT_CHECK(budget > 0,
                        "--gpu-memory must be more than 0 bytes to choose a chunk "
                        "count (got '",
                        gpu_memory, "')");
-    const ChunkSearchResult found = choose_chunks(
-        dataset, partition, plan_options, info.fingerprint, budget, shape, input_rows == "auto");
+    const ChunkSearchResult found =
+        choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape, layout,
+                      input_rows == "auto");
     plan_options.chunks = found.chunks;
     rule = found.rule;
   }

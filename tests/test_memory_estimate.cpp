@@ -1,35 +1,71 @@
-// The GPU memory estimate (preprocess/memory_estimate.hpp) against what sluice-train really
-// allocates: one training epoch with the CPU backend, which accounts every device allocation
-// the way the CUDA backend does, for GCN, SAGE and GAT of 1 to 3 layers over plans with one and
-// two partitions. The estimate repeats the trainer's buffer rules (preprocess/ cannot include
-// train/), so any change to the schedule's device buffers must show up here.
+// The GPU memory estimate (train/layout/memory_estimate.hpp) against what the schedule really
+// allocates. The estimate adds up the buffer layout (train/layout/buffer_layout.hpp), so its
+// Device-interface figure must equal the CPU backend's allocated peak to the byte on every
+// device, for every model, depth, width profile, plan shape, transfer scheme and input-row
+// choice; any change to the schedule's device buffers that the layout does not describe fails
+// here. Also: the budget rules, the chunk-count search and the trainer's --input-rows auto.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/error.hpp"
+#include "kernels/ops.hpp"
 #include "preprocess/chunk_search.hpp"
-#include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
 #include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
+#include "train/layout/chunk_search.hpp"
+#include "train/layout/memory_estimate.hpp"
+#include "train/model.hpp"
+#include "train/model_layout.hpp"
+#include "train/schedule.hpp"
 #include "train/trainer.hpp"
 
 namespace sluice {
 namespace {
 
-struct ModelCase {
-  std::string model;
-  int layers = 2;
-  int hidden = 64;
-  int heads = 1;
-  std::string input_rows = "auto";  // sluice-train --input-rows (auto: keep, no budget here)
+// The measurement switches the schedule still reads from the environment: the layout describes
+// their defaults, so none may be set while a test runs.
+class NoMeasurementSwitches {
+ public:
+  NoMeasurementSwitches() {
+    for (const char* name : {"SLUICE_TRANSFORM_FIRST", "SLUICE_FUSE_LAST", "SLUICE_KEEP_TAIL",
+                             "SLUICE_STORE_TRANSFORMED", "SLUICE_PREFETCH_NEXT_PASS",
+                             "SLUICE_EARLY_NEXT_PASS", "SLUICE_OVERLAP_FIRST"})
+      unset_.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));
+  }
+
+ private:
+  std::vector<std::unique_ptr<test::ScopedEnv>> unset_;
 };
+
+// Input, hidden and output widths, none a multiple of 4 (the schedule pads rows to 16 bytes).
+struct Widths {
+  std::string name;
+  std::int64_t features = 0, hidden = 0;
+  std::int32_t classes = 0;
+};
+// Narrowing: GCN's last layer transforms first; widening: no layer does (even with one layer).
+const Widths kNarrowing{"narrowing", 37, 10, 3};
+const Widths kWidening{"widening", 6, 22, 7};
+
+const Dataset& dataset_of(const Widths& widths) {
+  static std::map<std::string, Dataset> datasets;
+  auto it = datasets.find(widths.name);
+  if (it == datasets.end())
+    it = datasets
+             .emplace(widths.name, test::random_dataset(240, 4, widths.features, widths.classes, 11,
+                                                        test::ReverseEdgesIntoSources::kAdd))
+             .first;
+  return it->second;
+}
 
 Plan make_plan(const Dataset& d, int P, int C) {
   PlanOptions options;
@@ -40,102 +76,191 @@ Plan make_plan(const Dataset& d, int P, int C) {
   return build_plan(d, options, compute_fingerprint(d));
 }
 
-// One epoch (training and evaluation) of the case, default options.
-TrainConfig config_of(const ModelCase& m) {
-  TrainConfig config;
-  config.model = m.model;
-  config.layers = m.layers;
-  config.hidden = m.hidden;
-  config.heads = m.heads;
-  config.output_heads = 1;
-  config.input_rows = m.input_rows;
-  config.epochs = 1;
-  config.eval_every = 1;
-  config.threads = 2;
-  config.progress = false;
-  config.quiet = true;
-  return config;
+const Plan& plan_of(const Widths& widths, int P, int C) {
+  static std::map<std::tuple<std::string, int, int>, Plan> plans;
+  const auto key = std::make_tuple(widths.name, P, C);
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_plan(dataset_of(widths), P, C)).first;
+  return it->second;
 }
 
-// The trainer's peak device bytes after that epoch.
-std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m) {
-  const TrainResult result = train(d, plan, config_of(m));
-  EXPECT_EQ(result.records.size(), 1u);
-  return result.records.empty() ? 0 : result.records.front().peak_device_bytes;
+ModelShape shape_of(const std::string& model, int layers, const Widths& widths) {
+  ModelShape shape;
+  shape.model = model;
+  shape.layers = layers;
+  shape.in_dim = widths.features;
+  shape.hidden = widths.hidden;
+  shape.classes = widths.classes;
+  shape.heads = 3;
+  shape.output_heads = 1;
+  return shape;
 }
 
-// Exact for what the Device interface accounts: the estimate's device_bytes() is the CPU
-// backend's peak to the byte (every buffer, overlap buffer, constant and index list). all_constants
-// adds what only the CUDA backend charges (checked by hand against CUDA peaks on an H200: to the
-// byte for GAT, short by cuSPARSE's SpMM workspace, 0.1-0.6 MB, for GCN) and the eighth of the
-// budget the constant store keeps free, so total / peak is
-//   8/7 (1.143) for that headroom
-//   x the CUDA CSR layout over the CPU's: per entry 12 bytes (columns, transposed rows,
-//     permutation) instead of 4, per chunk a transposed offset array over the merged rows, one
-//     self entry per row, and the transposed-SpMM values of the largest chunk (one float per
-//     entry); 256-byte granules per allocation add little at these sizes.
-// Measured here: 1.21-1.36, the most where the sparse structure is the largest share (1-layer
-// GCN: no hidden-width buffer); 1.20-1.25 on 20k vertices of 100 features, hidden 256.
-TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
-  // The estimate assumes the default schedule: no measurement switch may change it.
-  const char* switches[] = {"SLUICE_TRANSFORM_FIRST",    "SLUICE_FUSE_LAST",
-                            "SLUICE_KEEP_TAIL",          "SLUICE_STORE_TRANSFORMED",
-                            "SLUICE_PREFETCH_NEXT_PASS", "SLUICE_EARLY_NEXT_PASS"};
-  std::vector<std::unique_ptr<test::ScopedEnv>> unset;
-  for (const char* name : switches)
-    unset.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));
+ModelSpec model_of(const ModelShape& shape) {
+  ModelConfig config;
+  config.kind = parse_model_kind(shape.model);
+  config.layers = shape.layers;
+  config.in_dim = shape.in_dim;
+  config.hidden = shape.hidden;
+  config.classes = std::int32_t(shape.classes);
+  config.heads = shape.heads;
+  config.output_heads = shape.output_heads;
+  return make_model(config);
+}
 
-  const Dataset d = test::random_dataset(16000, 10, 50, 10, 7, test::ReverseEdgesIntoSources::kAdd);
-  const std::vector<ModelCase> models = {
-      {"gcn", 2, 64, 1},  {"gcn", 3, 64, 1},           {"gcn", 1, 64, 1},
-      {"sage", 2, 64, 1}, {"sage", 3, 64, 1},          {"gat", 2, 16, 4},
-      {"gat", 3, 16, 4},  {"gat", 2, 16, 4, "reload"}, {"gat", 3, 16, 4, "reload"},
-  };
-  const double kBound = 1.40;
-  for (const auto& [P, C] : std::vector<std::pair<int, int>>{{1, 4}, {2, 3}}) {
-    const Plan plan = make_plan(d, P, C);
-    for (const ModelCase& m : models) {
-      const std::string what =
-          cat(m.model, " ", m.layers, " layers ", m.input_rows, ", P=", P, " C=", C);
-      SCOPED_TRACE(what);
-      const ModelShape shape = memory_shape(d, config_of(m));
-      std::int64_t modelled = 0;
-      for (int p = 0; p < P; ++p)
-        modelled = std::max(modelled, estimate_gpu_memory(plan, p, shape).device_bytes());
-      std::int64_t total = 0, budget = 0;
-      for (int p = 0; p < P; ++p) {
-        const GpuMemoryEstimate e = estimate_gpu_memory(plan, p, shape);
-        total = std::max(total, e.all_constants);
-        budget = std::max(budget, e.total);
-        // The budget keeps only the largest chunk's constants on the device.
-        EXPECT_EQ(e.all_constants - e.total > 0, C > 1 || P > 1) << "partition " << p;
-        EXPECT_LE(e.total, e.all_constants);
-        // Without the overlap buffers: less, and at least the working buffers.
-        EXPECT_LT(e.minimum, e.total);
-        EXPECT_GE(e.minimum, e.buffers);
-      }
-      EXPECT_EQ(budget, estimate_peak_gpu_bytes(plan, shape));
-      const std::int64_t peak = trained_peak(d, plan, m);
-      EXPECT_EQ(modelled, peak);
-      EXPECT_GE(total, peak);
-      EXPECT_LE(double(total), kBound * double(peak));
-      if (m.input_rows == "reload") {
-        // Reloading drops X, the transition buffer of the layers' input rows.
-        ModelCase kept = m;
-        kept.input_rows = "keep";
-        const std::int64_t kept_peak = trained_peak(d, plan, kept);
-        const std::int64_t x_bytes = (plan.transition_rows[0] + plan.remote_rows[0]) *
-                                     ((d.feature_dim + 3) / 4 * 4) * std::int64_t(sizeof(float));
-        if (P == 1) {
-          EXPECT_EQ(kept_peak - peak, x_bytes);
-        }
-        EXPECT_GT(kept_peak, peak);
-      }
-      std::printf("%-26s peak %10lld  estimate %10lld  ratio %.3f\n", what.c_str(),
-                  static_cast<long long>(peak), static_cast<long long>(total),
-                  double(total) / double(std::max<std::int64_t>(peak, 1)));
-    }
+void expect_same_layers(const ModelLayers& a, const ModelLayers& b) {
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.parameters, b.parameters);
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (std::size_t l = 0; l < a.layers.size(); ++l) {
+    SCOPED_TRACE(cat("layer ", l));
+    const LayerShape &x = a.layers[l], &y = b.layers[l];
+    EXPECT_EQ(x.index, y.index);
+    EXPECT_EQ(x.last, y.last);
+    EXPECT_EQ(x.in_width, y.in_width);
+    EXPECT_EQ(x.out_width, y.out_width);
+    EXPECT_EQ(x.aggregate_width, y.aggregate_width);
+    EXPECT_EQ(x.transform_width, y.transform_width);
+    EXPECT_EQ(x.heads, y.heads);
+    EXPECT_EQ(x.transform_first, y.transform_first);
   }
+}
+
+// The schedule's setup with the CPU backend and no budget: each device's allocated peak. The
+// CPU backend allocates nothing after setup (EpochAllocatesNothingBeyondSetup).
+std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const ModelSpec& model,
+                                      const LayoutOptions& layout) {
+  BackendOptions backend_options;
+  backend_options.partitions = plan.partitions;
+  backend_options.threads = 1;
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  ScheduleOptions options;
+  options.comm = layout.comm;
+  options.overlap = layout.overlap;
+  options.reload_inputs = layout.reload_inputs;
+  const Schedule schedule(*backend, d, plan, model, options);
+  std::vector<std::int64_t> peaks;
+  for (int p = 0; p < plan.partitions; ++p) peaks.push_back(backend->device(p).peak_bytes());
+  return peaks;
+}
+
+// Every model, depth, width profile, plan shape, transfer scheme and input-row choice (with and
+// without overlap buffers for two partitions): the estimate's device_bytes() is each device's
+// allocated peak, and the model's layers from its description are those make_model builds.
+TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
+  const NoMeasurementSwitches defaults;
+  int cases = 0;
+  for (const Widths& widths : {kNarrowing, kWidening})
+    for (const std::string model : {"gcn", "sage", "gat"})
+      for (int layers = 1; layers <= 3; ++layers) {
+        const ModelShape shape = shape_of(model, layers, widths);
+        const ModelSpec spec = model_of(shape);
+        expect_same_layers(model_layers(shape), model_layers(spec));
+        for (int P = 1; P <= 3; ++P)
+          for (int C = 1; C <= 4; ++C) {
+            const Plan& plan = plan_of(widths, P, C);
+            for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse})
+              for (const bool reload : {false, true})
+                for (const bool overlap : {true, false}) {
+                  if (!overlap && P != 2) continue;
+                  const LayoutOptions layout{comm, overlap, reload};
+                  SCOPED_TRACE(cat(model, " ", layers, " layers ", widths.name, ", P=", P, " C=", C,
+                                   ", ", comm_mode_name(comm), reload ? ", reload" : ", keep",
+                                   overlap ? "" : ", no overlap"));
+                  const std::vector<std::int64_t> peaks =
+                      setup_peaks(dataset_of(widths), plan, spec, layout);
+                  for (int p = 0; p < P; ++p) {
+                    const GpuMemoryEstimate e = estimate_gpu_memory(plan, p, shape, layout);
+                    EXPECT_EQ(e.device_bytes(), peaks[std::size_t(p)]) << "partition " << p;
+                    // The CUDA layout charges at least what the Device interface accounts.
+                    EXPECT_GE(e.cuda_setup, e.device_bytes());
+                    EXPECT_GE(e.all_constants, e.cuda_setup + e.cuda_scratch);
+                    EXPECT_EQ(e.overlap > 0, overlap);
+                    EXPECT_LE(e.minimum, e.total);
+                    if (!overlap) EXPECT_EQ(e.minimum, e.total);
+                  }
+                  ++cases;
+                }
+          }
+      }
+  EXPECT_EQ(cases, 2 * 3 * 3 * 3 * 4 * 3 * 2 + 2 * 3 * 3 * 4 * 3 * 2);
+}
+
+// One training epoch (training and evaluation) through train(): the trainer's peak is the
+// estimate of its configuration (memory_shape, memory_layout_options), so nothing the CPU
+// backend accounts is allocated after setup.
+TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
+  const NoMeasurementSwitches defaults;
+  const Dataset& d = dataset_of(kNarrowing);
+  const Plan& plan = plan_of(kNarrowing, 2, 3);
+  for (const std::string model : {"gcn", "sage", "gat"}) {
+    SCOPED_TRACE(model);
+    TrainConfig config;
+    config.model = model;
+    config.layers = 2;
+    config.hidden = kNarrowing.hidden;
+    config.heads = 3;
+    config.output_heads = 1;
+    config.epochs = 1;
+    config.eval_every = 1;
+    config.threads = 1;
+    config.progress = false;
+    config.quiet = true;
+    const TrainResult result = train(d, plan, config);
+    ASSERT_EQ(result.records.size(), 1u);
+    std::int64_t estimated = 0;
+    for (int p = 0; p < plan.partitions; ++p)
+      estimated = std::max(estimated, estimate_gpu_memory(plan, p, memory_shape(d, config),
+                                                          memory_layout_options(config))
+                                          .device_bytes());
+    EXPECT_EQ(result.records.front().peak_device_bytes, estimated);
+  }
+}
+
+// The CUDA figures by their rules: the per-chunk constants' share, the largest chunk, and the
+// budgets built from them.
+TEST(MemoryEstimate, CudaFiguresFollowTheirRules) {
+  const Plan& plan = plan_of(kNarrowing, 2, 3);
+  const ModelShape shape = shape_of("gat", 2, kNarrowing);
+  const PartitionLayout layout = partition_layout(plan, 0, model_layers(shape), {});
+  const GpuMemoryEstimate e = estimate_layout_memory(layout);
+  std::int64_t setup = 0, chunks = 0, largest = 0, staging = 0, overlap = 0;
+  std::map<int, std::int64_t> per_chunk, staged;
+  for (const BufferSpec& b : layout.buffers) {
+    EXPECT_EQ(cuda_bytes(b) % kCudaGranule, 0) << buffer_role_name(b.role);
+    if (b.kind == BufferKind::kFirstUseScratch) continue;
+    setup += cuda_bytes(b);
+    if (b.group != OverlapGroup::kNone) overlap += cuda_bytes(b);
+    if (!per_chunk_constant(b)) continue;
+    chunks += cuda_bytes(b);
+    per_chunk[b.chunk] += cuda_bytes(b);
+    staged[b.chunk] += cuda_staged_bytes(b);
+  }
+  for (const auto& [chunk, bytes] : per_chunk) largest = std::max(largest, bytes);
+  for (const auto& [chunk, bytes] : staged) staging = std::max(staging, bytes);
+  ASSERT_EQ(per_chunk.size(), 3u);
+  EXPECT_EQ(e.cuda_setup, setup);
+  EXPECT_EQ(e.cuda_overlap, overlap);
+  EXPECT_EQ(e.cuda_chunk_constants, chunks);
+  EXPECT_EQ(e.cuda_largest_chunk, largest);
+  EXPECT_EQ(e.cuda_staging, staging);
+  // Every constant on the device: the setup in seven eighths, the first-use scratch beside it.
+  EXPECT_EQ(e.all_constants, std::max(cuda_budget_with_headroom(setup), setup + e.cuda_scratch));
+  // Constants spilling: seven eighths hold the largest chunk's, the free eighth the scratch.
+  const std::int64_t resident = setup - chunks + largest;
+  const std::int64_t transposed_values = (e.max_nnz * 4 + 255) / 256 * 256;
+  EXPECT_EQ(e.cuda_setup_scratch, transposed_values);
+  const std::int64_t eighth = 8 * (e.cuda_scratch + staging + transposed_values);
+  EXPECT_EQ(e.total,
+            std::min(e.all_constants, std::max(cuda_budget_with_headroom(resident), eighth)));
+  EXPECT_EQ(e.minimum,
+            std::min(e.total, std::max(cuda_budget_with_headroom(resident - overlap), eighth)));
+  // The headroom: ceil(8/7 x resident), whose 7/8 holds the resident bytes.
+  EXPECT_EQ(cuda_budget_with_headroom(7000), 8000);
+  EXPECT_EQ(cuda_budget_with_headroom(7001), 8002);
+  EXPECT_EQ(cuda_granules(1), 256);
+  EXPECT_EQ(cuda_granules(256), 256);
+  EXPECT_EQ(cuda_granules(0), 0);
 }
 
 // The budget rules in order of preference: every overlap buffer before only the required
@@ -149,9 +274,10 @@ TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
     shape.hidden = 16;
     shape.classes = 5;
     shape.heads = 4;
-    shape.reload_inputs = forced;
+    LayoutOptions options;
+    options.reload_inputs = forced;
     std::string text;
-    for (const BudgetRule& rule : budget_rules(shape, may_reload))
+    for (const BudgetRule& rule : budget_rules(shape, options, may_reload))
       text += cat(rule.reload_inputs ? "reload" : "keep", rule.all_overlap ? "+all " : "+min ");
     return text;
   };
@@ -162,10 +288,56 @@ TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
   EXPECT_EQ(rules_of("sage", false, true), "keep+all keep+min ");
 }
 
-// The chunk search takes the first rule under which some C fits, and the trainer's
-// --input-rows auto makes the same choice for the plan it gets.
+// The search against a made-up estimator: doubling then bisection finds the smallest fitting C
+// of the first rule under which any fits, each C estimated once.
+TEST(MemoryEstimate, SearchFindsTheSmallestFittingChunkCount) {
+  const std::vector<BudgetRule> rules = {{false, true}, {false, false}};
+  std::map<int, int> calls;
+  // Rule 0 needs 1000 / C + 200 bytes, rule 1 half that.
+  const ChunkEstimator estimate = [&](int chunks) {
+    ++calls[chunks];
+    const std::int64_t need = 1000 / chunks + 200;
+    return std::vector<std::int64_t>{need, need / 2};
+  };
+  FittingChunks found = search_fitting_chunks(100, 300, rules, estimate);
+  EXPECT_TRUE(found.fits);
+  EXPECT_EQ(found.chunks, 10);  // 1000 / 10 + 200 = 300; C = 9 needs 311
+  EXPECT_EQ(found.bytes, 300);
+  EXPECT_TRUE(found.rule.all_overlap);
+  for (const auto& [chunks, n] : calls) EXPECT_EQ(n, 1) << "C=" << chunks;
+  // Only the second rule fits 205 bytes (the first needs 210 at C = 100): (1000 / C + 200) / 2
+  // <= 205 from C = 5.
+  found = search_fitting_chunks(100, 205, rules, estimate);
+  EXPECT_TRUE(found.fits);
+  EXPECT_EQ(found.chunks, 5);
+  EXPECT_FALSE(found.rule.all_overlap);
+  // Nothing fits 50 bytes: the largest C under the last rule.
+  found = search_fitting_chunks(64, 50, rules, estimate);
+  EXPECT_FALSE(found.fits);
+  EXPECT_EQ(found.chunks, 64);
+  EXPECT_EQ(found.bytes, (1000 / 64 + 200) / 2);
+}
+
+TrainConfig gat_config() {
+  TrainConfig config;
+  config.model = "gat";
+  config.layers = 2;
+  config.hidden = 16;
+  config.heads = 4;
+  config.output_heads = 1;
+  config.epochs = 1;
+  config.eval_every = 1;
+  config.threads = 2;
+  config.progress = false;
+  config.quiet = true;
+  return config;
+}
+
+// The chunk search over real plans takes the first rule under which some C fits, and the
+// trainer's --input-rows auto makes the same choice for the plan it gets.
 TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
-  const Dataset d = test::random_dataset(3000, 8, 40, 5, 3, test::ReverseEdgesIntoSources::kAdd);
+  const NoMeasurementSwitches defaults;
+  const Dataset d = test::random_dataset(800, 8, 40, 5, 3, test::ReverseEdgesIntoSources::kAdd);
   const Plan whole = make_plan(d, 1, 1);
   const VertexPartition partition = partition_of_plan(whole);
   PlanOptions options;
@@ -173,9 +345,9 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   options.partitioner = "range";
   options.reorganize = false;
   const std::string fingerprint = compute_fingerprint(d);
-  ModelCase m{"gat", 2, 16, 4};
-  const ModelShape shape = memory_shape(d, config_of(m));
-  const std::vector<BudgetRule> rules = budget_rules(shape, true);
+  const ModelShape shape = memory_shape(d, gat_config());
+  const LayoutOptions layout;
+  const std::vector<BudgetRule> rules = budget_rules(shape, layout, true);
   ASSERT_EQ(rules.size(), 4u);
   // Each rule's least need over the chunk counts the search tries while doubling (1, 2, 4, ...,
   // then the largest possible).
@@ -185,7 +357,7 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     options.chunks = C;
     const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
     for (std::size_t r = 0; r < rules.size(); ++r)
-      least[r] = std::min(least[r], rule_bytes(plan, shape, rules[r]));
+      least[r] = std::min(least[r], rule_bytes(plan, shape, layout, rules[r]));
     if (C == max_chunks) break;
   }
   // Kept rows need more than reloaded ones, every overlap buffer more than none.
@@ -196,14 +368,14 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     SCOPED_TRACE(cat("budget: rule ", r, "'s least need"));
     const std::int64_t budget = least[r];
     const ChunkSearchResult found =
-        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, true);
+        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, layout, true);
     ASSERT_TRUE(found.fits);
     EXPECT_LE(found.bytes, budget);
     EXPECT_EQ(found.rule.reload_inputs, rules[r].reload_inputs);
     EXPECT_EQ(found.rule.all_overlap, rules[r].all_overlap);
     // Not allowed to reload: the kept-row rules only.
     const ChunkSearchResult kept =
-        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, false);
+        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, layout, false);
     EXPECT_FALSE(kept.rule.reload_inputs);
     EXPECT_EQ(kept.fits, r != 3);
     // The trainer (--input-rows auto) on the plan found reloads exactly when the rule does: its
@@ -211,7 +383,7 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     // the other's (reloading reads the leaving rows' features again).
     options.chunks = found.chunks;
     const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
-    TrainConfig config = config_of(m);
+    TrainConfig config = gat_config();
     config.gpu_memory = budget;
     const auto gathered = [&](const std::string& input_rows) {
       config.input_rows = input_rows;
@@ -224,7 +396,8 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   }
   // Below the last rule's least need nothing fits.
   EXPECT_FALSE(
-      smallest_fitting_chunks(d, partition, options, fingerprint, least[3] - 1, shape, true).fits);
+      smallest_fitting_chunks(d, partition, options, fingerprint, least[3] - 1, shape, layout, true)
+          .fits);
 }
 
 }  // namespace

@@ -13,10 +13,10 @@
 #include "common/log.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
-#include "preprocess/memory_estimate.hpp"
 #include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
+#include "train/layout/memory_estimate.hpp"
 
 namespace sluice {
 namespace {
@@ -343,9 +343,10 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--no-such-option", {"no-such-option"});
 }
 
-// A plan over --gpu-memory fails with a message naming a chunk count that fits; a plan with that
-// chunk count then trains within the same budget.
-TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
+// A plan over --gpu-memory fails with a message giving the plan's estimated need and the
+// sluice-preprocess command that finds a chunk count that fits; the plan that command builds
+// then trains within the same budget.
+TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   // Rows wide enough that the per-row buffers outweigh the sparse structure and the per-chunk
   // lists (on 80 vertices of 6 features no chunk count lowers the estimate).
   const Dataset d = small_dataset(4000, 5, 64);
@@ -359,21 +360,31 @@ TEST_F(TrainCli, OverBudgetNamesAChunkCountThatFits) {
   shape.in_dim = d.feature_dim;
   shape.hidden = 64;
   shape.classes = d.num_classes;
-  const std::int64_t budget = estimate_peak_gpu_bytes(one_chunk, shape) / 2;
+  const std::int64_t need = estimate_peak_gpu_bytes(one_chunk, shape);
+  const std::int64_t budget = need / 2;
   const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("wide.h5") +
                           " --threads 1 --no-progress --epochs 2 --hidden 64 --gpu-memory " +
                           std::to_string(budget) + " --plan ";
   const auto failed = test::run_command(run + dir_->file("plan1.h5"));
   ASSERT_NE(failed.exit_code, 0) << failed.output;
   EXPECT_NE(failed.output.find("out of memory"), std::string::npos) << failed.output;
-  const auto at = failed.output.find(" fits --gpu-memory");
-  ASSERT_NE(at, std::string::npos) << failed.output;
-  const auto c_at = failed.output.rfind("C=", at);
-  const int chunks = std::stoi(failed.output.substr(c_at + 2, at - c_at - 2));
-  EXPECT_GT(chunks, 1);
-  EXPECT_NE(failed.output.find("--chunks " + std::to_string(chunks)), std::string::npos)
+  EXPECT_NE(failed.output.find("needs about " + format_bytes(double(need)) + " per GPU"),
+            std::string::npos)
       << failed.output;
-  write_plan(dir_->file("plan-fit.h5"), test::make_plan(d, options.chunks(chunks)));
+  const std::string expected = "sluice-preprocess partition --dataset " + dir_->file("wide.h5") +
+                               " --partitions 2 --partitioner range --gpu-memory " +
+                               std::to_string(budget) +
+                               " --model gcn --hidden 64 --layers 2 --output PLAN";
+  const auto at = failed.output.find(expected);
+  ASSERT_NE(at, std::string::npos) << failed.output;
+  std::string command = expected;
+  command.replace(0, std::string("sluice-preprocess").size(), test::bin("sluice-preprocess"));
+  command.replace(command.size() - 4, 4, dir_->file("plan-fit.h5"));
+  const auto partitioned = test::run_command(command);
+  ASSERT_EQ(partitioned.exit_code, 0) << partitioned.output;
+  const Plan fitting = read_plan(dir_->file("plan-fit.h5"));
+  EXPECT_GT(fitting.chunks, 1);
+  EXPECT_LE(estimate_peak_gpu_bytes(fitting, shape), budget);
   const auto fitted = test::run_command(run + dir_->file("plan-fit.h5"));
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
 }

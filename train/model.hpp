@@ -8,10 +8,9 @@
 #include <vector>
 
 #include "kernels/ops.hpp"
+#include "train/layout/model_layers.hpp"
 
 namespace sluice {
-
-enum class ModelKind { kGcn, kSage, kGat };
 
 ModelKind parse_model_kind(const std::string& name);  // gcn | sage | gat (InputError otherwise)
 std::string model_kind_name(ModelKind kind);

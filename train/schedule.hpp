@@ -23,14 +23,12 @@
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
 #include "kernels/ops.hpp"
+#include "train/layout/comm_mode.hpp"
 #include "train/model.hpp"
 
 namespace sluice {
 
-// How rows reach a chunk (DESIGN.md, host-link volumes): baseline = every chunk loads all its
-// neighbors from host; p2p = each vertex of T_c crosses the host link once per batch, remote
-// neighbors come from the owner's buffer; p2p+reuse = additionally keep R_c^p in place.
-enum class CommMode { kBaseline, kP2p, kP2pReuse };
+// CommMode (train/layout/comm_mode.hpp) by its --comm name.
 CommMode parse_comm_mode(const std::string& name);
 std::string comm_mode_name(CommMode mode);
 

@@ -18,7 +18,7 @@
 #include "common/memory.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
-#include "preprocess/chunk_search.hpp"
+#include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
 #include "train/timeline.hpp"
 
@@ -123,31 +123,37 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   return make_model(shape);
 }
 
-// The message for a plan that does not fit --gpu-memory: the allocator's complaint plus the
-// chunk count that fits by the memory estimate (same level-1 partition, found by the search
-// `sluice-preprocess partition --gpu-memory` uses) and the command that builds it.
+// The message for a plan that does not fit --gpu-memory: the allocator's complaint, the plan's
+// per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that finds
+// the smallest chunk count that fits (same dataset, partitions, partitioner and model).
 std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& dataset,
                                 const Plan& plan, const TrainConfig& config) {
   std::string message =
       cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
   if (config.gpu_memory <= 0) return message + ": build it with more chunks";
   const ModelShape shape = memory_shape(dataset, config);
-  PlanOptions options;
-  options.partitions = plan.partitions;
-  options.partitioner = plan.partitioner;
-  options.seed = plan.seed;
-  const ChunkSearchResult found =
-      smallest_fitting_chunks(dataset, partition_of_plan(plan), options, plan.dataset_fingerprint,
-                              config.gpu_memory, shape, config.input_rows == "auto");
-  if (!found.fits)
-    return cat(message, "; no chunk count fits --gpu-memory ",
-               format_bytes(double(config.gpu_memory)), " (even C=", found.chunks, " needs about ",
-               format_bytes(double(found.bytes)), " per GPU)");
-  return cat(message, "; C=", found.chunks, " fits --gpu-memory ",
-             format_bytes(double(config.gpu_memory)), " (estimated ",
-             format_bytes(double(found.bytes)), " per GPU): sluice-preprocess partition --dataset ",
-             config.dataset, " --partitions ", plan.partitions, " --partitioner ", plan.partitioner,
-             " --chunks ", found.chunks, " --output PLAN");
+  const LayoutOptions options = memory_layout_options(config);
+  const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
+  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
+  message += cat(" and needs about ", format_bytes(double(bytes.front())),
+                 " per GPU by the memory estimate");
+  if (rules.size() > 1)
+    message += cat(" (", format_bytes(double(bytes.back())), " with ",
+                   budget_rule_name(rules.back()), ")");
+  message += cat(" against --gpu-memory ", format_bytes(double(config.gpu_memory)),
+                 "; the smallest chunk count that fits: sluice-preprocess partition --dataset ",
+                 config.dataset.empty() ? std::string("DATASET") : config.dataset, " --partitions ",
+                 plan.partitions, " --partitioner ", plan.partitioner);
+  if (plan.seed != 0) message += cat(" --seed ", plan.seed);
+  message += cat(" --gpu-memory ", config.gpu_memory, " --model ", config.model, " --hidden ",
+                 config.hidden, " --layers ", config.layers);
+  if (shape.model == "gat")
+    message += cat(" --heads ", config.heads, " --output-heads ", config.output_heads);
+  if (config.input_rows != "auto") message += cat(" --input-rows ", config.input_rows);
+  message += " --output PLAN";
+  if (options.comm != CommMode::kP2pReuse || !options.overlap)
+    message += " (it sizes the buffers of --comm p2p+reuse with overlap)";
+  return message;
 }
 
 // --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
@@ -157,8 +163,9 @@ bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& 
   if (config.input_rows != "auto") return config.input_rows == "reload";
   if (config.gpu_memory <= 0) return false;
   const ModelShape shape = memory_shape(dataset, config);
-  const std::vector<BudgetRule> rules = budget_rules(shape, true);
-  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, rules);
+  const LayoutOptions options = memory_layout_options(config);
+  const std::vector<BudgetRule> rules = budget_rules(shape, options, true);
+  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
   std::size_t chosen = rules.size() - 1;
   for (std::size_t r = 0; r < rules.size(); ++r)
     if (bytes[r] <= config.gpu_memory) {
@@ -183,8 +190,15 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.reload_inputs = config.input_rows == "reload";
   return shape;
+}
+
+LayoutOptions memory_layout_options(const TrainConfig& config) {
+  LayoutOptions options;
+  options.comm = parse_comm_mode(config.comm);
+  options.overlap = !config.no_overlap;
+  options.reload_inputs = config.input_rows == "reload";
+  return options;
 }
 
 std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {

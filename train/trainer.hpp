@@ -11,8 +11,8 @@
 
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
-#include "preprocess/memory_estimate.hpp"
 #include "train/config.hpp"
+#include "train/layout/memory_estimate.hpp"
 #include "train/schedule.hpp"
 
 namespace sluice {
@@ -52,9 +52,10 @@ struct TrainResult {
 // and checkpoint are ignored). Throws InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
 
-// The model shape the memory estimate (preprocess/memory_estimate.hpp) takes for a training
-// configuration on `dataset`.
+// The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)
+// takes for a training configuration on `dataset`.
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config);
+LayoutOptions memory_layout_options(const TrainConfig& config);
 
 // sluice-train: reads the files named in config, trains, writes report/predictions.
 void run_train(const TrainConfig& config);

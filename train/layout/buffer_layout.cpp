@@ -1,0 +1,542 @@
+// Implementation of train/layout/buffer_layout.hpp. The order and the conditions of the buffers
+// below are those of Schedule::Schedule (train/schedule.cpp); the list sizes those of its
+// derive_lists() and tail_lists().
+#include "train/layout/buffer_layout.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/error.hpp"
+
+namespace sluice {
+
+std::int64_t aligned_width(std::int64_t cols) {
+  return (cols + 3) / 4 * 4;
+}
+
+LayerRoles layer_roles(const ModelLayers& model, int l, const LayoutOptions& options) {
+  SLUICE_EXPECTS(l >= 0 && l < int(model.layers.size()), "layer ", l, " of ", model.layers.size());
+  const auto transforms = [&](const LayerShape& layer) {
+    return model.kind == ModelKind::kGat || layer.transform_first;
+  };
+  const auto pretransformed = [&](const LayerShape& layer) {
+    return layer.index > 0 && transforms(layer);
+  };
+  const LayerShape& layer = model.layers[std::size_t(l)];
+  LayerRoles r;
+  r.transforms = transforms(layer);
+  r.pretransformed = pretransformed(layer);
+  r.transforms_on_arrival = r.transforms && !r.pretransformed;
+  r.reloads_inputs = options.reload_inputs && r.transforms_on_arrival;
+  const LayerShape* above = layer.last ? nullptr : &model.layers[std::size_t(l) + 1];
+  r.stores_transform = above && pretransformed(*above);
+  r.input_width = r.pretransformed ? aligned_width(layer.transform_width) : layer.in_width;
+  r.flushed_width = r.pretransformed ? layer.transform_width : layer.in_width;
+  r.output_width = r.stores_transform ? aligned_width(above->transform_width) : layer.out_width;
+  return r;
+}
+
+bool tail_in_flush_buffer(const ModelLayers& model) {
+  if (model.layers.size() < 2) return false;
+  const LayoutOptions defaults;
+  const LayerRoles zero = layer_roles(model, 0, defaults), one = layer_roles(model, 1, defaults);
+  return one.pretransformed ? zero.transforms : one.transforms;
+}
+
+bool keeps_tail(const ModelLayers& model, const LayoutOptions& options) {
+  return model.layers.size() >= 2 && options.comm != CommMode::kBaseline &&
+         (!tail_in_flush_buffer(model) || options.overlap);
+}
+
+BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& options) {
+  std::int64_t in_max = 0, arrival_in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0;
+  std::int64_t block_out_max = 0, out_max = 0, aggregate_max = 0, transform_max = 0;
+  int heads_max = 1;
+  bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
+  for (const LayerShape& layer : model.layers) {
+    const LayerRoles r = layer_roles(model, layer.index, options);
+    any_transform |= r.transforms;
+    any_arrival_transform |= r.transforms_on_arrival;
+    any_stored_transform |= r.stores_transform;
+    if (r.transforms_on_arrival) arrival_in_max = std::max(arrival_in_max, layer.in_width);
+    if (!r.pretransformed && !r.reloads_inputs) in_max = std::max(in_max, layer.in_width);
+    load_max = std::max(load_max, r.input_width);
+    block_out_max = std::max(block_out_max, r.output_width);
+    out_max = std::max(out_max, layer.out_width);
+    aggregate_max = std::max(aggregate_max, layer.aggregate_width);
+    transform_max = std::max(transform_max, layer.transform_width);
+    heads_max = std::max(heads_max, layer.heads);
+    if (layer.index == 0) continue;
+    grad_in_max = std::max(grad_in_max, r.flushed_width);
+    if (!r.transforms) dx_max = std::max(dx_max, layer.in_width);
+  }
+  const bool gat = model.kind == ModelKind::kGat;
+  BufferWidths w;
+  w.transition = in_max > 0 ? aligned_width(in_max) : 0;
+  w.transition_gradient = dx_max > 0 ? aligned_width(dx_max) : 0;
+  w.aggregation = aggregate_max > 0 ? aligned_width(aggregate_max) : 0;
+  w.pre_activation = aligned_width(out_max);
+  w.layer_output = block_out_max;
+  w.second_output_gradient = out_max;
+  w.aggregation_gradient =
+      aggregate_max > 0 || gat ? aligned_width(std::max(aggregate_max, transform_max)) : 0;
+  w.transformed = any_transform ? aligned_width(transform_max) : 0;
+  w.heads = gat ? heads_max : 0;
+  w.head_outputs = gat ? transform_max : 0;
+  w.slice_inputs = any_arrival_transform ? aligned_width(arrival_in_max) : 0;
+  w.slice_transformed = any_arrival_transform ? transform_max : 0;
+  w.load_stage = load_max;
+  w.flush = grad_in_max;
+  w.parameters = std::max<std::int64_t>(model.parameters, 1);
+  w.chunk_row_positions = any_stored_transform;
+  w.tail_in_flush_buffer = tail_in_flush_buffer(model);
+  w.keep_tail = keeps_tail(model, options);
+  return w;
+}
+
+std::int64_t slice_rows(std::int64_t max_loads, std::int64_t max_leaves, std::int64_t merged_rows) {
+  const std::int64_t buffer_rows = std::max<std::int64_t>(merged_rows, 1);
+  return std::max<std::int64_t>(
+      1, std::min({kSliceRows, std::max(max_loads, max_leaves), buffer_rows / 4}));
+}
+
+namespace {
+
+// Entries per owner, owners ascending, owners without entries left out (group_by_owner).
+template <typename Selected>
+std::vector<std::int64_t> per_owner(const ChunkPlan& chunk, int partitions, Selected selected) {
+  std::vector<std::int64_t> count(std::size_t(partitions), 0);
+  for (std::size_t i = 0; i < chunk.remote_owner.size(); ++i)
+    if (selected(i)) ++count[std::size_t(chunk.remote_owner[i])];
+  count.erase(std::remove(count.begin(), count.end(), 0), count.end());
+  return count;
+}
+
+}  // namespace
+
+std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int p, CommMode comm) {
+  const int C = plan.chunks, P = plan.partitions;
+  const std::int64_t merged_rows =
+      std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
+  std::vector<ChunkListSizes> sizes(static_cast<std::size_t>(C));
+  std::vector<std::uint8_t> seen;
+  if (comm == CommMode::kBaseline) seen.assign(std::size_t(merged_rows), 0);
+  for (int c = 0; c < C; ++c) {
+    const ChunkPlan& chunk = plan.chunk(c, p);
+    ChunkListSizes& s = sizes[std::size_t(c)];
+    s.rows = chunk.num_dst();
+    s.nnz = chunk.num_entries();
+    switch (comm) {
+      case CommMode::kBaseline:
+        for (vertex_t column : chunk.columns)
+          if (!seen[std::size_t(column)]) {
+            seen[std::size_t(column)] = 1;
+            ++s.loads;
+          }
+        for (vertex_t column : chunk.columns) seen[std::size_t(column)] = 0;
+        s.leaves = s.loads;
+        break;
+      case CommMode::kP2p:
+        s.loads = std::int64_t(chunk.reuse_count) + std::int64_t(chunk.load_vertices.size());
+        s.leaves = s.loads;
+        s.remote = std::int64_t(chunk.remote_vertices.size());
+        s.pushes = per_owner(chunk, P, [](std::size_t) { return true; });
+        s.pulls = s.pushes;
+        break;
+      case CommMode::kP2pReuse:
+        s.loads = std::int64_t(chunk.load_vertices.size());
+        s.leaves = std::int64_t(chunk.leave_vertices.size());
+        s.remote = std::int64_t(chunk.remote_vertices.size());
+        s.pushes = per_owner(chunk, P, [](std::size_t) { return true; });
+        s.pulls = per_owner(chunk, P, [&](std::size_t i) { return chunk.remote_pull[i] != 0; });
+        break;
+    }
+  }
+  if (comm == CommMode::kBaseline) return sizes;
+  // The last batch's leaving rows by the chunk of p whose destinations they are.
+  std::vector<int> order;  // chunks of p with destinations, by first destination
+  for (int c = 0; c < C; ++c)
+    if (plan.chunk(c, p).num_dst() > 0) order.push_back(c);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return plan.chunk(a, p).dst_begin < plan.chunk(b, p).dst_begin; });
+  // The last batch's leave list holds every row in a transition slot then (in p2p mode too).
+  for (vertex_t v : plan.chunk(C - 1, p).leave_vertices) {
+    const auto it = std::upper_bound(order.begin(), order.end(), v, [&](vertex_t x, int c) {
+      return x < plan.chunk(c, p).dst_begin;
+    });
+    if (it != order.begin()) ++sizes[std::size_t(*(it - 1))].tail;
+  }
+  return sizes;
+}
+
+namespace {
+
+// Chunk 0's loads of the last chunk's vertices (a contiguous run of its load list when sorted).
+std::int64_t head_rows(const Plan& plan, int p, CommMode comm) {
+  if (comm == CommMode::kBaseline) return 0;
+  // p2p's batch 0 loads exactly the plan's loads (no slot is occupied before), sorted.
+  std::vector<vertex_t> v = plan.chunk(0, p).load_vertices;
+  if (comm == CommMode::kP2p) std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) return 0;
+  const ChunkPlan& last = plan.chunk(plan.chunks - 1, p);
+  const auto first = std::lower_bound(v.begin(), v.end(), last.dst_begin);
+  const auto stop = std::lower_bound(v.begin(), v.end(), vertex_t(last.dst_begin + last.num_dst()));
+  return stop - first;
+}
+
+CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
+                   std::vector<std::int32_t>& column_count) {
+  CsrShape csr;
+  csr.rows = chunk.num_dst();
+  csr.cols = merged_rows;
+  csr.nnz = chunk.num_entries();
+  const std::int64_t threshold = cuda_long_row_threshold(csr.nnz);
+  for (std::int64_t r = 0; r < csr.rows; ++r)
+    csr.long_rows +=
+        chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
+  for (vertex_t c : chunk.columns)
+    csr.long_columns += ++column_count[std::size_t(c)] == threshold + 1 ? 1 : 0;
+  for (vertex_t c : chunk.columns) column_count[std::size_t(c)] = 0;
+  return csr;
+}
+
+// Appends buffers, leaving out those of no size (the backends allocate nothing for them).
+class LayoutBuilder {
+ public:
+  explicit LayoutBuilder(std::vector<BufferSpec>& out) : out_(out) {}
+  void add(BufferRole role, BufferKind kind, std::int64_t rows, std::int64_t width,
+           OverlapGroup group = OverlapGroup::kNone, int chunk = -1) {
+    if (rows <= 0 || width <= 0) return;
+    BufferSpec b;
+    b.role = role;
+    b.kind = kind;
+    b.group = group;
+    b.chunk = chunk;
+    b.rows = rows;
+    b.width = width;
+    out_.push_back(b);
+  }
+  void required(BufferRole role, std::int64_t rows, std::int64_t width) {
+    add(role, BufferKind::kRequired, rows, width);
+  }
+  void list(BufferRole role, std::int64_t count, int chunk = -1,
+            OverlapGroup group = OverlapGroup::kNone) {
+    add(role, BufferKind::kConstant, count, 1, group, chunk);
+  }
+  void scratch(BufferRole role, BufferKind kind, std::int64_t rows, std::int64_t width,
+               std::int64_t element_bytes = 4) {
+    add(role, kind, rows, width);
+    if (rows > 0 && width > 0) out_.back().element_bytes = element_bytes;
+  }
+  void csr(int chunk, const CsrShape& shape) {
+    BufferSpec b;
+    b.role = BufferRole::kCsr;
+    b.kind = BufferKind::kConstant;
+    b.chunk = chunk;
+    b.rows = shape.rows;
+    b.width = 1;
+    b.csr = shape;
+    out_.push_back(b);
+  }
+
+ private:
+  std::vector<BufferSpec>& out_;
+};
+
+}  // namespace
+
+PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& model,
+                                 const LayoutOptions& options) {
+  SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p, " of ", plan.partitions);
+  SLUICE_EXPECTS(!model.layers.empty(), "a model without layers");
+  const bool gat = model.kind == ModelKind::kGat;
+  PartitionLayout layout;
+  layout.partition = p;
+  layout.widths = layer_buffer_widths(model, options);
+  const BufferWidths& w = layout.widths;
+  const std::vector<ChunkListSizes> lists = chunk_list_sizes(plan, p, options.comm);
+
+  PartitionSizes& n = layout.sizes;
+  n.merged_rows =
+      std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
+  n.buffer_rows = std::max<std::int64_t>(n.merged_rows, 1);
+  for (const ChunkListSizes& s : lists) {
+    n.chunk_rows = std::max(n.chunk_rows, s.rows);
+    n.max_nnz = std::max(n.max_nnz, s.nnz);
+    n.max_loads = std::max(n.max_loads, s.loads);
+    n.max_leaves = std::max(n.max_leaves, s.leaves);
+  }
+  n.block_rows = std::max<std::int64_t>(n.chunk_rows, 1);
+  if (w.slice_inputs > 0) n.slice_rows = slice_rows(n.max_loads, n.max_leaves, n.merged_rows);
+  if (model.layers.size() >= 2) n.head_rows = head_rows(plan, p, options.comm);
+
+  const std::int64_t M = n.buffer_rows, D = n.block_rows;
+  LayoutBuilder add(layout.buffers);
+  // Required buffers, in the constructor's order.
+  add.required(BufferRole::kTransition, M, w.transition);
+  add.required(BufferRole::kTransitionGradient, M, w.transition_gradient);
+  add.required(BufferRole::kAggregation, D, w.aggregation);
+  add.required(BufferRole::kPreActivation, D, w.pre_activation);
+  add.required(BufferRole::kLayerOutput, D, w.layer_output);
+  add.required(BufferRole::kOutputGradient, D, w.pre_activation);
+  add.required(BufferRole::kAggregationGradient, D, w.aggregation_gradient);
+  add.required(BufferRole::kTransformedRows, M, w.transformed);
+  add.required(BufferRole::kTransformedGradient, M, w.transformed);
+  add.required(BufferRole::kSourceScores, M, w.heads);
+  add.required(BufferRole::kDestinationScores, D, w.heads);
+  add.required(BufferRole::kAttention, std::max<std::int64_t>(n.max_nnz, 1), w.heads);
+  add.required(BufferRole::kHeadOutputs, D, w.head_outputs);
+  add.required(BufferRole::kParameters, 1, w.parameters);
+  add.required(BufferRole::kGradients, 1, w.parameters);
+  add.required(BufferRole::kAdamFirstMoment, 1, w.parameters);
+  add.required(BufferRole::kAdamSecondMoment, 1, w.parameters);
+  add.required(BufferRole::kSliceInputs, n.slice_rows, w.slice_inputs);
+  add.required(BufferRole::kSliceTransformed, n.slice_rows, w.slice_transformed);
+  add.list(BufferRole::kSlicePositions, n.slice_rows);
+  if (w.chunk_row_positions) add.list(BufferRole::kChunkRowPositions, D);
+
+  // Overlap buffers, before the constants: the load stage (and with it the early next pass's
+  // head rows), the flush buffer and its positions, the second block set.
+  const bool stage = options.overlap && n.max_loads > 0;
+  const bool flush = stage && n.max_leaves > 0 && w.flush > 0;
+  if (stage) {
+    add.add(BufferRole::kLoadStage, BufferKind::kOverlap, n.max_loads, w.load_stage,
+            OverlapGroup::kLoadStage);
+    add.list(BufferRole::kHeadRows, n.head_rows, -1, OverlapGroup::kLoadStage);
+  }
+  if (flush) {
+    add.add(BufferRole::kFlushBuffer, BufferKind::kOverlap, n.max_leaves, w.flush,
+            OverlapGroup::kFlushBuffer);
+    add.list(BufferRole::kFlushPositions, n.max_leaves, -1, OverlapGroup::kFlushBuffer);
+  }
+  if (stage) {
+    for (const auto& [role, width] :
+         {std::pair{BufferRole::kSecondLayerOutput, w.layer_output},
+          std::pair{BufferRole::kSecondOutputGradient, w.second_output_gradient},
+          std::pair{BufferRole::kSecondAggregation, w.aggregation}})
+      add.add(role, BufferKind::kOverlap, D, width, OverlapGroup::kSecondBlockSet);
+  }
+
+  // Per-chunk constants.
+  std::vector<std::int32_t> column_count(std::size_t(n.merged_rows), 0);
+  for (int c = 0; c < plan.chunks; ++c) {
+    const ChunkListSizes& s = lists[std::size_t(c)];
+    add.csr(c, csr_shape(plan.chunk(c, p), n.merged_rows, column_count));
+    if (!gat) add.add(BufferRole::kEntryValues, BufferKind::kConstant, 1, s.nnz, {}, c);
+    add.list(BufferRole::kSelfColumns, s.rows, c);
+    add.list(BufferRole::kLoadVertices, s.loads, c);
+    add.list(BufferRole::kLoadSlots, s.loads, c);
+    add.list(BufferRole::kLoadKeys, s.loads, c);
+    for (std::int64_t count : s.pulls) {
+      add.list(BufferRole::kPullOwnerSlots, count, c);
+      add.list(BufferRole::kPullLocalSlots, count, c);
+    }
+    for (std::int64_t count : s.pushes) {
+      add.list(BufferRole::kPushOwnerSlots, count, c);
+      add.list(BufferRole::kPushLocalSlots, count, c);
+    }
+    add.list(BufferRole::kRemoteSlots, s.remote, c);
+    add.list(BufferRole::kLeaveVertices, s.leaves, c);
+    add.list(BufferRole::kLeaveSlots, s.leaves, c);
+    add.list(BufferRole::kLeaveKeys, s.leaves, c);
+    add.list(BufferRole::kDestinationKeys, s.rows, c);
+    add.list(BufferRole::kLabels, s.rows, c);
+    add.list(BufferRole::kTrainMask, s.rows, c);
+  }
+  // The kept tail: in the flush buffer only where there is one.
+  if (w.keep_tail && (!w.tail_in_flush_buffer || flush)) {
+    const OverlapGroup group =
+        w.tail_in_flush_buffer ? OverlapGroup::kFlushBuffer : OverlapGroup::kNone;
+    for (int c = 0; c < plan.chunks; ++c) {
+      add.list(BufferRole::kTailRows, lists[std::size_t(c)].tail, c, group);
+      add.list(BufferRole::kTailPositions, lists[std::size_t(c)].tail, c, group);
+    }
+  }
+
+  // CUDA scratch (kernels/cuda/cuda_device.cpp): the transposed-SpMM values at setup, sized to
+  // the largest chunk; on first use the GAT backward's per-entry, per-source and
+  // per-destination gradients, the loss accumulator and the largest chunk's predictions.
+  add.scratch(BufferRole::kTransposedValues, BufferKind::kSetupScratch, 1, n.max_nnz);
+  if (gat) {
+    const BufferKind first_use = BufferKind::kFirstUseScratch;
+    add.scratch(BufferRole::kGatEntryGradients, first_use, n.max_nnz, w.heads);
+    add.scratch(BufferRole::kGatTransposedWeights, first_use, n.max_nnz, w.heads);
+    add.scratch(BufferRole::kGatSourceScoreGradients, first_use, n.merged_rows, w.heads);
+    add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
+  }
+  add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 1, sizeof(double));
+  add.scratch(BufferRole::kPredictions, BufferKind::kFirstUseScratch, D, 1, sizeof(std::int32_t));
+  return layout;
+}
+
+bool per_chunk_constant(const BufferSpec& b) {
+  return b.kind == BufferKind::kConstant && b.chunk >= 0 && b.role != BufferRole::kTailRows &&
+         b.role != BufferRole::kTailPositions;
+}
+
+std::int64_t device_bytes(const BufferSpec& b) {
+  switch (b.kind) {
+    case BufferKind::kSetupScratch:
+    case BufferKind::kFirstUseScratch:
+      return 0;
+    default:
+      break;
+  }
+  if (b.role == BufferRole::kCsr)
+    return (b.csr.rows + 1) * std::int64_t(sizeof(edge_t)) +
+           b.csr.nnz * std::int64_t(sizeof(vertex_t));
+  return b.rows * b.width * b.element_bytes;
+}
+
+std::int64_t cuda_granules(std::int64_t bytes) {
+  return (bytes + kCudaGranule - 1) / kCudaGranule * kCudaGranule;
+}
+
+std::int64_t cuda_long_row_threshold(std::int64_t nnz) {
+  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
+}
+
+namespace {
+
+// The CUDA CSR's arrays, each a separate allocation (sparse.cpp, upload_structure()).
+std::int64_t cuda_csr_bytes(const CsrShape& csr) {
+  const std::int64_t index = csr.nnz >= std::numeric_limits<std::int32_t>::max() ? 8 : 4;
+  const std::int64_t vertex = sizeof(vertex_t);
+  return cuda_granules(csr.long_rows * vertex) + cuda_granules((csr.rows + 1) * index) +
+         cuda_granules(csr.nnz * index) +           // columns
+         cuda_granules(csr.rows * vertex) +         // self entries
+         cuda_granules((csr.cols + 1) * index) +    // transposed offsets
+         cuda_granules(csr.nnz * index) +           // transposed rows
+         cuda_granules(csr.nnz * index) +           // transpose permutation
+         cuda_granules(csr.long_columns * vertex);  // long transposed rows
+}
+
+}  // namespace
+
+std::int64_t cuda_bytes(const BufferSpec& b) {
+  if (b.role == BufferRole::kCsr) return cuda_csr_bytes(b.csr);
+  return cuda_granules(b.rows * b.width * b.element_bytes);
+}
+
+std::int64_t cuda_staged_bytes(const BufferSpec& b) {
+  if (b.role == BufferRole::kCsr || b.role == BufferRole::kEntryValues) return cuda_bytes(b);
+  return 0;
+}
+
+std::int64_t cuda_budget_with_headroom(std::int64_t resident) {
+  const std::int64_t kept = kCudaHeadroomDivisor - 1;
+  return (resident * kCudaHeadroomDivisor + kept - 1) / kept;
+}
+
+const char* buffer_role_name(BufferRole role) {
+  switch (role) {
+    case BufferRole::kTransition:
+      return "transition buffer X";
+    case BufferRole::kTransitionGradient:
+      return "transition gradient dX";
+    case BufferRole::kAggregation:
+      return "aggregation A";
+    case BufferRole::kPreActivation:
+      return "pre-activation Z";
+    case BufferRole::kLayerOutput:
+      return "layer output";
+    case BufferRole::kOutputGradient:
+      return "output gradient dZ";
+    case BufferRole::kAggregationGradient:
+      return "gradient dA";
+    case BufferRole::kTransformedRows:
+      return "transformed rows Zm";
+    case BufferRole::kTransformedGradient:
+      return "transformed-row gradient dZm";
+    case BufferRole::kSourceScores:
+      return "GAT source scores";
+    case BufferRole::kDestinationScores:
+      return "GAT destination scores";
+    case BufferRole::kAttention:
+      return "GAT attention";
+    case BufferRole::kHeadOutputs:
+      return "GAT head outputs";
+    case BufferRole::kParameters:
+      return "parameters";
+    case BufferRole::kGradients:
+      return "gradients";
+    case BufferRole::kAdamFirstMoment:
+      return "Adam m";
+    case BufferRole::kAdamSecondMoment:
+      return "Adam v";
+    case BufferRole::kSliceInputs:
+      return "transform row slice";
+    case BufferRole::kSliceTransformed:
+      return "transformed-row slice";
+    case BufferRole::kSlicePositions:
+      return "slice positions";
+    case BufferRole::kChunkRowPositions:
+      return "chunk row positions";
+    case BufferRole::kLoadStage:
+      return "load stage";
+    case BufferRole::kHeadRows:
+      return "last-chunk rows of the first batch";
+    case BufferRole::kFlushBuffer:
+      return "flush buffer";
+    case BufferRole::kFlushPositions:
+      return "flush positions";
+    case BufferRole::kSecondLayerOutput:
+      return "layer output (second set)";
+    case BufferRole::kSecondOutputGradient:
+      return "dZ (second set)";
+    case BufferRole::kSecondAggregation:
+      return "aggregation A (second set)";
+    case BufferRole::kCsr:
+      return "CSR";
+    case BufferRole::kEntryValues:
+      return "entry values";
+    case BufferRole::kSelfColumns:
+      return "self columns";
+    case BufferRole::kLoadVertices:
+      return "load vertices";
+    case BufferRole::kLoadSlots:
+      return "load slots";
+    case BufferRole::kLoadKeys:
+      return "load keys";
+    case BufferRole::kPullOwnerSlots:
+      return "pull owner slots";
+    case BufferRole::kPullLocalSlots:
+      return "pull local slots";
+    case BufferRole::kPushOwnerSlots:
+      return "push owner slots";
+    case BufferRole::kPushLocalSlots:
+      return "push local slots";
+    case BufferRole::kRemoteSlots:
+      return "remote slots";
+    case BufferRole::kLeaveVertices:
+      return "leave vertices";
+    case BufferRole::kLeaveSlots:
+      return "leave slots";
+    case BufferRole::kLeaveKeys:
+      return "leave keys";
+    case BufferRole::kDestinationKeys:
+      return "destination keys";
+    case BufferRole::kLabels:
+      return "labels";
+    case BufferRole::kTrainMask:
+      return "train mask";
+    case BufferRole::kTailRows:
+      return "kept tail rows";
+    case BufferRole::kTailPositions:
+      return "kept tail block positions";
+    case BufferRole::kTransposedValues:
+      return "transposed SpMM values";
+    case BufferRole::kGatEntryGradients:
+    case BufferRole::kGatTransposedWeights:
+    case BufferRole::kGatSourceScoreGradients:
+    case BufferRole::kGatDestinationScoreGradients:
+      return "GAT scratch";
+    case BufferRole::kLossAccumulator:
+      return "loss accumulator";
+    case BufferRole::kPredictions:
+      return "predictions";
+  }
+  return "?";
+}
+
+}  // namespace sluice

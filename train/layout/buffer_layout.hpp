@@ -1,0 +1,260 @@
+// One description of the device buffers the out-of-core schedule (train/schedule.cpp) allocates
+// on partition p's device: per role its rows, width (after the schedule's width alignment),
+// element size and kind (required working buffer, optional overlap buffer, read-only constant,
+// CUDA scratch), in the order the schedule allocates them, and the rules by which the backends
+// charge them (the Device interface's byte count; the CUDA backend's 256-byte granules, CSR
+// layout, staging scratch and constant headroom: kernels/cuda/memory.cpp, sparse.cpp,
+// cuda_device.cpp). The schedule takes its widths and predicates from here, and the memory
+// estimate (memory_estimate.hpp) adds the buffers up, so the two cannot drift apart.
+//
+// Options fixed at the schedule's defaults: the next pass's prefetch and early start, the kept
+// tail, the fused last layer and stored transforms are on, and overlap buffers are allocated
+// before the chunks' constants. LayoutOptions holds the options that remain.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "formats/plan.hpp"
+#include "train/layout/comm_mode.hpp"
+#include "train/layout/model_layers.hpp"
+
+namespace sluice {
+
+// The schedule options that change its device buffers (ScheduleOptions' fields of the same
+// names).
+struct LayoutOptions {
+  CommMode comm = CommMode::kP2pReuse;
+  bool overlap = true;         // allocate the overlap buffers where memory allows
+  bool reload_inputs = false;  // layers transformed on arrival keep no input rows
+};
+
+// A row width rounded up to a multiple of 4 floats: 16-byte rows, which the vectorized sparse
+// kernels need of their dense operands (kernels/cuda/NOTES.md).
+std::int64_t aligned_width(std::int64_t cols);
+
+// ---- per layer ----
+
+// What the schedule does with one layer's rows.
+struct LayerRoles {
+  // Rows transformed by their owner and exchanged transformed (Zm = X W): GAT, transform-first
+  // GCN.
+  bool transforms = false;
+  // A transforming layer above layer 0: the forward pass below stores its inputs transformed
+  // (T^l), its loads land in Zm and its leaving rows flush dZm (dT^l).
+  bool pretransformed = false;
+  // Transforms on arrival (transforms, not pretransformed).
+  bool transforms_on_arrival = false;
+  // Keeps no input rows in X (LayoutOptions::reload_inputs, for layers transformed on arrival).
+  bool reloads_inputs = false;
+  // The forward pass stores the next layer's T rows; the backward pass takes dT blocks.
+  bool stores_transform = false;
+  std::int64_t input_width = 0;    // rows of H[l] and of loads (T rows padded to 16 bytes)
+  std::int64_t flushed_width = 0;  // rows of G[l]: dT^l or G^l
+  std::int64_t output_width = 0;   // rows of the output block: H^{l+1}, or T^{l+1} and dT^{l+1}
+};
+LayerRoles layer_roles(const ModelLayers& model, int layer, const LayoutOptions& options);
+
+// Whether layer 1's backward pass keeps its tail (its last batch's leaving gradient rows, for
+// layer 0's G^1 blocks) in the flush buffer: when layer 0 writes the buffer the rows accumulate
+// in. Otherwise they stay in dX, or in dZm of a pretransformed layer 1.
+bool tail_in_flush_buffer(const ModelLayers& model);
+// Whether the schedule keeps that tail: two layers or more, not in baseline mode (whose leave
+// lists hold rows several devices flush), and where the tail lives in the flush buffer only with
+// overlap buffers (and then only on devices that get the flush buffer).
+bool keeps_tail(const ModelLayers& model, const LayoutOptions& options);
+
+// The model-wide widths (floats per row) the schedule sizes its device buffers by, after its
+// width alignment; 0 where the buffer does not exist.
+struct BufferWidths {
+  std::int64_t transition = 0;           // X: inputs of layers neither pretransformed nor reloading
+  std::int64_t transition_gradient = 0;  // dX: input gradients of layers above 0 that do not
+                                         // transform
+  std::int64_t aggregation = 0;          // A (both block sets)
+  std::int64_t pre_activation = 0;       // Z, and dZ of block set 0
+  std::int64_t layer_output = 0;         // out (both block sets; not aligned)
+  std::int64_t second_output_gradient = 0;  // dZ of block set 1 (not aligned)
+  std::int64_t aggregation_gradient = 0;    // dA: GCN/SAGE with an aggregation, and GAT
+  std::int64_t transformed = 0;             // Zm and dZm
+  std::int64_t heads = 0;                   // GAT: el, er, alpha (the most heads of a layer)
+  std::int64_t head_outputs = 0;            // GAT: per-head outputs
+  std::int64_t slice_inputs = 0;            // row slices of layers transformed on arrival (aligned)
+  std::int64_t slice_transformed = 0;       // their transforms (not aligned)
+  std::int64_t load_stage = 0;              // every layer's loads
+  std::int64_t flush = 0;                   // gradients flushed by layers above 0
+  std::int64_t parameters = 1;              // parameters, gradients, Adam moments (at least 1)
+  bool chunk_row_positions = false;         // some layer stores transforms (0..rows-1 per chunk)
+  bool tail_in_flush_buffer = false;
+  bool keep_tail = false;  // keeps_tail(): before the flush buffer is granted
+};
+BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& options);
+
+// ---- per partition ----
+
+// Rows per slice of arrivals transformed on arrival: large enough for efficient GEMMs, at most a
+// quarter of the merged rows (less memory than the dX these layers do without).
+inline constexpr std::int64_t kSliceRows = 65536;
+std::int64_t slice_rows(std::int64_t max_loads, std::int64_t max_leaves, std::int64_t merged_rows);
+
+// Lengths of one chunk's index lists under a transfer scheme, as the schedule derives them from
+// the plan: baseline loads (and flushes) every distinct column; p2p every occupied transition
+// slot, with pulls and pushes of every remote entry; p2p+reuse the plan's lists.
+struct ChunkListSizes {
+  std::int64_t rows = 0, nnz = 0;
+  std::int64_t loads = 0, leaves = 0;
+  std::int64_t remote = 0;                  // remote entries (none in baseline mode)
+  std::vector<std::int64_t> pulls, pushes;  // entries per owner that has any, owners ascending
+  std::int64_t tail = 0;  // rows of the last batch's leave list whose destinations are here
+};
+std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int partition, CommMode comm);
+
+// The partition's row counts behind the buffers.
+struct PartitionSizes {
+  std::int64_t merged_rows = 0;  // transition slots + remote slots
+  std::int64_t buffer_rows = 1;  // rows of X, dX, Zm, dZm, el: max(merged_rows, 1)
+  std::int64_t chunk_rows = 0;   // the largest chunk's destinations
+  std::int64_t block_rows = 1;   // rows of the block buffers: max(chunk_rows, 1)
+  std::int64_t max_nnz = 0;      // the largest chunk's entries
+  std::int64_t max_loads = 0, max_leaves = 0;
+  std::int64_t slice_rows = 0;  // 0 without slices
+  // Chunk 0's loads of the last chunk's vertices, taken from its output block when a forward
+  // pass ends early (uploaded with the load stage; 0 in baseline mode).
+  std::int64_t head_rows = 0;
+};
+
+enum class BufferRole {
+  // Required working buffers and the position lists that come with them.
+  kTransition,           // X
+  kTransitionGradient,   // dX
+  kAggregation,          // A, block set 0
+  kPreActivation,        // Z
+  kLayerOutput,          // out, block set 0
+  kOutputGradient,       // dZ, block set 0
+  kAggregationGradient,  // dA
+  kTransformedRows,      // Zm
+  kTransformedGradient,  // dZm
+  kSourceScores,         // GAT el
+  kDestinationScores,    // GAT er
+  kAttention,            // GAT alpha
+  kHeadOutputs,          // GAT per-head outputs
+  kParameters,
+  kGradients,
+  kAdamFirstMoment,
+  kAdamSecondMoment,
+  kSliceInputs,
+  kSliceTransformed,
+  kSlicePositions,     // constant
+  kChunkRowPositions,  // constant
+  // Overlap buffers and the constants that come with them.
+  kLoadStage,
+  kHeadRows,  // constant, with the load stage
+  kFlushBuffer,
+  kFlushPositions,  // constant, with the flush buffer
+  kSecondLayerOutput,
+  kSecondOutputGradient,
+  kSecondAggregation,
+  // Per-chunk constants, in upload order.
+  kCsr,
+  kEntryValues,
+  kSelfColumns,
+  kLoadVertices,
+  kLoadSlots,
+  kLoadKeys,
+  kPullOwnerSlots,
+  kPullLocalSlots,
+  kPushOwnerSlots,
+  kPushLocalSlots,
+  kRemoteSlots,
+  kLeaveVertices,
+  kLeaveSlots,
+  kLeaveKeys,
+  kDestinationKeys,
+  kLabels,
+  kTrainMask,
+  // The kept tail, per chunk, uploaded after every device's constants.
+  kTailRows,
+  kTailPositions,
+  // CUDA backend scratch.
+  kTransposedValues,              // at setup: one float per entry of the largest chunk
+  kGatEntryGradients,             // first GAT backward: per entry and head
+  kGatTransposedWeights,          // per entry and head
+  kGatSourceScoreGradients,       // per merged row and head
+  kGatDestinationScoreGradients,  // per chunk row and head
+  kLossAccumulator,               // first loss
+  kPredictions,                   // first evaluation: per chunk row
+};
+const char* buffer_role_name(BufferRole role);
+
+enum class BufferKind {
+  kRequired,         // Device::alloc: must fit
+  kOverlap,          // Device::try_alloc: allocated only where memory allows
+  kConstant,         // Device::upload*: read-only; may stay in host memory when the budget is full
+  kSetupScratch,     // CUDA only: scratch sized while the constants are uploaded
+  kFirstUseScratch,  // CUDA only: scratch sized by the first operation that needs it
+};
+
+// The overlap buffer a buffer is allocated with: it exists only where that one does.
+enum class OverlapGroup { kNone, kLoadStage, kFlushBuffer, kSecondBlockSet };
+
+// A chunk CSR: its shape, and (for the CUDA layout) the rows and transposed rows longer than
+// cuda_long_row_threshold(nnz).
+struct CsrShape {
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  std::int64_t long_rows = 0, long_columns = 0;
+};
+
+struct BufferSpec {
+  BufferRole role = BufferRole::kTransition;
+  BufferKind kind = BufferKind::kRequired;
+  OverlapGroup group = OverlapGroup::kNone;
+  int chunk = -1;  // batch position of a per-chunk constant or tail list; else -1
+  std::int64_t rows = 0, width = 1;
+  std::int64_t element_bytes = 4;  // floats and vertex indices; 8 for the loss accumulator
+  CsrShape csr;                    // kCsr only
+};
+
+struct PartitionLayout {
+  int partition = 0;
+  PartitionSizes sizes;
+  BufferWidths widths;
+  // Every buffer with a size above 0, in the order the schedule allocates them: required
+  // buffers, overlap buffers (all granted), per-chunk constants, the kept tail; then the CUDA
+  // backend's scratch.
+  std::vector<BufferSpec> buffers;
+};
+PartitionLayout partition_layout(const Plan& plan, int partition, const ModelLayers& model,
+                                 const LayoutOptions& options);
+
+// Whether a constant is one of a chunk's own (uploaded in the chunk loop; the CUDA backend may
+// keep those of chunks beyond the budget in host memory).
+bool per_chunk_constant(const BufferSpec& buffer);
+
+// ---- how the backends charge a buffer ----
+
+// Bytes the Device interface accounts (CpuDevice::peak_bytes() counts exactly these): rows x
+// width x element bytes; a CSR as int64 offsets and int32 columns; CUDA scratch not at all.
+std::int64_t device_bytes(const BufferSpec& buffer);
+
+// The CUDA backend charges every allocation in whole 256-byte granules (cudaMalloc's alignment;
+// kernels/cuda/memory.cpp, rounded()).
+inline constexpr std::int64_t kCudaGranule = 256;
+std::int64_t cuda_granules(std::int64_t bytes);  // bytes rounded up to whole granules
+// Rows (and transposed rows) of a chunk CSR with more entries than this are listed for the GAT
+// kernels (kernels/cuda/cuda_backend.hpp, long_degree_for()).
+std::int64_t cuda_long_row_threshold(std::int64_t nnz);
+// What the CUDA backend charges for a buffer: granules, and a CSR in its layout
+// (kernels/cuda/sparse.cpp): offsets and columns (int32 below 2^31 - 1 entries, else int64),
+// one self entry per row, the precomputed transpose (offsets over the merged rows, rows, entry
+// permutation) and the long-row lists.
+std::int64_t cuda_bytes(const BufferSpec& buffer);
+// Device scratch the CUDA backend stages a host-resident constant into before the operators
+// that read it (CudaDevice::resident_csr): the CSR arrays and the entry values; 0 for the rest
+// (index lists are read in place).
+std::int64_t cuda_staged_bytes(const BufferSpec& buffer);
+// The CUDA backend places a constant or an overlap buffer in device memory only while an eighth
+// of the budget stays free (ConstantStore::leaves_headroom): the least budget under which
+// `resident` bytes of them fit, ceil(8/7 resident).
+inline constexpr std::int64_t kCudaHeadroomDivisor = 8;
+std::int64_t cuda_budget_with_headroom(std::int64_t resident);
+
+}  // namespace sluice

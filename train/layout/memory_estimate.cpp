@@ -1,0 +1,170 @@
+// Implementation of train/layout/memory_estimate.hpp: sums over partition_layout(), nothing
+// derived here.
+#include "train/layout/memory_estimate.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace sluice {
+
+GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
+  GpuMemoryEstimate e;
+  e.merged_rows = layout.sizes.merged_rows;
+  e.chunk_rows = layout.sizes.chunk_rows;
+  e.max_nnz = layout.sizes.max_nnz;
+  std::map<int, std::int64_t> chunk_bytes, chunk_staging;  // per chunk: constants, staged
+  for (const BufferSpec& b : layout.buffers) {
+    const std::int64_t cuda = cuda_bytes(b);
+    switch (b.kind) {
+      case BufferKind::kRequired:
+        e.buffers += device_bytes(b);
+        break;
+      case BufferKind::kOverlap:
+        e.overlap += device_bytes(b);
+        break;
+      case BufferKind::kConstant:
+        e.constants += device_bytes(b);
+        break;
+      case BufferKind::kSetupScratch:
+        e.cuda_setup_scratch += cuda;
+        break;
+      case BufferKind::kFirstUseScratch:
+        e.cuda_scratch += cuda;
+        continue;
+    }
+    e.cuda_setup += cuda;
+    if (b.group != OverlapGroup::kNone) e.cuda_overlap += cuda;
+    if (per_chunk_constant(b)) {
+      e.cuda_chunk_constants += cuda;
+      chunk_bytes[b.chunk] += cuda;
+      chunk_staging[b.chunk] += cuda_staged_bytes(b);
+    }
+  }
+  for (const auto& [chunk, bytes] : chunk_bytes)
+    e.cuda_largest_chunk = std::max(e.cuda_largest_chunk, bytes);
+  for (const auto& [chunk, bytes] : chunk_staging) e.cuda_staging = std::max(e.cuda_staging, bytes);
+
+  // The CUDA backend places constants and overlap buffers in device memory only while an eighth
+  // of the budget stays free, and allocates working buffers and scratch without that check. Not
+  // counted, because the budget does not account it or the layout cannot know it: cuSPARSE's
+  // SpMM workspace (sized by cuSPARSE; it lives in the free eighth), the CUDA context and
+  // library handles (outside the budget's accounting: --gpu-memory must leave room for them on
+  // the GPU), and the staging of peer copies between GPUs without peer access.
+  //
+  // Every constant on the device: the setup fits seven eighths of the budget, and the first-use
+  // scratch the rest.
+  e.all_constants =
+      std::max(cuda_budget_with_headroom(e.cuda_setup), e.cuda_setup + e.cuda_scratch);
+  // Constants spilling to host memory: they fill the device up to seven eighths of the budget in
+  // upload order, the transposed-SpMM values may grow after them, and the first-use scratch and
+  // a chunk's staged CSR must then fit the free eighth. Seven eighths hold the working and
+  // overlap buffers with the largest chunk's constants, so that the need falls with C.
+  const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
+  const std::int64_t free_eighth =
+      kCudaHeadroomDivisor * (e.cuda_scratch + e.cuda_staging + e.cuda_setup_scratch);
+  e.total = std::min(e.all_constants, std::max(cuda_budget_with_headroom(setup), free_eighth));
+  e.minimum =
+      std::min(e.total, std::max(cuda_budget_with_headroom(setup - e.cuda_overlap), free_eighth));
+  return e;
+}
+
+GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int partition, const ModelShape& shape,
+                                      const LayoutOptions& options) {
+  const ModelLayers model = model_layers(shape);
+  SLUICE_EXPECTS(partition >= 0 && partition < plan.partitions, "partition ", partition);
+  return estimate_layout_memory(partition_layout(plan, partition, model, options));
+}
+
+std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShape& shape,
+                                const LayoutOptions& options) {
+  return estimate_gpu_memory(plan, partition, shape, options).total;
+}
+
+std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const ModelShape& shape,
+                                     const LayoutOptions& options) {
+  std::int64_t peak = 0;
+  for (int p = 0; p < plan.partitions; ++p)
+    peak = std::max(peak, estimate_gpu_bytes(plan, p, shape, options));
+  return peak;
+}
+
+std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const ModelShape& shape,
+                                        const LayoutOptions& options) {
+  std::int64_t peak = 0;
+  for (int p = 0; p < plan.partitions; ++p)
+    peak = std::max(peak, estimate_gpu_memory(plan, p, shape, options).minimum);
+  return peak;
+}
+
+std::vector<BudgetRule> budget_rules(const ModelShape& shape, const LayoutOptions& options,
+                                     bool may_reload) {
+  const ModelLayers model = model_layers(shape);
+  LayoutOptions kept = options, reloaded = options;
+  kept.reload_inputs = false;
+  reloaded.reload_inputs = true;
+  // Reloading changes the layout only where a layer keeps input rows it transforms on arrival.
+  const bool changes = layer_buffer_widths(model, kept).transition !=
+                       layer_buffer_widths(model, reloaded).transition;
+  const bool keep = !options.reload_inputs;
+  const bool reload = (options.reload_inputs || may_reload) && (changes || !keep);
+  std::vector<BudgetRule> rules;
+  for (const bool all_overlap : {true, false}) {
+    if (keep) rules.push_back({false, all_overlap});
+    if (reload) rules.push_back({true, all_overlap});
+  }
+  return rules;
+}
+
+std::string budget_rule_name(const BudgetRule& rule) {
+  return cat(rule.reload_inputs ? "reloaded" : "kept", " input rows",
+             rule.all_overlap ? "" : ", required buffers only");
+}
+
+std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
+                                      const LayoutOptions& options,
+                                      const std::vector<BudgetRule>& rules) {
+  const ModelLayers model = model_layers(shape);
+  std::vector<std::int64_t> bytes(rules.size(), 0);
+  for (const bool reload : {false, true}) {
+    if (std::none_of(rules.begin(), rules.end(),
+                     [&](const BudgetRule& r) { return r.reload_inputs == reload; }))
+      continue;
+    LayoutOptions o = options;
+    o.reload_inputs = reload;
+    for (int p = 0; p < plan.partitions; ++p) {
+      const GpuMemoryEstimate e = estimate_layout_memory(partition_layout(plan, p, model, o));
+      for (std::size_t r = 0; r < rules.size(); ++r)
+        if (rules[r].reload_inputs == reload)
+          bytes[r] = std::max(bytes[r], rules[r].all_overlap ? e.total : e.minimum);
+    }
+  }
+  return bytes;
+}
+
+std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutOptions& options,
+                        const BudgetRule& rule) {
+  return rules_bytes(plan, shape, options, {rule}).front();
+}
+
+std::string describe_estimate(const Plan& plan, const ModelShape& shape,
+                              const LayoutOptions& options) {
+  int peak = 0;
+  GpuMemoryEstimate e;
+  for (int p = 0; p < plan.partitions; ++p) {
+    const GpuMemoryEstimate candidate = estimate_gpu_memory(plan, p, shape, options);
+    if (p == 0 || candidate.total > e.total) {
+      e = candidate;
+      peak = p;
+    }
+  }
+  const auto bytes = [](std::int64_t b) { return format_bytes(double(b)); };
+  return cat("partition ", peak, ": transition buffer ", e.merged_rows, " rows, largest chunk ",
+             e.chunk_rows, " rows / ", e.max_nnz, " entries; working buffers ", bytes(e.buffers),
+             ", overlap buffers ", bytes(e.overlap), ", largest chunk's constants ",
+             bytes(e.cuda_largest_chunk));
+}
+
+}  // namespace sluice

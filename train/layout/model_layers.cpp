@@ -1,0 +1,66 @@
+// Implementation of train/layout/model_layers.hpp.
+#include "train/layout/model_layers.hpp"
+
+#include "common/error.hpp"
+
+namespace sluice {
+namespace {
+
+void check_shape(const ModelShape& shape) {
+  SLUICE_INPUT_CHECK(shape.model == "gcn" || shape.model == "sage" || shape.model == "gat",
+                     "unknown model '", shape.model,
+                     "' (expected gcn, sage or gat, the models of sluice-train)");
+  SLUICE_INPUT_CHECK(shape.layers >= 1, "--layers must be at least 1 (got ", shape.layers, ")");
+  SLUICE_INPUT_CHECK(shape.layers <= 64, "--layers ", shape.layers, " is unreasonably deep");
+  SLUICE_INPUT_CHECK(shape.hidden >= 1, "--hidden must be at least 1 (got ", shape.hidden, ")");
+  SLUICE_INPUT_CHECK(shape.in_dim >= 1, "the dataset has no features (feature width ", shape.in_dim,
+                     ")");
+  SLUICE_INPUT_CHECK(shape.classes >= 2, "the dataset has ", shape.classes,
+                     " classes; training needs at least 2");
+  if (shape.model == "gat") {
+    SLUICE_INPUT_CHECK(shape.heads >= 1, "--heads must be at least 1 (got ", shape.heads, ")");
+    SLUICE_INPUT_CHECK(shape.output_heads >= 1, "--output-heads must be at least 1 (got ",
+                       shape.output_heads, ")");
+  }
+}
+
+}  // namespace
+
+ModelLayers model_layers(const ModelShape& shape) {
+  check_shape(shape);
+  ModelLayers model;
+  model.kind = shape.model == "gat"    ? ModelKind::kGat
+               : shape.model == "sage" ? ModelKind::kSage
+                                       : ModelKind::kGcn;
+  std::int64_t width = shape.in_dim;
+  for (int l = 0; l < shape.layers; ++l) {
+    LayerShape layer;
+    layer.index = l;
+    layer.last = l == shape.layers - 1;
+    layer.in_width = width;
+    if (model.kind == ModelKind::kGat) {
+      layer.heads = layer.last ? shape.output_heads : shape.heads;
+      const std::int64_t head_width = layer.last ? shape.classes : shape.hidden;
+      layer.transform_width = layer.heads * head_width;
+      layer.out_width = layer.last ? head_width : layer.transform_width;
+      // W, b, att_src, att_dst.
+      model.parameters +=
+          width * layer.transform_width + layer.out_width + 2 * layer.transform_width;
+    } else {
+      layer.out_width = layer.last ? shape.classes : shape.hidden;
+      const std::int64_t weight_rows = model.kind == ModelKind::kSage ? 2 * width : width;
+      layer.aggregate_width = weight_rows;
+      if (model.kind == ModelKind::kGcn && layer.last && layer.out_width < width) {
+        layer.transform_first = true;
+        layer.transform_width = layer.out_width;
+        layer.aggregate_width = 0;
+      }
+      model.parameters += weight_rows * layer.out_width + layer.out_width;  // W, b
+    }
+    width = layer.out_width;
+    model.layers.push_back(layer);
+  }
+  return model;
+}
+
+}  // namespace sluice

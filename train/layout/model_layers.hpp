@@ -1,0 +1,48 @@
+// The layer widths the schedule sizes its device buffers by, for one model: from a model
+// description alone (ModelShape: what `sluice-preprocess partition --gpu-memory` and the memory
+// estimate know) by the width rules of make_model (train/model.cpp), or from the trainer's
+// ModelSpec (train/model_layout.hpp). tests/test_memory_estimate.cpp checks that both agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice {
+
+enum class ModelKind { kGcn, kSage, kGat };
+
+// A model as the command lines describe it.
+struct ModelShape {
+  std::string model = "gcn";  // gcn | sage | gat (the models of train/model.hpp)
+  int layers = 2;
+  std::int64_t in_dim = 0;    // input feature width
+  std::int64_t hidden = 256;  // hidden width (per head for GAT)
+  std::int64_t classes = 1;   // output width
+  int heads = 1;              // GAT attention heads of hidden layers
+  int output_heads = 1;       // GAT attention heads of the output layer (sluice-train's default)
+};
+
+// One layer's widths (the fields of train/model.hpp's LayerSpec that size device buffers).
+struct LayerShape {
+  int index = 0;
+  bool last = false;
+  std::int64_t in_width = 0;         // d_l
+  std::int64_t out_width = 0;        // d_{l+1}
+  std::int64_t aggregate_width = 0;  // GCN d_l, SAGE 2 d_l; 0 for GAT and transform-first GCN
+  std::int64_t transform_width = 0;  // GAT K F, transform-first GCN d_{l+1}; else 0
+  int heads = 1;                     // GAT K
+  bool transform_first = false;      // GCN's narrowing last layer: Â (X W)
+};
+
+struct ModelLayers {
+  ModelKind kind = ModelKind::kGcn;
+  std::vector<LayerShape> layers;
+  std::int64_t parameters = 0;  // floats in the flat parameter array
+};
+
+// The layers make_model builds for `shape`. Throws InputError for a model sluice-train does not
+// have or a shape make_model rejects (the same checks, the same messages).
+ModelLayers model_layers(const ModelShape& shape);
+
+}  // namespace sluice

@@ -217,19 +217,19 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
 
 // Backward through attention dropout of entry e (the k-th of row i), head h, given
 // dot = dO_i^h . Z_u^h = d(alpha~): stores d(alpha) = dot * mask and alpha~ = alpha * mask
-// (entry-major atilde[e * K + h] or head-major atilde[h * nnz + e]) and returns the entry's term
-// alpha * d(alpha) of S_h = sum_k alpha_k d(alpha)_k. Shared by both backward kernels. dalpha and
-// atilde are __restrict__ in the kernels already; qualifying them here too changes the basic
-// kernel's generated code.
-__device__ __forceinline__ float dropout_backward_entry(
-    const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k, int h, std::int64_t e,
-    float dot, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
-    bool entry_major, float* dalpha, float* atilde) {
+// (entry-major, atilde[e * K + h]) and returns the entry's term alpha * d(alpha) of
+// S_h = sum_k alpha_k d(alpha)_k. Shared by every backward kernel.
+__device__ __forceinline__ float dropout_backward_entry(const AttentionDropout& dropout,
+                                                        std::uint64_t prefix, std::int64_t k, int h,
+                                                        std::int64_t e, float dot,
+                                                        const float* __restrict__ alpha,
+                                                        std::int64_t ldalpha, int heads,
+                                                        float* dalpha, float* atilde) {
   const float mask = attention_scale(dropout, prefix, k, h);
   const float a_eh = alpha[e * ldalpha + h];
   const float d = dot * mask;
   dalpha[e * heads + h] = d;
-  atilde[entry_major ? e * heads + h : h * nnz + e] = a_eh * mask;
+  atilde[e * heads + h] = a_eh * mask;
   return a_eh * d;
 }
 
@@ -271,8 +271,8 @@ template <int kColumnsPerLane>
 __device__ __forceinline__ void coop_backward_entry(
     const float (&dv)[kColumnsPerLane], const float* __restrict__ zu, int lane, int width,
     int total_cols, const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k,
-    std::int64_t e, const float* __restrict__ alpha, std::int64_t ldalpha, int heads,
-    std::int64_t nnz, float* dalpha, float* atilde, float (&weighted)[kColumnsPerLane]) {
+    std::int64_t e, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, float* dalpha,
+    float* atilde, float (&weighted)[kColumnsPerLane]) {
 #pragma unroll
   for (int t = 0; t < kColumnsPerLane; ++t) {
     const int c = lane + 32 * t;
@@ -282,7 +282,7 @@ __device__ __forceinline__ void coop_backward_entry(
     const int h = coop_head_of(lane, t, width, total_cols);
     if (h >= 0)
       weighted[t] += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                            nnz, true, dalpha, atilde);
+                                            dalpha, atilde);
   }
 }
 
@@ -331,8 +331,8 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
                                           std::int64_t ldalpha, const float* __restrict__ dout,
                                           std::int64_t lddout, int heads, std::int64_t width,
                                           AttentionDropout dropout, float* __restrict__ dalpha,
-                                          float* __restrict__ atilde, bool entry_major, bool vec4,
-                                          float* d_el, float* __restrict__ d_er) {
+                                          float* __restrict__ atilde, bool vec4, float* d_el,
+                                          float* __restrict__ d_er) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
@@ -349,7 +349,7 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
             head_dot(dout_i + h * width,
                      z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
         weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                           a.nnz, entry_major, dalpha, atilde);
+                                           dalpha, atilde);
       }
       const float total = detail::warp_sum(weighted);
       softmax_leaky_backward_row(a.columns, begin, degree, i, h, total, el, ldel, er, lder, alpha,
@@ -392,8 +392,7 @@ __global__ void gat_backward_edges_coop_kernel(
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
         coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
-                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
-                            weighted);
+                            begin + chunk + j, alpha, ldalpha, heads, dalpha, atilde, weighted);
       }
     }
 #pragma unroll
@@ -606,8 +605,8 @@ __global__ void __launch_bounds__(kLongThreads)
                                    std::int64_t ldalpha, const float* __restrict__ dout,
                                    std::int64_t lddout, int heads, std::int64_t width,
                                    AttentionDropout dropout, float* __restrict__ dalpha,
-                                   float* __restrict__ atilde, bool entry_major, bool vec4,
-                                   float* d_el, float* __restrict__ d_er) {
+                                   float* __restrict__ atilde, bool vec4, float* d_el,
+                                   float* __restrict__ d_er) {
   __shared__ float part[kLongWarps];
   __shared__ float head_total;
   const int lane = lane_id();
@@ -627,7 +626,7 @@ __global__ void __launch_bounds__(kLongThreads)
             head_dot(dout_i + h * width,
                      z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
         weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                           a.nnz, entry_major, dalpha, atilde);
+                                           dalpha, atilde);
       }
       weighted = detail::warp_sum(weighted);
       if (lane == 0) part[warp] = weighted;
@@ -687,8 +686,7 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
       for (int j = 0; j < count; ++j) {
         const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
         coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
-                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
-                            weighted);
+                            begin + chunk + j, alpha, ldalpha, heads, dalpha, atilde, weighted);
       }
     }
 #pragma unroll
@@ -906,15 +904,13 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
                                std::int64_t lder, const float* alpha, std::int64_t ldalpha,
                                const float* dout, std::int64_t lddout, int heads,
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
-                               float* atilde, bool entry_major, bool cooperative, float* d_el,
-                               float* d_er, cudaStream_t stream) {
+                               float* atilde, float* d_el, float* d_er, cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
   const std::int64_t total_cols = heads * width;
   const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
   const bool vec4 = width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(dout, lddout);
   const unsigned blocks = warp_blocks(a.rows);
-  const bool coop =
-      cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024;
+  const bool coop = power_of_two && total_cols <= 256 && heads <= 1024;
   const std::size_t long_shared =
       coop ? (static_cast<std::size_t>(kLongWarps) + 1) * heads * sizeof(float) : 0;
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
@@ -958,12 +954,12 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   } else {
     gat_backward_edges_kernel<Index><<<blocks, detail::kBlockThreads, 0, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-        dalpha, atilde, entry_major, vec4, d_el, d_er);
+        dalpha, atilde, vec4, d_el, d_er);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (long_path)
       gat_backward_edges_long_kernel<Index><<<long_grid, kLongThreads, 0, stream>>>(
           a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-          dalpha, atilde, entry_major, vec4, d_el, d_er);
+          dalpha, atilde, vec4, d_el, d_er);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
@@ -1051,8 +1047,7 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
   template void launch_gat_backward_edges<Index>(                                                 \
       const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,            \
       const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int,    \
-      std::int64_t, const AttentionDropout&, float*, float*, bool, bool, float*, float*,          \
-      cudaStream_t);                                                                              \
+      std::int64_t, const AttentionDropout&, float*, float*, float*, float*, cudaStream_t);       \
   template void launch_gat_transpose_aggregate<Index>(                                            \
       const Index*, const Index*, const Index*, std::int64_t, const LongRows&, const float*, int, \
       std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);

@@ -1,5 +1,5 @@
-// Backend-independent parts of kernels/ops.hpp: names of phases and lanes, and the CUDA entry
-// points when CUDA is not built.
+// Backend-independent parts of kernels/ops.hpp: names of phases, lanes and peer-access modes,
+// and the CUDA entry points when CUDA is not built.
 #include "kernels/ops.hpp"
 
 namespace sluice {
@@ -30,6 +30,22 @@ const char* lane_name(Lane lane) {
       return "store";
   }
   return "?";
+}
+
+const char* peer_access_name(PeerAccess access) {
+  switch (access) {
+    case PeerAccess::kAuto:
+      return "auto";
+    case PeerAccess::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+PeerAccess parse_peer_access(const std::string& text, const std::string& option) {
+  if (text == "auto") return PeerAccess::kAuto;
+  if (text == "off") return PeerAccess::kOff;
+  throw InputError(cat("unknown ", option, " '", text, "' (expected auto or off)"));
 }
 
 #ifndef SLUICE_HAVE_CUDA

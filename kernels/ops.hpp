@@ -323,12 +323,28 @@ class Backend {
   virtual void barrier() { synchronize_all(); }
 };
 
+// How the CUDA backend moves rows between logical devices (pull_rows, push_add_rows).
+enum class PeerAccess {
+  kAuto,  // direct reads and atomic adds where the GPUs allow them (always on one GPU), else
+          // staged through host memory
+  kOff,   // always staged (cudaMemcpyPeer, host-staged where needed): for machines whose
+          // peer-to-peer path is broken; logical devices sharing a GPU stage too
+};
+const char* peer_access_name(PeerAccess access);  // "auto", "off"
+// Parses "auto" or "off"; throws InputError naming `option` otherwise.
+PeerAccess parse_peer_access(const std::string& text, const std::string& option);
+
 struct BackendOptions {
-  int partitions = 1;              // logical devices
-  int gpus = 1;                    // CUDA: physical GPUs to use
-  std::int64_t memory_budget = 0;  // bytes per device (0 = unlimited / physical)
-  int threads = 0;                 // CPU threads (0 = OpenMP default)
-  bool tf32 = false;               // CUDA: allow TF32 in cuBLAS
+  int partitions = 1;                          // logical devices
+  int gpus = 1;                                // CUDA: physical GPUs to use
+  std::int64_t memory_budget = 0;              // bytes per device (0 = unlimited / physical)
+  int threads = 0;                             // CPU threads (0 = OpenMP default)
+  bool tf32 = false;                           // CUDA: allow TF32 in cuBLAS
+  PeerAccess peer_access = PeerAccess::kAuto;  // CUDA
+  // CUDA: time every operation (and GAT sub-kernel) on the device, sum the times per name and
+  // lane over the run, leaving out the first Device::take_phase_times collection (warm-up),
+  // and log the sums when the backend goes away. Costs a pair of timing events per operation.
+  bool op_times = false;
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);

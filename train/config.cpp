@@ -60,8 +60,10 @@ void validate_config(const TrainConfig& c) {
                      "--device cuda: this build of sluice-train has no CUDA backend or no GPU "
                      "is visible (use --device cpu, or build with -DSLUICE_CUDA=ON on a GPU "
                      "machine)");
-  SLUICE_INPUT_CHECK(!(c.device == "cpu" && (c.gpus != 1 || c.tf32)),
-                     "--gpus and --tf32 apply to --device cuda only");
+  parse_peer_access(c.peer_access, "--peer-access");
+  SLUICE_INPUT_CHECK(
+      !(c.device == "cpu" && (c.gpus != 1 || c.tf32 || c.peer_access != "auto" || c.op_times)),
+      "--gpus, --tf32, --peer-access and --op-times apply to --device cuda only");
 }
 
 std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
@@ -128,6 +130,13 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "gpu-memory", po::value(&gpu_memory)->default_value(gpu_memory),
       "CUDA: memory budget per device in bytes (suffixes K, M, G; 0: all)")(
       "tf32", po::bool_switch(&c.tf32), "CUDA: allow TF32 tensor-core GEMMs")(
+      "peer-access", po::value(&c.peer_access)->default_value(c.peer_access),
+      "CUDA: auto (GPUs read and add to each other's memory directly where they can) | off "
+      "(rows between GPUs are staged through host memory: for machines whose peer-to-peer "
+      "path is broken)")(
+      "op-times", po::bool_switch(&c.op_times),
+      "CUDA: log every operation's device time, summed per name over the run (the first "
+      "training step left out as warm-up); adds a pair of timing events per operation")(
       "phase-timing", po::bool_switch(&c.phase_timing),
       "block the host at every phase boundary (debugging; per-phase times come from device "
       "timers either way)")(
@@ -175,7 +184,8 @@ std::string describe_config(const TrainConfig& c) {
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
-    out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32;
+    out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
+        << " peer_access=" << c.peer_access << " op_times=" << c.op_times;
   if (c.phase_timing) out << " phase_timing=1";
   if (c.no_overlap) out << " overlap=0";
   if (!c.checkpoint.empty())

@@ -54,8 +54,10 @@ struct TrainConfig {
   int gpus = 1;
   std::int64_t gpu_memory = 0;  // bytes per device (0 = all)
   bool tf32 = false;
-  bool phase_timing = false;  // block the host at phase boundaries
-  bool no_overlap = false;    // no transfer/compute overlap (ScheduleOptions::overlap)
+  std::string peer_access = "auto";  // auto | off (CUDA; BackendOptions::peer_access)
+  bool op_times = false;             // CUDA: per-operation times (BackendOptions::op_times)
+  bool phase_timing = false;         // block the host at phase boundaries
+  bool no_overlap = false;           // no transfer/compute overlap (ScheduleOptions::overlap)
 
   // Output.
   bool quiet = false;

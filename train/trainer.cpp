@@ -35,6 +35,8 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
   options.memory_budget = config.gpu_memory;
   options.threads = config.threads;
   options.tf32 = config.tf32;
+  options.peer_access = parse_peer_access(config.peer_access, "--peer-access");
+  options.op_times = config.op_times;
   if (config.device == "cuda") {
     SLUICE_INPUT_CHECK(cuda_backend_available(),
                        "--device cuda: this build of sluice-train has no CUDA backend or no GPU "

@@ -2,9 +2,6 @@
 // matrices, and the weight-gradient all-reduce (local sums per GPU, then NCCL across GPUs).
 #include "kernels/cuda/cuda_backend.hpp"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "common/log.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -22,15 +19,11 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
 namespace cuda {
 namespace {
 
-bool p2p_disabled_by_env() {
-  const char* value = std::getenv("SLUICE_P2P");
-  return value != nullptr && (std::strcmp(value, "off") == 0 || std::strcmp(value, "0") == 0);
-}
-
-// Enables peer access between every pair of used GPUs; fills the direct/atomic tables.
+// Enables peer access between every pair of used GPUs (unless PeerAccess::kOff); fills the
+// direct/atomic tables.
 void setup_peer_access(BackendShared& shared) {
   const int g = shared.used_gpus;
-  const bool disabled = p2p_disabled_by_env();
+  const bool disabled = shared.options.peer_access == PeerAccess::kOff;
   shared.direct_peer.assign(g, std::vector<bool>(g, false));
   shared.peer_atomics.assign(g, std::vector<bool>(g, false));
   bool all_direct = true;
@@ -56,24 +49,12 @@ void setup_peer_access(BackendShared& shared) {
     }
   }
   if (disabled) {
-    log_info(
-        "CUDA: direct peer access disabled by SLUICE_P2P; peer rows go through staged "
-        "copies");
+    log_info("CUDA: peer access off; peer rows go through staged copies");
   } else if (!all_direct) {
     log_info(
         "CUDA: some GPU pairs lack peer access or peer atomics; those transfers are staged "
         "through host memory (slower)");
   }
-}
-
-// A 0/1 switch from the environment (unset or empty: 0).
-bool flag_from_env(const char* name) {
-  const char* value = std::getenv(name);
-  if (!value) return false;
-  SLUICE_INPUT_CHECK(
-      value[0] == '\0' || std::strcmp(value, "0") == 0 || std::strcmp(value, "1") == 0, name,
-      " must be 0 or 1, got '", value, "'");
-  return std::strcmp(value, "1") == 0;
 }
 
 }  // namespace
@@ -87,36 +68,11 @@ CudaBackend::CudaBackend(const BackendOptions& options)
                      options.partitions);
   SLUICE_INPUT_CHECK(options.gpus >= 1 && options.gpus <= available, "asked for ", options.gpus,
                      " GPUs but ", available, " are visible");
+  SLUICE_INPUT_CHECK(
+      options.peer_access == PeerAccess::kAuto || options.peer_access == PeerAccess::kOff,
+      "unknown peer access mode ", static_cast<int>(options.peer_access));
   shared_->options = options;
   shared_->used_gpus = std::min(options.gpus, options.partitions);
-  shared_->transpose_mode = transpose_mode_from_env();
-  shared_->spmm_algorithm = spmm_algorithm_from_env();
-  if (const char* kernels = std::getenv("SLUICE_GAT_KERNELS")) {
-    SLUICE_INPUT_CHECK(std::strcmp(kernels, "basic") == 0 || std::strcmp(kernels, "fused") == 0,
-                       "SLUICE_GAT_KERNELS must be 'fused' (default) or 'basic', got '", kernels,
-                       "'");
-    shared_->gat_fused = std::strcmp(kernels, "fused") == 0;
-  }
-  if (const char* text = std::getenv("SLUICE_GAT_LONG_ROW")) {
-    char* end = nullptr;
-    const long long value = std::strtoll(text, &end, 10);
-    SLUICE_INPUT_CHECK(end != text && *end == '\0' && value >= 0,
-                       "SLUICE_GAT_LONG_ROW must be a row length >= 0 (0: off), got '", text, "'");
-    shared_->gat_long_degree = value;
-    shared_->gat_long_degree_fixed = true;
-  }
-  shared_->host_constants = flag_from_env("SLUICE_HOST_CONSTANTS");
-  if (std::getenv("SLUICE_STAGE_CONSTANTS"))
-    shared_->stage_constants = flag_from_env("SLUICE_STAGE_CONSTANTS");
-  shared_->op_times = flag_from_env("SLUICE_OP_TIMES");
-  if (const char* text = std::getenv("SLUICE_HOST_LINK_BLOCKS_PER_SM")) {
-    char* end = nullptr;
-    const long value = std::strtol(text, &end, 10);
-    SLUICE_INPUT_CHECK(end != text && *end == '\0' && value >= 0 && value <= 64,
-                       "SLUICE_HOST_LINK_BLOCKS_PER_SM must be 0 (uncapped) to 64, got '", text,
-                       "'");
-    shared_->host_link_blocks_per_sm = int(value);
-  }
   setup_peer_access(*shared_);
   for (int d = 0; d < options.partitions; ++d) {
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));
@@ -132,11 +88,8 @@ CudaBackend::CudaBackend(const BackendOptions& options)
 #endif
   }
   log_info("CUDA backend: ", options.partitions, " logical devices on ", shared_->used_gpus,
-           " GPU(s); SpMM transpose: ",
-           shared_->transpose_mode == TransposeMode::kMeasured      ? "measured per matrix"
-           : shared_->transpose_mode == TransposeMode::kPrecomputed ? "precomputed CSR"
-           : shared_->transpose_mode == TransposeMode::kWarp        ? "warp kernel"
-                                                                    : "cuSPARSE operation");
+           " GPU(s); peer access ", peer_access_name(options.peer_access),
+           options.op_times ? "; operation times on" : "");
 }
 
 CudaBackend::~CudaBackend() {

@@ -1,6 +1,8 @@
 // The CUDA implementation of kernels/ops.hpp: CudaDevice (one logical device = one partition,
-// with its own stream, cuBLAS/cuSPARSE handles and accounted memory) and CudaBackend (P logical
+// with its own streams, cuBLAS/cuSPARSE handles and accounted memory) and CudaBackend (P logical
 // devices mapped round-robin onto the physical GPUs, pinned host matrices, NCCL all-reduce).
+// CudaDevice is defined by concern, as CpuDevice is: cuda_device.cpp (construction, memory,
+// lanes and timers), cuda_transfers.cpp, cuda_compute.cpp and cuda_gat.cpp.
 #pragma once
 
 #include <algorithm>
@@ -17,45 +19,25 @@
 
 namespace sluice::cuda {
 
+inline constexpr std::int64_t kFloat = sizeof(float);  // bytes of one matrix element
+
+// GAT rows with more than long_degree_for(nnz) entries get a block of warps each: one warp on a
+// hub row of an RMAT graph (68k entries at scale 21) would run long after every other row is
+// done. The threshold follows the matrix, nnz / 2048 between 128 and 1024, so that small chunks
+// split their moderate rows too. On an H200, products-like GAT 4 x 64: 1024 against 4096 at
+// C = 4, 0.541 vs 0.588 s per epoch on one GPU; at C = 452 (230k entries a chunk) 128 against
+// 1024, 1.85 vs 2.42 s, while 128 at C = 4 costs 8 %.
+inline std::int64_t long_degree_for(std::int64_t nnz) {
+  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
+}
+
 // State shared by the devices of one backend.
 struct BackendShared {
   BackendOptions options;
   int used_gpus = 1;
-  TransposeMode transpose_mode = TransposeMode::kMeasured;
-  int spmm_algorithm = 0;  // run_spmm's `algorithm` (SLUICE_SPMM_ALG)
-  // GAT backward: fused kernels (warp-cooperative attention gradients, one transposed
-  // aggregation over all heads) unless SLUICE_GAT_KERNELS=basic (per-head SpMMs).
-  bool gat_fused = true;
-  // GAT rows with more than this many entries get a block of warps each: one warp on a hub row
-  // of an RMAT graph (68k entries at scale 21) would run long after every other row is done.
-  // The threshold follows the matrix (long_degree_for()): nnz / 2048 between 128 and 1024, so
-  // small chunks split their moderate rows too. SLUICE_GAT_LONG_ROW fixes it for every matrix
-  // (0 turns the split off). Measured on an H200, products-like GAT 4 x 64: 1024 against 4096
-  // at C = 4, 0.541 vs 0.588 s per epoch on one GPU, 0.317 vs 0.366 s on two; at C = 452
-  // (230k entries a chunk) 128 against 1024, 1.85 vs 2.42 s, while 128 at C = 4 costs 8 %.
-  std::int64_t gat_long_degree = 1024;
-  bool gat_long_degree_fixed = false;  // SLUICE_GAT_LONG_ROW given
-  std::int64_t long_degree_for(std::int64_t nnz) const {
-    if (gat_long_degree_fixed) return gat_long_degree;
-    return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
-  }
-  // SLUICE_HOST_CONSTANTS=1: every read-only constant (upload, upload_csr, upload_constant) in
-  // pinned host memory read zero-copy, as when they exceed the device budget (for testing).
-  bool host_constants = false;
-  // Copy host-resident CSRs into device scratch before the operators that read them
-  // (CudaDevice::resident_csr); SLUICE_STAGE_CONSTANTS=0 reads them zero-copy in place.
-  bool stage_constants = true;
-  // SLUICE_OP_TIMES=1: every operation's (and GAT sub-kernel's) device time, summed per name
-  // and lane over the run after the first pass sequence (warm-up) and logged when the device
-  // is destroyed (a profiler's per-kernel view where none is installed).
-  bool op_times = false;
-  // Thread blocks (of 8 warps) per SM for the zero-copy row transfers over the host link
-  // (load_rows, flush_store_rows), whose warps mostly wait on the link: a grid of one block per 8
-  // rows fills the GPU and slows the compute lane's kernels. SLUICE_HOST_LINK_BLOCKS_PER_SM
-  // (0: one block per 8 rows, uncapped).
-  int host_link_blocks_per_sm = 1;
   // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
-  // it atomically. False for every pair when SLUICE_P2P=off (forces host-staged copies).
+  // it atomically. False for every pair, a GPU with itself included, with PeerAccess::kOff
+  // (every peer transfer is staged).
   std::vector<std::vector<bool>> direct_peer, peer_atomics;
   PinnedRegistry host_memory;
 };
@@ -156,7 +138,7 @@ class CudaDevice final : public Device {
   void expect_compute_lane(const char* operation) const {
     SLUICE_EXPECTS(lane_ == 0, operation, " must be issued on the compute lane");
   }
-  // Host-staged peer transfers (no direct peer access, or SLUICE_P2P=off).
+  // Host-staged peer transfers (no direct peer access, or PeerAccess::kOff).
   struct PeerStaging {
     DeviceBuffer values, rows;
     Event done;  // recorded on the owner's stream
@@ -166,14 +148,14 @@ class CudaDevice final : public Device {
   // (and *values, GCN's entry values, when they are) copied into device scratch first: one bulk
   // copy per matrix and use instead of zero-copy reads by every kernel, which are latency-bound
   // (capped products runs: half the epoch). The copy is reused while the same matrix comes back
-  // (a GAT layer's forward and backward kernels). SLUICE_STAGE_CONSTANTS=0 reads them in place.
+  // (a GAT layer's forward and backward kernels).
   const DeviceCsr& resident_csr(Csr a, const float** values = nullptr);
   const float* host_device_pointer(const HostMat& m, std::int64_t first_row,
                                    std::int64_t rows) const;
-  void spmm_impl(Csr a, const float* values, Mat x, Mat y, bool transpose);
-  // spmm_transpose_add's methods (TransposeMode): y += alpha A^T x by cuSPARSE over the
-  // transposed CSR (default algorithm or CSR_ALG3) or by the warp kernel (alpha 1 only), with
-  // optional timing events around the device work.
+  // spmm_transpose_add's methods, chosen per (matrix, width) by measuring them on the first call:
+  // y += alpha A^T x by cuSPARSE over the transposed CSR (default algorithm or CSR_ALG3) or by
+  // the GAT warp-per-row transposed aggregation with one head (alpha 1 only), with optional
+  // timing events around the device work.
   enum TransposeMethod { kTransposeCsr = 0, kTransposeWarp = 1, kTransposeCsrAlg3 = 2 };
   static constexpr int kTransposeMethods = 3;
   void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values, Mat x, Mat y,
@@ -217,8 +199,8 @@ class CudaDevice final : public Device {
     std::int32_t tag = 0;
   };
   std::vector<TimedRange> timers_;
-  // Operation timers (SLUICE_OP_TIMES): OpScope records a pair of timing events around one
-  // operation; take_phase_times() sums the finished ones into op_totals_ (lane, name).
+  // Operation timers (BackendOptions::op_times): OpScope records a pair of timing events around
+  // one operation; take_phase_times() sums the finished ones into op_totals_ (lane, name).
   struct OpRange {
     Event begin, end;
     const char* name = nullptr;

@@ -1,6 +1,9 @@
 // GAT edge operators (see gat.hpp). Destination rows are processed one warp each; the
 // aggregation handles a row's entries 32 at a time, one lane computing one entry's coefficients
-// (all heads) into shared memory, then all lanes accumulating columns of the weighted sum.
+// (all heads) into shared memory, then all lanes accumulating columns of the weighted sum. Rows
+// longer than LongRows::degree get a block of warps instead: a short-row kernel and its long-row
+// version share their per-chunk loops (the device helpers below) and differ only in which chunks
+// a warp takes and in how the warps' partial results are combined.
 #include <cfloat>
 #include <cstdint>
 
@@ -114,10 +117,172 @@ __device__ __forceinline__ void softmax_stats_entries(const Index* columns, std:
   }
 }
 
-// kColumnsPerLane accumulators per lane: one pass covers 32 * kColumnsPerLane output columns.
-// kVec4: each lane reads its columns as float4 words (columns 128 g + 4 lane .. + 3 of a pass),
-// for rows of z and out 16-byte aligned and heads a multiple of 4 wide; the same sums in the
-// same order, in a quarter of the load instructions.
+// ---- Column passes. A warp accumulates one row of its output 32 * kColumnsPerLane columns at a
+// time: lane `lane` holds columns column_base + lane + 32 t (t < kColumnsPerLane). kVec4: it
+// holds them as float4 words instead (columns column_base + 128 g + 4 lane .. + 3, t = 4 g ..
+// 4 g + 3), for rows 16-byte aligned and heads a multiple of 4 wide; the same sums in the same
+// order, in a quarter of the load instructions.
+
+// Starts a pass: zero accumulators and the head of each of the lane's columns.
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void start_column_pass(float (&acc)[kColumnsPerLane],
+                                                  int (&head_of)[kColumnsPerLane],
+                                                  std::int64_t column_base, int lane,
+                                                  std::int64_t width, std::int64_t total_cols) {
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) {
+    acc[t] = 0.f;
+    const std::int64_t c =
+        kVec4 ? column_base + 128 * (t / 4) + 4 * lane + t % 4 : column_base + lane + 32 * t;
+    head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
+  }
+}
+
+// acc += weights[head of the column] * row[column] over the lane's columns of the pass.
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void accumulate_row(float (&acc)[kColumnsPerLane],
+                                               const int (&head_of)[kColumnsPerLane],
+                                               const float* weights, const float* row,
+                                               std::int64_t column_base, int lane,
+                                               std::int64_t total_cols) {
+  if constexpr (kVec4) {
+#pragma unroll
+    for (int g = 0; g < kColumnsPerLane / 4; ++g) {
+      const std::int64_t c = column_base + 128 * g + 4 * lane;
+      if (c >= total_cols) continue;
+      add_scaled4(acc + 4 * g, weights[head_of[4 * g]], row + c);
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const std::int64_t c = column_base + lane + 32 * t;
+      if (c < total_cols) acc[t] += weights[head_of[t]] * row[c];
+    }
+  }
+}
+
+// How a finished pass reaches the output row: stored, or added to what it holds.
+enum class PassWrite { kStore, kAdd };
+
+// Writes the lane's accumulators of a pass into row[column_base ..] (one warp per row).
+template <int kColumnsPerLane, bool kVec4, PassWrite kWrite>
+__device__ __forceinline__ void write_column_pass(const float (&acc)[kColumnsPerLane], float* row,
+                                                  std::int64_t column_base, int lane,
+                                                  std::int64_t total_cols) {
+  if constexpr (kVec4) {
+#pragma unroll
+    for (int g = 0; g < kColumnsPerLane / 4; ++g) {
+      const std::int64_t c = column_base + 128 * g + 4 * lane;
+      if (c >= total_cols) continue;
+      float4* target = reinterpret_cast<float4*>(row + c);
+      if constexpr (kWrite == PassWrite::kAdd) {
+        float4 y = *target;
+        y.x += acc[4 * g];
+        y.y += acc[4 * g + 1];
+        y.z += acc[4 * g + 2];
+        y.w += acc[4 * g + 3];
+        *target = y;
+      } else {
+        *target = make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const std::int64_t c = column_base + lane + 32 * t;
+      if (c >= total_cols) continue;
+      if constexpr (kWrite == PassWrite::kAdd) {
+        row[c] += acc[t];
+      } else {
+        row[c] = acc[t];
+      }
+    }
+  }
+}
+
+// ---- Long rows: one block of kLongWarps warps per row (rows listed in LongRows). Each warp
+// takes the row's 32-entry chunks warp, warp + kLongWarps, ...; per-warp partial results are
+// combined through shared memory in warp order (deterministic).
+constexpr int kLongWarps = 16;
+constexpr int kLongThreads = 32 * kLongWarps;
+constexpr std::size_t kMaxLongShared = 48 * 1024;  // the default dynamic shared memory limit
+
+// Blocks for the long-row kernels: one per row, capped (the kernels stride over the rest).
+unsigned long_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
+}
+
+// sum over the block's warps w (in order) of part[w * stride].
+__device__ __forceinline__ float sum_over_warps(const float* part, int stride) {
+  float total = 0.f;
+  for (int w = 0; w < kLongWarps; ++w) total += part[w * stride];
+  return total;
+}
+
+// Ends a pass of a long row: the warps' accumulators (scalar layout) summed per column in warp
+// order through `partial` (kLongWarps * 32 * kColumnsPerLane floats of shared memory) and
+// written into row[column_base ..]. Called by the whole block.
+template <int kColumnsPerLane, PassWrite kWrite>
+__device__ __forceinline__ void write_long_column_pass(const float (&acc)[kColumnsPerLane],
+                                                       float* partial, float* row,
+                                                       std::int64_t column_base, int warp, int lane,
+                                                       std::int64_t total_cols) {
+  constexpr int kSpan = 32 * kColumnsPerLane;
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = acc[t];
+  __syncthreads();
+  for (int c = static_cast<int>(threadIdx.x); c < kSpan; c += kLongThreads) {
+    const std::int64_t column = column_base + c;
+    if (column >= total_cols) continue;
+    const float sum = sum_over_warps(partial + c, kSpan);
+    if constexpr (kWrite == PassWrite::kAdd) {
+      row[column] += sum;
+    } else {
+      row[column] = sum;
+    }
+  }
+  __syncthreads();
+}
+
+// ---- Forward: attention coefficients and the weighted sum.
+
+// One column pass of row i over its 32-entry chunks first_chunk, first_chunk + step, ...: per
+// chunk, lane j computes the coefficients of the chunk's j-th entry for every head (softmax
+// with the row's head_max / head_inv, then attention dropout) into coef[j * K + h], storing
+// alpha on the first pass; then every lane adds the chunk's entries to its columns.
+template <typename Index, int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void aggregate_chunks(
+    const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t degree,
+    std::int64_t first_chunk, std::int64_t step, const float* z, std::int64_t ldz, const float* el,
+    std::int64_t ldel, const float* er, std::int64_t lder, int heads,
+    const AttentionDropout& dropout, std::uint64_t prefix, const float* head_max,
+    const float* head_inv, float* coef, float* alpha, std::int64_t ldalpha,
+    std::int64_t column_base, std::int64_t total_cols, int lane, float (&acc)[kColumnsPerLane],
+    const int (&head_of)[kColumnsPerLane]) {
+  for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
+    const std::int64_t k = chunk + lane;
+    std::int64_t u_mine = 0;
+    if (k < degree) {
+      u_mine = a.columns[begin + k];
+      for (int h = 0; h < heads; ++h) {
+        const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
+        const float coefficient = expf(e - head_max[h]) * head_inv[h];
+        if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
+        coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
+      }
+    }
+    __syncwarp();
+    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+    for (int j = 0; j < count; ++j) {
+      const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+      accumulate_row<kColumnsPerLane, kVec4>(acc, head_of, coef + j * heads, z + u * ldz,
+                                             column_base, lane, total_cols);
+    }
+    __syncwarp();
+  }
+}
+
+// One warp per row (rows up to a.long_rows.degree entries).
 template <typename Index, int kColumnsPerLane, bool kVec4>
 __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z,
                                      std::int64_t ldz, const float* __restrict__ el,
@@ -154,82 +319,98 @@ __global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict
          column_base += 32 * kColumnsPerLane) {
       float acc[kColumnsPerLane];
       int head_of[kColumnsPerLane];
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) {
-        acc[t] = 0.f;
-        const std::int64_t c =
-            kVec4 ? column_base + 128 * (t / 4) + 4 * lane + t % 4 : column_base + lane + 32 * t;
-        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
-      }
-      for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
-        const std::int64_t k = chunk + lane;
-        std::int64_t u_mine = 0;
-        if (k < degree) {
-          u_mine = a.columns[begin + k];
-          for (int h = 0; h < heads; ++h) {
-            const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
-            const float coefficient = expf(e - head_max[h]) * head_inv[h];
-            if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-            coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
-          }
-        }
-        __syncwarp();
-        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-        for (int j = 0; j < count; ++j) {
-          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-          const float* zu = z + u * ldz;
-          if constexpr (kVec4) {
-#pragma unroll
-            for (int g = 0; g < kColumnsPerLane / 4; ++g) {
-              const std::int64_t c = column_base + 128 * g + 4 * lane;
-              if (c >= total_cols) continue;
-              add_scaled4(acc + 4 * g, coef[j * heads + head_of[4 * g]], zu + c);
-            }
-          } else {
-#pragma unroll
-            for (int t = 0; t < kColumnsPerLane; ++t) {
-              const std::int64_t c = column_base + lane + 32 * t;
-              if (c < total_cols) acc[t] += coef[j * heads + head_of[t]] * zu[c];
-            }
-          }
-        }
-        __syncwarp();
-      }
-      if constexpr (kVec4) {
-#pragma unroll
-        for (int g = 0; g < kColumnsPerLane / 4; ++g) {
-          const std::int64_t c = column_base + 128 * g + 4 * lane;
-          if (c < total_cols)
-            *reinterpret_cast<float4*>(out + i * ldout + c) =
-                make_float4(acc[4 * g], acc[4 * g + 1], acc[4 * g + 2], acc[4 * g + 3]);
-        }
-      } else {
-#pragma unroll
-        for (int t = 0; t < kColumnsPerLane; ++t) {
-          const std::int64_t c = column_base + lane + 32 * t;
-          if (c < total_cols) out[i * ldout + c] = acc[t];
-        }
-      }
+      start_column_pass<kColumnsPerLane, kVec4>(acc, head_of, column_base, lane, width, total_cols);
+      aggregate_chunks<Index, kColumnsPerLane, kVec4>(
+          a, i, begin, degree, 0, 32, z, ldz, el, ldel, er, lder, heads, dropout, prefix, head_max,
+          head_inv, coef, alpha, ldalpha, column_base, total_cols, lane, acc, head_of);
+      write_column_pass<kColumnsPerLane, kVec4, PassWrite::kStore>(acc, out + i * ldout,
+                                                                   column_base, lane, total_cols);
     }
     __syncwarp();
   }
 }
 
+std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
+  return sizeof(float) * (static_cast<std::size_t>(kLongWarps) * 32 * heads +
+                          2 * static_cast<std::size_t>(kLongWarps) * heads + 2 * heads +
+                          static_cast<std::size_t>(kLongWarps) * 32 * columns_per_lane);
+}
+
+// One block per long row (a.long_rows); shared memory: aggregate_long_shared().
+template <typename Index, int kColumnsPerLane>
+__global__ void __launch_bounds__(kLongThreads)
+    gat_aggregate_long_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
+                              const float* __restrict__ el, std::int64_t ldel,
+                              const float* __restrict__ er, std::int64_t lder, int heads,
+                              std::int64_t width, AttentionDropout dropout,
+                              float* __restrict__ alpha, std::int64_t ldalpha,
+                              float* __restrict__ out, std::int64_t ldout) {
+  extern __shared__ float shared[];
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  float* coef = shared + warp * 32 * heads;          // per warp: 32 entries x heads
+  float* part_m = shared + kLongWarps * 32 * heads;  // [warp][head]
+  float* part_s = part_m + kLongWarps * heads;       // [warp][head]
+  float* head_max = part_s + kLongWarps * heads;     // [head]
+  float* head_inv = head_max + heads;                // [head]
+  float* partial = head_inv + heads;                 // [warp][32 * kColumnsPerLane]
+  const std::int64_t total_cols = heads * width;
+  const std::int64_t step = 32 * kLongWarps;
+  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
+    const std::int64_t i = a.long_rows.rows[r];
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    const std::uint64_t prefix = attention_prefix(dropout, i);
+    for (int h = 0; h < heads; ++h) {
+      float m, s;
+      softmax_stats_entries(a.columns, begin, degree, warp * 32, step, el, ldel, h,
+                            er[i * lder + h], m, s);
+      if (lane == 0) {
+        part_m[warp * heads + h] = m;
+        part_s[warp * heads + h] = s;
+      }
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < heads) {
+      const int h = static_cast<int>(threadIdx.x);
+      float m = -FLT_MAX, s = 0.f;
+      for (int w = 0; w < kLongWarps; ++w)
+        merge_softmax_stats(m, s, part_m[w * heads + h], part_s[w * heads + h]);
+      head_max[h] = m;
+      head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+    }
+    __syncthreads();
+    for (std::int64_t column_base = 0; column_base < total_cols;
+         column_base += 32 * kColumnsPerLane) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+      start_column_pass<kColumnsPerLane, false>(acc, head_of, column_base, lane, width, total_cols);
+      aggregate_chunks<Index, kColumnsPerLane, false>(
+          a, i, begin, degree, warp * 32, step, z, ldz, el, ldel, er, lder, heads, dropout, prefix,
+          head_max, head_inv, coef, alpha, ldalpha, column_base, total_cols, lane, acc, head_of);
+      write_long_column_pass<kColumnsPerLane, PassWrite::kStore>(
+          acc, partial, out + i * ldout, column_base, warp, lane, total_cols);
+    }
+  }
+}
+
+// ---- Backward: attention coefficients.
+
 // Backward through attention dropout of entry e (the k-th of row i), head h, given
 // dot = dO_i^h . Z_u^h = d(alpha~): stores d(alpha) = dot * mask and alpha~ = alpha * mask
-// (entry-major atilde[e * K + h] or head-major atilde[h * nnz + e]) and returns the entry's term
-// alpha * d(alpha) of S_h = sum_k alpha_k d(alpha)_k. Shared by both backward kernels. dalpha and
-// atilde are __restrict__ in the kernels already; qualifying them here too changes the basic
-// kernel's generated code.
-__device__ __forceinline__ float dropout_backward_entry(
-    const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k, int h, std::int64_t e,
-    float dot, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, std::int64_t nnz,
-    bool entry_major, float* dalpha, float* atilde) {
+// (entry-major, atilde[e * K + h]) and returns the entry's term alpha * d(alpha) of
+// S_h = sum_k alpha_k d(alpha)_k. Shared by every backward kernel.
+__device__ __forceinline__ float dropout_backward_entry(const AttentionDropout& dropout,
+                                                        std::uint64_t prefix, std::int64_t k, int h,
+                                                        std::int64_t e, float dot,
+                                                        const float* __restrict__ alpha,
+                                                        std::int64_t ldalpha, int heads,
+                                                        float* dalpha, float* atilde) {
   const float mask = attention_scale(dropout, prefix, k, h);
   const float a_eh = alpha[e * ldalpha + h];
   const float d = dot * mask;
   dalpha[e * heads + h] = d;
-  atilde[entry_major ? e * heads + h : h * nnz + e] = a_eh * mask;
+  atilde[e * heads + h] = a_eh * mask;
   return a_eh * d;
 }
 
@@ -271,8 +452,8 @@ template <int kColumnsPerLane>
 __device__ __forceinline__ void coop_backward_entry(
     const float (&dv)[kColumnsPerLane], const float* __restrict__ zu, int lane, int width,
     int total_cols, const AttentionDropout& dropout, std::uint64_t prefix, std::int64_t k,
-    std::int64_t e, const float* __restrict__ alpha, std::int64_t ldalpha, int heads,
-    std::int64_t nnz, float* dalpha, float* atilde, float (&weighted)[kColumnsPerLane]) {
+    std::int64_t e, const float* __restrict__ alpha, std::int64_t ldalpha, int heads, float* dalpha,
+    float* atilde, float (&weighted)[kColumnsPerLane]) {
 #pragma unroll
   for (int t = 0; t < kColumnsPerLane; ++t) {
     const int c = lane + 32 * t;
@@ -282,7 +463,7 @@ __device__ __forceinline__ void coop_backward_entry(
     const int h = coop_head_of(lane, t, width, total_cols);
     if (h >= 0)
       weighted[t] += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                            nnz, true, dalpha, atilde);
+                                            dalpha, atilde);
   }
 }
 
@@ -323,6 +504,74 @@ __device__ __forceinline__ void softmax_leaky_backward_row(
   if (lane_id() == 0) d_er[i * heads + h] = sum;
 }
 
+// The lane-per-entry share of S_h = sum_k alpha_k d(alpha)_k over the row's entries first + lane,
+// first + lane + step, ...: per entry the dot product dO_i^h . Z_u^h and its backward through
+// attention dropout (dropout_backward_entry). Returns the lane's sum.
+template <typename Index>
+__device__ __forceinline__ float attention_gradient_entries(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t first,
+    std::int64_t step, int h, const float* dout_i, const float* z, std::int64_t ldz,
+    std::int64_t width, bool vec4, const AttentionDropout& dropout, std::uint64_t prefix,
+    const float* alpha, std::int64_t ldalpha, int heads, float* dalpha, float* atilde) {
+  float weighted = 0.f;
+  for (std::int64_t k = first + lane_id(); k < degree; k += step) {
+    const std::int64_t e = begin + k;
+    const float dot =
+        head_dot(dout_i + h * width, z + static_cast<std::int64_t>(columns[e]) * ldz + h * width,
+                 width, vec4);
+    weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads, dalpha,
+                                       atilde);
+  }
+  return weighted;
+}
+
+// The warp-cooperative kernels' row setup: the lane's columns of dO_i in registers (slot t:
+// column lane + 32 t), the per-slot sums zeroed.
+template <int kColumnsPerLane>
+__device__ __forceinline__ void load_coop_row(float (&dv)[kColumnsPerLane],
+                                              float (&weighted)[kColumnsPerLane],
+                                              const float* dout_i, int lane, int total_cols) {
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) {
+    const int c = lane + 32 * t;
+    dv[t] = c < total_cols ? dout_i[c] : 0.f;
+    weighted[t] = 0.f;
+  }
+}
+
+// The warp-cooperative backward (coop_backward_entry) over the row's 32-entry chunks
+// first_chunk, first_chunk + step, ...
+template <typename Index, int kColumnsPerLane>
+__device__ __forceinline__ void coop_backward_chunks(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t first_chunk,
+    std::int64_t step, const float (&dv)[kColumnsPerLane], const float* z, std::int64_t ldz,
+    int lane, int width, int total_cols, const AttentionDropout& dropout, std::uint64_t prefix,
+    const float* alpha, std::int64_t ldalpha, int heads, float* dalpha, float* atilde,
+    float (&weighted)[kColumnsPerLane]) {
+  for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
+    const std::int64_t u_mine = chunk + lane < degree ? columns[begin + chunk + lane] : 0;
+    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+    for (int j = 0; j < count; ++j) {
+      const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
+      coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
+                          begin + chunk + j, alpha, ldalpha, heads, dalpha, atilde, weighted);
+    }
+  }
+}
+
+// head_sums[h] = the warp's S_h, from the slots that hold a head's sum (coop_head_of).
+template <int kColumnsPerLane>
+__device__ __forceinline__ void store_coop_head_sums(const float (&weighted)[kColumnsPerLane],
+                                                     float* head_sums, int lane, int width,
+                                                     int total_cols) {
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) {
+    const int h = coop_head_of(lane, t, width, total_cols);
+    if (h >= 0) head_sums[h] = weighted[t];
+  }
+}
+
+// Lane per entry, one warp per row (rows up to a.long_rows.degree entries).
 template <typename Index>
 __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __restrict__ z,
                                           std::int64_t ldz, const float* __restrict__ el,
@@ -331,9 +580,8 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
                                           std::int64_t ldalpha, const float* __restrict__ dout,
                                           std::int64_t lddout, int heads, std::int64_t width,
                                           AttentionDropout dropout, float* __restrict__ dalpha,
-                                          float* __restrict__ atilde, bool entry_major, bool vec4,
-                                          float* d_el, float* __restrict__ d_er) {
-  const int lane = lane_id();
+                                          float* __restrict__ atilde, bool vec4, float* d_el,
+                                          float* __restrict__ d_er) {
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
@@ -342,16 +590,9 @@ __global__ void gat_backward_edges_kernel(CsrArrays<Index> a, const float* __res
     const float* dout_i = dout + i * lddout;
     for (int h = 0; h < heads; ++h) {
       // d(alpha) = d(alpha~) * mask; S = sum_k alpha_k d(alpha)_k.
-      float weighted = 0.f;
-      for (std::int64_t k = lane; k < degree; k += 32) {
-        const std::int64_t e = begin + k;
-        const float dot =
-            head_dot(dout_i + h * width,
-                     z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
-        weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                           a.nnz, entry_major, dalpha, atilde);
-      }
-      const float total = detail::warp_sum(weighted);
+      const float total = detail::warp_sum(
+          attention_gradient_entries(a.columns, begin, degree, 0, 32, h, dout_i, z, ldz, width,
+                                     vec4, dropout, prefix, alpha, ldalpha, heads, dalpha, atilde));
       softmax_leaky_backward_row(a.columns, begin, degree, i, h, total, el, ldel, er, lder, alpha,
                                  ldalpha, dalpha, heads, d_el, d_er);
     }
@@ -380,27 +621,10 @@ __global__ void gat_backward_edges_coop_kernel(
     if (degree > a.long_rows.degree) continue;  // the long-row kernel's row
     const std::uint64_t prefix = attention_prefix(dropout, i);
     float dv[kColumnsPerLane], weighted[kColumnsPerLane];
-#pragma unroll
-    for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int c = lane + 32 * t;
-      dv[t] = c < total_cols ? dout[i * lddout + c] : 0.f;
-      weighted[t] = 0.f;
-    }
-    for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
-      const std::int64_t u_mine = chunk + lane < degree ? a.columns[begin + chunk + lane] : 0;
-      const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-      for (int j = 0; j < count; ++j) {
-        const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
-                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
-                            weighted);
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int h = coop_head_of(lane, t, width, total_cols);
-      if (h >= 0) head_total[h] = weighted[t];
-    }
+    load_coop_row(dv, weighted, dout + i * lddout, lane, total_cols);
+    coop_backward_chunks(a.columns, begin, degree, 0, 32, dv, z, ldz, lane, width, total_cols,
+                         dropout, prefix, alpha, ldalpha, heads, dalpha, atilde, weighted);
+    store_coop_head_sums(weighted, head_total, lane, width, total_cols);
     __syncwarp();
     for (int h = 0; h < heads; ++h) {
       const float total = head_total[h];
@@ -408,191 +632,6 @@ __global__ void gat_backward_edges_coop_kernel(
                                  ldalpha, dalpha, heads, d_el, d_er);
     }
     __syncwarp();
-  }
-}
-
-// dz[u, c] += sum over entries (v -> u) of atilde[e, h(c)] * dout[v, c], over the transposed
-// CSR (t_perm maps a transposed entry to its original entry e): one warp per source row,
-// deterministic, no atomics.
-// kVec4 as in gat_aggregate_kernel: float4 words of dout and dz, the same sums in the same order.
-template <typename Index, int kColumnsPerLane, bool kVec4>
-__global__ void gat_transpose_aggregate_kernel(
-    const Index* __restrict__ t_indptr, const Index* __restrict__ t_columns,
-    const Index* __restrict__ t_perm, std::int64_t t_rows, std::int64_t skip_degree,
-    const float* __restrict__ atilde, int heads, std::int64_t width, const float* __restrict__ dout,
-    std::int64_t lddout, float* __restrict__ dz, std::int64_t lddz) {
-  const int lane = lane_id();
-  const std::int64_t total_cols = heads * width;
-  for (std::int64_t u = global_warp(); u < t_rows; u += warp_count()) {
-    const std::int64_t begin = t_indptr[u];
-    const std::int64_t degree = t_indptr[u + 1] - begin;
-    // Rows without entries add nothing; longer rows are the long-row kernel's.
-    if (degree == 0 || degree > skip_degree) continue;
-    for (std::int64_t column_base = 0; column_base < total_cols;
-         column_base += 32 * kColumnsPerLane) {
-      float acc[kColumnsPerLane];
-      int head_of[kColumnsPerLane];
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) {
-        acc[t] = 0.f;
-        const std::int64_t c =
-            kVec4 ? column_base + 128 * (t / 4) + 4 * lane + t % 4 : column_base + lane + 32 * t;
-        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
-      }
-      for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
-        std::int64_t v_mine = 0, e_mine = 0;
-        if (chunk + lane < degree) {
-          v_mine = t_columns[begin + chunk + lane];
-          e_mine = t_perm[begin + chunk + lane];
-        }
-        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-        for (int j = 0; j < count; ++j) {
-          const std::int64_t v = __shfl_sync(0xffffffffu, v_mine, j);
-          const std::int64_t e = __shfl_sync(0xffffffffu, e_mine, j);
-          const float* dv = dout + v * lddout;
-          const float* weights = atilde + e * heads;
-          if constexpr (kVec4) {
-#pragma unroll
-            for (int g = 0; g < kColumnsPerLane / 4; ++g) {
-              const std::int64_t c = column_base + 128 * g + 4 * lane;
-              if (c >= total_cols) continue;
-              add_scaled4(acc + 4 * g, weights[head_of[4 * g]], dv + c);
-            }
-          } else {
-#pragma unroll
-            for (int t = 0; t < kColumnsPerLane; ++t) {
-              const std::int64_t c = column_base + lane + 32 * t;
-              if (c < total_cols) acc[t] += weights[head_of[t]] * dv[c];
-            }
-          }
-        }
-      }
-      if constexpr (kVec4) {
-#pragma unroll
-        for (int g = 0; g < kColumnsPerLane / 4; ++g) {
-          const std::int64_t c = column_base + 128 * g + 4 * lane;
-          if (c >= total_cols) continue;
-          float4* target = reinterpret_cast<float4*>(dz + u * lddz + c);
-          float4 y = *target;
-          y.x += acc[4 * g];
-          y.y += acc[4 * g + 1];
-          y.z += acc[4 * g + 2];
-          y.w += acc[4 * g + 3];
-          *target = y;
-        }
-      } else {
-#pragma unroll
-        for (int t = 0; t < kColumnsPerLane; ++t) {
-          const std::int64_t c = column_base + lane + 32 * t;
-          if (c < total_cols) dz[u * lddz + c] += acc[t];
-        }
-      }
-    }
-  }
-}
-
-// ---- Long rows: one block of kLongWarps warps per row (rows listed in LongRows). Each warp
-// takes the row's 32-entry chunks warp, warp + kLongWarps, ...; per-warp partial results are
-// combined through shared memory in warp order (deterministic).
-constexpr int kLongWarps = 16;
-constexpr int kLongThreads = 32 * kLongWarps;
-
-std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
-  return sizeof(float) * (static_cast<std::size_t>(kLongWarps) * 32 * heads +
-                          2 * static_cast<std::size_t>(kLongWarps) * heads + 2 * heads +
-                          static_cast<std::size_t>(kLongWarps) * 32 * columns_per_lane);
-}
-
-template <typename Index, int kColumnsPerLane>
-__global__ void __launch_bounds__(kLongThreads)
-    gat_aggregate_long_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
-                              const float* __restrict__ el, std::int64_t ldel,
-                              const float* __restrict__ er, std::int64_t lder, int heads,
-                              std::int64_t width, AttentionDropout dropout,
-                              float* __restrict__ alpha, std::int64_t ldalpha,
-                              float* __restrict__ out, std::int64_t ldout) {
-  extern __shared__ float shared[];
-  constexpr int kSpan = 32 * kColumnsPerLane;
-  const int lane = lane_id();
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  float* coef = shared + warp * 32 * heads;          // per warp: 32 entries x heads
-  float* part_m = shared + kLongWarps * 32 * heads;  // [warp][head]
-  float* part_s = part_m + kLongWarps * heads;       // [warp][head]
-  float* head_max = part_s + kLongWarps * heads;     // [head]
-  float* head_inv = head_max + heads;                // [head]
-  float* partial = head_inv + heads;                 // [warp][kSpan]
-  const std::int64_t total_cols = heads * width;
-  const std::int64_t step = 32 * kLongWarps;
-  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
-    const std::int64_t i = a.long_rows.rows[r];
-    const std::int64_t begin = a.indptr[i];
-    const std::int64_t degree = a.indptr[i + 1] - begin;
-    const std::uint64_t prefix = attention_prefix(dropout, i);
-    for (int h = 0; h < heads; ++h) {
-      float m, s;
-      softmax_stats_entries(a.columns, begin, degree, warp * 32, step, el, ldel, h,
-                            er[i * lder + h], m, s);
-      if (lane == 0) {
-        part_m[warp * heads + h] = m;
-        part_s[warp * heads + h] = s;
-      }
-    }
-    __syncthreads();
-    if (static_cast<int>(threadIdx.x) < heads) {
-      const int h = static_cast<int>(threadIdx.x);
-      float m = -FLT_MAX, s = 0.f;
-      for (int w = 0; w < kLongWarps; ++w)
-        merge_softmax_stats(m, s, part_m[w * heads + h], part_s[w * heads + h]);
-      head_max[h] = m;
-      head_inv[h] = s > 0.f ? 1.f / s : 0.f;
-    }
-    __syncthreads();
-    for (std::int64_t column_base = 0; column_base < total_cols; column_base += kSpan) {
-      float acc[kColumnsPerLane];
-      int head_of[kColumnsPerLane];
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) {
-        acc[t] = 0.f;
-        const std::int64_t c = column_base + lane + 32 * t;
-        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
-      }
-      for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
-        const std::int64_t k = chunk + lane;
-        std::int64_t u_mine = 0;
-        if (k < degree) {
-          u_mine = a.columns[begin + k];
-          for (int h = 0; h < heads; ++h) {
-            const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
-            const float coefficient = expf(e - head_max[h]) * head_inv[h];
-            if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-            coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
-          }
-        }
-        __syncwarp();
-        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-        for (int j = 0; j < count; ++j) {
-          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-          const float* zu = z + u * ldz;
-#pragma unroll
-          for (int t = 0; t < kColumnsPerLane; ++t) {
-            const std::int64_t c = column_base + lane + 32 * t;
-            if (c < total_cols) acc[t] += coef[j * heads + head_of[t]] * zu[c];
-          }
-        }
-        __syncwarp();
-      }
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = acc[t];
-      __syncthreads();
-      for (int c = static_cast<int>(threadIdx.x); c < kSpan; c += kLongThreads) {
-        const std::int64_t column = column_base + c;
-        if (column >= total_cols) continue;
-        float sum = 0.f;
-        for (int w = 0; w < kLongWarps; ++w) sum += partial[w * kSpan + c];
-        out[i * ldout + column] = sum;
-      }
-      __syncthreads();
-    }
   }
 }
 
@@ -606,8 +645,8 @@ __global__ void __launch_bounds__(kLongThreads)
                                    std::int64_t ldalpha, const float* __restrict__ dout,
                                    std::int64_t lddout, int heads, std::int64_t width,
                                    AttentionDropout dropout, float* __restrict__ dalpha,
-                                   float* __restrict__ atilde, bool entry_major, bool vec4,
-                                   float* d_el, float* __restrict__ d_er) {
+                                   float* __restrict__ atilde, bool vec4, float* d_el,
+                                   float* __restrict__ d_er) {
   __shared__ float part[kLongWarps];
   __shared__ float head_total;
   const int lane = lane_id();
@@ -620,23 +659,12 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::uint64_t prefix = attention_prefix(dropout, i);
     const float* dout_i = dout + i * lddout;
     for (int h = 0; h < heads; ++h) {
-      float weighted = 0.f;
-      for (std::int64_t k = warp * 32 + lane; k < degree; k += step) {
-        const std::int64_t e = begin + k;
-        const float dot =
-            head_dot(dout_i + h * width,
-                     z + static_cast<std::int64_t>(a.columns[e]) * ldz + h * width, width, vec4);
-        weighted += dropout_backward_entry(dropout, prefix, k, h, e, dot, alpha, ldalpha, heads,
-                                           a.nnz, entry_major, dalpha, atilde);
-      }
-      weighted = detail::warp_sum(weighted);
+      const float weighted = detail::warp_sum(attention_gradient_entries(
+          a.columns, begin, degree, warp * 32, step, h, dout_i, z, ldz, width, vec4, dropout,
+          prefix, alpha, ldalpha, heads, dalpha, atilde));
       if (lane == 0) part[warp] = weighted;
       __syncthreads();
-      if (threadIdx.x == 0) {
-        float total = 0.f;
-        for (int w = 0; w < kLongWarps; ++w) total += part[w];
-        head_total = total;
-      }
+      if (threadIdx.x == 0) head_total = sum_over_warps(part, 1);
       __syncthreads();
       const float sum = softmax_leaky_backward_entries(a.columns, begin, degree, warp * 32, step, i,
                                                        h, head_total, el, ldel, er, lder, alpha,
@@ -644,11 +672,7 @@ __global__ void __launch_bounds__(kLongThreads)
       __syncthreads();  // every warp has read head_total
       if (lane == 0) part[warp] = sum;
       __syncthreads();
-      if (threadIdx.x == 0) {
-        float total = 0.f;
-        for (int w = 0; w < kLongWarps; ++w) total += part[w];
-        d_er[i * heads + h] = total;
-      }
+      if (threadIdx.x == 0) d_er[i * heads + h] = sum_over_warps(part, 1);
       __syncthreads();
     }
   }
@@ -675,33 +699,14 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
     const std::int64_t degree = a.indptr[i + 1] - begin;
     const std::uint64_t prefix = attention_prefix(dropout, i);
     float dv[kColumnsPerLane], weighted[kColumnsPerLane];
-#pragma unroll
-    for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int c = lane + 32 * t;
-      dv[t] = c < total_cols ? dout[i * lddout + c] : 0.f;
-      weighted[t] = 0.f;
-    }
-    for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
-      const std::int64_t u_mine = chunk + lane < degree ? a.columns[begin + chunk + lane] : 0;
-      const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-      for (int j = 0; j < count; ++j) {
-        const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
-        coop_backward_entry(dv, z + u * ldz, lane, width, total_cols, dropout, prefix, chunk + j,
-                            begin + chunk + j, alpha, ldalpha, heads, a.nnz, dalpha, atilde,
-                            weighted);
-      }
-    }
-#pragma unroll
-    for (int t = 0; t < kColumnsPerLane; ++t) {
-      const int h = coop_head_of(lane, t, width, total_cols);
-      if (h >= 0) part[warp * heads + h] = weighted[t];
-    }
+    load_coop_row(dv, weighted, dout + i * lddout, lane, total_cols);
+    coop_backward_chunks(a.columns, begin, degree, warp * 32, step, dv, z, ldz, lane, width,
+                         total_cols, dropout, prefix, alpha, ldalpha, heads, dalpha, atilde,
+                         weighted);
+    store_coop_head_sums(weighted, part + warp * heads, lane, width, total_cols);
     __syncthreads();
-    if (static_cast<int>(threadIdx.x) < heads) {
-      float total = 0.f;
-      for (int w = 0; w < kLongWarps; ++w) total += part[w * heads + threadIdx.x];
-      head_total[threadIdx.x] = total;
-    }
+    if (static_cast<int>(threadIdx.x) < heads)
+      head_total[threadIdx.x] = sum_over_warps(part + threadIdx.x, heads);
     __syncthreads();
     for (int h = 0; h < heads; ++h) {
       const float sum = softmax_leaky_backward_entries(a.columns, begin, degree, warp * 32, step, i,
@@ -710,12 +715,65 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
       if (lane == 0) part[warp * heads + h] = sum;
     }
     __syncthreads();
-    if (static_cast<int>(threadIdx.x) < heads) {
-      float total = 0.f;
-      for (int w = 0; w < kLongWarps; ++w) total += part[w * heads + threadIdx.x];
-      d_er[i * heads + threadIdx.x] = total;
-    }
+    if (static_cast<int>(threadIdx.x) < heads)
+      d_er[i * heads + threadIdx.x] = sum_over_warps(part + threadIdx.x, heads);
     __syncthreads();
+  }
+}
+
+// ---- Backward: the transposed aggregation dz[u, c] += sum over entries (v -> u) of
+// atilde[e, h(c)] * dout[v, c], over the transposed CSR (t_perm maps a transposed entry to its
+// original entry e): deterministic, no atomics.
+
+// One column pass of transposed row u over its 32-entry chunks first_chunk, first_chunk + step,
+// ...
+template <typename Index, int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void transpose_chunks(
+    const Index* t_columns, const Index* t_perm, std::int64_t begin, std::int64_t degree,
+    std::int64_t first_chunk, std::int64_t step, const float* atilde, int heads, const float* dout,
+    std::int64_t lddout, std::int64_t column_base, std::int64_t total_cols, int lane,
+    float (&acc)[kColumnsPerLane], const int (&head_of)[kColumnsPerLane]) {
+  for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
+    std::int64_t v_mine = 0, e_mine = 0;
+    if (chunk + lane < degree) {
+      v_mine = t_columns[begin + chunk + lane];
+      e_mine = t_perm[begin + chunk + lane];
+    }
+    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+    for (int j = 0; j < count; ++j) {
+      const std::int64_t v = __shfl_sync(0xffffffffu, v_mine, j);
+      const std::int64_t e = __shfl_sync(0xffffffffu, e_mine, j);
+      accumulate_row<kColumnsPerLane, kVec4>(acc, head_of, atilde + e * heads, dout + v * lddout,
+                                             column_base, lane, total_cols);
+    }
+  }
+}
+
+// One warp per source row (rows up to skip_degree entries).
+template <typename Index, int kColumnsPerLane, bool kVec4>
+__global__ void gat_transpose_aggregate_kernel(
+    const Index* __restrict__ t_indptr, const Index* __restrict__ t_columns,
+    const Index* __restrict__ t_perm, std::int64_t t_rows, std::int64_t skip_degree,
+    const float* __restrict__ atilde, int heads, std::int64_t width, const float* __restrict__ dout,
+    std::int64_t lddout, float* __restrict__ dz, std::int64_t lddz) {
+  const int lane = lane_id();
+  const std::int64_t total_cols = heads * width;
+  for (std::int64_t u = global_warp(); u < t_rows; u += warp_count()) {
+    const std::int64_t begin = t_indptr[u];
+    const std::int64_t degree = t_indptr[u + 1] - begin;
+    // Rows without entries add nothing; longer rows are the long-row kernel's.
+    if (degree == 0 || degree > skip_degree) continue;
+    for (std::int64_t column_base = 0; column_base < total_cols;
+         column_base += 32 * kColumnsPerLane) {
+      float acc[kColumnsPerLane];
+      int head_of[kColumnsPerLane];
+      start_column_pass<kColumnsPerLane, kVec4>(acc, head_of, column_base, lane, width, total_cols);
+      transpose_chunks<Index, kColumnsPerLane, kVec4>(t_columns, t_perm, begin, degree, 0, 32,
+                                                      atilde, heads, dout, lddout, column_base,
+                                                      total_cols, lane, acc, head_of);
+      write_column_pass<kColumnsPerLane, kVec4, PassWrite::kAdd>(acc, dz + u * lddz, column_base,
+                                                                 lane, total_cols);
+    }
   }
 }
 
@@ -729,8 +787,7 @@ __global__ void __launch_bounds__(kLongThreads)
                                         std::int64_t width, const float* __restrict__ dout,
                                         std::int64_t lddout, float* __restrict__ dz,
                                         std::int64_t lddz) {
-  extern __shared__ float partial[];  // [warp][kSpan]
-  constexpr int kSpan = 32 * kColumnsPerLane;
+  extern __shared__ float partial[];  // [warp][32 * kColumnsPerLane]
   const int lane = lane_id();
   const int warp = static_cast<int>(threadIdx.x / 32);
   const std::int64_t total_cols = heads * width;
@@ -739,55 +796,19 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int64_t u = t_long.rows[r];
     const std::int64_t begin = t_indptr[u];
     const std::int64_t degree = t_indptr[u + 1] - begin;
-    for (std::int64_t column_base = 0; column_base < total_cols; column_base += kSpan) {
+    for (std::int64_t column_base = 0; column_base < total_cols;
+         column_base += 32 * kColumnsPerLane) {
       float acc[kColumnsPerLane];
       int head_of[kColumnsPerLane];
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) {
-        acc[t] = 0.f;
-        const std::int64_t c = column_base + lane + 32 * t;
-        head_of[t] = c < total_cols ? static_cast<int>(c / width) : 0;
-      }
-      for (std::int64_t chunk = warp * 32; chunk < degree; chunk += step) {
-        std::int64_t v_mine = 0, e_mine = 0;
-        if (chunk + lane < degree) {
-          v_mine = t_columns[begin + chunk + lane];
-          e_mine = t_perm[begin + chunk + lane];
-        }
-        const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-        for (int j = 0; j < count; ++j) {
-          const std::int64_t v = __shfl_sync(0xffffffffu, v_mine, j);
-          const std::int64_t e = __shfl_sync(0xffffffffu, e_mine, j);
-          const float* dv = dout + v * lddout;
-          const float* weights = atilde + e * heads;
-#pragma unroll
-          for (int t = 0; t < kColumnsPerLane; ++t) {
-            const std::int64_t c = column_base + lane + 32 * t;
-            if (c < total_cols) acc[t] += weights[head_of[t]] * dv[c];
-          }
-        }
-      }
-#pragma unroll
-      for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = acc[t];
-      __syncthreads();
-      for (int c = static_cast<int>(threadIdx.x); c < kSpan; c += kLongThreads) {
-        const std::int64_t column = column_base + c;
-        if (column >= total_cols) continue;
-        float sum = 0.f;
-        for (int w = 0; w < kLongWarps; ++w) sum += partial[w * kSpan + c];
-        dz[u * lddz + column] += sum;
-      }
-      __syncthreads();
+      start_column_pass<kColumnsPerLane, false>(acc, head_of, column_base, lane, width, total_cols);
+      transpose_chunks<Index, kColumnsPerLane, false>(t_columns, t_perm, begin, degree, warp * 32,
+                                                      step, atilde, heads, dout, lddout,
+                                                      column_base, total_cols, lane, acc, head_of);
+      write_long_column_pass<kColumnsPerLane, PassWrite::kAdd>(acc, partial, dz + u * lddz,
+                                                               column_base, warp, lane, total_cols);
     }
   }
 }
-
-// Blocks for the long-row kernels: one per row, capped (the kernels stride over the rest).
-unsigned long_blocks(std::int64_t rows) {
-  return static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
-}
-
-constexpr std::size_t kMaxLongShared = 48 * 1024;  // the default dynamic shared memory limit
 
 // Block (32, 8): x over columns, y over rows; the block reduces d_att over y.
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
@@ -906,15 +927,13 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
                                std::int64_t lder, const float* alpha, std::int64_t ldalpha,
                                const float* dout, std::int64_t lddout, int heads,
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
-                               float* atilde, bool entry_major, bool cooperative, float* d_el,
-                               float* d_er, cudaStream_t stream) {
+                               float* atilde, float* d_el, float* d_er, cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
   const std::int64_t total_cols = heads * width;
   const bool power_of_two = width > 0 && width <= 32 && (width & (width - 1)) == 0;
   const bool vec4 = width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(dout, lddout);
   const unsigned blocks = warp_blocks(a.rows);
-  const bool coop =
-      cooperative && entry_major && power_of_two && total_cols <= 256 && heads <= 1024;
+  const bool coop = power_of_two && total_cols <= 256 && heads <= 1024;
   const std::size_t long_shared =
       coop ? (static_cast<std::size_t>(kLongWarps) + 1) * heads * sizeof(float) : 0;
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
@@ -958,12 +977,12 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
   } else {
     gat_backward_edges_kernel<Index><<<blocks, detail::kBlockThreads, 0, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-        dalpha, atilde, entry_major, vec4, d_el, d_er);
+        dalpha, atilde, vec4, d_el, d_er);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (long_path)
       gat_backward_edges_long_kernel<Index><<<long_grid, kLongThreads, 0, stream>>>(
           a, z, ldz, el, ldel, er, lder, alpha, ldalpha, dout, lddout, heads, width, dropout,
-          dalpha, atilde, entry_major, vec4, d_el, d_er);
+          dalpha, atilde, vec4, d_el, d_er);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
@@ -1051,8 +1070,7 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
   template void launch_gat_backward_edges<Index>(                                                 \
       const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,            \
       const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int,    \
-      std::int64_t, const AttentionDropout&, float*, float*, bool, bool, float*, float*,          \
-      cudaStream_t);                                                                              \
+      std::int64_t, const AttentionDropout&, float*, float*, float*, float*, cudaStream_t);       \
   template void launch_gat_transpose_aggregate<Index>(                                            \
       const Index*, const Index*, const Index*, std::int64_t, const LongRows&, const float*, int, \
       std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);

@@ -59,18 +59,17 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
                           cudaStream_t stream);
 
 // Backward through attention dropout, softmax and LeakyReLU. Writes the dropped-out coefficients
-// (atilde: entry-major atilde[e * K + h] when entry_major, else head-major atilde[h * nnz + e]
-// for per-head SpMMs), d_er (rows x K, ld K), and adds d_el (cols x K, ld K; must be zeroed
-// first). dalpha: nnz x K scratch. `cooperative` allows the warp-cooperative kernel (F a power
-// of two <= 32, K*F <= 256, entry-major only).
+// (entry-major, atilde[e * K + h], for launch_gat_transpose_aggregate), d_er (rows x K, ld K),
+// and adds d_el (cols x K, ld K; must be zeroed first). dalpha: nnz x K scratch. Heads of a power
+// of two <= 32 columns, K*F <= 256, take the warp-cooperative kernels; wider heads one lane per
+// entry.
 template <typename Index>
 void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
                                const float* el, std::int64_t ldel, const float* er,
                                std::int64_t lder, const float* alpha, std::int64_t ldalpha,
                                const float* dout, std::int64_t lddout, int heads,
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
-                               float* atilde, bool entry_major, bool cooperative, float* d_el,
-                               float* d_er, cudaStream_t stream);
+                               float* atilde, float* d_el, float* d_er, cudaStream_t stream);
 
 // dz[u] += sum over the transposed CSR's entries (u <- v, original entry t_perm) of
 // atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic).

@@ -1,7 +1,6 @@
 // Implementation of kernels/cuda/memory.hpp.
 #include "kernels/cuda/memory.hpp"
 
-#include <cstdlib>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -58,40 +57,17 @@ AccountedBuffer MemoryAccount::allocate(std::int64_t bytes, const std::string& w
 
 namespace {
 constexpr std::int64_t kSlabBytes = std::int64_t(64) << 20;
-
-// SLUICE_CONSTANT_HEADROOM_MIB (an integer >= 0) overrides the default headroom; -1: unset.
-std::int64_t headroom_from_env() {
-  const char* value = std::getenv("SLUICE_CONSTANT_HEADROOM_MIB");
-  if (value == nullptr || value[0] == '\0') return -1;
-  char* end = nullptr;
-  const long long mib = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0' || mib < 0)
-    throw InputError(
-        cat("SLUICE_CONSTANT_HEADROOM_MIB must be a number of MiB >= 0, got '", value, "'"));
-  return std::int64_t(mib) << 20;
-}
 }  // namespace
-
-ConstantStore::ConstantStore(MemoryAccount& account, bool force_host)
-    : account_(account), force_host_(force_host), headroom_(headroom_from_env()) {}
-
-bool ConstantStore::fits_on_device(std::int64_t bytes) const {
-  return !force_host_ && leaves_headroom(bytes);
-}
 
 bool ConstantStore::leaves_headroom(std::int64_t bytes) const {
   const std::int64_t charge = rounded(bytes);
   const std::int64_t budget = account_.budget();
-  if (budget > 0) {
-    const std::int64_t headroom = headroom_ >= 0 ? headroom_ : budget / 8;
-    return account_.in_use() + charge + headroom <= budget;
-  }
-  // No budget: the physical GPU (shared by the logical devices on it), keeping 1/16 free.
+  if (budget > 0) return account_.in_use() + charge + budget / kBudgetHeadroomDivisor <= budget;
+  // No budget: the physical GPU (shared by the logical devices on it).
   DeviceGuard guard(account_.gpu());
   std::size_t free = 0, total = 0;
   SLUICE_CUDA(cudaMemGetInfo(&free, &total));
-  const std::int64_t headroom = headroom_ >= 0 ? headroom_ : std::int64_t(total / 16);
-  return charge + headroom <= std::int64_t(free);
+  return charge + std::int64_t(total) / kGpuHeadroomDivisor <= std::int64_t(free);
 }
 
 void* ConstantStore::host_allocate(std::int64_t bytes, void** host) {
@@ -120,7 +96,7 @@ ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const 
   SLUICE_EXPECTS(bytes >= 0, "negative constant of ", bytes, " bytes for ", what);
   if (bytes == 0) return ConstantBuffer();
   AccountedBuffer buffer;
-  if (fits_on_device(bytes)) {
+  if (leaves_headroom(bytes)) {
     try {
       buffer = account_.allocate(bytes, what);
     } catch (const OutOfDeviceMemory&) {

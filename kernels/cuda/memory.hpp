@@ -104,14 +104,20 @@ class ConstantBuffer {
   std::int64_t bytes_ = 0;
 };
 
+// The memory ConstantStore keeps free for scratch sized on first use (SpMM workspace, GAT and
+// staging buffers): budget / kBudgetHeadroomDivisor of a device with a budget, else
+// 1 / kGpuHeadroomDivisor of the GPU's memory (shared by the logical devices on it). The
+// memory estimate (preprocess/memory_estimate.cpp) counts the budget's share: setup fits 7/8.
+constexpr std::int64_t kBudgetHeadroomDivisor = 8;
+constexpr std::int64_t kGpuHeadroomDivisor = 16;
+
 // Places one logical device's read-only constants: in device memory while they fit the budget
-// and leave `headroom` bytes of it free (for scratch sized on first use: SpMM workspace, GAT
-// and staging buffers), else in pinned, mapped, portable host memory (slabs owned here, freed
-// with the store) that kernels and cuSPARSE read zero-copy through its device address (UVA).
-// force_host (SLUICE_HOST_CONSTANTS=1) puts every constant in host memory.
+// and leave the headroom above free, else in pinned, mapped, portable host memory (slabs owned
+// here, freed with the store) that kernels and cuSPARSE read zero-copy through its device
+// address (UVA).
 class ConstantStore {
  public:
-  ConstantStore(MemoryAccount& account, bool force_host);
+  explicit ConstantStore(MemoryAccount& account) : account_(account) {}
   ConstantStore(const ConstantStore&) = delete;
   ConstantStore& operator=(const ConstantStore&) = delete;
 
@@ -123,10 +129,7 @@ class ConstantStore {
     return place(values.data(), static_cast<std::int64_t>(values.size() * sizeof(T)), what, stream);
   }
   std::int64_t host_bytes() const { return host_bytes_; }  // constants kept in host memory
-  bool force_host() const { return force_host_; }
-  // Whether `bytes` more of device memory fit the budget (or the GPU) with the headroom left
-  // (leaves_headroom), and constants may go to the device at all (fits_on_device).
-  bool fits_on_device(std::int64_t bytes) const;
+  // Whether `bytes` more of device memory fit the budget (or the GPU) with the headroom left.
   bool leaves_headroom(std::int64_t bytes) const;
 
  private:
@@ -134,8 +137,6 @@ class ConstantStore {
   void* host_allocate(std::int64_t bytes, void** host);
 
   MemoryAccount& account_;
-  bool force_host_;
-  std::int64_t headroom_ = 0;
   std::int64_t host_bytes_ = 0;
   std::deque<PinnedBuffer> slabs_, large_;  // shared 64 MiB slabs; one slab per large constant
   std::int64_t slab_used_ = 0;              // bytes used in slabs_.back()

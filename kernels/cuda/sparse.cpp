@@ -1,8 +1,6 @@
 // Implementation of kernels/cuda/sparse.hpp.
 #include "kernels/cuda/sparse.hpp"
 
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 
 #include "kernels/cuda/gather.hpp"
@@ -28,8 +26,8 @@ std::vector<vertex_t> rows_longer_than(const std::vector<Offset>& offsets, std::
 
 template <typename Index>
 void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
-                      const std::vector<vertex_t>& columns, bool build_transpose,
-                      ConstantStore& store, cudaStream_t stream, const std::string& what) {
+                      const std::vector<vertex_t>& columns, ConstantStore& store,
+                      cudaStream_t stream, const std::string& what) {
   if (csr.long_degree < INT64_MAX) {
     const std::vector<vertex_t> long_rows = rows_longer_than(indptr, csr.long_degree);
     csr.num_long = static_cast<std::int64_t>(long_rows.size());
@@ -52,7 +50,6 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
     if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
   csr.self = upload_array(self, store, stream, what + " (self entries)");
 
-  if (!build_transpose) return;
   // Counting sort by column: row r's entries land in ascending r within each transposed row.
   std::vector<Index> t_indptr(static_cast<std::size_t>(cols) + 1, 0);
   for (std::int64_t e = 0; e < nnz; ++e) ++t_indptr[columns[e] + 1];
@@ -69,7 +66,6 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
   csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
   csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
-  csr.has_transpose = true;
   if (csr.long_degree < INT64_MAX) {
     const std::vector<vertex_t> long_rows = rows_longer_than(t_indptr, csr.long_degree);
     csr.num_t_long = static_cast<std::int64_t>(long_rows.size());
@@ -80,21 +76,9 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
 
 }  // namespace
 
-TransposeMode transpose_mode_from_env() {
-  const char* value = std::getenv("SLUICE_SPMM_TRANSPOSE");
-  if (value == nullptr || std::strcmp(value, "auto") == 0 || value[0] == '\0')
-    return TransposeMode::kMeasured;
-  if (std::strcmp(value, "csr") == 0) return TransposeMode::kPrecomputed;
-  if (std::strcmp(value, "op") == 0) return TransposeMode::kOperation;
-  if (std::strcmp(value, "warp") == 0) return TransposeMode::kWarp;
-  throw InputError(cat(
-      "SLUICE_SPMM_TRANSPOSE must be 'auto' (default), 'csr', 'op' or 'warp', got '", value, "'"));
-}
-
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                            std::int64_t num_cols, bool build_transpose, ConstantStore& store,
-                            cudaStream_t stream, const std::string& what,
-                            std::int64_t long_degree) {
+                            std::int64_t num_cols, ConstantStore& store, cudaStream_t stream,
+                            const std::string& what, std::int64_t long_degree) {
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
   DeviceCsr csr;
   if (long_degree > 0) csr.long_degree = long_degree;
@@ -112,25 +96,18 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
                    " of entry ", e, " outside [0, ", num_cols, ")");
   csr.wide = csr.nnz >= std::numeric_limits<std::int32_t>::max();
   if (csr.wide) {
-    upload_structure<std::int64_t>(csr, indptr, columns, build_transpose, store, stream, what);
+    upload_structure<std::int64_t>(csr, indptr, columns, store, stream, what);
   } else {
-    upload_structure<std::int32_t>(csr, indptr, columns, build_transpose, store, stream, what);
+    upload_structure<std::int32_t>(csr, indptr, columns, store, stream, what);
   }
   return csr;
 }
 
-int spmm_algorithm_from_env() {
-  const char* value = std::getenv("SLUICE_SPMM_ALG");
-  if (value == nullptr || value[0] == '\0' || std::strcmp(value, "default") == 0) return 0;
-  for (int k = 1; k <= 3; ++k)
-    if (value == std::to_string(k)) return k;
-  throw InputError(cat("SLUICE_SPMM_ALG must be 'default', 1, 2 or 3, got '", value, "'"));
-}
-
 void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, bool transpose, bool use_transposed_csr, int algorithm, float alpha,
+              DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
               float* transposed_values, Scratch& workspace, MemoryAccount& account,
               cudaStream_t stream, cudaEvent_t timed_begin, cudaEvent_t timed_end) {
+  const bool transpose = product == SpmmProduct::kTransposeAdd;
   const std::int64_t out_rows = transpose ? a.cols : a.rows;
   const std::int64_t in_rows = transpose ? a.rows : a.cols;
   SLUICE_EXPECTS(x.rows == in_rows && y.rows == out_rows && x.cols == y.cols, "SpMM shapes: A is ",
@@ -142,40 +119,33 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
     return;
   }
   const float beta = transpose ? 1.f : 0.f;
-  use_transposed_csr = use_transposed_csr && transpose;
-  SLUICE_EXPECTS(!use_transposed_csr || a.has_transpose, "precomputed transpose missing");
-  float* entry_values = use_transposed_csr ? transposed_values : const_cast<float*>(values);
+  float* entry_values = transpose ? transposed_values : const_cast<float*>(values);
   const SparseMatrixDescriptor matrix =
-      use_transposed_csr ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(),
-                                                  a.t_columns.get(), entry_values, a.index_type())
-                         : SparseMatrixDescriptor(a.rows, a.cols, a.nnz, a.indptr.get(),
-                                                  a.columns.get(), entry_values, a.index_type());
-  const cusparseOperation_t op = transpose && !use_transposed_csr
-                                     ? CUSPARSE_OPERATION_TRANSPOSE
-                                     : CUSPARSE_OPERATION_NON_TRANSPOSE;
+      transpose ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(), a.t_columns.get(),
+                                         entry_values, a.index_type())
+                : SparseMatrixDescriptor(a.rows, a.cols, a.nnz, a.indptr.get(), a.columns.get(),
+                                         entry_values, a.index_type());
+  const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;  // transposes are precomputed
   const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
   const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
-  const cusparseSpMMAlg_t alg = algorithm == 1   ? CUSPARSE_SPMM_CSR_ALG1
-                                : algorithm == 2 ? CUSPARSE_SPMM_CSR_ALG2
-                                : algorithm == 3 ? CUSPARSE_SPMM_CSR_ALG3
-                                                 : CUSPARSE_SPMM_ALG_DEFAULT;
+  const cusparseSpMMAlg_t alg =
+      algorithm == SpmmAlgorithm::kCsrAlg3 ? CUSPARSE_SPMM_CSR_ALG3 : CUSPARSE_SPMM_ALG_DEFAULT;
   std::size_t bytes = 0;
-  SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha,
-                                          matrix.get(), dense_x.get(), &beta, dense_y.get(),
-                                          CUDA_R_32F, alg, &bytes));
+  SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, op, &alpha, matrix.get(), dense_x.get(),
+                                          &beta, dense_y.get(), CUDA_R_32F, alg, &bytes));
   void* buffer = workspace.ensure(static_cast<std::int64_t>(bytes), account, stream,
                                   "cuSPARSE SpMM workspace");
   // Timed from here: the workspace is in place (growing it may block the host).
   if (timed_begin) SLUICE_CUDA(cudaEventRecord(timed_begin, stream));
-  if (use_transposed_csr) {
+  if (transpose) {
     if (a.wide) {
       launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
     } else {
       launch_permute(values, a.t_perm.as<std::int32_t>(), transposed_values, a.nnz, stream);
     }
   }
-  SLUICE_CUSPARSE(cusparseSpMM(handle, op, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, matrix.get(),
-                               dense_x.get(), &beta, dense_y.get(), CUDA_R_32F, alg, buffer));
+  SLUICE_CUSPARSE(cusparseSpMM(handle, op, op, &alpha, matrix.get(), dense_x.get(), &beta,
+                               dense_y.get(), CUDA_R_32F, alg, buffer));
   if (timed_end) SLUICE_CUDA(cudaEventRecord(timed_end, stream));
 }
 

@@ -15,8 +15,8 @@
 
 #include "common/hash.hpp"
 #include "common/log.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
-#include "tests/support/env.hpp"
 
 namespace sluice {
 namespace {
@@ -92,12 +92,15 @@ class CudaOps : public ::testing::Test {
                       "machine (scripts/device-test.sh)";
     backend_ = make_backend(1);
   }
-  static std::unique_ptr<Backend> make_backend(int partitions, std::int64_t budget = 0) {
+  static BackendOptions one_gpu(int partitions, std::int64_t budget = 0) {
     BackendOptions options;
     options.partitions = partitions;
     options.gpus = 1;
     options.memory_budget = budget;
-    return make_cuda_backend(options);
+    return options;
+  }
+  static std::unique_ptr<Backend> make_backend(int partitions, std::int64_t budget = 0) {
+    return make_cuda_backend(one_gpu(partitions, budget));
   }
   Device& dev() { return backend_->device(0); }
 
@@ -115,8 +118,6 @@ class CudaOps : public ::testing::Test {
   std::unique_ptr<Backend> backend_;
   std::mt19937 rng_{12345};
 };
-
-using test::ScopedEnv;
 
 // ---------------------------------------------------------------------------------------------
 // Transfers
@@ -238,16 +239,17 @@ std::string line_with(const std::string& text, const std::string& what) {
   return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
-// SLUICE_OP_TIMES=1: every operation is timed per name; the first pass sequence (warm-up) is
-// left out, and the sums are logged when the device goes away. Off: nothing is logged.
+// BackendOptions::op_times: every operation is timed per name; the first pass sequence (warm-up)
+// is left out, and the sums are logged when the device goes away. Off: nothing is logged.
 TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
-  auto log_of = [](const char* setting) {
-    ScopedEnv env("SLUICE_OP_TIMES", setting);
+  auto log_of = [](bool op_times) {
     const LogLevel level = log_level();
     set_log_level(LogLevel::kInfo);
     testing::internal::CaptureStderr();
     {
-      auto backend = make_backend(1);
+      BackendOptions options = one_gpu(1);
+      options.op_times = op_times;
+      auto backend = make_cuda_backend(options);
       Device& d = backend->device(0);
       Mat a = d.alloc(64, 32, "a"), b = d.alloc(32, 16, "b"), c = d.alloc(64, 16, "c");
       double seconds[kPhases] = {};
@@ -263,12 +265,10 @@ TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
     set_log_level(level);
     return log;
   };
-  const std::string on = log_of("1");
+  const std::string on = log_of(true);
   EXPECT_NE(line_with(on, "compute  gemm A B ").find(" 3 calls"), std::string::npos) << on;
   EXPECT_NE(line_with(on, "compute  gemm A^T B ").find(" 1 calls"), std::string::npos) << on;
-  EXPECT_EQ(log_of("0").find("op times"), std::string::npos);
-  ScopedEnv bad("SLUICE_OP_TIMES", "yes");
-  EXPECT_THROW(make_backend(1), InputError);
+  EXPECT_EQ(log_of(false).find("op times"), std::string::npos);
 }
 
 TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
@@ -463,10 +463,27 @@ TEST_F(CudaOps, PullAndPushBetweenLogicalDevicesOnOneGpu) {
   pull_push_roundtrip(*backend, rng_);
 }
 
+// PeerAccess::kOff: the same results through the host-staged path, which stages the owner's
+// whole buffer for the pull (200 x 24 floats) and the compacted rows for the push (6 x 24) in
+// the reader's accounted scratch; the direct path needs neither.
 TEST_F(CudaOps, PullAndPushThroughHostStagedFallback) {
-  ScopedEnv p2p("SLUICE_P2P", "off");
-  auto backend = make_backend(2);
-  pull_push_roundtrip(*backend, rng_);
+  auto direct = make_backend(2);
+  pull_push_roundtrip(*direct, rng_);
+  BackendOptions options = one_gpu(2);
+  options.peer_access = PeerAccess::kOff;
+  auto staged = make_cuda_backend(options);
+  pull_push_roundtrip(*staged, rng_);
+  const std::int64_t staging = 200 * 24 * 4 + (6 * 24 * 4 + 255) / 256 * 256;
+  EXPECT_EQ(staged->device(1).peak_bytes() - direct->device(1).peak_bytes(), staging);
+}
+
+TEST_F(CudaOps, UnknownPeerAccessModeIsRejected) {
+  BackendOptions options = one_gpu(1);
+  options.peer_access = static_cast<PeerAccess>(7);
+  EXPECT_THROW(make_cuda_backend(options), InputError);
+  EXPECT_EQ(parse_peer_access("off", "--peer-access"), PeerAccess::kOff);
+  EXPECT_EQ(parse_peer_access("auto", "--peer-access"), PeerAccess::kAuto);
+  EXPECT_THROW(parse_peer_access("on", "--peer-access"), InputError);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -774,64 +791,90 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
 }
 
-// Default (SLUICE_SPMM_TRANSPOSE=auto): the first transposed call measures every method.
+// The first transposed call measures every method (on strided, unaligned rows: the cuSPARSE
+// one only).
 TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
   check_spmm(*backend_, rng_);
 }
 
-TEST_F(CudaOps, SpmmAndPrecomputedTransposeCsr) {
-  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "csr");
-  auto backend = make_backend(1);
-  check_spmm(*backend, rng_);
+// A chunk with hub rows and hub columns: every 4th row holds 129..1100 entries (more than the
+// long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
+// GAT kernels and the warp transposed SpMM put those rows (and transposed rows) on a block of
+// warps, over several rounds of its 16 warps.
+RandomCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+  RandomCsr a{{0}, {}, rows, cols};
+  std::uniform_int_distribution<int> short_degree(0, 40), long_degree(129, 1100);
+  std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
+  std::bernoulli_distribution hub_entry(0.9);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<vertex_t> row{static_cast<vertex_t>(r % cols)};
+    for (vertex_t hub = 1; hub <= 8; ++hub)
+      if (hub_entry(rng) && row.front() != hub) row.push_back(hub);
+    const int d = r % 4 == 1 ? long_degree(rng) : short_degree(rng);
+    std::vector<char> used(static_cast<std::size_t>(cols), 0);
+    for (vertex_t c : row) used[std::size_t(c)] = 1;
+    while (static_cast<int>(row.size()) < d) {
+      const vertex_t c = column(rng);
+      if (!used[std::size_t(c)]) used[std::size_t(c)] = 1, row.push_back(c);
+    }
+    a.columns.insert(a.columns.end(), row.begin(), row.end());
+    a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
+  }
+  return a;
+}
+
+// Rows and transposed rows of `a` over the CUDA backend's long-row threshold.
+std::pair<std::int64_t, std::int64_t> long_rows_of(const RandomCsr& a) {
+  const std::int64_t threshold = cuda::long_degree_for(a.indptr.back());
+  std::vector<std::int64_t> column_count(static_cast<std::size_t>(a.cols), 0);
+  std::int64_t rows = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) rows += a.indptr[r + 1] - a.indptr[r] > threshold;
+  for (vertex_t c : a.columns) ++column_count[std::size_t(c)];
+  const auto columns = std::count_if(column_count.begin(), column_count.end(),
+                                     [&](std::int64_t n) { return n > threshold; });
+  return {rows, static_cast<std::int64_t>(columns)};
 }
 
 // The measured choice: the first call (every method, signs adding up to one) and the later
-// calls (the chosen method) each add A^T dy once; at two widths (a choice per width), and on
-// rows that are not 16-byte aligned (ld 41: cuSPARSE's CSR_ALG3 is left out there).
+// calls (the chosen method) each add A^T dy once; at two widths (a choice per width), on rows
+// that are not 16-byte aligned (ld 41: cuSPARSE's CSR_ALG3 is left out there), and on a matrix
+// with long rows and long transposed rows (the warp method's block-per-row path).
 TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
   Device& d = dev();
-  const RandomCsr a = random_csr(300, 500, 30, true, rng_);
-  const std::int64_t nnz = a.indptr.back();
-  const Host values = random_floats(nnz, rng_);
-  Mat dvalues = upload(1, nnz, values);
-  for (const std::int64_t f : {8, 40, 39}) {
-    Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
-    const Host dys = random_floats(a.rows * f, rng_);
-    Mat dy = f == 39 ? upload(a.rows, 41, random_floats(a.rows * 41, rng_)).col_block(1, f)
-                     : upload(a.rows, f, dys);
-    if (f == 39)
-      for (std::int64_t r = 0; r < a.rows; ++r) d.write(dys.data() + r * f, f, dy.data + r * dy.ld);
-    Mat dx = d.alloc(a.cols, f, "dx");
-    d.fill(dx, 0.f);
-    std::vector<double> once(a.cols * f, 0.0);
-    for (std::int64_t r = 0; r < a.rows; ++r)
-      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
-        for (std::int64_t c = 0; c < f; ++c)
-          once[a.columns[e] * f + c] += double(values[e]) * dys[r * f + c];
-    for (int call = 1; call <= 4; ++call) {
-      d.spmm_transpose_add(csr, dvalues.data, dy, dx);
-      std::vector<double> want(once);
-      for (double& w : want) w *= call;
-      EXPECT_LT(relative_error(download(dx), want), kTolerance)
-          << "width " << f << " call " << call;
+  const RandomCsr plain = random_csr(300, 500, 30, true, rng_);
+  const RandomCsr hubs = hub_csr(200, 1500, rng_);
+  const auto [long_rows, long_columns] = long_rows_of(hubs);
+  ASSERT_GE(long_rows, 40);
+  ASSERT_GE(long_columns, 8);
+  for (const RandomCsr* matrix : {&plain, &hubs}) {
+    const RandomCsr& a = *matrix;
+    const char* what = matrix == &hubs ? "hub matrix" : "plain matrix";
+    const std::int64_t nnz = a.indptr.back();
+    const Host values = random_floats(nnz, rng_);
+    Mat dvalues = upload(1, nnz, values);
+    for (const std::int64_t f : {8, 40, 39}) {
+      Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
+      const Host dys = random_floats(a.rows * f, rng_);
+      Mat dy = f == 39 ? upload(a.rows, 41, random_floats(a.rows * 41, rng_)).col_block(1, f)
+                       : upload(a.rows, f, dys);
+      if (f == 39)
+        for (std::int64_t r = 0; r < a.rows; ++r)
+          d.write(dys.data() + r * f, f, dy.data + r * dy.ld);
+      Mat dx = d.alloc(a.cols, f, "dx");
+      d.fill(dx, 0.f);
+      std::vector<double> once(a.cols * f, 0.0);
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+          for (std::int64_t c = 0; c < f; ++c)
+            once[a.columns[e] * f + c] += double(values[e]) * dys[r * f + c];
+      for (int call = 1; call <= 4; ++call) {
+        d.spmm_transpose_add(csr, dvalues.data, dy, dx);
+        std::vector<double> want(once);
+        for (double& w : want) w *= call;
+        EXPECT_LT(relative_error(download(dx), want), kTolerance)
+            << what << ", width " << f << " call " << call;
+      }
     }
-  }
-}
-
-TEST_F(CudaOps, SpmmWithCusparseTransposeOperation) {
-  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "op");
-  auto backend = make_backend(1);
-  check_spmm(*backend, rng_);
-}
-
-// The warp-per-row transposed aggregation, every row on one warp and rows over 8 entries on a
-// block of warps.
-TEST_F(CudaOps, SpmmWithWarpTransposeKernel) {
-  ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "warp");
-  for (const char* long_row : {"0", "8"}) {
-    ScopedEnv split("SLUICE_GAT_LONG_ROW", long_row);
-    auto backend = make_backend(1);
-    check_spmm(*backend, rng_);
   }
 }
 
@@ -980,8 +1023,8 @@ TEST(GatReferenceTest, BackwardMatchesFiniteDifferences) {
   check(ad, dad, "d_att_dst");
 }
 
-void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, float rate) {
-  const RandomCsr a = random_csr(300, 420, 45, false, rng);
+void check_gat(Device& d, const RandomCsr& a, std::mt19937& rng, int heads, std::int64_t width,
+               float rate) {
   const std::int64_t kf = heads * width, nnz = a.indptr.back();
   GatReference ref{a, heads, width, DropoutKey{11, 4, 2, rate}, {}};
   for (std::int64_t v = 0; v < a.rows; ++v)
@@ -1022,6 +1065,12 @@ void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, floa
   EXPECT_LT(relative_error(download_matrix(d, ddad), gad), kTolerance);
 }
 
+// On a random chunk of 300 rows (1..46 entries, every row on one warp).
+void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, float rate) {
+  const RandomCsr a = random_csr(300, 420, 45, false, rng);
+  check_gat(d, a, rng, heads, width, rate);
+}
+
 TEST_F(CudaOps, GatForwardBackwardHiddenLayerShape) {
   check_gat(dev(), rng_, 8, 8, 0.f);
 }
@@ -1040,42 +1089,25 @@ TEST_F(CudaOps, GatForwardBackwardLanePerEntryWidths) {
   check_gat(dev(), rng_, 1, 32, 0.f);
 }
 
-// Rows longer than SLUICE_GAT_LONG_ROW entries (and transposed rows) get a block of warps each:
-// with a low threshold most rows of the random chunk (1..46 entries) take that path, in every
-// kernel variant (warp-cooperative and lane-per-entry backward, several column passes, the
-// basic per-head path), and must still match the reference.
+// Rows with more entries than the long-row threshold (and transposed rows with more) get a block
+// of warps each: the hub chunk puts a quarter of its rows and its hub columns on that path, in
+// every kernel variant (warp-cooperative and lane-per-entry backward, scalar and 16-byte reads,
+// several column passes), and must still match the reference.
 TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
-  for (const char* threshold : {"20", "1"}) {
-    SCOPED_TRACE(threshold);
-    ScopedEnv split("SLUICE_GAT_LONG_ROW", threshold);
-    auto backend = make_backend(1);
-    check_gat(backend->device(0), rng_, 8, 8, 0.f);
-    check_gat(backend->device(0), rng_, 4, 16, 0.5f);
-    check_gat(backend->device(0), rng_, 1, 300, 0.2f);
-    check_gat(backend->device(0), rng_, 2, 12, 0.f);
-    check_gat(backend->device(0), rng_, 4, 64, 0.3f);
-    check_gat(backend->device(0), rng_, 2, 96, 0.f);
-    ScopedEnv kernels("SLUICE_GAT_KERNELS", "basic");
-    auto basic = make_backend(1);
-    check_gat(basic->device(0), rng_, 8, 8, 0.5f);
-  }
-  ScopedEnv bad("SLUICE_GAT_LONG_ROW", "many");
-  EXPECT_THROW(make_backend(1), InputError);
-}
-
-// The per-head SpMM path of the GAT backward: SLUICE_GAT_KERNELS=basic, and the cuSPARSE
-// transpose operation (no precomputed transpose, so no fused aggregation either).
-TEST_F(CudaOps, GatBackwardBasicAndOperationPaths) {
-  {
-    ScopedEnv kernels("SLUICE_GAT_KERNELS", "basic");
-    auto backend = make_backend(1);
-    check_gat(backend->device(0), rng_, 8, 8, 0.5f);
-    check_gat(backend->device(0), rng_, 2, 12, 0.f);
-  }
-  {
-    ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "op");
-    auto backend = make_backend(1);
-    check_gat(backend->device(0), rng_, 4, 16, 0.3f);
+  const RandomCsr hubs = hub_csr(200, 1500, rng_);
+  const auto [long_rows, long_columns] = long_rows_of(hubs);
+  ASSERT_GE(long_rows, 40);
+  ASSERT_GE(long_columns, 8);
+  struct Shape {
+    int heads;
+    std::int64_t width;
+    float rate;
+  };
+  for (const Shape& shape :
+       {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f}, Shape{1, 300, 0.2f},
+        Shape{2, 12, 0.f}, Shape{4, 64, 0.3f}, Shape{2, 96, 0.f}}) {
+    SCOPED_TRACE(cat(shape.heads, " heads x ", shape.width, ", attention dropout ", shape.rate));
+    check_gat(dev(), hubs, rng_, shape.heads, shape.width, shape.rate);
   }
 }
 
@@ -1324,22 +1356,6 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
         static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(nnz),
         static_cast<long long>(f), t_fwd, t_bwd);
   }
-  {  // the same transposed aggregation with the warp kernel (SLUICE_SPMM_TRANSPOSE=warp)
-    ScopedEnv mode("SLUICE_SPMM_TRANSPOSE", "warp");
-    auto warp_backend = make_backend(1);
-    Device& w = warp_backend->device(0);
-    Csr warp_csr = w.upload_csr(a.indptr, a.columns, a.cols, "bench chunk");
-    Mat warp_values = w.alloc(1, nnz, "values");
-    w.fill(warp_values, 0.1f);
-    for (std::int64_t f : {64, 128, 256}) {
-      Mat x = w.alloc(cols, f, "x"), y = w.alloc(rows, f, "y");
-      w.fill(y, 1.f);
-      const double best =
-          best_ms(w, [&] { w.spmm_transpose_add(warp_csr, warp_values.data, y, x); });
-      std::printf("[bench] transpose-add, warp kernel, width %lld: %.2f ms\n",
-                  static_cast<long long>(f), best);
-    }
-  }
   const int heads = 8;
   const std::int64_t width = 8, kf = heads * width;
   const Host zs = random_floats(cols * kf, rng_), att = random_floats(2 * kf, rng_);
@@ -1359,9 +1375,8 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
                        dz, datt.data, datt.data + kf);
   });
-  std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms (%s)\n",
-              static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd,
-              std::getenv("SLUICE_GAT_KERNELS") ? std::getenv("SLUICE_GAT_KERNELS") : "fused");
+  std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms\n",
+              static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd);
 }
 
 }  // namespace

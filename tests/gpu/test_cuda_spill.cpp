@@ -1,8 +1,10 @@
 // GPU tests of read-only constants kept in pinned host memory (kernels/cuda ConstantStore):
-// when chunk constants (upload, upload_csr, upload_constant) do not fit the device budget, or
-// with SLUICE_HOST_CONSTANTS=1, they stay in pinned, mapped host memory and kernels/cuSPARSE
-// read them zero-copy. Every operator that reads a constant must give the same results as
-// with device-resident constants. Without a GPU every test skips and says why.
+// when chunk constants (upload, upload_csr, upload_constant) do not fit the device budget with
+// its headroom free, they stay in pinned, mapped host memory, read zero-copy (index lists) or
+// staged into device scratch before use (CSR arrays and entry values). Budgets sized around a
+// working-buffer ballast put all or part of them there; every operator that reads a constant
+// must give the same results as with device-resident constants. Without a GPU every test skips
+// and says why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,14 +17,11 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
-#include "tests/support/env.hpp"
 
 namespace sluice {
 namespace {
 
 using Host = std::vector<float>;
-
-using test::ScopedEnv;
 
 Host random_floats(std::size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -133,18 +132,29 @@ Mat upload_working(Device& d, std::int64_t rows, std::int64_t cols, const Host& 
   return m;
 }
 
+// The settings of one run besides the problem.
+struct RunOptions {
+  std::int64_t budget = 0;  // per device (0: the whole GPU)
+  // A working buffer of this many bytes (a multiple of 256) allocated first on device 0: with
+  // the budget it decides how much of the budget the constants find left.
+  std::int64_t ballast_bytes = 0;
+  PeerAccess peer_access = PeerAccess::kAuto;
+};
+
 // Runs every operator that reads constants on two logical devices of one GPU.
-Outcome run(const Problem& p, std::int64_t budget) {
+Outcome run(const Problem& p, const RunOptions& settings) {
   BackendOptions options;
   options.partitions = 2;
   options.gpus = 1;
-  options.memory_budget = budget;
+  options.memory_budget = settings.budget;
+  options.peer_access = settings.peer_access;
   auto backend = make_cuda_backend(options);
   Device& d0 = backend->device(0);
   Device& d1 = backend->device(1);
   const std::int64_t nnz = p.indptr.back(), kf = p.heads * p.width;
 
   // Working buffers first (as the schedule does).
+  if (settings.ballast_bytes > 0) d0.alloc(settings.ballast_bytes / 4, 1, "ballast");
   HostMat hx = backend->alloc_host(p.cols, p.f, "host X");
   std::copy(p.host_x.begin(), p.host_x.end(), hx.data);
   HostMat hg = backend->alloc_host(p.cols, p.f, "host G");  // zero-initialized
@@ -257,67 +267,79 @@ class CudaSpill : public ::testing::Test {
   std::mt19937 rng_{2024};
 };
 
-TEST_F(CudaSpill, ForcedHostConstantsGiveDeviceResults) {
-  ScopedEnv transpose("SLUICE_SPMM_TRANSPOSE", nullptr);  // the precomputed transpose
-  const Problem p(rng_);
-  Outcome reference;
-  {
-    ScopedEnv host("SLUICE_HOST_CONSTANTS", nullptr);
-    reference = run(p, 0);
-  }
-  EXPECT_EQ(reference.host_constant_bytes, 0);
-  EXPECT_GT(reference.device_constant_bytes, 0);
-  ScopedEnv host("SLUICE_HOST_CONSTANTS", "1");
-  const Outcome got = run(p, 0);
-  EXPECT_GT(got.host_constant_bytes, 0);
-  // Only the transposed-values scratch (4 bytes an entry) is on the device after setup.
-  EXPECT_EQ(got.device_constant_bytes, (std::int64_t(p.indptr.back()) * 4 + 255) / 256 * 256);
-  EXPECT_GE(got.host_constant_bytes, std::int64_t(p.indptr.back()) * 16);
-  expect_same(got, reference);
-  // Read in place, zero-copy (SLUICE_STAGE_CONSTANTS=0): the same results, without the scratch
-  // the CSR and its values are staged in (columns, transposed columns and permutation, values).
-  ScopedEnv in_place("SLUICE_STAGE_CONSTANTS", "0");
-  const Outcome zero_copy = run(p, 0);
-  expect_same(zero_copy, reference);
-  EXPECT_GE(got.peak_bytes - zero_copy.peak_bytes, std::int64_t(p.indptr.back()) * 16);
+// Device scratch that device 0 sizes on first use when its constants live in host memory: the
+// reference run's (constants on the device), the transposed-SpMM values and the staging of the
+// spilled CSR (CudaDevice::resident_csr: at most every CSR array, the values and their 256-byte
+// granules), and a MiB to spare.
+std::int64_t scratch_with_host_constants(const Problem& p, const Outcome& reference) {
+  const std::int64_t nnz = std::int64_t(p.indptr.back());
+  const std::int64_t staging = 4 * (2 * (p.rows + 1) + 2 * (p.cols + 1) + 4 * nnz) + 9 * 256;
+  return reference.peak_bytes - reference.setup_bytes + cuda::rounded(4 * nnz) + staging +
+         (std::int64_t(1) << 20);
 }
 
-TEST_F(CudaSpill, ForcedHostConstantsWithStagedPeerCopies) {
-  ScopedEnv p2p("SLUICE_P2P", "off");
+// A budget that leaves every constant of device 0 in host memory: a ballast makes the working
+// buffers 7/8 of it, so that no constant fits while leaving the headroom (budget / 8) free, and
+// the headroom holds the scratch.
+RunOptions all_constants_on_host(const Problem& p, const Outcome& reference) {
+  const std::int64_t scratch = cuda::rounded(scratch_with_host_constants(p, reference));
+  RunOptions settings;
+  settings.ballast_bytes =
+      cuda::rounded(std::max<std::int64_t>(0, 7 * scratch - reference.working_bytes));
+  settings.budget = reference.working_bytes + settings.ballast_bytes + scratch;
+  return settings;
+}
+
+TEST_F(CudaSpill, ConstantsOverAFullBudgetGiveDeviceResults) {
   const Problem p(rng_);
-  Outcome reference;
-  {
-    ScopedEnv host("SLUICE_HOST_CONSTANTS", "0");
-    reference = run(p, 0);
-  }
-  ScopedEnv host("SLUICE_HOST_CONSTANTS", "1");
-  const Outcome got = run(p, 0);
+  const Outcome reference = run(p, RunOptions{});
+  EXPECT_EQ(reference.host_constant_bytes, 0);
+  EXPECT_GT(reference.device_constant_bytes, 0);
+  const RunOptions settings = all_constants_on_host(p, reference);
+  const Outcome got = run(p, settings);
+  const std::int64_t nnz = std::int64_t(p.indptr.back());
+  EXPECT_GT(got.host_constant_bytes, 0);
+  // Only the transposed-values scratch (4 bytes an entry) is on the device after setup.
+  EXPECT_EQ(got.device_constant_bytes, cuda::rounded(nnz * 4)) << "budget " << settings.budget;
+  EXPECT_GE(got.host_constant_bytes, nnz * 16);
+  EXPECT_LE(got.peak_bytes, settings.budget);
+  expect_same(got, reference);
+  // The CSR (columns, transposed columns and permutation) and its values are staged into
+  // device scratch before the operators read them.
+  EXPECT_GE(got.peak_bytes - got.setup_bytes,
+            reference.peak_bytes - reference.setup_bytes + nnz * 16);
+}
+
+TEST_F(CudaSpill, HostConstantsWithStagedPeerCopies) {
+  const Problem p(rng_);
+  RunOptions staged;
+  staged.peer_access = PeerAccess::kOff;
+  const Outcome reference = run(p, staged);
+  EXPECT_EQ(reference.host_constant_bytes, 0);
+  RunOptions settings = all_constants_on_host(p, reference);
+  settings.peer_access = PeerAccess::kOff;
+  const Outcome got = run(p, settings);
   EXPECT_GT(got.host_constant_bytes, 0);
   expect_same(got, reference);
 }
 
 TEST_F(CudaSpill, ConstantsOverTheBudgetSpillAndWorkingBuffersStillThrow) {
-  ScopedEnv host("SLUICE_HOST_CONSTANTS", nullptr);
   const Problem p(rng_);
-  const Outcome reference = run(p, 0);
-  // Budget: the working buffers, half of the constants (with the transposed-values scratch),
-  // plus a headroom that holds every scratch buffer sized on first use.
-  const std::int64_t mib = std::int64_t(1) << 20;
-  // Scratch sized on first use, and the staging of the spilled CSR (CudaDevice::resident_csr):
-  // at most every CSR array, the values and their 256-byte granules.
-  const std::int64_t nnz = std::int64_t(p.indptr.back());
-  const std::int64_t staging = 4 * (2 * (p.rows + 1) + 2 * (p.cols + 1) + 4 * nnz) + 9 * 256;
-  const std::int64_t lazy = reference.peak_bytes - reference.setup_bytes + staging;
-  const std::int64_t headroom_mib = lazy / mib + 2;
-  const std::string headroom_text = std::to_string(headroom_mib);
-  ScopedEnv headroom("SLUICE_CONSTANT_HEADROOM_MIB", headroom_text.c_str());
-  const std::int64_t budget =
-      reference.working_bytes + reference.device_constant_bytes / 2 + headroom_mib * mib;
-  const Outcome got = run(p, budget);
-  EXPECT_GT(got.host_constant_bytes, 0) << "budget " << budget;
-  EXPECT_GT(got.device_constant_bytes, (std::int64_t(p.indptr.back()) * 4 + 255) / 256 * 256)
+  const Outcome reference = run(p, RunOptions{});
+  // About half of the constants fit: constants go to the device while 7/8 of the budget holds
+  // them, so budget = 8/7 (working buffers + half the constants); the ballast makes the
+  // headroom (budget / 8) hold the scratch.
+  const std::int64_t scratch = scratch_with_host_constants(p, reference);
+  const std::int64_t half = reference.device_constant_bytes / 2;
+  RunOptions settings;
+  settings.ballast_bytes =
+      cuda::rounded(std::max<std::int64_t>(0, 7 * scratch - half - reference.working_bytes));
+  settings.budget = (8 * (reference.working_bytes + settings.ballast_bytes + half) + 6) / 7;
+  const Outcome got = run(p, settings);
+  EXPECT_GT(got.host_constant_bytes, 0) << "budget " << settings.budget;
+  EXPECT_GT(got.device_constant_bytes, cuda::rounded(std::int64_t(p.indptr.back()) * 4))
       << "some constants should still fit the device";
-  EXPECT_LE(got.peak_bytes, budget);
+  EXPECT_LE(got.peak_bytes, settings.budget);
   expect_same(got, reference);
 
   // Working buffers never spill.
@@ -344,15 +366,6 @@ TEST_F(CudaSpill, ConstantsOverTheBudgetSpillAndWorkingBuffersStillThrow) {
   d.read(reinterpret_cast<const float*>(idx.data + 4000000), 4,
          reinterpret_cast<float*>(ids.data()));
   EXPECT_EQ(ids, (std::vector<vertex_t>{4000000, 4000001, 4000002, 4000003}));
-}
-
-TEST_F(CudaSpill, BadEnvironmentValuesAreRejected) {
-  {
-    ScopedEnv host("SLUICE_HOST_CONSTANTS", "yes");
-    EXPECT_THROW(make_cuda_backend(BackendOptions{}), InputError);
-  }
-  ScopedEnv headroom("SLUICE_CONSTANT_HEADROOM_MIB", "-3");
-  EXPECT_THROW(make_cuda_backend(BackendOptions{}), InputError);
 }
 
 }  // namespace

@@ -1,0 +1,298 @@
+// CudaDevice compute: dropout, sparse products (cuSPARSE, and the measured choice of method for
+// the transposed one), dense products (cuBLAS), elementwise operators, the loss, the head mean
+// of GAT output layers and the optimizers.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+
+#include "common/log.hpp"
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/gather.hpp"
+#include "kernels/cuda/loss.hpp"
+
+namespace sluice::cuda {
+namespace {
+
+ActivationCode code(Activation act) {
+  switch (act) {
+    case Activation::kRelu:
+      return ActivationCode::kRelu;
+    case Activation::kElu:
+      return ActivationCode::kElu;
+    default:
+      return ActivationCode::kNone;
+  }
+}
+
+struct LossTask {
+  const double* loss;               // pinned
+  double* loss_sum;                 // caller's
+  const std::int32_t* predictions;  // pinned
+  std::int32_t* caller_predictions;
+  std::int64_t rows;
+  static void CUDART_CB run(void* arg) {
+    std::unique_ptr<LossTask> task(static_cast<LossTask*>(arg));
+    if (task->loss_sum) *task->loss_sum += *task->loss;
+    if (task->caller_predictions && task->rows > 0)
+      std::memcpy(task->caller_predictions, task->predictions,
+                  static_cast<std::size_t>(task->rows) * sizeof(std::int32_t));
+  }
+};
+
+}  // namespace
+
+void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
+  OpScope op(*this, "dropout_rows");
+  if (key.rate <= 0.f) return;
+  SLUICE_EXPECTS(keys.size == rows.size, "dropout_rows: ", rows.size, " rows but ", keys.size,
+                 " keys");
+  SLUICE_EXPECTS(key.rate < 1.f, "dropout rate must be below 1, got ", key.rate);
+  DeviceGuard guard(gpu_);
+  launch_dropout_rows(m.data, m.ld, m.cols, rows.data, keys.data, rows.size, key.seed,
+                      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
+}
+
+void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
+  OpScope op(*this, "spmm");
+  expect_compute_lane("spmm");
+  report_host_constants();
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a, &values);
+  run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kForward, SpmmAlgorithm::kDefault,
+           1.f, nullptr, spmm_workspace_, account_, cur());
+}
+
+void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
+  OpScope op(*this, "spmm_transpose_add");
+  expect_compute_lane("spmm_transpose_add");
+  report_host_constants();
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a, &values);
+  SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dy.cols == dx.cols, "SpMM shapes: A is ",
+                 m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
+                 ", dx is ", dx.rows, " x ", dx.cols);
+  if (m.nnz == 0 || dx.cols == 0) return;
+  // The first call for a (matrix, width) runs every method on the real operands, timed, with
+  // signs that add up to one transpose-add (+csr, +warp, -csr ALG3: the last removes its own
+  // result again, up to rounding); the second call picks the fastest, keeping the default unless
+  // another takes under 0.8 of its time.
+  TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
+  // CSR_ALG3 reads the dense rows with vector loads: only 16-byte aligned rows qualify (a
+  // misaligned address is a sticky CUDA error).
+  const auto aligned_rows = [](Mat v) {
+    return v.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0;
+  };
+  const bool aligned = aligned_rows(dy) && aligned_rows(dx);
+  if (choice.method < 0 && choice.timed) {
+    SLUICE_CUDA(cudaEventSynchronize(choice.events[5].get()));
+    float ms[kTransposeMethods] = {};
+    for (int k = 0; k < kTransposeMethods; ++k)
+      SLUICE_CUDA(
+          cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
+    choice.method = kTransposeCsr;
+    for (int k = 1; k < kTransposeMethods; ++k)
+      if (ms[k] < 0.8f * ms[choice.method]) choice.method = k;
+    static const char* const names[] = {"csr", "warp", "csr ALG3"};
+    log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
+              " entries) at width ", dy.cols, ": csr ", ms[0], " ms, warp ", ms[1],
+              " ms, csr ALG3 ", ms[2], " ms -> ", names[choice.method]);
+  }
+  if (choice.method >= 0) {
+    const int method =
+        choice.method == kTransposeCsrAlg3 && !aligned ? int(kTransposeCsr) : choice.method;
+    transpose_add(m, method, 1.f, values, dy, dx, nullptr, nullptr);
+    return;
+  }
+  if (!aligned) {
+    choice.method = kTransposeCsr;
+    transpose_add(m, kTransposeCsr, 1.f, values, dy, dx, nullptr, nullptr);
+    return;
+  }
+  for (auto& event : choice.events) event = Event(gpu_, true);
+  transpose_add(m, kTransposeCsr, 1.f, values, dy, dx, choice.events[0].get(),
+                choice.events[1].get());
+  transpose_add(m, kTransposeWarp, 1.f, values, dy, dx, choice.events[2].get(),
+                choice.events[3].get());
+  transpose_add(m, kTransposeCsrAlg3, -1.f, values, dy, dx, choice.events[4].get(),
+                choice.events[5].get());
+  choice.timed = true;
+}
+
+void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
+                                      std::int64_t width, Mat dout, Mat dz) {
+  if (m.wide)
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
+                                   m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
+                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
+                                   cur());
+  else
+    launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
+                                   m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
+                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
+                                   cur());
+}
+
+void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
+                               Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
+  if (method == kTransposeWarp) {
+    SLUICE_EXPECTS(alpha == 1.f, "the warp transposed SpMM only adds");
+    if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
+    transposed_aggregate(m, values, 1, x.cols, x, y);
+    if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
+    return;
+  }
+  float* transposed =
+      transposed_values_.ensure_as<float>(m.nnz, account_, cur(), "transposed SpMM values");
+  run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kTransposeAdd,
+           method == kTransposeCsrAlg3 ? SpmmAlgorithm::kCsrAlg3 : SpmmAlgorithm::kDefault, alpha,
+           transposed, spmm_workspace_, account_, cur(), begin, end);
+}
+
+void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+                      Mat c) {
+  OpScope op(*this, transpose_a ? "gemm A^T B" : transpose_b ? "gemm A B^T" : "gemm A B");
+  const std::int64_t m = transpose_a ? a.cols : a.rows;
+  const std::int64_t k = transpose_a ? a.rows : a.cols;
+  const std::int64_t kb = transpose_b ? b.cols : b.rows;
+  const std::int64_t n = transpose_b ? b.rows : b.cols;
+  SLUICE_EXPECTS(k == kb && c.rows == m && c.cols == n, "gemm shapes: op(a) ", m, " x ", k,
+                 ", op(b) ", kb, " x ", n, ", c ", c.rows, " x ", c.cols);
+  if (m == 0 || n == 0) return;
+  expect_compute_lane("gemm");
+  DeviceGuard guard(gpu_);
+  if (k == 0) {  // c = beta * c (geam in place: C = beta * C + 0 * C)
+    if (beta == 0.f) {
+      launch_fill(c.data, c.rows, c.cols, c.ld, 0.f, cur());
+    } else if (beta != 1.f) {
+      const float zero = 0.f;
+      SLUICE_CUBLAS(cublasSgeam(cublas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n),
+                                static_cast<int>(m), &beta, c.data, static_cast<int>(c.ld), &zero,
+                                c.data, static_cast<int>(c.ld), c.data, static_cast<int>(c.ld)));
+    }
+    return;
+  }
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: pass B first.
+  const auto as_int = [](std::int64_t v) {
+    SLUICE_EXPECTS(v <= std::numeric_limits<int>::max(), "gemm dimension ", v, " exceeds int");
+    return static_cast<int>(v);
+  };
+  SLUICE_CUBLAS(cublasSgemm(cublas_.get(), transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                            transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(n), as_int(m),
+                            as_int(k), &alpha, b.data, as_int(std::max<std::int64_t>(b.ld, 1)),
+                            a.data, as_int(std::max<std::int64_t>(a.ld, 1)), &beta, c.data,
+                            as_int(std::max<std::int64_t>(c.ld, 1))));
+}
+
+void CudaDevice::bias_activation(Mat z, const float* bias, Activation act, Mat out) {
+  OpScope op(*this, "bias_activation");
+  SLUICE_EXPECTS(z.rows == out.rows && z.cols == out.cols, "bias_activation shapes");
+  DeviceGuard guard(gpu_);
+  launch_bias_activation(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols, cur());
+}
+
+void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz) {
+  OpScope op(*this, "activation_backward");
+  SLUICE_EXPECTS(dout.rows == dz.rows && dout.cols == dz.cols, "activation_backward shapes");
+  SLUICE_EXPECTS(act == Activation::kNone || (value.rows == dz.rows && value.cols == dz.cols),
+                 "activation_backward: value shape");
+  DeviceGuard guard(gpu_);
+  launch_activation_backward(dout.data, dout.ld, value.data, value.ld, code(act), dz.data, dz.ld,
+                             dz.rows, dz.cols, cur());
+}
+
+void CudaDevice::add_column_sums(Mat m, float* out) {
+  OpScope op(*this, "add_column_sums");
+  DeviceGuard guard(gpu_);
+  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, cur());
+}
+
+void CudaDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {
+  DeviceGuard guard(gpu_);
+  launch_axpy(n, alpha, x, y, cur());
+}
+
+// ---- loss ----
+
+void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
+                                       double* loss_sum, std::int32_t* predictions) {
+  OpScope op(*this, "softmax_cross_entropy");
+  const std::int64_t rows = logits.rows;
+  SLUICE_EXPECTS(labels.size == rows || labels.size == 0, "softmax_cross_entropy: ", rows,
+                 " rows but ", labels.size, " labels");
+  SLUICE_EXPECTS(mask.size == rows || mask.size == 0, "softmax_cross_entropy: ", rows, " rows but ",
+                 mask.size, " mask entries");
+  const bool has_grad = grad.data != nullptr && !grad.empty();
+  if (has_grad)
+    SLUICE_EXPECTS(grad.rows == rows && grad.cols == logits.cols,
+                   "softmax_cross_entropy: grad "
+                   "shape ",
+                   grad.rows, " x ", grad.cols);
+  DeviceGuard guard(gpu_);
+  auto* loss = loss_accumulator_.ensure_as<double>(1, account_, cur(), "loss accumulator");
+  std::int32_t* device_predictions =
+      predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1), account_,
+                                                         cur(), "predictions")
+                  : nullptr;
+  auto* host_loss = static_cast<double*>(host_loss_.ensure(sizeof(double), cur()));
+  auto* host_predictions = static_cast<std::int32_t*>(host_predictions_.ensure(
+      std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)), cur()));
+  SLUICE_CUDA(cudaMemsetAsync(loss, 0, sizeof(double), cur()));
+  launch_softmax_cross_entropy(logits.data, logits.ld, rows, logits.cols,
+                               labels.size ? labels.data : nullptr, mask.size ? mask.data : nullptr,
+                               scale, has_grad ? grad.data : nullptr, grad.ld, loss,
+                               device_predictions, cur());
+  SLUICE_CUDA(cudaMemcpyAsync(host_loss, loss, sizeof(double), cudaMemcpyDeviceToHost, cur()));
+  if (predictions && rows > 0)
+    SLUICE_CUDA(cudaMemcpyAsync(host_predictions, device_predictions,
+                                static_cast<std::size_t>(rows) * sizeof(std::int32_t),
+                                cudaMemcpyDeviceToHost, cur()));
+  auto task = std::make_unique<LossTask>(
+      LossTask{host_loss, loss_sum, host_predictions, predictions, rows});
+  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &LossTask::run, task.get()));
+  task.release();  // owned by the queued host function now
+}
+
+void CudaDevice::head_mean(Mat in, int heads, Mat out) {
+  OpScope op(*this, "head_mean");
+  SLUICE_EXPECTS(heads > 0 && in.cols == out.cols * heads && in.rows == out.rows,
+                 "head_mean shapes: ", in.rows, " x ", in.cols, " -> ", out.rows, " x ", out.cols,
+                 " with ", heads, " heads");
+  DeviceGuard guard(gpu_);
+  launch_head_mean(in.data, in.ld, in.rows, heads, out.cols, out.data, out.ld, cur());
+}
+
+void CudaDevice::head_mean_backward(Mat dout, int heads, Mat din) {
+  OpScope op(*this, "head_mean_backward");
+  SLUICE_EXPECTS(heads > 0 && din.cols == dout.cols * heads && din.rows == dout.rows,
+                 "head_mean_backward shapes");
+  DeviceGuard guard(gpu_);
+  launch_head_mean_backward(dout.data, dout.ld, dout.rows, heads, dout.cols, din.data, din.ld,
+                            cur());
+}
+
+// ---- optimizer ----
+
+void CudaDevice::sgd_step(std::int64_t n, float lr, float weight_decay, float* w, float* g) {
+  DeviceGuard guard(gpu_);
+  launch_sgd_step(n, lr, weight_decay, w, g, cur());
+}
+
+void CudaDevice::adam_step(std::int64_t n, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, std::int64_t step, float* w, float* g, float* m,
+                           float* v) {
+  SLUICE_EXPECTS(step >= 1, "Adam steps count from 1, got ", step);
+  DeviceGuard guard(gpu_);
+  const double t = static_cast<double>(step);
+  const float bias_correction1 = static_cast<float>(1.0 - std::pow(double(beta1), t));
+  const float bias_correction2 = static_cast<float>(1.0 - std::pow(double(beta2), t));
+  launch_adam_step(n, lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2, w, g,
+                   m, v, cur());
+}
+
+}  // namespace sluice::cuda

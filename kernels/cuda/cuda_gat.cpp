@@ -1,0 +1,117 @@
+// CudaDevice GAT operators (docs/model-math.md, "GAT layer"): the host side of the edge kernels
+// of gat.cu, with the attention-dropout key, the chunk CSR (staged to the device when it lives
+// in host memory) and the backward's scratch.
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/gat.hpp"
+
+namespace sluice::cuda {
+namespace {
+
+// The kernels' attention-dropout key (docs/model-math.md): salt = epoch * 1024 + layer; no row
+// keys when the rate is 0.
+AttentionDropout attention_dropout(const DropoutKey& key, Idx row_keys) {
+  return AttentionDropout{key.seed, static_cast<std::uint64_t>(key.epoch * 1024 + key.layer),
+                          key.rate, key.rate > 0.f ? row_keys.data : nullptr};
+}
+
+}  // namespace
+
+void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
+  OpScope op(*this, "gat_source_scores");
+  expect_compute_lane("gat_source_scores");
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0 && el.cols >= heads && el.rows >= z.rows,
+                 "gat_source_scores: ", z.cols, " columns, ", heads, " heads, el ", el.rows, " x ",
+                 el.cols, " for ", z.rows, " rows");
+  if (rows.size == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_gat_scores_of_rows(z.data, z.ld, rows.data, rows.size, heads, z.cols / heads, att_src,
+                            el.data, el.ld, cur());
+}
+
+void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
+                             Mat alpha, Mat out, bool source_scores_ready) {
+  OpScope op(*this, "gat_forward");
+  expect_compute_lane("gat_forward");
+  report_host_constants();
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a);
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  const std::int64_t width = z.cols / heads;
+  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
+                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads &&
+                     out.rows == m.rows && out.cols == z.cols,
+                 "gat_forward shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  if (attention_key.rate > 0.f)
+    SLUICE_EXPECTS(row_keys.size == m.rows, "gat_forward: ", m.rows, " rows but ", row_keys.size,
+                   " row keys");
+  {
+    OpScope sub(*this, "gat_forward.scores");
+    if (!source_scores_ready)
+      launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld,
+                        cur());
+    launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
+                      er.ld, cur());
+  }
+  OpScope sub(*this, "gat_forward.aggregate");
+  const AttentionDropout drop = attention_dropout(attention_key, row_keys);
+  if (m.wide) {
+    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
+  } else {
+    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
+  }
+}
+
+void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
+                              Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
+  OpScope op(*this, "gat_backward");
+  expect_compute_lane("gat_backward");
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a);
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  const std::int64_t width = z.cols / heads;
+  SLUICE_EXPECTS(
+      dout.rows == m.rows && dout.cols == z.cols && dz.rows == m.cols && dz.cols == z.cols,
+      "gat_backward shapes");
+  if (attention_key.rate > 0.f)
+    SLUICE_EXPECTS(row_keys.size == m.rows, "gat_backward: ", m.rows, " rows but ", row_keys.size,
+                   " row keys");
+  cudaStream_t s = cur();
+  const std::int64_t k = heads;
+  float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+  float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+  float* d_el = gat_del_.ensure_as<float>(m.cols * k, account_, s, "GAT scratch");
+  float* d_er = gat_der_.ensure_as<float>(m.rows * k, account_, s, "GAT scratch");
+  if (m.cols > 0)
+    SLUICE_CUDA(cudaMemsetAsync(d_el, 0, static_cast<std::size_t>(m.cols * k * kFloat), s));
+  const AttentionDropout drop = attention_dropout(attention_key, row_keys);
+  // Entry-major coefficients (atilde[e * K + h]), then one transposed aggregation over all heads.
+  {
+    OpScope sub(*this, "gat_backward.edges");
+    if (m.wide) {
+      launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                                dalpha, atilde, d_el, d_er, s);
+    } else {
+      launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
+                                dalpha, atilde, d_el, d_er, s);
+    }
+  }
+  {
+    OpScope sub(*this, "gat_backward.transposed");
+    transposed_aggregate(m, atilde, heads, width, dout, dz);
+  }
+  OpScope sub(*this, "gat_backward.scores");
+  launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
+                             dz.ld, d_att_src, /*atomic_dz=*/false, s);
+  launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,
+                             att_dst, dz.data, dz.ld, d_att_dst, /*atomic_dz=*/true, s);
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,320 @@
+// CudaDevice transfers: host-link loads and stores (zero-copy gathers and DMA blocks), peer
+// pulls and pushes between logical devices (direct or staged), gradient flushes into host
+// matrices, and the device-local row copies.
+#include <omp.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/gather.hpp"
+
+namespace sluice::cuda {
+namespace {
+
+std::int64_t row_bytes(const Mat& m) {
+  return m.cols * kFloat;
+}
+
+// The shape checks of flush_add_rows and flush_store_rows.
+void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
+                         const Idx& host_rows, const HostMat& host) {
+  SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
+                 " device rows but ", host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
+}
+
+void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
+  SLUICE_EXPECTS(m.rows >= needed_rows, what, " has ", m.rows, " rows, ", needed_rows, " needed");
+}
+
+// Host-side work queued on a stream (cudaLaunchHostFunc): the payload owns itself.
+struct FlushTask {
+  const float* values;   // n x cols, pinned staging
+  const vertex_t* rows;  // n host row indices, pinned staging
+  std::int64_t n, cols;
+  float* host;
+  std::int64_t host_ld;
+  int threads;  // CPU threads of this task (the host's share of one GPU)
+  static void CUDART_CB run(void* arg) {
+    std::unique_ptr<FlushTask> task(static_cast<FlushTask*>(arg));
+    const std::int64_t n = task->n, cols = task->cols;
+#pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* out = task->host + static_cast<std::int64_t>(task->rows[i]) * task->host_ld;
+      const float* in = task->values + i * cols;
+      for (std::int64_t j = 0; j < cols; ++j) out[j] += in[j];
+    }
+  }
+};
+
+}  // namespace
+
+const float* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
+                                             std::int64_t rows) const {
+  if (rows <= 0 || m.cols <= 0) return m.data;
+  const float* begin = m.data + first_row * m.ld;
+  const std::int64_t bytes = ((rows - 1) * m.ld + m.cols) * kFloat;
+  return static_cast<const float*>(shared_.host_memory.device_pointer(begin, bytes));
+}
+
+void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
+  OpScope op(*this, "load_rows");
+  report_host_constants();
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(dst_rows.size == n || dst_rows.size == 0, "load_rows: ", n, " source rows but ",
+                 dst_rows.size, " destination rows");
+  SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
+  if (dst_rows.size == 0) expect_rows_fit(dst, n, "load_rows destination");
+  if (n == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const float* source = host_device_pointer(src, 0, src.rows);
+  launch_gather_rows(source, src.ld, src_rows.data, dst.data, dst.ld,
+                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, cur(),
+                     host_link_blocks_);
+  counters_.h2d_gather_rows += n;
+  counters_.h2d_gather_bytes += n * row_bytes(dst);
+}
+
+void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
+  OpScope op(*this, "load_block");
+  report_host_constants();
+  SLUICE_EXPECTS(src.cols == dst.cols && src_row >= 0 && src_row + dst.rows <= src.rows,
+                 "load_block: rows [", src_row, ", +", dst.rows, ") of a ", src.rows, " x ",
+                 src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
+  if (dst.empty()) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data + src_row * src.ld,
+                                src.ld * kFloat, dst.cols * kFloat, dst.rows,
+                                cudaMemcpyHostToDevice, cur()));
+  counters_.h2d_block_bytes += dst.rows * row_bytes(dst);
+}
+
+void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
+  OpScope op(*this, "store_block");
+  SLUICE_EXPECTS(src.cols == dst.cols && dst_row >= 0 && dst_row + src.rows <= dst.rows,
+                 "store_block: ", src.rows, " x ", src.cols, " into rows [", dst_row, ", +",
+                 src.rows, ") of a ", dst.rows, " x ", dst.cols, " host matrix");
+  if (src.empty()) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data + dst_row * dst.ld, dst.ld * kFloat, src.data,
+                                src.ld * kFloat, src.cols * kFloat, src.rows,
+                                cudaMemcpyDeviceToHost, cur()));
+  counters_.d2h_bytes += src.rows * row_bytes(src);
+}
+
+CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_bytes,
+                                                  std::int64_t row_bytes_needed) {
+  PeerStaging& staging = peer_staging_[gpu];
+  if (!staging.done.get()) staging.done = Event(gpu);
+  if (static_cast<std::int64_t>(staging.values.bytes()) < value_bytes ||
+      static_cast<std::int64_t>(staging.rows.bytes()) < row_bytes_needed) {
+    SLUICE_CUDA(cudaStreamSynchronize(cur()));
+    SLUICE_CUDA(cudaEventSynchronize(staging.done.get()));
+    staging.values = DeviceBuffer();
+    staging.rows = DeviceBuffer();
+    staging.values = DeviceBuffer(static_cast<std::size_t>(value_bytes), gpu);
+    staging.rows = DeviceBuffer(static_cast<std::size_t>(row_bytes_needed), gpu);
+  }
+  return staging;
+}
+
+void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
+                           Mat dst) {
+  OpScope op(*this, "pull_rows");
+  const auto& source = dynamic_cast<const CudaDevice&>(owner);
+  const std::int64_t n = owner_rows.size;
+  SLUICE_EXPECTS(dst_rows.size == n, "pull_rows: ", n, " owner rows but ", dst_rows.size,
+                 " destination rows");
+  SLUICE_EXPECTS(owner_buf.cols == dst.cols, "pull_rows: width ", owner_buf.cols, " vs ", dst.cols);
+  if (n == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const bool direct = shared_.direct_peer[gpu_][source.gpu_];
+  const float* from = owner_buf.data;
+  if (!direct) {
+    // Copy the owner's whole buffer here (cudaMemcpyPeerAsync stages through the host when
+    // needed), then gather locally.
+    const std::int64_t span = (owner_buf.rows - 1) * owner_buf.ld + owner_buf.cols;
+    float* local = peer_source_.ensure_as<float>(span, account_, cur(), "peer staging (pull)");
+    SLUICE_CUDA(cudaMemcpyPeerAsync(local, gpu_, owner_buf.data, source.gpu_,
+                                    static_cast<std::size_t>(span * kFloat), cur()));
+    from = local;
+  }
+  launch_gather_rows(from, owner_buf.ld, owner_rows.data, dst.data, dst.ld, dst_rows.data, n,
+                     dst.cols, cur());
+  counters_.p2p_rows += n;
+  counters_.p2p_bytes += n * row_bytes(dst);
+}
+
+void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
+                               Idx owner_rows) {
+  OpScope op(*this, "push_add_rows");
+  auto& target = dynamic_cast<CudaDevice&>(owner);
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(owner_rows.size == n, "push_add_rows: ", n, " source rows but ", owner_rows.size,
+                 " owner rows");
+  SLUICE_EXPECTS(owner_buf.cols == src.cols, "push_add_rows: width ", src.cols, " vs ",
+                 owner_buf.cols);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const std::int64_t cols = src.cols;
+  const bool same_gpu = target.gpu_ == gpu_;
+  const bool direct =
+      same_gpu ? shared_.direct_peer[gpu_][gpu_] : shared_.peer_atomics[gpu_][target.gpu_];
+  if (direct) {
+    launch_scatter_add_rows(src.data, src.ld, src_rows.data, owner_buf.data, owner_buf.ld,
+                            owner_rows.data, n, cols, /*system_scope=*/!same_gpu, cur());
+  } else {
+    // Compact here, copy values and row indices to the owner's GPU, add there on the owner's
+    // stream; the two streams are ordered by events both ways.
+    float* compact = staging_.ensure_as<float>(n * cols, account_, cur(), "push staging");
+    launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols, cur());
+    PeerStaging& remote = peer_staging(target.gpu_, n * cols * kFloat, n * kFloat);
+    SLUICE_CUDA(cudaMemcpyPeerAsync(remote.values.get(), target.gpu_, compact, gpu_,
+                                    static_cast<std::size_t>(n * cols * kFloat), cur()));
+    // owner_rows may be a constant in mapped host memory: a UVA copy, not a peer copy.
+    SLUICE_CUDA(cudaMemcpyAsync(remote.rows.get(), owner_rows.data,
+                                static_cast<std::size_t>(n * sizeof(vertex_t)), cudaMemcpyDefault,
+                                cur()));
+    SLUICE_CUDA(cudaEventRecord(event_.get(), cur()));
+    {
+      DeviceGuard owner_guard(target.gpu_);
+      SLUICE_CUDA(cudaStreamWaitEvent(target.stream(), event_.get(), 0));
+      launch_scatter_add_rows(remote.values.as<float>(), cols, nullptr, owner_buf.data,
+                              owner_buf.ld, remote.rows.as<vertex_t>(), n, cols,
+                              /*system_scope=*/!same_gpu, target.stream());
+      SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
+    }
+    SLUICE_CUDA(cudaStreamWaitEvent(cur(), remote.done.get(), 0));
+  }
+  counters_.p2p_rows += n;
+  counters_.p2p_bytes += n * row_bytes(src);
+}
+
+void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  OpScope op(*this, "flush_add_rows");
+  const std::int64_t n = src_rows.size;
+  expect_flush_shapes("flush_add_rows", src, src_rows, host_rows, host);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  const std::int64_t cols = src.cols;
+  // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
+  // link): no device staging buffer, so a flush never needs device memory beyond the budget.
+  auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, cur()));
+  launch_gather_rows(src.data, src.ld, src_rows.data,
+                     static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
+                     cur());
+  // host_rows may be a constant kept in pinned host memory: the host function reads it there
+  // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
+  // host function, which still reads the staging buffer).
+  cudaPointerAttributes attributes{};
+  SLUICE_CUDA(cudaPointerGetAttributes(&attributes, host_rows.data));
+  const vertex_t* rows = nullptr;
+  if (attributes.type == cudaMemoryTypeHost && attributes.hostPointer != nullptr) {
+    rows = static_cast<const vertex_t*>(attributes.hostPointer);
+  } else {
+    auto* staged = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, cur()));
+    SLUICE_CUDA(cudaMemcpyAsync(staged, host_rows.data,
+                                static_cast<std::size_t>(n * sizeof(vertex_t)),
+                                cudaMemcpyDeviceToHost, cur()));
+    rows = staged;
+  }
+  // Each GPU's flushes run in their own host-function thread: share the cores between them.
+  const int threads = std::max(1, omp_get_max_threads() / std::max(1, shared_.used_gpus));
+  auto task =
+      std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld, threads});
+  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &FlushTask::run, task.get()));
+  task.release();  // owned by the queued host function now
+  counters_.d2h_bytes += n * cols * kFloat;
+}
+
+void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
+  OpScope op(*this, "flush_store_rows");
+  const std::int64_t n = src_rows.size;
+  expect_flush_shapes("flush_store_rows", src, src_rows, host_rows, host);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  // A gather whose destination is mapped host memory: the GPU writes the rows over the link
+  // (posted writes, no round trip); host_rows is read wherever the constant lives.
+  float* target = const_cast<float*>(host_device_pointer(host, 0, host.rows));
+  launch_gather_rows(src.data, src.ld, src_rows.data, target, host.ld, host_rows.data, n, src.cols,
+                     cur(), host_link_blocks_);
+  counters_.d2h_bytes += n * src.cols * kFloat;
+}
+
+void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
+  OpScope op(*this, "scatter_rows");
+  SLUICE_EXPECTS(src.cols == dst.cols && src.rows == rows.size, "scatter_rows: ", src.rows, " x ",
+                 src.cols, " with ", rows.size, " rows into width ", dst.cols);
+  if (rows.size == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_gather_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size, src.cols,
+                     cur());
+}
+
+void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
+  OpScope op(*this, "gather_rows");
+  report_host_constants();
+  SLUICE_EXPECTS(src.cols == dst.cols, "gather_rows: width ", src.cols, " vs ", dst.cols);
+  expect_rows_fit(dst, rows.size, "gather_rows destination");
+  DeviceGuard guard(gpu_);
+  launch_gather_rows(src.data, src.ld, rows.data, dst.data, dst.ld, nullptr, rows.size, dst.cols,
+                     cur());
+}
+
+void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
+  OpScope op(*this, "scatter_add_rows");
+  SLUICE_EXPECTS(src.cols == dst.cols, "scatter_add_rows: width ", src.cols, " vs ", dst.cols);
+  expect_rows_fit(src, rows.size, "scatter_add_rows source");
+  DeviceGuard guard(gpu_);
+  launch_scatter_add_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size,
+                          dst.cols, false, cur());
+}
+
+void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) {
+  OpScope op(*this, add ? "copy_rows (add)" : "copy_rows");
+  SLUICE_EXPECTS(src_rows.size == dst_rows.size && src.cols == dst.cols,
+                 "copy_rows: ", src_rows.size, " source rows of width ", src.cols, " into ",
+                 dst_rows.size, " rows of width ", dst.cols);
+  if (src_rows.size == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  if (add) {
+    // Unique destination rows: each element gets one addition, so the atomics are deterministic.
+    launch_scatter_add_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
+                            src_rows.size, dst.cols, false, cur());
+  } else {
+    launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
+                       src_rows.size, dst.cols, cur());
+  }
+}
+
+void CudaDevice::zero_rows(Mat m, Idx rows) {
+  OpScope op(*this, "zero_rows");
+  DeviceGuard guard(gpu_);
+  launch_zero_rows(m.data, m.ld, rows.data, rows.size, m.cols, cur());
+}
+
+void CudaDevice::fill(Mat m, float value) {
+  OpScope op(*this, "fill");
+  report_host_constants();
+  if (m.empty()) return;
+  DeviceGuard guard(gpu_);
+  if (value == 0.f && m.ld == m.cols) {
+    SLUICE_CUDA(
+        cudaMemsetAsync(m.data, 0, static_cast<std::size_t>(m.rows * m.cols * kFloat), cur()));
+  } else {
+    launch_fill(m.data, m.rows, m.cols, m.ld, value, cur());
+  }
+}
+
+void CudaDevice::copy(Mat src, Mat dst) {
+  OpScope op(*this, "copy");
+  SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "copy: ", src.rows, " x ", src.cols,
+                 " into ", dst.rows, " x ", dst.cols);
+  if (src.empty() || src.data == dst.data) return;
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
+                                src.cols * kFloat, src.rows, cudaMemcpyDefault, cur()));
+}
+
+}  // namespace sluice::cuda

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,7 +15,6 @@
 #include "preprocess/memory_estimate.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
-#include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/trainer.hpp"
 
@@ -77,14 +75,6 @@ std::int64_t trained_peak(const Dataset& d, const Plan& plan, const ModelCase& m
 // Measured here: 1.21-1.36, the most where the sparse structure is the largest share (1-layer
 // GCN: no hidden-width buffer); 1.20-1.25 on 20k vertices of 100 features, hidden 256.
 TEST(MemoryEstimate, MatchesTheTrainersAllocations) {
-  // The estimate assumes the default schedule: no measurement switch may change it.
-  const char* switches[] = {"SLUICE_TRANSFORM_FIRST",    "SLUICE_FUSE_LAST",
-                            "SLUICE_KEEP_TAIL",          "SLUICE_STORE_TRANSFORMED",
-                            "SLUICE_PREFETCH_NEXT_PASS", "SLUICE_EARLY_NEXT_PASS"};
-  std::vector<std::unique_ptr<test::ScopedEnv>> unset;
-  for (const char* name : switches)
-    unset.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));
-
   const Dataset d = test::random_dataset(16000, 10, 50, 10, 7, test::ReverseEdgesIntoSources::kAdd);
   const std::vector<ModelCase> models = {
       {"gcn", 2, 64, 1},  {"gcn", 3, 64, 1},           {"gcn", 1, 64, 1},

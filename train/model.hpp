@@ -72,9 +72,6 @@ struct ModelConfig {
   std::int32_t classes = 0;
   int heads = 8;         // GAT hidden layers
   int output_heads = 1;  // GAT output layer
-  // GCN's last layer transforms first when it narrows (LayerSpec::transform_first); false keeps
-  // (Â X) W everywhere (SLUICE_TRANSFORM_FIRST=0, for measuring).
-  bool transform_first = true;
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).

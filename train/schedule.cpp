@@ -497,7 +497,7 @@ struct DeviceState {
   bool head_prefetched = false;
   std::int64_t head_pending_begin = 0, head_pending_end = 0;
   // Rows of the last chunk's output block that positions [head_split_begin, head_split_end)
-  // load (ScheduleOptions::early_next_pass; empty without a stage or in baseline mode), and
+  // load (Impl::ends_early(); empty without a stage or in baseline mode), and
   // whether the last forward pass's stores may still run (the next pass takes those rows from
   // the block, and its transfer lane waits for the stores before any host read).
   Idx head_rows;
@@ -518,9 +518,9 @@ struct DeviceState {
   // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
   // in the flush buffer) for layer 0's G^1 blocks (Impl::keeps_tail()).
   bool keep_tail = false;
-  // The host rows of the coming backward pass's first `preloaded` chunk blocks are in sets[0..]
+  // The host rows of the coming backward pass's first chunk blocks are in sets[0]
   // (Impl::preload_next_blocks()).
-  int preloaded = 0;
+  bool first_blocks_preloaded = false;
   // GAT source scores: el holds the scores of every merged row's Zm for pass `scores_pass`,
   // kept current by the load and pull phases (scores of the rows they write), unless a
   // transform over the whole region made them stale (gat_layer() then computes every row's).
@@ -571,7 +571,7 @@ struct Schedule::Impl {
   vertex_t n = 0;
   float loss_scale = 0.f;
   std::vector<HostMat> H;        // H[l], l = 0..L-1 (H[0] = features, renumbered)
-  std::vector<HostMat> G;        // G[l], l = 1..L (G[0] unused)
+  std::vector<HostMat> G;        // G[l], l = 1..L-1 (G[0] unused; G^L stays on the device)
   std::vector<HostMat> A_cache;  // A[l] in cache mode
   std::vector<DeviceState> dev;
   std::vector<std::int32_t> predictions;
@@ -602,7 +602,7 @@ struct Schedule::Impl {
   }
   // The pass after the one about to run (nullptr: none, or it loads nothing).
   void set_next_head(const LayerSpec* layer, PassKind kind, bool reads_outputs) {
-    next_head = options.overlap && options.prefetch_next_pass ? layer : nullptr;
+    next_head = options.overlap ? layer : nullptr;
     next_head_reads_outputs = reads_outputs;
     next_head_tag = layer ? pass_tag_of(kind, layer->index) : 0;
   }
@@ -627,13 +627,9 @@ struct Schedule::Impl {
 
   // Phase boundary. Devices order their cross-device work pairwise (wait_peer on the markers
   // above: a device waits only for the peers whose rows it reads or overwrites);
-  // device_barriers adds an all-device barrier (events) and synchronize_phases blocks the host
-  // instead.
+  // synchronize_phases blocks the host instead.
   void phase_boundary() {
-    if (options.synchronize_phases)
-      backend.synchronize_all();
-    else if (options.device_barriers)
-      backend.barrier();
+    if (options.synchronize_phases) backend.synchronize_all();
   }
   void wait_peers(Device& d, const std::vector<int>& peers, Marker marker) {
     for (int q : peers) d.wait_peer(*dev[std::size_t(q)].device, marker);
@@ -657,11 +653,16 @@ struct Schedule::Impl {
                              : s.dX.col_block(0, layer.in_width);
   }
 
-  // Transforming layers above layer 0 whose inputs the forward pass below stored transformed
-  // (ScheduleOptions::store_transformed): H[l] holds T^l = dropout(H^l) W_l, loads fill Zm
-  // directly, and leaving rows flush their dZm rows into G[l] (dT^l).
-  bool pretransformed(const LayerSpec& layer) const {
-    return options.store_transformed && layer.index > 0 && transforms(layer);
+  // Transforming layers above layer 0 get their inputs transformed by the forward pass below:
+  // H[l] holds T^l = dropout(H^l) W_l, loads fill Zm directly, and leaving rows flush their dZm
+  // rows into G[l] (dT^l). Rows of T^l are transform_width wide instead of d_l (products GCN:
+  // 48 floats instead of 256).
+  bool pretransformed(const LayerSpec& layer) const { return layer.index > 0 && transforms(layer); }
+  // Layer 0 of a transforming model (GAT's; a one-layer GCN's when it narrows) transforms its
+  // rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
+  // (transform_flush()).
+  bool transforms_on_arrival(const LayerSpec& layer) const {
+    return transforms(layer) && !pretransformed(layer);
   }
   const LayerSpec* above(const LayerSpec& layer) const {
     return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
@@ -669,7 +670,7 @@ struct Schedule::Impl {
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const {
-    return options.reload_inputs && transforms(layer) && !pretransformed(layer);
+    return options.reload_inputs && transforms_on_arrival(layer);
   }
   // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
   // blocks (transform_outputs(), transform_outputs_backward()).
@@ -692,8 +693,8 @@ struct Schedule::Impl {
                                  : s.X.col_block(0, layer.in_width);
   }
   // Where layer 1's backward pass keeps its tail (keeps_tail()): in the flush buffer when layer 0
-  // writes the buffer the rows accumulate in (GAT's dZm, the dX of a layer 1 that transforms
-  // without store_transformed), else in that buffer (dX, or dZm of a pretransformed layer 1).
+  // writes the buffer the rows accumulate in (GAT's dZm), else in that buffer (dX, or dZm of a
+  // pretransformed layer 1).
   Mat tail_rows(DeviceState& s) const {
     const LayerSpec& one = model.layers[1];
     const Mat m = tail_in_leave ? s.leave : pretransformed(one) ? s.dZm : s.dX;
@@ -807,8 +808,7 @@ struct Schedule::Impl {
       d.phase_end(Phase::kLoad);
       if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0) {
         transform_reloaded_arrivals(s, ch, layer, c);
-      } else if (transforms(layer) && !pretransformed(layer) && load_inputs &&
-                 ch.load_rows.size > 0) {
+      } else if (transforms_on_arrival(layer) && load_inputs && ch.load_rows.size > 0) {
         d.phase_begin(Phase::kCompute, tag(c));
         transform_arrivals(s, ch, layer);
         d.phase_end(Phase::kCompute);
@@ -872,13 +872,13 @@ struct Schedule::Impl {
     }
   }
 
-  // Whether the forward pass of `layer` may end without waiting for its last stores
-  // (ScheduleOptions::early_next_pass): the next pass reads its outputs, every device loads them
-  // through its stage, and the rows the next pass's first batch needs of each device's last chunk
-  // can come from the device (head_rows).
+  // Whether the forward pass of `layer` may end without waiting for its last stores: the next
+  // pass reads its outputs, every device loads them through its stage, and the rows the next
+  // pass's first batch needs of each device's last chunk can come from the device (head_rows).
+  // Not in baseline mode, whose loads read other devices' rows.
   bool ends_early(const LayerSpec& layer) const {
-    if (!options.early_next_pass || options.comm == CommMode::kBaseline || !next_head ||
-        !next_head_reads_outputs || layer.last || reloads_inputs(*next_head))
+    if (options.comm == CommMode::kBaseline || !next_head || !next_head_reads_outputs ||
+        layer.last || reloads_inputs(*next_head))
       return false;
     for (const DeviceState& s : dev) {
       const std::int64_t pending = s.head_pending_end - s.head_pending_begin;
@@ -927,7 +927,7 @@ struct Schedule::Impl {
         d.wait(kComputed + k);
         d.wait(kStored + k);
         d.phase_begin(Phase::kLoad, tag(c));
-        load_blocks(s, ch, layer, s.sets[k], c < s.preloaded);
+        load_blocks(s, ch, layer, s.sets[k], c == 0 && s.first_blocks_preloaded);
         d.phase_end(Phase::kLoad);
         d.mark(kSetReady + k);
       }
@@ -976,16 +976,15 @@ struct Schedule::Impl {
   }
 
   // The fused pass of a two-layer model whose layer 1 is pretransformed, during its last batch:
-  // the host rows of layer 0's first blocks (dT^1 and A^0 of chunk 0, and of chunk 1 with
-  // ScheduleOptions::preload_chunks = 2) into the block sets, so the backward pass does not start
-  // by waiting for them (the fused pass uses only the sets' dZ). G^1 is complete in host memory but
-  // for the kept tail once the flushes of the batches before the last are: the transfer lane waits
-  // for the last of them (kLeaveFree), and the tail joins the blocks in the backward pass
+  // the host rows of layer 0's first blocks (dT^1 and A^0 of chunk 0) into the first block set,
+  // so the backward pass does not start by waiting for them (the fused pass uses only the sets'
+  // dZ); chunk 1's blocks load behind chunk 0's compute as usual. G^1 is complete in host memory
+  // but for the kept tail once the flushes of the batches before the last are: the transfer lane
+  // waits for the last of them (kLeaveFree), and the tail joins the blocks in the backward pass
   // (load_blocks(), preloaded).
   void preload_next_blocks(const LayerSpec& layer) {
     const LayerSpec& below = model.layers[0];
-    if (!options.prefetch_next_pass || layer.index != 1 || !layer.last || !stores_transform(below))
-      return;
+    if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       if (!s.keep_tail || s.num_sets < 2 || s.leave.empty()) continue;
@@ -993,10 +992,8 @@ struct Schedule::Impl {
       LaneScope lane(d, Lane::kTransfer);
       d.wait(kLeaveFree);
       d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
-      for (int c = 0; c < std::min({C, s.num_sets, options.preload_chunks}); ++c) {
-        load_host_blocks(d, s.chunks[std::size_t(c)], below, s.sets[c]);
-        s.preloaded = c + 1;
-      }
+      load_host_blocks(d, s.chunks[0], below, s.sets[0]);
+      s.first_blocks_preloaded = true;
       d.phase_end(Phase::kLoad);
     }
   }
@@ -1046,28 +1043,25 @@ struct Schedule::Impl {
     phase_boundary();
   }
 
-  // Forward results of chunk c on the store lane: A^l (cache mode), H^{l+1} or the loss gradient.
+  // Forward results of chunk c on the store lane: A^l (cache mode) and H^{l+1} (or T^{l+1}).
   void store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
+    // The last layer's forward runs alone only in evaluation, which stores nothing (training
+    // fuses it with its backward).
+    if (layer.last) return;
     Device& d = *s.device;
-    const bool store_a = model.kind != ModelKind::kGat && training && !recompute(layer);
-    const bool store_grad = layer.last && training;
-    if (!store_a && layer.last && !store_grad) return;
+    const bool store_a = training && !recompute(layer);
     LaneScope lane(d, Lane::kStore);
     d.wait(kComputed + k);
     d.phase_begin(Phase::kStore, tag(c));
     if (store_a)
       d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
                     A_cache[std::size_t(layer.index)], ch.dst_begin);
-    if (!layer.last) {
-      const std::int64_t width = input_width(*above(layer));  // T^{l+1} or H^{l+1}
-      d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1],
-                    ch.dst_begin);
-    }
-    if (store_grad)
-      d.store_block(rows_of(set.dZ, ch.num_dst, layer.out_width), G.back(), ch.dst_begin);
+    const std::int64_t width = input_width(*above(layer));  // T^{l+1} or H^{l+1}
+    d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1],
+                  ch.dst_begin);
     d.phase_end(Phase::kStore);
     d.mark(kStored + k);
   }
@@ -1150,7 +1144,7 @@ struct Schedule::Impl {
                             predictions.data() + ch.dst_begin);
   }
 
-  // The next layer's inputs for the chunk's rows, transformed (store_transformed): H = act(Z) in
+  // The next layer's inputs for the chunk's rows, transformed (pretransformed()): H = act(Z) in
   // Z's place, its dropout (keyed as the next layer's loads would apply it), then
   // T = H W_{l+1} into the set's output rows for store_blocks().
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z,
@@ -1190,7 +1184,7 @@ struct Schedule::Impl {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
-    SLUICE_EXPECTS(!fresh || layer.last, "only the last layer fuses forward and backward");
+    SLUICE_EXPECTS(fresh == layer.last, "training fuses the last layer's forward and backward");
     Device& d = *s.device;
     const std::int64_t nd = ch.num_dst;
     const bool input_gradient = layer.index > 0;
@@ -1201,13 +1195,13 @@ struct Schedule::Impl {
       A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
                                      : rows_of(set.A, nd, layer.aggregate_width);
     }
-    // Recompute the pre-activation (and, for GAT, the attention intermediates); the last
-    // GCN/SAGE layer has no activation and needs neither.
-    if (!fresh && (model.kind == ModelKind::kGat || !layer.last)) {
+    // Layers below the last recompute the pre-activation (and, for GAT, the attention
+    // intermediates) for their activation's backward.
+    if (!fresh) {
       Mat Z = layer_preactivation(s, ch, layer, A);
       if (stores_transform(layer))
         transform_outputs_backward(s, ch, layer, set, Z, dZ);
-      else if (!layer.last)
+      else
         d.activation_backward(dZ, Z, layer.activation, dZ);
     }
     d.add_column_sums(dZ, s.grads.data + layer.b_offset);
@@ -1284,7 +1278,7 @@ struct Schedule::Impl {
       // computed on.
       wait_peers(d, ch.pushed_by, kPushed);
       if (ch.leave_rows.size == 0) continue;
-      if (transforms(layer) && !pretransformed(layer))
+      if (transforms_on_arrival(layer))
         transform_flush(s, ch, layer, c);
       else
         flush_rows(s, ch, layer, c);
@@ -1328,24 +1322,19 @@ struct Schedule::Impl {
     flush_leave_buffer(s, ch, layer, c);
   }
 
-  // GAT, leaving rows: the dZm they accumulated while they stayed (this device's batches and its
-  // peers' pushes) gives the backward of Zm = X W once per stay: dW += X^T dZm and, above layer
-  // 0, dX = dZm W^T, whose dropout backward and flush into G^l follow flush_phase(). Slices of
-  // leaving rows are gathered on the compute lane; with a `leave` buffer dX goes there and is
-  // flushed on the store lane (or stays there: keeps_tail()), else each slice is flushed in line.
+  // Layer 0 of a transforming model, leaving rows: the dZm they accumulated while they stayed
+  // (this device's batches and its peers' pushes) gives the weight gradient of Zm = X W once per
+  // stay, dW += X^T dZm, in slices of leaving rows gathered on the compute lane (layer 0 has no
+  // input gradient).
   void transform_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c) {
+    SLUICE_EXPECTS(layer.index == 0, "only layer 0 transforms its rows on arrival");
     Device& d = *s.device;
-    const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+    const std::int64_t n = ch.leave_rows.size;
     const std::int64_t in = layer.in_width, KF = layer.transform_width;
-    const bool input_gradient = layer.index > 0;
-    const bool behind = input_gradient && !s.leave.empty();
-    const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
     const Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
     const Mat X = reloads_inputs(layer) ? Mat{} : s.X.col_block(0, in);
     const Mat dZm = s.dZm.col_block(0, KF);
-    const HostMat g = input_gradient ? G[std::size_t(layer.index)] : HostMat{};
     const DropoutKey key = feature_key(layer.index);
-    if (behind) d.wait(kLeaveFree);
     d.phase_begin(Phase::kCompute, tag(c));
     for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
       const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
@@ -1364,21 +1353,8 @@ struct Schedule::Impl {
       }
       d.gather_rows(dZm, rows, z);
       d.gemm(true, false, 1.f, x, z, 1.f, dW);
-      if (!input_gradient) continue;
-      const Mat dx = behind ? s.leave.row_block(b, len).col_block(0, in) : x;
-      d.gemm(false, true, 1.f, z, W, 0.f, dx);
-      if (key.rate > 0) d.dropout_rows(dx, positions, part(ch.leave_keys, b, e), key);
-      if (behind) continue;
-      const std::int64_t split = std::clamp(stored, b, e);  // first flushes stored, others added
-      d.phase_end(Phase::kCompute);
-      d.phase_begin(Phase::kFlush, tag(c));
-      d.flush_store_rows(dx, part(positions, 0, split - b), part(ch.leave_vertices, b, split), g);
-      d.flush_add_rows(dx, part(positions, split - b, len), part(ch.leave_vertices, split, e), g);
-      d.phase_end(Phase::kFlush);
-      d.phase_begin(Phase::kCompute, tag(c));
     }
     d.phase_end(Phase::kCompute);
-    if (behind && !keeps_tail(s, layer, c)) flush_leave_buffer(s, ch, layer, c);
   }
 
   // The leaving rows' input gradients, compacted in `leave` on the compute lane, into G^l on the
@@ -1409,9 +1385,7 @@ struct Schedule::Impl {
       set_next_head(&model.layers[std::size_t(layer.index) + 1],
                     fuses(model.layers[std::size_t(layer.index) + 1]) ? PassKind::kFused : kind,
                     true);
-    else if (training && recompute(layer))  // the backward of this layer reloads its input
-      set_next_head(&layer, PassKind::kBackward, false);
-    else
+    else  // evaluation: the last pass
       set_next_head(nullptr, kind, false);
     begin_pass(kind, layer.index);
     prefetch(layer, 0, true, false);
@@ -1434,10 +1408,12 @@ struct Schedule::Impl {
     drain();  // H^{l+1} (and the loss, predictions) complete
   }
 
-  // Training runs the last layer's forward and backward as one pass (fuse_last_layer).
-  bool fuses(const LayerSpec& layer) const {
-    return training && layer.last && options.fuse_last_layer;
-  }
+  // Training runs the last layer's forward and backward in one pass, each batch's backward right
+  // after its forward (its loss gradient needs only its own logits, and the weights stay fixed
+  // for the epoch): the last layer's aggregations A^{L-1} and loss gradients G^L never go to
+  // host memory and back, and GAT's last layer loads and computes its attention once.
+  // Evaluation runs the forward alone.
+  bool fuses(const LayerSpec& layer) const { return training && layer.last; }
 
   // One layer's backward pass, or with kFused the last layer's forward and backward in one pass
   // (loads and pulls as a forward pass, no blocks from host memory); drained at the end (G^l
@@ -1469,7 +1445,7 @@ struct Schedule::Impl {
     }
     drain();
     if (!fused)
-      for (auto& s : dev) s.preloaded = 0;
+      for (auto& s : dev) s.first_blocks_preloaded = false;
   }
 
   // Adds each phase's device time to `per_device` and the slowest device's to `times`, and the
@@ -1527,7 +1503,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   const std::int64_t n = m.n;
   // Host matrices in renumbered row order.
   m.H.resize(std::size_t(L));
-  m.G.resize(std::size_t(L) + 1);
+  m.G.resize(std::size_t(L));
   m.A_cache.resize(std::size_t(L));
   m.H[0] = backend.alloc_host(n, dataset.feature_dim, "H^0 (features)");
   {
@@ -1552,7 +1528,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       m.H[std::size_t(l)] = backend.alloc_host(
           n, m.input_width(layer), m.pretransformed(layer) ? cat("T^", l) : cat("H^", l));
     // The fused last layer keeps its loss gradients and aggregations on the device.
-    if (layer.last && options.fuse_last_layer) continue;
+    if (layer.last) continue;
     if (m.stores_transform(layer))
       m.G[std::size_t(l) + 1] =
           backend.alloc_host(n, m.input_width(*m.above(layer)), cat("dT^", l + 1));
@@ -1567,13 +1543,12 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   // X holds the inputs of the layers that are not pretransformed (their loads land in Zm) and
   // keep their input rows (reloads_inputs()), the stage every layer's loads. Input gradients: of
   // every layer above 0 (the flush buffer holds them), in dX only for the layers that do not
-  // transform first (transform_flush() computes the others per leaving row; pretransformed layers
-  // flush dZm rows).
+  // transform (pretransformed layers flush dZm rows).
   std::int64_t in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0, block_out_max = 0;
   std::int64_t arrival_in_max = 0;  // the row slices: inputs of the layers transformed on arrival
   bool any_transform = false, any_stored_transform = false, any_arrival_transform = false;
   for (const auto& layer : model.layers) {
-    const bool arrival_transform = m.transforms(layer) && !m.pretransformed(layer);
+    const bool arrival_transform = m.transforms_on_arrival(layer);
     any_transform |= m.transforms(layer);
     any_arrival_transform |= arrival_transform;
     any_stored_transform |= m.stores_transform(layer);
@@ -1595,23 +1570,24 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
   const int k_max = model.max_heads();
   const bool gat = model.kind == ModelKind::kGat;
   std::vector<std::int64_t> max_loads(std::size_t(m.P), 0), max_leaves(std::size_t(m.P), 0);
-  // Baseline leave lists hold other partitions' rows (flushed by several devices), and a layer 1
-  // that transforms first keeps its tail in the flush buffer, which the overlap path allocates
-  // last (checked there).
+  // Layer 1's backward pass keeps its tail (Impl::keeps_tail()) in the flush buffer when layer 0
+  // accumulates into the buffer layer 1's leaving rows sit in (GAT: dZm), a buffer of the overlap
+  // path (checked there). Not in baseline mode, whose leave lists hold other partitions' rows
+  // (flushed by several devices).
   const bool tail_in_leave =
-      L >= 2 && (m.pretransformed(model.layers[1]) ? m.transforms(model.layers[0])
-                                                   : m.transforms(model.layers[1]));
+      L >= 2 && m.pretransformed(model.layers[1]) && m.transforms_on_arrival(model.layers[0]);
   m.tail_in_leave = tail_in_leave;
-  const bool keep_tail = options.keep_tail && L >= 2 && options.comm != CommMode::kBaseline &&
-                         (!tail_in_leave || options.overlap);
+  const bool keep_tail =
+      L >= 2 && options.comm != CommMode::kBaseline && (!tail_in_leave || options.overlap);
   std::vector<std::vector<TailLists>> tails(std::size_t(m.P));
   // Overlap buffers, after every required buffer, only where memory allows: the load stage
   // (prefetch of the next batch's rows), the flush buffer (flushes behind the next batch) and a
-  // second block set (stores and backward block loads behind compute). Before the chunks'
-  // constants (ScheduleOptions::overlap_before_constants), or after them.
+  // second block set (stores and backward block loads behind compute). They come before the
+  // chunks' constants, which take the device memory left and go to pinned host memory (read
+  // zero-copy) beyond it.
   int staged = 0, flushed = 0, doubled = 0;
   // Per device: rows of the last chunk's output block that chunk 0's loads take from it when a
-  // forward pass ends early (ScheduleOptions::early_next_pass), uploaded with the stage.
+  // forward pass ends early (Impl::ends_early()), uploaded with the stage.
   std::vector<std::vector<vertex_t>> head_rows(std::size_t(m.P));
   auto allocate_overlap = [&](int p) {
     DeviceState& s = m.dev[std::size_t(p)];
@@ -1718,7 +1694,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
         const vertex_t first = last.dst_begin, stop = vertex_t(last.dst_begin + last.num_dst());
         s.head_split_begin = std::lower_bound(v.begin(), v.end(), first) - v.begin();
         s.head_split_end = std::lower_bound(v.begin(), v.end(), stop) - v.begin();
-        if (L >= 2 && options.prefetch_next_pass && options.early_next_pass)
+        if (L >= 2)
           for (std::int64_t i = s.head_split_begin; i < s.head_split_end; ++i)
             head_rows[std::size_t(p)].push_back(v[std::size_t(i)] - first);
       }
@@ -1727,7 +1703,7 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       tails[std::size_t(p)] =
           tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, tail_in_leave);
     s.keep_tail = keep_tail;
-    if (options.overlap && options.overlap_before_constants) allocate_overlap(p);
+    if (options.overlap) allocate_overlap(p);
     for (int c = 0; c < m.C; ++c) {
       const ChunkPlan& cp = plan.chunk(c, p);
       ChunkLists& li = lists[std::size_t(c) * m.P + p];
@@ -1773,8 +1749,6 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
       for (const auto& push : ch.pushes)
         m.dev[std::size_t(push.owner)].chunks[std::size_t(c)].pushed_by.push_back(p);
     }
-  if (options.overlap && !options.overlap_before_constants)
-    for (int p = 0; p < m.P; ++p) allocate_overlap(p);
   if (options.overlap)
     log_info("overlap: load prefetch on ", staged, "/", m.P, " devices, flush behind compute on ",
              flushed, "/", m.P, ", double block buffers on ", doubled, "/", m.P);
@@ -1861,12 +1835,9 @@ double Schedule::forward_backward(std::int64_t epoch) {
     s.loss_sum = 0;
     s.device->fill(s.grads, 0.f);
   }
-  const LayerSpec& last = m.model.layers.back();
-  const bool fuse = m.fuses(last);
-  for (const LayerSpec& layer : m.model.layers)
-    if (!layer.last || !fuse) m.forward_layer(layer);
-  if (fuse) m.backward_layer(last, PassKind::kFused);
-  for (int l = fuse ? L - 2 : L - 1; l >= 0; --l)
+  for (int l = 0; l + 1 < L; ++l) m.forward_layer(m.model.layers[std::size_t(l)]);
+  m.backward_layer(m.model.layers.back(), PassKind::kFused);
+  for (int l = L - 2; l >= 0; --l)
     m.backward_layer(m.model.layers[std::size_t(l)], PassKind::kBackward);
   const double t = now_seconds();
   std::vector<float*> grads;

@@ -395,16 +395,19 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
 
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
 // destinations they are, for Impl::keeps_tail(). Per chunk: where each row sits on the device
-// (`src`: its slot in dX, or with `by_position` its position in the leave list, which is its row
-// in the flush buffer) and in the chunk's block (`dst`); the first `assign` rows leave for the
+// (`src`, TailPlace) and in the chunk's block (`dst`); the first `assign` rows leave for the
 // first time in the pass, the others were flushed before, so G^l holds part of their sum.
 struct TailLists {
   std::vector<vertex_t> src, dst;
   std::size_t assign = 0;
 };
 
+// Where the kept tail rows sit on the device: at their slots of the gradient buffer (dX or dZm),
+// or compacted in the flush buffer, each at its position in the leave list.
+enum class TailPlace { kGradientSlots, kFlushBuffer };
+
 std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p,
-                                  bool by_position) {
+                                  TailPlace place) {
   const int C = plan.chunks;
   std::vector<int> order;  // chunks of p with destinations, by first destination
   for (int c = 0; c < C; ++c)
@@ -424,7 +427,7 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
                    p);
     TailLists& t = out[std::size_t(c)];
     const vertex_t position = v - cp.dst_begin;
-    t.src.push_back(by_position ? vertex_t(i) : last.leave_rows[i]);
+    t.src.push_back(place == TailPlace::kFlushBuffer ? vertex_t(i) : last.leave_rows[i]);
     t.dst.push_back(position);
     if (i < last.leave_store_count) ++t.assign;  // first-time rows come first in the list
   }
@@ -560,6 +563,42 @@ Idx part(Idx idx, std::int64_t begin, std::int64_t end) {
   return Idx{idx.data + begin, end - begin};
 }
 
+// What every batch of a pass does besides its compute (Impl::forward_layer(),
+// Impl::backward_layer()).
+struct BatchSteps {
+  // Load the layer's input rows and pull the remote ones: forward passes, the fused pass, and
+  // backward passes that recompute their layer.
+  bool load_inputs = false;
+  // Backward passes: the G^{l+1} (and cached A^l) blocks from host memory (the fused pass takes
+  // its loss gradient from its own forward).
+  bool load_blocks = false;
+  // Backward passes with gradient rows to flush: zero the arrivals' gradient rows, push the remote
+  // rows' gradients to their owners and flush the leaving rows.
+  bool flush_gradients = false;
+};
+
+// Where the pass after the running one reads its first batch's rows: rows the running (forward)
+// pass writes, or rows complete in host memory.
+enum class NextInputs { kWrittenByThisPass, kComplete };
+
+// Whether a backward block set's host rows still have to load or are there already
+// (Impl::preload_next_blocks()).
+enum class BlockRows { kFromHost, kPreloaded };
+
+// Device::copy_rows: copy over the destination rows, or add into them.
+constexpr bool kCopyOver = false, kAddInto = true;
+
+// The dense products of the layers (Device::gemm with its transposes named).
+void multiply(Device& d, Mat a, Mat b, Mat out) {  // out = a b
+  d.gemm(false, false, 1.f, a, b, 0.f, out);
+}
+void multiply_by_transpose(Device& d, Mat a, Mat b, Mat out) {  // out = a b^T
+  d.gemm(false, true, 1.f, a, b, 0.f, out);
+}
+void add_transposed_product(Device& d, Mat a, Mat b, Mat out) {  // out += a^T b
+  d.gemm(true, false, 1.f, a, b, 1.f, out);
+}
+
 }  // namespace
 
 struct Schedule::Impl {
@@ -601,9 +640,9 @@ struct Schedule::Impl {
     ++pass_serial;
   }
   // The pass after the one about to run (nullptr: none, or it loads nothing).
-  void set_next_head(const LayerSpec* layer, PassKind kind, bool reads_outputs) {
+  void set_next_head(const LayerSpec* layer, PassKind kind, NextInputs inputs) {
     next_head = options.overlap ? layer : nullptr;
-    next_head_reads_outputs = reads_outputs;
+    next_head_reads_outputs = inputs == NextInputs::kWrittenByThisPass;
     next_head_tag = layer ? pass_tag_of(kind, layer->index) : 0;
   }
   std::int32_t tag(int c) const { return pass_tag + c; }
@@ -712,7 +751,7 @@ struct Schedule::Impl {
     const Mat X = s.X.col_block(0, layer.in_width);
     const Mat Zm = s.Zm.col_block(0, layer.transform_width);
     if (2 * n >= R) {
-      d.gemm(false, false, 1.f, X.row_block(0, R), W, 0.f, Zm.row_block(0, R));
+      multiply(d, X.row_block(0, R), W, Zm.row_block(0, R));
       s.scores_stale = true;  // the rows that stayed may round differently in this product
       return;
     }
@@ -722,7 +761,7 @@ struct Schedule::Impl {
       const Mat x = rows_of(s.slice_x, e - b, layer.in_width);
       const Mat z = rows_of(s.slice_z, e - b, layer.transform_width);
       d.gather_rows(X, rows, x);
-      d.gemm(false, false, 1.f, x, W, 0.f, z);
+      multiply(d, x, W, z);
       d.scatter_rows(z, rows, Zm);
     }
   }
@@ -765,7 +804,7 @@ struct Schedule::Impl {
       if (key.rate > 0)
         d.dropout_rows(x, part(s.slice_iota, 0, len), part(ch.load_keys, b, e), key);
       const Mat z = rows_of(s.slice_z, len, KF);
-      d.gemm(false, false, 1.f, x, W, 0.f, z);
+      multiply(d, x, W, z);
       d.scatter_rows(z, part(ch.load_rows, b, e), Zm);
       d.phase_end(Phase::kCompute);
     }
@@ -773,12 +812,12 @@ struct Schedule::Impl {
   }
 
   // Phase A: transition update (loads of L_c^p, dropout on arrivals; GAT: their transforms); in
-  // the backward pass also zero the gradient rows of arrivals and of the chunk's remote region
-  // (GAT: of dZm). With a stage the
-  // rows were gathered from host memory ahead (prefetch) and are scattered into X here; then the
-  // next batch's prefetch is issued, to run behind this batch's pulls and compute.
-  void load_phase(const LayerSpec& layer, int c, bool load_inputs, bool zero_gradients,
-                  bool prefetch_blocks) {
+  // a backward pass that flushes also zero the gradient rows of arrivals and of the chunk's
+  // remote region (GAT: of dZm). With a stage the rows were gathered from host memory ahead
+  // (prefetch) and are scattered into X here; then the next batch's prefetch is issued, to run
+  // behind this batch's pulls and compute.
+  void load_phase(const LayerSpec& layer, int c, const BatchSteps& steps) {
+    const bool load_inputs = steps.load_inputs;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
       DeviceChunk& ch = s.chunks[std::size_t(c)];
@@ -800,7 +839,7 @@ struct Schedule::Impl {
         if (key.rate > 0 && !pretransformed(layer))
           d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
-      if (zero_gradients) {
+      if (steps.flush_gradients) {
         Mat dX = exchanged_gradient(s, layer);
         if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
         if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
@@ -816,7 +855,7 @@ struct Schedule::Impl {
       if (load_inputs) update_source_scores(s, layer, ch.load_rows, c);
       d.mark(kLoaded);
     }
-    prefetch(layer, c + 1, load_inputs, prefetch_blocks);
+    prefetch(layer, c + 1, steps);
     if (c + 1 == C) prefetch_next_head();
     phase_boundary();
   }
@@ -891,7 +930,7 @@ struct Schedule::Impl {
   // On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
   // cached A^l blocks into its block set. Reads only host matrices complete since the last
   // layer boundary.
-  void prefetch(const LayerSpec& layer, int c, bool loads, bool blocks) {
+  void prefetch(const LayerSpec& layer, int c, const BatchSteps& steps) {
     if (c >= C) return;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
@@ -900,9 +939,9 @@ struct Schedule::Impl {
       // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
       const bool prefetched = c == 0 && s.head_prefetched;
       if (prefetched) s.head_prefetched = false;
-      const bool stage = loads && !s.stage.empty() && ch.load_rows.size > 0 &&
+      const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
                          (!prefetched || s.head_pending_end > s.head_pending_begin);
-      const bool set = blocks && s.num_sets > 1 && ch.num_dst > 0;
+      const bool set = steps.load_blocks && s.num_sets > 1 && ch.num_dst > 0;
       if (!stage && !set && !s.stores_running) continue;
       LaneScope lane(d, Lane::kTransfer);
       if (stage) {
@@ -927,7 +966,9 @@ struct Schedule::Impl {
         d.wait(kComputed + k);
         d.wait(kStored + k);
         d.phase_begin(Phase::kLoad, tag(c));
-        load_blocks(s, ch, layer, s.sets[k], c == 0 && s.first_blocks_preloaded);
+        load_blocks(
+            s, ch, layer, s.sets[k],
+            c == 0 && s.first_blocks_preloaded ? BlockRows::kPreloaded : BlockRows::kFromHost);
         d.phase_end(Phase::kLoad);
         d.mark(kSetReady + k);
       }
@@ -948,17 +989,17 @@ struct Schedule::Impl {
   // copied over the block's (unwritten) rows, the others added to what earlier flushes left in
   // G^1. The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
   // only the other rows, whose warps take SMs from the compute (docs/benchmarks.md, session 6).
-  // `preloaded`: the host rows are in the set already (preload_next_blocks()), only the kept
+  // kPreloaded: the host rows are in the set already (preload_next_blocks()), only the kept
   // tail is missing.
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
-                   bool preloaded = false) {
+                   BlockRows rows) {
     Device& d = *s.device;
-    if (!preloaded) load_host_blocks(d, ch, layer, set);
+    if (rows == BlockRows::kFromHost) load_host_blocks(d, ch, layer, set);
     if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
       const Mat kept = tail_rows(s), dst = gradient_block(ch, layer, set).col_block(0, kept.cols);
       const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
-      d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, false);
-      d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, true);
+      d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
+      d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, kAddInto);
     }
   }
   // Where a chunk's G[l+1] block goes: dT^{l+1} blocks to the set's output rows
@@ -1034,7 +1075,7 @@ struct Schedule::Impl {
       if (kind != PassKind::kFused || !transforms(layer)) d.wait(kStored + k);
       d.phase_begin(Phase::kCompute, tag(c));
       if (forward) forward_compute(p, c, layer, s.sets[k]);
-      if (backward) backward_compute(p, c, layer, s.sets[k], /*fresh=*/forward);
+      if (backward) backward_compute(p, c, layer, s.sets[k], kind);
       d.phase_end(Phase::kCompute);
       d.mark(kComputed + k);
       if (backward) d.mark(kBatchComputed);
@@ -1115,7 +1156,7 @@ struct Schedule::Impl {
       d.spmm(ch.csr, ch.values.data, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
       d.bias_activation(Z, bias, Activation::kNone, Z);
     } else {
-      d.gemm(false, false, 1.f, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), 0.f, Z);
+      multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);
       d.bias_activation(Z, bias, Activation::kNone, Z);
     }
     return Z;
@@ -1154,8 +1195,8 @@ struct Schedule::Impl {
     d.bias_activation(Z, nullptr, layer.activation, Z);
     const DropoutKey key = feature_key(next.index);
     if (key.rate > 0) d.dropout_rows(Z, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
-    d.gemm(false, false, 1.f, Z, param(s, next.w_offset, next.w_rows, next.w_cols), 0.f,
-           rows_of(set.out, ch.num_dst, next.transform_width));
+    multiply(d, Z, param(s, next.w_offset, next.w_rows, next.w_cols),
+             rows_of(set.out, ch.num_dst, next.transform_width));
   }
 
   // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and the
@@ -1169,26 +1210,27 @@ struct Schedule::Impl {
     const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
     const Idx positions = part(s.chunk_iota, 0, ch.num_dst);
     const DropoutKey key = feature_key(next.index);
-    d.gemm(false, true, 1.f, dT, param(s, next.w_offset, next.w_rows, next.w_cols), 0.f, dZ);
+    multiply_by_transpose(d, dT, param(s, next.w_offset, next.w_rows, next.w_cols), dZ);
     if (key.rate > 0) d.dropout_rows(dZ, positions, ch.dst_keys, key);
     d.activation_backward(dZ, Z, layer.activation, dZ);
     d.bias_activation(Z, nullptr, layer.activation, Z);
     if (key.rate > 0) d.dropout_rows(Z, positions, ch.dst_keys, key);
-    d.gemm(true, false, 1.f, Z, dT, 1.f, grad(s, next.w_offset, next.w_rows, next.w_cols));
+    add_transposed_product(d, Z, dT, grad(s, next.w_offset, next.w_rows, next.w_cols));
   }
 
-  // With two block sets the blocks were prefetched (prefetch()); else they load here. `fresh`
-  // (the fused last layer): the forward of this chunk just ran, so the loss gradient is in the
-  // set's dZ, the aggregation in its A and GAT's attention intermediates in s.el, s.er, s.alpha.
-  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, bool fresh) {
+  // With two block sets the blocks were prefetched (prefetch()); else they load here. kFused (the
+  // last layer): the forward of this chunk just ran, so the loss gradient is in the set's dZ, the
+  // aggregation in its A and GAT's attention intermediates in s.el, s.er, s.alpha.
+  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, PassKind kind) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     if (ch.num_dst == 0) return;
+    const bool fresh = kind == PassKind::kFused;
     SLUICE_EXPECTS(fresh == layer.last, "training fuses the last layer's forward and backward");
     Device& d = *s.device;
     const std::int64_t nd = ch.num_dst;
     const bool input_gradient = layer.index > 0;
-    if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set);
+    if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
     Mat dZ = rows_of(set.dZ, nd, layer.out_width);
     Mat A;
     if (!transforms(layer)) {
@@ -1231,10 +1273,10 @@ struct Schedule::Impl {
     Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
     Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
     Mat dX = input_gradient ? s.dX.col_block(0, layer.in_width) : Mat{};
-    d.gemm(true, false, 1.f, A, dZ, 1.f, dW);
+    add_transposed_product(d, A, dZ, dW);
     if (!input_gradient) return;
     Mat dA = rows_of(s.dA, nd, layer.aggregate_width);
-    d.gemm(false, true, 1.f, dZ, W, 0.f, dA);
+    multiply_by_transpose(d, dZ, W, dA);
     if (model.kind == ModelKind::kGcn) {
       d.spmm_transpose_add(ch.csr, ch.values.data, dA, dX);
     } else {
@@ -1352,7 +1394,7 @@ struct Schedule::Impl {
         d.gather_rows(X, rows, x);
       }
       d.gather_rows(dZm, rows, z);
-      d.gemm(true, false, 1.f, x, z, 1.f, dW);
+      add_transposed_product(d, x, z, dW);
     }
     d.phase_end(Phase::kCompute);
   }
@@ -1384,13 +1426,15 @@ struct Schedule::Impl {
     if (!layer.last)
       set_next_head(&model.layers[std::size_t(layer.index) + 1],
                     fuses(model.layers[std::size_t(layer.index) + 1]) ? PassKind::kFused : kind,
-                    true);
+                    NextInputs::kWrittenByThisPass);
     else  // evaluation: the last pass
-      set_next_head(nullptr, kind, false);
+      set_next_head(nullptr, kind, NextInputs::kComplete);
     begin_pass(kind, layer.index);
-    prefetch(layer, 0, true, false);
+    BatchSteps steps;
+    steps.load_inputs = true;
+    prefetch(layer, 0, steps);
     for (int c = 0; c < C; ++c) {
-      load_phase(layer, c, true, false, false);
+      load_phase(layer, c, steps);
       pull_phase(layer, c);
       compute_phase(layer, c, kind);
     }
@@ -1420,25 +1464,28 @@ struct Schedule::Impl {
   // complete before the next layer prefetches its blocks).
   void backward_layer(const LayerSpec& layer, PassKind kind) {
     const bool fused = kind == PassKind::kFused;
-    const bool loads = fused || recompute(layer);
     const LayerSpec* below =
         layer.index > 0 ? &model.layers[std::size_t(layer.index) - 1] : nullptr;
     // Layer 0's backward pass prefetches the next epoch's first batch: features are constant (their
     // dropout is applied after the load), so forward 0 (or an evaluation) starts without a load.
     if (below)
-      set_next_head(recompute(*below) ? below : nullptr, PassKind::kBackward, false);
+      set_next_head(recompute(*below) ? below : nullptr, PassKind::kBackward,
+                    NextInputs::kComplete);
     else
-      set_next_head(&model.layers[0], PassKind::kForward, false);
+      set_next_head(&model.layers[0], PassKind::kForward, NextInputs::kComplete);
     begin_pass(kind, layer.index);
-    prefetch(layer, 0, loads, !fused);
+    BatchSteps steps;
+    steps.load_inputs = fused || recompute(layer);
+    steps.load_blocks = !fused;
     // Transforming layers flush at every layer: leaving rows carry the weight gradient too.
-    const bool flushes = layer.index > 0 || transforms(layer);
+    steps.flush_gradients = layer.index > 0 || transforms(layer);
+    prefetch(layer, 0, steps);
     for (int c = 0; c < C; ++c) {
-      load_phase(layer, c, loads, flushes, !fused);
+      load_phase(layer, c, steps);
       if (fused && c + 1 == C) preload_next_blocks(layer);
-      if (loads) pull_phase(layer, c);
+      if (steps.load_inputs) pull_phase(layer, c);
       compute_phase(layer, c, kind);
-      if (flushes) {
+      if (steps.flush_gradients) {
         push_phase(layer, c);
         flush_phase(layer, c);
       }
@@ -1701,7 +1748,8 @@ Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
     }
     if (keep_tail)
       tails[std::size_t(p)] =
-          tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p, tail_in_leave);
+          tail_lists(lists[std::size_t(m.C - 1) * m.P + p], plan, p,
+                     tail_in_leave ? TailPlace::kFlushBuffer : TailPlace::kGradientSlots);
     s.keep_tail = keep_tail;
     if (options.overlap) allocate_overlap(p);
     for (int c = 0; c < m.C; ++c) {

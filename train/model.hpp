@@ -41,7 +41,7 @@ struct LayerSpec {
   std::int64_t transform_width = 0;
   // GCN's last layer when it narrows (d_{l+1} < d_l): Z = Â (X W) + b instead of (Â X) W + b,
   // so its sparse products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer
-  // caches nothing and its rows are transformed once by their owner (train/schedule.cpp).
+  // caches nothing and its rows are transformed once by their owner (train/schedule_impl.hpp).
   bool transform_first = false;
   Activation activation = Activation::kNone;
   // Offsets of the layer's tensors in the flat parameter array (-1 when absent).

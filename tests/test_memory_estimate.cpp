@@ -19,7 +19,6 @@
 #include "preprocess/chunk_search.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
-#include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/layout/chunk_search.hpp"
 #include "train/layout/memory_estimate.hpp"
@@ -30,21 +29,6 @@
 
 namespace sluice {
 namespace {
-
-// The measurement switches the schedule still reads from the environment: the layout describes
-// their defaults, so none may be set while a test runs.
-class NoMeasurementSwitches {
- public:
-  NoMeasurementSwitches() {
-    for (const char* name : {"SLUICE_TRANSFORM_FIRST", "SLUICE_FUSE_LAST", "SLUICE_KEEP_TAIL",
-                             "SLUICE_STORE_TRANSFORMED", "SLUICE_PREFETCH_NEXT_PASS",
-                             "SLUICE_EARLY_NEXT_PASS", "SLUICE_OVERLAP_FIRST"})
-      unset_.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));
-  }
-
- private:
-  std::vector<std::unique_ptr<test::ScopedEnv>> unset_;
-};
 
 // Input, hidden and output widths, none a multiple of 4 (the schedule pads rows to 16 bytes).
 struct Widths {
@@ -148,7 +132,6 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
 // without overlap buffers for two partitions): the estimate's device_bytes() is each device's
 // allocated peak, and the model's layers from its description are those make_model builds.
 TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
-  const NoMeasurementSwitches defaults;
   int cases = 0;
   for (const Widths& widths : {kNarrowing, kWidening})
     for (const std::string model : {"gcn", "sage", "gat"})
@@ -190,7 +173,6 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
 // estimate of its configuration (memory_shape, memory_layout_options), so nothing the CPU
 // backend accounts is allocated after setup.
 TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
-  const NoMeasurementSwitches defaults;
   const Dataset& d = dataset_of(kNarrowing);
   const Plan& plan = plan_of(kNarrowing, 2, 3);
   for (const std::string model : {"gcn", "sage", "gat"}) {
@@ -336,7 +318,6 @@ TrainConfig gat_config() {
 // The chunk search over real plans takes the first rule under which some C fits, and the
 // trainer's --input-rows auto makes the same choice for the plan it gets.
 TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
-  const NoMeasurementSwitches defaults;
   const Dataset d = test::random_dataset(800, 8, 40, 5, 3, test::ReverseEdgesIntoSources::kAdd);
   const Plan whole = make_plan(d, 1, 1);
   const VertexPartition partition = partition_of_plan(whole);

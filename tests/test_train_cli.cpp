@@ -245,15 +245,15 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
 // transfer lane; the CPU backend runs it in line): in the trace, device 0's first "load 0" of
 // fused 1 (layer 1's forward and backward) and of backward 0 (GAT reloads its input) begins
 // before the last compute of forward 0 and of fused 1 ends.
-// SLUICE_PREFETCH_NEXT_PASS=0 turns that off, with the same losses.
+// --no-overlap loads every batch in line, with the same losses.
 TEST_F(TrainCli, NextPassLoadsDuringTheLastBatch) {
   struct Run {
     double final_loss = 0;
     std::map<std::string, double> first_load, last_compute_end;  // by pass, device 0
   };
-  auto run = [&](const std::string& env, const std::string& name) {
+  auto run = [&](const std::string& options, const std::string& name) {
     const std::string trace = dir_->file(name + ".json"), report = dir_->file(name + "-r.json");
-    const auto r = test::run_command(env + base() +
+    const auto r = test::run_command(base() + options +
                                      " --model gat --heads 2 --hidden 4 --epochs 1 --eval-every "
                                      "1000 --trace " +
                                      trace + " --report " + report);
@@ -270,7 +270,7 @@ TEST_F(TrainCli, NextPassLoadsDuringTheLastBatch) {
     }
     return out;
   };
-  const Run on = run("", "prefetch-on"), off = run("SLUICE_PREFETCH_NEXT_PASS=0 ", "prefetch-off");
+  const Run on = run("", "prefetch-on"), off = run(" --no-overlap", "prefetch-off");
   for (const auto& [pass, before] :
        {std::pair<std::string, std::string>{"fused 1", "forward 0"}, {"backward 0", "fused 1"}}) {
     ASSERT_TRUE(on.first_load.count(pass) && on.last_compute_end.count(before)) << pass;

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "preprocess/plan_builder.hpp"
-#include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "tests/support/reference_model.hpp"
 #include "train/model.hpp"
@@ -121,13 +120,6 @@ void expect_matches_reference(const TrainResult& got, const test::ReferenceResul
   }
 }
 
-// The same training run with one environment setting (the trainer's measurement switches).
-TrainResult train_with(const char* name, const char* value, const Dataset& d, const Plan& plan,
-                       const TrainConfig& config) {
-  test::ScopedEnv setting(name, value);
-  return train(d, plan, config);
-}
-
 // Bit-identical losses and parameters.
 void expect_identical(const TrainResult& a, const TrainResult& b, const std::string& what) {
   EXPECT_EQ(a.losses, b.losses) << what;
@@ -135,6 +127,19 @@ void expect_identical(const TrainResult& a, const TrainResult& b, const std::str
   for (std::size_t i = 0; i < a.parameters.size(); ++i)
     EXPECT_EQ(a.parameters[i].second, b.parameters[i].second)
         << what << " " << a.parameters[i].first;
+}
+
+// Rows of chunk 0's load lists that a forward pass whose outputs the next pass reads hands over
+// on the device (Schedule: a forward pass ends early): per partition, the vertices of its last
+// chunk (p2p+reuse lists; p2p loads the same rows in batch 0, where no row is kept yet).
+std::int64_t rows_handed_over(const Plan& plan) {
+  std::int64_t rows = 0;
+  for (int p = 0; p < plan.partitions; ++p) {
+    const ChunkPlan& last = plan.chunk(plan.chunks - 1, p);
+    for (vertex_t v : plan.chunk(0, p).load_vertices)
+      rows += v >= last.dst_begin && v < last.dst_begin + last.num_dst();
+  }
+  return rows;
 }
 
 class TrainEquivalence : public ::testing::Test {
@@ -221,25 +226,30 @@ TEST_F(TrainEquivalence, ThreeLayersMatchReference) {
   }
 }
 
+// Two and three layers: the third covers a hidden layer whose inputs are stored transformed
+// (GAT's layer 1) and a layer between two others (its gradient rows both flushed and loaded).
 TEST_F(TrainEquivalence, ThreeTransferSchemesGiveTheSameNumbers) {
   const Plan plan = make_plan(dataset(), 4, 8, true);
-  for (const std::string model : {"gcn", "sage", "gat"}) {
-    RunSetup s;
-    s.model = model;
-    TrainConfig config = train_config(s, 4);
-    config.comm = "p2p+reuse";
-    const TrainResult reuse = train(dataset(), plan, config);
-    for (const std::string comm : {"p2p", "baseline"}) {
-      config.comm = comm;
-      const TrainResult other = train(dataset(), plan, config);
-      for (std::size_t e = 0; e < reuse.losses.size(); ++e)
-        EXPECT_NEAR(other.losses[e], reuse.losses[e], 1e-6 * std::abs(reuse.losses[e]))
-            << model << " " << comm << " epoch " << e;
-      for (std::size_t i = 0; i < reuse.parameters.size(); ++i)
-        EXPECT_LE(relative_error(other.parameters[i].second, reuse.parameters[i].second), 1e-6)
-            << model << " " << comm << " " << reuse.parameters[i].first;
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const int layers : {2, 3}) {
+      RunSetup s;
+      s.model = model;
+      s.layers = layers;
+      TrainConfig config = train_config(s, 4);
+      config.comm = "p2p+reuse";
+      const TrainResult reuse = train(dataset(), plan, config);
+      for (const std::string comm : {"p2p", "baseline"}) {
+        config.comm = comm;
+        const std::string what = cat(model, " ", layers, " layers ", comm);
+        const TrainResult other = train(dataset(), plan, config);
+        for (std::size_t e = 0; e < reuse.losses.size(); ++e)
+          EXPECT_NEAR(other.losses[e], reuse.losses[e], 1e-6 * std::abs(reuse.losses[e]))
+              << what << " epoch " << e;
+        for (std::size_t i = 0; i < reuse.parameters.size(); ++i)
+          EXPECT_LE(relative_error(other.parameters[i].second, reuse.parameters[i].second), 1e-6)
+              << what << " " << reuse.parameters[i].first;
+      }
     }
-  }
 }
 
 // The overlap path (prefetched loads through the stage, backward blocks in a second buffer set,
@@ -282,77 +292,58 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
     }
 }
 
-// Layer 1's backward pass keeps its last batch's gradient rows on the devices and layer 0's
-// backward pass takes them into its G^1 blocks (ScheduleOptions::keep_tail): the same numbers,
-// bit for bit, as flushing them to host memory and loading them back (SLUICE_KEEP_TAIL=0), with
-// every kept row's flush off the host link.
-TEST_F(TrainEquivalence, KeptBackwardTailGivesIdenticalNumbersWithFewerTransfers) {
+// Bytes between host memory and the devices per epoch follow from the widths and the plan
+// (2 layers, 12 -> 8 -> 4): forward 0 stores H^1 (SAGE, 8 wide) or, when layer 1 transforms its
+// rows (GCN's narrowing last layer, GAT), T^1 = dropout(H^1) W_1 (4 wide), and in cache mode
+// the aggregations A^0 (GCN 12, SAGE 24 wide). Training fuses the last layer's forward and
+// backward, so G^2 and A^1 never cross the host link; layer 1's backward flushes its leaving
+// gradient rows (G^1 or dT^1, as wide as H^1 or T^1) but for the last batch's, which stay on the
+// devices for layer 0's blocks, and layer 0's backward loads one G^1 (dT^1) block and, cached,
+// one A^0 block per chunk. GAT keeps its tail in the flush buffer, an overlap buffer: without
+// overlap the tail is flushed too.
+TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
   const Plan plan = make_plan(dataset(), 4, 8, true);
+  const std::int64_t n = dataset().num_nodes;
   // The last batch's leaving rows; in p2p mode every row of the last batch leaves, the same set.
-  std::int64_t tail_rows = 0;
-  for (int p = 0; p < plan.partitions; ++p)
+  std::int64_t tail_rows = 0, reuse_leaves = 0;
+  for (int p = 0; p < plan.partitions; ++p) {
     tail_rows += std::int64_t(plan.chunk(plan.chunks - 1, p).leave_vertices.size());
+    for (int c = 0; c < plan.chunks; ++c)
+      reuse_leaves += std::int64_t(plan.chunk(c, p).leave_vertices.size());
+  }
   ASSERT_GT(tail_rows, 0);
+  EXPECT_EQ(reuse_leaves, plan.stats.volume_reuse_rows);  // every loaded row leaves once
   for (const std::string model : {"gcn", "sage", "gat"})
-    for (const std::string comm : {"p2p+reuse", "p2p"}) {
-      RunSetup s;
-      s.model = model;
-      TrainConfig config = train_config(s, 3);
-      config.comm = comm;
-      const std::string what = model + " " + comm;
-      const TrainResult kept = train(dataset(), plan, config);
-      const TrainResult flushed = train_with("SLUICE_KEEP_TAIL", "0", dataset(), plan, config);
-      expect_identical(kept, flushed, what);
-      const TransferCounters& a = kept.records.back().transfers;
-      const TransferCounters& b = flushed.records.back().transfers;
-      // Layer 1 flushes G^1 rows, hidden floats wide (SAGE), or, for the layers whose inputs
-      // are stored transformed (GCN's narrowing last layer, GAT), dT^1 rows, classes wide.
-      const std::int64_t width = model == "sage" ? s.hidden : 4;
-      const std::int64_t row_bytes = width * std::int64_t(sizeof(float));
-      EXPECT_EQ(b.d2h_bytes - a.d2h_bytes, tail_rows * row_bytes) << what;
-      EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << what;  // blocks still load whole
-      EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
-      EXPECT_EQ(a.p2p_bytes, b.p2p_bytes) << what;
-    }
+    for (const std::string intermediates : {"auto", "recompute"})
+      for (const std::string comm : {"p2p+reuse", "p2p"})
+        for (const bool overlap : {true, false}) {
+          RunSetup s;
+          s.model = model;
+          TrainConfig config = train_config(s, 3);
+          config.intermediates = intermediates;
+          config.comm = comm;
+          config.no_overlap = !overlap;
+          const std::string what =
+              cat(model, " ", intermediates, " ", comm, overlap ? "" : " no overlap");
+          const TrainResult got = train(dataset(), plan, config);
+          const TransferCounters& t = got.records.back().transfers;
+          const std::int64_t h1 = model == "sage" ? s.hidden : 4;  // H^1 or T^1
+          const bool cached = model != "gat" && intermediates == "auto";
+          const std::int64_t a0 = cached ? (model == "sage" ? 24 : 12) : 0;
+          const std::int64_t leaves =
+              comm == "p2p" ? plan.stats.volume_p2p_rows : plan.stats.volume_reuse_rows;
+          const bool keeps_tail = overlap || model != "gat";
+          const std::int64_t flushed = leaves - (keeps_tail ? tail_rows : 0);
+          EXPECT_EQ(t.d2h_bytes, (n * (h1 + a0) + flushed * h1) * 4) << what;
+          EXPECT_EQ(t.h2d_block_bytes, n * (h1 + a0) * 4) << what;
+        }
 }
 
-// Training fuses the last layer's forward and backward into one pass
-// (ScheduleOptions::fuse_last_layer): the same numbers, bit for bit, as separate passes
-// (SLUICE_FUSE_LAST=0), without the loss gradients G^L and the aggregations A^{L-1} going to host
-// memory and back, and without the backward's reload of the layer's inputs (GAT, recompute).
-TEST_F(TrainEquivalence, FusedLastLayerGivesIdenticalNumbersWithFewerTransfers) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
-  const std::int64_t n = dataset().num_nodes, classes = 4;
-  for (const std::string model : {"gcn", "sage", "gat"})
-    for (const std::string intermediates : {"auto", "recompute"}) {
-      RunSetup s;
-      s.model = model;
-      TrainConfig config = train_config(s, 3);
-      config.intermediates = intermediates;
-      const std::string what = model + " " + intermediates;
-      const TrainResult fused = train(dataset(), plan, config);
-      const TrainResult separate = train_with("SLUICE_FUSE_LAST", "0", dataset(), plan, config);
-      expect_identical(fused, separate, what);
-      const TransferCounters& a = fused.records.back().transfers;
-      const TransferCounters& b = separate.records.back().transfers;
-      // Per vertex: G^L (classes wide) and, cached, A^{L-1} (SAGE: self and mean; GCN's last
-      // layer narrows, so it transforms first and caches nothing, like GAT).
-      const bool cached = model == "sage" && intermediates == "auto";
-      const std::int64_t aggregate = 2 * s.hidden;
-      const std::int64_t saved = n * (classes + (cached ? aggregate : 0)) * 4;
-      EXPECT_EQ(b.d2h_bytes - a.d2h_bytes, saved) << what;
-      EXPECT_EQ(b.h2d_block_bytes - a.h2d_block_bytes, saved) << what;
-      if (cached) {
-        EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
-      } else {
-        EXPECT_GT(b.h2d_gather_bytes, a.h2d_gather_bytes) << what;  // no reload
-      }
-    }
-}
-
-// GCN's last layer computes Â (X W) when it narrows (classes < hidden), (Â X) W otherwise; the
-// two orders agree up to rounding (both also match the reference above).
-TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
+// GCN's last layer computes Â (X W) when it narrows (classes < hidden), (Â X) W otherwise.
+// Narrowing, its inputs are stored transformed: both passes (forward 0 and the fused layer 1)
+// load the plan's rows per epoch, 12 floats wide and 4 (T = H W) instead of 8, the fused pass
+// but for the rows forward 0 hands over on the devices.
+TEST_F(TrainEquivalence, GcnTransformsFirstWhenTheLastLayerNarrows) {
   ModelConfig shape;
   shape.kind = ModelKind::kGcn;
   shape.layers = 3;
@@ -374,109 +365,50 @@ TEST_F(TrainEquivalence, GcnTransformFirstAgreesWithAggregateFirst) {
 
   const Plan plan = make_plan(dataset(), 4, 8, true);
   RunSetup s;
-  // Every row from host memory (EarlyNextPassCopiesTheFirstRowsOnTheDevice takes some from the
-  // device), so that the byte counts below follow from the widths alone.
-  test::ScopedEnv host_rows("SLUICE_EARLY_NEXT_PASS", "0");
-  const TrainResult first = train(dataset(), plan, train_config(s, 4));
-  const TrainResult aggregate =
-      train_with("SLUICE_TRANSFORM_FIRST", "0", dataset(), plan, train_config(s, 4));
-  for (std::size_t e = 0; e < first.losses.size(); ++e)
-    EXPECT_NEAR(first.losses[e], aggregate.losses[e], 1e-6 * std::abs(aggregate.losses[e])) << e;
-  for (std::size_t i = 0; i < first.parameters.size(); ++i)
-    EXPECT_LE(relative_error(first.parameters[i].second, aggregate.parameters[i].second), 1e-6)
-        << first.parameters[i].first;
-  // Both passes (forward 0, fused 1) load the same R rows per epoch: 12 + 8 floats each when
-  // aggregating first, 12 + 4 when layer 1's inputs are stored transformed (T = H W, 4 wide).
-  const std::int64_t aggregate_bytes = aggregate.records.back().transfers.h2d_gather_bytes;
-  const std::int64_t rows = aggregate_bytes / ((12 + 8) * 4);
-  ASSERT_EQ(aggregate_bytes, rows * (12 + 8) * 4);
-  EXPECT_EQ(first.records.back().transfers.h2d_gather_bytes, rows * (12 + 4) * 4);
+  const TrainResult got = train(dataset(), plan, train_config(s, 4));
+  const std::int64_t rows = plan.stats.volume_reuse_rows, handed_over = rows_handed_over(plan);
+  ASSERT_GT(handed_over, 0);
+  const TransferCounters& t = got.records.back().transfers;
+  EXPECT_EQ(t.h2d_gather_rows, 2 * rows - handed_over);
+  EXPECT_EQ(t.h2d_gather_bytes, (rows * 12 + (rows - handed_over) * 4) * 4);
 }
 
-// Forward passes store the next layer's inputs transformed when that layer transforms its rows
-// (ScheduleOptions::store_transformed): T = dropout(H) W instead of H, and that layer's backward
-// flushes dT, whose transform backward runs per chunk in the pass below. Up to rounding, the
-// numbers are those of transforming rows on arrival (SLUICE_STORE_TRANSFORMED=0), for every
-// transfer scheme and with a pretransformed hidden layer (3-layer GAT), and fewer bytes cross
-// the host link.
-TEST_F(TrainEquivalence, StoredTransformsAgreeWithTransformsOnArrival) {
+TEST_F(TrainEquivalence, ReloadedInputRowsAgreeWithKeptOnes) {
+  // --input-rows reload: layer 0 of a transforming model (GAT's; a one-layer GCN's, which
+  // narrows 12 -> 4) keeps no input rows on the device and reads the leaving rows again from
+  // host memory for its weight gradient; with the load stage and without (--no-overlap: slices
+  // gathered from host memory).
   const Plan plan = make_plan(dataset(), 4, 8, true);
-  for (const std::string model : {"gcn", "gat"})
-    for (const int layers : {2, 3})
-      for (const std::string comm : {"p2p+reuse", "baseline"}) {
+  for (const auto& [model, layers] : {std::pair{"gat", 3}, std::pair{"gcn", 1}})
+    for (const std::string comm : {"p2p+reuse", "baseline"})
+      for (const bool overlap : {true, false}) {
         RunSetup s;
         s.model = model;
         s.layers = layers;
         TrainConfig config = train_config(s, 3);
         config.comm = comm;
-        const std::string what = model + " " + std::to_string(layers) + " layers " + comm;
-        const TrainResult stored = train(dataset(), plan, config);
-        const TrainResult arrival =
-            train_with("SLUICE_STORE_TRANSFORMED", "0", dataset(), plan, config);
-        for (std::size_t e = 0; e < stored.losses.size(); ++e)
-          EXPECT_NEAR(stored.losses[e], arrival.losses[e], 1e-6 * std::abs(arrival.losses[e]))
+        config.no_overlap = !overlap;
+        const std::string what =
+            cat(model, " ", layers, " layers ", comm, overlap ? "" : " no overlap");
+        config.input_rows = "keep";
+        const TrainResult kept = train(dataset(), plan, config);
+        config.input_rows = "reload";
+        const TrainResult reloaded = train(dataset(), plan, config);
+        ASSERT_EQ(kept.losses.size(), 3u) << what;
+        for (std::size_t e = 0; e < kept.losses.size(); ++e)
+          EXPECT_NEAR(reloaded.losses[e], kept.losses[e], 1e-6 * std::abs(kept.losses[e]))
               << what << " epoch " << e;
-        for (std::size_t i = 0; i < stored.parameters.size(); ++i)
-          EXPECT_LE(relative_error(stored.parameters[i].second, arrival.parameters[i].second), 1e-6)
-              << what << " " << stored.parameters[i].first;
-        const TransferCounters& a = stored.records.back().transfers;
-        const TransferCounters& b = arrival.records.back().transfers;
-        EXPECT_LT(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
-        EXPECT_LT(a.d2h_bytes, b.d2h_bytes) << what;
-        EXPECT_EQ(a.p2p_rows, b.p2p_rows) << what;  // the same rows, exchanged transformed
+        for (std::size_t i = 0; i < kept.parameters.size(); ++i)
+          EXPECT_LE(relative_error(reloaded.parameters[i].second, kept.parameters[i].second), 1e-6)
+              << what << " " << kept.parameters[i].first;
+        // The leaving rows cross the host link once more, and X is gone from the device.
+        const TransferCounters& a = reloaded.records.back().transfers;
+        const TransferCounters& b = kept.records.back().transfers;
+        EXPECT_GT(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
+        EXPECT_EQ(a.p2p_rows, b.p2p_rows) << what;
+        EXPECT_LT(reloaded.records.back().peak_device_bytes, kept.records.back().peak_device_bytes)
+            << what;
       }
-}
-
-TEST_F(TrainEquivalence, ReloadedInputRowsAgreeWithKeptOnes) {
-  // --input-rows reload: layers transformed on arrival keep no input rows on the device and read
-  // the leaving rows again from host memory for their weight gradients. GAT's layer 0 (features),
-  // and with SLUICE_STORE_TRANSFORMED=0 every GAT layer and GCN's narrowing last layer (hidden
-  // rows, with input gradients); with the load stage and without (--no-overlap: slices gathered
-  // from host memory).
-  const Plan plan = make_plan(dataset(), 4, 8, true);
-  for (const char* stored : {"1", "0"})
-    for (const std::string model : {"gat", "gcn"})
-      for (const std::string comm : {"p2p+reuse", "baseline"})
-        for (const bool overlap : {true, false}) {
-          if (model == "gcn" && std::string(stored) == "1") continue;  // nothing to reload
-          RunSetup s;
-          s.model = model;
-          s.layers = 3;
-          s.hidden = 8;  // GCN: layer 2 narrows from 8 to the 4 classes
-          TrainConfig config = train_config(s, 3);
-          config.comm = comm;
-          config.no_overlap = !overlap;
-          const std::string what =
-              cat(model, " ", comm, overlap ? "" : " no overlap", " store_transformed=", stored);
-          config.input_rows = "keep";
-          const TrainResult kept =
-              train_with("SLUICE_STORE_TRANSFORMED", stored, dataset(), plan, config);
-          config.input_rows = "reload";
-          const TrainResult reloaded =
-              train_with("SLUICE_STORE_TRANSFORMED", stored, dataset(), plan, config);
-          ASSERT_EQ(kept.losses.size(), 3u) << what;
-          for (std::size_t e = 0; e < kept.losses.size(); ++e)
-            EXPECT_NEAR(reloaded.losses[e], kept.losses[e], 1e-6 * std::abs(kept.losses[e]))
-                << what << " epoch " << e;
-          for (std::size_t i = 0; i < kept.parameters.size(); ++i)
-            EXPECT_LE(relative_error(reloaded.parameters[i].second, kept.parameters[i].second),
-                      1e-6)
-                << what << " " << kept.parameters[i].first;
-          // The leaving rows cross the host link once more. X is gone from the device for GAT;
-          // GCN's lower layers aggregate first and keep it (as wide as the features).
-          const TransferCounters& a = reloaded.records.back().transfers;
-          const TransferCounters& b = kept.records.back().transfers;
-          EXPECT_GT(a.h2d_gather_bytes, b.h2d_gather_bytes) << what;
-          EXPECT_EQ(a.p2p_rows, b.p2p_rows) << what;
-          if (model == "gat")
-            EXPECT_LT(reloaded.records.back().peak_device_bytes,
-                      kept.records.back().peak_device_bytes)
-                << what;
-          else
-            EXPECT_EQ(reloaded.records.back().peak_device_bytes,
-                      kept.records.back().peak_device_bytes)
-                << what;
-        }
 }
 
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
@@ -487,9 +419,6 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   std::int64_t rows[3];
   std::int64_t p2p[3];
   int k = 0;
-  // Every row from host memory, as the plan's volumes count them (the early next pass takes some
-  // of the fused pass's first rows from the device: EarlyNextPassCopiesTheFirstRowsOnTheDevice).
-  test::ScopedEnv host_rows("SLUICE_EARLY_NEXT_PASS", "0");
   for (const std::string comm : {"baseline", "p2p", "p2p+reuse"}) {
     // The second epoch: from the first on, layer 0's backward pass loads the next epoch's first
     // batch (counted in the epoch that loads it), so every epoch moves one epoch's rows.
@@ -511,26 +440,24 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   EXPECT_EQ(p2p[0], 0);
   EXPECT_GT(p2p[1], 0);
   EXPECT_GE(p2p[1], p2p[2]);
-  // Forward of both layers loads T_c^p per batch in p2p mode: sum_c |T_c| rows per layer pass.
-  EXPECT_EQ(rows[1], 2 * plan.stats.volume_p2p_rows);
-  EXPECT_EQ(rows[2], 2 * plan.stats.volume_reuse_rows);
+  // Forward 0 and the fused layer 1 load per batch what the plan's volumes count: N(p,c)
+  // (baseline), T_c^p (p2p), L_c^p (p2p+reuse), but for the rows forward 0 hands over on the
+  // devices to the fused pass (not in baseline mode).
+  const std::int64_t handed_over = rows_handed_over(plan);
   EXPECT_EQ(rows[0], 2 * plan.stats.volume_baseline_rows);
+  EXPECT_EQ(rows[1], 2 * plan.stats.volume_p2p_rows - handed_over);
+  EXPECT_EQ(rows[2], 2 * plan.stats.volume_reuse_rows - handed_over);
 }
 
-// A forward pass whose outputs the next pass reads ends without waiting for its last stores
-// (ScheduleOptions::early_next_pass): the next pass's first batch takes the rows of each
-// device's last chunk from that chunk's output block instead of host memory. The numbers are
-// bit-identical, and per such pass the host link loads exactly those rows fewer: the vertices of
-// the last chunk in chunk 0's load list (p2p+reuse: the plan's own lists).
+// A forward pass whose outputs the next pass reads ends without waiting for its last stores: the
+// next pass's first batch takes the rows of each device's last chunk from that chunk's output
+// block instead of host memory. Per such pass (L - 1 per epoch) the host link loads exactly
+// those rows fewer, except in baseline mode (whose loads read other devices' rows) and without
+// overlap (no load stage); the numbers are bit-identical to the in-line run's.
 TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
   const Plan plan = make_plan(dataset(), 4, 8, true);
-  std::int64_t head = 0;
-  for (int p = 0; p < plan.partitions; ++p) {
-    const ChunkPlan& last = plan.chunk(plan.chunks - 1, p);
-    for (vertex_t v : plan.chunk(0, p).load_vertices)
-      head += v >= last.dst_begin && v < last.dst_begin + last.num_dst();
-  }
-  ASSERT_GT(head, 0);  // else the plan would not exercise the copy
+  const std::int64_t handed_over = rows_handed_over(plan);
+  ASSERT_GT(handed_over, 0);  // else the plan would not exercise the copy
   for (const std::string model : {"gcn", "sage", "gat"})
     for (const int layers : {2, 3})
       for (const std::string comm : {"p2p+reuse", "p2p", "baseline"}) {
@@ -539,44 +466,21 @@ TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
         s.layers = layers;
         TrainConfig config = train_config(s, 2);
         config.comm = comm;
-        const std::string what = model + " " + std::to_string(layers) + " layers " + comm;
+        const std::string what = cat(model, " ", layers, " layers ", comm);
         const TrainResult early = train(dataset(), plan, config);
-        const TrainResult late = train_with("SLUICE_EARLY_NEXT_PASS", "0", dataset(), plan, config);
-        expect_identical(early, late, what);
-        // Per training epoch, L - 1 forward passes hand over to a pass that reads their outputs;
-        // baseline loads keep waiting for every store.
-        const std::int64_t saved = late.records.back().transfers.h2d_gather_rows -
-                                   early.records.back().transfers.h2d_gather_rows;
-        if (comm == "baseline")
-          EXPECT_EQ(saved, 0) << what;
-        else if (comm == "p2p+reuse")
-          EXPECT_EQ(saved, (layers - 1) * head) << what;
-        else
-          EXPECT_GT(saved, 0) << what;
-        EXPECT_EQ(early.records.back().transfers.d2h_bytes, late.records.back().transfers.d2h_bytes)
-            << what;
+        config.no_overlap = true;
+        const TrainResult in_line = train(dataset(), plan, config);
+        expect_identical(early, in_line, what);
+        // Every pass that loads reads one plan volume of rows: the forward passes and, since GAT
+        // recomputes, its backward passes below the fused one.
+        const std::int64_t volume = comm == "baseline" ? plan.stats.volume_baseline_rows
+                                    : comm == "p2p"    ? plan.stats.volume_p2p_rows
+                                                       : plan.stats.volume_reuse_rows;
+        const std::int64_t passes = model == "gat" ? 2 * layers - 1 : layers;
+        const std::int64_t saved = comm == "baseline" ? 0 : (layers - 1) * handed_over;
+        EXPECT_EQ(early.records.back().transfers.h2d_gather_rows, passes * volume - saved) << what;
+        EXPECT_EQ(in_line.records.back().transfers.h2d_gather_rows, passes * volume) << what;
       }
-}
-
-// The fused pass preloads layer 0's first backward block set (ScheduleOptions::preload_chunks 1)
-// or the first two (SLUICE_PRELOAD_CHUNKS=2): the same blocks move either way, only earlier or
-// later, so numbers and transfer counts are identical.
-TEST_F(TrainEquivalence, PreloadedBlocksGiveIdenticalNumbersAndTransfers) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
-  for (const std::string model : {"gcn", "gat"}) {
-    RunSetup s;
-    s.model = model;
-    const TrainConfig config = train_config(s, 2);
-    const TrainResult one = train(dataset(), plan, config);
-    const TrainResult two = train_with("SLUICE_PRELOAD_CHUNKS", "2", dataset(), plan, config);
-    expect_identical(one, two, model);
-    const TransferCounters& a = one.records.back().transfers;
-    const TransferCounters& b = two.records.back().transfers;
-    EXPECT_GT(a.h2d_block_bytes, 0) << model;
-    EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << model;
-    EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << model;
-    EXPECT_EQ(a.d2h_bytes, b.d2h_bytes) << model;
-  }
 }
 
 TEST_F(TrainEquivalence, AdamChunkedEqualsUnchunkedOver20Epochs) {

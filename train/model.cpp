@@ -110,8 +110,7 @@ ModelSpec make_model(const ModelConfig& shape) {
       layer.aggregate_width = shape.kind == ModelKind::kSage ? 2 * width : width;
       layer.activation = layer.last ? Activation::kNone : Activation::kRelu;
       layer.w_rows = layer.aggregate_width;
-      if (shape.kind == ModelKind::kGcn && shape.transform_first && layer.last &&
-          layer.out_width < width) {
+      if (shape.kind == ModelKind::kGcn && layer.last && layer.out_width < width) {
         layer.transform_first = true;
         layer.transform_width = layer.out_width;
         layer.aggregate_width = 0;

@@ -40,7 +40,7 @@ struct LayerSpec {
   std::int64_t transform_width = 0;
   // GCN's last layer when it narrows (d_{l+1} < d_l): Z = Â (X W) + b instead of (Â X) W + b,
   // so its sparse products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer
-  // caches nothing and its rows are transformed once by their owner (train/schedule.cpp).
+  // caches nothing and its rows are transformed once by their owner (train/schedule_impl.hpp).
   bool transform_first = false;
   Activation activation = Activation::kNone;
   // Offsets of the layer's tensors in the flat parameter array (-1 when absent).
@@ -71,9 +71,6 @@ struct ModelConfig {
   std::int32_t classes = 0;
   int heads = 8;         // GAT hidden layers
   int output_heads = 1;  // GAT output layer
-  // GCN's last layer transforms first when it narrows (LayerSpec::transform_first); false keeps
-  // (Â X) W everywhere (SLUICE_TRANSFORM_FIRST=0, for measuring).
-  bool transform_first = true;
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).

@@ -5,14 +5,14 @@
 // and GCN's last layer when it narrows: transformed rows Zm_p = X_p W and their gradients dZm_p,
 // exchanged with peers instead). Such layers above layer 0 get their inputs transformed by the
 // forward pass below (host memory holds T^l = dropout(H^l) W^l and its gradient dT^l in place of
-// H^l and G^l; ScheduleOptions::store_transformed), so their rows load straight into Zm_p.
+// H^l and G^l), so their rows load straight into Zm_p.
 // Per batch: load L_c^p from host (reused rows stay in place), pull remote rows from owners,
 // compute the chunk, write its output block; backward mirrors it with pushes of remote-row
 // gradients into the owners' dX and flushes of leaving rows into G^l. Training runs the last
 // layer's forward and backward as one pass, and layer 1's last batch keeps its gradient rows on
-// the device for layer 0 (ScheduleOptions; docs/model-math.md). Each device works on three
-// lanes (kernels/ops.hpp): the next batch's loads and blocks prefetch on the transfer lane and
-// results go back to host memory on the store lane while the compute lane computes.
+// the device for layer 0 (docs/model-math.md). Each device works on three lanes
+// (kernels/ops.hpp): the next batch's loads and blocks prefetch on the transfer lane and results
+// go back to host memory on the store lane while the compute lane computes.
 #pragma once
 
 #include <cstdint>
@@ -41,62 +41,23 @@ struct ScheduleOptions {
   // Divide every feature row by its L1 norm when filling H^0 (Kipf & Welling's preprocessing
   // of the Planetoid bag-of-words features); rows of norm 0 stay 0.
   bool row_normalize_features = false;
-  // Block the host at every phase boundary instead of ordering the devices' compute lanes with
-  // Backend::barrier() (events only on CUDA). For debugging; phase times come from device
-  // timers either way.
+  // Block the host at every phase boundary instead of ordering the devices' compute lanes
+  // pairwise (events only on CUDA). For debugging; phase times come from device timers either
+  // way.
   bool synchronize_phases = false;
-  // Put an all-device barrier (events, compute lanes) between phases on top of the pairwise
-  // order (for measuring what the pairwise order saves; SLUICE_DEVICE_BARRIERS=1).
-  bool device_barriers = false;
   // Overlap transfers with compute where memory allows (Schedule's optional buffers): prefetch
-  // the next batch's loads and backward blocks on the transfer lane, store forward results and
-  // flush leaving gradients on the store lane.
+  // the next batch's loads and backward blocks on the transfer lane (and across passes: the
+  // next pass's first batch during the running pass's last), store forward results and flush
+  // leaving gradients on the store lane.
   bool overlap = true;
-  // With overlap: load batch 0's rows of the next pass during the last batch of the running one
-  // (from layer 0's backward pass: the next epoch's), and the host rows of layer 0's first
-  // backward blocks during the fused pass's last batch (SLUICE_PREFETCH_NEXT_PASS=0 turns both
-  // off, for measuring).
-  bool prefetch_next_pass = true;
-  // With prefetch_next_pass: a forward pass whose outputs the next pass reads ends without
-  // waiting for its last stores. The next pass takes its first batch's rows of the last chunk
-  // from the device (the block they are stored from) and starts computing while the stores run;
-  // its later host reads wait for them on the device (SLUICE_EARLY_NEXT_PASS=0 turns it off,
-  // for measuring). Not in baseline mode, whose loads read other devices' rows.
-  bool early_next_pass = true;
-  // How many of layer 0's first backward blocks the fused pass preloads (prefetch_next_pass): 1
-  // lets the backward pass start on chunk 0 while chunk 1's blocks load behind it; 2 loads both
-  // before it starts (SLUICE_PRELOAD_CHUNKS, for measuring).
-  int preload_chunks = 1;
-  // Keep the last batch's gradient rows of layer 1's backward pass on the device and fill the
-  // layer-0 backward's G^1 blocks from them, instead of flushing them to host memory and
-  // loading them back (SLUICE_KEEP_TAIL=0 turns it off, for measuring). Not in baseline mode;
-  // GAT only with the flush buffer, which holds its rows.
-  bool keep_tail = true;
-  // Training: run the last layer's forward and backward in one pass, each batch's backward right
-  // after its forward (its loss gradient needs only its own logits, and the weights stay fixed
-  // for the epoch). The last layer's aggregations A^{L-1} and loss gradients G^L then never go
-  // to host memory and back, and GAT's last layer loads and computes its attention once.
-  // SLUICE_FUSE_LAST=0 turns it off, for measuring.
-  bool fuse_last_layer = true;
-  // A layer whose rows are transformed (GAT above layer 0, GCN's narrowing last layer) gets its
-  // inputs transformed by the forward pass below: each chunk's outputs H^l leave as
-  // T^l = dropout(H^l) W_l, and the layer's leaving gradient rows flush dT^l, whose transform
-  // backward (dW_l, and G^l for the layer below) the backward pass below applies per chunk. Rows
-  // of T^l are transform_width wide instead of d_l (products GCN: 48 floats instead of 256).
-  // SLUICE_STORE_TRANSFORMED=0 turns it off, for measuring.
-  bool store_transformed = true;
-  // Layers that transform their input rows on arrival (GAT's layer 0, every transforming layer
-  // without store_transformed) keep no input rows on the device: arrivals go from the load
+  // Layers that transform their input rows on arrival (GAT's layer 0, and the only layer of a
+  // one-layer GCN that narrows) keep no input rows on the device: arrivals go from the load
   // stage (or host memory, in slices) through the transform straight into Zm, and the weight
   // gradient of leaving rows reads their input rows from host memory again (dW += X^T dZm).
   // Saves the transition buffer X (reddit GAT: 602 floats per merged row) for one more read of
   // the leaving rows in the backward pass: for budgets the kept rows do not fit
   // (sluice-train --input-rows).
   bool reload_inputs = false;
-  // Allocate the overlap buffers before the chunks' constants (CSRs, index lists), which then
-  // take the device memory left and go to pinned host memory (read zero-copy) beyond it; else
-  // after them, and the overlap buffers get what the constants left (SLUICE_OVERLAP_FIRST).
-  bool overlap_before_constants = true;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on
@@ -107,7 +68,7 @@ struct PhaseTimes {
                          // compute lane's share includes waiting for the prefetch)
   double p2p = 0;        // device <-> device: pulls and gradient pushes
   double compute = 0;    // chunk compute
-  double store = 0;      // device -> host: forward results (H^{l+1}, A^l, loss gradient)
+  double store = 0;      // device -> host: forward results (H^{l+1} or T^{l+1}, A^l)
   double flush = 0;      // leaving gradient rows into G^l (GPU stores, CPU additions)
   double optimizer = 0;  // all-reduce and optimizer step (host wall time)
   double total() const { return load + p2p + compute + store + flush + optimizer; }
@@ -116,7 +77,7 @@ struct PhaseTimes {
 // One entry of the device timeline (Schedule::set_timeline): a phase's work on one lane of one
 // device in one batch of one pass, in seconds since the pass sequence's start (the time origin
 // set at the start of forward_backward() or evaluate()).
-// kFused: the last layer's forward and backward in one pass (ScheduleOptions::fuse_last_layer).
+// kFused: training's last layer, forward and backward in one pass.
 enum class PassKind { kForward, kBackward, kEvaluate, kFused };
 struct TimelineRange {
   int device = 0;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -102,16 +101,6 @@ json epoch_json(const EpochRecord& r) {
   return j;
 }
 
-namespace {
-
-// A measurement switch that is on by default: off only when the variable is set to "0".
-bool switch_on(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr || std::string(value) != "0";
-}
-
-}  // namespace
-
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
@@ -121,7 +110,6 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.transform_first = switch_on("SLUICE_TRANSFORM_FIRST");
   return make_model(shape);
 }
 
@@ -179,6 +167,22 @@ bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& 
            format_bytes(double(bytes.front())), " per GPU, over --gpu-memory ",
            format_bytes(double(config.gpu_memory)), ")");
   return true;
+}
+
+// The schedule's options, all from the command line (config.hpp).
+ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
+                                 const TrainConfig& config) {
+  ScheduleOptions options;
+  options.comm = parse_comm_mode(config.comm);
+  options.cache_intermediates = config.intermediates != "recompute";
+  options.dropout = static_cast<float>(config.dropout);
+  options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
+  options.seed = config.seed;
+  options.row_normalize_features = config.feature_norm == "row";
+  options.synchronize_phases = config.phase_timing;
+  options.overlap = !config.no_overlap;
+  options.reload_inputs = reload_inputs(dataset, plan, config);
+  return options;
 }
 
 }  // namespace
@@ -239,28 +243,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices (empty train split)");
 
-  ScheduleOptions options;
-  options.comm = parse_comm_mode(config.comm);
-  options.cache_intermediates = config.intermediates != "recompute";
-  options.dropout = static_cast<float>(config.dropout);
-  options.attention_dropout = static_cast<float>(config.effective_attention_dropout());
-  options.seed = config.seed;
-  options.row_normalize_features = config.feature_norm == "row";
-  options.synchronize_phases = config.phase_timing;
-  options.overlap = !config.no_overlap;
-  // Measurement switch (docs/benchmarks.md): all-device barriers on top of the pairwise order.
-  if (const char* barriers = std::getenv("SLUICE_DEVICE_BARRIERS"))
-    options.device_barriers = std::string(barriers) == "1";
-  options.prefetch_next_pass = switch_on("SLUICE_PREFETCH_NEXT_PASS");
-  options.early_next_pass = switch_on("SLUICE_EARLY_NEXT_PASS");
-  if (const char* preload = std::getenv("SLUICE_PRELOAD_CHUNKS"))
-    options.preload_chunks = std::string(preload) == "2" ? 2 : 1;
-  options.keep_tail = switch_on("SLUICE_KEEP_TAIL");
-  options.fuse_last_layer = switch_on("SLUICE_FUSE_LAST");
-  options.store_transformed = switch_on("SLUICE_STORE_TRANSFORMED");
-  options.reload_inputs = reload_inputs(dataset, plan, config);
-  options.overlap_before_constants = switch_on("SLUICE_OVERLAP_FIRST");
-
+  const ScheduleOptions options = schedule_options(dataset, plan, config);
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   Schedule schedule(*backend, dataset, plan, model, options);
   log_info(

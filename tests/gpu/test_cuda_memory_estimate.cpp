@@ -19,7 +19,6 @@
 #include "common/error.hpp"
 #include "kernels/ops.hpp"
 #include "preprocess/plan_builder.hpp"
-#include "tests/support/env.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
@@ -105,17 +104,6 @@ class CudaMemoryEstimate : public ::testing::TestWithParam<Case> {
                       "machine (scripts/device-test.sh)";
   }
 
-  // The estimate assumes the backend's and the schedule's defaults.
-  std::vector<std::unique_ptr<test::ScopedEnv>> defaults_ = [] {
-    std::vector<std::unique_ptr<test::ScopedEnv>> unset;
-    for (const char* name :
-         {"SLUICE_HOST_CONSTANTS", "SLUICE_STAGE_CONSTANTS", "SLUICE_CONSTANT_HEADROOM_MIB",
-          "SLUICE_SPMM_TRANSPOSE", "SLUICE_GAT_LONG_ROW", "SLUICE_P2P", "SLUICE_TRANSFORM_FIRST",
-          "SLUICE_FUSE_LAST", "SLUICE_KEEP_TAIL", "SLUICE_STORE_TRANSFORMED",
-          "SLUICE_PREFETCH_NEXT_PASS", "SLUICE_EARLY_NEXT_PASS", "SLUICE_OVERLAP_FIRST"})
-      unset.push_back(std::make_unique<test::ScopedEnv>(name, nullptr));
-    return unset;
-  }();
 };
 
 std::unique_ptr<Backend> cuda_backend(int partitions, std::int64_t budget) {

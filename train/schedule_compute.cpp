@@ -1,0 +1,355 @@
+// Chunk compute of the schedule (train/schedule_impl.hpp), on each device's compute lane:
+// forward (GCN/SAGE aggregation and transform, GAT attention over transformed rows, the loss of
+// the last layer) into a block set, backward from the set's gradient block into the weight
+// gradients and the transition gradient rows, and the transforms of layers whose rows are
+// exchanged transformed (on arrival, at the output of the layer below, and their backward).
+#include <algorithm>
+
+#include "train/schedule_impl.hpp"
+
+namespace sluice {
+
+using namespace schedule_detail;
+
+namespace {
+
+// The dense products of the layers (Device::gemm with its transposes named).
+void multiply(Device& d, Mat a, Mat b, Mat out) {  // out = a b
+  d.gemm(false, false, 1.f, a, b, 0.f, out);
+}
+void multiply_by_transpose(Device& d, Mat a, Mat b, Mat out) {  // out = a b^T
+  d.gemm(false, true, 1.f, a, b, 0.f, out);
+}
+void add_transposed_product(Device& d, Mat a, Mat b, Mat out) {  // out += a^T b
+  d.gemm(true, false, 1.f, a, b, 1.f, out);
+}
+
+}  // namespace
+
+// Phase C: the chunk compute of every device on its compute lane; forward results go back to
+// host memory on the store lane. kFused: the last layer's forward, then its backward from the
+// loss gradient and intermediates the forward left in the set (nothing is stored).
+void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind) {
+  const bool forward = kind != PassKind::kBackward;
+  const bool backward = kind == PassKind::kBackward || kind == PassKind::kFused;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    Device& d = *s.device;
+    const int k = c % s.num_sets;
+    d.wait(kSetReady + k);  // backward blocks prefetched into the set
+    // The set's previous blocks are in host memory (a fused transforming layer writes only the
+    // set's dZ, which no store reads: it need not wait for the last forward pass's stores).
+    if (kind != PassKind::kFused || !transforms(layer)) d.wait(kStored + k);
+    d.phase_begin(Phase::kCompute, tag(c));
+    if (forward) forward_compute(p, c, layer, s.sets[k]);
+    if (backward) backward_compute(p, c, layer, s.sets[k], kind);
+    d.phase_end(Phase::kCompute);
+    d.mark(kComputed + k);
+    if (backward) d.mark(kBatchComputed);
+    if (!backward) store_blocks(p, c, layer, s.sets[k], k);
+  }
+  phase_boundary();
+}
+
+// Computes into `set`; store_blocks() writes the results to host memory.
+void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
+  DeviceState& s = dev[std::size_t(p)];
+  DeviceChunk& ch = s.chunks[std::size_t(c)];
+  if (ch.num_dst == 0) return;
+  Device& d = *s.device;
+  Mat A;
+  if (!transforms(layer)) A = aggregate(s, ch, layer, set);
+  Mat Z = layer_preactivation(s, ch, layer, A);
+  if (stores_transform(layer)) {
+    transform_outputs(s, ch, layer, Z, set);
+    return;
+  }
+  if (!layer.last) {
+    d.bias_activation(Z, nullptr, layer.activation, rows_of(set.out, ch.num_dst, layer.out_width));
+    return;
+  }
+  Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
+  d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
+                          predictions.data() + ch.dst_begin);
+}
+
+// With two block sets the blocks were prefetched (prefetch()); else they load here. kFused (the
+// last layer): the forward of this chunk just ran, so the loss gradient is in the set's dZ, the
+// aggregation in its A and GAT's attention intermediates in s.el, s.er, s.alpha.
+void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set,
+                                      PassKind kind) {
+  DeviceState& s = dev[std::size_t(p)];
+  DeviceChunk& ch = s.chunks[std::size_t(c)];
+  if (ch.num_dst == 0) return;
+  const bool fresh = kind == PassKind::kFused;
+  SLUICE_EXPECTS(fresh == layer.last, "training fuses the last layer's forward and backward");
+  Device& d = *s.device;
+  const std::int64_t nd = ch.num_dst;
+  if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
+  Mat dZ = rows_of(set.dZ, nd, layer.out_width);
+  Mat A;
+  if (!transforms(layer)) {
+    A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
+                                   : rows_of(set.A, nd, layer.aggregate_width);
+  }
+  // Layers below the last recompute the pre-activation (and, for GAT, the attention
+  // intermediates) for their activation's backward.
+  if (!fresh) {
+    Mat Z = layer_preactivation(s, ch, layer, A);
+    if (stores_transform(layer))
+      transform_outputs_backward(s, ch, layer, set, Z, dZ);
+    else
+      d.activation_backward(dZ, Z, layer.activation, dZ);
+  }
+  d.add_column_sums(dZ, s.grads.data + layer.b_offset);
+  if (layer.transform_first) {
+    // dZm accumulates Â^T dZ while its rows stay, as GAT's.
+    d.spmm_transpose_add(ch.csr, ch.values.data, dZ,
+                         rows_of(s.dZm, s.merged_rows, layer.transform_width));
+  } else if (gat()) {
+    gat_layer_backward(s, ch, layer, dZ);
+  } else {
+    aggregate_backward(s, ch, layer, A, dZ);
+  }
+}
+
+// GAT: the attention backward into dZm, which accumulates over the batches a row stays (zeroed
+// on arrival, remote rows every batch). When the row leaves, flush_rows() sends it to G^l as
+// dT^l (layers above 0), and transform_flush() turns layer 0's into dW.
+void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
+                                        const LayerSpec& layer, Mat dZ) {
+  Device& d = *s.device;
+  const std::int64_t M = s.merged_rows, KF = layer.transform_width, nd = ch.num_dst;
+  Mat dO = dZ;
+  if (layer.last) {
+    dO = rows_of(s.dA, nd, KF);
+    d.head_mean_backward(dZ, layer.heads, dO);
+  }
+  d.gat_backward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
+                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
+                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), dO,
+                 rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
+                 s.grads.data + layer.att_dst_offset);
+}
+
+// GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient
+// dX += agg^T (dZ W^T) (SAGE: its self half scattered, its mean half through the CSR).
+void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
+                                        const LayerSpec& layer, Mat A, Mat dZ) {
+  Device& d = *s.device;
+  Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  add_transposed_product(d, A, dZ, dW);
+  if (layer.index == 0) return;  // no input gradient
+  Mat dX = s.dX.col_block(0, layer.in_width);
+  Mat dA = rows_of(s.dA, ch.num_dst, layer.aggregate_width);
+  multiply_by_transpose(d, dZ, W, dA);
+  if (model.kind == ModelKind::kGcn) {
+    d.spmm_transpose_add(ch.csr, ch.values.data, dA, dX);
+  } else {
+    d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
+    d.spmm_transpose_add(ch.csr, ch.values.data, dA.col_block(layer.in_width, layer.in_width), dX);
+  }
+}
+
+// GCN/SAGE aggregation A = agg(X) for the chunk (nd x aggregate_width).
+Mat Schedule::Impl::aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                              BlockSet& set) {
+  Device& d = *s.device;
+  Mat X = s.X.col_block(0, layer.in_width);
+  Mat A = rows_of(set.A, ch.num_dst, layer.aggregate_width);
+  if (model.kind == ModelKind::kGcn) {
+    d.spmm(ch.csr, ch.values.data, X, A);
+  } else {
+    d.gather_rows(X, ch.self_columns, A.col_block(0, layer.in_width));
+    d.spmm(ch.csr, ch.values.data, X, A.col_block(layer.in_width, layer.in_width));
+  }
+  return A;
+}
+
+// GAT layer up to the concatenated head outputs: attention over Zm (X W of the owned rows from
+// the load phase, remote rows pulled from their owners), O (nd x K*F).
+Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+  Device& d = *s.device;
+  const std::int64_t M = s.merged_rows, KF = layer.transform_width;
+  Mat Zm = rows_of(s.Zm, M, KF);
+  Mat O = rows_of(s.gat, ch.num_dst, KF);
+  const bool scores_ready = s.scores_pass == pass_serial && !s.scores_stale;
+  d.gat_forward(ch.csr, Zm, s.params.data + layer.att_src_offset,
+                s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
+                attention_key(layer.index), rows_of(s.el, M, layer.heads),
+                rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O,
+                scores_ready);
+  s.scores_pass = pass_serial;  // every merged row's score is current now
+  s.scores_stale = false;
+  return O;
+}
+
+// Pre-activation Z of the layer for the chunk (nd x out_width) into s.Z.
+Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
+                                        const LayerSpec& layer, Mat A) {
+  Device& d = *s.device;
+  Mat Z = rows_of(s.Z, ch.num_dst, layer.out_width);
+  const float* bias = s.params.data + layer.b_offset;
+  if (model.kind == ModelKind::kGat) {
+    Mat O = gat_layer(s, ch, layer);
+    if (layer.last) {
+      d.head_mean(O, layer.heads, Z);
+      d.bias_activation(Z, bias, Activation::kNone, Z);
+    } else {
+      d.bias_activation(O, bias, Activation::kNone, Z);
+    }
+  } else if (layer.transform_first) {
+    d.spmm(ch.csr, ch.values.data, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
+    d.bias_activation(Z, bias, Activation::kNone, Z);
+  } else {
+    multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);
+    d.bias_activation(Z, bias, Activation::kNone, Z);
+  }
+  return Z;
+}
+
+// The next layer's inputs for the chunk's rows, transformed (pretransformed()): H = act(Z) in
+// Z's place, its dropout (keyed as the next layer's loads would apply it), then
+// T = H W_{l+1} into the set's output rows for store_blocks().
+void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
+                                       const LayerSpec& layer, Mat Z, BlockSet& set) {
+  Device& d = *s.device;
+  const LayerSpec& next = *above(layer);
+  d.bias_activation(Z, nullptr, layer.activation, Z);
+  const DropoutKey key = feature_key(next.index);
+  if (key.rate > 0) d.dropout_rows(Z, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
+  multiply(d, Z, param(s, next.w_offset, next.w_rows, next.w_cols),
+           rows_of(set.out, ch.num_dst, next.transform_width));
+}
+
+// Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and the
+// recomputed pre-activation Z: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT with H
+// recomputed in Z's place. Each vertex's dT row is complete here: the layer above flushed every
+// stay's share into G[l+1].
+void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChunk& ch,
+                                                const LayerSpec& layer, BlockSet& set, Mat Z,
+                                                Mat dZ) {
+  Device& d = *s.device;
+  const LayerSpec& next = *above(layer);
+  const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
+  const Idx positions = part(s.chunk_iota, 0, ch.num_dst);
+  const DropoutKey key = feature_key(next.index);
+  multiply_by_transpose(d, dT, param(s, next.w_offset, next.w_rows, next.w_cols), dZ);
+  if (key.rate > 0) d.dropout_rows(dZ, positions, ch.dst_keys, key);
+  d.activation_backward(dZ, Z, layer.activation, dZ);
+  d.bias_activation(Z, nullptr, layer.activation, Z);
+  if (key.rate > 0) d.dropout_rows(Z, positions, ch.dst_keys, key);
+  add_transposed_product(d, Z, dT, grad(s, next.w_offset, next.w_rows, next.w_cols));
+}
+
+// Layer 0 of a transforming model: Zm rows of the batch's arrivals = their X rows W. Rows that
+// stay keep their transforms (X and W are fixed within a pass), so each row is transformed once
+// per stay, not once per batch. When at least half the transform region arrives, one GEMM over
+// it is cheaper than gathering; otherwise slices of arrivals are gathered, multiplied and
+// scattered.
+void Schedule::Impl::transform_arrivals(DeviceState& s, const DeviceChunk& ch,
+                                        const LayerSpec& layer) {
+  Device& d = *s.device;
+  const std::int64_t n = ch.load_rows.size, R = s.transform_region;
+  const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const Mat X = s.X.col_block(0, layer.in_width);
+  const Mat Zm = s.Zm.col_block(0, layer.transform_width);
+  if (2 * n >= R) {
+    multiply(d, X.row_block(0, R), W, Zm.row_block(0, R));
+    s.scores_stale = true;  // the rows that stayed may round differently in this product
+    return;
+  }
+  for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+    const std::int64_t e = std::min(n, b + s.slice_x.rows);
+    const Idx rows = part(ch.load_rows, b, e);
+    const Mat x = rows_of(s.slice_x, e - b, layer.in_width);
+    const Mat z = rows_of(s.slice_z, e - b, layer.transform_width);
+    d.gather_rows(X, rows, x);
+    multiply(d, x, W, z);
+    d.scatter_rows(z, rows, Zm);
+  }
+}
+
+// Arrivals of a layer that keeps no input rows (reloads_inputs()): slices of the batch's
+// loads, from the stage or gathered from host memory into slice_x, get their dropout and
+// transform, and their Zm rows are scattered into place.
+void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChunk& ch,
+                                                 const LayerSpec& layer, int c) {
+  Device& d = *s.device;
+  const std::int64_t n = ch.load_rows.size, in = layer.in_width, KF = layer.transform_width;
+  const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const Mat Zm = s.Zm.col_block(0, KF);
+  const DropoutKey key = feature_key(layer.index);
+  const bool staged = !s.stage.empty();
+  if (staged) d.wait(kStageReady);
+  for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+    const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
+    Mat x = rows_of(s.slice_x, len, in);
+    if (staged) {
+      x = s.stage.row_block(b, len).col_block(0, in);
+    } else {
+      d.phase_begin(Phase::kLoad, tag(c));
+      d.load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, b, e), Idx{}, x);
+      d.phase_end(Phase::kLoad);
+    }
+    d.phase_begin(Phase::kCompute, tag(c));
+    if (key.rate > 0) d.dropout_rows(x, part(s.slice_iota, 0, len), part(ch.load_keys, b, e), key);
+    const Mat z = rows_of(s.slice_z, len, KF);
+    multiply(d, x, W, z);
+    d.scatter_rows(z, part(ch.load_rows, b, e), Zm);
+    d.phase_end(Phase::kCompute);
+  }
+  if (staged) d.mark(kStageFree);
+}
+
+// GAT: the source scores of merged rows whose Zm the batch wrote (arrivals, pulled rows), once
+// the pass's scores are current (the first chunk's gat_layer() computes every row's).
+void Schedule::Impl::update_source_scores(DeviceState& s, const LayerSpec& layer, Idx rows, int c) {
+  if (!gat() || rows.size == 0 || s.scores_pass != pass_serial || s.scores_stale) return;
+  Device& d = *s.device;
+  d.phase_begin(Phase::kCompute, tag(c));
+  d.gat_source_scores(rows_of(s.Zm, s.merged_rows, layer.transform_width), rows,
+                      s.params.data + layer.att_src_offset, layer.heads,
+                      rows_of(s.el, s.merged_rows, layer.heads));
+  d.phase_end(Phase::kCompute);
+}
+
+// Layer 0 of a transforming model, leaving rows: the dZm they accumulated while they stayed
+// (this device's batches and its peers' pushes) gives the weight gradient of Zm = X W once per
+// stay, dW += X^T dZm, in slices of leaving rows gathered on the compute lane (layer 0 has no
+// input gradient).
+void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                     int c) {
+  SLUICE_EXPECTS(layer.index == 0, "only layer 0 transforms its rows on arrival");
+  Device& d = *s.device;
+  const std::int64_t n = ch.leave_rows.size;
+  const std::int64_t in = layer.in_width, KF = layer.transform_width;
+  const Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const Mat X = reloads_inputs(layer) ? Mat{} : s.X.col_block(0, in);
+  const Mat dZm = s.dZm.col_block(0, KF);
+  const DropoutKey key = feature_key(layer.index);
+  d.phase_begin(Phase::kCompute, tag(c));
+  for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
+    const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
+    const Idx rows = part(ch.leave_rows, b, e), positions = part(s.slice_iota, 0, len);
+    const Mat x = rows_of(s.slice_x, len, in), z = rows_of(s.slice_z, len, KF);
+    if (reloads_inputs(layer)) {
+      // The input rows again, from host memory, with the dropout they had on arrival.
+      d.phase_end(Phase::kCompute);
+      d.phase_begin(Phase::kLoad, tag(c));
+      d.load_rows(H[std::size_t(layer.index)], part(ch.leave_vertices, b, e), Idx{}, x);
+      d.phase_end(Phase::kLoad);
+      d.phase_begin(Phase::kCompute, tag(c));
+      if (key.rate > 0) d.dropout_rows(x, positions, part(ch.leave_keys, b, e), key);
+    } else {
+      d.gather_rows(X, rows, x);
+    }
+    d.gather_rows(dZm, rows, z);
+    add_transposed_product(d, x, z, dW);
+  }
+  d.phase_end(Phase::kCompute);
+}
+
+}  // namespace sluice

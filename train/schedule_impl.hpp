@@ -1,0 +1,289 @@
+// Schedule's implementation (train/schedule.hpp): the host matrices, every device's state
+// (schedule_state.hpp) and the steps of a pass, with the rules that say how each layer's rows
+// travel (inline here). The steps are defined by concern:
+//   schedule.cpp            the pass driver: per layer, per batch: load, pull, compute, store
+//                           (backward: push, flush)
+//   schedule_setup.cpp      checks, host matrices, device buffers, the chunks' constants
+//   schedule_transfers.cpp  loads, prefetches, pulls and stores of forward results; gradient
+//                           pushes, flushes of leaving rows and the kept backward tail
+//   schedule_compute.cpp    chunk compute: aggregation, GAT attention, transforms, backward
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "train/schedule.hpp"
+#include "train/schedule_lists.hpp"
+#include "train/schedule_state.hpp"
+
+namespace sluice {
+
+namespace schedule_detail {
+
+// What every batch of a pass does besides its compute (Schedule::Impl::forward_layer(),
+// backward_layer()).
+struct BatchSteps {
+  // Load the layer's input rows and pull the remote ones: forward passes, the fused pass, and
+  // backward passes that recompute their layer.
+  bool load_inputs = false;
+  // Backward passes: the G^{l+1} (and cached A^l) blocks from host memory (the fused pass takes
+  // its loss gradient from its own forward).
+  bool load_blocks = false;
+  // Backward passes with gradient rows to flush: zero the arrivals' gradient rows, push the remote
+  // rows' gradients to their owners and flush the leaving rows.
+  bool flush_gradients = false;
+};
+
+// Where the pass after the running one reads its first batch's rows: rows the running (forward)
+// pass writes, or rows complete in host memory.
+enum class NextInputs { kWrittenByThisPass, kComplete };
+
+// Whether a backward block set's host rows still have to load or are there already
+// (Schedule::Impl::preload_next_blocks()).
+enum class BlockRows { kFromHost, kPreloaded };
+
+struct BufferWidths;  // schedule_setup.cpp
+struct DeviceSizes;
+
+}  // namespace schedule_detail
+
+struct Schedule::Impl {
+  using BatchSteps = schedule_detail::BatchSteps;
+  using BlockRows = schedule_detail::BlockRows;
+  using BlockSet = schedule_detail::BlockSet;
+  using BufferWidths = schedule_detail::BufferWidths;
+  using ChunkLists = schedule_detail::ChunkLists;
+  using DeviceChunk = schedule_detail::DeviceChunk;
+  using DeviceSizes = schedule_detail::DeviceSizes;
+  using DeviceState = schedule_detail::DeviceState;
+  using Marker = schedule_detail::Marker;
+  using NextInputs = schedule_detail::NextInputs;
+  using TailLists = schedule_detail::TailLists;
+
+  Backend& backend;
+  const Plan& plan;
+  const ModelSpec& model;
+  ScheduleOptions options;
+  int P = 1, C = 1;
+  vertex_t n = 0;
+  float loss_scale = 0.f;
+  std::vector<HostMat> H;        // H[l], l = 0..L-1 (H[0] = features, renumbered)
+  std::vector<HostMat> G;        // G[l], l = 1..L-1 (G[0] unused; G^L stays on the device)
+  std::vector<HostMat> A_cache;  // A[l] in cache mode
+  std::vector<DeviceState> dev;
+  std::vector<std::int32_t> predictions;
+  std::int64_t epoch = 0;
+  bool training = false;
+  // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):
+  // prefetch_next_head() puts them into the stage during the running pass's last batch.
+  // next_head_reads_outputs: it reads the running forward pass's outputs (H^{l+1}), so the
+  // rows of each device's last chunk wait for the next pass's start.
+  const LayerSpec* next_head = nullptr;
+  bool next_head_reads_outputs = false;
+  std::int32_t next_head_tag = 0;
+  bool tail_in_leave = false;  // tail_rows()
+  // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
+  static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
+  std::int32_t pass_tag = 0;
+  int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
+
+  Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
+      : backend(b), plan(p), model(m), options(o) {}
+
+  // ---- How each layer's rows travel ----
+
+  bool gat() const { return model.kind == ModelKind::kGat; }
+  // Layers whose rows are transformed by their owner (Zm = X W) and exchanged transformed: GAT's,
+  // and GCN's last layer when it narrows (LayerSpec::transform_first).
+  bool transforms(const LayerSpec& layer) const { return gat() || layer.transform_first; }
+  // Transforming layers above layer 0 get their inputs transformed by the forward pass below:
+  // H[l] holds T^l = dropout(H^l) W_l, loads fill Zm directly, and leaving rows flush their dZm
+  // rows into G[l] (dT^l). Rows of T^l are transform_width wide instead of d_l (products GCN:
+  // 48 floats instead of 256).
+  bool pretransformed(const LayerSpec& layer) const { return layer.index > 0 && transforms(layer); }
+  // Layer 0 of a transforming model (GAT's; a one-layer GCN's when it narrows) transforms its
+  // rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
+  // (transform_flush()).
+  bool transforms_on_arrival(const LayerSpec& layer) const {
+    return transforms(layer) && !pretransformed(layer);
+  }
+  // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
+  // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
+  bool reloads_inputs(const LayerSpec& layer) const {
+    return options.reload_inputs && transforms_on_arrival(layer);
+  }
+  // GAT and transform-first GCN layers have no aggregation to cache (aggregate_width 0).
+  bool recompute(const LayerSpec& layer) const {
+    return layer.aggregate_width == 0 || !options.cache_intermediates;
+  }
+  const LayerSpec* above(const LayerSpec& layer) const {
+    return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
+  }
+  // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
+  // blocks (transform_outputs(), transform_outputs_backward()).
+  bool stores_transform(const LayerSpec& layer) const {
+    const LayerSpec* next = above(layer);
+    return next && pretransformed(*next);
+  }
+  // Training runs the last layer's forward and backward in one pass, each batch's backward right
+  // after its forward (its loss gradient needs only its own logits, and the weights stay fixed
+  // for the epoch): the last layer's aggregations A^{L-1} and loss gradients G^L never go to
+  // host memory and back, and GAT's last layer loads and computes its attention once.
+  // Evaluation runs the forward alone.
+  bool fuses(const LayerSpec& layer) const { return training && layer.last; }
+  // Width of a layer's input rows in host memory (H[l]) and in loads: T rows are padded to 16
+  // bytes (their pad column stays 0).
+  std::int64_t input_width(const LayerSpec& layer) const {
+    return pretransformed(layer) ? schedule_detail::aligned_width(layer.transform_width)
+                                 : layer.in_width;
+  }
+  // Width of the gradient rows a layer flushes into G[l] (dT^l or G^l).
+  std::int64_t flushed_width(const LayerSpec& layer) const {
+    return pretransformed(layer) ? layer.transform_width : layer.in_width;
+  }
+
+  // ---- Where rows live on a device ----
+
+  // Where a layer's loads land: Zm for pretransformed layers, X otherwise.
+  Mat input_rows(DeviceState& s, const LayerSpec& layer) const {
+    return pretransformed(layer) ? s.Zm.col_block(0, input_width(layer))
+                                 : s.X.col_block(0, layer.in_width);
+  }
+  // The rows devices exchange: pulls copy the owners' rows of X, pushes add into the owners'
+  // rows of dX. Transforming layers exchange transformed rows instead (Zm = X W, computed once
+  // by the owner, and their gradients dZm): a peer needs no X row of a remote vertex, and the
+  // owner applies the backward of the transform.
+  Mat exchanged_rows(DeviceState& s, const LayerSpec& layer) const {
+    return transforms(layer) ? s.Zm.col_block(0, layer.transform_width)
+                             : s.X.col_block(0, layer.in_width);
+  }
+  Mat exchanged_gradient(DeviceState& s, const LayerSpec& layer) const {
+    return transforms(layer) ? s.dZm.col_block(0, layer.transform_width)
+                             : s.dX.col_block(0, layer.in_width);
+  }
+  // Where a chunk's G[l+1] block goes: dT^{l+1} blocks to the set's output rows
+  // (transform_outputs_backward()), G^{l+1} blocks to its dZ.
+  Mat gradient_block(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) const {
+    return stores_transform(layer)
+               ? schedule_detail::rows_of(set.out, ch.num_dst, input_width(*above(layer)))
+               : schedule_detail::rows_of(set.dZ, ch.num_dst, layer.out_width);
+  }
+  // Layer 1's backward pass keeps the rows leaving in its last batch on the device: their
+  // gradients are complete there, and the only reader of G^1 is layer 0's backward pass, which
+  // takes them into its blocks (load_blocks()) instead of a flush to host memory and a load
+  // back. Layer 0's backward writes neither dX nor the flush buffer; deeper layers' backward
+  // passes would (they accumulate the next layer's dX), so only layer 1 keeps its tail.
+  bool keeps_tail(const DeviceState& s, const LayerSpec& layer, int c) const {
+    return s.keep_tail && layer.index == 1 && c + 1 == C;
+  }
+  // Where layer 1's backward pass keeps its tail: in the flush buffer when layer 0 writes the
+  // buffer the rows accumulate in (GAT's dZm), else in that buffer (dX, or dZm of a
+  // pretransformed layer 1).
+  Mat tail_rows(DeviceState& s) const {
+    const LayerSpec& one = model.layers[1];
+    const Mat m = tail_in_leave ? s.leave : pretransformed(one) ? s.dZm : s.dX;
+    return m.col_block(0, flushed_width(one));
+  }
+  Mat param(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
+    return Mat{s.params.data + offset, rows, cols, cols};
+  }
+  Mat grad(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
+    return Mat{s.grads.data + offset, rows, cols, cols};
+  }
+  DropoutKey feature_key(int layer) const {
+    return DropoutKey{options.seed, epoch, layer, training ? options.dropout : 0.f};
+  }
+  DropoutKey attention_key(int layer) const {
+    return DropoutKey{options.seed, epoch, layer, training ? options.attention_dropout : 0.f};
+  }
+
+  // ---- Passes and their order (schedule.cpp) ----
+
+  void forward_layer(const LayerSpec& layer);
+  void backward_layer(const LayerSpec& layer, PassKind kind);
+  void end_forward_early();
+  void take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_device,
+                  std::vector<TimelineRange>* timeline);
+  static std::int32_t pass_tag_of(PassKind kind, int layer) {
+    return (int(kind) * kTagLayers + layer) * kTagBatches;
+  }
+  void begin_pass(PassKind kind, int layer) {
+    pass_tag = pass_tag_of(kind, layer);
+    ++pass_serial;
+  }
+  std::int32_t tag(int c) const { return pass_tag + c; }
+  // The pass after the one about to run (nullptr: none, or it loads nothing).
+  void set_next_head(const LayerSpec* layer, PassKind kind, NextInputs inputs) {
+    next_head = options.overlap ? layer : nullptr;
+    next_head_reads_outputs = inputs == NextInputs::kWrittenByThisPass;
+    next_head_tag = layer ? pass_tag_of(kind, layer->index) : 0;
+  }
+  // Phase boundary. Devices order their cross-device work pairwise (wait_peer on the markers of
+  // schedule_state.hpp: a device waits only for the peers whose rows it reads or overwrites);
+  // synchronize_phases blocks the host instead.
+  void phase_boundary() {
+    if (options.synchronize_phases) backend.synchronize_all();
+  }
+  void wait_peers(Device& d, const std::vector<int>& peers, Marker marker) {
+    for (int q : peers) d.wait_peer(*dev[std::size_t(q)].device, marker);
+  }
+  // Layer boundary: every lane of every device done (host matrices complete).
+  void drain() { backend.synchronize_all(); }
+
+  // ---- Setup (schedule_setup.cpp) ----
+
+  void setup(const Dataset& dataset);
+  void allocate_host_matrices(const Dataset& dataset);
+  BufferWidths buffer_widths() const;
+  void allocate_working_buffers(DeviceState& s, int p, const DeviceSizes& sizes,
+                                const BufferWidths& w);
+  std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
+  void allocate_overlap_buffers(DeviceState& s, const DeviceSizes& sizes, const BufferWidths& w,
+                                const std::vector<vertex_t>& head_block_rows);
+  void link_peers();
+  void upload_tails(const std::vector<std::vector<TailLists>>& tails);
+
+  // ---- Transfers (schedule_transfers.cpp) ----
+
+  void load_phase(const LayerSpec& layer, int c, const BatchSteps& steps);
+  void prefetch(const LayerSpec& layer, int c, const BatchSteps& steps);
+  void load_stage_part(DeviceState& s, int c, const LayerSpec& layer, std::int64_t begin,
+                       std::int64_t end);
+  void prefetch_next_head();
+  void copy_head_rows(DeviceState& s, const LayerSpec& layer);
+  bool ends_early(const LayerSpec& layer) const;
+  void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
+                   BlockRows rows);
+  void load_host_blocks(Device& d, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
+  void preload_next_blocks(const LayerSpec& layer);
+  void pull_phase(const LayerSpec& layer, int c);
+  void store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k);
+
+  void push_phase(const LayerSpec& layer, int c);
+  void flush_phase(const LayerSpec& layer, int c);
+  void flush_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c);
+  void flush_leave_buffer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c);
+
+  // ---- Chunk compute (schedule_compute.cpp) ----
+
+  void compute_phase(const LayerSpec& layer, int c, PassKind kind);
+  void forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set);
+  void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, PassKind kind);
+  void aggregate_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
+                          Mat dZ);
+  void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ);
+  Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
+  Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A);
+  void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z,
+                         BlockSet& set);
+  void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                  BlockSet& set, Mat Z, Mat dZ);
+  void transform_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  void transform_reloaded_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                   int c);
+  void update_source_scores(DeviceState& s, const LayerSpec& layer, Idx rows, int c);
+  void transform_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int c);
+};
+
+}  // namespace sluice

@@ -1,0 +1,434 @@
+// Implementation of train/schedule_lists.hpp. derive_lists() replays the plan batch by batch:
+// the slot contents of every device's transition buffer (its leave lists empty slots, its load
+// lists fill them) and remote region, against which every CSR column, remote entry and list is
+// checked, so a plan of another dataset or a corrupted one fails at setup, not in training.
+#include "train/schedule_lists.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace sluice::schedule_detail {
+
+namespace {
+
+std::vector<PeerRows> group_by_owner(const std::vector<int>& owners,
+                                     const std::vector<vertex_t>& owner_rows,
+                                     const std::vector<vertex_t>& local_rows, int partitions) {
+  std::vector<PeerRows> groups(static_cast<std::size_t>(partitions));
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    auto& g = groups[std::size_t(owners[i])];
+    g.owner = owners[i];
+    g.owner_rows.push_back(owner_rows[i]);
+    g.local_rows.push_back(local_rows[i]);
+  }
+  std::vector<PeerRows> out;
+  for (auto& g : groups)
+    if (!g.owner_rows.empty()) out.push_back(std::move(g));
+  return out;
+}
+
+// Vertices with their merged positions, sorted by vertex (ascending host gathers).
+void sorted_rows(std::vector<std::pair<vertex_t, vertex_t>>& pairs, const Plan& plan,
+                 std::vector<vertex_t>& vertices, std::vector<vertex_t>& rows,
+                 std::vector<vertex_t>& keys) {
+  std::sort(pairs.begin(), pairs.end());
+  vertices.clear();
+  rows.clear();
+  keys.clear();
+  for (const auto& [v, r] : pairs) {
+    vertices.push_back(v);
+    rows.push_back(r);
+    keys.push_back(plan.new_to_old[std::size_t(v)]);
+  }
+}
+
+void check_plan_shape(const Dataset& d, const Plan& plan) {
+  const int P = plan.partitions, C = plan.chunks;
+  const vertex_t n = d.num_nodes;
+  SLUICE_INPUT_CHECK(plan.num_nodes == n, "plan has ", plan.num_nodes,
+                     " vertices but the dataset has ", n, " (plan built from another dataset?)");
+  SLUICE_INPUT_CHECK(plan.num_dataset_edges == d.num_edges(), "plan was built for ",
+                     plan.num_dataset_edges, " edges but the dataset has ", d.num_edges(),
+                     " (plan built from another dataset?)");
+  SLUICE_INPUT_CHECK(P >= 1 && C >= 1 && plan.chunk_plans.size() == std::size_t(P) * C &&
+                         plan.transition_rows.size() == std::size_t(P) &&
+                         plan.remote_rows.size() == std::size_t(P) &&
+                         plan.new_to_old.size() == std::size_t(n) &&
+                         plan.old_to_new.size() == std::size_t(n) &&
+                         plan.partition_offsets.size() == std::size_t(P) + 1,
+                     "plan arrays have inconsistent sizes");
+}
+
+std::string where(int c, int p) {
+  return cat("plan chunk (batch ", c, ", partition ", p, ")");
+}
+
+// The slot contents of every device during one batch, advanced batch by batch.
+class PlanReplay {
+ public:
+  PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& model);
+
+  // Batch c's checks, in order: the transition update, the remote entries, the chunks' CSRs
+  // (which also fill the lists' values, self columns and per-destination lists), and that T_c^p
+  // holds exactly the rows the batch needs.
+  void check_batch(int c, std::vector<ChunkLists>& lists);
+  // Batch c's load, leave, pull and push lists of `mode`.
+  void scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lists) const;
+  // After the last batch every row has left, and every vertex was some chunk's destination.
+  void check_end();
+
+ private:
+  int owner_of(vertex_t v) const;
+  void update_transition(int c, int p);
+  void update_remote(int c);
+  void mark_remote_references(int c);
+  void check_csr(int c, int p, ChunkLists& out);
+  void check_needed(int c) const;
+
+  const Dataset& d_;
+  const Plan& plan_;
+  const ModelSpec& model_;
+  const int P_;
+  const vertex_t n_;
+  std::vector<std::int32_t> deg_plus_;  // in-degree + 1 by dataset id
+  std::vector<std::uint8_t> in_train_, covered_;
+  // Per partition: transition slot and remote slot contents (-1: empty), and the transition
+  // slots the running batch reads.
+  std::vector<std::vector<vertex_t>> slot_vertex_, remote_vertex_;
+  std::vector<std::vector<std::uint8_t>> needed_;
+};
+
+PlanReplay::PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& model)
+    : d_(d), plan_(plan), model_(model), P_(plan.partitions), n_(d.num_nodes) {
+  deg_plus_.assign(std::size_t(n_), 1);
+  for (vertex_t o = 0; o < n_; ++o)
+    for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e)
+      if (d.indices[std::size_t(e)] != o) ++deg_plus_[std::size_t(o)];
+  in_train_.assign(std::size_t(n_), 0);
+  for (vertex_t v : d.train) in_train_[std::size_t(v)] = 1;
+  covered_.assign(std::size_t(n_), 0);
+  slot_vertex_.resize(std::size_t(P_));
+  remote_vertex_.resize(std::size_t(P_));
+  for (int p = 0; p < P_; ++p) {
+    slot_vertex_[p].assign(std::size_t(plan.transition_rows[p]), -1);
+    remote_vertex_[p].assign(std::size_t(plan.remote_rows[p]), -1);
+  }
+}
+
+int PlanReplay::owner_of(vertex_t v) const {
+  const auto it =
+      std::upper_bound(plan_.partition_offsets.begin(), plan_.partition_offsets.end(), v);
+  return int(it - plan_.partition_offsets.begin()) - 1;
+}
+
+void PlanReplay::check_batch(int c, std::vector<ChunkLists>& lists) {
+  for (int p = 0; p < P_; ++p) update_transition(c, p);
+  update_remote(c);
+  mark_remote_references(c);
+  for (int p = 0; p < P_; ++p) check_csr(c, p, lists[std::size_t(c) * P_ + p]);
+  check_needed(c);
+}
+
+// Transition update: rows of batch c-1's leave lists go, L_c^p arrives.
+void PlanReplay::update_transition(int c, int p) {
+  const ChunkPlan& ch = plan_.chunk(c, p);
+  auto& slots = slot_vertex_[p];
+  if (c > 0) {
+    const ChunkPlan& prev = plan_.chunk(c - 1, p);
+    for (std::size_t i = 0; i < prev.leave_slots.size(); ++i) {
+      const vertex_t s = prev.leave_slots[i];
+      SLUICE_INPUT_CHECK(
+          s >= 0 && s < vertex_t(slots.size()) && slots[std::size_t(s)] == prev.leave_vertices[i],
+          where(c, p), ": leave entry ", i, " of the previous batch does not match ",
+          "the slot contents");
+      slots[std::size_t(s)] = -1;
+    }
+  }
+  const auto kept = std::count_if(slots.begin(), slots.end(), [](vertex_t v) { return v >= 0; });
+  SLUICE_INPUT_CHECK(kept == ch.reuse_count, where(c, p), ": ", kept,
+                     " rows stay in place but reuse_count is ", ch.reuse_count);
+  SLUICE_INPUT_CHECK(ch.load_slots.size() == ch.load_vertices.size(), where(c, p),
+                     ": load lists differ in length");
+  for (std::size_t i = 0; i < ch.load_slots.size(); ++i) {
+    const vertex_t s = ch.load_slots[i], v = ch.load_vertices[i];
+    SLUICE_INPUT_CHECK(s >= 0 && s < vertex_t(slots.size()) && slots[std::size_t(s)] < 0 &&
+                           v >= 0 && v < n_ && owner_of(v) == p,
+                       where(c, p), ": load entry ", i, " (vertex ", v, ", slot ", s,
+                       ") is out of range, foreign or lands on an occupied slot");
+    slots[std::size_t(s)] = v;
+  }
+}
+
+// Remote entries: owners must hold the vertex in the named slot during this batch.
+void PlanReplay::update_remote(int c) {
+  std::vector<std::vector<vertex_t>> new_remote(static_cast<std::size_t>(P_));
+  for (int p = 0; p < P_; ++p) {
+    const ChunkPlan& ch = plan_.chunk(c, p);
+    new_remote[p].assign(std::size_t(plan_.remote_rows[p]), -1);
+    const std::size_t r = ch.remote_vertices.size();
+    SLUICE_INPUT_CHECK(ch.remote_owner.size() == r && ch.remote_owner_slots.size() == r &&
+                           ch.remote_slots.size() == r && ch.remote_pull.size() == r,
+                       where(c, p), ": remote lists differ in length");
+    for (std::size_t i = 0; i < r; ++i) {
+      const vertex_t v = ch.remote_vertices[i], s = ch.remote_slots[i];
+      const int q = ch.remote_owner[i];
+      SLUICE_INPUT_CHECK(q >= 0 && q < P_ && q != p && owner_of(v) == q, where(c, p),
+                         ": remote entry ", i, " has a wrong owner");
+      const vertex_t os = ch.remote_owner_slots[i];
+      SLUICE_INPUT_CHECK(
+          os >= 0 && os < plan_.transition_rows[q] && slot_vertex_[q][std::size_t(os)] == v,
+          where(c, p), ": remote entry ", i, " (vertex ", v, ") is not in its owner's slot ", os);
+      SLUICE_INPUT_CHECK(s >= 0 && s < plan_.remote_rows[p] && new_remote[p][std::size_t(s)] < 0,
+                         where(c, p), ": remote slot ", s, " out of range or used twice");
+      if (!ch.remote_pull[i])
+        SLUICE_INPUT_CHECK(c > 0 && remote_vertex_[p][std::size_t(s)] == v, where(c, p),
+                           ": remote entry ", i, " is marked as kept but the slot held ",
+                           "another vertex in the previous batch");
+      new_remote[p][std::size_t(s)] = v;
+    }
+  }
+  remote_vertex_.swap(new_remote);
+}
+
+// Needed transition rows, first the peers' remote references (check_csr() adds the own local
+// columns).
+void PlanReplay::mark_remote_references(int c) {
+  needed_.assign(std::size_t(P_), {});
+  for (int p = 0; p < P_; ++p) needed_[p].assign(std::size_t(plan_.transition_rows[p]), 0);
+  for (int p = 0; p < P_; ++p) {
+    const ChunkPlan& ch = plan_.chunk(c, p);
+    for (std::size_t i = 0; i < ch.remote_vertices.size(); ++i)
+      needed_[std::size_t(ch.remote_owner[i])][std::size_t(ch.remote_owner_slots[i])] = 1;
+  }
+}
+
+// Chunk (c, p)'s CSR: every entry must name the expected neighbor; builds the values.
+void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
+  const ChunkPlan& ch = plan_.chunk(c, p);
+  const vertex_t TR = plan_.transition_rows[p];
+  const vertex_t rows = ch.num_dst();
+  SLUICE_INPUT_CHECK(rows >= 0 && ch.dst_begin >= plan_.partition_offsets[p] &&
+                         ch.dst_end <= plan_.partition_offsets[p + 1] &&
+                         ch.indptr.size() == std::size_t(rows) + 1 && ch.indptr[0] == 0 &&
+                         ch.columns.size() == std::size_t(ch.indptr.back()),
+                     where(c, p), ": destination range or CSR shape is inconsistent");
+  auto vertex_at = [&](vertex_t col) -> vertex_t {
+    if (col >= 0 && col < TR) {
+      needed_[p][std::size_t(col)] = 1;
+      return slot_vertex_[p][std::size_t(col)];
+    }
+    const vertex_t r = col - TR;
+    if (r >= 0 && r < plan_.remote_rows[p]) return remote_vertex_[p][std::size_t(r)];
+    return -1;
+  };
+  out.values.resize(ch.columns.size());
+  for (vertex_t i = 0; i < rows; ++i) {
+    const vertex_t v = ch.dst_begin + i;
+    const vertex_t o = plan_.new_to_old[std::size_t(v)];
+    SLUICE_INPUT_CHECK(
+        o >= 0 && o < n_ && plan_.old_to_new[std::size_t(o)] == v && !covered_[std::size_t(o)],
+        where(c, p), ": destination ", v, " is not a valid renumbered vertex");
+    covered_[std::size_t(o)] = 1;
+    const edge_t begin = ch.indptr[std::size_t(i)], end = ch.indptr[std::size_t(i) + 1];
+    const edge_t len = end - begin;
+    SLUICE_INPUT_CHECK(len == deg_plus_[std::size_t(o)], where(c, p), ": row of vertex ", v,
+                       " has ", len,
+                       " entries, expected in-degree + 1 = ", deg_plus_[std::size_t(o)]);
+    edge_t k = begin;
+    auto check_entry = [&](vertex_t expected_old) {
+      const vertex_t col = ch.columns[std::size_t(k)];
+      const vertex_t got = vertex_at(col);
+      SLUICE_INPUT_CHECK(got >= 0 && plan_.new_to_old[std::size_t(got)] == expected_old,
+                         where(c, p), ": entry ", k - begin, " of the row of vertex ", v,
+                         " (column ", col, ") does not hold dataset vertex ", expected_old);
+      float value = 0.f;
+      if (model_.kind == ModelKind::kGcn)
+        value = static_cast<float>(1.0 / std::sqrt(double(deg_plus_[std::size_t(o)]) *
+                                                   double(deg_plus_[std::size_t(expected_old)])));
+      else if (model_.kind == ModelKind::kSage)
+        value = k == begin ? 0.f : static_cast<float>(1.0 / double(len - 1));
+      out.values[std::size_t(k)] = value;
+      ++k;
+    };
+    out.self_columns.push_back(ch.columns[std::size_t(begin)]);
+    check_entry(o);
+    for (edge_t e = d_.indptr[o]; e < d_.indptr[o + 1]; ++e) {
+      const vertex_t u = d_.indices[std::size_t(e)];
+      if (u != o) check_entry(u);
+    }
+    out.dst_keys.push_back(o);
+    out.labels.push_back(d_.labels.empty() ? -1 : d_.labels[std::size_t(o)]);
+    out.train_mask.push_back(in_train_[std::size_t(o)]);
+  }
+}
+
+// T_c^p must be exactly the needed rows (nothing missing, nothing stale).
+void PlanReplay::check_needed(int c) const {
+  for (int p = 0; p < P_; ++p)
+    for (std::size_t s = 0; s < needed_[p].size(); ++s)
+      SLUICE_INPUT_CHECK((slot_vertex_[p][s] >= 0) == bool(needed_[p][s]), "plan chunk (batch ", c,
+                         ", partition ", p, "): transition slot ", s,
+                         slot_vertex_[p][s] >= 0 ? " holds a vertex no chunk of the batch needs"
+                                                 : " is needed but holds no vertex");
+}
+
+void PlanReplay::scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lists) const {
+  for (int p = 0; p < P_; ++p) {
+    const ChunkPlan& ch = plan_.chunk(c, p);
+    ChunkLists& out = lists[std::size_t(c) * P_ + p];
+    const vertex_t TR = plan_.transition_rows[p];
+    std::vector<int> owners(ch.remote_owner.begin(), ch.remote_owner.end());
+    std::vector<vertex_t> local(ch.remote_slots.size());
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] = TR + ch.remote_slots[i];
+    if (mode == CommMode::kBaseline) {
+      // Every distinct column of the chunk from host memory; the same rows leave.
+      std::vector<std::uint8_t> seen(std::size_t(TR) + plan_.remote_rows[p], 0);
+      std::vector<std::pair<vertex_t, vertex_t>> refs;
+      for (vertex_t col : ch.columns)
+        if (!seen[std::size_t(col)]) {
+          seen[std::size_t(col)] = 1;
+          refs.emplace_back(col < TR ? slot_vertex_[p][std::size_t(col)]
+                                     : remote_vertex_[p][std::size_t(col - TR)],
+                            col);
+        }
+      sorted_rows(refs, plan_, out.load_vertices, out.load_rows, out.load_keys);
+      out.leave_vertices = out.load_vertices;
+      out.leave_rows = out.load_rows;
+      out.leave_keys = out.load_keys;
+      continue;
+    }
+    out.remote_rows = local;
+    out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, P_);
+    if (mode == CommMode::kP2p) {
+      // Every occupied transition slot from host memory; every row leaves; every remote row
+      // pulled.
+      std::vector<std::pair<vertex_t, vertex_t>> all;
+      for (std::size_t s = 0; s < slot_vertex_[p].size(); ++s)
+        if (slot_vertex_[p][s] >= 0) all.emplace_back(slot_vertex_[p][s], vertex_t(s));
+      sorted_rows(all, plan_, out.load_vertices, out.load_rows, out.load_keys);
+      out.leave_vertices = out.load_vertices;
+      out.leave_rows = out.load_rows;
+      out.leave_keys = out.load_keys;
+      out.pulls = out.pushes;
+      continue;
+    }
+    // p2p+reuse: the plan's own load and leave lists, and pulls of the remote rows not kept.
+    out.load_vertices = ch.load_vertices;
+    out.load_rows = ch.load_slots;
+    for (vertex_t v : ch.load_vertices) out.load_keys.push_back(plan_.new_to_old[std::size_t(v)]);
+    out.leave_vertices = ch.leave_vertices;
+    out.leave_rows = ch.leave_slots;
+    for (vertex_t v : ch.leave_vertices) out.leave_keys.push_back(plan_.new_to_old[std::size_t(v)]);
+    std::vector<int> pull_owners;
+    std::vector<vertex_t> pull_owner_rows, pull_local;
+    for (std::size_t i = 0; i < owners.size(); ++i)
+      if (ch.remote_pull[i]) {
+        pull_owners.push_back(owners[i]);
+        pull_owner_rows.push_back(ch.remote_owner_slots[i]);
+        pull_local.push_back(local[i]);
+      }
+    out.pulls = group_by_owner(pull_owners, pull_owner_rows, pull_local, P_);
+  }
+}
+
+void PlanReplay::check_end() {
+  const int C = plan_.chunks;
+  for (int p = 0; p < P_; ++p) {
+    const ChunkPlan& last = plan_.chunk(C - 1, p);
+    for (std::size_t i = 0; i < last.leave_slots.size(); ++i) {
+      const vertex_t s = last.leave_slots[i];
+      SLUICE_INPUT_CHECK(s >= 0 && s < plan_.transition_rows[p] &&
+                             slot_vertex_[p][std::size_t(s)] == last.leave_vertices[i],
+                         "plan chunk (batch ", C - 1, ", partition ", p,
+                         "): leave list does not match the slot contents");
+      slot_vertex_[p][std::size_t(s)] = -1;
+    }
+    for (vertex_t v : slot_vertex_[p])
+      SLUICE_INPUT_CHECK(v < 0, "plan partition ", p, ": vertex ", v,
+                         " never leaves the transition buffer (leave lists incomplete)");
+  }
+  for (vertex_t o = 0; o < n_; ++o)
+    SLUICE_INPUT_CHECK(covered_[std::size_t(o)], "plan: dataset vertex ", o,
+                       " is the destination of no chunk");
+}
+
+}  // namespace
+
+std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const ModelSpec& model,
+                                     CommMode mode) {
+  check_plan_shape(d, plan);
+  PlanReplay replay(d, plan, model);
+  std::vector<ChunkLists> lists(std::size_t(plan.partitions) * plan.chunks);
+  for (int c = 0; c < plan.chunks; ++c) {
+    replay.check_batch(c, lists);
+    replay.scheme_lists(c, mode, lists);
+  }
+  replay.check_end();
+  return lists;
+}
+
+// Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
+// transition buffer).
+void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
+  std::vector<std::uint8_t> flushed(std::size_t(num_nodes), 0);
+  for (ChunkLists& li : lists) {  // index batch * P + p: the flush order
+    std::vector<std::size_t> first, again;
+    for (std::size_t i = 0; i < li.leave_vertices.size(); ++i) {
+      auto& seen = flushed[std::size_t(li.leave_vertices[i])];
+      (seen ? again : first).push_back(i);
+      seen = 1;
+    }
+    if (again.empty()) {
+      li.leave_store_count = li.leave_vertices.size();
+      continue;
+    }
+    first.insert(first.end(), again.begin(), again.end());
+    auto reorder = [&](std::vector<vertex_t>& values) {
+      std::vector<vertex_t> out;
+      out.reserve(values.size());
+      for (std::size_t i : first) out.push_back(values[i]);
+      values.swap(out);
+    };
+    li.leave_store_count = first.size() - again.size();
+    reorder(li.leave_vertices);
+    reorder(li.leave_rows);
+    reorder(li.leave_keys);
+  }
+  for (vertex_t v = 0; v < num_nodes; ++v)
+    SLUICE_EXPECTS(flushed[std::size_t(v)], "vertex ", v, " never leaves a transition buffer");
+}
+
+std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p,
+                                  TailPlace place) {
+  const int C = plan.chunks;
+  std::vector<int> order;  // chunks of p with destinations, by first destination
+  for (int c = 0; c < C; ++c)
+    if (plan.chunk(c, p).num_dst() > 0) order.push_back(c);
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return plan.chunk(a, p).dst_begin < plan.chunk(b, p).dst_begin; });
+  std::vector<TailLists> out(static_cast<std::size_t>(C));
+  for (std::size_t i = 0; i < last.leave_vertices.size(); ++i) {
+    const vertex_t v = last.leave_vertices[i];
+    const auto it = std::upper_bound(order.begin(), order.end(), v, [&](vertex_t x, int c) {
+      return x < plan.chunk(c, p).dst_begin;
+    });
+    SLUICE_EXPECTS(it != order.begin(), "tail row ", v, " precedes partition ", p, "'s chunks");
+    const int c = *(it - 1);
+    const ChunkPlan& cp = plan.chunk(c, p);
+    SLUICE_EXPECTS(v < cp.dst_begin + cp.num_dst(), "tail row ", v, " is in no chunk of partition ",
+                   p);
+    TailLists& t = out[std::size_t(c)];
+    const vertex_t position = v - cp.dst_begin;
+    t.src.push_back(place == TailPlace::kFlushBuffer ? vertex_t(i) : last.leave_rows[i]);
+    t.dst.push_back(position);
+    if (i < last.leave_store_count) ++t.assign;  // first-time rows come first in the list
+  }
+  return out;
+}
+
+}  // namespace sluice::schedule_detail

@@ -1,0 +1,62 @@
+// The schedule's per-chunk index lists on the host (train/schedule.hpp): derived from the plan
+// for one transfer scheme while replaying every device's slot contents batch by batch, which
+// checks every plan index against the dataset; and the lists of the backward tail that layer 1
+// keeps on the devices for layer 0.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "formats/dataset.hpp"
+#include "formats/plan.hpp"
+#include "train/model.hpp"
+#include "train/schedule.hpp"
+
+namespace sluice::schedule_detail {
+
+// Rows moved between two devices: owner positions and local positions.
+struct PeerRows {
+  int owner = 0;
+  std::vector<vertex_t> owner_rows, local_rows;
+};
+
+// Host-side index lists of one chunk (p, c) under one transfer scheme.
+struct ChunkLists {
+  std::vector<float> values;  // per-entry aggregation weights (GCN norms, SAGE means; GAT none)
+  std::vector<vertex_t> self_columns;
+  std::vector<vertex_t> load_vertices, load_rows, load_keys;
+  std::vector<PeerRows> pulls, pushes;
+  std::vector<vertex_t> remote_rows;  // merged positions of the remote entries (all of them)
+  // Leaving rows, those flushed for the first time in a backward layer first: they are stored
+  // into G^l, the rest (leave_store_count onwards) added.
+  std::vector<vertex_t> leave_vertices, leave_rows, leave_keys;
+  std::size_t leave_store_count = 0;
+  std::vector<vertex_t> dst_keys, labels, train_mask;
+};
+
+// The lists of every chunk (index batch * P + p) for `mode`, checking the plan against the
+// dataset: every failed check throws InputError naming the plan element at fault.
+std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const ModelSpec& model,
+                                     CommMode mode);
+
+// Orders every leave list as [rows flushed for the first time in a backward layer, rows flushed
+// before] in the order the schedule flushes (batch by batch, partitions ascending), so that the
+// first flush of a row stores it into G^l and G^l needs no zeroing.
+void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes);
+
+// The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
+// destinations they are (Schedule::Impl::keeps_tail()). Per chunk: where each row sits on the
+// device (`src`, TailPlace) and in the chunk's block (`dst`); the first `assign` rows leave for
+// the first time in the pass, the others were flushed before, so G^l holds part of their sum.
+struct TailLists {
+  std::vector<vertex_t> src, dst;
+  std::size_t assign = 0;
+};
+
+// Where the kept tail rows sit on the device: at their slots of the gradient buffer (dX or dZm),
+// or compacted in the flush buffer, each at its position in the leave list.
+enum class TailPlace { kGradientSlots, kFlushBuffer };
+
+std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p, TailPlace place);
+
+}  // namespace sluice::schedule_detail

@@ -1,0 +1,140 @@
+// What the schedule keeps on each device (train/schedule.hpp): the per-chunk index lists
+// uploaded once (DeviceChunk), the chunk block buffers (BlockSet), the markers that order a
+// device's lanes and the devices among each other, and every buffer of one device
+// (DeviceState); schedule_setup.cpp allocates them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.hpp"
+
+namespace sluice::schedule_detail {
+
+struct DevicePeerRows {
+  int owner = 0;
+  Idx owner_rows, local_rows;
+};
+
+// One chunk's constants on its device (schedule_lists.hpp's ChunkLists, uploaded).
+struct DeviceChunk {
+  vertex_t dst_begin = 0, num_dst = 0;
+  std::int64_t nnz = 0;
+  Csr csr;
+  Mat values;
+  Idx self_columns;
+  Idx load_vertices, load_rows, load_keys;
+  std::vector<DevicePeerRows> pulls, pushes;
+  Idx remote_rows;
+  Idx leave_vertices, leave_rows, leave_keys;
+  std::int64_t leave_store_count = 0;
+  Idx dst_keys, labels, train_mask;
+  // The previous backward pass's tail rows whose destinations are in this chunk (TailLists):
+  // positions in dX (or the flush buffer) and in the block, the first tail_assign of them
+  // copied over the block, the rest added to it.
+  Idx tail_src, tail_dst;
+  std::int64_t tail_assign = 0;
+  // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
+  // into its dX (cross-device order: wait_peer).
+  std::vector<int> pulled_by, pushed_by;
+};
+
+// Chunk block buffers: aggregation, layer output and output gradient of one chunk (A^l, H^{l+1}
+// and G^{l+1} blocks). A second set lets one chunk's blocks be stored or prefetched while the
+// other chunk computes.
+struct BlockSet {
+  Mat A, out, dZ;
+};
+
+// Markers (Device::mark/wait) of one device; "+ k" for block set k.
+enum Marker : int {
+  kStageReady = 0,  // transfer lane: next batch's loads are in the stage
+  kStageFree = 1,   // compute lane: the stage was scattered into X
+  kSetReady = 2,    // + k, transfer lane: backward blocks prefetched into set k
+  kComputed = 4,    // + k, compute lane: the chunk using set k is computed
+  kStored = 6,      // + k, store lane: set k's blocks are in host memory
+  kLeaveReady = 8,  // compute lane: leaving gradient rows compacted
+  kLeaveFree = 9,   // store lane: compacted rows flushed into G^l
+  // Cross-device order (peers wait on these with wait_peer), all on the compute lane:
+  // (GAT: Zm and dZm in place of X and dX.)
+  kLoaded = 10,         // batch's rows in X (peers may pull), arrivals' dX rows zeroed
+  kPulled = 11,         // batch's pulls read the owners' X (owners may overwrite it)
+  kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
+  kPushed = 13,         // batch's pushes added into the owners' dX (owners may flush)
+};
+
+// Batch 0's rows of the pass after the running one, loaded into the stage during the running
+// pass's last batch (Schedule::Impl::prefetch_next_head()).
+struct NextPassHead {
+  // Positions [split_begin, split_end) of chunk 0's load list: the vertices of this device's
+  // last chunk, whose rows of a layer output are written last in a forward pass.
+  std::int64_t split_begin = 0, split_end = 0;
+  // The stage holds batch 0's rows of the coming pass except positions [pending_begin,
+  // pending_end), loaded during the previous pass.
+  bool prefetched = false;
+  std::int64_t pending_begin = 0, pending_end = 0;
+  // Rows of the last chunk's output block that positions [split_begin, split_end) load when a
+  // forward pass ends early (Schedule::Impl::ends_early(); empty without a stage or in baseline
+  // mode).
+  Idx block_rows;
+};
+
+struct DeviceState {
+  Device* device = nullptr;
+  std::int64_t merged_rows = 0;
+  Mat X, dX;         // merged transition buffer and its gradient
+  BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional
+  int num_sets = 1;
+  Mat stage;  // optional: the next batch's loads, compact (max loads)
+  NextPassHead head;
+  // The last forward pass's stores may still run: it ended early, the next pass takes the
+  // head's rows from the block, and its transfer lane waits for the stores before any host read.
+  bool stores_running = false;
+  Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
+  Idx iota;                         // 0, 1, ... (positions in `leave`)
+  Idx chunk_iota;                   // 0, 1, ... (chunk rows: transform_outputs())
+  Mat dA, Z;                        // chunk work buffers (max chunk rows)
+  Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
+  // GAT: rows [0, transform_region) of Zm may be transformed in one GEMM (the transition slots;
+  // every merged row in baseline mode, where no remote row is kept between batches); slices of at
+  // most slice_x.rows gathered rows (transforms of arrivals, flush-time products) and their
+  // positions 0, 1, ... (slice_iota).
+  std::int64_t transform_region = 0;
+  Mat slice_x, slice_z;
+  Idx slice_iota;
+  Mat params, grads, adam_m, adam_v;
+  // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
+  // in the flush buffer) for layer 0's G^1 blocks (Schedule::Impl::keeps_tail()).
+  bool keep_tail = false;
+  // The host rows of the coming backward pass's first chunk blocks are in sets[0]
+  // (Schedule::Impl::preload_next_blocks()).
+  bool first_blocks_preloaded = false;
+  // GAT source scores: el holds the scores of every merged row's Zm for pass `scores_pass`,
+  // kept current by the load and pull phases (scores of the rows they write), unless a
+  // transform over the whole region made them stale (gat_layer() then computes every row's).
+  int scores_pass = -1;
+  bool scores_stale = true;
+  std::vector<DeviceChunk> chunks;
+  double loss_sum = 0;
+};
+
+// Rows per GAT slice (transforms of arrivals, flush-time products): large enough for efficient
+// GEMMs, small next to the merged buffer.
+constexpr std::int64_t kSliceRows = 65536;
+
+// A row width rounded up to a multiple of 4 floats (16-byte rows).
+inline std::int64_t aligned_width(std::int64_t cols) {
+  return (cols + 3) / 4 * 4;
+}
+
+// The first `rows` rows and `cols` columns of a buffer.
+inline Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
+  return m.row_block(0, rows).col_block(0, cols);
+}
+
+// Positions [begin, end) of an index list.
+inline Idx part(Idx idx, std::int64_t begin, std::int64_t end) {
+  return Idx{idx.data + begin, end - begin};
+}
+
+}  // namespace sluice::schedule_detail

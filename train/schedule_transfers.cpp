@@ -1,0 +1,380 @@
+// The schedule's transfers (train/schedule_impl.hpp): the load phase (rows of L_c^p from host
+// memory or the load stage into the transition buffer), the prefetches on the transfer lane
+// (the next batch's rows, the next pass's first batch, the backward blocks), pulls of remote rows
+// from their owners, stores of forward results on the store lane; in the backward direction,
+// pushes of remote rows' gradients into their owners' buffers and flushes of leaving rows into
+// G^l (stored the first time a row leaves in the pass, added after), compacted on the compute
+// lane and flushed on the store lane behind the next batch when the flush buffer exists. Layer
+// 1's last batch keeps its gradient rows on the devices for layer 0's blocks (keeps_tail()).
+#include <algorithm>
+
+#include "train/schedule_impl.hpp"
+
+namespace sluice {
+
+using namespace schedule_detail;
+
+namespace {
+
+// Device::copy_rows: copy over the destination rows, or add into them.
+constexpr bool kCopyOver = false, kAddInto = true;
+
+}  // namespace
+
+// Phase A: transition update (loads of L_c^p, dropout on arrivals; GAT: their transforms); in
+// a backward pass that flushes also zero the gradient rows of arrivals and of the chunk's
+// remote region (GAT: of dZm). With a stage the rows were gathered from host memory ahead
+// (prefetch) and are scattered into X here; then the next batch's prefetch is issued, to run
+// behind this batch's pulls and compute.
+void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps& steps) {
+  const bool load_inputs = steps.load_inputs;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    Device& d = *s.device;
+    // New rows overwrite X only after the peers' pulls of the previous batch read it.
+    if (load_inputs && c > 0) wait_peers(d, s.chunks[std::size_t(c) - 1].pulled_by, kPulled);
+    d.phase_begin(Phase::kLoad, tag(c));
+    if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
+      Mat X = input_rows(s, layer);
+      if (!s.stage.empty()) {
+        d.wait(kStageReady);
+        d.scatter_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X);
+        d.mark(kStageFree);
+      } else {
+        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+      }
+      // T rows had their dropout before the transform (transform_outputs()).
+      const DropoutKey key = feature_key(layer.index);
+      if (key.rate > 0 && !pretransformed(layer))
+        d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
+    }
+    if (steps.flush_gradients) {
+      Mat dX = exchanged_gradient(s, layer);
+      if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
+      if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
+    }
+    d.phase_end(Phase::kLoad);
+    if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0) {
+      transform_reloaded_arrivals(s, ch, layer, c);
+    } else if (transforms_on_arrival(layer) && load_inputs && ch.load_rows.size > 0) {
+      d.phase_begin(Phase::kCompute, tag(c));
+      transform_arrivals(s, ch, layer);
+      d.phase_end(Phase::kCompute);
+    }
+    if (load_inputs) update_source_scores(s, layer, ch.load_rows, c);
+    d.mark(kLoaded);
+  }
+  prefetch(layer, c + 1, steps);
+  if (c + 1 == C) prefetch_next_head();
+  phase_boundary();
+}
+
+// On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
+// cached A^l blocks into its block set. Reads only host matrices complete since the last
+// layer boundary.
+void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& steps) {
+  if (c >= C) return;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    Device& d = *s.device;
+    // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
+    const bool prefetched = c == 0 && s.head.prefetched;
+    if (prefetched) s.head.prefetched = false;
+    const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
+                       (!prefetched || s.head.pending_end > s.head.pending_begin);
+    const bool set = steps.load_blocks && s.num_sets > 1 && ch.num_dst > 0;
+    if (!stage && !set && !s.stores_running) continue;
+    LaneScope lane(d, Lane::kTransfer);
+    if (stage) {
+      d.wait(kStageFree);
+      d.phase_begin(Phase::kLoad, tag(c));
+      if (prefetched && s.stores_running)
+        copy_head_rows(s, layer);
+      else if (prefetched)
+        load_stage_part(s, 0, layer, s.head.pending_begin, s.head.pending_end);
+      else
+        load_stage_part(s, c, layer, 0, ch.load_rows.size);
+      d.phase_end(Phase::kLoad);
+      d.mark(kStageReady);
+    }
+    if (s.stores_running) {
+      // Everything the transfer lane does from here on may read host rows the stores write.
+      for (int k = 0; k < s.num_sets; ++k) d.wait(kStored + k);
+      s.stores_running = false;
+    }
+    if (set) {
+      const int k = c % s.num_sets;
+      d.wait(kComputed + k);
+      d.wait(kStored + k);
+      d.phase_begin(Phase::kLoad, tag(c));
+      load_blocks(
+          s, ch, layer, s.sets[k],
+          c == 0 && s.first_blocks_preloaded ? BlockRows::kPreloaded : BlockRows::kFromHost);
+      d.phase_end(Phase::kLoad);
+      d.mark(kSetReady + k);
+    }
+  }
+}
+
+// Rows [begin, end) of chunk c's load list from H[layer] into the same stage rows.
+void Schedule::Impl::load_stage_part(DeviceState& s, int c, const LayerSpec& layer,
+                                     std::int64_t begin, std::int64_t end) {
+  if (end <= begin) return;
+  const DeviceChunk& ch = s.chunks[std::size_t(c)];
+  s.device->load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, begin, end), Idx{},
+                      s.stage.row_block(begin, end - begin).col_block(0, input_width(layer)));
+}
+
+// During the last batch of a pass, on the transfer lane: batch 0's rows of the next pass into
+// the stage (once this batch's rows left it), so that pass does not start with a load. When
+// the next pass reads this forward pass's outputs, each device's rows wait for its stores of
+// the chunks before the last, and the last chunk's rows (head.split_begin..split_end) wait
+// for the next pass.
+void Schedule::Impl::prefetch_next_head() {
+  if (!next_head) return;
+  const LayerSpec& layer = *next_head;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    const std::int64_t n = s.chunks[0].load_rows.size;
+    if (s.stage.empty() || n == 0) continue;
+    const std::int64_t begin = next_head_reads_outputs ? s.head.split_begin : n;
+    const std::int64_t end = next_head_reads_outputs ? s.head.split_end : n;
+    s.head.prefetched = true;
+    s.head.pending_begin = begin;
+    s.head.pending_end = end;
+    if (begin == 0 && end == n) continue;  // every row waits for the next pass
+    Device& d = *s.device;
+    LaneScope lane(d, Lane::kTransfer);
+    d.wait(kStageFree);
+    if (next_head_reads_outputs)
+      for (int k = 0; k < s.num_sets; ++k) d.wait(kStored + k);  // in order: all stores
+    d.phase_begin(Phase::kLoad, next_head_tag);
+    load_stage_part(s, 0, layer, 0, begin);
+    load_stage_part(s, 0, layer, end, n);
+    d.phase_end(Phase::kLoad);
+    d.mark(kStageReady);
+  }
+}
+
+// Batch 0's pending rows (the vertices of the device's last chunk) from the last forward
+// chunk's output block, where they are what store_blocks() writes to host memory.
+void Schedule::Impl::copy_head_rows(DeviceState& s, const LayerSpec& layer) {
+  const int last = C - 1;
+  const DeviceChunk& ch = s.chunks[std::size_t(last)];
+  const std::int64_t width = input_width(layer);
+  const std::int64_t begin = s.head.pending_begin, n = s.head.pending_end - begin;
+  s.device->wait(kComputed + last % s.num_sets);
+  s.device->gather_rows(rows_of(s.sets[last % s.num_sets].out, ch.num_dst, width),
+                        s.head.block_rows, s.stage.row_block(begin, n).col_block(0, width));
+}
+
+// Whether the forward pass of `layer` may end without waiting for its last stores: the next
+// pass reads its outputs, every device loads them through its stage, and the rows the next
+// pass's first batch needs of each device's last chunk can come from the device (head.block_rows).
+// Not in baseline mode, whose loads read other devices' rows.
+bool Schedule::Impl::ends_early(const LayerSpec& layer) const {
+  if (options.comm == CommMode::kBaseline || !next_head || !next_head_reads_outputs || layer.last ||
+      reloads_inputs(*next_head))
+    return false;
+  for (const DeviceState& s : dev) {
+    const std::int64_t pending = s.head.pending_end - s.head.pending_begin;
+    if (s.chunks[0].load_rows.size == 0) continue;
+    if (s.stage.empty() || !s.head.prefetched || s.head.block_rows.size != pending) return false;
+  }
+  return true;
+}
+
+// The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows. Layer 0 completes
+// its G^1 block with the kept tail rows: those leaving layer 1's pass for the first time are
+// copied over the block's (unwritten) rows, the others added to what earlier flushes left in
+// G^1. The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
+// only the other rows, whose warps take SMs from the compute (docs/benchmarks.md).
+// kPreloaded: the host rows are in the set already (preload_next_blocks()), only the kept
+// tail is missing.
+void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                 BlockSet& set, BlockRows rows) {
+  Device& d = *s.device;
+  if (rows == BlockRows::kFromHost) load_host_blocks(d, ch, layer, set);
+  if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
+    const Mat kept = tail_rows(s), dst = gradient_block(ch, layer, set).col_block(0, kept.cols);
+    const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
+    d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
+    d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, kAddInto);
+  }
+}
+
+// The block rows from host memory: G[l+1] and, when cached, A^l.
+void Schedule::Impl::load_host_blocks(Device& d, const DeviceChunk& ch, const LayerSpec& layer,
+                                      BlockSet& set) {
+  d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, gradient_block(ch, layer, set));
+  if (model.kind != ModelKind::kGat && !recompute(layer))
+    d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
+                 rows_of(set.A, ch.num_dst, layer.aggregate_width));
+}
+
+// The fused pass of a two-layer model whose layer 1 is pretransformed, during its last batch:
+// the host rows of layer 0's first blocks (dT^1 and A^0 of chunk 0) into the first block set,
+// so the backward pass does not start by waiting for them (the fused pass uses only the sets'
+// dZ); chunk 1's blocks load behind chunk 0's compute as usual. G^1 is complete in host memory
+// but for the kept tail once the flushes of the batches before the last are: the transfer lane
+// waits for the last of them (kLeaveFree), and the tail joins the blocks in the backward pass
+// (load_blocks(), BlockRows::kPreloaded).
+void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
+  const LayerSpec& below = model.layers[0];
+  if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    if (!s.keep_tail || s.num_sets < 2 || s.leave.empty()) continue;
+    Device& d = *s.device;
+    LaneScope lane(d, Lane::kTransfer);
+    d.wait(kLeaveFree);
+    d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
+    load_host_blocks(d, s.chunks[0], below, s.sets[0]);
+    s.first_blocks_preloaded = true;
+    d.phase_end(Phase::kLoad);
+  }
+}
+
+// Phase B: remote rows from the owners' transition buffers, once each owner has loaded them.
+void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    Device& d = *s.device;
+    const auto& pulls = s.chunks[std::size_t(c)].pulls;
+    for (const auto& pull : pulls) d.wait_peer(*dev[std::size_t(pull.owner)].device, kLoaded);
+    d.phase_begin(Phase::kP2p, tag(c));
+    for (const auto& pull : pulls) {
+      DeviceState& owner = dev[std::size_t(pull.owner)];
+      d.pull_rows(*owner.device, exchanged_rows(owner, layer), pull.owner_rows, pull.local_rows,
+                  exchanged_rows(s, layer));
+    }
+    d.phase_end(Phase::kP2p);
+    for (const auto& pull : pulls) update_source_scores(s, layer, pull.local_rows, c);
+    d.mark(kPulled);
+  }
+  phase_boundary();
+}
+
+// Forward results of chunk c on the store lane: A^l (cache mode) and H^{l+1} (or T^{l+1}).
+void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k) {
+  DeviceState& s = dev[std::size_t(p)];
+  DeviceChunk& ch = s.chunks[std::size_t(c)];
+  if (ch.num_dst == 0) return;
+  // The last layer's forward runs alone only in evaluation, which stores nothing (training
+  // fuses it with its backward).
+  if (layer.last) return;
+  Device& d = *s.device;
+  const bool store_a = training && !recompute(layer);
+  LaneScope lane(d, Lane::kStore);
+  d.wait(kComputed + k);
+  d.phase_begin(Phase::kStore, tag(c));
+  if (store_a)
+    d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
+                  A_cache[std::size_t(layer.index)], ch.dst_begin);
+  const std::int64_t width = input_width(*above(layer));  // T^{l+1} or H^{l+1}
+  d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1], ch.dst_begin);
+  d.phase_end(Phase::kStore);
+  d.mark(kStored + k);
+}
+
+// Phase D (backward): remote-row gradients added into the owners' dX, once each owner's own
+// compute of the batch has written it.
+void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    Device& d = *s.device;
+    const auto& pushes = s.chunks[std::size_t(c)].pushes;
+    for (const auto& push : pushes)
+      d.wait_peer(*dev[std::size_t(push.owner)].device, kBatchComputed);
+    d.phase_begin(Phase::kP2p, tag(c));
+    for (const auto& push : pushes) {
+      DeviceState& owner = dev[std::size_t(push.owner)];
+      d.push_add_rows(exchanged_gradient(s, layer), push.local_rows, *owner.device,
+                      exchanged_gradient(owner, layer), push.owner_rows);
+    }
+    d.phase_end(Phase::kP2p);
+    d.mark(kPushed);
+  }
+  phase_boundary();
+}
+
+// Leaving rows: dropout backward (the mask multiply is its own derivative), then into G^l:
+// rows leaving for the first time in this layer are stored, the others added (by CPU threads
+// on CUDA). With a `leave` buffer the rows are compacted on the compute lane and flushed on
+// the store lane, behind the next batch's work.
+void Schedule::Impl::flush_phase(const LayerSpec& layer, int c) {
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    Device& d = *s.device;
+    // The peers' pushes of this batch are in dX (GAT: dZm) before it is flushed, zeroed or
+    // computed on.
+    wait_peers(d, ch.pushed_by, kPushed);
+    if (ch.leave_rows.size == 0) continue;
+    if (transforms_on_arrival(layer))
+      transform_flush(s, ch, layer, c);
+    else
+      flush_rows(s, ch, layer, c);
+    // Baseline leave lists hold other partitions' vertices too: devices flushing into the
+    // same host rows must not overlap, and a row's first flush must come first (the other
+    // schemes flush owned rows only).
+    if (options.comm == CommMode::kBaseline) d.synchronize();
+  }
+  phase_boundary();
+}
+
+// GCN/SAGE, leaving rows: their accumulated dX rows into G^l; pretransformed layers: their
+// dZm rows into G[l] (dT^l: the layer below applies the dropout and transform backward).
+void Schedule::Impl::flush_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                int c) {
+  Device& d = *s.device;
+  const std::int64_t width = flushed_width(layer);
+  const bool transformed = pretransformed(layer);
+  const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+  const Mat dX = (transformed ? s.dZm : s.dX).col_block(0, width);
+  const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+  d.phase_begin(Phase::kFlush, tag(c));
+  const DropoutKey key = feature_key(layer.index);
+  if (key.rate > 0 && !transformed) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
+  if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them (tail_rows())
+    if (tail_in_leave) {
+      d.wait(kLeaveFree);
+      d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
+    }
+    d.phase_end(Phase::kFlush);
+    return;
+  }
+  if (s.leave.empty()) {
+    d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored), g);
+    d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
+    d.phase_end(Phase::kFlush);
+    return;
+  }
+  d.wait(kLeaveFree);
+  d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
+  d.phase_end(Phase::kFlush);
+  flush_leave_buffer(s, ch, layer, c);
+}
+
+// The leaving rows' input gradients, compacted in `leave` on the compute lane, into G^l on the
+// store lane (first flushes stored, the others added), behind the next batch's work.
+void Schedule::Impl::flush_leave_buffer(DeviceState& s, const DeviceChunk& ch,
+                                        const LayerSpec& layer, int c) {
+  Device& d = *s.device;
+  const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
+  const std::int64_t width = flushed_width(layer);
+  const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+  const Mat compact = rows_of(s.leave, n, width);
+  d.mark(kLeaveReady);
+  LaneScope lane(d, Lane::kStore);
+  d.wait(kLeaveReady);
+  d.phase_begin(Phase::kFlush, tag(c));
+  d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
+  d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
+  d.phase_end(Phase::kFlush);
+  d.mark(kLeaveFree);
+}
+
+}  // namespace sluice

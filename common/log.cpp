@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 
 #include "common/memory.hpp"
@@ -35,6 +36,15 @@ void log_line(LogLevel level, const std::string& message) {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::fprintf(stderr, "[sluice +%.1fs] %s\n", now_seconds() - g_start, message.c_str());
   std::fflush(stderr);
+}
+
+std::string format_number(double value) {
+  char text[64];
+  for (int digits = 1; digits <= 17; ++digits) {
+    std::snprintf(text, sizeof text, "%.*g", digits, value);
+    if (std::strtod(text, nullptr) == value) break;
+  }
+  return text;
 }
 
 std::string format_bytes(double bytes) {

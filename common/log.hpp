@@ -70,6 +70,10 @@ class Progress {
 // Human-readable byte counts ("1.50 GiB").
 std::string format_bytes(double bytes);
 
+// The shortest decimal text that reads back as exactly `value` ("0.0005", not
+// "0.00050000000000000001"): for defaults shown in --help and logged configurations.
+std::string format_number(double value);
+
 // A byte count from the command line: "1000000", "1e9", "64M", "40G", "1.5GiB" (suffixes
 // K/M/G/T with optional B or iB, case-insensitive, powers of 1024). Throws InputError naming
 // `option` for anything else, negative or not finite.

@@ -162,9 +162,10 @@ int run_generate(const std::vector<std::string>& args) {
       "classes", po::value(&o.classes)->default_value(8), "number of classes K")(
       "seed", po::value(&o.seed)->default_value(1), "random seed")("output", po::value(&output),
                                                                    "dataset file to write (HDF5)")(
-      "a", po::value(&o.a)->default_value(0.57), "RMAT probability of quadrant a")(
-      "b", po::value(&o.b)->default_value(0.19), "RMAT probability of quadrant b")(
-      "c", po::value(&o.c)->default_value(0.19), "RMAT probability of quadrant c (d = 1-a-b-c)")(
+      "a", po::value(&o.a)->default_value(0.57, "0.57"), "RMAT probability of quadrant a")(
+      "b", po::value(&o.b)->default_value(0.19, "0.19"), "RMAT probability of quadrant b")(
+      "c", po::value(&o.c)->default_value(0.19, "0.19"),
+      "RMAT probability of quadrant c (d = 1-a-b-c)")(
       "noise", po::value(&o.noise)->default_value(0.0), "per-level noise on a, b, c, d")(
       "labels", po::value(&o.labels)->default_value("planted"), "planted or random")(
       "homophily", po::value(&o.homophily)->default_value(0.8),

@@ -101,12 +101,15 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   optim.add_options()("epochs", po::value(&c.epochs)->default_value(c.epochs),
                       "training epochs (full-graph steps)")(
       "optimizer", po::value(&c.optimizer)->default_value(c.optimizer), "adam | sgd")(
-      "lr", po::value(&c.lr)->default_value(c.lr), "learning rate")(
-      "weight-decay", po::value(&c.weight_decay)->default_value(c.weight_decay),
+      "lr", po::value(&c.lr)->default_value(c.lr, format_number(c.lr)), "learning rate")(
+      "weight-decay",
+      po::value(&c.weight_decay)->default_value(c.weight_decay, format_number(c.weight_decay)),
       "L2 weight decay added to every parameter's gradient")(
-      "dropout", po::value(&c.dropout)->default_value(c.dropout),
+      "dropout", po::value(&c.dropout)->default_value(c.dropout, format_number(c.dropout)),
       "dropout rate on the input of every layer, in [0, 1)")(
-      "attention-dropout", po::value(&c.attention_dropout)->default_value(c.attention_dropout),
+      "attention-dropout",
+      po::value(&c.attention_dropout)
+          ->default_value(c.attention_dropout, format_number(c.attention_dropout)),
       "GAT attention dropout rate (negative: same as --dropout)")(
       "seed", po::value(&c.seed)->default_value(c.seed), "seed of initialization and dropout")(
       "feature-norm", po::value(&c.feature_norm)->default_value(c.feature_norm),

@@ -103,7 +103,6 @@ class CudaMemoryEstimate : public ::testing::TestWithParam<Case> {
       GTEST_SKIP() << "no CUDA GPU on this machine: the CUDA backend tests run on the GPU "
                       "machine (scripts/device-test.sh)";
   }
-
 };
 
 std::unique_ptr<Backend> cuda_backend(int partitions, std::int64_t budget) {

@@ -14,6 +14,7 @@
 #include "formats/dataset.hpp"
 #include "kernels/cpu/cpu_device.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/configs.hpp"
 #include "tests/support/graphs.hpp"
 #include "tests/support/reference_model.hpp"
 
@@ -33,10 +34,7 @@ Floats get(const Mat& m) {
 class CpuOps : public ::testing::Test {
  protected:
   void make(int partitions, std::int64_t budget = 0) {
-    BackendOptions options;
-    options.partitions = partitions;
-    options.memory_budget = budget;
-    backend = make_cpu_backend(options);
+    backend = make_cpu_backend(test::backend_options(partitions).memory_budget(budget));
   }
   void SetUp() override { make(1); }
   Device& dev(int d = 0) { return backend->device(d); }

@@ -19,6 +19,8 @@
 #include "preprocess/chunk_search.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/layout/chunk_search.hpp"
 #include "train/layout/memory_estimate.hpp"
@@ -51,45 +53,23 @@ const Dataset& dataset_of(const Widths& widths) {
   return it->second;
 }
 
-Plan make_plan(const Dataset& d, int P, int C) {
-  PlanOptions options;
-  options.partitions = P;
-  options.chunks = C;
-  options.partitioner = P == 1 ? "range" : "metis";
-  options.seed = 5;
-  return build_plan(d, options, compute_fingerprint(d));
-}
-
 const Plan& plan_of(const Widths& widths, int P, int C) {
   static std::map<std::tuple<std::string, int, int>, Plan> plans;
   const auto key = std::make_tuple(widths.name, P, C);
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, make_plan(dataset_of(widths), P, C)).first;
+  if (it == plans.end())
+    it = plans.emplace(key, test::make_plan(dataset_of(widths), test::plan_options(P, C).seed(5)))
+             .first;
   return it->second;
 }
 
 ModelShape shape_of(const std::string& model, int layers, const Widths& widths) {
-  ModelShape shape;
-  shape.model = model;
-  shape.layers = layers;
-  shape.in_dim = widths.features;
-  shape.hidden = widths.hidden;
-  shape.classes = widths.classes;
-  shape.heads = 3;
-  shape.output_heads = 1;
-  return shape;
-}
-
-ModelSpec model_of(const ModelShape& shape) {
-  ModelConfig config;
-  config.kind = parse_model_kind(shape.model);
-  config.layers = shape.layers;
-  config.in_dim = shape.in_dim;
-  config.hidden = shape.hidden;
-  config.classes = std::int32_t(shape.classes);
-  config.heads = shape.heads;
-  config.output_heads = shape.output_heads;
-  return make_model(config);
+  return test::model_shape(model, layers)
+      .in_dim(widths.features)
+      .hidden(widths.hidden)
+      .classes(widths.classes)
+      .heads(3)
+      .output_heads(1);
 }
 
 void expect_same_layers(const ModelLayers& a, const ModelLayers& b) {
@@ -137,7 +117,7 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
     for (const std::string model : {"gcn", "sage", "gat"})
       for (int layers = 1; layers <= 3; ++layers) {
         const ModelShape shape = shape_of(model, layers, widths);
-        const ModelSpec spec = model_of(shape);
+        const ModelSpec spec = test::model_spec(shape);
         expect_same_layers(model_layers(shape), model_layers(spec));
         for (int P = 1; P <= 3; ++P)
           for (int C = 1; C <= 4; ++C) {
@@ -177,17 +157,15 @@ TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
   const Plan& plan = plan_of(kNarrowing, 2, 3);
   for (const std::string model : {"gcn", "sage", "gat"}) {
     SCOPED_TRACE(model);
-    TrainConfig config;
-    config.model = model;
-    config.layers = 2;
-    config.hidden = kNarrowing.hidden;
-    config.heads = 3;
-    config.output_heads = 1;
-    config.epochs = 1;
-    config.eval_every = 1;
-    config.threads = 1;
-    config.progress = false;
-    config.quiet = true;
+    const TrainConfig config = test::train_config()
+                                   .model(model)
+                                   .layers(2)
+                                   .hidden(kNarrowing.hidden)
+                                   .heads(3)
+                                   .output_heads(1)
+                                   .epochs(1)
+                                   .eval_every(1)
+                                   .threads(1);
     const TrainResult result = train(d, plan, config);
     ASSERT_EQ(result.records.size(), 1u);
     std::int64_t estimated = 0;
@@ -250,12 +228,7 @@ TEST(MemoryEstimate, CudaFiguresFollowTheirRules) {
 // transforms on arrival (GAT's layer 0), only when allowed, always when forced.
 TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
   const auto rules_of = [](const std::string& model, bool forced, bool may_reload) {
-    ModelShape shape;
-    shape.model = model;
-    shape.in_dim = 10;
-    shape.hidden = 16;
-    shape.classes = 5;
-    shape.heads = 4;
+    const ModelShape shape = test::model_shape(model, 2).in_dim(10).hidden(16).classes(5).heads(4);
     LayoutOptions options;
     options.reload_inputs = forced;
     std::string text;
@@ -300,31 +273,25 @@ TEST(MemoryEstimate, SearchFindsTheSmallestFittingChunkCount) {
   EXPECT_EQ(found.bytes, (1000 / 64 + 200) / 2);
 }
 
-TrainConfig gat_config() {
-  TrainConfig config;
-  config.model = "gat";
-  config.layers = 2;
-  config.hidden = 16;
-  config.heads = 4;
-  config.output_heads = 1;
-  config.epochs = 1;
-  config.eval_every = 1;
-  config.threads = 2;
-  config.progress = false;
-  config.quiet = true;
-  return config;
+test::TrainConfigBuilder gat_config() {
+  return test::train_config()
+      .model("gat")
+      .layers(2)
+      .hidden(16)
+      .heads(4)
+      .output_heads(1)
+      .epochs(1)
+      .eval_every(1)
+      .threads(2);
 }
 
 // The chunk search over real plans takes the first rule under which some C fits, and the
 // trainer's --input-rows auto makes the same choice for the plan it gets.
 TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   const Dataset d = test::random_dataset(800, 8, 40, 5, 3, test::ReverseEdgesIntoSources::kAdd);
-  const Plan whole = make_plan(d, 1, 1);
+  const Plan whole = test::make_plan(d, test::plan_options(1, 1).seed(5));
   const VertexPartition partition = partition_of_plan(whole);
-  PlanOptions options;
-  options.partitions = 1;
-  options.partitioner = "range";
-  options.reorganize = false;
+  PlanOptions options = test::plan_options(1, 1).reorganize(test::Reorganize::kOff);
   const std::string fingerprint = compute_fingerprint(d);
   const ModelShape shape = memory_shape(d, gat_config());
   const LayoutOptions layout;
@@ -364,10 +331,9 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     // the other's (reloading reads the leaving rows' features again).
     options.chunks = found.chunks;
     const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
-    TrainConfig config = gat_config();
-    config.gpu_memory = budget;
+    test::TrainConfigBuilder config = gat_config().gpu_memory(budget);
     const auto gathered = [&](const std::string& input_rows) {
-      config.input_rows = input_rows;
+      config.input_rows(input_rows);
       return train(d, plan, config).records.back().transfers.h2d_gather_bytes;
     };
     const std::int64_t automatic = gathered("auto");

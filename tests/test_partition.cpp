@@ -19,6 +19,7 @@
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_verify.hpp"
 #include "preprocess/reorganize.hpp"
+#include "tests/support/configs.hpp"
 #include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
@@ -240,12 +241,7 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
   //   pass's list: 7 granules; the kept tail lives in dZm and stays): 40 granules, ceil(10240 x
   //   8 / 7) = 11703, again below the free eighth's 20480: minimum = total = 19603.
-  ModelShape shape;
-  shape.model = "gcn";
-  shape.layers = 2;
-  shape.in_dim = 4;
-  shape.hidden = 8;
-  shape.classes = 2;
+  ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1392);
   EXPECT_EQ(gpu0.overlap, 200);

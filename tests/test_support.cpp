@@ -1,6 +1,6 @@
 // The test builders of tests/support/ give what their comments draw and promise: exact CSRs of
-// the named graphs, valid random graphs, and the documented defaults of the plan options and
-// training configurations.
+// the named graphs, valid random graphs, and the documented defaults of the plan options,
+// training configurations, model shapes and backend options.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -108,6 +108,54 @@ TEST(SupportConfigs, TestDefaultsAndSetters) {
   EXPECT_EQ(resumed.model, "gat");
   EXPECT_EQ(resumed.checkpoint, "ck.h5");
   EXPECT_TRUE(resumed.resume);
+}
+
+TEST(SupportConfigs, ModelShapeAndItsModel) {
+  const ModelShape library;
+  const ModelShape gcn = test::model_shape("gcn", 3).in_dim(12).hidden(8).classes(4);
+  EXPECT_EQ(gcn.model, "gcn");
+  EXPECT_EQ(gcn.layers, 3);
+  EXPECT_EQ(gcn.in_dim, 12);
+  EXPECT_EQ(gcn.hidden, 8);
+  EXPECT_EQ(gcn.classes, 4);
+  EXPECT_EQ(gcn.heads, library.heads);
+  EXPECT_EQ(gcn.output_heads, library.output_heads);
+  // 12 -> 8 -> 8 -> 4: the narrowing last layer transforms first with the same 8 x 4 weight.
+  const ModelSpec spec = test::model_spec(gcn);
+  ASSERT_EQ(spec.layers.size(), 3u);
+  EXPECT_EQ(spec.layers[0].in_width, 12);
+  EXPECT_EQ(spec.layers[1].out_width, 8);
+  EXPECT_TRUE(spec.layers[2].transform_first);
+  EXPECT_EQ(spec.layers[2].w_rows, 8);
+  EXPECT_EQ(spec.layers[2].w_cols, 4);
+  const ModelShape gat = test::model_shape("gat", 2).hidden(5).heads(3).output_heads(2);
+  EXPECT_EQ(gat.heads, 3);
+  EXPECT_EQ(gat.output_heads, 2);
+  EXPECT_EQ(gat.hidden, 5);
+  EXPECT_EQ(gat.in_dim, library.in_dim);
+}
+
+TEST(SupportConfigs, BackendOptionsDefaultsAndSetters) {
+  const BackendOptions library;
+  const BackendOptions two = test::backend_options(2);
+  EXPECT_EQ(two.partitions, 2);
+  EXPECT_EQ(two.gpus, library.gpus);
+  EXPECT_EQ(two.memory_budget, library.memory_budget);
+  EXPECT_EQ(two.threads, library.threads);
+  EXPECT_EQ(two.peer_access, library.peer_access);
+  EXPECT_EQ(two.op_times, library.op_times);
+  const BackendOptions set = test::backend_options(3)
+                                 .gpus(2)
+                                 .memory_budget(1 << 20)
+                                 .threads(4)
+                                 .peer_access(PeerAccess::kOff)
+                                 .op_times(true);
+  EXPECT_EQ(set.partitions, 3);
+  EXPECT_EQ(set.gpus, 2);
+  EXPECT_EQ(set.memory_budget, 1 << 20);
+  EXPECT_EQ(set.threads, 4);
+  EXPECT_EQ(set.peer_access, PeerAccess::kOff);
+  EXPECT_TRUE(set.op_times);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "common/log.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/configs.hpp"
 #include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
@@ -130,7 +131,15 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--feature-norm",
                              "--phase-timing",
                              "--no-overlap",
-                             "--trace"})
+                             "--trace",
+                             "--input-rows",
+                             "--peer-access",
+                             "--op-times",
+                             "--list-devices",
+                             "--no-progress",
+                             "--quiet",
+                             "--verbose",
+                             "--help"})
     EXPECT_NE(r.output.find(option), std::string::npos) << option;
 }
 
@@ -354,12 +363,8 @@ TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   test::PlanOptionsBuilder options = test::plan_options(2, 1).partitioner("range");
   const Plan one_chunk = test::make_plan(d, options);
   write_plan(dir_->file("plan1.h5"), one_chunk);
-  ModelShape shape;
-  shape.model = "gcn";
-  shape.layers = 2;
-  shape.in_dim = d.feature_dim;
-  shape.hidden = 64;
-  shape.classes = d.num_classes;
+  const ModelShape shape =
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(64).classes(d.num_classes);
   const std::int64_t need = estimate_peak_gpu_bytes(one_chunk, shape);
   const std::int64_t budget = need / 2;
   const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("wide.h5") +

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "tests/support/reference_model.hpp"
 #include "train/model.hpp"
@@ -36,14 +37,9 @@ Dataset random_dataset_with_edge_cases(vertex_t n, int out_degree, std::int64_t 
   return d;
 }
 
-Plan make_plan(const Dataset& d, int P, int C, bool reorganize) {
-  PlanOptions options;
-  options.partitions = P;
-  options.chunks = C;
-  options.partitioner = P == 1 ? "range" : "metis";
-  options.reorganize = reorganize;
-  options.seed = 3;
-  return build_plan(d, options, compute_fingerprint(d));
+// The plans of these tests: P x C, seed 3, reorganized unless set kOff.
+test::PlanOptionsBuilder plan_options(int P, int C) {
+  return test::plan_options(P, C).seed(3);
 }
 
 struct RunSetup {
@@ -58,23 +54,20 @@ struct RunSetup {
   std::uint64_t seed = 11;
 };
 
-TrainConfig train_config(const RunSetup& s, int epochs) {
-  TrainConfig c;
-  c.model = s.model;
-  c.layers = s.layers;
-  c.hidden = s.hidden;
-  c.heads = s.heads;
-  c.output_heads = 1;
-  c.dropout = s.dropout;
-  c.lr = s.lr;
-  c.weight_decay = s.weight_decay;
-  c.optimizer = s.optimizer;
-  c.seed = s.seed;
-  c.epochs = epochs;
-  c.eval_every = epochs;  // evaluation does not change the numbers; keep tests fast
-  c.progress = false;
-  c.threads = 2;
-  return c;
+test::TrainConfigBuilder train_config(const RunSetup& s, int epochs) {
+  return test::train_config()
+      .model(s.model)
+      .layers(s.layers)
+      .hidden(s.hidden)
+      .heads(s.heads)
+      .output_heads(1)
+      .dropout(s.dropout)
+      .lr(s.lr)
+      .weight_decay(s.weight_decay)
+      .optimizer(s.optimizer)
+      .seed(s.seed)
+      .epochs(epochs)
+      .eval_every(epochs);  // evaluation does not change the numbers; keep tests fast
 }
 
 test::ReferenceConfig reference_config(const RunSetup& s) {
@@ -155,19 +148,19 @@ void run_matrix(const Dataset& d, const RunSetup& setup, const std::vector<std::
   const test::ReferenceResult ref = test::train_reference(d, reference_config(setup), kEpochs);
   const int shapes[][2] = {{1, 1}, {2, 3}, {4, 8}};
   for (const auto& shape : shapes)
-    for (bool reorganize : {false, true}) {
-      const Plan plan = make_plan(d, shape[0], shape[1], reorganize);
+    for (const test::Reorganize reorganize : {test::Reorganize::kOff, test::Reorganize::kOn}) {
+      const Plan plan = test::make_plan(d, plan_options(shape[0], shape[1]).reorganize(reorganize));
       // The cost model keeps the reorganized layout on this graph, so both layouts are covered.
       if (shape[0] > 1) {
-        EXPECT_EQ(plan.reorganized, reorganize);
+        EXPECT_EQ(plan.reorganized, reorganize == test::Reorganize::kOn);
       }
       for (const auto& mode : modes) {
-        TrainConfig config = train_config(setup, kEpochs);
-        config.intermediates = mode;
-        const std::string what = cat(setup.model, " ", setup.layers, " layers, P=", shape[0],
-                                     " C=", shape[1], reorganize ? " reorganized" : "", " ", mode);
+        const std::string what =
+            cat(setup.model, " ", setup.layers, " layers, P=", shape[0], " C=", shape[1],
+                reorganize == test::Reorganize::kOn ? " reorganized" : "", " ", mode);
         SCOPED_TRACE(what);
-        expect_matches_reference(train(d, plan, config), ref, what);
+        expect_matches_reference(train(d, plan, train_config(setup, kEpochs).intermediates(mode)),
+                                 ref, what);
       }
     }
 }
@@ -201,7 +194,7 @@ TEST_F(TrainEquivalence, OneLayerMatchesReference) {
     s.layers = 1;
     const auto ref = test::train_reference(dataset(), reference_config(s), 5);
     for (const auto& shape : {std::pair{1, 1}, std::pair{4, 8}}) {
-      const Plan plan = make_plan(dataset(), shape.first, shape.second, true);
+      const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
       const std::string what = cat(model, " 1 layer, P=", shape.first, " C=", shape.second);
       SCOPED_TRACE(what);
       expect_matches_reference(train(dataset(), plan, train_config(s, 5)), ref, what);
@@ -218,7 +211,7 @@ TEST_F(TrainEquivalence, ThreeLayersMatchReference) {
     s.heads = 2;
     const auto ref = test::train_reference(dataset(), reference_config(s), 5);
     for (const auto& shape : {std::pair{1, 1}, std::pair{4, 8}}) {
-      const Plan plan = make_plan(dataset(), shape.first, shape.second, true);
+      const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
       const std::string what = cat(model, " 3 layers, P=", shape.first, " C=", shape.second);
       SCOPED_TRACE(what);
       expect_matches_reference(train(dataset(), plan, train_config(s, 5)), ref, what);
@@ -229,17 +222,16 @@ TEST_F(TrainEquivalence, ThreeLayersMatchReference) {
 // Two and three layers: the third covers a hidden layer whose inputs are stored transformed
 // (GAT's layer 1) and a layer between two others (its gradient rows both flushed and loaded).
 TEST_F(TrainEquivalence, ThreeTransferSchemesGiveTheSameNumbers) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   for (const std::string model : {"gcn", "sage", "gat"})
     for (const int layers : {2, 3}) {
       RunSetup s;
       s.model = model;
       s.layers = layers;
-      TrainConfig config = train_config(s, 4);
-      config.comm = "p2p+reuse";
+      test::TrainConfigBuilder config = train_config(s, 4).comm("p2p+reuse");
       const TrainResult reuse = train(dataset(), plan, config);
       for (const std::string comm : {"p2p", "baseline"}) {
-        config.comm = comm;
+        config.comm(comm);
         const std::string what = cat(model, " ", layers, " layers ", comm);
         const TrainResult other = train(dataset(), plan, config);
         for (std::size_t e = 0; e < reuse.losses.size(); ++e)
@@ -256,13 +248,12 @@ TEST_F(TrainEquivalence, ThreeTransferSchemesGiveTheSameNumbers) {
 // flushes from a compact buffer) must compute exactly what the in-line path computes, also when a
 // memory budget leaves no room for its optional buffers.
 TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   for (const std::string model : {"gcn", "sage", "gat"})
     for (const std::string comm : {"p2p+reuse", "baseline"}) {
       RunSetup s;
       s.model = model;
-      TrainConfig config = train_config(s, 3);
-      config.comm = comm;
+      test::TrainConfigBuilder config = train_config(s, 3).comm(comm);
       const std::string what = model + " " + comm;
       const TrainResult overlapped = train(dataset(), plan, config);
       // Device time per phase for every device; the record's phase is the slowest device's.
@@ -274,7 +265,7 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
         slowest = std::max(slowest, t.compute);
       }
       EXPECT_EQ(last.phases.compute, slowest) << what;
-      config.no_overlap = true;
+      config.no_overlap(true);
       const TrainResult in_line = train(dataset(), plan, config);
       expect_identical(overlapped, in_line, what);
       // The overlap buffers cost device memory; under a budget that fits only the in-line run's
@@ -282,9 +273,8 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
       // numbers stay the same.
       const std::int64_t in_line_peak = in_line.records.back().peak_device_bytes;
       EXPECT_GT(overlapped.records.back().peak_device_bytes, in_line_peak) << what;
-      config.no_overlap = false;
-      config.gpu_memory = in_line_peak;
-      config.input_rows = "keep";  // auto would reload GAT's input rows under this budget
+      config.no_overlap(false).gpu_memory(in_line_peak);
+      config.input_rows("keep");  // auto would reload GAT's input rows under this budget
       const TrainResult capped = train(dataset(), plan, config);
       EXPECT_LE(capped.records.back().peak_device_bytes, in_line_peak) << what;
       EXPECT_GT(capped.records.back().peak_device_bytes, in_line_peak * 9 / 10) << what;
@@ -302,7 +292,7 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
 // one A^0 block per chunk. GAT keeps its tail in the flush buffer, an overlap buffer: without
 // overlap the tail is flushed too.
 TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   const std::int64_t n = dataset().num_nodes;
   // The last batch's leaving rows; in p2p mode every row of the last batch leaves, the same set.
   std::int64_t tail_rows = 0, reuse_leaves = 0;
@@ -319,10 +309,8 @@ TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
         for (const bool overlap : {true, false}) {
           RunSetup s;
           s.model = model;
-          TrainConfig config = train_config(s, 3);
-          config.intermediates = intermediates;
-          config.comm = comm;
-          config.no_overlap = !overlap;
+          const TrainConfig config =
+              train_config(s, 3).intermediates(intermediates).comm(comm).no_overlap(!overlap);
           const std::string what =
               cat(model, " ", intermediates, " ", comm, overlap ? "" : " no overlap");
           const TrainResult got = train(dataset(), plan, config);
@@ -363,7 +351,7 @@ TEST_F(TrainEquivalence, GcnTransformsFirstWhenTheLastLayerNarrows) {
   shape.kind = ModelKind::kSage;
   EXPECT_FALSE(make_model(shape).layers[2].transform_first);
 
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   RunSetup s;
   const TrainResult got = train(dataset(), plan, train_config(s, 4));
   const std::int64_t rows = plan.stats.volume_reuse_rows, handed_over = rows_handed_over(plan);
@@ -378,22 +366,18 @@ TEST_F(TrainEquivalence, ReloadedInputRowsAgreeWithKeptOnes) {
   // narrows 12 -> 4) keeps no input rows on the device and reads the leaving rows again from
   // host memory for its weight gradient; with the load stage and without (--no-overlap: slices
   // gathered from host memory).
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   for (const auto& [model, layers] : {std::pair{"gat", 3}, std::pair{"gcn", 1}})
     for (const std::string comm : {"p2p+reuse", "baseline"})
       for (const bool overlap : {true, false}) {
         RunSetup s;
         s.model = model;
         s.layers = layers;
-        TrainConfig config = train_config(s, 3);
-        config.comm = comm;
-        config.no_overlap = !overlap;
+        test::TrainConfigBuilder config = train_config(s, 3).comm(comm).no_overlap(!overlap);
         const std::string what =
             cat(model, " ", layers, " layers ", comm, overlap ? "" : " no overlap");
-        config.input_rows = "keep";
-        const TrainResult kept = train(dataset(), plan, config);
-        config.input_rows = "reload";
-        const TrainResult reloaded = train(dataset(), plan, config);
+        const TrainResult kept = train(dataset(), plan, config.input_rows("keep"));
+        const TrainResult reloaded = train(dataset(), plan, config.input_rows("reload"));
         ASSERT_EQ(kept.losses.size(), 3u) << what;
         for (std::size_t e = 0; e < kept.losses.size(); ++e)
           EXPECT_NEAR(reloaded.losses[e], kept.losses[e], 1e-6 * std::abs(kept.losses[e]))
@@ -414,7 +398,7 @@ TEST_F(TrainEquivalence, ReloadedInputRowsAgreeWithKeptOnes) {
 TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   // Host-link rows per epoch shrink from baseline to p2p to p2p+reuse; p2p rows appear only
   // with peer transfers.
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   RunSetup s;
   std::int64_t rows[3];
   std::int64_t p2p[3];
@@ -422,9 +406,7 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
   for (const std::string comm : {"baseline", "p2p", "p2p+reuse"}) {
     // The second epoch: from the first on, layer 0's backward pass loads the next epoch's first
     // batch (counted in the epoch that loads it), so every epoch moves one epoch's rows.
-    TrainConfig config = train_config(s, 2);
-    config.comm = comm;
-    const TrainResult r = train(dataset(), plan, config);
+    const TrainResult r = train(dataset(), plan, train_config(s, 2).comm(comm));
     rows[k] = r.records.at(1).transfers.h2d_gather_rows;
     p2p[k] = r.records.at(1).transfers.p2p_rows;
     if (comm == "p2p+reuse") {  // the first epoch also loads the second's first batch
@@ -455,7 +437,7 @@ TEST_F(TrainEquivalence, TransferCountersFollowTheSchemes) {
 // those rows fewer, except in baseline mode (whose loads read other devices' rows) and without
 // overlap (no load stage); the numbers are bit-identical to the in-line run's.
 TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
-  const Plan plan = make_plan(dataset(), 4, 8, true);
+  const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   const std::int64_t handed_over = rows_handed_over(plan);
   ASSERT_GT(handed_over, 0);  // else the plan would not exercise the copy
   for (const std::string model : {"gcn", "sage", "gat"})
@@ -464,12 +446,10 @@ TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
         RunSetup s;
         s.model = model;
         s.layers = layers;
-        TrainConfig config = train_config(s, 2);
-        config.comm = comm;
+        test::TrainConfigBuilder config = train_config(s, 2).comm(comm);
         const std::string what = cat(model, " ", layers, " layers ", comm);
         const TrainResult early = train(dataset(), plan, config);
-        config.no_overlap = true;
-        const TrainResult in_line = train(dataset(), plan, config);
+        const TrainResult in_line = train(dataset(), plan, config.no_overlap(true));
         expect_identical(early, in_line, what);
         // Every pass that loads reads one plan volume of rows: the forward passes and, since GAT
         // recomputes, its backward passes below the fused one.
@@ -484,8 +464,9 @@ TEST_F(TrainEquivalence, EarlyNextPassCopiesTheFirstRowsOnTheDevice) {
 }
 
 TEST_F(TrainEquivalence, AdamChunkedEqualsUnchunkedOver20Epochs) {
-  const Plan whole = make_plan(dataset(), 1, 1, false);
-  const Plan chunked = make_plan(dataset(), 4, 8, true);
+  const Plan whole =
+      test::make_plan(dataset(), plan_options(1, 1).reorganize(test::Reorganize::kOff));
+  const Plan chunked = test::make_plan(dataset(), plan_options(4, 8));
   for (const std::string model : {"gcn", "sage", "gat"}) {
     RunSetup s;
     s.model = model;
@@ -505,7 +486,8 @@ TEST_F(TrainEquivalence, AdamMatchesReference) {
   s.optimizer = "adam";
   s.lr = 0.01;
   const auto ref = test::train_reference(dataset(), reference_config(s), 5);
-  const TrainResult got = train(dataset(), make_plan(dataset(), 2, 3, true), train_config(s, 5));
+  const TrainResult got =
+      train(dataset(), test::make_plan(dataset(), plan_options(2, 3)), train_config(s, 5));
   for (std::size_t e = 0; e < ref.losses.size(); ++e)
     EXPECT_LE(std::abs(got.losses[e] - ref.losses[e]) / std::abs(ref.losses[e]), 1e-5);
   for (const auto& [name, values] : got.parameters)
@@ -515,9 +497,8 @@ TEST_F(TrainEquivalence, AdamMatchesReference) {
 TEST_F(TrainEquivalence, EvaluationMatchesReference) {
   RunSetup s;
   s.model = "sage";
-  TrainConfig config = train_config(s, 3);
-  config.eval_every = 1;
-  const TrainResult got = train(dataset(), make_plan(dataset(), 2, 3, true), config);
+  const TrainResult got = train(dataset(), test::make_plan(dataset(), plan_options(2, 3)),
+                                train_config(s, 3).eval_every(1));
   // Accuracy of the final parameters, evaluated by the reference from our own weights.
   test::ReferenceConfig rc = reference_config(s);
   test::ReferenceParameters params = test::init_reference_parameters(dataset(), rc);
@@ -534,14 +515,14 @@ TEST_F(TrainEquivalence, EvaluationMatchesReference) {
 
 TEST_F(TrainEquivalence, RejectsPlanOfAnotherGraph) {
   const Dataset other = random_dataset_with_edge_cases(90, 3, 12, 4, 8);
-  const Plan plan = make_plan(other, 2, 2, false);
+  const Plan plan = test::make_plan(other, plan_options(2, 2).reorganize(test::Reorganize::kOff));
   RunSetup s;
   EXPECT_THROW(train(dataset(), plan, train_config(s, 1)), InputError);
 }
 
 TEST_F(TrainEquivalence, RejectsCorruptedPlanIndices) {
   RunSetup s;
-  Plan plan = make_plan(dataset(), 2, 3, true);
+  Plan plan = test::make_plan(dataset(), plan_options(2, 3));
   // A load into the wrong slot is caught by the setup's slot simulation.
   for (auto& ch : plan.chunk_plans)
     if (ch.load_slots.size() >= 2) {

@@ -18,7 +18,8 @@
 
 #include "common/error.hpp"
 #include "kernels/ops.hpp"
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
@@ -31,13 +32,15 @@ namespace {
 // products-sized chunks on an H200); the estimate does not count it.
 constexpr std::int64_t kSpmmWorkspaceBound = std::int64_t(4) << 20;
 
+enum class InputRows { kKeep, kReload };  // LayoutOptions::reload_inputs
+
 struct Case {
   std::string model;
   int layers;
   int partitions;
   int chunks;
   CommMode comm;
-  bool reload_inputs = false;
+  InputRows input_rows = InputRows::kKeep;
 };
 
 std::string case_name(const Case& c) {
@@ -45,7 +48,12 @@ std::string case_name(const Case& c) {
              c.comm == CommMode::kBaseline ? "baseline"
              : c.comm == CommMode::kP2p    ? "p2p"
                                            : "p2p_reuse",
-             c.reload_inputs ? "_reload" : "");
+             c.input_rows == InputRows::kReload ? "_reload" : "");
+}
+
+// GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << case_name(c);
 }
 
 const Dataset& dataset() {
@@ -58,42 +66,21 @@ const Dataset& dataset() {
 const Plan& plan_of(int P, int C) {
   static std::map<std::pair<int, int>, Plan> plans;
   auto it = plans.find({P, C});
-  if (it == plans.end()) {
-    PlanOptions options;
-    options.partitions = P;
-    options.chunks = C;
-    options.partitioner = P == 1 ? "range" : "metis";
-    options.seed = 3;
+  if (it == plans.end())
     it = plans
              .emplace(std::make_pair(P, C),
-                      build_plan(dataset(), options, compute_fingerprint(dataset())))
+                      test::make_plan(dataset(), test::plan_options(P, C).seed(3)))
              .first;
-  }
   return it->second;
 }
 
 ModelShape shape_of(const Case& c) {
-  ModelShape shape;
-  shape.model = c.model;
-  shape.layers = c.layers;
-  shape.in_dim = dataset().feature_dim;
-  shape.hidden = 10;
-  shape.classes = dataset().num_classes;
-  shape.heads = 3;
-  shape.output_heads = 1;
-  return shape;
-}
-
-ModelSpec model_of(const ModelShape& shape) {
-  ModelConfig config;
-  config.kind = parse_model_kind(shape.model);
-  config.layers = shape.layers;
-  config.in_dim = shape.in_dim;
-  config.hidden = shape.hidden;
-  config.classes = std::int32_t(shape.classes);
-  config.heads = shape.heads;
-  config.output_heads = shape.output_heads;
-  return make_model(config);
+  return test::model_shape(c.model, c.layers)
+      .in_dim(dataset().feature_dim)
+      .hidden(10)
+      .classes(dataset().num_classes)
+      .heads(3)
+      .output_heads(1);
 }
 
 class CudaMemoryEstimate : public ::testing::TestWithParam<Case> {
@@ -106,11 +93,7 @@ class CudaMemoryEstimate : public ::testing::TestWithParam<Case> {
 };
 
 std::unique_ptr<Backend> cuda_backend(int partitions, std::int64_t budget) {
-  BackendOptions options;
-  options.partitions = partitions;
-  options.gpus = 1;
-  options.memory_budget = budget;
-  return make_cuda_backend(options);
+  return make_cuda_backend(test::backend_options(partitions).gpus(1).memory_budget(budget));
 }
 
 ScheduleOptions schedule_options(const LayoutOptions& layout) {
@@ -133,10 +116,10 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
   const Case& c = GetParam();
   const Plan& plan = plan_of(c.partitions, c.chunks);
   const ModelShape shape = shape_of(c);
-  const ModelSpec model = model_of(shape);
+  const ModelSpec model = test::model_spec(shape);
   LayoutOptions layout;
   layout.comm = c.comm;
-  layout.reload_inputs = c.reload_inputs;
+  layout.reload_inputs = c.input_rows == InputRows::kReload;
   std::vector<GpuMemoryEstimate> estimates;
   for (int p = 0; p < plan.partitions; ++p)
     estimates.push_back(estimate_gpu_memory(plan, p, shape, layout));
@@ -179,19 +162,16 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Grid, CudaMemoryEstimate,
-                         ::testing::Values(Case{"gcn", 2, 1, 1, CommMode::kP2pReuse},
-                                           Case{"gcn", 2, 2, 3, CommMode::kP2pReuse},
-                                           Case{"gcn", 1, 1, 3, CommMode::kP2pReuse},
-                                           Case{"gcn", 3, 2, 2, CommMode::kBaseline},
-                                           Case{"sage", 2, 2, 3, CommMode::kP2p},
-                                           Case{"sage", 3, 1, 4, CommMode::kP2pReuse},
-                                           Case{"gat", 2, 1, 3, CommMode::kP2pReuse},
-                                           Case{"gat", 2, 2, 3, CommMode::kP2pReuse, true},
-                                           Case{"gat", 3, 2, 2, CommMode::kP2p}),
-                         [](const ::testing::TestParamInfo<Case>& info) {
-                           return case_name(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Grid, CudaMemoryEstimate,
+    ::testing::Values(
+        Case{"gcn", 2, 1, 1, CommMode::kP2pReuse}, Case{"gcn", 2, 2, 3, CommMode::kP2pReuse},
+        Case{"gcn", 1, 1, 3, CommMode::kP2pReuse}, Case{"gcn", 3, 2, 2, CommMode::kBaseline},
+        Case{"sage", 2, 2, 3, CommMode::kP2p}, Case{"sage", 3, 1, 4, CommMode::kP2pReuse},
+        Case{"gat", 2, 1, 3, CommMode::kP2pReuse},
+        Case{"gat", 2, 2, 3, CommMode::kP2pReuse, InputRows::kReload},
+        Case{"gat", 3, 2, 2, CommMode::kP2p}),
+    [](const ::testing::TestParamInfo<Case>& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace sluice

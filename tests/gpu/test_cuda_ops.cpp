@@ -17,6 +17,8 @@
 #include "common/log.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/graphs.hpp"
 
 namespace sluice {
 namespace {
@@ -92,15 +94,11 @@ class CudaOps : public ::testing::Test {
                       "machine (scripts/device-test.sh)";
     backend_ = make_backend(1);
   }
-  static BackendOptions one_gpu(int partitions, std::int64_t budget = 0) {
-    BackendOptions options;
-    options.partitions = partitions;
-    options.gpus = 1;
-    options.memory_budget = budget;
-    return options;
+  static test::BackendOptionsBuilder one_gpu(int partitions) {
+    return test::backend_options(partitions).gpus(1);
   }
   static std::unique_ptr<Backend> make_backend(int partitions, std::int64_t budget = 0) {
-    return make_cuda_backend(one_gpu(partitions, budget));
+    return make_cuda_backend(one_gpu(partitions).memory_budget(budget));
   }
   Device& dev() { return backend_->device(0); }
 
@@ -247,9 +245,7 @@ TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
     set_log_level(LogLevel::kInfo);
     testing::internal::CaptureStderr();
     {
-      BackendOptions options = one_gpu(1);
-      options.op_times = op_times;
-      auto backend = make_cuda_backend(options);
+      auto backend = make_cuda_backend(one_gpu(1).op_times(op_times));
       Device& d = backend->device(0);
       Mat a = d.alloc(64, 32, "a"), b = d.alloc(32, 16, "b"), c = d.alloc(64, 16, "c");
       double seconds[kPhases] = {};
@@ -469,18 +465,14 @@ TEST_F(CudaOps, PullAndPushBetweenLogicalDevicesOnOneGpu) {
 TEST_F(CudaOps, PullAndPushThroughHostStagedFallback) {
   auto direct = make_backend(2);
   pull_push_roundtrip(*direct, rng_);
-  BackendOptions options = one_gpu(2);
-  options.peer_access = PeerAccess::kOff;
-  auto staged = make_cuda_backend(options);
+  auto staged = make_cuda_backend(one_gpu(2).peer_access(PeerAccess::kOff));
   pull_push_roundtrip(*staged, rng_);
   const std::int64_t staging = 200 * 24 * 4 + (6 * 24 * 4 + 255) / 256 * 256;
   EXPECT_EQ(staged->device(1).peak_bytes() - direct->device(1).peak_bytes(), staging);
 }
 
 TEST_F(CudaOps, UnknownPeerAccessModeIsRejected) {
-  BackendOptions options = one_gpu(1);
-  options.peer_access = static_cast<PeerAccess>(7);
-  EXPECT_THROW(make_cuda_backend(options), InputError);
+  EXPECT_THROW(make_cuda_backend(one_gpu(1).peer_access(static_cast<PeerAccess>(7))), InputError);
   EXPECT_EQ(parse_peer_access("off", "--peer-access"), PeerAccess::kOff);
   EXPECT_EQ(parse_peer_access("auto", "--peer-access"), PeerAccess::kAuto);
   EXPECT_THROW(parse_peer_access("on", "--peer-access"), InputError);
@@ -717,38 +709,9 @@ TEST_F(CudaOps, SgdAndAdamStepsFollowPyTorch) {
 // ---------------------------------------------------------------------------------------------
 // Sparse operators
 
-struct RandomCsr {
-  std::vector<edge_t> indptr;
-  std::vector<vertex_t> columns;
-  std::int64_t rows, cols;
-};
-
-// Each row starts with a self entry (column = row, for rows < cols) then distinct neighbors;
-// a few rows are empty when `allow_empty`.
-RandomCsr random_csr(std::int64_t rows, std::int64_t cols, int max_degree, bool allow_empty,
-                     std::mt19937& rng) {
-  RandomCsr a{{0}, {}, rows, cols};
-  std::uniform_int_distribution<int> degree(0, max_degree);
-  std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::vector<vertex_t> row;
-    if (!(allow_empty && r % 17 == 5)) {
-      row.push_back(static_cast<vertex_t>(r % cols));
-      const int d = degree(rng);
-      for (int k = 0; k < d; ++k) {
-        const vertex_t c = column(rng);
-        if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
-      }
-    }
-    a.columns.insert(a.columns.end(), row.begin(), row.end());
-    a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
-  }
-  return a;
-}
-
 void check_spmm(Backend& backend, std::mt19937& rng) {
   Device& d = backend.device(0);
-  const RandomCsr a = random_csr(400, 650, 40, true, rng);
+  const test::ChunkCsr a = test::random_chunk_csr(400, 650, 40, test::EmptyRows::kSome, rng);
   const std::int64_t nnz = a.indptr.back(), f = 19;
   Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");
   const Host values = random_floats(nnz, rng);
@@ -801,8 +764,8 @@ TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
 // long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
 // GAT kernels and the warp transposed SpMM put those rows (and transposed rows) on a block of
 // warps, over several rounds of its 16 warps.
-RandomCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
-  RandomCsr a{{0}, {}, rows, cols};
+test::ChunkCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+  test::ChunkCsr a{{0}, {}, rows, cols};
   std::uniform_int_distribution<int> short_degree(0, 40), long_degree(129, 1100);
   std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
   std::bernoulli_distribution hub_entry(0.9);
@@ -824,7 +787,7 @@ RandomCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
 }
 
 // Rows and transposed rows of `a` over the CUDA backend's long-row threshold.
-std::pair<std::int64_t, std::int64_t> long_rows_of(const RandomCsr& a) {
+std::pair<std::int64_t, std::int64_t> long_rows_of(const test::ChunkCsr& a) {
   const std::int64_t threshold = cuda::long_degree_for(a.indptr.back());
   std::vector<std::int64_t> column_count(static_cast<std::size_t>(a.cols), 0);
   std::int64_t rows = 0;
@@ -841,13 +804,13 @@ std::pair<std::int64_t, std::int64_t> long_rows_of(const RandomCsr& a) {
 // with long rows and long transposed rows (the warp method's block-per-row path).
 TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
   Device& d = dev();
-  const RandomCsr plain = random_csr(300, 500, 30, true, rng_);
-  const RandomCsr hubs = hub_csr(200, 1500, rng_);
+  const test::ChunkCsr plain = test::random_chunk_csr(300, 500, 30, test::EmptyRows::kSome, rng_);
+  const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
   const auto [long_rows, long_columns] = long_rows_of(hubs);
   ASSERT_GE(long_rows, 40);
   ASSERT_GE(long_columns, 8);
-  for (const RandomCsr* matrix : {&plain, &hubs}) {
-    const RandomCsr& a = *matrix;
+  for (const test::ChunkCsr* matrix : {&plain, &hubs}) {
+    const test::ChunkCsr& a = *matrix;
     const char* what = matrix == &hubs ? "hub matrix" : "plain matrix";
     const std::int64_t nnz = a.indptr.back();
     const Host values = random_floats(nnz, rng_);
@@ -881,7 +844,7 @@ TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
 // Double-precision GAT reference (docs/model-math.md) used by the GPU test and checked against
 // finite differences below.
 struct GatReference {
-  const RandomCsr& a;
+  const test::ChunkCsr& a;
   int heads;
   std::int64_t width;
   DropoutKey key;
@@ -995,7 +958,7 @@ struct GatReference {
 // finite differences.
 TEST(GatReferenceTest, BackwardMatchesFiniteDifferences) {
   std::mt19937 rng(7);
-  const RandomCsr a = random_csr(12, 15, 5, false, rng);
+  const test::ChunkCsr a = test::random_chunk_csr(12, 15, 5, test::EmptyRows::kNone, rng);
   GatReference ref{a, 2, 3, DropoutKey{5, 1, 0, 0.3f}, {}};
   for (std::int64_t v = 0; v < a.rows; ++v)
     ref.row_keys.push_back(static_cast<vertex_t>(v * 7 + 1));
@@ -1023,7 +986,7 @@ TEST(GatReferenceTest, BackwardMatchesFiniteDifferences) {
   check(ad, dad, "d_att_dst");
 }
 
-void check_gat(Device& d, const RandomCsr& a, std::mt19937& rng, int heads, std::int64_t width,
+void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads, std::int64_t width,
                float rate) {
   const std::int64_t kf = heads * width, nnz = a.indptr.back();
   GatReference ref{a, heads, width, DropoutKey{11, 4, 2, rate}, {}};
@@ -1067,7 +1030,7 @@ void check_gat(Device& d, const RandomCsr& a, std::mt19937& rng, int heads, std:
 
 // On a random chunk of 300 rows (1..46 entries, every row on one warp).
 void check_gat(Device& d, std::mt19937& rng, int heads, std::int64_t width, float rate) {
-  const RandomCsr a = random_csr(300, 420, 45, false, rng);
+  const test::ChunkCsr a = test::random_chunk_csr(300, 420, 45, test::EmptyRows::kNone, rng);
   check_gat(d, a, rng, heads, width, rate);
 }
 
@@ -1094,7 +1057,7 @@ TEST_F(CudaOps, GatForwardBackwardLanePerEntryWidths) {
 // every kernel variant (warp-cooperative and lane-per-entry backward, scalar and 16-byte reads,
 // several column passes), and must still match the reference.
 TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
-  const RandomCsr hubs = hub_csr(200, 1500, rng_);
+  const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
   const auto [long_rows, long_columns] = long_rows_of(hubs);
   ASSERT_GE(long_rows, 40);
   ASSERT_GE(long_columns, 8);
@@ -1115,7 +1078,7 @@ TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
 // Against the CPU backend (the project's numerical reference): one GCN-style SpMM pair and one
 // GAT layer pass with feature dropout, run through both backends on the same inputs.
 
-std::vector<Host> layer_pipeline(Backend& backend, const RandomCsr& a, const Host& values,
+std::vector<Host> layer_pipeline(Backend& backend, const test::ChunkCsr& a, const Host& values,
                                  const Host& z, const Host& as, const Host& ad, const Host& dout,
                                  const std::vector<vertex_t>& keys, int heads, std::int64_t width) {
   Device& d = backend.device(0);
@@ -1155,7 +1118,7 @@ std::vector<Host> layer_pipeline(Backend& backend, const RandomCsr& a, const Hos
 }
 
 TEST_F(CudaOps, MatchesCpuBackendOnGcnAndGatPasses) {
-  const RandomCsr a = random_csr(250, 330, 30, false, rng_);
+  const test::ChunkCsr a = test::random_chunk_csr(250, 330, 30, test::EmptyRows::kNone, rng_);
   const int heads = 4;
   const std::int64_t width = 6, kf = heads * width, nnz = a.indptr.back();
   const Host values = random_floats(nnz, rng_), z = random_floats(a.cols * kf, rng_),
@@ -1163,8 +1126,7 @@ TEST_F(CudaOps, MatchesCpuBackendOnGcnAndGatPasses) {
              dout = random_floats(a.rows * kf, rng_);
   std::vector<vertex_t> keys(static_cast<std::size_t>(a.rows));
   for (std::int64_t v = 0; v < a.rows; ++v) keys[v] = static_cast<vertex_t>(v * 5 + 3);
-  BackendOptions options;
-  auto cpu = make_cpu_backend(options);
+  auto cpu = make_cpu_backend(test::backend_options(1));
   const auto want = layer_pipeline(*cpu, a, values, z, as, ad, dout, keys, heads, width);
   const auto got = layer_pipeline(*backend_, a, values, z, as, ad, dout, keys, heads, width);
   const char* names[] = {"dropout", "spmm", "spmm_transpose_add", "el",       "er", "alpha",
@@ -1253,12 +1215,9 @@ TEST_F(CudaOps, TransferBandwidthReport) {
 // Each device moves its own quarter of the rows of a shared 2 GiB pinned host matrix.
 TEST_F(CudaOps, TwoGpuTransferConcurrencyReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
-  BackendOptions options;
-  options.partitions = 2;
-  options.gpus = 2;
   std::unique_ptr<Backend> backend;
   try {
-    backend = make_cuda_backend(options);
+    backend = make_cuda_backend(test::backend_options(2).gpus(2));
   } catch (const InputError& e) {
     GTEST_SKIP() << "needs two GPUs: " << e.what();
   }
@@ -1340,7 +1299,7 @@ TEST_F(CudaOps, ChunkGemmTimingReport) {
 TEST_F(CudaOps, SparseAndGatTimingReport) {
   if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
   const std::int64_t rows = 500000, cols = 800000;
-  const RandomCsr a = random_csr(rows, cols, 40, false, rng_);
+  const test::ChunkCsr a = test::random_chunk_csr(rows, cols, 40, test::EmptyRows::kNone, rng_);
   const std::int64_t nnz = a.indptr.back();
   Csr csr = dev().upload_csr(a.indptr, a.columns, a.cols, "bench chunk");
   Mat values = dev().alloc(1, nnz, "values");

@@ -17,6 +17,8 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
+#include "tests/support/configs.hpp"
+#include "tests/support/graphs.hpp"
 
 namespace sluice {
 namespace {
@@ -46,29 +48,18 @@ std::vector<vertex_t> distinct_rows(std::size_t n, std::int64_t range, std::mt19
   return all;
 }
 
-// The inputs of one run: a chunk CSR whose row r starts with its self entry (column r), and
-// everything the operators read.
+// The inputs of one run: a chunk CSR whose row r starts with its self entry (column r, as
+// rows < cols) followed by up to 120 drawn columns, and everything the operators read.
 struct Problem {
   std::int64_t rows = 3000, cols = 5000, f = 32, heads = 4, width = 8;
-  std::vector<edge_t> indptr{0};
-  std::vector<vertex_t> columns;
+  test::ChunkCsr csr;
   Host values, host_x, dy, dx, z, att_src, att_dst, dout;
   std::vector<vertex_t> load_src, load_dst, gather, keys, all_rows, zero, flush_src, flush_host;
   std::vector<vertex_t> pull_owner, pull_local, push_src, push_owner;
 
   explicit Problem(std::mt19937& rng) {
-    std::uniform_int_distribution<int> degree(0, 120);
-    std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::vector<vertex_t> row{static_cast<vertex_t>(r)};
-      for (int k = degree(rng); k > 0; --k) {
-        const vertex_t c = column(rng);
-        if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
-      }
-      columns.insert(columns.end(), row.begin(), row.end());
-      indptr.push_back(static_cast<edge_t>(columns.size()));
-    }
-    const std::int64_t nnz = indptr.back(), kf = heads * width;
+    csr = test::random_chunk_csr(rows, cols, 120, test::EmptyRows::kNone, rng);
+    const std::int64_t nnz = csr.indptr.back(), kf = heads * width;
     values = random_floats(std::size_t(nnz), rng);
     host_x = random_floats(std::size_t(cols * f), rng);
     dy = random_floats(std::size_t(rows * f), rng);
@@ -143,15 +134,13 @@ struct RunOptions {
 
 // Runs every operator that reads constants on two logical devices of one GPU.
 Outcome run(const Problem& p, const RunOptions& settings) {
-  BackendOptions options;
-  options.partitions = 2;
-  options.gpus = 1;
-  options.memory_budget = settings.budget;
-  options.peer_access = settings.peer_access;
-  auto backend = make_cuda_backend(options);
+  auto backend = make_cuda_backend(test::backend_options(2)
+                                       .gpus(1)
+                                       .memory_budget(settings.budget)
+                                       .peer_access(settings.peer_access));
   Device& d0 = backend->device(0);
   Device& d1 = backend->device(1);
-  const std::int64_t nnz = p.indptr.back(), kf = p.heads * p.width;
+  const std::int64_t nnz = p.csr.indptr.back(), kf = p.heads * p.width;
 
   // Working buffers first (as the schedule does).
   if (settings.ballast_bytes > 0) d0.alloc(settings.ballast_bytes / 4, 1, "ballast");
@@ -180,7 +169,7 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   outcome.working_bytes = d0.bytes_in_use();
 
   // Constants.
-  Csr csr = d0.upload_csr(p.indptr, p.columns, p.cols, "chunk CSR");
+  Csr csr = d0.upload_csr(p.csr.indptr, p.csr.columns, p.cols, "chunk CSR");
   Mat values = d0.upload_constant(p.values, 1, nnz, "entry values");
   Idx load_src = d0.upload(p.load_src, "load vertices");
   Idx load_dst = d0.upload(p.load_dst, "load slots");
@@ -272,7 +261,7 @@ class CudaSpill : public ::testing::Test {
 // spilled CSR (CudaDevice::resident_csr: at most every CSR array, the values and their 256-byte
 // granules), and a MiB to spare.
 std::int64_t scratch_with_host_constants(const Problem& p, const Outcome& reference) {
-  const std::int64_t nnz = std::int64_t(p.indptr.back());
+  const std::int64_t nnz = std::int64_t(p.csr.indptr.back());
   const std::int64_t staging = 4 * (2 * (p.rows + 1) + 2 * (p.cols + 1) + 4 * nnz) + 9 * 256;
   return reference.peak_bytes - reference.setup_bytes + cuda::rounded(4 * nnz) + staging +
          (std::int64_t(1) << 20);
@@ -297,7 +286,7 @@ TEST_F(CudaSpill, ConstantsOverAFullBudgetGiveDeviceResults) {
   EXPECT_GT(reference.device_constant_bytes, 0);
   const RunOptions settings = all_constants_on_host(p, reference);
   const Outcome got = run(p, settings);
-  const std::int64_t nnz = std::int64_t(p.indptr.back());
+  const std::int64_t nnz = std::int64_t(p.csr.indptr.back());
   EXPECT_GT(got.host_constant_bytes, 0);
   // Only the transposed-values scratch (4 bytes an entry) is on the device after setup.
   EXPECT_EQ(got.device_constant_bytes, cuda::rounded(nnz * 4)) << "budget " << settings.budget;
@@ -337,15 +326,13 @@ TEST_F(CudaSpill, ConstantsOverTheBudgetSpillAndWorkingBuffersStillThrow) {
   settings.budget = (8 * (reference.working_bytes + settings.ballast_bytes + half) + 6) / 7;
   const Outcome got = run(p, settings);
   EXPECT_GT(got.host_constant_bytes, 0) << "budget " << settings.budget;
-  EXPECT_GT(got.device_constant_bytes, cuda::rounded(std::int64_t(p.indptr.back()) * 4))
+  EXPECT_GT(got.device_constant_bytes, cuda::rounded(std::int64_t(p.csr.indptr.back()) * 4))
       << "some constants should still fit the device";
   EXPECT_LE(got.peak_bytes, settings.budget);
   expect_same(got, reference);
 
   // Working buffers never spill.
-  BackendOptions options;
-  options.memory_budget = 1 << 20;
-  auto backend = make_cuda_backend(options);
+  auto backend = make_cuda_backend(test::backend_options(1).memory_budget(1 << 20));
   Device& d = backend->device(0);
   EXPECT_THROW(d.alloc(1000, 1000, "transition buffer"), OutOfDeviceMemory);
   // Constants do: 20 MiB of index list (a slab of its own) and 4 MiB of values (in a shared

@@ -19,9 +19,10 @@
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/ops.hpp"
-#include "preprocess/plan_builder.hpp"
+#include "tests/support/configs.hpp"
 #include "tests/support/cora.hpp"
 #include "tests/support/paths.hpp"
+#include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/trainer.hpp"
 
@@ -45,6 +46,8 @@ bool have_gpus(int needed) {
   return cuda_backend_available() && cuda::device_count() >= needed;
 }
 
+enum class Overlap { kOn, kOff };  // transfers overlapped with compute, or in line
+
 // One agreement case: model, plan shape, GPUs, transfer scheme, intermediates, overlap of
 // transfers with compute (on by default).
 struct Case {
@@ -54,7 +57,7 @@ struct Case {
   int gpus;
   std::string comm;
   std::string intermediates = "auto";
-  bool overlap = true;
+  Overlap overlap = Overlap::kOn;
   std::string input_rows = "auto";  // --input-rows
 };
 
@@ -62,7 +65,8 @@ std::string case_name(const Case& c) {
   std::string comm = c.comm;
   std::replace(comm.begin(), comm.end(), '+', '_');
   return cat(c.model, "_P", c.partitions, "xC", c.chunks, "_", c.gpus, "gpu_", comm,
-             c.intermediates == "auto" ? "" : "_" + c.intermediates, c.overlap ? "" : "_nooverlap",
+             c.intermediates == "auto" ? "" : "_" + c.intermediates,
+             c.overlap == Overlap::kOn ? "" : "_nooverlap",
              c.input_rows == "auto" ? "" : "_" + c.input_rows);
 }
 
@@ -82,43 +86,33 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
     static std::map<std::pair<int, int>, Plan> plans;
     auto it = plans.find({P, C});
     if (it == plans.end()) {
-      PlanOptions options;
-      options.partitions = P;
-      options.chunks = C;
-      options.partitioner = "range";  // many remote neighbors: exercises P2P pulls and pushes
-      options.seed = 3;
-      it = plans
-               .emplace(std::make_pair(P, C),
-                        build_plan(dataset(), options, compute_fingerprint(dataset())))
-               .first;
+      // The range partitioner: many remote neighbors, which exercises P2P pulls and pushes.
+      const PlanOptions options = test::plan_options(P, C).partitioner("range").seed(3);
+      it = plans.emplace(std::make_pair(P, C), test::make_plan(dataset(), options)).first;
     }
     return it->second;
   }
   static TrainConfig config(const Case& c, const std::string& device) {
-    TrainConfig t;
-    t.model = c.model;
-    t.layers = 2;
-    t.hidden = 16;
-    t.heads = 2;
-    t.output_heads = 1;
-    t.dropout = 0.5;
-    t.optimizer = "sgd";
-    t.lr = 0.2;
-    t.weight_decay = 5e-4;
-    t.seed = 11;
-    t.epochs = 5;
-    t.eval_every = 5;
-    t.progress = false;
-    t.quiet = true;
-    t.threads = 2;
-    t.comm = c.comm;
-    t.intermediates = c.intermediates;
-    t.no_overlap = !c.overlap;
-    t.input_rows = c.input_rows;
-    t.device = device;
-    t.gpus = c.gpus;
-    t.tf32 = false;
-    return t;
+    return test::train_config()
+        .model(c.model)
+        .layers(2)
+        .hidden(16)
+        .heads(2)
+        .output_heads(1)
+        .dropout(0.5)
+        .optimizer("sgd")
+        .lr(0.2)
+        .weight_decay(5e-4)
+        .seed(11)
+        .epochs(5)
+        .eval_every(5)
+        .comm(c.comm)
+        .intermediates(c.intermediates)
+        .no_overlap(c.overlap == Overlap::kOff)
+        .input_rows(c.input_rows)
+        .device(device)
+        .gpus(c.gpus)
+        .tf32(false);
   }
   // The CPU reference of a case (the CPU backend ignores gpus); cached across cases.
   static const TrainResult& reference(const Case& c) {
@@ -180,12 +174,7 @@ TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
                     "machine (scripts/device-test.sh)";
   const Dataset dense =
       test::random_dataset(600, 140, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
-  PlanOptions options;
-  options.partitions = 2;
-  options.chunks = 3;
-  options.partitioner = "range";
-  options.seed = 3;
-  const Plan plan = build_plan(dense, options, compute_fingerprint(dense));
+  const Plan plan = test::make_plan(dense, test::plan_options(2, 3).partitioner("range").seed(3));
   std::int64_t rows = 0, long_rows = 0;
   for (const ChunkPlan& chunk : plan.chunk_plans) {
     const std::int64_t threshold = cuda::long_degree_for(std::int64_t(chunk.indptr.back()));
@@ -229,13 +218,13 @@ std::vector<Case> agreement_cases() {
   cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "recompute"});
   cases.push_back({"sage", 2, 3, 2, "p2p", "recompute"});
   // Transfers in line with compute (--no-overlap), one and two GPUs.
-  cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "auto", false});
-  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", false});
-  cases.push_back({"sage", 2, 3, 2, "baseline", "auto", false});
+  cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "auto", Overlap::kOff});
+  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", Overlap::kOff});
+  cases.push_back({"sage", 2, 3, 2, "baseline", "auto", Overlap::kOff});
   // GAT with reloaded input rows (no X on the device), from the stage and from host slices.
-  cases.push_back({"gat", 4, 3, 1, "p2p+reuse", "auto", true, "reload"});
-  cases.push_back({"gat", 1, 3, 1, "baseline", "auto", false, "reload"});
-  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", true, "reload"});
+  cases.push_back({"gat", 4, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "reload"});
+  cases.push_back({"gat", 1, 3, 1, "baseline", "auto", Overlap::kOff, "reload"});
+  cases.push_back({"gat", 2, 3, 2, "p2p+reuse", "auto", Overlap::kOn, "reload"});
   return cases;
 }
 
@@ -251,10 +240,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTrainAgreement, ::testing::ValuesIn(agreemen
 // device 0 loads the host matrix back. Only barrier() orders them; the host never waits until
 // the end. Any missing edge shows up as a stale value.
 void check_barrier(int gpus) {
-  BackendOptions options;
-  options.partitions = 2;
-  options.gpus = gpus;
-  auto backend = make_cuda_backend(options);
+  auto backend = make_cuda_backend(test::backend_options(2).gpus(gpus));
   Device& d0 = backend->device(0);
   Device& d1 = backend->device(1);
   const std::int64_t n = 1 << 15, cols = 64, big = 1024;
@@ -315,13 +301,9 @@ class CudaCoraAccuracy : public ::testing::Test {
                    << " (set SLUICE_SHARED_DATASETS); the accuracy bars cannot be checked";
   }
   static const Dataset& cora() { return test::cora_dataset(); }
-  // The CPU test's settings, on one GPU.
-  static TrainConfig on_gpu(TrainConfig c) {
-    c.device = "cuda";
-    c.gpus = 1;
-    c.threads = 2;
-    c.quiet = true;
-    return c;
+  // The CPU test's settings (quiet), on one GPU.
+  static TrainConfig on_gpu(const TrainConfig& c) {
+    return test::train_config(c).device("cuda").gpus(1).threads(2);
   }
   static TrainConfig gcn_config(std::uint64_t seed) { return on_gpu(test::cora_gcn_config(seed)); }
   static TrainConfig gat_config(std::uint64_t seed) { return on_gpu(test::cora_gat_config(seed)); }
@@ -341,14 +323,10 @@ TEST_F(CudaCoraAccuracy, GatFiveSeeds) {
 TEST_F(CudaCoraAccuracy, ChunkedPlanOnTwoGpus) {
   if (!have_gpus(2)) GTEST_SKIP() << "needs 2 GPUs, " << cuda::device_count() << " visible";
   const Plan p = test::cora_plan(2, 4);
-  TrainConfig gcn = gcn_config(0);
-  gcn.gpus = 2;
-  const TrainResult g = train(cora(), p, gcn);
+  const TrainResult g = train(cora(), p, test::train_config(gcn_config(0)).gpus(2));
   std::printf("[cora-gpu] GCN 2x4 on 2 GPUs seed 0: test %.1f%%\n", 100 * g.test_accuracy);
   EXPECT_GE(g.test_accuracy, 0.805);
-  TrainConfig gat = gat_config(0);
-  gat.gpus = 2;
-  const TrainResult a = train(cora(), p, gat);
+  const TrainResult a = train(cora(), p, test::train_config(gat_config(0)).gpus(2));
   std::printf("[cora-gpu] GAT 2x4 on 2 GPUs seed 0: test %.1f%%\n", 100 * a.test_accuracy);
   EXPECT_GE(a.test_accuracy, 0.805);
 }

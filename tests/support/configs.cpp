@@ -138,4 +138,75 @@ TrainConfigBuilder& TrainConfigBuilder::resume_from(const std::string& checkpoin
   return *this;
 }
 
+ModelShapeBuilder::ModelShapeBuilder(const std::string& model, int layers) {
+  shape_.model = model;
+  shape_.layers = layers;
+}
+
+ModelShapeBuilder& ModelShapeBuilder::in_dim(std::int64_t width) {
+  shape_.in_dim = width;
+  return *this;
+}
+
+ModelShapeBuilder& ModelShapeBuilder::hidden(std::int64_t width) {
+  shape_.hidden = width;
+  return *this;
+}
+
+ModelShapeBuilder& ModelShapeBuilder::classes(std::int64_t count) {
+  shape_.classes = count;
+  return *this;
+}
+
+ModelShapeBuilder& ModelShapeBuilder::heads(int count) {
+  shape_.heads = count;
+  return *this;
+}
+
+ModelShapeBuilder& ModelShapeBuilder::output_heads(int count) {
+  shape_.output_heads = count;
+  return *this;
+}
+
+ModelSpec model_spec(const ModelShape& shape) {
+  ModelConfig config;
+  config.kind = parse_model_kind(shape.model);
+  config.layers = shape.layers;
+  config.in_dim = shape.in_dim;
+  config.hidden = shape.hidden;
+  config.classes = std::int32_t(shape.classes);
+  config.heads = shape.heads;
+  config.output_heads = shape.output_heads;
+  return make_model(config);
+}
+
+BackendOptionsBuilder::BackendOptionsBuilder(int partitions) {
+  options_.partitions = partitions;
+}
+
+BackendOptionsBuilder& BackendOptionsBuilder::gpus(int count) {
+  options_.gpus = count;
+  return *this;
+}
+
+BackendOptionsBuilder& BackendOptionsBuilder::memory_budget(std::int64_t bytes_per_device) {
+  options_.memory_budget = bytes_per_device;
+  return *this;
+}
+
+BackendOptionsBuilder& BackendOptionsBuilder::threads(int count) {
+  options_.threads = count;
+  return *this;
+}
+
+BackendOptionsBuilder& BackendOptionsBuilder::peer_access(PeerAccess access) {
+  options_.peer_access = access;
+  return *this;
+}
+
+BackendOptionsBuilder& BackendOptionsBuilder::op_times(bool timed) {
+  options_.op_times = timed;
+  return *this;
+}
+
 }  // namespace sluice::test

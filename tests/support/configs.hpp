@@ -1,14 +1,18 @@
-// TrainConfig for tests: the library's defaults except that a test run draws no progress bar,
-// logs errors only and uses two CPU threads (runs stay contention-free beside other tests under
-// ctest -j); chainable setters name every field a test changes. Converts to the TrainConfig it
-// holds, so it goes wherever TrainConfig does:
+// Configurations for tests, each with chainable setters that name every field a test changes
+// and converting to the struct it holds, so it goes wherever that struct does:
 //   train(d, plan, test::train_config().model("gat").heads(2).epochs(5));
+// TrainConfig: the library's defaults except that a test run draws no progress bar, logs errors
+// only and uses two CPU threads (runs stay contention-free beside other tests under ctest -j).
+// ModelShape and BackendOptions: the library's defaults.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "kernels/ops.hpp"
 #include "train/config.hpp"
+#include "train/layout/model_layers.hpp"
+#include "train/model.hpp"
 
 namespace sluice::test {
 
@@ -64,6 +68,49 @@ inline TrainConfigBuilder train_config() {
 }
 inline TrainConfigBuilder train_config(const TrainConfig& start) {
   return TrainConfigBuilder(start);
+}
+
+// A model as the memory estimate takes it (train/layout/model_layers.hpp).
+class ModelShapeBuilder {
+ public:
+  ModelShapeBuilder(const std::string& model, int layers);  // gcn | sage | gat
+  ModelShapeBuilder& in_dim(std::int64_t width);
+  ModelShapeBuilder& hidden(std::int64_t width);
+  ModelShapeBuilder& classes(std::int64_t count);
+  ModelShapeBuilder& heads(int count);
+  ModelShapeBuilder& output_heads(int count);
+  ModelShape shape() const { return shape_; }
+  operator ModelShape() const { return shape_; }
+
+ private:
+  ModelShape shape_;
+};
+
+inline ModelShapeBuilder model_shape(const std::string& model, int layers) {
+  return ModelShapeBuilder(model, layers);
+}
+
+// The trainer's model (make_model) of the same description.
+ModelSpec model_spec(const ModelShape& shape);
+
+// A backend over `partitions` logical devices.
+class BackendOptionsBuilder {
+ public:
+  explicit BackendOptionsBuilder(int partitions);
+  BackendOptionsBuilder& gpus(int count);
+  BackendOptionsBuilder& memory_budget(std::int64_t bytes_per_device);  // 0: unlimited
+  BackendOptionsBuilder& threads(int count);
+  BackendOptionsBuilder& peer_access(PeerAccess access);
+  BackendOptionsBuilder& op_times(bool timed);
+  BackendOptions options() const { return options_; }
+  operator BackendOptions() const { return options_; }
+
+ private:
+  BackendOptions options_;
+};
+
+inline BackendOptionsBuilder backend_options(int partitions) {
+  return BackendOptionsBuilder(partitions);
 }
 
 }  // namespace sluice::test

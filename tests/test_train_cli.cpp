@@ -78,6 +78,22 @@ class TrainCli : public ::testing::Test {
 };
 test::ScratchDir* TrainCli::dir_ = nullptr;
 
+// Defaults in --help and the logged configuration: the shortest text that reads back exactly.
+TEST(Numbers, ShortestTextThatReadsBack) {
+  EXPECT_EQ(format_number(5e-4), "0.0005");
+  EXPECT_EQ(format_number(0.01), "0.01");
+  EXPECT_EQ(format_number(-1), "-1");
+  EXPECT_EQ(format_number(1e-50), "1e-50");
+  EXPECT_EQ(format_number(0.1 + 0.2), "0.30000000000000004");
+}
+
+TEST_F(TrainCli, HelpShowsDefaultsWithoutFloatNoise) {
+  const auto r = test::run_command(test::bin("sluice-train") + " --help");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--weight-decay arg (=0.0005)"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("00000000"), std::string::npos) << r.output;
+}
+
 // The --gpu-memory byte counts of sluice-train and sluice-preprocess partition.
 TEST(ByteCounts, SuffixesArePowersOf1024) {
   EXPECT_EQ(parse_bytes("1000000", "--x"), 1000000);

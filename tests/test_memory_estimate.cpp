@@ -218,9 +218,9 @@ TEST(MemoryEstimate, CudaFiguresFollowTheirRules) {
   // The headroom: ceil(8/7 x resident), whose 7/8 holds the resident bytes.
   EXPECT_EQ(cuda_budget_with_headroom(7000), 8000);
   EXPECT_EQ(cuda_budget_with_headroom(7001), 8002);
-  EXPECT_EQ(cuda_granules(1), 256);
-  EXPECT_EQ(cuda_granules(256), 256);
-  EXPECT_EQ(cuda_granules(0), 0);
+  EXPECT_EQ(cuda::rounded(1), 256);
+  EXPECT_EQ(cuda::rounded(256), 256);
+  EXPECT_EQ(cuda::rounded(0), 0);
 }
 
 // The budget rules in order of preference: every overlap buffer before only the required

@@ -10,8 +10,11 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "train/layout/buffer_layout.hpp"
+#include "train/model_layout.hpp"
 #include "train/schedule.hpp"
 #include "train/schedule_lists.hpp"
 #include "train/schedule_state.hpp"
@@ -42,8 +45,7 @@ enum class NextInputs { kWrittenByThisPass, kComplete };
 // (Schedule::Impl::preload_next_blocks()).
 enum class BlockRows { kFromHost, kPreloaded };
 
-struct BufferWidths;  // schedule_setup.cpp
-struct DeviceSizes;
+struct DeviceSizes;  // schedule_setup.cpp
 
 }  // namespace schedule_detail
 
@@ -51,7 +53,6 @@ struct Schedule::Impl {
   using BatchSteps = schedule_detail::BatchSteps;
   using BlockRows = schedule_detail::BlockRows;
   using BlockSet = schedule_detail::BlockSet;
-  using BufferWidths = schedule_detail::BufferWidths;
   using ChunkLists = schedule_detail::ChunkLists;
   using DeviceChunk = schedule_detail::DeviceChunk;
   using DeviceSizes = schedule_detail::DeviceSizes;
@@ -81,37 +82,53 @@ struct Schedule::Impl {
   const LayerSpec* next_head = nullptr;
   bool next_head_reads_outputs = false;
   std::int32_t next_head_tag = 0;
-  bool tail_in_leave = false;  // tail_rows()
+  // The layout's view of the model and options (train/layout/buffer_layout.hpp): every layer's
+  // rules (layer_roles()) and the device buffers (partition_layout()) come from there, so the
+  // schedule and the memory estimate agree.
+  LayoutOptions layout_options;
+  ModelLayers layer_shapes;
+  std::vector<LayerRoles> layer_rules;  // per layer
+  bool tail_in_flush_buffer = false;    // tail_rows()
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
   int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
-      : backend(b), plan(p), model(m), options(o) {}
+      : backend(b),
+        plan(p),
+        model(m),
+        options(o),
+        layout_options{o.comm, o.overlap, o.reload_inputs},
+        layer_shapes(model_layers(m)),
+        tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes)) {
+    for (const LayerSpec& layer : m.layers)
+      layer_rules.push_back(layer_roles(layer_shapes, layer.index, layout_options));
+  }
 
-  // ---- How each layer's rows travel ----
+  // ---- How each layer's rows travel (layer_roles()) ----
 
+  const LayerRoles& roles(const LayerSpec& layer) const {
+    return layer_rules[std::size_t(layer.index)];
+  }
   bool gat() const { return model.kind == ModelKind::kGat; }
   // Layers whose rows are transformed by their owner (Zm = X W) and exchanged transformed: GAT's,
   // and GCN's last layer when it narrows (LayerSpec::transform_first).
-  bool transforms(const LayerSpec& layer) const { return gat() || layer.transform_first; }
+  bool transforms(const LayerSpec& layer) const { return roles(layer).transforms; }
   // Transforming layers above layer 0 get their inputs transformed by the forward pass below:
   // H[l] holds T^l = dropout(H^l) W_l, loads fill Zm directly, and leaving rows flush their dZm
   // rows into G[l] (dT^l). Rows of T^l are transform_width wide instead of d_l (products GCN:
   // 48 floats instead of 256).
-  bool pretransformed(const LayerSpec& layer) const { return layer.index > 0 && transforms(layer); }
+  bool pretransformed(const LayerSpec& layer) const { return roles(layer).pretransformed; }
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's when it narrows) transforms its
   // rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).
   bool transforms_on_arrival(const LayerSpec& layer) const {
-    return transforms(layer) && !pretransformed(layer);
+    return roles(layer).transforms_on_arrival;
   }
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
-  bool reloads_inputs(const LayerSpec& layer) const {
-    return options.reload_inputs && transforms_on_arrival(layer);
-  }
+  bool reloads_inputs(const LayerSpec& layer) const { return roles(layer).reloads_inputs; }
   // GAT and transform-first GCN layers have no aggregation to cache (aggregate_width 0).
   bool recompute(const LayerSpec& layer) const {
     return layer.aggregate_width == 0 || !options.cache_intermediates;
@@ -121,10 +138,7 @@ struct Schedule::Impl {
   }
   // The forward pass of `layer` stores the next layer's T rows, and its backward pass takes dT
   // blocks (transform_outputs(), transform_outputs_backward()).
-  bool stores_transform(const LayerSpec& layer) const {
-    const LayerSpec* next = above(layer);
-    return next && pretransformed(*next);
-  }
+  bool stores_transform(const LayerSpec& layer) const { return roles(layer).stores_transform; }
   // Training runs the last layer's forward and backward in one pass, each batch's backward right
   // after its forward (its loss gradient needs only its own logits, and the weights stay fixed
   // for the epoch): the last layer's aggregations A^{L-1} and loss gradients G^L never go to
@@ -133,14 +147,12 @@ struct Schedule::Impl {
   bool fuses(const LayerSpec& layer) const { return training && layer.last; }
   // Width of a layer's input rows in host memory (H[l]) and in loads: T rows are padded to 16
   // bytes (their pad column stays 0).
-  std::int64_t input_width(const LayerSpec& layer) const {
-    return pretransformed(layer) ? schedule_detail::aligned_width(layer.transform_width)
-                                 : layer.in_width;
-  }
+  std::int64_t input_width(const LayerSpec& layer) const { return roles(layer).input_width; }
   // Width of the gradient rows a layer flushes into G[l] (dT^l or G^l).
-  std::int64_t flushed_width(const LayerSpec& layer) const {
-    return pretransformed(layer) ? layer.transform_width : layer.in_width;
-  }
+  std::int64_t flushed_width(const LayerSpec& layer) const { return roles(layer).flushed_width; }
+  // Width of a layer's output rows: H^{l+1}, or T^{l+1} (and its dT^{l+1} blocks) when the layer
+  // stores the next layer's transform.
+  std::int64_t output_width(const LayerSpec& layer) const { return roles(layer).output_width; }
 
   // ---- Where rows live on a device ----
 
@@ -165,7 +177,7 @@ struct Schedule::Impl {
   // (transform_outputs_backward()), G^{l+1} blocks to its dZ.
   Mat gradient_block(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) const {
     return stores_transform(layer)
-               ? schedule_detail::rows_of(set.out, ch.num_dst, input_width(*above(layer)))
+               ? schedule_detail::rows_of(set.out, ch.num_dst, output_width(layer))
                : schedule_detail::rows_of(set.dZ, ch.num_dst, layer.out_width);
   }
   // Layer 1's backward pass keeps the rows leaving in its last batch on the device: their
@@ -181,7 +193,7 @@ struct Schedule::Impl {
   // pretransformed layer 1).
   Mat tail_rows(DeviceState& s) const {
     const LayerSpec& one = model.layers[1];
-    const Mat m = tail_in_leave ? s.leave : pretransformed(one) ? s.dZm : s.dX;
+    const Mat m = tail_in_flush_buffer ? s.leave : pretransformed(one) ? s.dZm : s.dX;
     return m.col_block(0, flushed_width(one));
   }
   Mat param(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
@@ -234,14 +246,20 @@ struct Schedule::Impl {
 
   void setup(const Dataset& dataset);
   void allocate_host_matrices(const Dataset& dataset);
-  BufferWidths buffer_widths() const;
-  void allocate_working_buffers(DeviceState& s, int p, const DeviceSizes& sizes,
-                                const BufferWidths& w);
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
-  void allocate_overlap_buffers(DeviceState& s, const DeviceSizes& sizes, const BufferWidths& w,
-                                const std::vector<vertex_t>& head_block_rows);
+  std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
+                                      const DeviceSizes& sizes,
+                                      const std::vector<vertex_t>& head_block_rows);
+  void upload_device_constant(DeviceState& s, const BufferSpec& b, const DeviceSizes& sizes,
+                              const std::vector<vertex_t>& head_block_rows,
+                              const std::string& where);
+  std::size_t upload_chunks(DeviceState& s, int p, const std::vector<BufferSpec>& buffers,
+                            std::size_t next, std::vector<ChunkLists>& lists);
+  void upload_chunk_constant(DeviceState& s, const BufferSpec& b, const ChunkPlan& cp,
+                             const ChunkLists& li, DeviceChunk& ch, const std::string& where);
   void link_peers();
-  void upload_tails(const std::vector<std::vector<TailLists>>& tails);
+  void upload_tails(const std::vector<std::vector<TailLists>>& tails,
+                    const std::vector<std::vector<BufferSpec>>& tail_buffers);
 
   // ---- Transfers (schedule_transfers.cpp) ----
 

@@ -1,8 +1,11 @@
 // Schedule setup (train/schedule_impl.hpp): checks the inputs, derives and checks the plan's
 // index lists (schedule_lists.hpp), fills the host matrices and allocates every device buffer
-// (schedule_state.hpp) in a fixed order: the working buffers every pass needs, then the optional
-// overlap buffers where memory allows, then the chunks' constants, which take the device memory
-// left and go to pinned host memory (read zero-copy) beyond it.
+// (schedule_state.hpp) from the buffer layout (train/layout/buffer_layout.hpp, partition_layout()),
+// in its order: the working buffers every pass needs, then the optional overlap buffers where
+// memory allows, then the chunks' constants, which take the device memory left and go to pinned
+// host memory (read zero-copy) beyond it. The layout gives every buffer's role and size; the
+// schedule binds each to its DeviceState field and fills the constants from its own lists,
+// checking that their lengths are the layout's.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,23 +18,8 @@ namespace sluice {
 
 namespace schedule_detail {
 
-// Widths of the device buffers: over the layers, the widest rows each buffer holds.
-struct BufferWidths {
-  // X: inputs of the layers that are not pretransformed (their loads land in Zm) and keep their
-  // input rows (reloads_inputs()).
-  std::int64_t in = 0;
-  std::int64_t load = 0;  // the stage: every layer's loaded rows
-  // Input gradients of every layer above 0: the flush buffer holds them; dX only those of the
-  // layers that do not transform (pretransformed layers flush dZm rows).
-  std::int64_t flushed = 0, dx = 0;
-  std::int64_t block_out = 0;   // set.out: H^{l+1}, or the T^{l+1} rows and dT^{l+1} blocks
-  std::int64_t arrival_in = 0;  // the row slices: inputs of the layers transformed on arrival
-  std::int64_t out = 0, aggregate = 0, transform = 0;
-  int heads = 1;
-  bool any_transform = false, any_stored_transform = false, any_arrival_transform = false;
-};
-
-// Row counts of one device's buffers.
+// Row counts of one device's buffers, from the schedule's own lists: what the layout's sizes
+// are checked against.
 struct DeviceSizes {
   std::int64_t merged = 1;   // merged rows (at least 1)
   std::int64_t max_dst = 1;  // destinations of its largest chunk (at least 1)
@@ -41,16 +29,11 @@ struct DeviceSizes {
 
 namespace {
 
-Idx upload_or_empty(Device& dev, const std::vector<vertex_t>& values, const std::string& what) {
-  if (values.empty()) return Idx{};
-  return dev.upload(values, what);
-}
-
-// The positions 0, 1, ..., n - 1 on the device.
-Idx upload_positions(Device& dev, std::int64_t n, const std::string& what) {
-  std::vector<vertex_t> positions(static_cast<std::size_t>(n));
-  std::iota(positions.begin(), positions.end(), 0);
-  return dev.upload(positions, what);
+// The positions 0, 1, ..., n - 1.
+std::vector<vertex_t> positions(std::int64_t n) {
+  std::vector<vertex_t> out(static_cast<std::size_t>(n));
+  std::iota(out.begin(), out.end(), 0);
+  return out;
 }
 
 DeviceSizes device_sizes(const Plan& plan, int p, const std::vector<ChunkLists>& lists) {
@@ -69,35 +52,135 @@ DeviceSizes device_sizes(const Plan& plan, int p, const std::vector<ChunkLists>&
   return sizes;
 }
 
-// Chunk c's lists on device d.
-void upload_chunk(Device& d, const ChunkPlan& cp, const ChunkLists& li, std::int64_t merged_rows,
-                  bool gat, const std::string& where, DeviceChunk& ch) {
-  ch.dst_begin = cp.dst_begin;
-  ch.num_dst = cp.num_dst();
-  ch.nnz = cp.num_entries();
-  ch.csr = d.upload_csr(cp.indptr, cp.columns, merged_rows, where + "CSR");
-  // Read-only constants: a backend may keep them in host memory when the budget is full.
-  if (!gat && ch.nnz > 0)
-    ch.values = d.upload_constant(li.values, 1, ch.nnz, where + "entry values");
-  ch.self_columns = upload_or_empty(d, li.self_columns, where + "self columns");
-  ch.load_vertices = upload_or_empty(d, li.load_vertices, where + "load vertices");
-  ch.load_rows = upload_or_empty(d, li.load_rows, where + "load slots");
-  ch.load_keys = upload_or_empty(d, li.load_keys, where + "load keys");
-  for (const auto& g : li.pulls)
-    ch.pulls.push_back({g.owner, d.upload(g.owner_rows, where + "pull owner slots"),
-                        d.upload(g.local_rows, where + "pull local slots")});
-  for (const auto& g : li.pushes)
-    ch.pushes.push_back({g.owner, d.upload(g.owner_rows, where + "push owner slots"),
-                         d.upload(g.local_rows, where + "push local slots")});
-  ch.remote_rows = upload_or_empty(d, li.remote_rows, where + "remote slots");
-  ch.leave_vertices = upload_or_empty(d, li.leave_vertices, where + "leave vertices");
-  ch.leave_rows = upload_or_empty(d, li.leave_rows, where + "leave slots");
-  ch.leave_keys = upload_or_empty(d, li.leave_keys, where + "leave keys");
-  ch.leave_store_count = std::int64_t(li.leave_store_count);
-  ch.dst_keys = upload_or_empty(d, li.dst_keys, where + "destination keys");
-  ch.labels = upload_or_empty(d, li.labels, where + "labels");
-  std::vector<vertex_t> mask(li.train_mask.begin(), li.train_mask.end());
-  ch.train_mask = upload_or_empty(d, mask, where + "train mask");
+// A layout entry whose size is not the one the schedule needs: the layout and the schedule's
+// lists disagree (a bug in one of them).
+void check_layout_size(const BufferSpec& b, std::int64_t elements, const std::string& where) {
+  if (b.rows * b.width != elements)
+    SLUICE_FAIL("buffer layout: ", where, buffer_role_name(b.role), " holds ", b.rows, " x ",
+                b.width, " elements, the schedule needs ", elements);
+}
+
+// An index list, checked against its layout entry.
+Idx upload_list(Device& d, const BufferSpec& b, const std::vector<vertex_t>& values,
+                const std::string& where) {
+  check_layout_size(b, std::int64_t(values.size()), where);
+  return d.upload(values, where + buffer_role_name(b.role));
+}
+
+// Every list of a chunk went up at its full length: the layout left none out. GAT computes its
+// entry weights (attention) and uploads no values.
+void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, bool gat,
+                          const std::string& where) {
+  const auto check = [&](const char* what, std::int64_t uploaded, std::size_t listed) {
+    if (uploaded != std::int64_t(listed))
+      SLUICE_FAIL("buffer layout: ", where, what, ": ", uploaded, " uploaded of the schedule's ",
+                  listed);
+  };
+  check("entry values", ch.values.rows * ch.values.cols, gat ? 0 : li.values.size());
+  check("self columns", ch.self_columns.size, li.self_columns.size());
+  check("load vertices", ch.load_vertices.size, li.load_vertices.size());
+  check("load slots", ch.load_rows.size, li.load_rows.size());
+  check("load keys", ch.load_keys.size, li.load_keys.size());
+  check("pull groups", std::int64_t(ch.pulls.size()), li.pulls.size());
+  for (std::size_t g = 0; g < li.pulls.size(); ++g) {
+    check("pull owner slots", ch.pulls[g].owner_rows.size, li.pulls[g].owner_rows.size());
+    check("pull local slots", ch.pulls[g].local_rows.size, li.pulls[g].local_rows.size());
+  }
+  check("push groups", std::int64_t(ch.pushes.size()), li.pushes.size());
+  for (std::size_t g = 0; g < li.pushes.size(); ++g) {
+    check("push owner slots", ch.pushes[g].owner_rows.size, li.pushes[g].owner_rows.size());
+    check("push local slots", ch.pushes[g].local_rows.size, li.pushes[g].local_rows.size());
+  }
+  check("remote slots", ch.remote_rows.size, li.remote_rows.size());
+  check("leave vertices", ch.leave_vertices.size, li.leave_vertices.size());
+  check("leave slots", ch.leave_rows.size, li.leave_rows.size());
+  check("leave keys", ch.leave_keys.size, li.leave_keys.size());
+  check("destination keys", ch.dst_keys.size, li.dst_keys.size());
+  check("labels", ch.labels.size, li.labels.size());
+  check("train mask", ch.train_mask.size, li.train_mask.size());
+}
+
+// A pull or push group's owner slots open the group (owners ascending, as in the lists); its
+// local slots close it.
+void upload_peer_rows(Device& d, const BufferSpec& b, const std::vector<PeerRows>& groups,
+                      std::vector<DevicePeerRows>& bound, const std::string& where) {
+  const bool owner_slots =
+      b.role == BufferRole::kPullOwnerSlots || b.role == BufferRole::kPushOwnerSlots;
+  if (owner_slots) {
+    if (bound.size() >= groups.size())
+      SLUICE_FAIL("buffer layout: ", where, "more ", buffer_role_name(b.role),
+                  " than the schedule's ", groups.size(), " groups");
+    const PeerRows& g = groups[bound.size()];
+    bound.push_back({g.owner, upload_list(d, b, g.owner_rows, where), Idx{}});
+  } else {
+    if (bound.empty() || bound.back().local_rows.size > 0)
+      SLUICE_FAIL("buffer layout: ", where, buffer_role_name(b.role), " without owner slots");
+    bound.back().local_rows = upload_list(d, b, groups[bound.size() - 1].local_rows, where);
+  }
+}
+
+// The DeviceState field a working or overlap buffer binds to, and the rows the schedule needs
+// of it.
+struct BufferSlot {
+  Mat* buffer = nullptr;
+  std::int64_t rows = 0;
+};
+
+BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes) {
+  const std::int64_t M = sizes.merged, D = sizes.max_dst;
+  const std::int64_t slices = slice_rows(sizes.max_loads, sizes.max_leaves, M);
+  switch (role) {
+    case BufferRole::kTransition:
+      return {&s.X, M};
+    case BufferRole::kTransitionGradient:
+      return {&s.dX, M};
+    case BufferRole::kAggregation:
+      return {&s.sets[0].A, D};
+    case BufferRole::kPreActivation:
+      return {&s.Z, D};
+    case BufferRole::kLayerOutput:
+      return {&s.sets[0].out, D};
+    case BufferRole::kOutputGradient:
+      return {&s.sets[0].dZ, D};
+    case BufferRole::kAggregationGradient:
+      return {&s.dA, D};
+    case BufferRole::kTransformedRows:
+      return {&s.Zm, M};
+    case BufferRole::kTransformedGradient:
+      return {&s.dZm, M};
+    case BufferRole::kSourceScores:
+      return {&s.el, M};
+    case BufferRole::kDestinationScores:
+      return {&s.er, D};
+    case BufferRole::kAttention:
+      return {&s.alpha, std::max<std::int64_t>(sizes.max_nnz, 1)};
+    case BufferRole::kHeadOutputs:
+      return {&s.gat, D};
+    case BufferRole::kParameters:
+      return {&s.params, 1};
+    case BufferRole::kGradients:
+      return {&s.grads, 1};
+    case BufferRole::kAdamFirstMoment:
+      return {&s.adam_m, 1};
+    case BufferRole::kAdamSecondMoment:
+      return {&s.adam_v, 1};
+    case BufferRole::kSliceInputs:
+      return {&s.slice_x, slices};
+    case BufferRole::kSliceTransformed:
+      return {&s.slice_z, slices};
+    case BufferRole::kLoadStage:
+      return {&s.stage, sizes.max_loads};
+    case BufferRole::kFlushBuffer:
+      return {&s.leave, sizes.max_leaves};
+    case BufferRole::kSecondLayerOutput:
+      return {&s.sets[1].out, D};
+    case BufferRole::kSecondOutputGradient:
+      return {&s.sets[1].dZ, D};
+    case BufferRole::kSecondAggregation:
+      return {&s.sets[1].A, D};
+    default:
+      SLUICE_FAIL("buffer layout: ", buffer_role_name(role), " is not a working buffer");
+  }
 }
 
 }  // namespace
@@ -122,36 +205,29 @@ void Schedule::Impl::setup(const Dataset& dataset) {
   split_first_flushes(lists, dataset.num_nodes);
   allocate_host_matrices(dataset);
 
-  const int L = model.num_layers();
-  // Layer 1's backward pass keeps its tail (keeps_tail()) in the flush buffer when layer 0
-  // accumulates into the buffer layer 1's leaving rows sit in (GAT: dZm), a buffer of the overlap
-  // path (checked there). Not in baseline mode, whose leave lists hold other partitions' rows
-  // (flushed by several devices).
-  tail_in_leave =
-      L >= 2 && pretransformed(model.layers[1]) && transforms_on_arrival(model.layers[0]);
-  const bool keep_tail =
-      L >= 2 && options.comm != CommMode::kBaseline && (!tail_in_leave || options.overlap);
-  const BufferWidths widths = buffer_widths();
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));
+  std::vector<std::vector<BufferSpec>> tail_buffers(static_cast<std::size_t>(P));
   dev.resize(std::size_t(P));
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
     s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    const PartitionLayout layout = partition_layout(plan, p, layer_shapes, layout_options);
     const DeviceSizes sizes = device_sizes(plan, p, lists);
-    allocate_working_buffers(s, p, sizes, widths);
     const std::vector<vertex_t> head_block_rows = split_next_pass_head(s, p, lists[std::size_t(p)]);
-    if (keep_tail)
+    // Layer 1's backward pass keeps its tail (keeps_tail()), in the flush buffer only where the
+    // device gets one (allocate_device_buffers()).
+    s.keep_tail = layout.widths.keep_tail;
+    if (s.keep_tail)
       tails[std::size_t(p)] =
           tail_lists(lists[std::size_t(C - 1) * P + p], plan, p,
-                     tail_in_leave ? TailPlace::kFlushBuffer : TailPlace::kGradientSlots);
-    s.keep_tail = keep_tail;
-    if (options.overlap) allocate_overlap_buffers(s, sizes, widths, head_block_rows);
-    for (int c = 0; c < C; ++c) {
-      ChunkLists& li = lists[std::size_t(c) * P + p];
-      upload_chunk(*s.device, plan.chunk(c, p), li, s.merged_rows, gat(),
-                   cat("chunk (", c, ",", p, ") "), s.chunks[std::size_t(c)]);
-      li = ChunkLists{};  // free host copies as we go
+                     tail_in_flush_buffer ? TailPlace::kFlushBuffer : TailPlace::kGradientSlots);
+    std::size_t next = allocate_device_buffers(s, p, layout, sizes, head_block_rows);
+    next = upload_chunks(s, p, layout.buffers, next, lists);
+    for (; next < layout.buffers.size(); ++next) {
+      const BufferSpec& b = layout.buffers[next];
+      if (b.role == BufferRole::kTailRows || b.role == BufferRole::kTailPositions)
+        tail_buffers[std::size_t(p)].push_back(b);
     }
     log_debug("device ", p, ": ", format_bytes(double(s.device->bytes_in_use())),
               " allocated, merged ", s.merged_rows, " rows");
@@ -167,7 +243,7 @@ void Schedule::Impl::setup(const Dataset& dataset) {
     log_info("overlap: load prefetch on ", staged, "/", P, " devices, flush behind compute on ",
              flushed, "/", P, ", double block buffers on ", doubled, "/", P);
   }
-  upload_tails(tails);
+  upload_tails(tails, tail_buffers);
 }
 
 // Host matrices in renumbered row order: H^0 (the features), each layer's inputs H^l (or T^l),
@@ -202,7 +278,7 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset) {
     // The fused last layer keeps its loss gradients and aggregations on the device.
     if (layer.last) continue;
     if (stores_transform(layer))
-      G[std::size_t(l) + 1] = backend.alloc_host(n, input_width(*above(layer)), cat("dT^", l + 1));
+      G[std::size_t(l) + 1] = backend.alloc_host(n, output_width(layer), cat("dT^", l + 1));
     else
       G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
     if (!recompute(layer))
@@ -211,75 +287,180 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset) {
   predictions.assign(std::size_t(n), -1);
 }
 
-BufferWidths Schedule::Impl::buffer_widths() const {
-  BufferWidths w;
-  for (const auto& layer : model.layers) {
-    const bool arrival_transform = transforms_on_arrival(layer);
-    w.any_transform |= transforms(layer);
-    w.any_arrival_transform |= arrival_transform;
-    w.any_stored_transform |= stores_transform(layer);
-    if (arrival_transform) w.arrival_in = std::max(w.arrival_in, layer.in_width);
-    if (!pretransformed(layer) && !reloads_inputs(layer)) w.in = std::max(w.in, layer.in_width);
-    w.load = std::max(w.load, input_width(layer));
-    w.block_out = std::max(w.block_out,
-                           stores_transform(layer) ? input_width(*above(layer)) : layer.out_width);
-    if (layer.index == 0) continue;
-    w.flushed = std::max(w.flushed, flushed_width(layer));
-    if (!transforms(layer)) w.dx = std::max(w.dx, layer.in_width);
+// The layout's buffers of one device before its first chunk constant: the working buffers every
+// pass needs (parameters and optimizer state included), then the overlap buffers where memory
+// allows: the load stage (prefetch of the next batch's rows, and the next pass's first), the
+// flush buffer (flushes behind the next batch) and a second block set (stores and backward block
+// loads behind compute), each with the constants that serve it. A refused overlap buffer leaves
+// out the rest of its group (what the group already got stays allocated), and a refused load
+// stage every overlap group: they serve the prefetching the stage does. Returns the position of
+// the first chunk constant.
+std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
+                                                    const PartitionLayout& layout,
+                                                    const DeviceSizes& sizes,
+                                                    const std::vector<vertex_t>& head_block_rows) {
+  Device& d = *s.device;
+  const std::string where = cat("device ", p, " ");
+  constexpr int kGroups = int(OverlapGroup::kSecondBlockSet) + 1;
+  bool refused[kGroups] = {};
+  // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
+  const bool pads_outputs = layout.widths.chunk_row_positions;  // some layer stores transforms
+  s.chunks.resize(std::size_t(C));
+  std::size_t i = 0;
+  for (; i < layout.buffers.size() && layout.buffers[i].chunk < 0; ++i) {
+    const BufferSpec& b = layout.buffers[i];
+    if (refused[int(b.group)]) continue;
+    if (b.kind == BufferKind::kConstant) {
+      upload_device_constant(s, b, sizes, head_block_rows, "");  // named by its role alone
+      continue;
+    }
+    if (b.kind != BufferKind::kRequired && b.kind != BufferKind::kOverlap)
+      SLUICE_FAIL("buffer layout: ", buffer_role_name(b.role), " before the chunk constants");
+    const BufferSlot slot = buffer_slot(s, b.role, sizes);
+    if (b.rows != slot.rows)
+      SLUICE_FAIL("buffer layout: ", where, buffer_role_name(b.role), " has ", b.rows,
+                  " rows, the schedule needs ", slot.rows);
+    const char* name = buffer_role_name(b.role);
+    const Mat m = b.kind == BufferKind::kOverlap ? d.try_alloc(b.rows, b.width, name)
+                                                 : d.alloc(b.rows, b.width, name);
+    if (m.empty()) {  // an overlap buffer that does not fit
+      refused[int(b.group)] = true;
+      if (b.group == OverlapGroup::kLoadStage)
+        for (int g = int(OverlapGroup::kLoadStage); g < kGroups; ++g) refused[g] = true;
+      continue;
+    }
+    *slot.buffer = m;
+    if (pads_outputs &&
+        (b.role == BufferRole::kLayerOutput || b.role == BufferRole::kSecondLayerOutput))
+      d.fill(m, 0.f);
+    if (b.role == BufferRole::kTransformedRows)
+      s.transform_region =
+          options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
   }
-  w.out = model.max_out_width();
-  w.aggregate = model.max_aggregate_width();
-  w.transform = model.max_transform_width();
-  w.heads = model.max_heads();
-  return w;
+  if (!s.stage.empty() && s.head.block_rows.size != std::int64_t(head_block_rows.size()))
+    SLUICE_FAIL("buffer layout: ", where, "has ", s.head.block_rows.size,
+                " rows of the last chunk's block for the next pass, the schedule ",
+                head_block_rows.size());
+  const BlockSet& second = s.sets[1];
+  if (!second.dZ.empty() && (layout.widths.aggregation == 0 || !second.A.empty())) s.num_sets = 2;
+  if (tail_in_flush_buffer && s.leave.empty()) s.keep_tail = false;  // no flush buffer for it
+  return i;
 }
 
-// The buffers every pass needs, parameters and optimizer state included.
-void Schedule::Impl::allocate_working_buffers(DeviceState& s, int p, const DeviceSizes& sizes,
-                                              const BufferWidths& w) {
+// A device-wide constant of the layout: positions 0, 1, ... (slices, chunk rows, flush buffer
+// rows), or the rows of chunk 0's loads in the last chunk's output block.
+void Schedule::Impl::upload_device_constant(DeviceState& s, const BufferSpec& b,
+                                            const DeviceSizes& sizes,
+                                            const std::vector<vertex_t>& head_block_rows,
+                                            const std::string& where) {
   Device& d = *s.device;
-  const std::int64_t M = sizes.merged, max_dst = sizes.max_dst;
-  // The operands of the SpMMs (X, A, dA, dX) get rows 16 bytes apart (padded to a multiple
-  // of 4 floats): vectorized sparse kernels need aligned rows (kernels/cuda/NOTES.md).
-  if (w.in > 0) s.X = d.alloc(M, aligned_width(w.in), "transition buffer X");
-  if (w.dx > 0) s.dX = d.alloc(M, aligned_width(w.dx), "transition gradient dX");
-  if (w.aggregate > 0) s.sets[0].A = d.alloc(max_dst, aligned_width(w.aggregate), "aggregation A");
-  // Z and dZ are SpMM operands too when a layer transforms first.
-  s.Z = d.alloc(max_dst, aligned_width(w.out), "pre-activation Z");
-  s.sets[0].out = d.alloc(max_dst, w.block_out, "layer output");
-  // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
-  if (w.any_stored_transform) d.fill(s.sets[0].out, 0.f);
-  s.sets[0].dZ = d.alloc(max_dst, aligned_width(w.out), "output gradient dZ");
-  if (w.aggregate > 0 || gat())
-    s.dA = d.alloc(max_dst, aligned_width(std::max(w.aggregate, w.transform)), "gradient dA");
-  if (w.any_transform) {
-    s.Zm = d.alloc(M, aligned_width(w.transform), "transformed rows Zm");
-    s.dZm = d.alloc(M, aligned_width(w.transform), "transformed-row gradient dZm");
-    s.transform_region =
-        options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
+  switch (b.role) {
+    case BufferRole::kSlicePositions:
+      s.slice_iota = upload_list(
+          d, b, positions(slice_rows(sizes.max_loads, sizes.max_leaves, sizes.merged)), where);
+      return;
+    case BufferRole::kChunkRowPositions:
+      s.chunk_iota = upload_list(d, b, positions(sizes.max_dst), where);
+      return;
+    case BufferRole::kHeadRows:
+      s.head.block_rows = upload_list(d, b, head_block_rows, where);
+      return;
+    case BufferRole::kFlushPositions:
+      s.iota = upload_list(d, b, positions(sizes.max_leaves), where);
+      return;
+    default:
+      SLUICE_FAIL("buffer layout: ", buffer_role_name(b.role), " is not a device constant");
   }
-  if (gat()) {
-    s.el = d.alloc(M, w.heads, "GAT source scores");
-    s.er = d.alloc(max_dst, w.heads, "GAT destination scores");
-    s.alpha = d.alloc(std::max<std::int64_t>(sizes.max_nnz, 1), w.heads, "GAT attention");
-    s.gat = d.alloc(max_dst, w.transform, "GAT head outputs");
+}
+
+// The chunks' constants, in the layout's order from position `next`, filled from the schedule's
+// lists (their host copies freed as they go up). Returns the position after the last.
+std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
+                                          const std::vector<BufferSpec>& buffers, std::size_t next,
+                                          std::vector<ChunkLists>& lists) {
+  for (int c = 0; c < C; ++c) {
+    const ChunkPlan& cp = plan.chunk(c, p);
+    ChunkLists& li = lists[std::size_t(c) * P + p];
+    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    ch.dst_begin = cp.dst_begin;
+    ch.num_dst = cp.num_dst();
+    ch.nnz = cp.num_entries();
+    ch.leave_store_count = std::int64_t(li.leave_store_count);
+    const std::string where = cat("chunk (", c, ",", p, ") ");
+    for (; next < buffers.size() && buffers[next].chunk == c && per_chunk_constant(buffers[next]);
+         ++next)
+      upload_chunk_constant(s, buffers[next], cp, li, ch, where);
+    if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
+    check_chunk_uploaded(ch, li, gat(), where);
+    li = ChunkLists{};
   }
-  const std::int64_t np = std::max<std::int64_t>(model.num_parameters, 1);
-  s.params = d.alloc(1, np, "parameters");
-  s.grads = d.alloc(1, np, "gradients");
-  s.adam_m = d.alloc(1, np, "Adam m");
-  s.adam_v = d.alloc(1, np, "Adam v");
-  s.chunks.resize(std::size_t(C));
-  if (w.any_arrival_transform) {
-    // Slices of at most a quarter of the merged rows, so that they take less memory than the
-    // dX buffer these layers do without (the plan's memory estimate counts that one).
-    const std::int64_t rows = std::max<std::int64_t>(
-        1, std::min({kSliceRows, std::max(sizes.max_loads, sizes.max_leaves), M / 4}));
-    s.slice_x = d.alloc(rows, aligned_width(w.arrival_in), "transform row slice");
-    s.slice_z = d.alloc(rows, w.transform, "transformed-row slice");
-    s.slice_iota = upload_positions(d, rows, "slice positions");
+  return next;
+}
+
+// One of a chunk's constants, bound to its DeviceChunk field.
+void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, const ChunkPlan& cp,
+                                           const ChunkLists& li, DeviceChunk& ch,
+                                           const std::string& where) {
+  Device& d = *s.device;
+  switch (b.role) {
+    case BufferRole::kCsr:
+      if (b.csr.rows != cp.num_dst() || b.csr.nnz != cp.num_entries() ||
+          b.csr.cols != s.merged_rows)
+        SLUICE_FAIL("buffer layout: ", where, "CSR of ", b.csr.rows, " x ", b.csr.cols, " with ",
+                    b.csr.nnz, " entries, the plan's is ", cp.num_dst(), " x ", s.merged_rows,
+                    " with ", cp.num_entries());
+      ch.csr = d.upload_csr(cp.indptr, cp.columns, s.merged_rows, where + "CSR");
+      return;
+    case BufferRole::kEntryValues:
+      // Read-only constants: a backend may keep them in host memory when the budget is full.
+      check_layout_size(b, std::int64_t(li.values.size()), where);
+      ch.values = d.upload_constant(li.values, b.rows, b.width, where + buffer_role_name(b.role));
+      return;
+    case BufferRole::kSelfColumns:
+      ch.self_columns = upload_list(d, b, li.self_columns, where);
+      return;
+    case BufferRole::kLoadVertices:
+      ch.load_vertices = upload_list(d, b, li.load_vertices, where);
+      return;
+    case BufferRole::kLoadSlots:
+      ch.load_rows = upload_list(d, b, li.load_rows, where);
+      return;
+    case BufferRole::kLoadKeys:
+      ch.load_keys = upload_list(d, b, li.load_keys, where);
+      return;
+    case BufferRole::kPullOwnerSlots:
+    case BufferRole::kPullLocalSlots:
+      upload_peer_rows(d, b, li.pulls, ch.pulls, where);
+      return;
+    case BufferRole::kPushOwnerSlots:
+    case BufferRole::kPushLocalSlots:
+      upload_peer_rows(d, b, li.pushes, ch.pushes, where);
+      return;
+    case BufferRole::kRemoteSlots:
+      ch.remote_rows = upload_list(d, b, li.remote_rows, where);
+      return;
+    case BufferRole::kLeaveVertices:
+      ch.leave_vertices = upload_list(d, b, li.leave_vertices, where);
+      return;
+    case BufferRole::kLeaveSlots:
+      ch.leave_rows = upload_list(d, b, li.leave_rows, where);
+      return;
+    case BufferRole::kLeaveKeys:
+      ch.leave_keys = upload_list(d, b, li.leave_keys, where);
+      return;
+    case BufferRole::kDestinationKeys:
+      ch.dst_keys = upload_list(d, b, li.dst_keys, where);
+      return;
+    case BufferRole::kLabels:
+      ch.labels = upload_list(d, b, li.labels, where);
+      return;
+    case BufferRole::kTrainMask:
+      ch.train_mask = upload_list(
+          d, b, std::vector<vertex_t>(li.train_mask.begin(), li.train_mask.end()), where);
+      return;
+    default:
+      SLUICE_FAIL("buffer layout: ", buffer_role_name(b.role), " is not a chunk constant");
   }
-  if (w.any_stored_transform) s.chunk_iota = upload_positions(d, max_dst, "chunk row positions");
 }
 
 // Chunk 0's loads from this device's last chunk (a contiguous run of the sorted list; baseline
@@ -303,37 +484,6 @@ std::vector<vertex_t> Schedule::Impl::split_next_pass_head(DeviceState& s, int p
   return block_rows;
 }
 
-// The overlap buffers, after the working buffers and only where memory allows: the load stage
-// (prefetch of the next batch's rows, and the next pass's first), the flush buffer (flushes
-// behind the next batch) and a second block set (stores and backward block loads behind
-// compute).
-void Schedule::Impl::allocate_overlap_buffers(DeviceState& s, const DeviceSizes& sizes,
-                                              const BufferWidths& w,
-                                              const std::vector<vertex_t>& head_block_rows) {
-  Device& d = *s.device;
-  const std::int64_t loads = sizes.max_loads, leaves = sizes.max_leaves;
-  if (loads > 0) s.stage = d.try_alloc(loads, w.load, "load stage");
-  if (s.stage.empty()) {
-    if (tail_in_leave) s.keep_tail = false;  // no flush buffer to keep the tail in
-    return;
-  }
-  if (!head_block_rows.empty())
-    s.head.block_rows = d.upload(head_block_rows, "last-chunk rows of the first batch");
-  if (leaves > 0 && w.flushed > 0) {
-    s.leave = d.try_alloc(leaves, w.flushed, "flush buffer");
-    if (!s.leave.empty()) s.iota = upload_positions(d, leaves, "flush positions");
-  }
-  if (tail_in_leave && s.leave.empty()) s.keep_tail = false;
-  const std::int64_t max_dst = s.sets[0].dZ.rows;
-  BlockSet& second = s.sets[1];
-  second.out = d.try_alloc(max_dst, w.block_out, "layer output (second set)");
-  if (w.any_stored_transform && !second.out.empty()) d.fill(second.out, 0.f);
-  second.dZ = second.out.empty() ? Mat{} : d.try_alloc(max_dst, w.out, "dZ (second set)");
-  if (w.aggregate > 0 && !second.dZ.empty())
-    second.A = d.try_alloc(max_dst, aligned_width(w.aggregate), "aggregation A (second set)");
-  if (!second.dZ.empty() && (w.aggregate == 0 || !second.A.empty())) s.num_sets = 2;
-}
-
 // Who reads from and writes into whom, per batch (the pairwise cross-device order).
 void Schedule::Impl::link_peers() {
   for (int p = 0; p < P; ++p)
@@ -346,24 +496,36 @@ void Schedule::Impl::link_peers() {
     }
 }
 
-// The kept tail's lists, for the devices that keep it (GAT: those with a flush buffer).
-void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tails) {
+// The kept tail's lists (the layout's tail entries), for the devices that keep it (GAT: those
+// with a flush buffer).
+void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tails,
+                                  const std::vector<std::vector<BufferSpec>>& tail_buffers) {
   int keeping = 0;
   std::int64_t kept_rows = 0, kept_first = 0;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     if (!s.keep_tail) continue;
     ++keeping;
+    for (const BufferSpec& b : tail_buffers[std::size_t(p)]) {
+      const TailLists& t = tails[std::size_t(p)][std::size_t(b.chunk)];
+      DeviceChunk& ch = s.chunks[std::size_t(b.chunk)];
+      const std::string where = cat("chunk (", b.chunk, ",", p, ") ");
+      if (b.role == BufferRole::kTailRows) {
+        ch.tail_src = upload_list(*s.device, b, t.src, where);
+        ch.tail_assign = std::int64_t(t.assign);
+        kept_rows += std::int64_t(t.src.size());
+        kept_first += std::int64_t(t.assign);
+      } else {
+        ch.tail_dst = upload_list(*s.device, b, t.dst, where);
+      }
+    }
     for (int c = 0; c < C; ++c) {
       const TailLists& t = tails[std::size_t(p)][std::size_t(c)];
-      if (t.src.empty()) continue;
-      DeviceChunk& ch = s.chunks[std::size_t(c)];
-      const std::string where = cat("chunk (", c, ",", p, ") ");
-      ch.tail_src = s.device->upload(t.src, where + "kept tail rows");
-      ch.tail_dst = s.device->upload(t.dst, where + "kept tail block positions");
-      ch.tail_assign = std::int64_t(t.assign);
-      kept_rows += std::int64_t(t.src.size());
-      kept_first += std::int64_t(t.assign);
+      const DeviceChunk& ch = s.chunks[std::size_t(c)];
+      if (ch.tail_src.size != std::int64_t(t.src.size()) ||
+          ch.tail_dst.size != std::int64_t(t.dst.size()))
+        SLUICE_FAIL("buffer layout: chunk (", c, ",", p, ") keeps ", ch.tail_src.size,
+                    " tail rows, the schedule ", t.src.size());
     }
   }
   if (keeping > 0)

@@ -118,15 +118,6 @@ struct DeviceState {
   double loss_sum = 0;
 };
 
-// Rows per GAT slice (transforms of arrivals, flush-time products): large enough for efficient
-// GEMMs, small next to the merged buffer.
-constexpr std::int64_t kSliceRows = 65536;
-
-// A row width rounded up to a multiple of 4 floats (16-byte rows).
-inline std::int64_t aligned_width(std::int64_t cols) {
-  return (cols + 3) / 4 * 4;
-}
-
 // The first `rows` rows and `cols` columns of a buffer.
 inline Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);

@@ -273,7 +273,7 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
   if (store_a)
     d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
                   A_cache[std::size_t(layer.index)], ch.dst_begin);
-  const std::int64_t width = input_width(*above(layer));  // T^{l+1} or H^{l+1}
+  const std::int64_t width = output_width(layer);  // T^{l+1} or H^{l+1}
   d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1], ch.dst_begin);
   d.phase_end(Phase::kStore);
   d.mark(kStored + k);
@@ -339,7 +339,7 @@ void Schedule::Impl::flush_rows(DeviceState& s, const DeviceChunk& ch, const Lay
   const DropoutKey key = feature_key(layer.index);
   if (key.rate > 0 && !transformed) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
   if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them (tail_rows())
-    if (tail_in_leave) {
+    if (tail_in_flush_buffer) {
       d.wait(kLeaveFree);
       d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
     }

@@ -21,16 +21,6 @@ namespace sluice::cuda {
 
 inline constexpr std::int64_t kFloat = sizeof(float);  // bytes of one matrix element
 
-// GAT rows with more than long_degree_for(nnz) entries get a block of warps each: one warp on a
-// hub row of an RMAT graph (68k entries at scale 21) would run long after every other row is
-// done. The threshold follows the matrix, nnz / 2048 between 128 and 1024, so that small chunks
-// split their moderate rows too. On an H200, products-like GAT 4 x 64: 1024 against 4096 at
-// C = 4, 0.541 vs 0.588 s per epoch on one GPU; at C = 452 (230k entries a chunk) 128 against
-// 1024, 1.85 vs 2.42 s, while 128 at C = 4 costs 8 %.
-inline std::int64_t long_degree_for(std::int64_t nnz) {
-  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
-}
-
 // State shared by the devices of one backend.
 struct BackendShared {
   BackendOptions options;

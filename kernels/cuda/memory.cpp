@@ -8,10 +8,6 @@
 
 namespace sluice::cuda {
 
-std::int64_t rounded(std::int64_t bytes) {
-  return (bytes + 255) / 256 * 256;
-}
-
 AccountedBuffer& AccountedBuffer::operator=(AccountedBuffer&& other) noexcept {
   if (this != &other) {
     release();

@@ -11,14 +11,11 @@
 #include <vector>
 
 #include "kernels/cuda/resources.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 
 namespace sluice::cuda {
 
 class MemoryAccount;
-
-// Allocation granularity used for accounting (cudaMalloc aligns to 256 bytes): `bytes` rounded
-// up to a multiple of 256.
-std::int64_t rounded(std::int64_t bytes);
 
 // Device memory charged to a MemoryAccount for its lifetime.
 class AccountedBuffer {
@@ -104,17 +101,11 @@ class ConstantBuffer {
   std::int64_t bytes_ = 0;
 };
 
-// The memory ConstantStore keeps free for scratch sized on first use (SpMM workspace, GAT and
-// staging buffers): budget / kBudgetHeadroomDivisor of a device with a budget, else
-// 1 / kGpuHeadroomDivisor of the GPU's memory (shared by the logical devices on it). The
-// memory estimate (preprocess/memory_estimate.cpp) counts the budget's share: setup fits 7/8.
-constexpr std::int64_t kBudgetHeadroomDivisor = 8;
-constexpr std::int64_t kGpuHeadroomDivisor = 16;
-
 // Places one logical device's read-only constants: in device memory while they fit the budget
-// and leave the headroom above free, else in pinned, mapped, portable host memory (slabs owned
-// here, freed with the store) that kernels and cuSPARSE read zero-copy through its device
-// address (UVA).
+// and leave the headroom free (kBudgetHeadroomDivisor, kGpuHeadroomDivisor of
+// kernels/cuda_memory_rules.hpp, which the memory estimate shares), else in pinned, mapped,
+// portable host memory (slabs owned here, freed with the store) that kernels and cuSPARSE read
+// zero-copy through its device address (UVA).
 class ConstantStore {
  public:
   explicit ConstantStore(MemoryAccount& account) : account_(account) {}

@@ -94,12 +94,22 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   for (std::int64_t e = 0; e < csr.nnz; ++e)
     SLUICE_EXPECTS(columns[e] >= 0 && columns[e] < num_cols, what, ": column ", columns[e],
                    " of entry ", e, " outside [0, ", num_cols, ")");
-  csr.wide = csr.nnz >= std::numeric_limits<std::int32_t>::max();
+  csr.wide = wide_csr(csr.nnz);
   if (csr.wide) {
     upload_structure<std::int64_t>(csr, indptr, columns, store, stream, what);
   } else {
     upload_structure<std::int32_t>(csr, indptr, columns, store, stream, what);
   }
+  // The arrays are what csr_bytes() says a CSR of these counts charges (the memory estimate
+  // adds that up).
+  std::int64_t charged = 0;
+  for (const ConstantBuffer* array : {&csr.long_rows, &csr.indptr, &csr.columns, &csr.self,
+                                      &csr.t_indptr, &csr.t_columns, &csr.t_perm, &csr.t_long_rows})
+    charged += rounded(array->bytes());
+  const std::int64_t expected =
+      csr_bytes({csr.rows, csr.cols, csr.nnz, csr.num_long, csr.num_t_long});
+  if (charged != expected)
+    SLUICE_FAIL(what, ": the device CSR has ", charged, " bytes, csr_bytes() says ", expected);
   return csr;
 }
 

@@ -1,10 +1,9 @@
-// Implementation of train/layout/buffer_layout.hpp. The order and the conditions of the buffers
-// below are those of Schedule::Schedule (train/schedule.cpp); the list sizes those of its
-// derive_lists() and tail_lists().
+// Implementation of train/layout/buffer_layout.hpp. The schedule allocates its device buffers in
+// the order and under the conditions below (train/schedule_setup.cpp); the list sizes are those
+// of its derive_lists() and tail_lists(), which it checks against them.
 #include "train/layout/buffer_layout.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "common/error.hpp"
 
@@ -190,7 +189,7 @@ CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
   csr.rows = chunk.num_dst();
   csr.cols = merged_rows;
   csr.nnz = chunk.num_entries();
-  const std::int64_t threshold = cuda_long_row_threshold(csr.nnz);
+  const std::int64_t threshold = cuda::long_degree_for(csr.nnz);
   for (std::int64_t r = 0; r < csr.rows; ++r)
     csr.long_rows +=
         chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
@@ -388,34 +387,9 @@ std::int64_t device_bytes(const BufferSpec& b) {
   return b.rows * b.width * b.element_bytes;
 }
 
-std::int64_t cuda_granules(std::int64_t bytes) {
-  return (bytes + kCudaGranule - 1) / kCudaGranule * kCudaGranule;
-}
-
-std::int64_t cuda_long_row_threshold(std::int64_t nnz) {
-  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
-}
-
-namespace {
-
-// The CUDA CSR's arrays, each a separate allocation (sparse.cpp, upload_structure()).
-std::int64_t cuda_csr_bytes(const CsrShape& csr) {
-  const std::int64_t index = csr.nnz >= std::numeric_limits<std::int32_t>::max() ? 8 : 4;
-  const std::int64_t vertex = sizeof(vertex_t);
-  return cuda_granules(csr.long_rows * vertex) + cuda_granules((csr.rows + 1) * index) +
-         cuda_granules(csr.nnz * index) +           // columns
-         cuda_granules(csr.rows * vertex) +         // self entries
-         cuda_granules((csr.cols + 1) * index) +    // transposed offsets
-         cuda_granules(csr.nnz * index) +           // transposed rows
-         cuda_granules(csr.nnz * index) +           // transpose permutation
-         cuda_granules(csr.long_columns * vertex);  // long transposed rows
-}
-
-}  // namespace
-
 std::int64_t cuda_bytes(const BufferSpec& b) {
-  if (b.role == BufferRole::kCsr) return cuda_csr_bytes(b.csr);
-  return cuda_granules(b.rows * b.width * b.element_bytes);
+  if (b.role == BufferRole::kCsr) return cuda::csr_bytes(b.csr);
+  return cuda::rounded(b.rows * b.width * b.element_bytes);
 }
 
 std::int64_t cuda_staged_bytes(const BufferSpec& b) {
@@ -424,8 +398,8 @@ std::int64_t cuda_staged_bytes(const BufferSpec& b) {
 }
 
 std::int64_t cuda_budget_with_headroom(std::int64_t resident) {
-  const std::int64_t kept = kCudaHeadroomDivisor - 1;
-  return (resident * kCudaHeadroomDivisor + kept - 1) / kept;
+  const std::int64_t divisor = cuda::kBudgetHeadroomDivisor, kept = divisor - 1;
+  return (resident * divisor + kept - 1) / kept;
 }
 
 const char* buffer_role_name(BufferRole role) {

@@ -2,10 +2,10 @@
 // on partition p's device: per role its rows, width (after the schedule's width alignment),
 // element size and kind (required working buffer, optional overlap buffer, read-only constant,
 // CUDA scratch), in the order the schedule allocates them, and the rules by which the backends
-// charge them (the Device interface's byte count; the CUDA backend's 256-byte granules, CSR
-// layout, staging scratch and constant headroom: kernels/cuda/memory.cpp, sparse.cpp,
-// cuda_device.cpp). The schedule takes its widths and predicates from here, and the memory
-// estimate (memory_estimate.hpp) adds the buffers up, so the two cannot drift apart.
+// charge them (the Device interface's byte count; the CUDA backend's granules, CSR layout, staging
+// scratch and constant headroom, by the rules of kernels/cuda_memory_rules.hpp). The schedule takes
+// its widths and predicates from here, and the memory estimate (memory_estimate.hpp) adds the
+// buffers up, so the two cannot drift apart.
 //
 // Options fixed at the schedule's defaults: the next pass's prefetch and early start, the kept
 // tail, the fused last layer and stored transforms are on, and overlap buffers are allocated
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "formats/plan.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 #include "train/layout/comm_mode.hpp"
 #include "train/layout/model_layers.hpp"
 
@@ -197,11 +198,8 @@ enum class BufferKind {
 enum class OverlapGroup { kNone, kLoadStage, kFlushBuffer, kSecondBlockSet };
 
 // A chunk CSR: its shape, and (for the CUDA layout) the rows and transposed rows longer than
-// cuda_long_row_threshold(nnz).
-struct CsrShape {
-  std::int64_t rows = 0, cols = 0, nnz = 0;
-  std::int64_t long_rows = 0, long_columns = 0;
-};
+// cuda::long_degree_for(nnz).
+using CsrShape = cuda::CsrCounts;
 
 struct BufferSpec {
   BufferRole role = BufferRole::kTransition;
@@ -235,26 +233,18 @@ bool per_chunk_constant(const BufferSpec& buffer);
 // width x element bytes; a CSR as int64 offsets and int32 columns; CUDA scratch not at all.
 std::int64_t device_bytes(const BufferSpec& buffer);
 
-// The CUDA backend charges every allocation in whole 256-byte granules (cudaMalloc's alignment;
-// kernels/cuda/memory.cpp, rounded()).
-inline constexpr std::int64_t kCudaGranule = 256;
-std::int64_t cuda_granules(std::int64_t bytes);  // bytes rounded up to whole granules
-// Rows (and transposed rows) of a chunk CSR with more entries than this are listed for the GAT
-// kernels (kernels/cuda/cuda_backend.hpp, long_degree_for()).
-std::int64_t cuda_long_row_threshold(std::int64_t nnz);
-// What the CUDA backend charges for a buffer: granules, and a CSR in its layout
-// (kernels/cuda/sparse.cpp): offsets and columns (int32 below 2^31 - 1 entries, else int64),
-// one self entry per row, the precomputed transpose (offsets over the merged rows, rows, entry
-// permutation) and the long-row lists.
+// The granule the CUDA backend charges every allocation in (cuda::rounded()).
+inline constexpr std::int64_t kCudaGranule = cuda::kGranuleBytes;
+// What the CUDA backend charges for a buffer: whole granules, and a CSR in its layout
+// (cuda::csr_bytes()).
 std::int64_t cuda_bytes(const BufferSpec& buffer);
 // Device scratch the CUDA backend stages a host-resident constant into before the operators
 // that read it (CudaDevice::resident_csr): the CSR arrays and the entry values; 0 for the rest
 // (index lists are read in place).
 std::int64_t cuda_staged_bytes(const BufferSpec& buffer);
 // The CUDA backend places a constant or an overlap buffer in device memory only while an eighth
-// of the budget stays free (ConstantStore::leaves_headroom): the least budget under which
-// `resident` bytes of them fit, ceil(8/7 resident).
-inline constexpr std::int64_t kCudaHeadroomDivisor = 8;
+// of the budget (cuda::kBudgetHeadroomDivisor) stays free (ConstantStore::leaves_headroom): the
+// least budget under which `resident` bytes of them fit, ceil(8/7 resident).
 std::int64_t cuda_budget_with_headroom(std::int64_t resident);
 
 }  // namespace sluice

@@ -64,7 +64,7 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   // overlap buffers with the largest chunk's constants, so that the need falls with C.
   const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
   const std::int64_t free_eighth =
-      kCudaHeadroomDivisor * (e.cuda_scratch + e.cuda_staging + e.cuda_setup_scratch);
+      cuda::kBudgetHeadroomDivisor * (e.cuda_scratch + e.cuda_staging + e.cuda_setup_scratch);
   e.total = std::min(e.all_constants, std::max(cuda_budget_with_headroom(setup), free_eighth));
   e.minimum =
       std::min(e.total, std::max(cuda_budget_with_headroom(setup - e.cuda_overlap), free_eighth));

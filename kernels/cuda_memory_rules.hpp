@@ -1,0 +1,69 @@
+// The rules by which the CUDA backend charges device memory, defined once for the backend
+// (kernels/cuda/) and for the buffer layout that adds its charges up without a GPU
+// (train/layout/buffer_layout.cpp, the memory estimate): allocation granules, the long-row
+// threshold that sizes a CSR's long-row lists, a CSR's arrays, and the headroom the backend
+// keeps free. Plain C++: no CUDA header, so that sluice-preprocess builds without CUDA.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+#include "common/types.hpp"
+
+namespace sluice::cuda {
+
+// Every allocation is charged in whole granules of 256 bytes (cudaMalloc's alignment).
+inline constexpr std::int64_t kGranuleBytes = 256;
+// `bytes` rounded up to whole granules.
+constexpr std::int64_t rounded(std::int64_t bytes) {
+  return (bytes + kGranuleBytes - 1) / kGranuleBytes * kGranuleBytes;
+}
+
+// GAT rows with more than long_degree_for(nnz) entries get a block of warps each: one warp on a
+// hub row of an RMAT graph (68k entries at scale 21) would run long after every other row is
+// done. The threshold follows the matrix, nnz / 2048 between 128 and 1024, so that small chunks
+// split their moderate rows too. On an H200, products-like GAT 4 x 64: 1024 against 4096 at
+// C = 4, 0.541 vs 0.588 s per epoch on one GPU; at C = 452 (230k entries a chunk) 128 against
+// 1024, 1.85 vs 2.42 s, while 128 at C = 4 costs 8 %.
+constexpr std::int64_t long_degree_for(std::int64_t nnz) {
+  return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
+}
+
+// A chunk CSR's counts that size its arrays on the device: rows and transposed rows (columns)
+// with more than long_degree_for(nnz) entries are listed for the GAT kernels.
+struct CsrCounts {
+  std::int64_t rows = 0, cols = 0, nnz = 0;
+  std::int64_t long_rows = 0, long_columns = 0;
+};
+
+// CSR offsets, columns and the transpose's arrays are 64-bit from 2^31 - 1 entries on, else
+// 32-bit.
+constexpr bool wide_csr(std::int64_t nnz) {
+  return nnz >= std::numeric_limits<std::int32_t>::max();
+}
+
+// What a device CSR charges (kernels/cuda/sparse.cpp, upload_structure()), each array a
+// separate allocation: the long rows, offsets, columns, one self entry per row, the precomputed
+// transpose (offsets over the columns, rows, entry permutation) and the long transposed rows.
+// The same bytes are staged when the arrays stay in host memory (CudaDevice::resident_csr()).
+constexpr std::int64_t csr_bytes(const CsrCounts& csr) {
+  const std::int64_t index = wide_csr(csr.nnz) ? 8 : 4;
+  const std::int64_t vertex = sizeof(vertex_t);
+  return rounded(csr.long_rows * vertex) + rounded((csr.rows + 1) * index) +
+         rounded(csr.nnz * index) +           // columns
+         rounded(csr.rows * vertex) +         // self entries
+         rounded((csr.cols + 1) * index) +    // transposed offsets
+         rounded(csr.nnz * index) +           // transposed rows
+         rounded(csr.nnz * index) +           // transpose permutation
+         rounded(csr.long_columns * vertex);  // long transposed rows
+}
+
+// The memory the backend keeps free for scratch it sizes on first use (SpMM workspace, GAT and
+// staging buffers) when it places constants and overlap buffers: budget / kBudgetHeadroomDivisor
+// of a device with a budget, else 1 / kGpuHeadroomDivisor of the GPU's memory (shared by the
+// logical devices on it).
+inline constexpr std::int64_t kBudgetHeadroomDivisor = 8;
+inline constexpr std::int64_t kGpuHeadroomDivisor = 16;
+
+}  // namespace sluice::cuda

@@ -140,7 +140,9 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
                     EXPECT_GE(e.all_constants, e.cuda_setup + e.cuda_scratch);
                     EXPECT_EQ(e.overlap > 0, overlap);
                     EXPECT_LE(e.minimum, e.total);
-                    if (!overlap) EXPECT_EQ(e.minimum, e.total);
+                    if (!overlap) {
+                      EXPECT_EQ(e.minimum, e.total);
+                    }
                   }
                   ++cases;
                 }

@@ -53,23 +53,22 @@ int ModelSpec::max_heads() const {
   return m;
 }
 
-ModelSpec make_model(const ModelConfig& shape) {
-  SLUICE_INPUT_CHECK(shape.layers >= 1, "--layers must be at least 1 (got ", shape.layers, ")");
-  SLUICE_INPUT_CHECK(shape.layers <= 64, "--layers ", shape.layers, " is unreasonably deep");
-  SLUICE_INPUT_CHECK(shape.hidden >= 1, "--hidden must be at least 1 (got ", shape.hidden, ")");
-  SLUICE_INPUT_CHECK(shape.in_dim >= 1, "the dataset has no features (feature width ", shape.in_dim,
-                     ")");
-  SLUICE_INPUT_CHECK(shape.classes >= 2, "the dataset has ", shape.classes,
-                     " classes; training needs at least 2");
-  if (shape.kind == ModelKind::kGat) {
-    SLUICE_INPUT_CHECK(shape.heads >= 1, "--heads must be at least 1 (got ", shape.heads, ")");
-    SLUICE_INPUT_CHECK(shape.output_heads >= 1, "--output-heads must be at least 1 (got ",
-                       shape.output_heads, ")");
-  }
+ModelSpec make_model(const ModelConfig& config) {
+  // The widths (and the checks of the shape) are the layout library's, so that the schedule's
+  // buffers and the memory estimate follow the same rules; the parameters are added here.
+  ModelShape shape;
+  shape.model = model_kind_name(config.kind);
+  shape.layers = config.layers;
+  shape.in_dim = config.in_dim;
+  shape.hidden = config.hidden;
+  shape.classes = config.classes;
+  shape.heads = config.heads;
+  shape.output_heads = config.output_heads;
+  const ModelLayers widths = model_layers(shape);
+
   ModelSpec model;
-  model.kind = shape.kind;
+  model.kind = config.kind;
   std::int64_t offset = 0;
-  std::int64_t width = shape.in_dim;
   auto add = [&](int layer, const std::string& name, int q, std::int64_t rows, std::int64_t cols,
                  double fan_in, double fan_out) {
     ParameterInfo info;
@@ -85,46 +84,45 @@ ModelSpec make_model(const ModelConfig& shape) {
     model.parameters.push_back(info);
     return info.offset;
   };
-  for (int l = 0; l < shape.layers; ++l) {
+  for (const LayerShape& w : widths.layers) {
     LayerSpec layer;
-    layer.index = l;
-    layer.last = (l == shape.layers - 1);
-    layer.in_width = width;
-    if (shape.kind == ModelKind::kGat) {
-      layer.heads = layer.last ? shape.output_heads : shape.heads;
-      layer.head_width = layer.last ? shape.classes : shape.hidden;
-      layer.transform_width = layer.heads * layer.head_width;
-      layer.out_width = layer.last ? layer.head_width : layer.transform_width;
+    layer.index = w.index;
+    layer.last = w.last;
+    layer.in_width = w.in_width;
+    layer.out_width = w.out_width;
+    layer.aggregate_width = w.aggregate_width;
+    layer.transform_width = w.transform_width;
+    layer.transform_first = w.transform_first;
+    layer.heads = w.heads;
+    const int l = w.index;
+    if (config.kind == ModelKind::kGat) {
+      layer.head_width = layer.last ? config.classes : config.hidden;
       layer.activation = layer.last ? Activation::kNone : Activation::kElu;
-      layer.w_rows = width;
+      layer.w_rows = layer.in_width;
       layer.w_cols = layer.transform_width;
-      layer.w_offset =
-          add(l, "W", 0, layer.w_rows, layer.w_cols, double(width), double(layer.transform_width));
+      layer.w_offset = add(l, "W", 0, layer.w_rows, layer.w_cols, double(layer.in_width),
+                           double(layer.transform_width));
       layer.b_size = layer.out_width;
       layer.b_offset = add(l, "b", -1, 1, layer.b_size, 0, 0);
       layer.att_size = layer.transform_width;
       layer.att_src_offset = add(l, "att_src", 1, 1, layer.att_size, double(layer.head_width), 1.0);
       layer.att_dst_offset = add(l, "att_dst", 2, 1, layer.att_size, double(layer.head_width), 1.0);
     } else {
-      layer.out_width = layer.last ? shape.classes : shape.hidden;
-      layer.aggregate_width = shape.kind == ModelKind::kSage ? 2 * width : width;
       layer.activation = layer.last ? Activation::kNone : Activation::kRelu;
-      layer.w_rows = layer.aggregate_width;
-      if (shape.kind == ModelKind::kGcn && layer.last && layer.out_width < width) {
-        layer.transform_first = true;
-        layer.transform_width = layer.out_width;
-        layer.aggregate_width = 0;
-      }
+      // W multiplies the aggregated rows (SAGE: [self, mean] concatenated), or for a
+      // transform-first layer the input rows before aggregation.
+      layer.w_rows = config.kind == ModelKind::kSage ? 2 * layer.in_width : layer.in_width;
       layer.w_cols = layer.out_width;
       layer.w_offset =
           add(l, "W", 0, layer.w_rows, layer.w_cols, double(layer.w_rows), double(layer.w_cols));
       layer.b_size = layer.out_width;
       layer.b_offset = add(l, "b", -1, 1, layer.b_size, 0, 0);
     }
-    width = layer.out_width;
     model.layers.push_back(layer);
   }
   model.num_parameters = offset;
+  SLUICE_EXPECTS(model.num_parameters == widths.parameters,
+                 "make_model and model_layers count different parameters");
   return model;
 }
 

@@ -156,13 +156,31 @@ Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label
         if (cu != c) map.add(cu, w);
       });
   };
-#pragma omp parallel if (parallel)
+  // One pass: each thread appends the sorted rows of the coarse vertices it takes to its own
+  // buffers, then every row is copied to its place.
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  std::vector<std::vector<vertex_t>> thread_adjacency(threads);
+  std::vector<std::vector<std::int64_t>> thread_weight(threads);
+  std::vector<std::int32_t> row_thread(coarse_n);
+  std::vector<edge_t> row_start(coarse_n);
+#pragma omp parallel num_threads(threads) if (parallel)
   {
+    const int t = omp_get_thread_num();
     RatingMap map;
+    std::vector<std::pair<vertex_t, std::int64_t>> row;
 #pragma omp for schedule(dynamic, 64)
     for (vertex_t c = 0; c < coarse_n; ++c) {
       gather(c, map);
-      indptr[c + 1] = static_cast<edge_t>(map.size());
+      row.clear();
+      map.for_each([&](vertex_t key, std::int64_t value) { row.emplace_back(key, value); });
+      std::sort(row.begin(), row.end());
+      row_thread[c] = t;
+      row_start[c] = static_cast<edge_t>(thread_adjacency[t].size());
+      indptr[c + 1] = static_cast<edge_t>(row.size());
+      for (const auto& [key, value] : row) {
+        thread_adjacency[t].push_back(key);
+        thread_weight[t].push_back(value);
+      }
       for (int k = 0; k < kConstraints; ++k) {
         std::int64_t sum = 0;
         for (vertex_t i = member_offsets[c]; i < member_offsets[c + 1]; ++i)
@@ -177,22 +195,12 @@ Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label
       cat("the coarse graph of ", coarse_n, " vertices and ", indptr[coarse_n], " entries"));
   std::vector<vertex_t> adjacency(indptr[coarse_n]);
   std::vector<std::int64_t> edge_weight(indptr[coarse_n]);
-#pragma omp parallel if (parallel)
-  {
-    RatingMap map;
-    std::vector<std::pair<vertex_t, std::int64_t>> row;
-#pragma omp for schedule(dynamic, 64)
-    for (vertex_t c = 0; c < coarse_n; ++c) {
-      gather(c, map);
-      row.clear();
-      map.for_each([&](vertex_t key, std::int64_t value) { row.emplace_back(key, value); });
-      std::sort(row.begin(), row.end());
-      edge_t at = indptr[c];
-      for (const auto& [key, value] : row) {
-        adjacency[at] = key;
-        edge_weight[at++] = value;
-      }
-    }
+#pragma omp parallel for schedule(dynamic, 1024) if (parallel)
+  for (vertex_t c = 0; c < coarse_n; ++c) {
+    const auto t = row_thread[c];
+    const edge_t length = indptr[c + 1] - indptr[c];
+    std::copy_n(thread_adjacency[t].begin() + row_start[c], length, adjacency.begin() + indptr[c]);
+    std::copy_n(thread_weight[t].begin() + row_start[c], length, edge_weight.begin() + indptr[c]);
   }
   result.coarse = LevelGraph::from_csr(std::move(indptr), std::move(adjacency),
                                        std::move(edge_weight), std::move(weights));

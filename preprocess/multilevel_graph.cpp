@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "preprocess/parallel.hpp"
 #include "preprocess/partition_memory.hpp"
 
@@ -115,7 +116,8 @@ void RatingMap::reset(std::size_t max_keys) {
   mask_ = capacity - 1;
 }
 
-Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label) {
+Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label,
+                     const std::string& progress_name) {
   const vertex_t n = level.num_vertices();
   const bool parallel = worth_parallel(level.num_entries() + n);
   Contraction result;
@@ -163,13 +165,16 @@ Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label
   std::vector<std::vector<std::int64_t>> thread_weight(threads);
   std::vector<std::int32_t> row_thread(coarse_n);
   std::vector<edge_t> row_start(coarse_n);
+  Progress progress(progress_name, static_cast<std::uint64_t>(coarse_n));
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     const int t = omp_get_thread_num();
     RatingMap map;
     std::vector<std::pair<vertex_t, std::int64_t>> row;
+    std::uint64_t unreported = 0;
 #pragma omp for schedule(dynamic, 64)
     for (vertex_t c = 0; c < coarse_n; ++c) {
+      if (++unreported == 4096) progress.add(std::exchange(unreported, 0));
       gather(c, map);
       row.clear();
       map.for_each([&](vertex_t key, std::int64_t value) { row.emplace_back(key, value); });
@@ -188,7 +193,9 @@ Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label
         weights[k][c] = sum;
       }
     }
+    progress.add(unreported);
   }
+  progress.finish();
   for (vertex_t c = 0; c < coarse_n; ++c) indptr[c + 1] += indptr[c];
   require_host_memory(
       indptr[coarse_n] * static_cast<std::int64_t>(sizeof(vertex_t) + sizeof(std::int64_t)),

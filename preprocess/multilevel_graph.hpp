@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/types.hpp"
@@ -116,10 +117,13 @@ class RatingMap {
 
 // Contracts `level` by cluster labels (label[v] = a representative vertex id). Coarse ids number
 // the clusters in increasing label; each coarse row is sorted by neighbor, edge weights summed.
+// Shows a progress line named `progress_name` (on a terminal). Throws InputError when the
+// machine lacks the memory for the coarse graph.
 struct Contraction {
   LevelGraph coarse;
   std::vector<vertex_t> coarse_of;  // fine vertex -> coarse vertex
 };
-Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label);
+Contraction contract(const LevelGraph& level, const std::vector<vertex_t>& label,
+                     const std::string& progress_name);
 
 }  // namespace sluice::multilevel

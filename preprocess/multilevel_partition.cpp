@@ -214,7 +214,8 @@ MultilevelResult multilevel_partition(const Dataset& dataset, const MultilevelOp
       label = multilevel::cluster_vertices(graph, clustering, cat("cluster level ", level));
     }
     if (level == 0) multilevel::pack_isolated(graph, pack_size, label);
-    multilevel::Contraction contraction = multilevel::contract(graph, label);
+    multilevel::Contraction contraction =
+        multilevel::contract(graph, label, cat("contract level ", level));
     const vertex_t coarse_n = contraction.coarse.num_vertices();
     log_info("multilevel: level ", level + 1, ": ", coarse_n, " vertices, ",
              contraction.coarse.num_entries(), " entries");

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "common/hash.hpp"
@@ -28,7 +29,7 @@ void group_two_hop(const LevelGraph& graph, const std::vector<vertex_t>& favoure
   for (vertex_t v = 0; v < n; ++v)
     if (favoured[v] >= 0 && cluster_size[label[v]].load(std::memory_order_relaxed) == 1)
       alone.emplace_back(favoured[v], v);
-  std::sort(alone.begin(), alone.end());
+  sort_total_order(alone.begin(), alone.end(), std::less<>());
   std::size_t i = 0;
   while (i < alone.size()) {
     const vertex_t group = alone[i].first;

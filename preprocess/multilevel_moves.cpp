@@ -101,7 +101,7 @@ void approve_moves(std::vector<MoveRequest>& requests, const VertexWeights& weig
   for (std::int64_t i = 0; i < count; ++i)
     if (contended[i]) queue.push_back(i);
   if (queue.empty()) return;
-  std::sort(queue.begin(), queue.end(), [&](std::int64_t a, std::int64_t b) {
+  sort_total_order(queue.begin(), queue.end(), [&](std::int64_t a, std::int64_t b) {
     const MoveRequest& x = requests[a];
     const MoveRequest& y = requests[b];
     if (x.target != y.target) return x.target < y.target;

@@ -4,6 +4,9 @@
 // approved so that no target exceeds its weight limits, independently of the thread count.
 #pragma once
 
+#include <parallel/algorithm>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -13,6 +16,16 @@
 #include "preprocess/multilevel_graph.hpp"
 
 namespace sluice::multilevel {
+
+// Sorts by `less`, which must be a strict total order (then the result does not depend on the
+// thread count); in parallel when the range is long.
+template <typename Iterator, typename Less>
+void sort_total_order(Iterator begin, Iterator end, Less less) {
+  if (end - begin >= (std::int64_t(1) << 16))
+    __gnu_parallel::sort(begin, end, less);
+  else
+    std::sort(begin, end, less);
+}
 
 // Weight per constraint of one target (cluster or part), updated by concurrent moves; the
 // constraints of a target share a cache line.

@@ -226,10 +226,11 @@ std::int64_t single_move_pass(const LevelGraph& graph, PartAssignment& part, Par
 #pragma omp critical
     candidates.insert(candidates.end(), local.begin(), local.end());
   }
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.priority != b.priority) return a.priority < b.priority;
-    return a.vertex < b.vertex;
-  });
+  sort_total_order(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) {
+                     if (a.priority != b.priority) return a.priority < b.priority;
+                     return a.vertex < b.vertex;
+                   });
   std::int64_t moves = 0;
   for (const Candidate& c : candidates) {
     if (overload(graph, load, limits, part[c.vertex], 0, 0) <= 0) continue;
@@ -291,7 +292,7 @@ std::int64_t exchange_pass(const LevelGraph& graph, PartAssignment& part, PartLo
 #pragma omp critical
       sent.insert(sent.end(), local.begin(), local.end());
     }
-    std::sort(sent.begin(), sent.end(), [](const Sent& x, const Sent& y) {
+    sort_total_order(sent.begin(), sent.end(), [](const Sent& x, const Sent& y) {
       if (x.priority != y.priority) return x.priority < y.priority;
       return x.vertex < y.vertex;
     });
@@ -300,8 +301,9 @@ std::int64_t exchange_pass(const LevelGraph& graph, PartAssignment& part, PartLo
     for (vertex_t v = 0; v < n; ++v)
       if (partner[part[v]]) returned[part[v]].push_back(v);
     for (auto& list : returned)
-      std::stable_sort(list.begin(), list.end(), [&](vertex_t x, vertex_t y) {
-        return graph.weight(k, x) < graph.weight(k, y);
+      sort_total_order(list.begin(), list.end(), [&](vertex_t x, vertex_t y) {
+        const std::int64_t wx = graph.weight(k, x), wy = graph.weight(k, y);
+        return wx != wy ? wx < wy : x < y;
       });
     std::vector<std::size_t> next(parts, 0);
     for (const Sent& s : sent) {

@@ -15,6 +15,7 @@
 #include "formats/plan.hpp"
 #include "preprocess/chunk_search.hpp"
 #include "preprocess/commands.hpp"
+#include "preprocess/partition.hpp"
 #include "preprocess/plan_builder.hpp"
 #include "preprocess/plan_builder_detail.hpp"
 #include "preprocess/plan_stats.hpp"
@@ -79,10 +80,10 @@ ChunkSearchResult choose_chunks(const Dataset& dataset, const VertexPartition& p
 const char* kPartitionUsage =
     "usage: sluice-preprocess partition --dataset data.h5 --output plan.h5 [options]\n"
     "\n"
-    "Builds a training plan: level-1 partitions (METIS k-way on the symmetrized graph, vertex\n"
-    "weight in-degree + 1), edge-balanced chunks, cost-model-guided reorganization, and every\n"
-    "transfer index. Chunk count: --chunks C, or --gpu-memory BYTES with a model description to\n"
-    "choose the smallest C whose estimated per-GPU peak fits.";
+    "Builds a training plan: level-1 partitions (multilevel METIS k-way on the symmetrized\n"
+    "graph, balancing in-degree + 1 and vertex counts), edge-balanced chunks, cost-model-guided\n"
+    "reorganization, and every transfer index. Chunk count: --chunks C, or --gpu-memory BYTES\n"
+    "with a model description to choose the smallest C whose estimated per-GPU peak fits.";
 
 }  // namespace
 
@@ -100,8 +101,10 @@ int run_partition(const std::vector<std::string>& args) {
       "partitions,p", po::value(&partitions)->default_value(1), "P, partitions = GPUs")(
       "chunks,c", po::value(&chunks), "C, chunks per partition (default 1)")(
       "partitioner", po::value(&partitioner)->default_value("metis"),
-      "metis | range | random (range/random are baselines)")(
-      "seed", po::value(&seed)->default_value(0), "seed of METIS and the random partitioner")(
+      "metis (multithreaded coarsening, METIS on the coarsest graph, parallel refinement) | "
+      "metis-direct (serial METIS on the whole graph: slow and memory-hungry on large graphs) | "
+      "range | random (baselines)")("seed", po::value(&seed)->default_value(0),
+                                    "seed of METIS and the random partitioner")(
       "balance", po::value(&balance)->default_value("both"),
       "what the partitions balance: edges (in-degree + 1) | vertices | both (METIS: two "
       "constraints; range: in-degree + mean degree)")("no-reorganize",
@@ -135,13 +138,14 @@ int run_partition(const std::vector<std::string>& args) {
                      "give either --chunks or --gpu-memory, not both");
 
   { AtomicOutput probe(output); }  // a missing output directory fails now, not after the build
-  SLUICE_INPUT_CHECK(partitioner == "metis" || partitioner == "range" || partitioner == "random",
-                     "--partitioner '", partitioner, "' is not metis, range or random");
+  SLUICE_INPUT_CHECK(is_partitioner(partitioner), "--partitioner '", partitioner,
+                     "' is not metis, metis-direct, range or random");
   const Balance level1_balance = parse_balance(balance);
   std::vector<double> tolerances;
   if (values.count("imbalance")) {
-    SLUICE_INPUT_CHECK(partitioner == "metis", "--imbalance sets METIS's tolerances; the ",
-                       partitioner, " partitioner has none");
+    SLUICE_INPUT_CHECK(partitioner == "metis" || partitioner == "metis-direct",
+                       "--imbalance sets METIS's tolerances; the ", partitioner,
+                       " partitioner has none");
     tolerances =
         parse_imbalance(imbalance, level1_balance == Balance::kBoth ? 2 : 1, "--imbalance");
   }

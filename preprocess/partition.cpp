@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <numeric>
 
@@ -13,7 +14,9 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "preprocess/metis_check.hpp"
+#include "preprocess/multilevel_partition.hpp"
 #include "preprocess/parallel.hpp"
+#include "preprocess/partition_memory.hpp"
 
 namespace sluice {
 namespace {
@@ -43,6 +46,24 @@ std::vector<std::int64_t> balance_weights(const Dataset& d, Balance balance) {
   return weight;
 }
 
+// Logs what the plan's balance figures will say: the largest part's vertices and CSR entries
+// (in-edges) against the mean.
+void log_balance(const Dataset& d, const VertexPartition& partition, int parts) {
+  std::vector<std::int64_t> vertices(parts, 0), entries(parts, 0);
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    ++vertices[partition.part[v]];
+    entries[partition.part[v]] += d.indptr[v + 1] - d.indptr[v];
+  }
+  auto max_over_mean = [&](const std::vector<std::int64_t>& sizes) {
+    const double total = std::accumulate(sizes.begin(), sizes.end(), 0.0);
+    return total > 0 ? *std::max_element(sizes.begin(), sizes.end()) * parts / total : 1.0;
+  };
+  log_info("level-1 partition (", partition.method, ", P=", parts, "): ", partition.seconds,
+           " s, balance max/mean vertices ", max_over_mean(vertices), ", CSR entries ",
+           max_over_mean(entries),
+           partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string());
+}
+
 // Contiguous ranges of dataset ids with about equal total weight.
 std::vector<std::int32_t> range_partition(const Dataset& d, int parts, Balance balance) {
   const auto weight = balance_weights(d, balance);
@@ -66,16 +87,20 @@ std::vector<std::int32_t> random_partition(const Dataset& d, int parts, std::uin
   return part;
 }
 
-// Returns an empty vector (after logging why) when METIS cannot take this graph.
-std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint64_t seed,
-                                          Balance balance, const std::vector<double>& imbalance,
-                                          std::int64_t& edge_cut) {
+// Serial METIS on the whole symmetrized graph. Returns an empty vector (after logging why) when
+// METIS cannot take this graph.
+std::vector<std::int32_t> metis_direct_partition(const Dataset& d, int parts, std::uint64_t seed,
+                                                 Balance balance,
+                                                 const std::vector<double>& imbalance,
+                                                 std::int64_t& edge_cut) {
   const std::int64_t n = d.num_nodes;
   std::string why;
   if (!fits_metis_index(n, d.num_edges(), &why)) {
     log_info("METIS: ", why, "; falling back to the range partitioner");
     return {};
   }
+  require_host_memory(metis_direct_bytes(n, d.num_edges(), d.symmetrized),
+                      "serial METIS on the whole graph (--partitioner metis-direct)");
   SymmetricGraph graph;
   {
     StageTimer timer("symmetrize for METIS");
@@ -132,6 +157,16 @@ std::vector<std::int32_t> metis_partition(const Dataset& d, int parts, std::uint
 }
 
 }  // namespace
+
+bool is_partitioner(const std::string& method) {
+  return std::find(std::begin(kPartitioners), std::end(kPartitioners), method) !=
+         std::end(kPartitioners);
+}
+
+std::int64_t metis_direct_bytes(std::int64_t n, std::int64_t m, bool symmetrized) {
+  const std::int64_t entries = symmetrized ? m : 2 * m;
+  return 110 * entries + 64 * n;
+}
 
 bool fits_metis_index(std::int64_t n, std::int64_t m, std::string* why) {
   constexpr std::int64_t kIdxMax = std::numeric_limits<idx_t>::max();
@@ -237,8 +272,8 @@ std::vector<double> parse_imbalance(const std::string& text, int constraints,
 VertexPartition partition_vertices(const Dataset& d, int parts, const std::string& method,
                                    std::uint64_t seed, Balance balance,
                                    const std::vector<double>& imbalance) {
-  SLUICE_INPUT_CHECK(method == "metis" || method == "range" || method == "random",
-                     "unknown partitioner '", method, "' (expected metis, range or random)");
+  SLUICE_INPUT_CHECK(is_partitioner(method), "unknown partitioner '", method,
+                     "' (expected metis, metis-direct, range or random)");
   SLUICE_INPUT_CHECK(parts >= 1, "the partition count must be at least 1 (got ", parts, ")");
   SLUICE_INPUT_CHECK(parts <= d.num_nodes, "cannot cut ", d.num_nodes, " vertices into ", parts,
                      " partitions");
@@ -251,14 +286,24 @@ VertexPartition partition_vertices(const Dataset& d, int parts, const std::strin
     result.part = range_partition(d, parts, balance);
   } else if (method == "random") {
     result.part = random_partition(d, parts, seed);
+  } else if (method == "metis") {
+    MultilevelOptions options;
+    options.parts = parts;
+    options.seed = seed;
+    options.balance = balance;
+    options.imbalance = imbalance;
+    MultilevelResult multilevel = multilevel_partition(d, options);
+    result.part = std::move(multilevel.part);
+    result.edge_cut = multilevel.edge_cut;
   } else {
-    result.part = metis_partition(d, parts, seed, balance, imbalance, result.edge_cut);
+    result.part = metis_direct_partition(d, parts, seed, balance, imbalance, result.edge_cut);
     if (result.part.empty()) {
       result.method = "range";
       result.part = range_partition(d, parts, balance);
     }
   }
   result.seconds = now_seconds() - start;
+  log_balance(d, result, parts);
   return result;
 }
 

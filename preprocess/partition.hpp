@@ -1,6 +1,7 @@
 // Level-1 partitioning (DESIGN.md "Preprocessing" steps 2-3): assign every dataset vertex to one
-// of P partitions (METIS k-way on the symmetrized graph, or the range/random baselines), then
-// renumber vertices so that each partition is one contiguous id range.
+// of P partitions (the multilevel front end around METIS, whole-graph METIS k-way on the
+// symmetrized graph, or the range/random baselines), then renumber vertices so that each
+// partition is one contiguous id range.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,9 @@ struct VertexPartition {
   std::vector<std::int32_t> part;  // num_nodes: partition of each dataset vertex
   std::string method;              // the partitioner actually used (metis may fall back to range)
   double seconds = 0;              // wall time
-  std::int64_t edge_cut = -1;      // METIS's objective (undirected cut edges), -1 if not METIS
+  // Edges of the symmetrized simple graph cut (METIS's objective), -1 if not measured (range,
+  // random).
+  std::int64_t edge_cut = -1;
 };
 
 // What the parts balance. kEdges: work per destination, in-degree + 1 (DESIGN.md). kVertices:
@@ -28,13 +31,18 @@ enum class Balance { kEdges, kVertices, kBoth };
 Balance parse_balance(const std::string& name);  // edges | vertices | both; InputError otherwise
 std::string balance_name(Balance balance);
 
-// method: metis | range | random (random ignores balance). P = 1 puts everything in partition 0
-// (method kept as given). METIS uses METIS_OPTION_SEED = seed and, when `imbalance` is given,
-// those load-imbalance tolerances (METIS's ubvec: one value for every balance constraint, or one
-// per constraint — 2 for Balance::kBoth, edges then vertices; each > 1, e.g. 1.03 = a part may
-// hold 3 % more than its share); empty: 1.01 for both constraints of kBoth, METIS's default
-// (1.03) for one. When the graph exceeds METIS's index
-// width (idx_t) it logs why and falls back to range.
+// method: metis (preprocess/multilevel_partition.hpp: multithreaded coarsening, METIS k-way on
+// the coarsest graph, parallel refinement) | metis-direct (serial METIS k-way on the whole
+// symmetrized graph) | range | random (random ignores balance). P = 1 puts everything in
+// partition 0 (method kept as given). Both METIS methods use METIS_OPTION_SEED = seed and, when
+// `imbalance` is given, those load-imbalance tolerances (METIS's ubvec: one value for every
+// balance constraint, or one per constraint — 2 for Balance::kBoth, edges then vertices; each
+// > 1, e.g. 1.03 = a part may hold 3 % more than its share); empty: 1.01 for both constraints of
+// kBoth, METIS's default (1.03) for one. metis-direct checks first that the machine has the
+// memory (InputError if not), and falls back to range (logging why) when the graph exceeds
+// METIS's index width (idx_t).
+inline const char* const kPartitioners[] = {"metis", "metis-direct", "range", "random"};
+bool is_partitioner(const std::string& method);
 VertexPartition partition_vertices(const Dataset& dataset, int parts, const std::string& method,
                                    std::uint64_t seed, Balance balance = Balance::kBoth,
                                    const std::vector<double>& imbalance = {});
@@ -42,6 +50,11 @@ VertexPartition partition_vertices(const Dataset& dataset, int parts, const std:
 // unless every value is a number > 1 and there are 1 or `constraints` of them.
 std::vector<double> parse_imbalance(const std::string& text, int constraints,
                                     const std::string& what);
+
+// Host memory serial whole-graph METIS (metis-direct) needs beside the loaded dataset graph: the
+// symmetrized copy and METIS's own hierarchy, about 110 bytes per symmetrized adjacency entry as
+// measured on RMAT graphs.
+std::int64_t metis_direct_bytes(std::int64_t n, std::int64_t m, bool symmetrized);
 
 // Whether METIS's idx_t can index a graph of n vertices and m (directed) edges: n, the 2m
 // adjacency entries of the symmetrized graph and the total vertex weight m + n must all fit.

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Level-1 partitioning at scale (issue 21): RMAT graphs of 1-2 billion edges partitioned for 2-8
+# GPUs, with time, peak host memory, edge cut, deduplicated host-link volume (stats
+# volume_reuse_rows) and balance per run. Runs ON the 16-core GPU machine, from the repository
+# root of the copy, with .device-bundle/ built here by `scripts/device-build.sh
+# sluice-preprocess` and carried:
+#   run(command="bash scripts/bench/partition_scale.sh gen:25 part:25:2 part:25:4",
+#       carry=[".device-bundle"], timeout_s=600)
+# Each argument is one step; give as many as fit the 10-minute command limit (steps that would
+# start after BUDGET_S are skipped and listed, so the next call can take them):
+#   gen:S[:D]           generate RMAT scale S, edge factor 16, D features (default 128) into
+#                       $BENCH_DIR/rmatS.h5 (kept between calls while the machine stays warm;
+#                       other rmat*.h5 files are deleted first when the disk lacks room)
+#   part:S:P[:NAME]     sluice-preprocess partition --partitions P --chunks 8 --partitioner NAME
+#                       (default metis; metis-direct for the serial whole-graph reference) under
+#                       /usr/bin/time -v, then `stats --json`; one Markdown row per run
+#   clean               delete $BENCH_DIR
+# Results: $OUT/partition_scale.md (rows) and $OUT/partition_scale.log (every run's log lines:
+# per-stage times and peaks); without OUT, ./out/partition-scale.
+# Environment: BENCH_DIR (/tmp/sluice-partition-scale), BUDGET_S (540), CHUNKS (8),
+# EDGE_FACTOR (16), OMP_NUM_THREADS (all cores).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+bundle=$root/.device-bundle
+bin=${SLUICE_BIN:-$bundle}/sluice-preprocess
+dir=${BENCH_DIR:-/tmp/sluice-partition-scale}
+out=${OUT:-$root/out/partition-scale}
+budget=${BUDGET_S:-540}
+chunks=${CHUNKS:-8}
+edge_factor=${EDGE_FACTOR:-16}
+mkdir -p "$dir" "$out"
+table=$out/partition_scale.md
+log=$out/partition_scale.log
+export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+[[ -x "$bin" ]] || { echo "partition_scale: $bin missing (scripts/device-build.sh sluice-preprocess)"; exit 2; }
+command -v python3 >/dev/null || { echo "partition_scale: needs python3"; exit 2; }
+start=$SECONDS
+skipped=()
+
+if [[ ! -s "$table" ]]; then
+  {
+    echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM, threads ${OMP_NUM_THREADS:-$(nproc)}; $(date -u +%F)"
+    echo
+    echo "| graph | vertices | edges | file | P | partitioner | level-1 s | level-1 peak | total s | peak RSS | peak / file | edge cut | volume_reuse_rows | balance vertices | balance CSR entries |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  } >"$table"
+fi
+
+# Bytes a dataset of scale S with D features takes on disk (CSR about 34 * 2^S * 4 bytes).
+dataset_bytes() { echo $(((1 << $1) * (4 * $2 + 8 + 4 * 2 * edge_factor + 64))); }
+
+generate() {  # scale [features]
+  local scale=$1 features=${2:-128} data=$dir/rmat$1.h5
+  [[ -f "$data" ]] && { echo "partition_scale: $data exists"; return 0; }
+  local need free
+  need=$(dataset_bytes "$scale" "$features")
+  free=$(($(df -B1 --output=avail "$dir" | tail -1)))
+  if ((free < need + (4 << 30))); then
+    echo "partition_scale: $((free >> 30)) GiB free, rmat$scale needs about $((need >> 30)) GiB: deleting other datasets"
+    rm -f "$dir"/rmat*.h5 "$dir"/plan-*.h5
+  fi
+  local t0=$SECONDS
+  "$bin" generate --scale "$scale" --edge-factor "$edge_factor" --features "$features" \
+    --seed 1 --output "$data" 2>&1 | tail -3
+  echo "partition_scale: generated rmat$scale in $((SECONDS - t0)) s, $(du -h "$data" | cut -f1)"
+}
+
+partition() {  # scale parts [partitioner]
+  local scale=$1 parts=$2 partitioner=${3:-metis}
+  local data=$dir/rmat$scale.h5 name=rmat$scale-p$2-$partitioner
+  local plan=$dir/plan-$name.h5 run_log=$dir/$name.log
+  [[ -f "$data" ]] || { echo "partition_scale: $data missing (run gen:$scale first)"; return 1; }
+  local left=$((budget - (SECONDS - start)))
+  local timer=()
+  [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
+  local t0=$SECONDS
+  timeout "$((left > 30 ? left : 30))" "${timer[@]}" "$bin" partition --dataset "$data" \
+    --partitions "$parts" --chunks "$chunks" --partitioner "$partitioner" --output "$plan" \
+    >"$run_log" 2>&1
+  local rc=$?
+  local wall=$((SECONDS - t0))
+  { echo "==== $name: rc $rc, $wall s"; grep -E '^\[sluice|Maximum resident|Elapsed' "$run_log"; } >>"$log"
+  if ((rc != 0)); then
+    echo "partition_scale: $name failed (rc $rc after $wall s):"
+    tail -5 "$run_log"
+    echo "| rmat$scale | | | | $parts | $partitioner | failed: rc $rc after $wall s | | | | | | | | |" >>"$table"
+    rm -f "$plan"
+    return 1
+  fi
+  "$bin" stats "$plan" --json --quiet >"$dir/$name.json"
+  rm -f "$plan"
+  python3 - "$dir/$name.json" "$run_log" "$data" "$scale" "$partitioner" "$wall" <<'PY' | tee -a "$table"
+import json, os, re, sys
+stats_path, log_path, data, scale, partitioner, wall = sys.argv[1:]
+s = json.load(open(stats_path))
+text = open(log_path).read()
+def gib(b): return f"{b / 2**30:.1f} GiB"
+def parse_bytes(t):
+    value, unit = t.split()
+    return float(value) * {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}[unit]
+m = re.search(r"level-1 partition \([^)]*\): ([0-9.e+-]+) s, balance .*?(?:, edge cut (\d+))?$",
+              text, re.M)
+cut = m.group(2) if m and m.group(2) else "-"
+stage = re.search(r"stage level-1 partition \([^)]*\): [0-9.e+-]+ s, memory [^,]+, peak (.+)$",
+                  text, re.M)
+level1_peak = gib(parse_bytes(stage.group(1))) if stage else "-"
+rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+peak = int(rss.group(1)) * 1024 if rss else None
+size = os.path.getsize(data)
+def balance(values): return max(values) * len(values) / sum(values)
+print(f"| rmat{scale} | {s['num_nodes']} | {s['num_dataset_edges']} | {gib(size)} | "
+      f"{s['partitions']} | {s['partitioner']} | {s['partition_seconds']:.1f} | {level1_peak} | "
+      f"{wall} | {gib(peak) if peak else '-'} | {f'{peak / size:.2f}' if peak else '-'} | "
+      f"{cut} | {s['volume_reuse_rows']} | {balance(s['partition_vertices']):.4f} | "
+      f"{balance(s['partition_entries']):.4f} |")
+PY
+}
+
+for step in "$@"; do
+  IFS=: read -r verb a b c <<<"$step"
+  if ((SECONDS - start > budget)); then
+    skipped+=("$step")
+    continue
+  fi
+  echo "---- $step (elapsed $((SECONDS - start)) s)"
+  case $verb in
+    gen) generate "$a" "$b" ;;
+    part) partition "$a" "$b" "$c" ;;
+    clean) rm -rf "$dir" && mkdir -p "$dir" ;;
+    *) echo "partition_scale: unknown step '$step' (gen:S[:D], part:S:P[:NAME], clean)" ;;
+  esac
+done
+((${#skipped[@]})) && echo "partition_scale: SKIPPED (budget ${budget}s): ${skipped[*]}"
+echo "partition_scale: done in $((SECONDS - start)) s; rows in $table"
+cat "$table"

@@ -1,7 +1,8 @@
 // The Sluice training plan: a two-level partition of one dataset (P partitions x C chunks), the
 // batch schedule, and every index the trainer needs to stream chunks with deduplicated
-// transfers (DESIGN.md, "Preprocessing", steps 2-8). Built by preprocess/plan_builder.hpp,
-// stored in plan.h5 (schema in docs/formats.md), consumed by sluice-train.
+// transfers (docs/design.md, "Cutting the graph in two levels"). Built by
+// preprocess/plan_builder.hpp, stored in plan.h5 (schema in docs/formats.md), consumed by
+// sluice-train.
 //
 // Vertex ids in a plan are RENUMBERED ids: partition p owns the contiguous range
 // [partition_offsets[p], partition_offsets[p+1]). new_to_old maps them back to dataset ids.

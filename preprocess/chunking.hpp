@@ -1,5 +1,6 @@
-// Level 2 (DESIGN.md "Preprocessing" step 4): the renumbered chunk graph, edge-balanced chunk
-// ranges inside each partition, and the neighbor set N(p, r) of every chunk range.
+// Level 2 (docs/design.md, "Cutting the graph in two levels"): the renumbered chunk graph,
+// edge-balanced chunk ranges inside each partition, and the neighbor set N(p, r) of every chunk
+// range.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
-// Level-1 partitioning (DESIGN.md "Preprocessing" steps 2-3): assign every dataset vertex to one
-// of P partitions (the multilevel front end around METIS, whole-graph METIS k-way on the
-// symmetrized graph, or the range/random baselines), then renumber vertices so that each
+// Level-1 partitioning (docs/design.md, "Cutting the graph in two levels"): assign every dataset
+// vertex to one of P partitions (the multilevel front end around METIS, whole-graph METIS k-way on
+// the symmetrized graph, or the range/random baselines), then renumber vertices so that each
 // partition is one contiguous id range.
 #pragma once
 
@@ -22,7 +22,7 @@ struct VertexPartition {
   std::int64_t edge_cut = -1;
 };
 
-// What the parts balance. kEdges: work per destination, in-degree + 1 (DESIGN.md). kVertices:
+// What the parts balance. kEdges: work per destination, in-degree + 1 (docs/design.md). kVertices:
 // vertex counts. kBoth (default): both at once (METIS: two constraints, (in-degree + 1, 1);
 // range: weight in-degree + mean in-degree). Out-of-core epochs move every vertex's rows over
 // the host link several times (loads, stores, gradient flushes), so a part with many

@@ -1,5 +1,5 @@
 // Implementation of preprocess/plan_builder.hpp: level 1 (partition.cpp), level 2
-// (chunking.cpp), reorganization (reorganize.cpp), then the per-chunk indices of DESIGN.md
+// (chunking.cpp), reorganization (reorganize.cpp), then the per-chunk indices of docs/design.md
 // "Preprocessing" steps 6-7 and the statistics.
 #include "preprocess/plan_builder.hpp"
 

@@ -1,4 +1,4 @@
-// Building a training plan from a dataset (DESIGN.md "Preprocessing" steps 2-8):
+// Building a training plan from a dataset (docs/design.md, "Cutting the graph in two levels"):
 // level-1 partitioning, renumbering, level-2 edge-balanced chunks, 2-phase reorganization,
 // transition/reuse/remote/leave indices and slot assignment, statistics.
 #pragma once

@@ -1,5 +1,6 @@
-// Batch layout, its cost model, and the 2-phase reorganization (DESIGN.md "Preprocessing"
-// step 5). A layout is `order[c * P + p]` = the range of partition p that runs in batch c.
+// Batch layout, its cost model, and the 2-phase reorganization (docs/design.md, "What a batch
+// needs"). A layout is `order[c * P + p]` = the range of partition p that runs in
+// batch c.
 #pragma once
 
 #include <cstdint>

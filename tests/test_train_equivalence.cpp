@@ -1,4 +1,4 @@
-// The central invariant (DESIGN.md): a chunked out-of-core run equals a plain full-graph run.
+// The central invariant (docs/design.md): a chunked out-of-core run equals a plain full-graph run.
 // sluice-train's schedule (CPU backend, P logical devices) against the double-precision
 // reference of tests/support/reference_model.hpp on small random graphs: per-epoch losses and
 // final weights (norm-wise relative error <= 1e-5 per tensor) for GCN, SAGE and GAT over

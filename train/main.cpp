@@ -1,4 +1,4 @@
-// sluice-train: full-graph GNN training over a chunked plan (see --help and DESIGN.md).
+// sluice-train: full-graph GNN training over a chunked plan (see --help and docs/design.md).
 #include <cstdio>
 #include <exception>
 

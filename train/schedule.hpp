@@ -1,4 +1,4 @@
-// The out-of-core schedule of DESIGN.md ("Training, one epoch"; HongTu Algorithm 1), written
+// The out-of-core schedule of docs/design.md ("One epoch"; HongTu Algorithm 1), written
 // once against the operator interface of kernels/ops.hpp. Host memory holds H^l, G^l and the
 // aggregation caches A^l in renumbered row order; each device (partition p) keeps one merged
 // transition buffer X_p (transition slots, then remote slots) and its gradient twin dX_p (GAT,

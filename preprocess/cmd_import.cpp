@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/paths.hpp"
 #include "formats/dataset.hpp"
 #include "formats/importers.hpp"
 #include "formats/synthetic.hpp"
@@ -122,6 +123,9 @@ int run_import(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_args(args, kImportUsage, options, {}, vm)) return 0;
   apply_common_options(vm);
+  check_outputs_do_not_clobber(
+      {{"--input", o.input}, {"--features", o.features_path}, {"--labels", o.labels_path}},
+      {{"--output", output}});
   o.graph.self_loops = parse_self_loops(self_loops);
   o.split_fractions = parse_split_fractions(fractions);
   SLUICE_INPUT_CHECK(o.num_nodes >= 0 && o.num_nodes < kMaxVertices, "--num-nodes ", o.num_nodes,
@@ -180,6 +184,7 @@ int run_generate(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (!parse_args(args, kGenerateUsage, options, {}, vm)) return 0;
   apply_common_options(vm);
+  check_outputs_do_not_clobber({}, {{"--output", output}, {"--edges-output", edges_output}});
   o.split_fractions = parse_split_fractions(fractions);
   validate_generate_options(o);
   SLUICE_INPUT_CHECK(!output.empty() || !edges_output.empty(),

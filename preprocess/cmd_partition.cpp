@@ -11,6 +11,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/paths.hpp"
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
 #include "preprocess/chunk_search.hpp"
@@ -134,6 +135,7 @@ int run_partition(const std::vector<std::string>& args) {
       "verbose,v", "debug log lines");
   po::variables_map values;
   if (!parse(args, options, {}, values, kPartitionUsage)) return 0;
+  check_outputs_do_not_clobber({{"--dataset", dataset_path}}, {{"--output", output}});
   SLUICE_INPUT_CHECK(!(values.count("chunks") && values.count("gpu-memory")),
                      "give either --chunks or --gpu-memory, not both");
 

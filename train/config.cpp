@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/paths.hpp"
 #include "kernels/ops.hpp"
 
 namespace sluice {
@@ -173,6 +174,18 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   if (vm.count("no-progress")) c.progress = false;
   validate_config(c);
   return c;
+}
+
+void check_train_outputs(const TrainConfig& c) {
+  check_outputs_do_not_clobber({{"--dataset", c.dataset},
+                                {"--plan", c.plan},
+                                {"--checkpoint", c.resume ? c.checkpoint : ""}},
+                               {{"--metrics", c.metrics},
+                                {"--report", c.report},
+                                {"--predictions", c.predictions},
+                                {"--model-out", c.model_out},
+                                {"--trace", c.trace},
+                                {"--checkpoint", c.checkpoint}});
 }
 
 std::string describe_config(const TrainConfig& c) {

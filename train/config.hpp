@@ -77,6 +77,11 @@ void validate_config(const TrainConfig& config);
 // unparsable values or inconsistent combinations.
 std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv);
 
+// Throws InputError when an output file (--metrics, --report, --predictions, --model-out,
+// --trace, --checkpoint) is an input (--dataset, --plan, the --checkpoint resumed from) or
+// another output; see check_outputs_do_not_clobber.
+void check_train_outputs(const TrainConfig& config);
+
 // "key=value" lines describing the resolved configuration (logged at start).
 std::string describe_config(const TrainConfig& config);
 

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   try {
     const auto config = sluice::parse_train_args(argc, argv);
     if (!config) return 0;
+    sluice::check_train_outputs(*config);
     if (config->quiet)
       sluice::set_log_level(sluice::LogLevel::kQuiet);
     else if (config->verbose)

@@ -1,11 +1,62 @@
 // Implementation of formats/checkpoint.hpp.
 #include "formats/checkpoint.hpp"
 
+#include <cstdio>
+
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/hash.hpp"
 #include "formats/hdf5.hpp"
 
 namespace sluice {
+namespace {
+
+void add_string(Fingerprint& hash, const std::string& text) {
+  hash.add_u64(text.size());
+  hash.add(text.data(), text.size());
+}
+
+template <typename T>
+void add_scalar(Fingerprint& hash, T value) {
+  hash.add(&value, sizeof value);
+}
+
+template <typename T>
+void add_array(Fingerprint& hash, const std::vector<T>& values) {
+  hash.add_u64(values.size());
+  hash.add(values.data(), values.size() * sizeof(T));
+}
+
+// Hash of every stored field in a fixed order; each string and array is preceded by its length
+// so that bytes cannot move between neighbouring fields without changing the value.
+std::uint64_t checkpoint_checksum(const Checkpoint& ck) {
+  Fingerprint hash;
+  add_scalar<std::int32_t>(hash, kCheckpointFormatVersion);
+  add_string(hash, ck.config_fingerprint);
+  add_string(hash, ck.description);
+  add_scalar(hash, ck.seed);
+  add_scalar(hash, ck.epochs_done);
+  add_scalar(hash, ck.optimizer_step);
+  add_scalar(hash, ck.best_epoch);
+  add_scalar(hash, ck.best_valid_accuracy);
+  add_scalar(hash, ck.best_test_accuracy);
+  add_scalar(hash, ck.best_train_accuracy);
+  add_scalar(hash, ck.train_seconds);
+  add_array(hash, ck.parameters);
+  add_array(hash, ck.adam_m);
+  add_array(hash, ck.adam_v);
+  add_array(hash, ck.losses);
+  add_array(hash, ck.best_parameters);
+  return hash.value();
+}
+
+std::string hex64(std::uint64_t value) {
+  char buffer[17];
+  std::snprintf(buffer, sizeof buffer, "%016llx", static_cast<unsigned long long>(value));
+  return buffer;
+}
+
+}  // namespace
 
 void write_checkpoint(const std::string& path, const Checkpoint& ck) {
   AtomicOutput output(path);
@@ -28,6 +79,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
     h5::write_vector(file, "adam_v", ck.adam_v);
     h5::write_vector(file, "losses", ck.losses);
     h5::write_vector(file, "best_parameters", ck.best_parameters);
+    h5::write_attr<std::uint64_t>(file, "checksum", checkpoint_checksum(ck));
     SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
   }
   output.commit();
@@ -38,7 +90,7 @@ void write_model(const std::string& path, const ModelFile& model) {
   {
     h5::Handle file = h5::create_file(output.temporary_path());
     h5::write_string_attr(file, "format", "sluice-model");
-    h5::write_attr<std::int32_t>(file, "format_version", kCheckpointFormatVersion);
+    h5::write_attr<std::int32_t>(file, "format_version", kModelFormatVersion);
     h5::write_string_attr(file, "description", model.description);
     h5::write_attr<std::int64_t>(file, "epoch", model.epoch);
     h5::Handle group = h5::create_group(file, "parameters");
@@ -88,6 +140,9 @@ Checkpoint read_checkpoint(const std::string& path) {
       h5::has_attr(file, "format") && h5::read_string_attr(file, "format") == "sluice-checkpoint",
       path, ": not a Sluice checkpoint (missing format attribute)");
   const auto version = h5::read_attr<std::int32_t>(file, "format_version");
+  SLUICE_INPUT_CHECK(version != 1, "checkpoint ", path,
+                     " has no checksum (format version 1, written by an older sluice-train), so "
+                     "its contents cannot be verified; start the run again without --resume");
   SLUICE_INPUT_CHECK(version == kCheckpointFormatVersion, path, ": checkpoint format version ",
                      version, " is not supported (expected ", kCheckpointFormatVersion, ")");
   Checkpoint ck;
@@ -106,6 +161,13 @@ Checkpoint read_checkpoint(const std::string& path) {
   ck.adam_v = h5::read_vector<float>(file, "adam_v");
   ck.losses = h5::read_vector<double>(file, "losses");
   ck.best_parameters = h5::read_vector<float>(file, "best_parameters");
+  SLUICE_INPUT_CHECK(h5::has_attr(file, "checksum"), "checkpoint ", path,
+                     " is corrupt: the checksum attribute is missing");
+  const auto stored = h5::read_attr<std::uint64_t>(file, "checksum");
+  const std::uint64_t computed = checkpoint_checksum(ck);
+  SLUICE_INPUT_CHECK(stored == computed, "checkpoint ", path,
+                     " is corrupt: checksum mismatch (stored ", hex64(stored), ", computed ",
+                     hex64(computed), ")");
   SLUICE_INPUT_CHECK(
       ck.epochs_done >= 0 && std::int64_t(ck.losses.size()) == ck.epochs_done &&
           (ck.adam_m.empty() || ck.adam_m.size() == ck.parameters.size()) &&

@@ -1,7 +1,8 @@
 // Training checkpoints (HDF5): parameters, optimizer state, the epoch counter (all randomness
 // is keyed by (seed, epoch, ...), so seed + epoch is the whole RNG state), the best-valid model
 // and the loss history, plus a fingerprint of the configuration, dataset and plan so that a
-// resume with different settings is refused. Written atomically.
+// resume with different settings is refused. Written atomically, with a checksum over every
+// stored field that reading verifies, so a damaged file is refused rather than resumed.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,9 @@
 
 namespace sluice {
 
-inline constexpr int kCheckpointFormatVersion = 1;
+// Version 2 adds the checksum; version 1 files (no checksum) are refused on read.
+inline constexpr int kCheckpointFormatVersion = 2;
+inline constexpr int kModelFormatVersion = 1;
 
 struct Checkpoint {
   std::string config_fingerprint;  // model config + dataset + plan (see train/trainer.cpp)
@@ -44,7 +47,8 @@ struct ModelFile {
 };
 void write_model(const std::string& path, const ModelFile& model);
 ModelFile read_model(const std::string& path);
-// Throws InputError naming the file when it is missing, not a checkpoint, or malformed.
+// Throws InputError naming the file when it is missing, not a checkpoint, malformed, has no
+// checksum, or its contents do not match the stored checksum.
 Checkpoint read_checkpoint(const std::string& path);
 
 }  // namespace sluice

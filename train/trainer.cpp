@@ -101,6 +101,45 @@ json epoch_json(const EpochRecord& r) {
   return j;
 }
 
+// On --resume the metrics file may hold records of epochs that ran after the checkpoint was
+// written (the run stopped between checkpoints); those epochs run again, so their records are
+// dropped here to keep one record per epoch. Records count epochs from 0, so a checkpoint
+// after `epochs_done` epochs keeps epochs 0 .. epochs_done - 1. A final line without its
+// newline is a record cut off mid-write and is dropped; any other line that is not a record is
+// an error. The file is replaced atomically, so a failure leaves it as it was.
+void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
+  std::ifstream in(path);
+  if (!in) return;  // no metrics yet: the resumed run starts the file
+  AtomicOutput output(path);
+  {
+    std::ofstream out(output.temporary_path(), std::ios::trunc);
+    SLUICE_INPUT_CHECK(out.good(), "cannot write ", output.temporary_path(),
+                       " (rewriting metrics file ", path, ")");
+    std::string line;
+    for (std::int64_t line_number = 1; std::getline(in, line); ++line_number) {
+      const bool cut_off = in.eof();  // getline stopped at the end, not at a newline
+      if (line.empty()) continue;
+      json record;
+      try {
+        record = json::parse(line);
+      } catch (const json::parse_error& error) {
+        if (cut_off) break;
+        throw InputError(cat("metrics file ", path, " line ", line_number, " is not valid JSON (",
+                             error.what(), ")"));
+      }
+      SLUICE_INPUT_CHECK(
+          record.is_object() && record.contains("epoch") && record["epoch"].is_number_integer(),
+          "metrics file ", path, " line ", line_number,
+          " is not a metrics record (an object with an integer \"epoch\")");
+      if (record["epoch"].get<std::int64_t>() < epochs_done) out << line << "\n";
+    }
+    out.flush();
+    SLUICE_INPUT_CHECK(out.good(), "cannot write ", output.temporary_path(),
+                       " (rewriting metrics file ", path, ")");
+  }
+  output.commit();
+}
+
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
@@ -297,6 +336,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
 
   std::ofstream metrics;
   if (!config.metrics.empty()) {
+    if (config.resume) truncate_metrics(config.metrics, state.epochs_done);
     metrics.open(config.metrics, config.resume ? std::ios::app : std::ios::trunc);
     SLUICE_INPUT_CHECK(metrics.good(), "cannot open metrics file ", config.metrics, " for writing");
   }

@@ -1,4 +1,4 @@
-// Backend-independent parts of kernels/ops.hpp: names of phases, lanes and peer-access modes,
+// Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes and host precisions,
 // and the CUDA entry points when CUDA is not built.
 #include "kernels/ops.hpp"
 
@@ -46,6 +46,22 @@ PeerAccess parse_peer_access(const std::string& text, const std::string& option)
   if (text == "auto") return PeerAccess::kAuto;
   if (text == "off") return PeerAccess::kOff;
   throw InputError(cat("unknown ", option, " '", text, "' (expected auto or off)"));
+}
+
+const char* host_precision_name(HostPrecision precision) {
+  switch (precision) {
+    case HostPrecision::kFp32:
+      return "fp32";
+    case HostPrecision::kBf16:
+      return "bf16";
+  }
+  return "?";
+}
+
+HostPrecision parse_host_precision(const std::string& text, const std::string& option) {
+  if (text == "fp32") return HostPrecision::kFp32;
+  if (text == "bf16") return HostPrecision::kBf16;
+  throw InputError(cat("unknown ", option, " '", text, "' (expected fp32 or bf16)"));
 }
 
 #ifndef SLUICE_HAVE_CUDA

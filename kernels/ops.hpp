@@ -6,7 +6,10 @@
 // The mathematics each operator serves is fixed in docs/model-math.md.
 //
 // Conventions
-// - Every matrix is dense, float32, row-major with a leading dimension (ld >= cols).
+// - Every matrix is dense, row-major with a leading dimension (ld >= cols); device matrices are
+//   float32, host matrices float32 or bfloat16 (HostMat::precision). Transfers between them widen
+//   or round (to nearest even, kernels/bfloat16.hpp); a row added into a bf16 host matrix is
+//   rounded, then added, then the sum rounded.
 // - Device objects (Mat, Idx, Csr) are non-owning views of memory the Device allocated; the
 //   Device owns and frees everything it allocated (allocate once at setup, never in the loop).
 // - HostMat is host memory the Backend allocated (pinned + mapped for CUDA), shared by devices.
@@ -46,7 +49,60 @@ struct Mat {
   }
   bool empty() const { return rows == 0 || cols == 0; }
 };
-using HostMat = Mat;
+
+// How a host matrix stores its elements. Device matrices (Mat) are always fp32; a kBf16 host
+// matrix holds bfloat16 values (kernels/bfloat16.hpp), widened to fp32 when rows move to a
+// device and rounded to nearest even when they move back, so vertex data in host memory and on
+// the host link takes half the bytes while every operation computes in fp32.
+enum class HostPrecision { kFp32, kBf16 };
+const char* host_precision_name(HostPrecision precision);  // "fp32", "bf16"
+// Parses "fp32" or "bf16"; throws InputError naming `option` otherwise.
+HostPrecision parse_host_precision(const std::string& text, const std::string& option);
+inline std::int64_t element_bytes(HostPrecision precision) {
+  return precision == HostPrecision::kBf16 ? 2 : 4;
+}
+
+// A dense row-major host matrix view with a typed element (host memory the Backend allocated;
+// pinned + mapped on CUDA). ld and the blocks count elements.
+struct HostMat {
+  void* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t ld = 0;  // distance between rows, in elements
+  HostPrecision precision = HostPrecision::kFp32;
+
+  std::int64_t element_bytes() const { return ::sluice::element_bytes(precision); }
+  // The elements of a kFp32 / kBf16 matrix (throws for the other precision).
+  float* fp32() const {
+    SLUICE_EXPECTS(precision == HostPrecision::kFp32, "host matrix holds ",
+                   host_precision_name(precision), " elements, not fp32");
+    return static_cast<float*>(data);
+  }
+  std::uint16_t* bf16() const {
+    SLUICE_EXPECTS(precision == HostPrecision::kBf16, "host matrix holds ",
+                   host_precision_name(precision), " elements, not bf16");
+    return static_cast<std::uint16_t*>(data);
+  }
+  // The address of element (row, col).
+  void* at(std::int64_t row, std::int64_t col) const {
+    return static_cast<char*>(data) + (row * ld + col) * element_bytes();
+  }
+  HostMat row_block(std::int64_t begin, std::int64_t count) const {
+    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= rows, "host row block [", begin,
+                   ", +", count, ") outside ", rows, " rows");
+    return HostMat{at(begin, 0), count, cols, ld, precision};
+  }
+  HostMat col_block(std::int64_t begin, std::int64_t count) const {
+    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= cols, "host column block [",
+                   begin, ", +", count, ") outside ", cols, " columns");
+    return HostMat{at(0, begin), rows, count, ld, precision};
+  }
+  bool empty() const { return rows == 0 || cols == 0; }
+  // Bytes from the first element to one past the last (0 when empty).
+  std::int64_t span_bytes() const {
+    return empty() ? 0 : ((rows - 1) * ld + cols) * element_bytes();
+  }
+};
 
 // A device-resident array of 32-bit indices.
 struct Idx {
@@ -74,7 +130,8 @@ struct DropoutKey {
   float rate = 0.f;  // p; 0 disables
 };
 
-// Byte/row counters per transfer path, kept by each device for metrics.
+// Byte/row counters per transfer path, kept by each device for metrics. Host-link bytes count
+// the host matrix's elements (2 bytes each in bf16), which is what crosses the link.
 struct TransferCounters {
   std::int64_t h2d_gather_rows = 0, h2d_gather_bytes = 0;  // load_rows
   std::int64_t h2d_block_bytes = 0;                        // load_block
@@ -188,6 +245,12 @@ class Device {
   // dst[dst_rows[i]] = src[src_rows[i]], or += with `add` (device-local; dst_rows unique).
   virtual void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) = 0;
   virtual void zero_rows(Mat m, Idx rows) = 0;
+  // m[i, j] = round_to_bf16(m[i, j]) (kernels/bfloat16.hpp) when `precision` is kBf16, nothing
+  // for kFp32: device rows that stand in for a round trip through a host matrix of that
+  // precision (rows handed to the next pass on the device, the kept tail) get the values the
+  // round trip would give them. round_rows_to_host_precision does it for m's rows rows[i].
+  virtual void round_to_host_precision(Mat m, HostPrecision precision) = 0;
+  virtual void round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) = 0;
   virtual void fill(Mat m, float value) = 0;
   virtual void copy(Mat src, Mat dst) = 0;  // same shape
   virtual const TransferCounters& counters() const = 0;
@@ -307,8 +370,13 @@ class Backend {
   virtual std::string name() const = 0;
   virtual int num_devices() const = 0;
   virtual Device& device(int index) = 0;
-  // Host matrix (pinned + mapped on CUDA), zero-initialized; owned by the backend.
-  virtual HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) = 0;
+  // Host matrix (pinned + mapped on CUDA) of `precision` elements, zero-initialized; owned by
+  // the backend.
+  virtual HostMat alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
+                             const std::string& what) = 0;
+  HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) {
+    return alloc_host(rows, cols, HostPrecision::kFp32, what);
+  }
   // buffers[d] (n floats on device d) = sum over all devices, on every device.
   virtual void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) = 0;
   // Host blocks until every device's queued work (every lane, host functions included) has

@@ -121,7 +121,7 @@ TEST_F(CpuOps, BudgetOverflowThrowsNamingTheAllocation) {
 TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
   Device& d = dev();
   HostMat host = backend->alloc_host(5, 2, "H");
-  for (int i = 0; i < 10; ++i) host.data[i] = float(i);  // row r = [2r, 2r+1]
+  for (int i = 0; i < 10; ++i) host.fp32()[i] = float(i);  // row r = [2r, 2r+1]
   Mat buf = d.alloc(4, 2, "buffer");
   d.load_rows(host, idx({1, 3, 4}), idx({2, 0, 3}), buf);
   EXPECT_EQ(get(buf), (Floats{6, 7, 0, 0, 2, 3, 8, 9}));

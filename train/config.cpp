@@ -44,6 +44,7 @@ void validate_config(const TrainConfig& c) {
       "unknown --intermediates '", c.intermediates, "' (expected auto, cache or recompute)");
   SLUICE_INPUT_CHECK(c.input_rows == "auto" || c.input_rows == "keep" || c.input_rows == "reload",
                      "unknown --input-rows '", c.input_rows, "' (expected auto, keep or reload)");
+  parse_host_precision(c.host_precision, "--host-precision");
   SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
                      "--intermediates cache is not available for --model gat: GAT recomputes "
                      "its layers in the backward pass (use auto or recompute)");
@@ -127,7 +128,12 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "input rows of the layers transformed on arrival (GAT): keep (on the device) | reload "
       "(leaving rows read again from host memory for the weight gradient: less device memory, "
       "more host-link traffic) | auto (reload only when --gpu-memory cannot hold the kept "
-      "rows)")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "rows)")("host-precision", po::value(&c.host_precision)->default_value(c.host_precision),
+               "element type of vertex data in host memory and on the host link (features, "
+               "layer outputs, cached aggregations, flushed gradients): fp32 | bf16 (half the "
+               "host memory and link bytes; devices compute in fp32, rows are rounded to "
+               "nearest even when they go back to host memory)")(
+      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(
@@ -198,7 +204,8 @@ std::string describe_config(const TrainConfig& c) {
   if (c.model == "gat") out << " attention_dropout=" << c.effective_attention_dropout();
   out << " seed=" << c.seed << " feature_norm=" << c.feature_norm << " eval_every=" << c.eval_every
       << " comm=" << c.comm << " intermediates=" << c.intermediates
-      << " input_rows=" << c.input_rows << " device=" << c.device << " threads=" << c.threads;
+      << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
+      << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

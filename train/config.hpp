@@ -47,6 +47,9 @@ struct TrainConfig {
   // leaving ones from host memory for the weight gradient (ScheduleOptions::reload_inputs);
   // auto: reload only when --gpu-memory is set and the plan's estimate with kept rows exceeds it.
   std::string input_rows = "auto";  // auto | keep | reload
+  // Element type of vertex data in host memory and on the host link (features, layer outputs,
+  // cached aggregations, flushed gradients): fp32 | bf16 (ScheduleOptions::host_precision).
+  std::string host_precision = "fp32";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

@@ -58,6 +58,12 @@ struct ScheduleOptions {
   // the leaving rows in the backward pass: for budgets the kept rows do not fit
   // (sluice-train --input-rows).
   bool reload_inputs = false;
+  // Element type of the vertex data in host memory (H^l or T^l, G^l or dT^l, A^l): kBf16 halves
+  // their host memory and host-link bytes; the devices compute in fp32, widening rows on load
+  // and rounding them (to nearest even) where they go back to host memory, and rows handed over
+  // on the device in place of that round trip (the next pass's first rows, the kept tail) are
+  // rounded the same way, so every layout of the plan reads the same values.
+  HostPrecision host_precision = HostPrecision::kFp32;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

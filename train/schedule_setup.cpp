@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "common/log.hpp"
+#include "train/host_features.hpp"
 #include "train/schedule_impl.hpp"
 
 namespace sluice {
@@ -246,43 +247,34 @@ void Schedule::Impl::setup(const Dataset& dataset) {
   upload_tails(tails, tail_buffers);
 }
 
-// Host matrices in renumbered row order: H^0 (the features), each layer's inputs H^l (or T^l),
-// the gradients G^l (or dT^l) below the last layer, and the cached aggregations A^l.
+// Host matrices in renumbered row order, of options.host_precision elements: H^0 (the
+// features, row-normalized in fp32 first when asked, then rounded), each layer's inputs H^l (or
+// T^l), the gradients G^l (or dT^l) below the last layer, and the cached aggregations A^l.
 void Schedule::Impl::allocate_host_matrices(const Dataset& dataset) {
   const int L = model.num_layers();
+  const HostPrecision precision = options.host_precision;
   H.resize(std::size_t(L));
   G.resize(std::size_t(L));
   A_cache.resize(std::size_t(L));
-  H[0] = backend.alloc_host(n, dataset.feature_dim, "H^0 (features)");
-  {
-    HostMat H0 = H[0];
-    const std::int64_t dim = dataset.feature_dim;
-    const bool normalize = options.row_normalize_features;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t v = 0; v < n; ++v) {
-      float* row = H0.data + v * H0.ld;
-      std::memcpy(row, dataset.feature_row(plan.new_to_old[std::size_t(v)]),
-                  std::size_t(dim) * sizeof(float));
-      if (!normalize) continue;
-      double norm = 0;
-      for (std::int64_t j = 0; j < dim; ++j) norm += std::abs(double(row[j]));
-      const float scale = norm > 0 ? static_cast<float>(1.0 / norm) : 0.f;
-      for (std::int64_t j = 0; j < dim; ++j) row[j] *= scale;
-    }
-  }
+  H[0] = backend.alloc_host(n, dataset.feature_dim, precision, "H^0 (features)");
+  fill_features(dataset, plan.new_to_old,
+                options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
+                H[0]);
   for (int l = 0; l < L; ++l) {
     const LayerSpec& layer = model.layers[std::size_t(l)];
     if (l > 0)
-      H[std::size_t(l)] = backend.alloc_host(n, input_width(layer),
+      H[std::size_t(l)] = backend.alloc_host(n, input_width(layer), precision,
                                              pretransformed(layer) ? cat("T^", l) : cat("H^", l));
     // The fused last layer keeps its loss gradients and aggregations on the device.
     if (layer.last) continue;
     if (stores_transform(layer))
-      G[std::size_t(l) + 1] = backend.alloc_host(n, output_width(layer), cat("dT^", l + 1));
+      G[std::size_t(l) + 1] =
+          backend.alloc_host(n, output_width(layer), precision, cat("dT^", l + 1));
     else
-      G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, cat("G^", l + 1));
+      G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, precision, cat("G^", l + 1));
     if (!recompute(layer))
-      A_cache[std::size_t(l)] = backend.alloc_host(n, layer.aggregate_width, cat("A^", l));
+      A_cache[std::size_t(l)] =
+          backend.alloc_host(n, layer.aggregate_width, precision, cat("A^", l));
   }
   predictions.assign(std::size_t(n), -1);
 }

@@ -159,15 +159,18 @@ void Schedule::Impl::prefetch_next_head() {
 }
 
 // Batch 0's pending rows (the vertices of the device's last chunk) from the last forward
-// chunk's output block, where they are what store_blocks() writes to host memory.
+// chunk's output block, where they are what store_blocks() writes to host memory; rounded to
+// the host precision, as a load of what the store wrote would give them.
 void Schedule::Impl::copy_head_rows(DeviceState& s, const LayerSpec& layer) {
   const int last = C - 1;
   const DeviceChunk& ch = s.chunks[std::size_t(last)];
   const std::int64_t width = input_width(layer);
   const std::int64_t begin = s.head.pending_begin, n = s.head.pending_end - begin;
+  const Mat rows = s.stage.row_block(begin, n).col_block(0, width);
   s.device->wait(kComputed + last % s.num_sets);
   s.device->gather_rows(rows_of(s.sets[last % s.num_sets].out, ch.num_dst, width),
-                        s.head.block_rows, s.stage.row_block(begin, n).col_block(0, width));
+                        s.head.block_rows, rows);
+  s.device->round_to_host_precision(rows, options.host_precision);
 }
 
 // Whether the forward pass of `layer` may end without waiting for its last stores: the next
@@ -189,7 +192,8 @@ bool Schedule::Impl::ends_early(const LayerSpec& layer) const {
 // The backward's per-chunk blocks: G^{l+1} rows and, when cached, A^l rows. Layer 0 completes
 // its G^1 block with the kept tail rows: those leaving layer 1's pass for the first time are
 // copied over the block's (unwritten) rows, the others added to what earlier flushes left in
-// G^1. The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
+// G^1 (the tail rows carry the host precision already, flush_rows(); the sums are rounded as a
+// flush's addition into G^1 would round them). The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
 // only the other rows, whose warps take SMs from the compute (docs/benchmarks.md).
 // kPreloaded: the host rows are in the set already (preload_next_blocks()), only the kept
 // tail is missing.
@@ -202,6 +206,7 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
     const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
     d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
     d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, kAddInto);
+    d.round_rows_to_host_precision(dst, part(ch.tail_dst, a, n), options.host_precision);
   }
 }
 
@@ -339,9 +344,13 @@ void Schedule::Impl::flush_rows(DeviceState& s, const DeviceChunk& ch, const Lay
   const DropoutKey key = feature_key(layer.index);
   if (key.rate > 0 && !transformed) d.dropout_rows(dX, ch.leave_rows, ch.leave_keys, key);
   if (keeps_tail(s, layer, c)) {  // layer 0's load_blocks() reads them (tail_rows())
+    // Rounded to the host precision as the flush they stand in for would round them.
     if (tail_in_flush_buffer) {
       d.wait(kLeaveFree);
       d.gather_rows(dX, ch.leave_rows, rows_of(s.leave, n, width));
+      d.round_to_host_precision(rows_of(s.leave, n, width), options.host_precision);
+    } else {
+      d.round_rows_to_host_precision(dX, ch.leave_rows, options.host_precision);
     }
     d.phase_end(Phase::kFlush);
     return;

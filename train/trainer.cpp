@@ -221,6 +221,7 @@ ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
   options.synchronize_phases = config.phase_timing;
   options.overlap = !config.no_overlap;
   options.reload_inputs = reload_inputs(dataset, plan, config);
+  options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
   return options;
 }
 
@@ -258,6 +259,8 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
   text << ";dataset=" << plan.dataset_fingerprint << ";P=" << plan.partitions
        << ";C=" << plan.chunks << ";partitioner=" << plan.partitioner
        << ";reorganized=" << plan.reorganized;
+  // bf16 host data changes the numbers; fp32 runs keep the fingerprint they always had.
+  if (c.host_precision != "fp32") text << ";host_precision=" << c.host_precision;
   Fingerprint f;
   const std::string s = text.str();
   f.add(s.data(), s.size());
@@ -289,7 +292,8 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
       model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache",
-      options.reload_inputs ? ", input rows reloaded" : "");
+      options.reload_inputs ? ", input rows reloaded" : "",
+      options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
 
   const bool adam = config.optimizer == "adam";
   const std::string fingerprint = config_fingerprint(config, plan);

@@ -29,11 +29,12 @@ Device& CpuBackend::device(int index) {
   return *devices_[std::size_t(index)];
 }
 
-HostMat CpuBackend::alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) {
+HostMat CpuBackend::alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
+                               const std::string& what) {
   SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad host shape ", rows, " x ", cols, " for ", what);
   std::lock_guard<std::mutex> lock(host_mutex_);
-  host_buffers_.emplace_back(std::size_t(rows * cols) * sizeof(float));
-  return HostMat{static_cast<float*>(host_buffers_.back().data()), rows, cols, cols};
+  host_buffers_.emplace_back(std::size_t(rows * cols * element_bytes(precision)));
+  return HostMat{host_buffers_.back().data(), rows, cols, cols, precision};
 }
 
 void CpuBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) {

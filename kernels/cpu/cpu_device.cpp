@@ -163,22 +163,30 @@ void CpuDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
                  " source rows, ", dst_rows.size, " destination rows");
   SLUICE_EXPECTS(src.cols == dst.cols, "load_rows: width ", src.cols, " vs ", dst.cols);
   // An empty dst_rows: rows land compact, in order (the copy checks they fit).
-  cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.size ? dst_rows.data : nullptr,
-                         src_rows.size);
+  cpu::load_host_rows(src, src_rows.data, dst, dst_rows.size ? dst_rows.data : nullptr,
+                      src_rows.size);
   counters_.h2d_gather_rows += src_rows.size;
-  counters_.h2d_gather_bytes += src_rows.size * dst.cols * std::int64_t(sizeof(float));
+  counters_.h2d_gather_bytes += src_rows.size * dst.cols * src.element_bytes();
 }
 
 void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   SLUICE_EXPECTS(src.cols == dst.cols, "load_block: width ", src.cols, " vs ", dst.cols);
-  copy(src.row_block(src_row, dst.rows), dst);
-  counters_.h2d_block_bytes += dst.rows * dst.cols * std::int64_t(sizeof(float));
+  const HostMat block = src.row_block(src_row, dst.rows);
+  if (block.precision == HostPrecision::kFp32)
+    copy(cpu::fp32_view(block), dst);
+  else
+    cpu::load_host_rows(block, nullptr, dst, nullptr, dst.rows);
+  counters_.h2d_block_bytes += dst.rows * dst.cols * src.element_bytes();
 }
 
 void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   SLUICE_EXPECTS(src.cols == dst.cols, "store_block: width ", src.cols, " vs ", dst.cols);
-  copy(src, dst.row_block(dst_row, src.rows));
-  counters_.d2h_bytes += src.rows * src.cols * std::int64_t(sizeof(float));
+  const HostMat block = dst.row_block(dst_row, src.rows);
+  if (block.precision == HostPrecision::kFp32)
+    copy(src, cpu::fp32_view(block));
+  else
+    cpu::store_host_rows(src, nullptr, block, nullptr, src.rows);
+  counters_.d2h_bytes += src.rows * src.cols * dst.element_bytes();
 }
 
 void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
@@ -223,11 +231,11 @@ void CpuDevice::flush_rows(const char* operation, Mat src, Idx src_rows, Idx hos
                  host_rows.size, " host rows");
   SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
   if (add) {
-    cpu::add_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+    cpu::add_host_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
   } else {
-    cpu::copy_indexed_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
+    cpu::store_host_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
   }
-  counters_.d2h_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+  counters_.d2h_bytes += src_rows.size * src.cols * host.element_bytes();
 }
 
 void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
@@ -297,6 +305,15 @@ void CpuDevice::zero_rows(Mat m, Idx rows) {
   cpu::check_indices(rows.data, n, m.rows, "zero_rows");
 #pragma omp parallel for schedule(static) if (n * m.cols > cpu::kParallelThreshold)
   for (std::int64_t i = 0; i < n; ++i) std::fill_n(m.data + rows.data[i] * m.ld, m.cols, 0.f);
+}
+
+void CpuDevice::round_to_host_precision(Mat m, HostPrecision precision) {
+  cpu::round_rows(m, nullptr, m.rows, precision);
+}
+
+void CpuDevice::round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) {
+  cpu::expect_index(rows, "rows");
+  cpu::round_rows(m, rows.data, rows.size, precision);
 }
 
 void CpuDevice::fill(Mat m, float value) {

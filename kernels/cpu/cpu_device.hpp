@@ -79,6 +79,8 @@ class CpuDevice final : public Device {
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void zero_rows(Mat m, Idx rows) override;
+  void round_to_host_precision(Mat m, HostPrecision precision) override;
+  void round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) override;
   void fill(Mat m, float value) override;
   void copy(Mat src, Mat dst) override;
   const TransferCounters& counters() const override { return counters_; }
@@ -155,7 +157,9 @@ class CpuBackend final : public Backend {
   std::string name() const override { return "cpu"; }
   int num_devices() const override { return static_cast<int>(devices_.size()); }
   Device& device(int index) override;
-  HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  using Backend::alloc_host;
+  HostMat alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
+                     const std::string& what) override;
   void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
   void synchronize_all() override {}
 

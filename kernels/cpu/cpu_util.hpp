@@ -33,6 +33,25 @@ void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t
                       std::int64_t n);
 void parallel_copy(const float* src, float* dst, std::int64_t n);
 
+// Rows between device matrices and host matrices of either precision (cpu_host_rows.cpp), with
+// the rounding of kernels/bfloat16.hpp; null index arrays mean rows 0..n-1, as above.
+// dst[dst_rows[i]] = widen(src[src_rows[i]]).
+void load_host_rows(HostMat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
+                    std::int64_t n);
+// dst[dst_rows[i]] = round(src[src_rows[i]]).
+void store_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const vertex_t* dst_rows,
+                     std::int64_t n);
+// dst[dst_rows[i]] = round(widen(dst[dst_rows[i]]) + widen(round(src[src_rows[i]]))); fp32:
+// dst += src (add_indexed_rows). Destination rows unique in bf16.
+void add_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const vertex_t* dst_rows,
+                   std::int64_t n);
+// m[rows[i], :] = round(m[rows[i], :]) for kBf16 (rows null: every row of m).
+void round_rows(Mat m, const vertex_t* rows, std::int64_t n, HostPrecision precision);
+// The fp32 matrix of a kFp32 host matrix.
+inline Mat fp32_view(const HostMat& m) {
+  return Mat{m.fp32(), m.rows, m.cols, m.ld};
+}
+
 // The counter-based dropout decision of docs/model-math.md: kind 1 = features, 2 = attention.
 inline std::uint64_t layer_key(const DropoutKey& key) {
   return static_cast<std::uint64_t>(key.epoch * 1024 + key.layer);

@@ -114,10 +114,12 @@ Device& CudaBackend::device(int index) {
   return *devices_[index];
 }
 
-HostMat CudaBackend::alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) {
+HostMat CudaBackend::alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
+                                const std::string& what) {
   SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad host matrix shape ", rows, " x ", cols, " for ",
                  what);
-  return HostMat{shared_->host_memory.allocate(rows * cols), rows, cols, cols};
+  return HostMat{shared_->host_memory.allocate(rows * cols * element_bytes(precision)), rows, cols,
+                 cols, precision};
 }
 
 void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) {

@@ -74,6 +74,8 @@ class CudaDevice final : public Device {
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void zero_rows(Mat m, Idx rows) override;
+  void round_to_host_precision(Mat m, HostPrecision precision) override;
+  void round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) override;
   void fill(Mat m, float value) override;
   void copy(Mat src, Mat dst) override;
   const TransferCounters& counters() const override { return counters_; }
@@ -140,8 +142,8 @@ class CudaDevice final : public Device {
   // (capped products runs: half the epoch). The copy is reused while the same matrix comes back
   // (a GAT layer's forward and backward kernels).
   const DeviceCsr& resident_csr(Csr a, const float** values = nullptr);
-  const float* host_device_pointer(const HostMat& m, std::int64_t first_row,
-                                   std::int64_t rows) const;
+  // The device-visible address of rows [first_row, first_row + rows) of a host matrix.
+  void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
   // spmm_transpose_add's methods, chosen per (matrix, width) by measuring them on the first call:
   // y += alpha A^T x by cuSPARSE over the transposed CSR (default algorithm or CSR_ALG3) or by
   // the GAT warp-per-row transposed aggregation with one head (alpha 1 only), with optional
@@ -249,7 +251,9 @@ class CudaBackend final : public Backend {
   std::string name() const override;
   int num_devices() const override { return static_cast<int>(devices_.size()); }
   Device& device(int index) override;
-  HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  using Backend::alloc_host;
+  HostMat alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
+                     const std::string& what) override;
   void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
   void synchronize_all() override;
   // Event-only cross-stream barrier: one event recorded on every device's stream, then every

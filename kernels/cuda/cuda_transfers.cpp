@@ -1,6 +1,8 @@
 // CudaDevice transfers: host-link loads and stores (zero-copy gathers and DMA blocks), peer
 // pulls and pushes between logical devices (direct or staged), gradient flushes into host
-// matrices, and the device-local row copies.
+// matrices, and the device-local row copies. Host matrices of bf16 elements are read by kernels
+// that widen them (host_rows.hpp) and written by kernels that round on the GPU, so the link
+// carries 2 bytes per element.
 #include <omp.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/gather.hpp"
+#include "kernels/cuda/host_rows.hpp"
 
 namespace sluice::cuda {
 namespace {
@@ -29,20 +32,35 @@ void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
 }
 
 // Host-side work queued on a stream (cudaLaunchHostFunc): the payload owns itself.
+// host[rows[i]] += values_i; bf16: host = round(host + values), the values already rounded on
+// the GPU (the CPU backend's add_host_rows computes the same).
 struct FlushTask {
-  const float* values;   // n x cols, pinned staging
+  const void* values;    // n x cols elements of host.precision, pinned staging
   const vertex_t* rows;  // n host row indices, pinned staging
   std::int64_t n, cols;
-  float* host;
-  std::int64_t host_ld;
+  HostMat host;
   int threads;  // CPU threads of this task (the host's share of one GPU)
   static void CUDART_CB run(void* arg) {
     std::unique_ptr<FlushTask> task(static_cast<FlushTask*>(arg));
-    const std::int64_t n = task->n, cols = task->cols;
+    const std::int64_t n = task->n, cols = task->cols, ld = task->host.ld;
+    if (task->host.precision == HostPrecision::kBf16) {
+      const auto* values = static_cast<const bf16_t*>(task->values);
+      bf16_t* host = task->host.bf16();
+#pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
+      for (std::int64_t i = 0; i < n; ++i) {
+        bf16_t* out = host + static_cast<std::int64_t>(task->rows[i]) * ld;
+        const bf16_t* in = values + i * cols;
+        for (std::int64_t j = 0; j < cols; ++j)
+          out[j] = bf16_from_float(float_from_bf16(out[j]) + float_from_bf16(in[j]));
+      }
+      return;
+    }
+    const auto* values = static_cast<const float*>(task->values);
+    float* host = task->host.fp32();
 #pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
     for (std::int64_t i = 0; i < n; ++i) {
-      float* out = task->host + static_cast<std::int64_t>(task->rows[i]) * task->host_ld;
-      const float* in = task->values + i * cols;
+      float* out = host + static_cast<std::int64_t>(task->rows[i]) * ld;
+      const float* in = values + i * cols;
       for (std::int64_t j = 0; j < cols; ++j) out[j] += in[j];
     }
   }
@@ -50,12 +68,11 @@ struct FlushTask {
 
 }  // namespace
 
-const float* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
-                                             std::int64_t rows) const {
+void* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
+                                      std::int64_t rows) const {
   if (rows <= 0 || m.cols <= 0) return m.data;
-  const float* begin = m.data + first_row * m.ld;
-  const std::int64_t bytes = ((rows - 1) * m.ld + m.cols) * kFloat;
-  return static_cast<const float*>(shared_.host_memory.device_pointer(begin, bytes));
+  const HostMat block = m.row_block(first_row, rows);
+  return const_cast<void*>(shared_.host_memory.device_pointer(block.data, block.span_bytes()));
 }
 
 void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
@@ -68,12 +85,16 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   if (dst_rows.size == 0) expect_rows_fit(dst, n, "load_rows destination");
   if (n == 0 || dst.cols == 0) return;
   DeviceGuard guard(gpu_);
-  const float* source = host_device_pointer(src, 0, src.rows);
-  launch_gather_rows(source, src.ld, src_rows.data, dst.data, dst.ld,
-                     dst_rows.size ? dst_rows.data : nullptr, n, dst.cols, cur(),
-                     host_link_blocks_);
+  const void* source = host_device_pointer(src, 0, src.rows);
+  const vertex_t* to = dst_rows.size ? dst_rows.data : nullptr;
+  if (src.precision == HostPrecision::kBf16)
+    launch_widen_rows(static_cast<const bf16_t*>(source), src.ld, src_rows.data, dst.data, dst.ld,
+                      to, n, dst.cols, cur(), host_link_blocks_);
+  else
+    launch_gather_rows(static_cast<const float*>(source), src.ld, src_rows.data, dst.data, dst.ld,
+                       to, n, dst.cols, cur(), host_link_blocks_);
   counters_.h2d_gather_rows += n;
-  counters_.h2d_gather_bytes += n * row_bytes(dst);
+  counters_.h2d_gather_bytes += n * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
@@ -84,10 +105,17 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
                  src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
   if (dst.empty()) return;
   DeviceGuard guard(gpu_);
-  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data + src_row * src.ld,
-                                src.ld * kFloat, dst.cols * kFloat, dst.rows,
-                                cudaMemcpyHostToDevice, cur()));
-  counters_.h2d_block_bytes += dst.rows * row_bytes(dst);
+  if (src.precision == HostPrecision::kBf16) {
+    // Read zero-copy and widened on the way (no device staging for the 16-bit block).
+    const auto* source = static_cast<const bf16_t*>(host_device_pointer(src, src_row, dst.rows));
+    launch_widen_rows(source, src.ld, nullptr, dst.data, dst.ld, nullptr, dst.rows, dst.cols,
+                      cur(), host_link_blocks_);
+  } else {
+    SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.row_block(src_row, 0).data,
+                                  src.ld * kFloat, dst.cols * kFloat, dst.rows,
+                                  cudaMemcpyHostToDevice, cur()));
+  }
+  counters_.h2d_block_bytes += dst.rows * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
@@ -97,10 +125,17 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
                  src.rows, ") of a ", dst.rows, " x ", dst.cols, " host matrix");
   if (src.empty()) return;
   DeviceGuard guard(gpu_);
-  SLUICE_CUDA(cudaMemcpy2DAsync(dst.data + dst_row * dst.ld, dst.ld * kFloat, src.data,
-                                src.ld * kFloat, src.cols * kFloat, src.rows,
-                                cudaMemcpyDeviceToHost, cur()));
-  counters_.d2h_bytes += src.rows * row_bytes(src);
+  if (dst.precision == HostPrecision::kBf16) {
+    // Rounded on the GPU and written over the link into mapped host memory (posted writes).
+    auto* target = static_cast<bf16_t*>(host_device_pointer(dst, dst_row, src.rows));
+    launch_narrow_rows(src.data, src.ld, nullptr, target, dst.ld, nullptr, src.rows, src.cols,
+                       cur(), host_link_blocks_);
+  } else {
+    SLUICE_CUDA(cudaMemcpy2DAsync(dst.row_block(dst_row, 0).data, dst.ld * kFloat, src.data,
+                                  src.ld * kFloat, src.cols * kFloat, src.rows,
+                                  cudaMemcpyDeviceToHost, cur()));
+  }
+  counters_.d2h_bytes += src.rows * src.cols * dst.element_bytes();
 }
 
 CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_bytes,
@@ -200,10 +235,16 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   const std::int64_t cols = src.cols;
   // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
   // link): no device staging buffer, so a flush never needs device memory beyond the budget.
-  auto* values = static_cast<float*>(host_values_.ensure(n * cols * kFloat, cur()));
-  launch_gather_rows(src.data, src.ld, src_rows.data,
-                     static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
-                     cur());
+  // bf16 rows are rounded on the GPU, so the staging and the link hold 2 bytes per element.
+  void* values = host_values_.ensure(n * cols * host.element_bytes(), cur());
+  if (host.precision == HostPrecision::kBf16)
+    launch_narrow_rows(src.data, src.ld, src_rows.data,
+                       static_cast<bf16_t*>(host_values_.device_pointer()), cols, nullptr, n, cols,
+                       cur());
+  else
+    launch_gather_rows(src.data, src.ld, src_rows.data,
+                       static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
+                       cur());
   // host_rows may be a constant kept in pinned host memory: the host function reads it there
   // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
   // host function, which still reads the staging buffer).
@@ -221,11 +262,10 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   }
   // Each GPU's flushes run in their own host-function thread: share the cores between them.
   const int threads = std::max(1, omp_get_max_threads() / std::max(1, shared_.used_gpus));
-  auto task =
-      std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host.data, host.ld, threads});
+  auto task = std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host, threads});
   SLUICE_CUDA(cudaLaunchHostFunc(cur(), &FlushTask::run, task.get()));
   task.release();  // owned by the queued host function now
-  counters_.d2h_bytes += n * cols * kFloat;
+  counters_.d2h_bytes += n * cols * host.element_bytes();
 }
 
 void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
@@ -236,10 +276,14 @@ void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat 
   DeviceGuard guard(gpu_);
   // A gather whose destination is mapped host memory: the GPU writes the rows over the link
   // (posted writes, no round trip); host_rows is read wherever the constant lives.
-  float* target = const_cast<float*>(host_device_pointer(host, 0, host.rows));
-  launch_gather_rows(src.data, src.ld, src_rows.data, target, host.ld, host_rows.data, n, src.cols,
-                     cur(), host_link_blocks_);
-  counters_.d2h_bytes += n * src.cols * kFloat;
+  void* target = host_device_pointer(host, 0, host.rows);
+  if (host.precision == HostPrecision::kBf16)
+    launch_narrow_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(target), host.ld,
+                       host_rows.data, n, src.cols, cur(), host_link_blocks_);
+  else
+    launch_gather_rows(src.data, src.ld, src_rows.data, static_cast<float*>(target), host.ld,
+                       host_rows.data, n, src.cols, cur(), host_link_blocks_);
+  counters_.d2h_bytes += n * src.cols * host.element_bytes();
 }
 
 void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
@@ -292,6 +336,20 @@ void CudaDevice::zero_rows(Mat m, Idx rows) {
   OpScope op(*this, "zero_rows");
   DeviceGuard guard(gpu_);
   launch_zero_rows(m.data, m.ld, rows.data, rows.size, m.cols, cur());
+}
+
+void CudaDevice::round_to_host_precision(Mat m, HostPrecision precision) {
+  OpScope op(*this, "round_to_host_precision");
+  if (precision == HostPrecision::kFp32 || m.empty()) return;
+  DeviceGuard guard(gpu_);
+  launch_round_rows(m.data, m.ld, nullptr, m.rows, m.cols, cur());
+}
+
+void CudaDevice::round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) {
+  OpScope op(*this, "round_rows_to_host_precision");
+  if (precision == HostPrecision::kFp32 || rows.size == 0 || m.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_round_rows(m.data, m.ld, rows.data, rows.size, m.cols, cur());
 }
 
 void CudaDevice::fill(Mat m, float value) {

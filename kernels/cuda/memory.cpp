@@ -130,15 +130,14 @@ void* PinnedScratch::ensure(std::int64_t bytes, cudaStream_t stream) {
   return buffer_.get();
 }
 
-float* PinnedRegistry::allocate(std::int64_t floats) {
-  const std::int64_t bytes = floats * static_cast<std::int64_t>(sizeof(float));
+void* PinnedRegistry::allocate(std::int64_t bytes) {
   if (bytes == 0) return nullptr;
   PinnedBuffer buffer(static_cast<std::size_t>(bytes));
   std::memset(buffer.get(), 0, static_cast<std::size_t>(bytes));
   std::lock_guard<std::mutex> lock(mutex_);
   entries_[static_cast<const char*>(buffer.get())] =
       Entry{bytes, static_cast<char*>(buffer.device_pointer())};
-  float* host = buffer.as<float>();
+  void* host = buffer.get();
   buffers_.push_back(std::move(buffer));
   return host;
 }

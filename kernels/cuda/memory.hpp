@@ -165,7 +165,8 @@ class PinnedScratch {
 // device-visible pointers (zero-copy). Thread-safe.
 class PinnedRegistry {
  public:
-  float* allocate(std::int64_t floats);
+  // A zero-initialized allocation of `bytes` (nullptr for 0).
+  void* allocate(std::int64_t bytes);
   // The device-visible address of [host, host + bytes); throws if it is not inside one
   // allocation of this registry.
   const void* device_pointer(const void* host, std::int64_t bytes) const;

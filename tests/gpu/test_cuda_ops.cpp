@@ -125,7 +125,7 @@ TEST_F(CudaOps, LoadRowsZeroCopyMatchesHostGather) {
     const std::int64_t host_rows = 500;
     HostMat h = backend_->alloc_host(host_rows, cols, "features");
     const Host values = random_floats(host_rows * cols, rng_);
-    std::copy(values.begin(), values.end(), h.data);
+    std::copy(values.begin(), values.end(), h.fp32());
     std::vector<vertex_t> src_rows, dst_rows;
     for (vertex_t r = 0; r < host_rows; r += 3) src_rows.push_back(r);  // sorted subset
     dst_rows.resize(src_rows.size());
@@ -149,7 +149,7 @@ TEST_F(CudaOps, LoadAndStoreBlocks) {
   const std::int64_t rows = 40, cols = 19;
   HostMat h = backend_->alloc_host(rows, cols, "h");
   const Host values = random_floats(rows * cols, rng_);
-  std::copy(values.begin(), values.end(), h.data);
+  std::copy(values.begin(), values.end(), h.fp32());
   Mat d = dev().alloc(10, cols, "block");
   dev().load_block(h, 7, d);
   const Host got = download(d);
@@ -157,8 +157,8 @@ TEST_F(CudaOps, LoadAndStoreBlocks) {
   HostMat out = backend_->alloc_host(rows, cols, "out");
   dev().store_block(d, out, 30);
   dev().synchronize();
-  for (std::int64_t i = 0; i < 10 * cols; ++i) ASSERT_EQ(out.data[30 * cols + i], got[i]);
-  EXPECT_EQ(out.data[0], 0.f);  // alloc_host zeroes
+  for (std::int64_t i = 0; i < 10 * cols; ++i) ASSERT_EQ(out.fp32()[30 * cols + i], got[i]);
+  EXPECT_EQ(out.fp32()[0], 0.f);  // alloc_host zeroes
   EXPECT_EQ(dev().counters().h2d_block_bytes, 10 * cols * 4);
   EXPECT_EQ(dev().counters().d2h_bytes, 10 * cols * 4);
 }
@@ -271,7 +271,7 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
   const std::int64_t rows = 1000, cols = 33;
   HostMat g = backend_->alloc_host(rows, cols, "gradients");
   const Host initial = random_floats(rows * cols, rng_);
-  std::copy(initial.begin(), initial.end(), g.data);
+  std::copy(initial.begin(), initial.end(), g.fp32());
   const Host dvals = random_floats(50 * cols, rng_);
   Mat src = upload(50, cols, dvals);
   std::vector<vertex_t> src_rows(20), host_rows(20);
@@ -284,7 +284,7 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
   for (int i = 0; i < 20; ++i)
     for (std::int64_t c = 0; c < cols; ++c)
       want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
-  EXPECT_LT(relative_error(Host(g.data, g.data + rows * cols), want), kTolerance);
+  EXPECT_LT(relative_error(Host(g.fp32(), g.fp32() + rows * cols), want), kTolerance);
   EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
 }
 
@@ -292,7 +292,7 @@ TEST_F(CudaOps, FlushStoreRowsWritesHostRowsFromTheGpu) {
   const std::int64_t rows = 1000, cols = 37;  // odd width: the scalar tail path too
   HostMat g = backend_->alloc_host(rows, cols, "gradients");
   const Host initial = random_floats(rows * cols, rng_);
-  std::copy(initial.begin(), initial.end(), g.data);
+  std::copy(initial.begin(), initial.end(), g.fp32());
   const Host dvals = random_floats(50 * cols, rng_);
   Mat src = upload(50, cols, dvals);
   std::vector<vertex_t> src_rows(20), host_rows(20);
@@ -303,7 +303,7 @@ TEST_F(CudaOps, FlushStoreRowsWritesHostRowsFromTheGpu) {
   for (int i = 0; i < 20; ++i)
     for (std::int64_t c = 0; c < cols; ++c)
       want[host_rows[i] * cols + c] = dvals[src_rows[i] * cols + c];
-  for (std::int64_t k = 0; k < rows * cols; ++k) ASSERT_EQ(g.data[k], want[k]) << "at " << k;
+  for (std::int64_t k = 0; k < rows * cols; ++k) ASSERT_EQ(g.fp32()[k], want[k]) << "at " << k;
   EXPECT_EQ(dev().counters().d2h_bytes, 20 * cols * 4);
 }
 
@@ -329,7 +329,7 @@ TEST_F(CudaOps, LanesOrderedByMarkers) {
   HostMat source = backend_->alloc_host(rows, cols, "source");
   HostMat target = backend_->alloc_host(rows, cols, "target");
   const Host values = random_floats(rows * cols, rng_);
-  std::copy(values.begin(), values.end(), source.data);
+  std::copy(values.begin(), values.end(), source.fp32());
   std::vector<vertex_t> picked, placed;
   for (std::int64_t r = 0; r < rows; r += 3) picked.push_back(vertex_t(r));
   for (std::size_t i = 0; i < picked.size(); ++i) placed.push_back(vertex_t(picked.size() - 1 - i));
@@ -364,7 +364,7 @@ TEST_F(CudaOps, LanesOrderedByMarkers) {
   backend_->synchronize_all();
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t c = 0; c < cols; ++c)
-      ASSERT_EQ(target.data[placed[i] * cols + c], values[picked[i] * cols + c]);
+      ASSERT_EQ(target.fp32()[placed[i] * cols + c], values[picked[i] * cols + c]);
   double seconds[kPhases] = {};
   std::vector<PhaseRange> timeline;
   dev().take_phase_times(seconds, &timeline);

@@ -145,7 +145,7 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   // Working buffers first (as the schedule does).
   if (settings.ballast_bytes > 0) d0.alloc(settings.ballast_bytes / 4, 1, "ballast");
   HostMat hx = backend->alloc_host(p.cols, p.f, "host X");
-  std::copy(p.host_x.begin(), p.host_x.end(), hx.data);
+  std::copy(p.host_x.begin(), p.host_x.end(), hx.fp32());
   HostMat hg = backend->alloc_host(p.cols, p.f, "host G");  // zero-initialized
   Mat x = d0.alloc(p.cols, p.f, "X");
   Mat y = d0.alloc(p.rows, p.f, "Y");
@@ -216,7 +216,7 @@ Outcome run(const Problem& p, const RunOptions& settings) {
                      download(d0, das),
                      download(d0, dad),
                      download(d0, s),
-                     Host(hg.data, hg.data + p.cols * p.f),
+                     Host(hg.fp32(), hg.fp32() + p.cols * p.f),
                      download(d1, b1)};
   outcome.peak_bytes = d0.peak_bytes();
   outcome.host_constant_bytes = dynamic_cast<cuda::CudaDevice&>(d0).host_constant_bytes();

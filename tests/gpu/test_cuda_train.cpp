@@ -271,7 +271,7 @@ void check_barrier(int gpus) {
   EXPECT_EQ(wrong, 0) << "of " << got.size() << " values differ from " << want << " (first "
                       << got.front() << ")";
   wrong = 0;
-  for (std::int64_t i = 0; i < n * cols; ++i) wrong += host.data[i] != want;
+  for (std::int64_t i = 0; i < n * cols; ++i) wrong += host.fp32()[i] != want;
   EXPECT_EQ(wrong, 0) << "host matrix values differ from " << want;
 }
 

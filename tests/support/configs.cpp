@@ -96,6 +96,11 @@ TrainConfigBuilder& TrainConfigBuilder::input_rows(const std::string& mode) {
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::host_precision(const std::string& name) {
+  config_.host_precision = name;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::no_overlap(bool transfers_in_line) {
   config_.no_overlap = transfers_in_line;
   return *this;

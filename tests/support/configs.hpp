@@ -43,6 +43,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& comm(const std::string& mode);           // baseline | p2p | p2p+reuse
   TrainConfigBuilder& intermediates(const std::string& mode);  // auto | cache | recompute
   TrainConfigBuilder& input_rows(const std::string& mode);     // auto | keep | reload
+  TrainConfigBuilder& host_precision(const std::string& name);  // fp32 | bf16
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

@@ -1,0 +1,20 @@
+// H^0, the features in host memory: the dataset's rows in the plan's renumbered order, optionally
+// divided by their L1 norm, stored in the host matrix's precision (bf16 rows are rounded once
+// here, by kernels/bfloat16.hpp, from the fp32 rows the dataset holds).
+#pragma once
+
+#include <vector>
+
+#include "formats/dataset.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice {
+
+enum class FeatureScaling { kNone, kRowL1 };
+
+// features row v = scaled dataset row new_to_old[v], for v < features.rows. Rows of L1 norm 0
+// stay 0 under kRowL1. The scaling runs in fp32 (double for the norm) before any rounding.
+void fill_features(const Dataset& dataset, const std::vector<vertex_t>& new_to_old,
+                   FeatureScaling scaling, const HostMat& features);
+
+}  // namespace sluice

@@ -12,6 +12,7 @@
 
 #include "common/hash.hpp"
 #include "formats/dataset.hpp"
+#include "kernels/bfloat16.hpp"
 #include "kernels/cpu/cpu_device.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
@@ -29,6 +30,10 @@ Floats get(const Mat& m) {
   for (std::int64_t i = 0; i < m.rows; ++i)
     for (std::int64_t j = 0; j < m.cols; ++j) out.push_back(m.data[i * m.ld + j]);
   return out;
+}
+// The same for an fp32 host matrix.
+Floats get(const HostMat& m) {
+  return get(Mat{m.fp32(), m.rows, m.cols, m.ld});
 }
 
 class CpuOps : public ::testing::Test {
@@ -155,6 +160,57 @@ TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
   d.reset_counters();
   EXPECT_EQ(d.counters().h2d_gather_rows, 0);
   EXPECT_EQ(d.counters().d2h_bytes, 0);
+}
+
+// bf16 host matrices: rows round to nearest even when stored or flushed (a flush addition rounds
+// the row, then the sum) and widen exactly when loaded; link bytes count 2 per element. Values:
+// 1 + 2^-8 is a tie between 1 and 1 + 2^-7 (to even: 1), 1 + 3 * 2^-8 a tie between 1 + 2^-7 and
+// 1 + 2^-6 (to even: 1 + 2^-6), 1 + 2^-8 + 2^-12 is just above a tie (up: 1 + 2^-7).
+TEST_F(CpuOps, Bf16HostRowsRoundOnTheWayOutAndWidenOnTheWayIn) {
+  Device& d = dev();
+  constexpr float e7 = 1.f / 128, e8 = 1.f / 256, e12 = 1.f / 4096;
+  HostMat host = backend->alloc_host(4, 2, HostPrecision::kBf16, "H");
+  ASSERT_EQ(host.precision, HostPrecision::kBf16);
+  EXPECT_THROW(host.fp32(), Error);
+  Mat out = mat(2, 2, {1 + e8, 1 + 3 * e8, 1 + e8 + e12, -3.14159265f});
+  d.store_block(out, host, 1);  // host rows 1..2
+  EXPECT_EQ(d.counters().d2h_bytes, 8);
+  const bf16_t* h = host.bf16();
+  EXPECT_EQ(h[2], 0x3f80);  // 1
+  EXPECT_EQ(h[3], 0x3f82);  // 1 + 2^-6
+  EXPECT_EQ(h[4], 0x3f81);  // 1 + 2^-7
+  EXPECT_EQ(h[5], 0xc049);  // -3.140625
+  Mat block = d.alloc(2, 2, "block");
+  d.load_block(host, 1, block);
+  EXPECT_EQ(get(block), (Floats{1, 1 + 2 * e7, 1 + e7, -3.140625f}));
+  EXPECT_EQ(d.counters().h2d_block_bytes, 8);
+  Mat rows = d.alloc(3, 2, "rows");
+  d.load_rows(host, idx({2, 0}), idx({0, 2}), rows);
+  EXPECT_EQ(get(rows), (Floats{1 + e7, -3.140625f, 0, 0, 0, 0}));
+  EXPECT_EQ(d.counters().h2d_gather_bytes, 8);
+  // Flushes: store host[3] = round(src[0]); add host[1] += src[1]: round(1 + 3 * 2^-8) is a tie,
+  // to even 1 + 2^-6; round((1 + 2^-6) + round(2^-8 + 2^-20)) = round(1 + 5 * 2^-8) is a tie, to
+  // even 1 + 2^-6 (without rounding the flushed value first it would round up); host[2] += src[2]:
+  // round(1 + 3 * 2^-8) = 1 + 2^-6.
+  Mat src = mat(3, 2, {1 + 3 * e8, 7, 3 * e8, e8 + e8 * e12, e8, 0});
+  d.flush_store_rows(src, idx({0}), idx({3}), host);
+  EXPECT_EQ(h[6], 0x3f82);
+  EXPECT_EQ(h[7], 0x40e0);  // 7
+  d.flush_add_rows(src, idx({1, 2}), idx({1, 2}), host);
+  EXPECT_EQ(float_from_bf16(h[2]), 1 + 2 * e7);
+  EXPECT_EQ(float_from_bf16(h[3]), 1 + 2 * e7);
+  EXPECT_EQ(float_from_bf16(h[4]), 1 + 2 * e7);
+  EXPECT_EQ(float_from_bf16(h[5]), -3.140625f);
+  EXPECT_EQ(d.counters().d2h_bytes, 8 + 4 + 8);
+  // Rows rounded in place on the device: all of a matrix, or the listed rows; fp32 keeps them.
+  Mat m = mat(2, 2, {1 + e8 + e12, 1 + e8, 1 + 3 * e8, 2});
+  d.round_to_host_precision(m, HostPrecision::kFp32);
+  EXPECT_EQ(get(m), (Floats{1 + e8 + e12, 1 + e8, 1 + 3 * e8, 2}));
+  d.round_rows_to_host_precision(m, idx({1}), HostPrecision::kBf16);
+  EXPECT_EQ(get(m), (Floats{1 + e8 + e12, 1 + e8, 1 + 2 * e7, 2}));
+  d.round_to_host_precision(m, HostPrecision::kBf16);
+  EXPECT_EQ(get(m), (Floats{1 + e7, 1, 1 + 2 * e7, 2}));
+  EXPECT_THROW(d.round_rows_to_host_precision(m, idx({2}), HostPrecision::kBf16), Error);
 }
 
 // Device-local indexed copies and adds (the kept backward tail: G^1 blocks take the rows kept

@@ -1,5 +1,5 @@
-// Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes and host precisions,
-// and the CUDA entry points when CUDA is not built.
+// Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes and host
+// precisions, and the CUDA entry points when CUDA is not built.
 #include "kernels/ops.hpp"
 
 namespace sluice {

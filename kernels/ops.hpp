@@ -93,8 +93,8 @@ struct HostMat {
     return HostMat{at(begin, 0), count, cols, ld, precision};
   }
   HostMat col_block(std::int64_t begin, std::int64_t count) const {
-    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= cols, "host column block [",
-                   begin, ", +", count, ") outside ", cols, " columns");
+    SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= cols, "host column block [", begin,
+                   ", +", count, ") outside ", cols, " columns");
     return HostMat{at(0, begin), rows, count, ld, precision};
   }
   bool empty() const { return rows == 0 || cols == 0; }

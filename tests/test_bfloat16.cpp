@@ -98,8 +98,8 @@ bf16_t nearest_by_search(float x) {
   const double ax = std::abs(double(x));
   const double below = std::abs(double(float_from_bf16(low)));
   // The next bf16 magnitude; above the largest finite one it is 2^128 (rounds to infinity).
-  const double above = (high & 0x7fff) == 0x7f80 ? std::ldexp(1.0, 128)
-                                                   : std::abs(double(float_from_bf16(high)));
+  const double above =
+      (high & 0x7fff) == 0x7f80 ? std::ldexp(1.0, 128) : std::abs(double(float_from_bf16(high)));
   const double down = ax - below, up = above - ax;
   if (down < up) return low;
   if (up < down) return high;

@@ -131,8 +131,8 @@ TEST(TrainBf16, ChunkedAgreesWithUnchunkedWithinTheRoundingOfPartialGradients) {
         const TrainResult reference = train(dataset(), whole, config);
         for (const Plan& plan : chunked)
           for (const std::string comm : {"p2p+reuse", "baseline"}) {
-            const std::string what = cat(model, " ", layers, " layers ", intermediates, " P=",
-                                         plan.partitions, " C=", plan.chunks, " ", comm);
+            const std::string what = cat(model, " ", layers, " layers ", intermediates,
+                                         " P=", plan.partitions, " C=", plan.chunks, " ", comm);
             const Distance d =
                 distance(train(dataset(), plan, test::train_config(config).comm(comm)), reference);
             EXPECT_LE(d.loss, kRepeatedFlushes.loss) << what;
@@ -171,7 +171,8 @@ TEST(TrainBf16, HostLinkBytesHalveAndDeviceMemoryStays) {
     for (const std::string intermediates : {"auto", "recompute"}) {
       const test::TrainConfigBuilder half = bf16_config(model, 2, 2).intermediates(intermediates);
       const TrainResult bf16 = train(dataset(), plan, half);
-      const TrainResult fp32 = train(dataset(), plan, test::train_config(half).host_precision("fp32"));
+      const TrainResult fp32 =
+          train(dataset(), plan, test::train_config(half).host_precision("fp32"));
       const std::string what = model + " " + intermediates;
       const TransferCounters& h = bf16.records.back().transfers;
       const TransferCounters& f = fp32.records.back().transfers;
@@ -195,7 +196,8 @@ TEST(TrainBf16, StaysCloseToFp32Training) {
   for (const std::string model : {"gcn", "sage", "gat"}) {
     const test::TrainConfigBuilder half = bf16_config(model, 2, 10);
     const TrainResult bf16 = train(dataset(), plan, half);
-    const TrainResult fp32 = train(dataset(), plan, test::train_config(half).host_precision("fp32"));
+    const TrainResult fp32 =
+        train(dataset(), plan, test::train_config(half).host_precision("fp32"));
     const Distance d = distance(bf16, fp32);
     std::printf("[bf16] %s: bf16 vs fp32 worst loss rel %.2e, worst parameter rel %.2e\n",
                 model.c_str(), d.loss, d.parameter);

@@ -20,13 +20,15 @@ void fill_features(const Dataset& dataset, const std::vector<vertex_t>& new_to_o
     SLUICE_EXPECTS(old >= 0 && old < n, "features: renumbered row of vertex ", old, " outside [0, ",
                    n, ")");
   const bool bf16 = features.precision == HostPrecision::kBf16;
+  float* const fp32_rows = bf16 ? nullptr : features.fp32();
+  bf16_t* const bf16_rows = bf16 ? features.bf16() : nullptr;
 #pragma omp parallel
   {
     std::vector<float> scaled(static_cast<std::size_t>(dim));
 #pragma omp for schedule(static)
     for (std::int64_t v = 0; v < n; ++v) {
       const float* source = dataset.feature_row(new_to_old[std::size_t(v)]);
-      float* row = bf16 ? scaled.data() : features.fp32() + v * features.ld;
+      float* row = bf16 ? scaled.data() : fp32_rows + v * features.ld;
       std::memcpy(row, source, std::size_t(dim) * sizeof(float));
       if (scaling == FeatureScaling::kRowL1) {
         double norm = 0;
@@ -35,7 +37,7 @@ void fill_features(const Dataset& dataset, const std::vector<vertex_t>& new_to_o
         for (std::int64_t j = 0; j < dim; ++j) row[j] *= scale;
       }
       if (!bf16) continue;
-      bf16_t* out = features.bf16() + v * features.ld;
+      bf16_t* out = bf16_rows + v * features.ld;
       for (std::int64_t j = 0; j < dim; ++j) out[j] = bf16_from_float(row[j]);
     }
   }

@@ -276,6 +276,11 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset) {
       A_cache[std::size_t(l)] =
           backend.alloc_host(n, layer.aggregate_width, precision, cat("A^", l));
   }
+  std::int64_t bytes = 0;
+  for (const auto* matrices : {&H, &G, &A_cache})
+    for (const HostMat& m : *matrices) bytes += m.rows * m.cols * m.element_bytes();
+  log_info("host matrices: ", format_bytes(double(bytes)), " (", host_precision_name(precision),
+           " vertex data)");
   predictions.assign(std::size_t(n), -1);
 }
 

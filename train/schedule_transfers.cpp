@@ -193,10 +193,10 @@ bool Schedule::Impl::ends_early(const LayerSpec& layer) const {
 // its G^1 block with the kept tail rows: those leaving layer 1's pass for the first time are
 // copied over the block's (unwritten) rows, the others added to what earlier flushes left in
 // G^1 (the tail rows carry the host precision already, flush_rows(); the sums are rounded as a
-// flush's addition into G^1 would round them). The block still loads whole: one DMA copy, measured faster than a zero-copy gather of
-// only the other rows, whose warps take SMs from the compute (docs/benchmarks.md).
-// kPreloaded: the host rows are in the set already (preload_next_blocks()), only the kept
-// tail is missing.
+// flush's addition into G^1 would round them). The block still loads whole: in fp32 one DMA copy,
+// measured faster than a zero-copy gather of only the other rows, whose warps take SMs from the
+// compute (docs/benchmarks.md); in bf16 one widening read of the whole block. kPreloaded: the
+// host rows are in the set already (preload_next_blocks()), only the kept tail is missing.
 void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                  BlockSet& set, BlockRows rows) {
   Device& d = *s.device;

@@ -49,8 +49,7 @@ void store_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const verte
     copy_indexed_rows(src, src_rows, fp32_view(dst), dst_rows, n);
     return;
   }
-  check_host_rows(src.rows, src_rows, dst.rows, dst_rows, n, src.cols, dst.cols,
-                  "bf16 row store");
+  check_host_rows(src.rows, src_rows, dst.rows, dst_rows, n, src.cols, dst.cols, "bf16 row store");
   bf16_t* to = dst.bf16();
   const std::int64_t cols = src.cols;
 #pragma omp parallel for schedule(static) if (n * cols > kParallelThreshold)

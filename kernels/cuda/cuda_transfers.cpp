@@ -108,8 +108,8 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   if (src.precision == HostPrecision::kBf16) {
     // Read zero-copy and widened on the way (no device staging for the 16-bit block).
     const auto* source = static_cast<const bf16_t*>(host_device_pointer(src, src_row, dst.rows));
-    launch_widen_rows(source, src.ld, nullptr, dst.data, dst.ld, nullptr, dst.rows, dst.cols,
-                      cur(), host_link_blocks_);
+    launch_widen_rows(source, src.ld, nullptr, dst.data, dst.ld, nullptr, dst.rows, dst.cols, cur(),
+                      host_link_blocks_);
   } else {
     SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.row_block(src_row, 0).data,
                                   src.ld * kFloat, dst.cols * kFloat, dst.rows,

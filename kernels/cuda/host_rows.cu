@@ -97,8 +97,8 @@ unsigned row_blocks(std::int64_t rows, unsigned max_blocks) {
 
 }  // namespace
 
-void launch_widen_rows(const bf16_t* src, std::int64_t src_ld, const vertex_t* src_rows,
-                       float* dst, std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+void launch_widen_rows(const bf16_t* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                       std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                        std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
   widen_rows_kernel<<<row_blocks(n, max_blocks), detail::kBlockThreads, 0, stream>>>(

@@ -16,8 +16,8 @@
 namespace sluice::cuda {
 
 // dst[dst_rows[i]] = widen(src[src_rows[i]]) for i < n, `cols` elements per row; lds in elements.
-void launch_widen_rows(const bf16_t* src, std::int64_t src_ld, const vertex_t* src_rows,
-                       float* dst, std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+void launch_widen_rows(const bf16_t* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                       std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                        std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
 
 // dst[dst_rows[i]] = bf16_from_float(src[src_rows[i]]) for i < n.

@@ -15,6 +15,7 @@
 
 #include "common/hash.hpp"
 #include "common/log.hpp"
+#include "kernels/bfloat16.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
@@ -164,6 +165,92 @@ TEST_F(CudaOps, LoadAndStoreBlocks) {
 }
 
 // Device-local indexed copies and adds (the kept backward tail).
+// bf16 host matrices (HostPrecision::kBf16): every transfer agrees bit for bit with the shared
+// conversion of kernels/bfloat16.hpp that the CPU backend uses: loads and blocks widen, stores
+// and flushes round on the GPU, flush additions round the row and then the sum (on CPU threads),
+// and the rounding operations. Widths of 64 and 130 take the vector path, 37 and 3 the scalar
+// tail, and a column block starting at column 1 the unaligned path; values include exact ties.
+TEST_F(CudaOps, Bf16HostRowsMatchTheSharedConversion) {
+  for (const std::int64_t width : {64, 37, 3, 130})
+    for (const std::int64_t first_col : {0, 1}) {
+      SCOPED_TRACE(cat("width ", width, " from column ", first_col));
+      const std::int64_t rows = 60, cols = width - first_col;
+      if (cols <= 0) continue;
+      Host values = random_floats(std::size_t(rows * cols), rng_, -4.f, 4.f);
+      // Every seventh value halfway between two bf16 values.
+      for (std::size_t i = 0; i < values.size(); i += 7)
+        values[i] = fp32_from_bits((fp32_bits(values[i]) & 0xffff0000u) | 0x8000u);
+      const HostMat full = backend_->alloc_host(rows, width, HostPrecision::kBf16, "bf16 host");
+      const HostMat h = full.col_block(first_col, cols);
+      auto host_value = [&](std::int64_t r, std::int64_t c) { return h.bf16()[r * h.ld + c]; };
+      // Stores: store_block rounds rows 10..29; flush_store_rows rows 40..49 from 0..9.
+      const Mat d = upload(rows, cols, values);
+      dev().store_block(d.row_block(10, 20), h, 10);
+      std::vector<vertex_t> src(10), dst(10);
+      std::iota(src.begin(), src.end(), 0);
+      std::iota(dst.begin(), dst.end(), 40);
+      dev().flush_store_rows(d, dev().upload(src, "src"), dev().upload(dst, "dst"), h);
+      dev().synchronize();
+      for (std::int64_t r = 0; r < 20; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(host_value(10 + r, c), bf16_from_float(values[(10 + r) * cols + c]));
+      for (std::int64_t r = 0; r < 10; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(host_value(40 + r, c), bf16_from_float(values[r * cols + c]));
+      // Flush adds into rows 10..19 from device rows 50..59.
+      std::vector<bf16_t> before(std::size_t(10 * cols));
+      for (std::int64_t r = 0; r < 10; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) before[r * cols + c] = host_value(10 + r, c);
+      std::iota(src.begin(), src.end(), 50);
+      std::iota(dst.begin(), dst.end(), 10);
+      dev().flush_add_rows(d, dev().upload(src, "src"), dev().upload(dst, "dst"), h);
+      dev().synchronize();
+      for (std::int64_t r = 0; r < 10; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(host_value(10 + r, c),
+                    bf16_from_float(float_from_bf16(before[r * cols + c]) +
+                                    round_to_bf16(values[(50 + r) * cols + c])));
+      // Loads widen exactly: rows 10..29 as a block, rows 40, 43, ... by index.
+      Mat block = dev().alloc(20, cols, "block");
+      dev().load_block(h, 10, block);
+      Host got = download(block);
+      for (std::int64_t r = 0; r < 20; ++r)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(got[r * cols + c], float_from_bf16(host_value(10 + r, c)));
+      const std::vector<vertex_t> picked = {40, 43, 46, 49};
+      Mat gathered = dev().alloc(4, cols, "gathered");
+      dev().load_rows(h, dev().upload(picked, "picked"), Idx{}, gathered);
+      got = download(gathered);
+      for (std::size_t i = 0; i < picked.size(); ++i)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(got[i * cols + c], float_from_bf16(host_value(picked[i], c)));
+      // Rounding on the device: rows 3 and 5, then all.
+      Mat m = upload(rows, cols, values);
+      dev().round_rows_to_host_precision(m, dev().upload({3, 5}, "rounded rows"),
+                                         HostPrecision::kBf16);
+      got = download(m);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const float v = values[r * cols + c];
+          ASSERT_EQ(got[r * cols + c], r == 3 || r == 5 ? round_to_bf16(v) : v);
+        }
+      dev().round_to_host_precision(m, HostPrecision::kBf16);
+      got = download(m);
+      for (std::int64_t i = 0; i < rows * cols; ++i) ASSERT_EQ(got[i], round_to_bf16(values[i]));
+    }
+  // Link bytes count 2 per element.
+  dev().reset_counters();
+  const HostMat h = backend_->alloc_host(8, 16, HostPrecision::kBf16, "counted");
+  Mat d = dev().alloc(8, 16, "counted rows");
+  dev().load_block(h, 0, d);
+  dev().store_block(d, h, 0);
+  dev().load_rows(h, dev().upload({1, 2, 3}, "three"), Idx{}, d);
+  dev().synchronize();
+  EXPECT_EQ(dev().counters().h2d_block_bytes, 8 * 16 * 2);
+  EXPECT_EQ(dev().counters().d2h_bytes, 8 * 16 * 2);
+  EXPECT_EQ(dev().counters().h2d_gather_bytes, 3 * 16 * 2);
+}
+
 TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {
   for (std::int64_t cols : {64, 37}) {
     const std::int64_t block_rows = 20;

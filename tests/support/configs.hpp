@@ -40,9 +40,9 @@ class TrainConfigBuilder {
   TrainConfigBuilder& feature_norm(const std::string& norm);  // none | row
 
   // Schedule.
-  TrainConfigBuilder& comm(const std::string& mode);           // baseline | p2p | p2p+reuse
-  TrainConfigBuilder& intermediates(const std::string& mode);  // auto | cache | recompute
-  TrainConfigBuilder& input_rows(const std::string& mode);     // auto | keep | reload
+  TrainConfigBuilder& comm(const std::string& mode);            // baseline | p2p | p2p+reuse
+  TrainConfigBuilder& intermediates(const std::string& mode);   // auto | cache | recompute
+  TrainConfigBuilder& input_rows(const std::string& mode);      // auto | keep | reload
   TrainConfigBuilder& host_precision(const std::string& name);  // fp32 | bf16
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tests/support/configs.hpp"
+#include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/trainer.hpp"
@@ -204,6 +205,28 @@ TEST(TrainBf16, StaysCloseToFp32Training) {
     EXPECT_GT(d.parameter, 0) << model;  // the rounding is live
     EXPECT_LE(d.loss, 2e-2) << model;
     EXPECT_LE(d.parameter, 5e-2) << model;
+  }
+}
+
+// The host matrices are rebuilt every epoch (H^0 is constant, G^l stored before it is added to), so
+// a resumed bf16 run is bit-identical to an uninterrupted one; an fp32 run refuses its checkpoint.
+TEST(TrainBf16, ResumeIsBitIdenticalAndRefusesAnotherPrecision) {
+  const Plan plan = test::make_plan(dataset(), test::plan_options(2, 3).seed(3));
+  test::ScratchDir dir;
+  for (const std::string model : {"gcn", "gat"}) {
+    SCOPED_TRACE(model);
+    const TrainConfig config = bf16_config(model, 2, 6).optimizer("adam").lr(0.02).eval_every(2);
+    const TrainResult full = train(dataset(), plan, config);
+    const std::string checkpoint = dir.file(model + ".h5");
+    train(dataset(), plan, test::train_config(config).epochs(3).checkpoint(checkpoint, 3));
+    const TrainResult resumed =
+        train(dataset(), plan, test::train_config(config).resume_from(checkpoint));
+    EXPECT_EQ(resumed.losses, full.losses);
+    EXPECT_EQ(resumed.flat_parameters, full.flat_parameters);
+    EXPECT_EQ(resumed.best_predictions, full.best_predictions);
+    EXPECT_THROW(train(dataset(), plan,
+                       test::train_config(config).resume_from(checkpoint).host_precision("fp32")),
+                 InputError);
   }
 }
 

@@ -3,7 +3,8 @@
 //   same schedule in bf16 as closely as fp32 runs agree; chunked runs (C > 1) agree within the
 //   extra rounding of gradients that reach host memory as partial sums. The double-precision
 //   reference of test_train_equivalence knows no host rounding and cannot serve here: bf16
-//   training differs from fp32 training by far more than any two plans do (tests/README.md);
+//   training differs from fp32 training by up to 3e-2 in the parameters after 5 epochs, far
+//   beyond the reference's 1e-5 (tests/README.md);
 // - every way a row reaches the devices gives the same values, bit for bit: the overlap paths
 //   (rows handed to the next pass on the device, the kept tail in the flush buffer) equal the
 //   in-line path, which moves every row through host memory;

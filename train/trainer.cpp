@@ -462,7 +462,29 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
 
 }  // namespace
 
+// Host memory a run needs at least, from the model's widths: every layer's output and
+// aggregation rows for all vertices, each with its gradient, and the parameters with their
+// gradients and two optimizer moments. The widths come from options (--hidden, --heads) and
+// the dataset (feature dimension, classes = largest label + 1), so they are checked before any
+// buffer is allocated.
+void require_training_memory(const Dataset& dataset, const TrainConfig& config) {
+  const ModelSpec model = model_for(dataset, config);
+  std::int64_t bytes = saturating_bytes({model.num_parameters, 4, sizeof(float)});
+  for (const LayerSpec& layer : model.layers)
+    bytes = saturating_add(
+        bytes,
+        saturating_bytes({dataset.num_nodes, saturating_add(layer.out_width, layer.aggregate_width),
+                          2, sizeof(float)}));
+  require_memory({bytes,
+                  cat("training ", config.model, " over ", dataset.num_nodes, " vertices (",
+                      model.num_parameters, " parameters)"),
+                  cat("--hidden ", config.hidden, " --layers ", config.layers, " with ",
+                      dataset.feature_dim, " input features and ", dataset.num_classes,
+                      " classes (largest label + 1) in the dataset")});
+}
+
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  require_training_memory(dataset, config);
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {

@@ -60,14 +60,13 @@ std::string format_bytes(double bytes) {
 }
 
 std::int64_t parse_bytes(const std::string& text, const std::string& option) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    throw InputError(
-        cat(option, ": cannot parse '", text, "' as a byte count (use e.g. 80G, 512M or 1000000)"));
-  }
+  // strtod, not stod: a value out of double's range is inf (reported as too large) or about 0,
+  // where stod would throw for both.
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  SLUICE_INPUT_CHECK(end != text.c_str(), option, ": cannot parse '", text,
+                     "' as a byte count (use e.g. 80G, 512M or 1000000)");
+  const std::size_t used = static_cast<std::size_t>(end - text.c_str());
   std::string suffix = text.substr(used);
   for (auto& ch : suffix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   double scale = 1;
@@ -83,8 +82,11 @@ std::int64_t parse_bytes(const std::string& text, const std::string& option) {
     scale = 1024.0 * 1024 * 1024 * 1024;
   else
     throw InputError(cat(option, ": unknown unit in '", text, "' (use K, M, G or T)"));
-  SLUICE_INPUT_CHECK(value >= 0 && std::isfinite(value), option, " must be >= 0 (got '", text,
-                     "')");
+  SLUICE_INPUT_CHECK(!std::isnan(value), option, ": '", text, "' is not a number");
+  SLUICE_INPUT_CHECK(value >= 0, option, " must be >= 0 (got '", text, "')");
+  // 2^63 bytes and more do not fit the count (and are no machine's memory).
+  SLUICE_INPUT_CHECK(value * scale < 9223372036854775808.0, option, " '", text,
+                     "' is too large (the limit is 8 EiB)");
   return static_cast<std::int64_t>(value * scale);
 }
 

@@ -1,11 +1,36 @@
-// Process memory readings (Linux /proc) for logs and metrics.
+// Process memory readings (Linux /proc) for logs and metrics, and the guard that checks an
+// allocation sized by input values against what the machine can still give.
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 
 namespace sluice {
 
 std::uint64_t current_rss_bytes();  // VmRSS
 std::uint64_t peak_rss_bytes();     // VmHWM, the high-water mark since start
+
+// Bytes this process can still allocate: MemAvailable, lowered to the cgroup's remaining
+// allowance (memory.max - memory.current) where one is set.
+std::int64_t available_host_memory_bytes();
+
+// The product of non-negative factors in bytes, saturating at INT64_MAX (input values can make
+// the exact product overflow).
+std::int64_t saturating_bytes(std::initializer_list<std::int64_t> factors);
+// a + b, saturating at INT64_MAX (both non-negative).
+std::int64_t saturating_add(std::int64_t a, std::int64_t b);
+
+// An allocation whose size follows from input values: what it is for and the input that sized
+// it, both for the message.
+struct MemoryNeed {
+  std::int64_t bytes = 0;
+  std::string purpose;  // e.g. "the in-edge CSR of 1200000000 vertices"
+  std::string cause;    // e.g. "vertex id 1199999999 in edges.bin (pair 0)"
+};
+
+// Throws InputError "<cause>: <purpose> needs about X of host memory, but only Y is available"
+// when need.bytes exceed available_host_memory_bytes(). Call it before allocating.
+void require_memory(const MemoryNeed& need);
 
 }  // namespace sluice

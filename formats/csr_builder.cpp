@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/memory.hpp"
 
 namespace sluice {
 
@@ -281,6 +282,13 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
   result.self_loops_added = loops_added;
   if (options.self_loops == SelfLoops::kRemove) result.self_loops_removed = loops_seen;
   return result;
+}
+
+std::int64_t csr_build_bytes(std::int64_t n, std::int64_t edges, const CsrBuildOptions& options) {
+  const std::int64_t per_vertex = saturating_bytes({n + 1, 3, sizeof(edge_t)});
+  const std::int64_t per_edge =
+      saturating_bytes({edges, options.symmetrize ? 2 : 1, sizeof(vertex_t)});
+  return saturating_add(per_vertex, per_edge);
 }
 
 EdgeSource memory_edge_source(const std::vector<vertex_t>& pairs) {

@@ -40,6 +40,11 @@ using EdgeSource = std::function<void(const EdgeBlockVisitor&)>;
 CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
                             std::int64_t expected_edges = 0);
 
+// Host memory build_in_csr needs at its peak for n vertices and `edges` input pairs: the
+// indptr, one counter lane, the row ends and the indices (twice the edges when symmetrizing).
+// Saturates instead of overflowing.
+std::int64_t csr_build_bytes(std::int64_t n, std::int64_t edges, const CsrBuildOptions& options);
+
 // An EdgeSource over pairs held in memory.
 EdgeSource memory_edge_source(const std::vector<vertex_t>& pairs);
 

@@ -47,9 +47,20 @@ struct Dataset {
   }
 };
 
-// Checks every invariant of a dataset (CSR well-formed, ids in range, finite features,
-// labels < classes, splits in range, sorted and unique). Throws InputError naming `what`.
-void validate_dataset(const Dataset& dataset, const std::string& what);
+// What to load: skipping features saves memory for structure-only work (partitioning).
+struct DatasetReadOptions {
+  bool features = true;
+  bool labels = true;
+};
+
+// Checks every invariant of a dataset: the CSR is well-formed (indptr of n + 1 entries from 0,
+// non-decreasing, ending at the number of sources), sources in [0, n), features n x d and
+// finite, labels in [-1, num_classes), splits in range, sorted, unique and pairwise disjoint.
+// `loaded` says which optional parts the dataset holds (read_dataset may skip features and
+// labels); those not loaded are not checked. O(n + m) work, parallel (OpenMP). Throws
+// InputError naming `what` and the part at fault.
+void validate_dataset(const Dataset& dataset, const std::string& what,
+                      const DatasetReadOptions& loaded = {});
 
 // Fingerprint of the dataset's contents (graph, labels, splits, features); stable across runs.
 std::string compute_fingerprint(const Dataset& dataset);
@@ -57,14 +68,15 @@ std::string compute_fingerprint(const Dataset& dataset);
 // Writes atomically (temporary file + rename); validates first.
 void write_dataset(const std::string& path, const Dataset& dataset);
 
-// What to load: skipping features saves memory for structure-only work (partitioning).
-struct DatasetReadOptions {
-  bool features = true;
-  bool labels = true;
-};
+// Reads and validates (validate_dataset) a dataset; every sluice-preprocess command and
+// sluice-train read datasets through it. Before any array is read, read_dataset_info has
+// checked each array's shape against the attributes. Labels are validated even when
+// options.labels leaves them out; feature values only when features are loaded.
 Dataset read_dataset(const std::string& path, const DatasetReadOptions& options = {});
 
-// Metadata only (attributes and sizes), no arrays.
+// Metadata only (attributes and sizes), no arrays. Checks that every array the schema requires
+// exists with the shape the attributes imply (features [num_nodes, feature_dim], so features
+// stored transposed are refused) and throws InputError naming the file and the HDF5 path.
 struct DatasetInfo {
   std::string name, source, options, self_loops, fingerprint;
   bool symmetrized = false;

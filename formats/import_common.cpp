@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "formats/synthetic.hpp"
 #include "formats/text_tables.hpp"
 
@@ -37,6 +38,17 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
 
 void build_graph(const EdgeSource& source, std::int64_t expected_edges,
                  const ImportOptions& options, Dataset& dataset, ImportReport& report) {
+  // The vertex count comes from the input (its largest id, --num-nodes or the distinct ids):
+  // one stray id must not make the build ask for more memory than the machine has.
+  const vertex_t n = dataset.num_nodes;
+  const std::string cause = options.num_nodes > 0 ? cat("--num-nodes ", options.num_nodes)
+                            : options.remap
+                                ? cat(options.input, ": ", n, " distinct vertex ids")
+                                : cat(options.input, ": largest vertex id ", std::int64_t(n) - 1);
+  // The CSR, then 8 bytes a vertex for its labels and split lists.
+  require_memory(
+      {saturating_add(csr_build_bytes(n, expected_edges, options.graph), saturating_bytes({n, 8})),
+       cat("the in-edge CSR of ", n, " vertices and ", expected_edges, " edges"), cause});
   CsrBuildResult csr = build_in_csr(dataset.num_nodes, source, options.graph, expected_edges);
   dataset.indptr = std::move(csr.indptr);
   dataset.indices = std::move(csr.indices);
@@ -71,6 +83,9 @@ void attach_vertex_data(const ImportOptions& options, Dataset& d) {
     if (!options.features_path.empty()) {
       d.features = read_feature_table(options.features_path, n, d.feature_dim);
     } else if (options.random_features > 0) {
+      require_memory({saturating_bytes({n, options.random_features, sizeof(float)}),
+                      cat("the feature matrix of ", n, " vertices"),
+                      cat("--random-features ", options.random_features)});
       d.feature_dim = options.random_features;
       d.features = random_features(n, d.feature_dim, options.seed);
     } else {

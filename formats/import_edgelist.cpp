@@ -51,6 +51,12 @@ class BinaryPairs {
  public:
   BinaryPairs(const std::string& path, int id_bytes) : input_(path), id_bytes_(id_bytes) {
     SLUICE_INPUT_CHECK(id_bytes == 4 || id_bytes == 8, "--id-bytes must be 4 or 8, not ", id_bytes);
+    input_.require_regular_file("binary pairs are read in several passes");
+    // A plain file holds whole pairs; a stray text header or a wrong --id-bytes shows here.
+    SLUICE_INPUT_CHECK(input_.compressed() || input_.size_on_disk() % (2 * id_bytes) == 0, path,
+                       ": truncated: ends inside a pair (", input_.size_on_disk(),
+                       " bytes is not a multiple of ", 2 * id_bytes,
+                       "-byte (src, dst) pairs; see --id-bytes)");
   }
 
   // Validates every id (>= 0, < limit) and returns the largest; counts pairs.

@@ -66,6 +66,28 @@ std::string choose_split(const std::string& dir, const std::string& requested) {
   return split_root + "/" + names[0];
 }
 
+// The split files must not share a vertex (one vertex both trained and tested on); the lists
+// are sorted, so each pair is compared by one merge.
+void require_disjoint_splits(const std::vector<vertex_t>* const (&splits)[3],
+                             const std::string (&files)[3]) {
+  for (int a = 0; a < 3; ++a)
+    for (int b = a + 1; b < 3; ++b) {
+      const std::vector<vertex_t>& x = *splits[a];
+      const std::vector<vertex_t>& y = *splits[b];
+      std::size_t i = 0, j = 0;
+      while (i < x.size() && j < y.size()) {
+        if (x[i] < y[j]) {
+          ++i;
+        } else if (y[j] < x[i]) {
+          ++j;
+        } else {
+          throw InputError(cat(files[a], " and ", files[b], " overlap: vertex ", x[i],
+                               " is in both (the train, valid and test splits must be disjoint)"));
+        }
+      }
+    }
+}
+
 }  // namespace
 
 Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
@@ -100,7 +122,7 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
     std::vector<vertex_t> pairs;
     {
       StageTimer timer("read edges " + edge_file);
-      TextEdges edges = read_text_edges(edge_file, n);
+      TextEdges edges = read_text_edges(edge_file, n, ExtraColumns::kReject);
       const auto count = static_cast<std::int64_t>(edges.edge_count());
       SLUICE_INPUT_CHECK(count > 0, edge_file, ": empty graph (no edges)");
       SLUICE_INPUT_CHECK(count == declared_edges, edge_file, ": ", count, " edges, but ", edge_list,
@@ -131,9 +153,14 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
   ImportOptions recorded = options;
   recorded.split = split_dir.substr(split_dir.find_last_of('/') + 1);
   d.options = import_options_json(recorded);
-  d.train = read_index_list(find_table(split_dir + "/train", true), n);
-  d.valid = read_index_list(find_table(split_dir + "/valid", true), n);
-  d.test = read_index_list(find_table(split_dir + "/test", true), n);
+  const std::string split_files[3] = {find_table(split_dir + "/train", true),
+                                      find_table(split_dir + "/valid", true),
+                                      find_table(split_dir + "/test", true)};
+  d.train = read_index_list(split_files[0], n);
+  d.valid = read_index_list(split_files[1], n);
+  d.test = read_index_list(split_files[2], n);
+  const std::vector<vertex_t>* const splits[3] = {&d.train, &d.valid, &d.test};
+  require_disjoint_splits(splits, split_files);
   return d;
 }
 

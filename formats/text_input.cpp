@@ -1,6 +1,7 @@
 // Implementation of formats/text_input.hpp.
 #include "formats/text_input.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -8,59 +9,163 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace sluice {
 
+namespace {
+
+constexpr std::size_t kRawBufferBytes = std::size_t(1) << 20;
+
+std::string file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISFIFO(mode)) return "pipe/FIFO";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISBLK(mode)) return "block device";
+  return "special file";
+}
+
+bool gzip_magic(const unsigned char* bytes) {
+  return bytes[0] == 0x1f && bytes[1] == 0x8b;
+}
+
+}  // namespace
+
 InputFile::InputFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  SLUICE_INPUT_CHECK(fd_ >= 0, path_, ": cannot open: ", std::strerror(errno));
   struct stat info {};
-  SLUICE_INPUT_CHECK(stat(path_.c_str(), &info) == 0, path_,
-                     ": cannot open: ", std::strerror(errno));
-  SLUICE_INPUT_CHECK(!S_ISDIR(info.st_mode), path_, ": is a directory, expected a file");
-  size_on_disk_ = static_cast<std::uint64_t>(info.st_size);
-  file_ = std::fopen(path_.c_str(), "rb");
-  SLUICE_INPUT_CHECK(file_ != nullptr, path_, ": cannot open: ", std::strerror(errno));
-  unsigned char magic[2] = {0, 0};
-  const std::size_t got = std::fread(magic, 1, 2, file_);
-  const bool gzip = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  const bool gz_name = path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0;
-  if (!gzip) {
-    std::fclose(file_);
-    file_ = nullptr;
-    SLUICE_INPUT_CHECK(!gz_name, path_, ": not a gzip file (no gzip header)");
-    file_ = std::fopen(path_.c_str(), "rb");
-    SLUICE_INPUT_CHECK(file_ != nullptr, path_, ": cannot open: ", std::strerror(errno));
-    return;
+  if (fstat(fd_, &info) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    fd_ = -1;
+    throw InputError(cat(path_, ": cannot open: ", std::strerror(error)));
   }
-  std::fclose(file_);
-  file_ = nullptr;
-  gz_ = gzopen(path_.c_str(), "rb");
-  SLUICE_INPUT_CHECK(gz_ != nullptr, path_, ": cannot open gzip file: ", std::strerror(errno));
-  gzbuffer(gz_, 1 << 20);
+  if (S_ISDIR(info.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw InputError(cat(path_, ": is a directory, expected a file"));
+  }
+  regular_ = S_ISREG(info.st_mode);
+  kind_ = file_kind(info.st_mode);
+  size_on_disk_ = regular_ ? static_cast<std::uint64_t>(info.st_size) : 0;
+  // The first two bytes tell gzip from plain text; they stay in raw_ for whichever reader
+  // follows, so nothing is read twice (a pipe could not give them again).
+  raw_.resize(kRawBufferBytes);
+  while (raw_end_ < 2) {
+    const std::size_t got = read_raw(raw_.data() + raw_end_, 2 - raw_end_);
+    if (got == 0) break;
+    raw_end_ += got;
+  }
+  raw_eof_ = raw_end_ < 2;
+  const bool gzip = raw_end_ == 2 && gzip_magic(raw_.data());
+  const bool gz_name = path_.size() > 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0;
+  if (!gzip && gz_name) {
+    ::close(fd_);
+    fd_ = -1;
+    throw InputError(cat(path_, ": not a gzip file (no gzip header)"));
+  }
+  if (gzip) start_gzip();
 }
 
 InputFile::~InputFile() {
-  if (file_) std::fclose(file_);
-  if (gz_) gzclose(gz_);
+  if (zstream_) {
+    inflateEnd(zstream_);
+    delete zstream_;
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void InputFile::start_gzip() {
+  compressed_ = true;
+  if (!zstream_) {
+    zstream_ = new z_stream{};
+    // 16 + MAX_WBITS: a gzip header and trailer around the deflate data.
+    SLUICE_EXPECTS(inflateInit2(zstream_, 16 + MAX_WBITS) == Z_OK, "inflateInit2 failed");
+  } else {
+    SLUICE_EXPECTS(inflateReset(zstream_) == Z_OK, "inflateReset failed");
+  }
+  in_member_ = true;
+}
+
+std::size_t InputFile::read_raw(unsigned char* buffer, std::size_t bytes) {
+  for (;;) {
+    const ssize_t got = ::read(fd_, buffer, bytes);
+    if (got < 0 && errno == EINTR) continue;
+    SLUICE_INPUT_CHECK(got >= 0, path_, ": read error: ", std::strerror(errno));
+    raw_read_ += static_cast<std::uint64_t>(got);
+    return static_cast<std::size_t>(got);
+  }
+}
+
+bool InputFile::fill_raw() {
+  if (raw_eof_) return false;
+  // Keep the unconsumed bytes at the front, then read after them.
+  const std::size_t left = raw_end_ - raw_begin_;
+  std::memmove(raw_.data(), raw_.data() + raw_begin_, left);
+  raw_begin_ = 0;
+  raw_end_ = left;
+  const std::size_t got = read_raw(raw_.data() + raw_end_, raw_.size() - raw_end_);
+  if (got == 0) raw_eof_ = true;
+  raw_end_ += got;
+  return got > 0;
 }
 
 std::size_t InputFile::read(char* buffer, std::size_t bytes) {
-  if (file_) {
-    const std::size_t got = std::fread(buffer, 1, bytes, file_);
-    SLUICE_INPUT_CHECK(got == bytes || !std::ferror(file_), path_,
-                       ": read error: ", std::strerror(errno));
-    return got;
+  return compressed_ ? read_gzip(buffer, bytes) : read_plain(buffer, bytes);
+}
+
+std::size_t InputFile::read_plain(char* buffer, std::size_t bytes) {
+  if (bytes == 0) return 0;
+  if (raw_begin_ < raw_end_) {
+    const std::size_t count = std::min(bytes, raw_end_ - raw_begin_);
+    std::memcpy(buffer, raw_.data() + raw_begin_, count);
+    raw_begin_ += count;
+    return count;
   }
-  // gzread takes an unsigned count; read in pieces of at most 1 GiB.
-  const unsigned request = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 30));
-  const int got = gzread(gz_, buffer, request);
-  int code = Z_OK;
-  const char* message = gzerror(gz_, &code);
-  // zlib reports a truncated stream as Z_BUF_ERROR without failing the read.
-  SLUICE_INPUT_CHECK(code != Z_BUF_ERROR, path_, ": truncated gzip file (unexpected end of data)");
-  SLUICE_INPUT_CHECK(got >= 0 && code == Z_OK, path_, ": corrupt gzip data: ", message);
-  return static_cast<std::size_t>(got);
+  if (raw_eof_) return 0;
+  const std::size_t got = read_raw(reinterpret_cast<unsigned char*>(buffer), bytes);
+  if (got == 0) raw_eof_ = true;
+  return got;
+}
+
+std::size_t InputFile::read_gzip(char* buffer, std::size_t bytes) {
+  z_stream& z = *zstream_;
+  // inflate takes an unsigned count; hand out at most 1 GiB per call.
+  const auto request = static_cast<unsigned>(std::min<std::size_t>(bytes, 1u << 30));
+  z.next_out = reinterpret_cast<Bytef*>(buffer);
+  z.avail_out = request;
+  while (z.avail_out > 0) {
+    if (!in_member_) {
+      // Between members: another gzip member, or the end of the file.
+      while (raw_end_ - raw_begin_ < 2 && fill_raw()) {
+      }
+      const std::size_t left = raw_end_ - raw_begin_;
+      if (left == 0) break;
+      SLUICE_INPUT_CHECK(left >= 2 && gzip_magic(raw_.data() + raw_begin_), path_,
+                         ": unexpected data after the end of the gzip stream (byte offset ",
+                         raw_read_ - left, ")");
+      start_gzip();
+    }
+    if (raw_begin_ == raw_end_ && !fill_raw())
+      throw InputError(cat(path_, ": truncated gzip file (unexpected end of data)"));
+    z.next_in = raw_.data() + raw_begin_;
+    z.avail_in = static_cast<unsigned>(raw_end_ - raw_begin_);
+    const int code = inflate(&z, Z_NO_FLUSH);
+    raw_begin_ = raw_end_ - z.avail_in;
+    if (code == Z_STREAM_END) {
+      in_member_ = false;
+      continue;
+    }
+    SLUICE_INPUT_CHECK(code != Z_DATA_ERROR, path_,
+                       ": corrupt gzip data: ", z.msg ? z.msg : "invalid deflate data");
+    SLUICE_EXPECTS(code == Z_OK || code == Z_BUF_ERROR, "inflate failed with code ", code);
+  }
+  return request - z.avail_out;
 }
 
 std::size_t InputFile::read_full(char* buffer, std::size_t bytes) {
@@ -74,11 +179,12 @@ std::size_t InputFile::read_full(char* buffer, std::size_t bytes) {
 }
 
 std::size_t InputFile::read_at(char* buffer, std::size_t bytes, std::uint64_t offset) const {
-  SLUICE_EXPECTS(file_ != nullptr, "read_at on a gzip stream");
+  SLUICE_EXPECTS(!compressed_, "read_at on a gzip stream");
+  require_regular_file("it is read at random offsets");
   std::size_t total = 0;
   while (total < bytes) {
     const ssize_t got =
-        pread(fileno(file_), buffer + total, bytes - total, static_cast<off_t>(offset + total));
+        pread(fd_, buffer + total, bytes - total, static_cast<off_t>(offset + total));
     if (got < 0 && errno == EINTR) continue;
     SLUICE_INPUT_CHECK(got >= 0, path_, ": read error: ", std::strerror(errno));
     if (got == 0) break;
@@ -87,23 +193,28 @@ std::size_t InputFile::read_at(char* buffer, std::size_t bytes, std::uint64_t of
   return total;
 }
 
+void InputFile::require_regular_file(const std::string& why) const {
+  SLUICE_INPUT_CHECK(regular_, path_, ": a regular file is needed (got a ", kind_, "): ", why,
+                     "; save the stream to a file first");
+}
+
 void InputFile::rewind() {
-  if (file_) {
-    std::rewind(file_);
-  } else {
-    SLUICE_INPUT_CHECK(gzrewind(gz_) == 0, path_, ": cannot rewind gzip file");
-  }
+  require_regular_file("this input is read in several passes");
+  SLUICE_INPUT_CHECK(lseek(fd_, 0, SEEK_SET) == 0, path_, ": cannot seek: ", std::strerror(errno));
+  raw_begin_ = raw_end_ = 0;
+  raw_read_ = 0;
+  raw_eof_ = false;
+  if (compressed_) start_gzip();
 }
 
 std::uint64_t InputFile::position_on_disk() const {
-  if (file_) return static_cast<std::uint64_t>(std::ftell(file_));
-  const auto offset = gzoffset(gz_);
-  return offset < 0 ? 0 : static_cast<std::uint64_t>(offset);
+  return raw_read_ - (raw_end_ - raw_begin_);
 }
 
 LineBlockReader::LineBlockReader(const std::string& path, std::size_t block_bytes) : input_(path) {
   // Small files get a small buffer; gzip data may expand a lot, the buffer grows if needed.
-  const std::uint64_t expected = input_.size_on_disk() * (input_.compressed() ? 8 : 1) + 1;
+  const std::uint64_t expected =
+      input_.regular() ? input_.size_on_disk() * (input_.compressed() ? 8 : 1) + 1 : block_bytes;
   buffer_.resize(std::max<std::size_t>(
       1024, std::min<std::uint64_t>(block_bytes, std::max<std::uint64_t>(expected, 1 << 16))));
 }
@@ -183,12 +294,31 @@ bool LineCursor::next(std::string_view& line) {
 }
 
 bool Tokens::next(std::string_view& token) {
-  auto separator = [](char c) { return c == ' ' || c == '\t' || c == ',' || c == '\r'; };
-  while (p_ < end_ && separator(*p_)) ++p_;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\r'; };
+  auto separator = [&](char c) { return blank(c) || c == ','; };
+  while (p_ < end_ && blank(*p_)) ++p_;
+  const bool field_expected = after_comma_;
+  after_comma_ = false;
+  if ((field_expected && (p_ == end_ || *p_ == ',')) || (!started_ && p_ < end_ && *p_ == ',')) {
+    // An empty field: two commas in a row, or a comma at the start or end of the line.
+    started_ = true;
+    token = std::string_view(p_, 0);
+    if (p_ < end_) {
+      ++p_;
+      after_comma_ = true;
+    }
+    return true;
+  }
   if (p_ == end_) return false;
   const char* begin = p_;
   while (p_ < end_ && !separator(*p_)) ++p_;
   token = std::string_view(begin, static_cast<std::size_t>(p_ - begin));
+  started_ = true;
+  while (p_ < end_ && blank(*p_)) ++p_;
+  if (p_ < end_ && *p_ == ',') {
+    ++p_;
+    after_comma_ = true;
+  }
   return true;
 }
 
@@ -207,8 +337,15 @@ static bool parse_real(std::string_view token, T& value) {
   if (begin < end && *begin == '+') ++begin;
   const auto result = std::from_chars(begin, end, value);
   if (result.ec == std::errc::result_out_of_range) {
-    value = std::numeric_limits<T>::infinity();  // reported as non-finite by the caller
-    return result.ptr == end;
+    if (result.ptr != end) return false;
+    // Out of range is overflow (infinity, reported as not finite by the caller) or underflow
+    // (a subnormal or zero, a valid value): strtod/strtof tell them apart.
+    const std::string text(token);
+    if constexpr (std::is_same_v<T, float>)
+      value = std::strtof(text.c_str(), nullptr);
+    else
+      value = std::strtod(text.c_str(), nullptr);
+    return true;
   }
   return result.ec == std::errc() && result.ptr == end && begin < end;
 }

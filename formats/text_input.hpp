@@ -1,5 +1,6 @@
 // Reading importer input: a byte stream over a plain or gzip file (detected by its magic
-// bytes) that reports truncated or corrupt gzip data, a reader that hands out large blocks
+// bytes, decompressed with zlib) that reports truncated or corrupt gzip data and reads pipes,
+// FIFOs and /dev/stdin in one sequential pass, a reader that hands out large blocks
 // ending at a line boundary together with the number of their first line, and helpers to
 // parse such a block in parallel (OpenMP) while keeping exact line numbers for errors.
 #pragma once
@@ -13,11 +14,14 @@
 
 #include "common/error.hpp"
 
-struct gzFile_s;
+struct z_stream_s;
 
 namespace sluice {
 
-// A sequential byte stream over one file; gzip when the file starts with the gzip magic.
+// A sequential byte stream over one file; gzip when the file starts with the gzip magic
+// (several concatenated gzip members read as one stream). The file is opened once and never
+// reopened, so a pipe, FIFO or /dev/stdin reads correctly from its first byte; only rewind()
+// and read_at() need a regular file.
 class InputFile {
  public:
   explicit InputFile(std::string path);  // throws InputError naming the path
@@ -30,21 +34,45 @@ class InputFile {
   std::size_t read(char* buffer, std::size_t bytes);
   // Reads exactly `bytes` bytes unless the end comes first; returns the count read.
   std::size_t read_full(char* buffer, std::size_t bytes);
+  // Starts again from the first byte. Regular files only: anything else throws the
+  // require_regular_file() error.
   void rewind();
   // Plain files only: reads `bytes` at `offset` (pread; safe to call from several threads,
   // independent of read()); returns the count read (short only at the end of the file).
   std::size_t read_at(char* buffer, std::size_t bytes, std::uint64_t offset) const;
 
+  // Throws InputError "<path>: a regular file is needed (got a pipe/FIFO): <why>" unless the
+  // input is a regular file (plain or gzip), for readers that take several passes.
+  void require_regular_file(const std::string& why) const;
+
   const std::string& path() const { return path_; }
-  bool compressed() const { return gz_ != nullptr; }
+  bool compressed() const { return compressed_; }
+  bool regular() const { return regular_; }
+  // The file's size; 0 for a pipe, FIFO or device (unknown before the end).
   std::uint64_t size_on_disk() const { return size_on_disk_; }
   std::uint64_t position_on_disk() const;  // for progress
 
  private:
+  std::size_t read_raw(unsigned char* buffer, std::size_t bytes);
+  std::size_t read_plain(char* buffer, std::size_t bytes);
+  std::size_t read_gzip(char* buffer, std::size_t bytes);
+  bool fill_raw();  // refills the compressed input; false at the end of the file
+  void start_gzip();
+
   std::string path_;
-  std::FILE* file_ = nullptr;
-  gzFile_s* gz_ = nullptr;
+  std::string kind_;  // "regular file", "pipe/FIFO", ...
+  int fd_ = -1;
+  bool regular_ = false;
+  bool compressed_ = false;
   std::uint64_t size_on_disk_ = 0;
+  std::uint64_t raw_read_ = 0;  // bytes taken from the file so far
+  // Bytes read from the file but not yet consumed: the magic bytes of a plain stream, or
+  // compressed input waiting for zlib.
+  std::vector<unsigned char> raw_;
+  std::size_t raw_begin_ = 0, raw_end_ = 0;
+  bool raw_eof_ = false;
+  z_stream_s* zstream_ = nullptr;
+  bool in_member_ = false;  // inside a gzip member (its end not reached yet)
 };
 
 // Hands out the file in blocks of about `block_bytes` that end at a newline (the last block
@@ -96,7 +124,9 @@ class LineCursor {
   std::int64_t line_;
 };
 
-// Splits a line into tokens separated by whitespace and/or commas.
+// Splits a line into tokens separated by whitespace and/or one comma. An empty comma-separated
+// field (",," or a comma at the start or end of the line) comes out as an empty token, which
+// no number parser accepts, so callers report it.
 class Tokens {
  public:
   explicit Tokens(std::string_view line) : p_(line.data()), end_(p_ + line.size()) {}
@@ -105,9 +135,13 @@ class Tokens {
  private:
   const char* p_;
   const char* end_;
+  bool started_ = false;      // a field was handed out
+  bool after_comma_ = false;  // the last separator held a comma: a field must follow
 };
 
-// Whole-token number parsing; false when the token is not a number of that kind.
+// Whole-token number parsing; false when the token is not a number of that kind. Reals that
+// overflow read as infinity (callers report them as not finite); reals too small for the type
+// read as the nearest subnormal or zero.
 bool parse_int64(std::string_view token, std::int64_t& value);
 bool parse_float(std::string_view token, float& value);
 bool parse_double(std::string_view token, double& value);

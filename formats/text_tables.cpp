@@ -49,17 +49,21 @@ std::vector<T> parse_file(LineBlockReader& reader, PieceFn&& parse_piece) {
   return parse_file<T>(reader, parse_piece, [](std::string_view, std::int64_t) {});
 }
 
-[[noreturn]] void non_numeric(const std::string& path, std::int64_t line, std::string_view token,
-                              const char* expected) {
-  throw InputError(
-      cat(at_line(path, line), "non-numeric token '", token, "' (expected ", expected, ")"));
+[[noreturn]] void non_numeric(const std::string& path, std::int64_t line, std::int64_t column,
+                              std::string_view token, const char* expected) {
+  if (token.empty())
+    throw InputError(
+        cat(at_line(path, line), "column ", column, ": empty field (expected ", expected, ")"));
+  throw InputError(cat(at_line(path, line), "column ", column, ": non-numeric token '", token,
+                       "' (expected ", expected, ")"));
 }
 
 }  // namespace
 
 namespace {
 template <typename Id>
-std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, std::int64_t& max_id) {
+std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, ExtraColumns extra,
+                            std::int64_t& max_id) {
   LineBlockReader reader(path);
   std::vector<Id> pairs = parse_file<Id>(reader, [&](const LinePiece& piece, auto& out) {
     LineCursor cursor(piece);
@@ -70,11 +74,18 @@ std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, std:
         SLUICE_INPUT_CHECK(tokens.next(token), at_line(path, cursor.line_number()),
                            "missing column: expected \"src dst\", got '", line, "'");
         std::int64_t id = 0;
-        if (!parse_int64(token, id)) non_numeric(path, cursor.line_number(), token, "a vertex id");
+        if (!parse_int64(token, id))
+          non_numeric(path, cursor.line_number(), column + 1, token, "a vertex id");
         SLUICE_INPUT_CHECK(id >= 0, at_line(path, cursor.line_number()), "negative vertex id ", id);
         SLUICE_INPUT_CHECK(id_limit <= 0 || id < id_limit, at_line(path, cursor.line_number()),
                            "vertex id ", id, " out of range [0, ", id_limit, ")");
         out.push_back(static_cast<Id>(id));
+      }
+      if (extra == ExtraColumns::kReject) {
+        std::int64_t columns = 2;
+        while (tokens.next(token)) ++columns;
+        SLUICE_INPUT_CHECK(columns == 2, at_line(path, cursor.line_number()), columns,
+                           " columns, expected exactly 2 (\"src,dst\"): '", line, "'");
       }
     }
   });
@@ -87,12 +98,12 @@ std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, std:
 }
 }  // namespace
 
-TextEdges read_text_edges(const std::string& path, std::int64_t id_limit) {
+TextEdges read_text_edges(const std::string& path, std::int64_t id_limit, ExtraColumns extra) {
   TextEdges edges;
   if (id_limit > 0 && id_limit <= kMaxVertices)
-    edges.narrow = parse_edges<vertex_t>(path, id_limit, edges.max_id);
+    edges.narrow = parse_edges<vertex_t>(path, id_limit, extra, edges.max_id);
   else
-    edges.wide = parse_edges<std::int64_t>(path, id_limit, edges.max_id);
+    edges.wide = parse_edges<std::int64_t>(path, id_limit, extra, edges.max_id);
   return edges;
 }
 
@@ -112,7 +123,7 @@ std::vector<float> read_feature_table(const std::string& path, std::int64_t expe
           while (tokens.next(token)) {
             float value = 0;
             if (!parse_float(token, value))
-              non_numeric(path, cursor.line_number(), token, "a number");
+              non_numeric(path, cursor.line_number(), columns + 1, token, "a number");
             SLUICE_INPUT_CHECK(std::isfinite(value), at_line(path, cursor.line_number()),
                                "feature value '", token, "' in column ", columns + 1,
                                " is not finite");
@@ -162,7 +173,8 @@ std::vector<std::int32_t> read_label_column(const std::string& path, std::int64_
       std::int64_t label = 0;
       if (!parse_int64(token, label)) {
         double real = 0;
-        if (!parse_double(token, real)) non_numeric(path, cursor.line_number(), token, "a label");
+        if (!parse_double(token, real))
+          non_numeric(path, cursor.line_number(), 1, token, "a label");
         SLUICE_INPUT_CHECK(std::isfinite(real) && real == std::floor(real), where,
                            "non-integer label '", token, "'");
         SLUICE_INPUT_CHECK(std::fabs(real) < 2e9, where, "label '", token, "' out of range");
@@ -191,7 +203,10 @@ std::vector<vertex_t> read_index_list(const std::string& path, std::int64_t n) {
       Tokens tokens(line);
       tokens.next(token);
       std::int64_t id = 0;
-      if (!parse_int64(token, id)) non_numeric(path, cursor.line_number(), token, "a vertex id");
+      if (!parse_int64(token, id)) non_numeric(path, cursor.line_number(), 1, token, "a vertex id");
+      std::string_view extra;
+      SLUICE_INPUT_CHECK(!tokens.next(extra), at_line(path, cursor.line_number()),
+                         "more than one column (expected one vertex id per line)");
       SLUICE_INPUT_CHECK(id >= 0 && id < n, at_line(path, cursor.line_number()), "index ", id,
                          " out of range [0, ", n, ")");
       out.emplace_back(id, cursor.line_number());
@@ -220,7 +235,10 @@ std::vector<std::int64_t> read_count_list(const std::string& path) {
       Tokens tokens(line);
       tokens.next(token);
       std::int64_t value = 0;
-      if (!parse_int64(token, value)) non_numeric(path, cursor.line_number(), token, "a count");
+      if (!parse_int64(token, value)) non_numeric(path, cursor.line_number(), 1, token, "a count");
+      std::string_view extra;
+      SLUICE_INPUT_CHECK(!tokens.next(extra), at_line(path, cursor.line_number()),
+                         "more than one column (expected one count per line)");
       SLUICE_INPUT_CHECK(value >= 0, at_line(path, cursor.line_number()), "negative count ", value);
       out.push_back(value);
     }

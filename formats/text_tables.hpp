@@ -19,9 +19,13 @@ struct TextEdges {
   std::int64_t max_id = -1;
   std::size_t edge_count() const { return (narrow.size() + wide.size()) / 2; }
 };
-// Reads "src dst [ignored columns...]" lines (separated by whitespace and/or commas; comment
+// What a line may hold after "src dst": edge lists may carry weights or timestamps (ignored);
+// OGB's edge.csv holds exactly two columns.
+enum class ExtraColumns { kIgnore, kReject };
+// Reads "src dst [more columns...]" lines (separated by whitespace and/or commas; comment
 // lines start with # or %). Ids must be integers >= 0 and, when id_limit > 0, < id_limit.
-TextEdges read_text_edges(const std::string& path, std::int64_t id_limit);
+TextEdges read_text_edges(const std::string& path, std::int64_t id_limit,
+                          ExtraColumns extra = ExtraColumns::kIgnore);
 
 // Reads a float table with one row per vertex; every row must have the width of the first
 // one and `expected_rows` rows in all; values must be finite. Sets `width`.

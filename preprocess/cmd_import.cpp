@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/option_checks.hpp"
 #include "common/paths.hpp"
 #include "formats/dataset.hpp"
 #include "formats/importers.hpp"
@@ -35,6 +36,7 @@ bool parse_args(const std::vector<std::string>& args, const char* usage,
     return false;
   }
   po::notify(vm);
+  check_integer_options(vm, {{"scale", 1}, {"edge-factor", 1}, {"features", 1}});
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/option_checks.hpp"
 #include "common/paths.hpp"
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
@@ -39,6 +40,12 @@ bool parse(const std::vector<std::string>& args, const po::options_description& 
     return false;
   }
   po::notify(values);
+  check_integer_options(values, {{"partitions", 1},
+                                 {"chunks", 1},
+                                 {"hidden", 1},
+                                 {"layers", 1},
+                                 {"heads", 1},
+                                 {"output-heads", 1}});
   if (values.count("quiet")) set_log_level(LogLevel::kQuiet);
   if (values.count("verbose")) set_log_level(LogLevel::kDebug);
   return true;

@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "formats/csr_builder.hpp"
 #include "formats/synthetic.hpp"
 
@@ -155,6 +156,20 @@ Dataset generate_dataset(const GenerateOptions& o) {
   const std::int64_t edges = std::int64_t(o.edge_factor) << o.scale;
   SLUICE_INPUT_CHECK(std::int64_t(1) << o.scale < kMaxVertices, "--scale ", o.scale,
                      " exceeds the 32-bit vertex limit");
+  {
+    // The drawn pairs and the CSR coexist, then the features are added.
+    CsrBuildOptions graph;
+    graph.symmetrize = true;
+    const std::int64_t bytes =
+        saturating_add(saturating_add(saturating_bytes({edges, 2, sizeof(vertex_t)}),
+                                      csr_build_bytes(n, edges, graph)),
+                       saturating_bytes({n, o.features, sizeof(float)}));
+    require_memory(
+        {bytes,
+         cat("a graph of ", n, " vertices, ", edges, " edges and ", o.features,
+             " features per vertex"),
+         cat("--scale ", o.scale, " --edge-factor ", o.edge_factor, " --features ", o.features)});
+  }
   Dataset d;
   d.name = o.name.empty() ? cat("rmat-s", o.scale, "-e", o.edge_factor) : o.name;
   d.source = "rmat";

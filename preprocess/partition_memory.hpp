@@ -10,14 +10,12 @@
 #include <string>
 #include <thread>
 
+#include "common/memory.hpp"
+
 namespace sluice {
 
-// Bytes this process can still allocate: MemAvailable, lowered to the cgroup's remaining
-// allowance (memory.max - memory.current) where one is set.
-std::int64_t available_host_memory_bytes();
-
 // Throws InputError naming `what` when `bytes` more than resident now exceed
-// available_host_memory_bytes().
+// available_host_memory_bytes() (common/memory.hpp).
 void require_host_memory(std::int64_t bytes, const std::string& what);
 
 // Samples the resident memory every few milliseconds on a background thread, so that each stage

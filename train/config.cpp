@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/option_checks.hpp"
 #include "common/paths.hpp"
 #include "kernels/ops.hpp"
 
@@ -173,6 +174,12 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       return std::nullopt;
     }
     po::notify(vm);
+    check_integer_options(vm, {{"layers", 1},
+                               {"hidden", 1},
+                               {"heads", 1},
+                               {"output-heads", 1},
+                               {"eval-every", 1},
+                               {"gpus", 1}});
   } catch (const po::error& e) {
     throw InputError(cat(e.what(), " (see --help)"));
   }

@@ -464,9 +464,41 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   return result;
 }
 
+// Host memory a run needs at least, from the model's widths: every layer's output and
+// aggregation rows for all vertices, each with its gradient, and the parameters with their
+// gradients and two optimizer moments. The widths come from options (--hidden, --heads) and
+// the dataset (feature dimension, classes = largest label + 1), so they are checked before any
+// buffer is allocated. The CPU backend's devices live in host memory too: their estimated
+// bytes (train/layout/memory_estimate.hpp) are added, once the widths alone are known to fit.
+void require_training_memory(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  const ModelSpec model = model_for(dataset, config);
+  std::int64_t bytes = saturating_bytes({model.num_parameters, 4, sizeof(float)});
+  for (const LayerSpec& layer : model.layers)
+    bytes = saturating_add(
+        bytes,
+        saturating_bytes({dataset.num_nodes, saturating_add(layer.out_width, layer.aggregate_width),
+                          2, sizeof(float)}));
+  const std::string cause = cat("--hidden ", config.hidden, " --layers ", config.layers, " with ",
+                                dataset.feature_dim, " input features and ", dataset.num_classes,
+                                " classes (largest label + 1) in the dataset");
+  const std::string purpose = cat("training ", config.model, " over ", dataset.num_nodes,
+                                  " vertices (", model.num_parameters, " parameters)");
+  require_memory({bytes, purpose, cause});
+  if (config.device != "cpu") return;
+  // What the CPU backend allocates through its Device interface, summed over the partitions.
+  const ModelShape shape = memory_shape(dataset, config);
+  const LayoutOptions layout = memory_layout_options(config);
+  std::int64_t devices = 0;
+  for (int p = 0; p < plan.partitions; ++p)
+    devices = saturating_add(devices, estimate_gpu_memory(plan, p, shape, layout).device_bytes());
+  require_memory({saturating_add(bytes, devices),
+                  cat(purpose, " on ", plan.partitions, " CPU device(s)"), cause});
+}
+
 }  // namespace
 
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  require_training_memory(dataset, plan, config);
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {

@@ -159,7 +159,13 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
 Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
                    const ModelSpec& model, const ScheduleOptions& options)
     : impl_(std::make_unique<Impl>(backend, plan, model, options)) {
-  impl_->setup(dataset);
+  impl_->setup(dataset, nullptr);
+}
+
+Schedule::Schedule(Backend& backend, Dataset& dataset, const Plan& plan, const ModelSpec& model,
+                   const ScheduleOptions& options, InputRelease release)
+    : impl_(std::make_unique<Impl>(backend, plan, model, options)) {
+  impl_->setup(dataset, release == InputRelease::kFeaturesAndGraph ? &dataset : nullptr);
 }
 
 Schedule::~Schedule() = default;

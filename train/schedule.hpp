@@ -90,6 +90,26 @@ struct TimelineRange {
 };
 const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
 
+// What setup may release of a dataset it was handed mutable: kFeaturesAndGraph frees its
+// features once H^0 holds them (renumbered) and its graph (indptr, indices) once the index lists
+// are derived, so that host memory holds neither twice; labels, splits and ids stay.
+enum class InputRelease { kKeep, kFeaturesAndGraph };
+
+// One host matrix the schedule allocates (Backend::alloc_host): H^l or T^l (a layer's input),
+// G^l or dT^l (gradients flushed by layer l), A^l (cached aggregations). All the schedule's
+// host matrices are in this list, in allocation order.
+enum class HostMatrixRole { kInput, kGradient, kAggregation };
+struct HostMatrixShape {
+  HostMatrixRole role = HostMatrixRole::kInput;
+  int layer = 0;  // the l of H^l, G^l, A^l
+  std::string name;
+  std::int64_t rows = 0, cols = 0;
+  std::int64_t bytes() const { return rows * cols * std::int64_t(sizeof(float)); }
+};
+std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
+                                                const ScheduleOptions& options,
+                                                std::int64_t num_nodes);
+
 class Schedule {
  public:
   // Checks the plan against the dataset (every index: slots, loads, remote owners, leave
@@ -97,6 +117,9 @@ class Schedule {
   // and device buffer and uploads the per-chunk indices once.
   Schedule(Backend& backend, const Dataset& dataset, const Plan& plan, const ModelSpec& model,
            const ScheduleOptions& options);
+  // The same, releasing what `release` names of the dataset during setup.
+  Schedule(Backend& backend, Dataset& dataset, const Plan& plan, const ModelSpec& model,
+           const ScheduleOptions& options, InputRelease release);
   ~Schedule();
   Schedule(const Schedule&) = delete;
   Schedule& operator=(const Schedule&) = delete;

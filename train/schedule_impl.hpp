@@ -244,8 +244,10 @@ struct Schedule::Impl {
 
   // ---- Setup (schedule_setup.cpp) ----
 
-  void setup(const Dataset& dataset);
-  void allocate_host_matrices(const Dataset& dataset);
+  // `releasable`: the dataset itself when setup may release its features and graph
+  // (InputRelease::kFeaturesAndGraph), else null.
+  void setup(const Dataset& dataset, Dataset* releasable);
+  void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

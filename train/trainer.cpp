@@ -17,6 +17,7 @@
 #include "common/memory.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
+#include "train/host_memory.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
 #include "train/timeline.hpp"
@@ -224,7 +225,63 @@ ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
   return options;
 }
 
+// Setup's host memory for `config` (host_memory_plan()).
+HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                             InputRelease release) {
+  // The options that shape host memory (schedule_options() without its device memory
+  // estimate): --input-rows auto counts as keep.
+  ScheduleOptions options;
+  options.comm = parse_comm_mode(config.comm);
+  options.cache_intermediates = config.intermediates != "recompute";
+  options.overlap = !config.no_overlap;
+  options.reload_inputs = config.input_rows == "reload";
+  return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
+                          config.device == "cpu");
+}
+
 }  // namespace
+
+std::string host_memory_refusal(const Dataset& dataset, const Plan& plan,
+                                const TrainConfig& config, InputRelease release,
+                                std::int64_t available) {
+  const HostMemoryPlan need = host_plan_for(dataset, plan, config, release);
+  if (available < 0 || need.peak <= available) return "";
+  std::string message = cat(
+      "host memory: training setup needs about ", format_bytes(double(need.peak)),
+      " more than the process holds (host matrices ", format_bytes(double(need.host_matrices)),
+      ": ", need.matrices, "; chunk constants up to ", format_bytes(double(need.chunk_constants)),
+      "; index lists ", format_bytes(double(need.index_lists)), "), but only ",
+      format_bytes(double(available)), " is available (MemAvailable)");
+  // Options that shrink the host matrices, each alone: recomputed aggregations, a smaller
+  // hidden width, fewer layers. More chunks do not shrink them.
+  std::vector<std::string> fits;
+  const auto try_option = [&](const TrainConfig& changed, const std::string& option) {
+    const std::int64_t bytes = host_plan_for(dataset, plan, changed, release).peak;
+    if (bytes <= available) fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
+    return bytes <= available;
+  };
+  if (config.intermediates != "recompute" && config.model != "gat") {
+    TrainConfig changed = config;
+    changed.intermediates = "recompute";
+    try_option(changed, "--intermediates recompute");
+  }
+  for (std::int64_t hidden = config.hidden / 2; hidden >= 8; hidden /= 2) {
+    TrainConfig changed = config;
+    changed.hidden = hidden;
+    if (try_option(changed, cat("--hidden ", hidden))) break;
+  }
+  for (int layers = config.layers - 1; layers >= 1; --layers) {
+    TrainConfig changed = config;
+    changed.layers = layers;
+    if (try_option(changed, cat("--layers ", layers))) break;
+  }
+  if (fits.empty())
+    return message + "; no single change of --intermediates, --hidden or --layers fits (more " +
+           "chunks do not reduce host memory): use a machine with more memory";
+  message += "; options that fit: ";
+  for (std::size_t i = 0; i < fits.size(); ++i) message += (i ? ", " : "") + fits[i];
+  return message + " (more chunks do not reduce host memory)";
+}
 
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   ModelShape shape;
@@ -272,7 +329,8 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
 
 namespace {
 
-TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
+// `releasable`: the dataset itself when setup may release its features and graph.
+TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, const Plan& plan,
                                 const TrainConfig& config) {
   validate_config(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
@@ -282,13 +340,45 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices (empty train split)");
 
-  const ScheduleOptions options = schedule_options(dataset, plan, config);
+  const InputRelease release = releasable ? InputRelease::kFeaturesAndGraph : InputRelease::kKeep;
+  const std::int64_t available = available_host_bytes();
+  std::string refusal = host_memory_refusal(dataset, plan, config, release, available);
+  // --intermediates auto recomputes the aggregations when caching them does not fit.
+  TrainConfig fitted = config;
+  if (!refusal.empty() && config.intermediates == "auto") {
+    fitted.intermediates = "recompute";
+    if (host_memory_refusal(dataset, plan, fitted, release, available).empty()) {
+      log_info("--intermediates auto: recomputing aggregations (caching them needs more host ",
+               "memory than the ", format_bytes(double(available)), " available)");
+      refusal.clear();
+    } else {
+      fitted.intermediates = config.intermediates;
+    }
+  }
+  SLUICE_INPUT_CHECK(refusal.empty(), refusal);
+  const ScheduleOptions options = schedule_options(dataset, plan, fitted);
+  {
+    const HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release);
+    log_info("host memory plan: ", format_bytes(double(current_rss_bytes())), " held, setup adds ",
+             "up to ", format_bytes(double(need.peak)), " of host matrices ",
+             format_bytes(double(need.host_matrices)), " (", need.matrices,
+             "), chunk constants up to ", format_bytes(double(need.chunk_constants)),
+             ", index lists ", format_bytes(double(need.index_lists)),
+             need.released > 0 ? cat(", less ", format_bytes(double(need.released)),
+                                     " of dataset features and graph released")
+                               : std::string());
+  }
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
-  Schedule schedule(*backend, dataset, plan, model, options);
+  std::optional<Schedule> built;
+  if (releasable)
+    built.emplace(*backend, *releasable, plan, model, options, release);
+  else
+    built.emplace(*backend, dataset, plan, model, options);
+  Schedule& schedule = *built;
   log_info(
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
-      model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache",
+      model.kind == ModelKind::kGat || fitted.intermediates == "recompute" ? "recompute" : "cache",
       options.reload_inputs ? ", input rows reloaded" : "");
 
   const bool adam = config.optimizer == "adam";
@@ -466,7 +556,17 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    return train_within_budget(dataset, plan, config);
+    return train_within_budget(dataset, nullptr, plan, config);
+  } catch (const OutOfDeviceMemory& error) {
+    throw InputError(over_budget_message(error, dataset, plan, config));
+  }
+}
+
+TrainResult train(Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                  InputRelease release) {
+  try {
+    return train_within_budget(
+        dataset, release == InputRelease::kFeaturesAndGraph ? &dataset : nullptr, plan, config);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
   }
@@ -489,7 +589,8 @@ void run_train(const TrainConfig& config) {
                      ") than ", config.dataset, " (fingerprint ", info.fingerprint,
                      "); rebuild the plan with sluice-preprocess partition");
   Dataset dataset = read_dataset(config.dataset);
-  const TrainResult result = train(dataset, plan, config);
+  // Nothing below reads the dataset's features or graph (predictions take labels and ids).
+  const TrainResult result = train(dataset, plan, config, InputRelease::kFeaturesAndGraph);
 
   if (!config.report.empty()) {
     json report{{"dataset", config.dataset},

@@ -1,0 +1,77 @@
+// Implementation of train/host_memory.hpp.
+#include "train/host_memory.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+#include "common/log.hpp"
+
+namespace sluice {
+
+HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const ModelSpec& model,
+                                const ScheduleOptions& options, InputRelease release,
+                                bool device_is_host) {
+  HostMemoryPlan out;
+  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, dataset.num_nodes)) {
+    out.host_matrices += shape.bytes();
+    if (shape.role == HostMatrixRole::kInput && shape.layer == 0) out.first_matrix = shape.bytes();
+    if (!out.matrices.empty()) out.matrices += ", ";
+    out.matrices += cat(shape.name, " ", format_bytes(double(shape.bytes())));
+  }
+  // Per chunk, 4-byte entries: the lists (schedule_lists.hpp: entry values; self columns, keys,
+  // labels and train mask per destination; vertices, slots and keys per load and leave; remote
+  // slots with their pull and push groups) and the CSR with its transpose as a backend keeps it
+  // (offsets, columns, self entries, transposed offsets, rows and entry positions; the CPU
+  // backend's offsets and entry positions are 8 bytes).
+  const std::int64_t offset_bytes = device_is_host ? 8 : 4;
+  for (int p = 0; p < plan.partitions; ++p) {
+    const std::int64_t merged = std::int64_t(plan.transition_rows[std::size_t(p)]) +
+                                plan.remote_rows[std::size_t(p)];
+    for (int c = 0; c < plan.chunks; ++c) {
+      const ChunkPlan& ch = plan.chunk(c, p);
+      const std::int64_t nnz = ch.num_entries(), rows = ch.num_dst();
+      std::int64_t loads = std::int64_t(ch.load_vertices.size());
+      std::int64_t leaves = std::int64_t(ch.leave_vertices.size());
+      if (options.comm == CommMode::kP2p)
+        loads = leaves = plan.transition_rows[std::size_t(p)];
+      else if (options.comm == CommMode::kBaseline)
+        loads = leaves = std::min(nnz, merged);
+      const std::int64_t lists = 4 * nnz + 16 * rows + 12 * (loads + leaves) +
+                                 20 * std::int64_t(ch.remote_vertices.size());
+      out.index_lists += lists;
+      out.chunk_constants += lists + (8 + 4 + offset_bytes) * nnz + 12 * (rows + 1) +
+                             offset_bytes * (merged + 1);
+    }
+  }
+  if (release == InputRelease::kFeaturesAndGraph)
+    out.released = std::int64_t(dataset.features.size() * sizeof(float) +
+                                dataset.indptr.size() * sizeof(edge_t) +
+                                dataset.indices.size() * sizeof(vertex_t));
+  const std::int64_t graph =
+      release == InputRelease::kFeaturesAndGraph
+          ? std::int64_t(dataset.indptr.size() * sizeof(edge_t) +
+                         dataset.indices.size() * sizeof(vertex_t))
+          : 0;
+  out.peak = std::max({out.index_lists, out.index_lists - graph + out.first_matrix,
+                       out.index_lists - out.released + out.host_matrices,
+                       out.host_matrices + out.chunk_constants - out.released});
+  return out;
+}
+
+std::int64_t available_host_bytes() {
+  std::FILE* file = std::fopen("/proc/meminfo", "r");
+  if (!file) return -1;
+  char line[256];
+  std::int64_t kib = -1;
+  while (std::fgets(line, sizeof line, file))
+    if (std::strncmp(line, "MemAvailable:", 13) == 0) {
+      long long value = 0;
+      if (std::sscanf(line + 13, "%lld", &value) == 1) kib = value;
+      break;
+    }
+  std::fclose(file);
+  return kib < 0 ? -1 : kib * 1024;
+}
+
+}  // namespace sluice

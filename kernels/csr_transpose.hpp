@@ -33,7 +33,8 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
 #pragma omp atomic update
     ++counts[columns[std::size_t(e)]];
   }
-  for (std::int64_t c = 0; c < cols; ++c) t_offsets[std::size_t(c) + 1] += t_offsets[std::size_t(c)];
+  for (std::int64_t c = 0; c < cols; ++c)
+    t_offsets[std::size_t(c) + 1] += t_offsets[std::size_t(c)];
   // Scatter in any order, then order each transposed row by entry position.
   std::vector<Offset> next(t_offsets.begin(), t_offsets.end() - 1);
 #pragma omp parallel for schedule(dynamic, 4096)

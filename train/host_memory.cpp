@@ -26,8 +26,8 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   // backend's offsets and entry positions are 8 bytes).
   const std::int64_t offset_bytes = device_is_host ? 8 : 4;
   for (int p = 0; p < plan.partitions; ++p) {
-    const std::int64_t merged = std::int64_t(plan.transition_rows[std::size_t(p)]) +
-                                plan.remote_rows[std::size_t(p)];
+    const std::int64_t merged =
+        std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
     for (int c = 0; c < plan.chunks; ++c) {
       const ChunkPlan& ch = plan.chunk(c, p);
       const std::int64_t nnz = ch.num_entries(), rows = ch.num_dst();
@@ -40,19 +40,18 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
       const std::int64_t lists = 4 * nnz + 16 * rows + 12 * (loads + leaves) +
                                  20 * std::int64_t(ch.remote_vertices.size());
       out.index_lists += lists;
-      out.chunk_constants += lists + (8 + 4 + offset_bytes) * nnz + 12 * (rows + 1) +
-                             offset_bytes * (merged + 1);
+      out.chunk_constants +=
+          lists + (8 + 4 + offset_bytes) * nnz + 12 * (rows + 1) + offset_bytes * (merged + 1);
     }
   }
   if (release == InputRelease::kFeaturesAndGraph)
     out.released = std::int64_t(dataset.features.size() * sizeof(float) +
                                 dataset.indptr.size() * sizeof(edge_t) +
                                 dataset.indices.size() * sizeof(vertex_t));
-  const std::int64_t graph =
-      release == InputRelease::kFeaturesAndGraph
-          ? std::int64_t(dataset.indptr.size() * sizeof(edge_t) +
-                         dataset.indices.size() * sizeof(vertex_t))
-          : 0;
+  const std::int64_t graph = release == InputRelease::kFeaturesAndGraph
+                                 ? std::int64_t(dataset.indptr.size() * sizeof(edge_t) +
+                                                dataset.indices.size() * sizeof(vertex_t))
+                                 : 0;
   out.peak = std::max({out.index_lists, out.index_lists - graph + out.first_matrix,
                        out.index_lists - out.released + out.host_matrices,
                        out.host_matrices + out.chunk_constants - out.released});

@@ -21,13 +21,13 @@ namespace sluice {
 // they go up); the dataset's features and graph are subtracted from the steps after their
 // release (InputRelease::kFeaturesAndGraph).
 struct HostMemoryPlan {
-  std::int64_t host_matrices = 0;   // every host_matrix_shapes() matrix
-  std::int64_t first_matrix = 0;    // H^0
-  std::int64_t index_lists = 0;     // the schedule's per-chunk lists, before upload
-  std::int64_t chunk_constants = 0; // upper bound: every chunk constant in host memory
-  std::int64_t released = 0;        // the dataset's features and graph, when released
-  std::int64_t peak = 0;            // setup's peak, bytes added to what is held now
-  std::string matrices;             // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
+  std::int64_t host_matrices = 0;    // every host_matrix_shapes() matrix
+  std::int64_t first_matrix = 0;     // H^0
+  std::int64_t index_lists = 0;      // the schedule's per-chunk lists, before upload
+  std::int64_t chunk_constants = 0;  // upper bound: every chunk constant in host memory
+  std::int64_t released = 0;         // the dataset's features and graph, when released
+  std::int64_t peak = 0;             // setup's peak, bytes added to what is held now
+  std::string matrices;              // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
 };
 
 // `device_is_host`: the backend's device memory is host memory (--device cpu), so every chunk

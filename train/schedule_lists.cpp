@@ -309,11 +309,10 @@ void PlanReplay::check_needed(int c) const {
     for (std::int64_t i = 0; i < num_slots; ++i)
       if ((slot_vertex_[p][std::size_t(i)] >= 0) != bool(needed_[p][std::size_t(i)]))
         s = std::min(s, i);
-    SLUICE_INPUT_CHECK(s == num_slots, "plan chunk (batch ", c, ", partition ", p,
-                       "): transition slot ", s,
-                       slot_vertex_[p][std::size_t(s)] >= 0
-                           ? " holds a vertex no chunk of the batch needs"
-                           : " is needed but holds no vertex");
+    SLUICE_INPUT_CHECK(
+        s == num_slots, "plan chunk (batch ", c, ", partition ", p, "): transition slot ", s,
+        slot_vertex_[p][std::size_t(s)] >= 0 ? " holds a vertex no chunk of the batch needs"
+                                             : " is needed but holds no vertex");
   }
 }
 

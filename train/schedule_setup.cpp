@@ -262,8 +262,8 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
   const ModelLayers shapes = model_layers(model);
   const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
   std::vector<HostMatrixShape> out;
-  out.push_back({HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes,
-                 model.layers.front().in_width});
+  out.push_back(
+      {HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes, model.layers.front().in_width});
   for (const LayerSpec& layer : model.layers) {
     const LayerRoles roles = layer_roles(shapes, layer.index, layout);
     const int l = layer.index;
@@ -273,14 +273,14 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
     // The fused last layer keeps its loss gradients and aggregations on the device.
     if (layer.last) continue;
     if (roles.stores_transform)
-      out.push_back({HostMatrixRole::kGradient, l + 1, cat("dT^", l + 1), num_nodes,
-                     roles.output_width});
+      out.push_back(
+          {HostMatrixRole::kGradient, l + 1, cat("dT^", l + 1), num_nodes, roles.output_width});
     else
       out.push_back(
           {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
     if (layer.aggregate_width > 0 && options.cache_intermediates)
-      out.push_back({HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes,
-                     layer.aggregate_width});
+      out.push_back(
+          {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
   }
   return out;
 }

@@ -241,9 +241,8 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
 
 }  // namespace
 
-std::string host_memory_refusal(const Dataset& dataset, const Plan& plan,
-                                const TrainConfig& config, InputRelease release,
-                                std::int64_t available) {
+std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                                InputRelease release, std::int64_t available) {
   const HostMemoryPlan need = host_plan_for(dataset, plan, config, release);
   if (available < 0 || need.peak <= available) return "";
   std::string message = cat(
@@ -257,7 +256,8 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan,
   std::vector<std::string> fits;
   const auto try_option = [&](const TrainConfig& changed, const std::string& option) {
     const std::int64_t bytes = host_plan_for(dataset, plan, changed, release).peak;
-    if (bytes <= available) fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
+    if (bytes <= available)
+      fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
     return bytes <= available;
   };
   if (config.intermediates != "recompute" && config.model != "gat") {

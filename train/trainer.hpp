@@ -60,9 +60,8 @@ TrainResult train(Dataset& dataset, const Plan& plan, const TrainConfig& config,
 // available < 0: unknown); else the message naming the need, what is available and the options
 // of --intermediates, --hidden and --layers that would fit. train() stops with it before
 // allocating.
-std::string host_memory_refusal(const Dataset& dataset, const Plan& plan,
-                                const TrainConfig& config, InputRelease release,
-                                std::int64_t available);
+std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                                InputRelease release, std::int64_t available);
 
 // The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)
 // takes for a training configuration on `dataset`.

@@ -91,8 +91,8 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
 #pragma omp parallel for schedule(static) reduction(min : bad_entry)
   for (std::int64_t e = 0; e < nnz; ++e)
     if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
-  SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)],
-                 " of entry ", bad_entry, " outside [0, ", num_cols, ")");
+  SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)], " of entry ",
+                 bad_entry, " outside [0, ", num_cols, ")");
   csr.wide = wide_csr(csr.nnz);
   if (csr.wide) {
     upload_structure<std::int64_t>(csr, indptr, columns, store, stream, what);

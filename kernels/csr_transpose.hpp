@@ -1,14 +1,13 @@
 // The transpose of a chunk CSR that both backends build at upload: for every column, the rows
 // that hold it (ascending) and the positions of those entries in the CSR, as a counting sort by
-// column over the rows in order gives them. Built with OpenMP threads; the result does not
-// depend on the thread count.
+// column over the rows in order gives them. Built with OpenMP threads, each filling the
+// transposed rows of its own columns; the result does not depend on the thread count.
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "common/types.hpp"
@@ -27,42 +26,41 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   t_offsets.assign(std::size_t(cols) + 1, 0);
   t_rows.resize(std::size_t(nnz));
   t_entries.resize(std::size_t(nnz));
+  // Each thread owns a range of columns and scans every entry in CSR order for those in its
+  // range: no two threads write the same place, and every transposed row fills in row order.
   Offset* counts = t_offsets.data() + 1;
-#pragma omp parallel for schedule(static)
-  for (std::int64_t e = 0; e < nnz; ++e) {
-#pragma omp atomic update
-    ++counts[columns[std::size_t(e)]];
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t begin = cols * t / threads, end = cols * (t + 1) / threads;
+    for (std::int64_t e = 0; e < nnz; ++e) {
+      const vertex_t c = columns[std::size_t(e)];
+      if (c >= begin && c < end) ++counts[c];
+    }
   }
   for (std::int64_t c = 0; c < cols; ++c)
     t_offsets[std::size_t(c) + 1] += t_offsets[std::size_t(c)];
-  // Scatter in any order, then order each transposed row by entry position.
   std::vector<Offset> next(t_offsets.begin(), t_offsets.end() - 1);
-#pragma omp parallel for schedule(dynamic, 4096)
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (edge_t e = indptr[std::size_t(r)]; e < indptr[std::size_t(r) + 1]; ++e) {
-      Offset k;
-#pragma omp atomic capture
-      k = next[std::size_t(columns[std::size_t(e)])]++;
-      t_rows[std::size_t(k)] = static_cast<Index>(r);
-      t_entries[std::size_t(k)] = static_cast<Entry>(e);
-    }
-  std::vector<Offset>().swap(next);
 #pragma omp parallel
   {
-    std::vector<std::pair<Entry, Index>> pairs;
-#pragma omp for schedule(dynamic, 1024)
-    for (std::int64_t c = 0; c < cols; ++c) {
-      const std::size_t begin = std::size_t(t_offsets[std::size_t(c)]);
-      const std::size_t end = std::size_t(t_offsets[std::size_t(c) + 1]);
-      if (end - begin < 2) continue;
-      pairs.clear();
-      for (std::size_t k = begin; k < end; ++k) pairs.emplace_back(t_entries[k], t_rows[k]);
-      std::sort(pairs.begin(), pairs.end());
-      for (std::size_t k = begin; k < end; ++k) {
-        t_entries[k] = pairs[k - begin].first;
-        t_rows[k] = pairs[k - begin].second;
-      }
-    }
+    // Column ranges of about equal entry counts (a column with many entries may stand alone).
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const auto column_at = [&](std::int64_t part) {
+      const Offset target = static_cast<Offset>(nnz * part / threads);
+      return std::int64_t(std::lower_bound(t_offsets.begin(), t_offsets.end() - 1, target) -
+                          t_offsets.begin());
+    };
+    const std::int64_t begin = t == 0 ? 0 : column_at(t);
+    const std::int64_t end = t + 1 == threads ? cols : column_at(t + 1);
+    if (begin < end)
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (edge_t e = indptr[std::size_t(r)]; e < indptr[std::size_t(r) + 1]; ++e) {
+          const vertex_t c = columns[std::size_t(e)];
+          if (c < begin || c >= end) continue;
+          const Offset k = next[std::size_t(c)]++;
+          t_rows[std::size_t(k)] = static_cast<Index>(r);
+          t_entries[std::size_t(k)] = static_cast<Entry>(e);
+        }
   }
 }
 

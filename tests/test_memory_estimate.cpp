@@ -400,14 +400,22 @@ TEST(HostMemory, RefusalNamesNeedAvailableAndFittingOptions) {
   EXPECT_NE(fits.find("options that fit: --intermediates recompute"), std::string::npos) << fits;
 }
 
-// Releasing the dataset's features and graph during setup trains exactly as keeping them, and
-// leaves the labels, splits and ids.
+// Releasing the dataset's features and graph and the plan's chunk lists during setup trains
+// exactly as keeping them, and leaves the labels, splits and ids, and the plan's ranges.
 TEST(HostMemory, ReleasedInputsTrainTheSame) {
   const Plan& plan = plan_of(kNarrowing, 2, 3);
   const TrainConfig config = test::train_config().hidden(kNarrowing.hidden).epochs(3);
   const TrainResult kept = train(dataset_of(kNarrowing), plan, config);
   Dataset copy = dataset_of(kNarrowing);
-  const TrainResult released = train(copy, plan, config, InputRelease::kFeaturesAndGraph);
+  Plan plan_copy = plan;
+  const TrainResult released = train(copy, plan_copy, config, InputRelease::kDatasetAndPlanLists);
+  for (std::size_t k = 0; k < plan.chunk_plans.size(); ++k) {
+    EXPECT_TRUE(plan_copy.chunk_plans[k].columns.empty());
+    EXPECT_TRUE(plan_copy.chunk_plans[k].load_vertices.empty());
+    EXPECT_EQ(plan_copy.chunk_plans[k].indptr, plan.chunk_plans[k].indptr);
+    EXPECT_EQ(plan_copy.chunk_plans[k].dst_begin, plan.chunk_plans[k].dst_begin);
+  }
+  EXPECT_EQ(plan_copy.old_to_new, plan.old_to_new);
   EXPECT_EQ(kept.losses, released.losses);
   EXPECT_EQ(kept.flat_parameters, released.flat_parameters);
   EXPECT_EQ(kept.best_predictions, released.best_predictions);

@@ -44,17 +44,21 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
           lists + (8 + 4 + offset_bytes) * nnz + 12 * (rows + 1) + offset_bytes * (merged + 1);
     }
   }
-  if (release == InputRelease::kFeaturesAndGraph)
-    out.released = std::int64_t(dataset.features.size() * sizeof(float) +
-                                dataset.indptr.size() * sizeof(edge_t) +
-                                dataset.indices.size() * sizeof(vertex_t));
-  const std::int64_t graph = release == InputRelease::kFeaturesAndGraph
-                                 ? std::int64_t(dataset.indptr.size() * sizeof(edge_t) +
-                                                dataset.indices.size() * sizeof(vertex_t))
-                                 : 0;
+  std::int64_t graph = 0;
+  if (release == InputRelease::kDatasetAndPlanLists) {
+    graph = std::int64_t(dataset.indptr.size() * sizeof(edge_t) +
+                         dataset.indices.size() * sizeof(vertex_t));
+    out.released = graph + std::int64_t(dataset.features.size() * sizeof(float));
+    for (const ChunkPlan& ch : plan.chunk_plans)
+      out.released_plan += std::int64_t(
+          4 * (ch.columns.size() + ch.load_vertices.size() + ch.load_slots.size() +
+               ch.remote_vertices.size() + ch.remote_owner.size() + ch.remote_owner_slots.size() +
+               ch.remote_slots.size() + ch.leave_vertices.size() + ch.leave_slots.size()) +
+          ch.remote_pull.size());
+  }
   out.peak = std::max({out.index_lists, out.index_lists - graph + out.first_matrix,
                        out.index_lists - out.released + out.host_matrices,
-                       out.host_matrices + out.chunk_constants - out.released});
+                       out.host_matrices + out.chunk_constants - out.released - out.released_plan});
   return out;
 }
 

@@ -18,14 +18,15 @@ namespace sluice {
 // Where setup's host bytes go, beyond what the process holds when it starts (the dataset and
 // plan just read). Setup's peak is the largest of its steps: the index lists (every chunk's),
 // H^0 filled, every host matrix allocated, and the chunk constants uploaded (the lists freed as
-// they go up); the dataset's features and graph are subtracted from the steps after their
-// release (InputRelease::kFeaturesAndGraph).
+// they go up); the dataset's features and graph, and the plan's chunk columns and lists, are
+// subtracted from the steps after their release (InputRelease::kDatasetAndPlanLists).
 struct HostMemoryPlan {
   std::int64_t host_matrices = 0;    // every host_matrix_shapes() matrix
   std::int64_t first_matrix = 0;     // H^0
   std::int64_t index_lists = 0;      // the schedule's per-chunk lists, before upload
   std::int64_t chunk_constants = 0;  // upper bound: every chunk constant in host memory
   std::int64_t released = 0;         // the dataset's features and graph, when released
+  std::int64_t released_plan = 0;    // the plan's chunk columns and lists, when released
   std::int64_t peak = 0;             // setup's peak, bytes added to what is held now
   std::string matrices;              // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
 };

@@ -90,10 +90,12 @@ struct TimelineRange {
 };
 const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
 
-// What setup may release of a dataset it was handed mutable: kFeaturesAndGraph frees its
-// features once H^0 holds them (renumbered) and its graph (indptr, indices) once the index lists
-// are derived, so that host memory holds neither twice; labels, splits and ids stay.
-enum class InputRelease { kKeep, kFeaturesAndGraph };
+// What setup may release of the inputs it was handed mutable: kDatasetAndPlanLists frees the
+// dataset's features once H^0 holds them (renumbered) and its graph (indptr, indices) once the
+// index lists are derived, and each chunk's CSR columns and transfer lists of the plan once the
+// chunk's constants went up, so that host memory holds none of them twice. The dataset's
+// labels, splits and ids stay, and so do the plan's renumbering, chunk ranges and CSR offsets.
+enum class InputRelease { kKeep, kDatasetAndPlanLists };
 
 // One host matrix the schedule allocates (Backend::alloc_host): H^l or T^l (a layer's input),
 // G^l or dT^l (gradients flushed by layer l), A^l (cached aggregations). All the schedule's
@@ -117,8 +119,8 @@ class Schedule {
   // and device buffer and uploads the per-chunk indices once.
   Schedule(Backend& backend, const Dataset& dataset, const Plan& plan, const ModelSpec& model,
            const ScheduleOptions& options);
-  // The same, releasing what `release` names of the dataset during setup.
-  Schedule(Backend& backend, Dataset& dataset, const Plan& plan, const ModelSpec& model,
+  // The same, releasing what `release` names of the dataset and plan during setup.
+  Schedule(Backend& backend, Dataset& dataset, Plan& plan, const ModelSpec& model,
            const ScheduleOptions& options, InputRelease release);
   ~Schedule();
   Schedule(const Schedule&) = delete;

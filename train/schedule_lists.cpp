@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -412,15 +413,35 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
 }
 
 // Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
-// transition buffer).
+// transition buffer). A row's first flush is in the first list (in flush order) that holds it,
+// at its first position there: the first list of every vertex is found in parallel (the least
+// list index), then every list is split on its own thread.
 void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
-  std::vector<std::uint8_t> flushed(std::size_t(num_nodes), 0);
-  for (ChunkLists& li : lists) {  // index batch * P + p: the flush order
+  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
+  std::vector<std::int32_t> first_list(std::size_t(num_nodes), kNever);
+  const std::int64_t count = std::int64_t(lists.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t j = 0; j < count; ++j)
+    for (vertex_t v : lists[std::size_t(j)].leave_vertices) {
+      std::int32_t* slot = &first_list[std::size_t(v)];
+      std::int32_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
+      while (std::int32_t(j) < seen &&
+             !__atomic_compare_exchange_n(slot, &seen, std::int32_t(j), false, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED)) {
+      }
+    }
+  // claimed[v]: v's first position in its first list is taken (only that list's thread writes).
+  std::vector<std::uint8_t> claimed(std::size_t(num_nodes), 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t j = 0; j < count; ++j) {
+    ChunkLists& li = lists[std::size_t(j)];
     std::vector<std::size_t> first, again;
     for (std::size_t i = 0; i < li.leave_vertices.size(); ++i) {
-      auto& seen = flushed[std::size_t(li.leave_vertices[i])];
-      (seen ? again : first).push_back(i);
-      seen = 1;
+      const vertex_t v = li.leave_vertices[i];
+      const bool is_first =
+          first_list[std::size_t(v)] == std::int32_t(j) && !claimed[std::size_t(v)];
+      if (is_first) claimed[std::size_t(v)] = 1;
+      (is_first ? first : again).push_back(i);
     }
     if (again.empty()) {
       li.leave_store_count = li.leave_vertices.size();
@@ -438,8 +459,11 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
     reorder(li.leave_rows);
     reorder(li.leave_keys);
   }
+  vertex_t never = num_nodes;
+#pragma omp parallel for schedule(static) reduction(min : never)
   for (vertex_t v = 0; v < num_nodes; ++v)
-    SLUICE_EXPECTS(flushed[std::size_t(v)], "vertex ", v, " never leaves a transition buffer");
+    if (first_list[std::size_t(v)] == kNever) never = std::min(never, v);
+  SLUICE_EXPECTS(never == num_nodes, "vertex ", never, " never leaves a transition buffer");
 }
 
 std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p,

@@ -188,7 +188,8 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
 
 using namespace schedule_detail;
 
-void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable) {
+void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan) {
+  release_plan = releasable_plan;
   P = plan.partitions;
   C = plan.chunks;
   n = dataset.num_nodes;
@@ -428,6 +429,17 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
     check_chunk_uploaded(ch, li, gat(), where);
     li = ChunkLists{};
+    if (release_plan) {  // the constants hold what the schedule needs of the chunk's plan
+      ChunkPlan& released = release_plan->chunk(c, p);
+      std::vector<vertex_t>().swap(released.columns);
+      for (std::vector<vertex_t>* list :
+           {&released.load_vertices, &released.load_slots, &released.remote_vertices,
+            &released.remote_owner_slots, &released.remote_slots, &released.leave_vertices,
+            &released.leave_slots})
+        std::vector<vertex_t>().swap(*list);
+      std::vector<std::int32_t>().swap(released.remote_owner);
+      std::vector<std::uint8_t>().swap(released.remote_pull);
+    }
   }
   return next;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common/atomic_file.hpp"
 #include "common/hash.hpp"
@@ -156,15 +157,28 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
 // The message for a plan that does not fit --gpu-memory: the allocator's complaint, the plan's
 // per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that finds
 // the smallest chunk count that fits (same dataset, partitions, partitioner and model).
+// The memory estimate of every budget rule the message names (empty without --gpu-memory).
+std::vector<std::int64_t> budget_estimate(const Dataset& dataset, const Plan& plan,
+                                          const TrainConfig& config) {
+  if (config.gpu_memory <= 0) return {};
+  const ModelShape shape = memory_shape(dataset, config);
+  const LayoutOptions options = memory_layout_options(config);
+  return rules_bytes(plan, shape, options,
+                     budget_rules(shape, options, config.input_rows == "auto"));
+}
+
+// `estimate`: budget_estimate() taken earlier (the plan's chunk lists since released), or null.
 std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& dataset,
-                                const Plan& plan, const TrainConfig& config) {
+                                const Plan& plan, const TrainConfig& config,
+                                const std::vector<std::int64_t>* estimate = nullptr) {
   std::string message =
       cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
   if (config.gpu_memory <= 0) return message + ": build it with more chunks";
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions options = memory_layout_options(config);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
-  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
+  const std::vector<std::int64_t> bytes =
+      estimate ? *estimate : budget_estimate(dataset, plan, config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
                  " per GPU by the memory estimate");
   if (rules.size() > 1)
@@ -329,9 +343,10 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
 
 namespace {
 
-// `releasable`: the dataset itself when setup may release its features and graph.
+// `releasable`, `releasable_plan`: the dataset and plan themselves when setup may release their
+// parts (InputRelease::kDatasetAndPlanLists).
 TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, const Plan& plan,
-                                const TrainConfig& config) {
+                                Plan* releasable_plan, const TrainConfig& config) {
   validate_config(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   const ModelSpec model = model_for(dataset, config);
@@ -340,7 +355,8 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices (empty train split)");
 
-  const InputRelease release = releasable ? InputRelease::kFeaturesAndGraph : InputRelease::kKeep;
+  const InputRelease release =
+      releasable ? InputRelease::kDatasetAndPlanLists : InputRelease::kKeep;
   const std::int64_t available = available_host_bytes();
   std::string refusal = host_memory_refusal(dataset, plan, config, release, available);
   // --intermediates auto recomputes the aggregations when caching them does not fit.
@@ -364,14 +380,16 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
              format_bytes(double(need.host_matrices)), " (", need.matrices,
              "), chunk constants up to ", format_bytes(double(need.chunk_constants)),
              ", index lists ", format_bytes(double(need.index_lists)),
-             need.released > 0 ? cat(", less ", format_bytes(double(need.released)),
-                                     " of dataset features and graph released")
-                               : std::string());
+             need.released > 0
+                 ? cat(", less ", format_bytes(double(need.released)),
+                       " of dataset features and graph and ",
+                       format_bytes(double(need.released_plan)), " of plan lists released")
+                 : std::string());
   }
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   std::optional<Schedule> built;
   if (releasable)
-    built.emplace(*backend, *releasable, plan, model, options, release);
+    built.emplace(*backend, *releasable, *releasable_plan, model, options, release);
   else
     built.emplace(*backend, dataset, plan, model, options);
   Schedule& schedule = *built;
@@ -556,19 +574,21 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    return train_within_budget(dataset, nullptr, plan, config);
+    return train_within_budget(dataset, nullptr, plan, nullptr, config);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
   }
 }
 
-TrainResult train(Dataset& dataset, const Plan& plan, const TrainConfig& config,
-                  InputRelease release) {
+TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, InputRelease release) {
+  if (release == InputRelease::kKeep) return train(std::as_const(dataset), plan, config);
+  // The estimate of the over-budget message reads the plan's chunk lists: taken before setup
+  // releases them.
+  const std::vector<std::int64_t> estimate = budget_estimate(dataset, plan, config);
   try {
-    return train_within_budget(
-        dataset, release == InputRelease::kFeaturesAndGraph ? &dataset : nullptr, plan, config);
+    return train_within_budget(dataset, &dataset, plan, &plan, config);
   } catch (const OutOfDeviceMemory& error) {
-    throw InputError(over_budget_message(error, dataset, plan, config));
+    throw InputError(over_budget_message(error, dataset, plan, config, &estimate));
   }
 }
 
@@ -590,7 +610,7 @@ void run_train(const TrainConfig& config) {
                      "); rebuild the plan with sluice-preprocess partition");
   Dataset dataset = read_dataset(config.dataset);
   // Nothing below reads the dataset's features or graph (predictions take labels and ids).
-  const TrainResult result = train(dataset, plan, config, InputRelease::kFeaturesAndGraph);
+  const TrainResult result = train(dataset, plan, config, InputRelease::kDatasetAndPlanLists);
 
   if (!config.report.empty()) {
     json report{{"dataset", config.dataset},

@@ -36,7 +36,7 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
     if (!long_rows.empty())
       csr.long_rows = upload_array(long_rows, store, stream, what + " (long rows)");
   }
-  const std::int64_t rows = csr.rows, cols = csr.cols, nnz = csr.nnz;
+  const std::int64_t rows = csr.rows, cols = csr.cols;
   {
     std::vector<Index> offsets(indptr.begin(), indptr.end());
     csr.indptr = upload_array(offsets, store, stream, what + " (CSR offsets)");

@@ -6,6 +6,8 @@
 #include <cstring>
 
 #include "common/log.hpp"
+#include "train/layout/memory_estimate.hpp"
+#include "train/model_layout.hpp"
 
 namespace sluice {
 
@@ -19,12 +21,9 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
     if (!out.matrices.empty()) out.matrices += ", ";
     out.matrices += cat(shape.name, " ", format_bytes(double(shape.bytes())));
   }
-  // Per chunk, 4-byte entries: the lists (schedule_lists.hpp: entry values; self columns, keys,
-  // labels and train mask per destination; vertices, slots and keys per load and leave; remote
-  // slots with their pull and push groups) and the CSR with its transpose as a backend keeps it
-  // (offsets, columns, self entries, transposed offsets, rows and entry positions; the CPU
-  // backend's offsets and entry positions are 8 bytes).
-  const std::int64_t offset_bytes = device_is_host ? 8 : 4;
+  // The index lists per chunk, 4-byte entries: entry values; self columns, keys, labels and
+  // train mask per destination; vertices, slots and keys per load and leave; remote slots with
+  // their pull and push groups.
   for (int p = 0; p < plan.partitions; ++p) {
     const std::int64_t merged =
         std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
@@ -37,12 +36,22 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
         loads = leaves = plan.transition_rows[std::size_t(p)];
       else if (options.comm == CommMode::kBaseline)
         loads = leaves = std::min(nnz, merged);
-      const std::int64_t lists = 4 * nnz + 16 * rows + 12 * (loads + leaves) +
-                                 20 * std::int64_t(ch.remote_vertices.size());
-      out.index_lists += lists;
-      out.chunk_constants +=
-          lists + (8 + 4 + offset_bytes) * nnz + 12 * (rows + 1) + offset_bytes * (merged + 1);
+      out.index_lists += 4 * nnz + 16 * rows + 12 * (loads + leaves) +
+                         20 * std::int64_t(ch.remote_vertices.size());
+      // The CPU backend's CSR transpose beside the modelled device memory: transposed offsets
+      // and entry positions of 8 bytes, transposed rows of 4.
+      if (device_is_host) out.chunk_constants += 12 * nnz + 8 * (merged + 1);
     }
+  }
+  // The constants as the buffer layout has them (train/layout/memory_estimate.hpp): CUDA's
+  // per-chunk constants, all of them as if in pinned host memory; with a host device (CPU),
+  // every device buffer.
+  const ModelLayers layers = model_layers(model);
+  const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
+  for (int p = 0; p < plan.partitions; ++p) {
+    const GpuMemoryEstimate e = estimate_layout_memory(partition_layout(plan, p, layers, layout));
+    out.chunk_constants +=
+        device_is_host ? e.buffers + e.overlap + e.constants : e.cuda_chunk_constants;
   }
   std::int64_t graph = 0;
   if (release == InputRelease::kDatasetAndPlanLists) {

@@ -259,12 +259,12 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
                                 InputRelease release, std::int64_t available) {
   const HostMemoryPlan need = host_plan_for(dataset, plan, config, release);
   if (available < 0 || need.peak <= available) return "";
-  std::string message = cat(
-      "host memory: training setup needs about ", format_bytes(double(need.peak)),
-      " more than the process holds (host matrices ", format_bytes(double(need.host_matrices)),
-      ": ", need.matrices, "; chunk constants up to ", format_bytes(double(need.chunk_constants)),
-      "; index lists ", format_bytes(double(need.index_lists)), "), but only ",
-      format_bytes(double(available)), " is available (MemAvailable)");
+  std::string message =
+      cat("host memory: training setup needs about ", format_bytes(double(need.peak)),
+          " more than the process holds (host matrices ", format_bytes(double(need.host_matrices)),
+          ": ", need.matrices, "; constants up to ", format_bytes(double(need.chunk_constants)),
+          "; index lists ", format_bytes(double(need.index_lists)), "), but only ",
+          format_bytes(double(available)), " is available (MemAvailable)");
   // Options that shrink the host matrices, each alone: recomputed aggregations, a smaller
   // hidden width, fewer layers. More chunks do not shrink them.
   std::vector<std::string> fits;
@@ -358,34 +358,33 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   const InputRelease release =
       releasable ? InputRelease::kDatasetAndPlanLists : InputRelease::kKeep;
   const std::int64_t available = available_host_bytes();
-  std::string refusal = host_memory_refusal(dataset, plan, config, release, available);
-  // --intermediates auto recomputes the aggregations when caching them does not fit.
   TrainConfig fitted = config;
-  if (!refusal.empty() && config.intermediates == "auto") {
+  HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release);
+  if (available >= 0 && need.peak > available) {
+    // --intermediates auto recomputes the aggregations when caching them does not fit.
     fitted.intermediates = "recompute";
-    if (host_memory_refusal(dataset, plan, fitted, release, available).empty()) {
+    const HostMemoryPlan recomputed = host_plan_for(dataset, plan, fitted, release);
+    if (config.intermediates == "auto" && recomputed.peak <= available) {
       log_info("--intermediates auto: recomputing aggregations (caching them needs more host ",
                "memory than the ", format_bytes(double(available)), " available)");
-      refusal.clear();
+      need = recomputed;
     } else {
-      fitted.intermediates = config.intermediates;
+      throw InputError(host_memory_refusal(dataset, plan, config, release, available));
     }
   }
-  SLUICE_INPUT_CHECK(refusal.empty(), refusal);
   const ScheduleOptions options = schedule_options(dataset, plan, fitted);
-  {
-    const HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release);
-    log_info("host memory plan: ", format_bytes(double(current_rss_bytes())), " held, setup adds ",
-             "up to ", format_bytes(double(need.peak)), " of host matrices ",
-             format_bytes(double(need.host_matrices)), " (", need.matrices,
-             "), chunk constants up to ", format_bytes(double(need.chunk_constants)),
-             ", index lists ", format_bytes(double(need.index_lists)),
-             need.released > 0
-                 ? cat(", less ", format_bytes(double(need.released)),
-                       " of dataset features and graph and ",
-                       format_bytes(double(need.released_plan)), " of plan lists released")
-                 : std::string());
-  }
+  log_info(
+      "host memory plan: ", format_bytes(double(current_rss_bytes())), " held, setup adds ",
+      "up to ", format_bytes(double(need.peak)), " of host matrices ",
+      format_bytes(double(need.host_matrices)), " (", need.matrices,
+      "), constants (CPU: every device buffer) up to ", format_bytes(double(need.chunk_constants)),
+      ", index lists ", format_bytes(double(need.index_lists)),
+      need.released > 0 ? cat(", less ", format_bytes(double(need.released)),
+                              " of dataset features and graph and ",
+                              format_bytes(double(need.released_plan)), " of plan lists released")
+                        : std::string(),
+      "; ", available >= 0 ? format_bytes(double(available)) : std::string("unknown"),
+      " available");
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
   std::optional<Schedule> built;
   if (releasable)

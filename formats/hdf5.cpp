@@ -1,9 +1,13 @@
 // Implementation of formats/hdf5.hpp.
 #include "formats/hdf5.hpp"
 
+#include <fcntl.h>
+#include <omp.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 
@@ -21,6 +25,114 @@ herr_t walk_innermost(unsigned n, const H5E_error2_t* error, void* data) {
   auto* text = static_cast<std::string*>(data);
   if (n == 0 && error->desc) *text = error->desc;
   return 0;
+}
+
+// Reads below this many bytes go through H5Dread alone.
+constexpr std::uint64_t kDirectReadBytes = std::uint64_t(16) << 20;
+// Adjacent pieces of a direct read merge up to this many bytes (one pread each).
+constexpr std::uint64_t kDirectPieceBytes = std::uint64_t(64) << 20;
+
+// A run of bytes of the file and where it goes.
+struct Piece {
+  std::uint64_t file_offset = 0, bytes = 0;
+  char* out = nullptr;
+};
+
+// Rows [row_begin, row_end) of an open dataset straight from the file: when it is stored
+// contiguously or in chunks of whole rows, unfiltered, in the sec2 driver's plain file, with the
+// memory type as its file type, its bytes are where HDF5's chunk index says, and OpenMP threads
+// read them with pread (the HDF5 library itself is called from this thread only). Returns false
+// without reading when the dataset does not qualify; the caller reads through H5Dread then.
+bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
+                      std::uint64_t row_begin, std::uint64_t row_end, void* out) {
+  const std::uint64_t element = H5Tget_size(type);
+  const std::uint64_t row_bytes = element * (rank == 2 ? dims[1] : 1);
+  if (element == 0 || row_bytes == 0 || (row_end - row_begin) * row_bytes < kDirectReadBytes)
+    return false;
+  Handle file_type(H5Dget_type(dataset));
+  if (file_type.get() < 0 || H5Tequal(file_type, type) <= 0) return false;
+  Handle file(H5Iget_file_id(dataset));
+  if (file.get() < 0) return false;
+  Handle access(H5Fget_access_plist(file));
+  if (access.get() < 0 || H5Pget_driver(access) != H5FD_SEC2) return false;
+  Handle creation(H5Fget_create_plist(file));
+  hsize_t base = 0;  // file addresses count from the end of the user block
+  if (creation.get() < 0 || H5Pget_userblock(creation, &base) < 0) return false;
+  Handle layout_list(H5Dget_create_plist(dataset));
+  if (layout_list.get() < 0 || H5Pget_nfilters(layout_list) != 0) return false;
+  std::vector<Piece> pieces;
+  char* const target = static_cast<char*>(out);
+  const auto add = [&](std::uint64_t offset, std::uint64_t bytes, char* to) {
+    if (!pieces.empty()) {
+      Piece& last = pieces.back();
+      if (last.file_offset + last.bytes == offset && last.out + last.bytes == to &&
+          last.bytes + bytes <= kDirectPieceBytes) {
+        last.bytes += bytes;
+        return;
+      }
+    }
+    pieces.push_back({offset, bytes, to});
+  };
+  const H5D_layout_t layout = H5Pget_layout(layout_list);
+  if (layout == H5D_CONTIGUOUS) {
+    const haddr_t address = H5Dget_offset(dataset);
+    if (address == HADDR_UNDEF) return false;
+    for (std::uint64_t done = row_begin * row_bytes; done < row_end * row_bytes;) {
+      const std::uint64_t bytes = std::min(kDirectPieceBytes, row_end * row_bytes - done);
+      add(base + address + done, bytes, target + (done - row_begin * row_bytes));
+      done += bytes;
+    }
+  } else if (layout == H5D_CHUNKED) {
+#if H5_VERSION_GE(1, 10, 5)
+    hsize_t chunk[2] = {0, 0};
+    if (H5Pget_chunk(layout_list, rank, chunk) != rank || chunk[0] == 0 ||
+        (rank == 2 && chunk[1] != dims[1]))
+      return false;
+    const std::uint64_t chunk_bytes = chunk[0] * row_bytes;
+    for (std::uint64_t first = row_begin - row_begin % chunk[0]; first < row_end;
+         first += chunk[0]) {
+      const hsize_t coordinates[2] = {first, 0};
+      unsigned filter_mask = 0;
+      haddr_t address = HADDR_UNDEF;
+      hsize_t size = 0;
+      if (H5Dget_chunk_info_by_coord(dataset, coordinates, &filter_mask, &address, &size) < 0 ||
+          address == HADDR_UNDEF || size != chunk_bytes)
+        return false;  // e.g. a chunk never written (its rows are the fill value)
+      const std::uint64_t begin = std::max<std::uint64_t>(first, row_begin);
+      const std::uint64_t end = std::min<std::uint64_t>(first + chunk[0], row_end);
+      add(base + address + (begin - first) * row_bytes, (end - begin) * row_bytes,
+          target + (begin - row_begin) * row_bytes);
+    }
+#else
+    return false;
+#endif
+  } else {
+    return false;
+  }
+  std::vector<char> name(std::size_t(SLUICE_H5(H5Fget_name(file, nullptr, 0))) + 1);
+  SLUICE_H5(H5Fget_name(file, name.data(), name.size()));
+  const int descriptor = ::open(name.data(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return false;
+  int error = 0;
+  const std::int64_t count = std::int64_t(pieces.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t i = 0; i < count; ++i) {
+    const Piece& piece = pieces[std::size_t(i)];
+    for (std::uint64_t done = 0; done < piece.bytes;) {
+      const ssize_t got = ::pread(descriptor, piece.out + done, piece.bytes - done,
+                                  off_t(piece.file_offset + done));
+      if (got <= 0) {
+#pragma omp atomic write
+        error = got < 0 ? errno : EIO;
+        break;
+      }
+      done += std::uint64_t(got);
+    }
+  }
+  ::close(descriptor);
+  SLUICE_INPUT_CHECK(error == 0, name.data(), ": reading ", (row_end - row_begin) * row_bytes,
+                     " bytes of a dataset failed: ", std::strerror(error));
+  return true;
 }
 
 }  // namespace
@@ -153,6 +265,7 @@ void read_rows(hid_t location, const std::string& name, hid_t type, std::uint64_
   const hsize_t start[2] = {row_begin, 0};
   const hsize_t count[2] = {row_end - row_begin, rank == 2 ? dims[1] : 1};
   if (rank == 2 && dims[1] == 0) return;
+  if (read_rows_direct(dataset, type, rank, dims, row_begin, row_end, out)) return;
   SLUICE_H5(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr));
   Handle memory(SLUICE_H5(H5Screate_simple(rank, count, nullptr)));
   SLUICE_H5(H5Dread(dataset, type, memory, space, H5P_DEFAULT, out));

@@ -58,20 +58,25 @@ std::vector<T> read_checked(hid_t location, const std::string& name, const std::
   return h5::read_vector<T>(location, name);
 }
 
-// Reads a flattened field and splits it back into the chunks.
+// Reads a flattened field straight into the chunks, each its own range of rows (no copy of the
+// whole field is held).
 template <typename T, typename Get>
 void read_flat(hid_t group, const std::string& name, const std::string& path,
                std::vector<ChunkPlan>& chunks, Get get) {
   const auto offsets = read_checked<std::int64_t>(group, name + "_offsets", path,
                                                   static_cast<std::int64_t>(chunks.size()) + 1);
-  const auto values = read_checked<T>(group, name, path);
-  SLUICE_INPUT_CHECK(offsets[0] == 0 && offsets.back() == std::int64_t(values.size()), path,
-                     ": chunks/", name, "_offsets does not span chunks/", name);
+  SLUICE_INPUT_CHECK(h5::exists(group, name), path, ": plan lacks dataset ", name);
+  const auto dims = h5::shape(group, name);
+  SLUICE_INPUT_CHECK(dims.size() == 1, path, ": plan dataset ", name, " is not 1-dimensional");
+  SLUICE_INPUT_CHECK(offsets[0] == 0 && offsets.back() == std::int64_t(dims[0]), path, ": chunks/",
+                     name, "_offsets does not span chunks/", name);
   for (std::size_t k = 0; k < chunks.size(); ++k) {
     SLUICE_INPUT_CHECK(offsets[k] <= offsets[k + 1], path, ": chunks/", name,
                        "_offsets decreases at chunk ", k);
     auto& field = get(chunks[k]);
-    field.assign(values.begin() + offsets[k], values.begin() + offsets[k + 1]);
+    field.resize(std::size_t(offsets[k + 1] - offsets[k]));
+    h5::read_rows(group, name, h5::native_type<T>(), std::uint64_t(offsets[k]),
+                  std::uint64_t(offsets[k + 1]), field.data());
   }
 }
 

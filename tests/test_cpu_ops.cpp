@@ -14,6 +14,7 @@
 #include "formats/dataset.hpp"
 #include "kernels/bfloat16.hpp"
 #include "kernels/cpu/cpu_device.hpp"
+#include "kernels/csr_transpose.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
 #include "tests/support/graphs.hpp"
@@ -72,6 +73,46 @@ void expect_near_all(const Floats& actual, const Floats& expected, double tolera
 }
 
 // ---------------------------------------------------------------- memory
+
+// The backends' CSR transpose (kernels/csr_transpose.hpp) equals a counting sort by column over
+// the rows in order, at any thread count (a column range per thread), also with a column that
+// holds most entries and with empty rows and columns.
+TEST(CsrTranspose, EqualsTheSerialCountingSortAtAnyThreadCount) {
+  std::mt19937 random(7);
+  const std::int64_t rows = 3000, cols = 1700;
+  std::vector<edge_t> indptr{0};
+  std::vector<vertex_t> columns;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const int degree = r % 11 == 0 ? 0 : int(random() % 9);
+    for (int k = 0; k < degree; ++k)
+      columns.push_back(random() % 3 == 0 ? 5 : vertex_t(random() % (cols - 100)));
+    indptr.push_back(edge_t(columns.size()));
+  }
+  std::vector<edge_t> want_offsets(std::size_t(cols) + 1, 0);
+  for (vertex_t c : columns) ++want_offsets[std::size_t(c) + 1];
+  for (std::int64_t c = 0; c < cols; ++c) want_offsets[std::size_t(c) + 1] += want_offsets[c];
+  std::vector<vertex_t> want_rows(columns.size());
+  std::vector<edge_t> want_entries(columns.size());
+  std::vector<edge_t> next(want_offsets.begin(), want_offsets.end() - 1);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (edge_t e = indptr[r]; e < indptr[r + 1]; ++e) {
+      const edge_t k = next[std::size_t(columns[std::size_t(e)])]++;
+      want_rows[std::size_t(k)] = vertex_t(r);
+      want_entries[std::size_t(k)] = e;
+    }
+  for (const int threads : {1, 3, 8}) {
+    SCOPED_TRACE(cat(threads, " threads"));
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<edge_t> offsets, entries;
+    std::vector<vertex_t> t_rows;
+    transpose_csr(indptr, columns, cols, offsets, t_rows, entries);
+    omp_set_num_threads(saved);
+    EXPECT_EQ(offsets, want_offsets);
+    EXPECT_EQ(t_rows, want_rows);
+    EXPECT_EQ(entries, want_entries);
+  }
+}
 
 TEST_F(CpuOps, MemoryIsAccountedAndPeakKept) {
   Device& d = dev();

@@ -1,6 +1,9 @@
 // Round trip of the HDF5 dataset format and its validation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "common/error.hpp"
 #include "formats/dataset.hpp"
 #include "tests/support/graphs.hpp"
@@ -50,6 +53,36 @@ TEST(DatasetFormat, RoundTripKeepsEverything) {
   read_feature_rows(dir.file("d.h5"), 1, 3, rows);
   EXPECT_EQ(rows[0], 2.f);
   EXPECT_EQ(rows[3], 5.f);
+}
+
+// Arrays of more than 16 MiB are read from their chunks' file offsets on many threads
+// (formats/hdf5.cpp): the values are those written, for whole arrays and for row ranges that
+// start and end inside chunks (a row of 130 floats: chunks of 2016 rows, the last one partial).
+TEST(DatasetFormat, LargeArraysReadBackExactly) {
+  test::ScratchDir dir;
+  const vertex_t n = 40000;
+  std::vector<test::Edge> edges;
+  for (vertex_t v = 1; v < n; ++v) edges.push_back({v - 1, v});
+  Dataset d = test::graph_from_edges(n, edges);
+  d.name = "large";
+  d.source = "test";
+  d.feature_dim = 130;
+  d.features.resize(std::size_t(n) * 130);
+  for (std::size_t i = 0; i < d.features.size(); ++i) d.features[i] = float(i % 100003) * 0.5f;
+  d.num_classes = 3;
+  d.labels.resize(std::size_t(n));
+  for (vertex_t v = 0; v < n; ++v) d.labels[std::size_t(v)] = v % 3;
+  d.train = {0, 1};
+  d.valid = {2};
+  d.test = {3};
+  write_dataset(dir.file("d.h5"), d);
+  const Dataset r = read_dataset(dir.file("d.h5"));
+  EXPECT_EQ(r.features, d.features);
+  EXPECT_EQ(r.indices, d.indices);
+  EXPECT_EQ(r.labels, d.labels);
+  std::vector<float> rows(std::size_t(39000 - 1000) * 130);
+  read_feature_rows(dir.file("d.h5"), 1000, 39000, rows.data());
+  EXPECT_TRUE(std::equal(rows.begin(), rows.end(), d.features.begin() + 1000 * 130));
 }
 
 TEST(DatasetFormat, FingerprintChangesWithEdges) {

@@ -22,6 +22,7 @@
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
+#include "train/host_memory.hpp"
 #include "train/layout/chunk_search.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
@@ -347,6 +348,81 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   EXPECT_FALSE(
       smallest_fitting_chunks(d, partition, options, fingerprint, least[3] - 1, shape, layout, true)
           .fits);
+}
+
+ModelSpec gcn_model(const Widths& widths, int layers) {
+  ModelConfig config;
+  config.kind = ModelKind::kGcn;
+  config.layers = layers;
+  config.in_dim = widths.features;
+  config.hidden = widths.hidden;
+  config.classes = widths.classes;
+  return make_model(config);
+}
+
+// The schedule's host matrices for a two-layer GCN that narrows: H^0, then layer 0's gradients
+// dT^1 (T rows padded to 16 bytes) and its cached aggregation A^0, then T^1; recomputing drops
+// A^0.
+TEST(HostMemory, HostMatricesOfANarrowingGcn) {
+  const Dataset& d = dataset_of(kNarrowing);
+  const ModelSpec model = gcn_model(kNarrowing, 2);
+  ScheduleOptions options;
+  const auto describe = [&](const std::vector<HostMatrixShape>& shapes) {
+    std::string text;
+    for (const HostMatrixShape& m : shapes) text += cat(m.name, " ", m.rows, "x", m.cols, "; ");
+    return text;
+  };
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes)),
+            "H^0 (features) 240x37; dT^1 240x4; A^0 240x37; T^1 240x4; ");
+  options.cache_intermediates = false;
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes)),
+            "H^0 (features) 240x37; dT^1 240x4; T^1 240x4; ");
+}
+
+// The refusal names the need and what is available, and the options that fit: recomputing
+// drops the cached aggregations; nothing fits in one byte.
+TEST(HostMemory, RefusalNamesNeedAvailableAndFittingOptions) {
+  const Dataset& d = dataset_of(kWidening);
+  const Plan& plan = plan_of(kWidening, 1, 3);
+  const TrainConfig config = test::train_config().hidden(kWidening.hidden).layers(3);
+  EXPECT_EQ(host_memory_refusal(d, plan, config, InputRelease::kKeep, std::int64_t(1) << 40), "");
+  EXPECT_EQ(host_memory_refusal(d, plan, config, InputRelease::kKeep, -1), "");
+  const std::string none = host_memory_refusal(d, plan, config, InputRelease::kKeep, 1);
+  EXPECT_NE(none.find("host memory: training setup needs about"), std::string::npos) << none;
+  EXPECT_NE(none.find("1 B is available"), std::string::npos) << none;
+  EXPECT_NE(none.find("no single change"), std::string::npos) << none;
+  // Between the need with recomputed aggregations and the need with cached ones.
+  const HostMemoryPlan cached = host_memory_plan(d, plan, gcn_model(kWidening, 3),
+                                                 ScheduleOptions{}, InputRelease::kKeep, true);
+  EXPECT_GT(cached.host_matrices, 0);
+  const std::string fits =
+      host_memory_refusal(d, plan, config, InputRelease::kKeep, cached.peak - 1);
+  EXPECT_NE(fits.find("options that fit: --intermediates recompute"), std::string::npos) << fits;
+}
+
+// Releasing the dataset's features and graph and the plan's chunk lists during setup trains
+// exactly as keeping them, and leaves the labels, splits and ids, and the plan's ranges.
+TEST(HostMemory, ReleasedInputsTrainTheSame) {
+  const Plan& plan = plan_of(kNarrowing, 2, 3);
+  const TrainConfig config = test::train_config().hidden(kNarrowing.hidden).epochs(3);
+  const TrainResult kept = train(dataset_of(kNarrowing), plan, config);
+  Dataset copy = dataset_of(kNarrowing);
+  Plan plan_copy = plan;
+  const TrainResult released = train(copy, plan_copy, config, InputRelease::kDatasetAndPlanLists);
+  for (std::size_t k = 0; k < plan.chunk_plans.size(); ++k) {
+    EXPECT_TRUE(plan_copy.chunk_plans[k].columns.empty());
+    EXPECT_TRUE(plan_copy.chunk_plans[k].load_vertices.empty());
+    EXPECT_EQ(plan_copy.chunk_plans[k].indptr, plan.chunk_plans[k].indptr);
+    EXPECT_EQ(plan_copy.chunk_plans[k].dst_begin, plan.chunk_plans[k].dst_begin);
+  }
+  EXPECT_EQ(plan_copy.old_to_new, plan.old_to_new);
+  EXPECT_EQ(kept.losses, released.losses);
+  EXPECT_EQ(kept.flat_parameters, released.flat_parameters);
+  EXPECT_EQ(kept.best_predictions, released.best_predictions);
+  EXPECT_TRUE(copy.features.empty());
+  EXPECT_TRUE(copy.indices.empty());
+  EXPECT_EQ(copy.labels, dataset_of(kNarrowing).labels);
+  EXPECT_EQ(copy.train, dataset_of(kNarrowing).train);
 }
 
 }  // namespace

@@ -124,7 +124,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   sched.add_options()("comm", po::value(&c.comm)->default_value(c.comm),
                       "transfer scheme: baseline | p2p | p2p+reuse")(
       "intermediates", po::value(&c.intermediates)->default_value(c.intermediates),
-      "auto (GCN/SAGE cache aggregations, GAT recomputes) | cache | recompute")(
+      "auto (GCN/SAGE cache aggregations where host memory allows, GAT recomputes) | cache | "
+      "recompute")(
       "input-rows", po::value(&c.input_rows)->default_value(c.input_rows),
       "input rows of the layers transformed on arrival (GAT): keep (on the device) | reload "
       "(leaving rows read again from host memory for the weight gradient: less device memory, "

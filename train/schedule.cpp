@@ -159,7 +159,14 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
 Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
                    const ModelSpec& model, const ScheduleOptions& options)
     : impl_(std::make_unique<Impl>(backend, plan, model, options)) {
-  impl_->setup(dataset);
+  impl_->setup(dataset, nullptr, nullptr);
+}
+
+Schedule::Schedule(Backend& backend, Dataset& dataset, Plan& plan, const ModelSpec& model,
+                   const ScheduleOptions& options, InputRelease release)
+    : impl_(std::make_unique<Impl>(backend, plan, model, options)) {
+  const bool releases = release == InputRelease::kDatasetAndPlanLists;
+  impl_->setup(dataset, releases ? &dataset : nullptr, releases ? &plan : nullptr);
 }
 
 Schedule::~Schedule() = default;

@@ -96,6 +96,29 @@ struct TimelineRange {
 };
 const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
 
+// What setup may release of the inputs it was handed mutable: kDatasetAndPlanLists frees the
+// dataset's features once H^0 holds them (renumbered) and its graph (indptr, indices) once the
+// index lists are derived, and each chunk's CSR columns and transfer lists of the plan once the
+// chunk's constants went up, so that host memory holds none of them twice. The dataset's
+// labels, splits and ids stay, and so do the plan's renumbering, chunk ranges and CSR offsets.
+enum class InputRelease { kKeep, kDatasetAndPlanLists };
+
+// One host matrix the schedule allocates (Backend::alloc_host): H^l or T^l (a layer's input),
+// G^l or dT^l (gradients flushed by layer l), A^l (cached aggregations). All the schedule's
+// host matrices are in this list, in allocation order.
+enum class HostMatrixRole { kInput, kGradient, kAggregation };
+struct HostMatrixShape {
+  HostMatrixRole role = HostMatrixRole::kInput;
+  int layer = 0;  // the l of H^l, G^l, A^l
+  std::string name;
+  std::int64_t rows = 0, cols = 0;
+  HostPrecision precision = HostPrecision::kFp32;
+  std::int64_t bytes() const { return rows * cols * element_bytes(precision); }
+};
+std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
+                                                const ScheduleOptions& options,
+                                                std::int64_t num_nodes);
+
 class Schedule {
  public:
   // Checks the plan against the dataset (every index: slots, loads, remote owners, leave
@@ -103,6 +126,9 @@ class Schedule {
   // and device buffer and uploads the per-chunk indices once.
   Schedule(Backend& backend, const Dataset& dataset, const Plan& plan, const ModelSpec& model,
            const ScheduleOptions& options);
+  // The same, releasing what `release` names of the dataset and plan during setup.
+  Schedule(Backend& backend, Dataset& dataset, Plan& plan, const ModelSpec& model,
+           const ScheduleOptions& options, InputRelease release);
   ~Schedule();
   Schedule(const Schedule&) = delete;
   Schedule& operator=(const Schedule&) = delete;

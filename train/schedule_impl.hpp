@@ -63,6 +63,9 @@ struct Schedule::Impl {
 
   Backend& backend;
   const Plan& plan;
+  // During setup: the plan itself when setup frees each chunk's columns and lists once uploaded
+  // (InputRelease::kDatasetAndPlanLists), else null.
+  Plan* release_plan = nullptr;
   const ModelSpec& model;
   ScheduleOptions options;
   int P = 1, C = 1;
@@ -244,8 +247,10 @@ struct Schedule::Impl {
 
   // ---- Setup (schedule_setup.cpp) ----
 
-  void setup(const Dataset& dataset);
-  void allocate_host_matrices(const Dataset& dataset);
+  // `releasable`, `releasable_plan`: the dataset and the plan themselves when setup may release
+  // their parts (InputRelease::kDatasetAndPlanLists), else null.
+  void setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan);
+  void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -106,6 +108,7 @@ class PlanReplay {
 PlanReplay::PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& model)
     : d_(d), plan_(plan), model_(model), P_(plan.partitions), n_(d.num_nodes) {
   deg_plus_.assign(std::size_t(n_), 1);
+#pragma omp parallel for schedule(static)
   for (vertex_t o = 0; o < n_; ++o)
     for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e)
       if (d.indices[std::size_t(e)] != o) ++deg_plus_[std::size_t(o)];
@@ -149,7 +152,10 @@ void PlanReplay::update_transition(int c, int p) {
       slots[std::size_t(s)] = -1;
     }
   }
-  const auto kept = std::count_if(slots.begin(), slots.end(), [](vertex_t v) { return v >= 0; });
+  std::int64_t kept = 0;
+  const std::int64_t num_slots = std::int64_t(slots.size());
+#pragma omp parallel for schedule(static) reduction(+ : kept)
+  for (std::int64_t s = 0; s < num_slots; ++s) kept += slots[std::size_t(s)] >= 0;
   SLUICE_INPUT_CHECK(kept == ch.reuse_count, where(c, p), ": ", kept,
                      " rows stay in place but reuse_count is ", ch.reuse_count);
   SLUICE_INPUT_CHECK(ch.load_slots.size() == ch.load_vertices.size(), where(c, p),
@@ -207,7 +213,11 @@ void PlanReplay::mark_remote_references(int c) {
   }
 }
 
-// Chunk (c, p)'s CSR: every entry must name the expected neighbor; builds the values.
+// Chunk (c, p)'s CSR: every entry must name the expected neighbor; builds the values. Rows are
+// checked in parallel, and the error of the first row at fault is the one thrown: the one a
+// check row by row meets first, since a row's checks read nothing other rows of the chunk write
+// (its destination is its own; distinct rows that passed the renumbering check have distinct
+// dataset ids).
 void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
   const ChunkPlan& ch = plan_.chunk(c, p);
   const vertex_t TR = plan_.transition_rows[p];
@@ -217,17 +227,26 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
                          ch.indptr.size() == std::size_t(rows) + 1 && ch.indptr[0] == 0 &&
                          ch.columns.size() == std::size_t(ch.indptr.back()),
                      where(c, p), ": destination range or CSR shape is inconsistent");
+  std::uint8_t* needed = needed_[p].data();
+  const vertex_t* slots = slot_vertex_[p].data();
+  const vertex_t* remote = remote_vertex_[p].data();
+  const vertex_t remote_rows = plan_.remote_rows[p];
   auto vertex_at = [&](vertex_t col) -> vertex_t {
     if (col >= 0 && col < TR) {
-      needed_[p][std::size_t(col)] = 1;
-      return slot_vertex_[p][std::size_t(col)];
+#pragma omp atomic write
+      needed[std::size_t(col)] = 1;
+      return slots[std::size_t(col)];
     }
     const vertex_t r = col - TR;
-    if (r >= 0 && r < plan_.remote_rows[p]) return remote_vertex_[p][std::size_t(r)];
+    if (r >= 0 && r < remote_rows) return remote[std::size_t(r)];
     return -1;
   };
   out.values.resize(ch.columns.size());
-  for (vertex_t i = 0; i < rows; ++i) {
+  out.self_columns.resize(std::size_t(rows));
+  out.dst_keys.resize(std::size_t(rows));
+  out.labels.resize(std::size_t(rows));
+  out.train_mask.resize(std::size_t(rows));
+  auto check_row = [&](vertex_t i) {
     const vertex_t v = ch.dst_begin + i;
     const vertex_t o = plan_.new_to_old[std::size_t(v)];
     SLUICE_INPUT_CHECK(
@@ -255,26 +274,47 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
       out.values[std::size_t(k)] = value;
       ++k;
     };
-    out.self_columns.push_back(ch.columns[std::size_t(begin)]);
+    out.self_columns[std::size_t(i)] = ch.columns[std::size_t(begin)];
     check_entry(o);
     for (edge_t e = d_.indptr[o]; e < d_.indptr[o + 1]; ++e) {
       const vertex_t u = d_.indices[std::size_t(e)];
       if (u != o) check_entry(u);
     }
-    out.dst_keys.push_back(o);
-    out.labels.push_back(d_.labels.empty() ? -1 : d_.labels[std::size_t(o)]);
-    out.train_mask.push_back(in_train_[std::size_t(o)]);
+    out.dst_keys[std::size_t(i)] = o;
+    out.labels[std::size_t(i)] = d_.labels.empty() ? -1 : d_.labels[std::size_t(o)];
+    out.train_mask[std::size_t(i)] = in_train_[std::size_t(o)];
+  };
+  vertex_t first_bad = rows;
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 256)
+  for (vertex_t i = 0; i < rows; ++i) {
+    try {
+      check_row(i);
+    } catch (...) {
+#pragma omp critical(sluice_check_csr_error)
+      if (i < first_bad) {
+        first_bad = i;
+        error = std::current_exception();
+      }
+    }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 // T_c^p must be exactly the needed rows (nothing missing, nothing stale).
 void PlanReplay::check_needed(int c) const {
-  for (int p = 0; p < P_; ++p)
-    for (std::size_t s = 0; s < needed_[p].size(); ++s)
-      SLUICE_INPUT_CHECK((slot_vertex_[p][s] >= 0) == bool(needed_[p][s]), "plan chunk (batch ", c,
-                         ", partition ", p, "): transition slot ", s,
-                         slot_vertex_[p][s] >= 0 ? " holds a vertex no chunk of the batch needs"
-                                                 : " is needed but holds no vertex");
+  for (int p = 0; p < P_; ++p) {
+    const std::int64_t num_slots = std::int64_t(needed_[p].size());
+    std::int64_t s = num_slots;  // the first slot at fault
+#pragma omp parallel for schedule(static) reduction(min : s)
+    for (std::int64_t i = 0; i < num_slots; ++i)
+      if ((slot_vertex_[p][std::size_t(i)] >= 0) != bool(needed_[p][std::size_t(i)]))
+        s = std::min(s, i);
+    SLUICE_INPUT_CHECK(
+        s == num_slots, "plan chunk (batch ", c, ", partition ", p, "): transition slot ", s,
+        slot_vertex_[p][std::size_t(s)] >= 0 ? " holds a vertex no chunk of the batch needs"
+                                             : " is needed but holds no vertex");
+  }
 }
 
 void PlanReplay::scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lists) const {
@@ -373,15 +413,35 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
 }
 
 // Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
-// transition buffer).
+// transition buffer). A row's first flush is in the first list (in flush order) that holds it,
+// at its first position there: the first list of every vertex is found in parallel (the least
+// list index), then every list is split on its own thread.
 void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
-  std::vector<std::uint8_t> flushed(std::size_t(num_nodes), 0);
-  for (ChunkLists& li : lists) {  // index batch * P + p: the flush order
+  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
+  std::vector<std::int32_t> first_list(std::size_t(num_nodes), kNever);
+  const std::int64_t count = std::int64_t(lists.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t j = 0; j < count; ++j)
+    for (vertex_t v : lists[std::size_t(j)].leave_vertices) {
+      std::int32_t* slot = &first_list[std::size_t(v)];
+      std::int32_t seen = __atomic_load_n(slot, __ATOMIC_RELAXED);
+      while (std::int32_t(j) < seen &&
+             !__atomic_compare_exchange_n(slot, &seen, std::int32_t(j), false, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED)) {
+      }
+    }
+  // claimed[v]: v's first position in its first list is taken (only that list's thread writes).
+  std::vector<std::uint8_t> claimed(std::size_t(num_nodes), 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t j = 0; j < count; ++j) {
+    ChunkLists& li = lists[std::size_t(j)];
     std::vector<std::size_t> first, again;
     for (std::size_t i = 0; i < li.leave_vertices.size(); ++i) {
-      auto& seen = flushed[std::size_t(li.leave_vertices[i])];
-      (seen ? again : first).push_back(i);
-      seen = 1;
+      const vertex_t v = li.leave_vertices[i];
+      const bool is_first =
+          first_list[std::size_t(v)] == std::int32_t(j) && !claimed[std::size_t(v)];
+      if (is_first) claimed[std::size_t(v)] = 1;
+      (is_first ? first : again).push_back(i);
     }
     if (again.empty()) {
       li.leave_store_count = li.leave_vertices.size();
@@ -399,8 +459,11 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
     reorder(li.leave_rows);
     reorder(li.leave_keys);
   }
+  vertex_t never = num_nodes;
+#pragma omp parallel for schedule(static) reduction(min : never)
   for (vertex_t v = 0; v < num_nodes; ++v)
-    SLUICE_EXPECTS(flushed[std::size_t(v)], "vertex ", v, " never leaves a transition buffer");
+    if (first_list[std::size_t(v)] == kNever) never = std::min(never, v);
+  SLUICE_EXPECTS(never == num_nodes, "vertex ", never, " never leaves a transition buffer");
 }
 
 std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int p,

@@ -189,7 +189,8 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
 
 using namespace schedule_detail;
 
-void Schedule::Impl::setup(const Dataset& dataset) {
+void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan) {
+  release_plan = releasable_plan;
   P = plan.partitions;
   C = plan.chunks;
   n = dataset.num_nodes;
@@ -202,9 +203,18 @@ void Schedule::Impl::setup(const Dataset& dataset) {
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices");
   loss_scale = 1.f / static_cast<float>(dataset.train.size());
+  StageTimer lists_stage("schedule index lists");
   std::vector<ChunkLists> lists = derive_lists(dataset, plan, model, options.comm);
   split_first_flushes(lists, dataset.num_nodes);
-  allocate_host_matrices(dataset);
+  if (releasable) {  // the lists hold what the schedule needs of the graph
+    std::vector<edge_t>().swap(releasable->indptr);
+    std::vector<vertex_t>().swap(releasable->indices);
+  }
+  lists_stage.finish();
+  StageTimer host_stage("host matrices");
+  allocate_host_matrices(dataset, releasable);
+  host_stage.finish();
+  StageTimer device_stage("device buffers and chunk constants");
 
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));
   std::vector<std::vector<BufferSpec>> tail_buffers(static_cast<std::size_t>(P));
@@ -245,36 +255,64 @@ void Schedule::Impl::setup(const Dataset& dataset) {
              flushed, "/", P, ", double block buffers on ", doubled, "/", P);
   }
   upload_tails(tails, tail_buffers);
+  device_stage.finish();
 }
 
-// Host matrices in renumbered row order, of options.host_precision elements: H^0 (the
-// features, row-normalized in fp32 first when asked, then rounded), each layer's inputs H^l (or
-// T^l), the gradients G^l (or dT^l) below the last layer, and the cached aggregations A^l.
-void Schedule::Impl::allocate_host_matrices(const Dataset& dataset) {
+std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
+                                                const ScheduleOptions& options,
+                                                std::int64_t num_nodes) {
+  const ModelLayers shapes = model_layers(model);
+  const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
+  std::vector<HostMatrixShape> out;
+  out.push_back(
+      {HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes, model.layers.front().in_width});
+  for (const LayerSpec& layer : model.layers) {
+    const LayerRoles roles = layer_roles(shapes, layer.index, layout);
+    const int l = layer.index;
+    if (l > 0)
+      out.push_back({HostMatrixRole::kInput, l, roles.pretransformed ? cat("T^", l) : cat("H^", l),
+                     num_nodes, roles.input_width});
+    // The fused last layer keeps its loss gradients and aggregations on the device.
+    if (layer.last) continue;
+    if (roles.stores_transform)
+      out.push_back(
+          {HostMatrixRole::kGradient, l + 1, cat("dT^", l + 1), num_nodes, roles.output_width});
+    else
+      out.push_back(
+          {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
+    if (layer.aggregate_width > 0 && options.cache_intermediates)
+      out.push_back(
+          {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
+  }
+  for (HostMatrixShape& shape : out) shape.precision = options.host_precision;
+  return out;
+}
+
+// Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision
+// elements: H^0 (the features, row-normalized in fp32 first when asked, then rounded), each
+// layer's inputs H^l (or T^l), the gradients G^l (or dT^l) below the last layer, and the cached
+// aggregations A^l. H^0 comes first, so that a releasable dataset's features are freed before
+// the other matrices are allocated.
+void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* releasable) {
   const int L = model.num_layers();
   const HostPrecision precision = options.host_precision;
   H.resize(std::size_t(L));
   G.resize(std::size_t(L));
   A_cache.resize(std::size_t(L));
-  H[0] = backend.alloc_host(n, dataset.feature_dim, precision, "H^0 (features)");
-  fill_features(dataset, plan.new_to_old,
-                options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
-                H[0]);
-  for (int l = 0; l < L; ++l) {
-    const LayerSpec& layer = model.layers[std::size_t(l)];
-    if (l > 0)
-      H[std::size_t(l)] = backend.alloc_host(n, input_width(layer), precision,
-                                             pretransformed(layer) ? cat("T^", l) : cat("H^", l));
-    // The fused last layer keeps its loss gradients and aggregations on the device.
-    if (layer.last) continue;
-    if (stores_transform(layer))
-      G[std::size_t(l) + 1] =
-          backend.alloc_host(n, output_width(layer), precision, cat("dT^", l + 1));
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
+  for (const HostMatrixShape& shape : shapes) {
+    const HostMat m = backend.alloc_host(shape.rows, shape.cols, precision, shape.name);
+    if (shape.role == HostMatrixRole::kInput)
+      H[std::size_t(shape.layer)] = m;
+    else if (shape.role == HostMatrixRole::kGradient)
+      G[std::size_t(shape.layer)] = m;
     else
-      G[std::size_t(l) + 1] = backend.alloc_host(n, layer.out_width, precision, cat("G^", l + 1));
-    if (!recompute(layer))
-      A_cache[std::size_t(l)] =
-          backend.alloc_host(n, layer.aggregate_width, precision, cat("A^", l));
+      A_cache[std::size_t(shape.layer)] = m;
+    if (shape.role != HostMatrixRole::kInput || shape.layer != 0) continue;
+    fill_features(dataset, plan.new_to_old,
+                  options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
+                  m);
+    if (releasable) std::vector<float>().swap(releasable->features);
   }
   std::int64_t bytes = 0;
   for (const auto* matrices : {&H, &G, &A_cache})
@@ -390,6 +428,17 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
     check_chunk_uploaded(ch, li, gat(), where);
     li = ChunkLists{};
+    if (release_plan) {  // the constants hold what the schedule needs of the chunk's plan
+      ChunkPlan& released = release_plan->chunk(c, p);
+      std::vector<vertex_t>().swap(released.columns);
+      for (std::vector<vertex_t>* list :
+           {&released.load_vertices, &released.load_slots, &released.remote_vertices,
+            &released.remote_owner_slots, &released.remote_slots, &released.leave_vertices,
+            &released.leave_slots})
+        std::vector<vertex_t>().swap(*list);
+      std::vector<std::int32_t>().swap(released.remote_owner);
+      std::vector<std::uint8_t>().swap(released.remote_pull);
+    }
   }
   return next;
 }

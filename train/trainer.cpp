@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 #include "common/atomic_file.hpp"
 #include "common/hash.hpp"
@@ -17,6 +18,7 @@
 #include "common/memory.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
+#include "train/host_memory.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
 #include "train/timeline.hpp"
@@ -155,15 +157,28 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
 // The message for a plan that does not fit --gpu-memory: the allocator's complaint, the plan's
 // per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that finds
 // the smallest chunk count that fits (same dataset, partitions, partitioner and model).
+// The memory estimate of every budget rule the message names (empty without --gpu-memory).
+std::vector<std::int64_t> budget_estimate(const Dataset& dataset, const Plan& plan,
+                                          const TrainConfig& config) {
+  if (config.gpu_memory <= 0) return {};
+  const ModelShape shape = memory_shape(dataset, config);
+  const LayoutOptions options = memory_layout_options(config);
+  return rules_bytes(plan, shape, options,
+                     budget_rules(shape, options, config.input_rows == "auto"));
+}
+
+// `estimate`: budget_estimate() taken earlier (the plan's chunk lists since released), or null.
 std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& dataset,
-                                const Plan& plan, const TrainConfig& config) {
+                                const Plan& plan, const TrainConfig& config,
+                                const std::vector<std::int64_t>* estimate = nullptr) {
   std::string message =
       cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
   if (config.gpu_memory <= 0) return message + ": build it with more chunks";
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions options = memory_layout_options(config);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
-  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
+  const std::vector<std::int64_t> bytes =
+      estimate ? *estimate : budget_estimate(dataset, plan, config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
                  " per GPU by the memory estimate");
   if (rules.size() > 1)
@@ -225,7 +240,69 @@ ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
   return options;
 }
 
+// Setup's host memory for `config` (host_memory_plan()).
+HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                             InputRelease release) {
+  // The options that shape host memory (schedule_options() without its device memory
+  // estimate): --input-rows auto counts as keep.
+  ScheduleOptions options;
+  options.comm = parse_comm_mode(config.comm);
+  options.cache_intermediates = config.intermediates != "recompute";
+  options.overlap = !config.no_overlap;
+  options.reload_inputs = config.input_rows == "reload";
+  return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
+                          config.device == "cpu");
+}
+
 }  // namespace
+
+std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                                InputRelease release, std::int64_t available) {
+  const HostMemoryPlan need = host_plan_for(dataset, plan, config, release);
+  if (available < 0 || need.peak <= available) return "";
+  std::string message =
+      cat("host memory: training setup needs about ", format_bytes(double(need.peak)),
+          " more than the process holds (host matrices ", format_bytes(double(need.host_matrices)),
+          ": ", need.matrices, "; constants up to ", format_bytes(double(need.chunk_constants)),
+          "; index lists ", format_bytes(double(need.index_lists)), "), but only ",
+          format_bytes(double(available)), " is available (MemAvailable)");
+  // Options that shrink the host matrices, each alone: recomputed aggregations, a smaller
+  // hidden width, fewer layers. More chunks do not shrink them.
+  std::vector<std::string> fits;
+  const auto try_option = [&](const TrainConfig& changed, const std::string& option) {
+    const std::int64_t bytes = host_plan_for(dataset, plan, changed, release).peak;
+    if (bytes <= available)
+      fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
+    return bytes <= available;
+  };
+  if (config.intermediates != "recompute" && config.model != "gat") {
+    TrainConfig changed = config;
+    changed.intermediates = "recompute";
+    try_option(changed, "--intermediates recompute");
+  }
+  if (config.host_precision != "bf16") {
+    TrainConfig changed = config;
+    changed.host_precision = "bf16";
+    try_option(changed, "--host-precision bf16");
+  }
+  for (std::int64_t hidden = config.hidden / 2; hidden >= 8; hidden /= 2) {
+    TrainConfig changed = config;
+    changed.hidden = hidden;
+    if (try_option(changed, cat("--hidden ", hidden))) break;
+  }
+  for (int layers = config.layers - 1; layers >= 1; --layers) {
+    TrainConfig changed = config;
+    changed.layers = layers;
+    if (try_option(changed, cat("--layers ", layers))) break;
+  }
+  if (fits.empty())
+    return message +
+           "; no single change of --intermediates, --host-precision, --hidden or --layers fits (more " +
+           "chunks do not reduce host memory): use a machine with more memory";
+  message += "; options that fit: ";
+  for (std::size_t i = 0; i < fits.size(); ++i) message += (i ? ", " : "") + fits[i];
+  return message + " (more chunks do not reduce host memory)";
+}
 
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   ModelShape shape;
@@ -275,8 +352,10 @@ std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
 
 namespace {
 
-TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
-                                const TrainConfig& config) {
+// `releasable`, `releasable_plan`: the dataset and plan themselves when setup may release their
+// parts (InputRelease::kDatasetAndPlanLists).
+TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, const Plan& plan,
+                                Plan* releasable_plan, const TrainConfig& config) {
   validate_config(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   const ModelSpec model = model_for(dataset, config);
@@ -285,13 +364,47 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices (empty train split)");
 
-  const ScheduleOptions options = schedule_options(dataset, plan, config);
+  const InputRelease release =
+      releasable ? InputRelease::kDatasetAndPlanLists : InputRelease::kKeep;
+  const std::int64_t available = available_host_memory_bytes();
+  TrainConfig fitted = config;
+  HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release);
+  if (available >= 0 && need.peak > available) {
+    // --intermediates auto recomputes the aggregations when caching them does not fit.
+    fitted.intermediates = "recompute";
+    const HostMemoryPlan recomputed = host_plan_for(dataset, plan, fitted, release);
+    if (config.intermediates == "auto" && recomputed.peak <= available) {
+      log_info("--intermediates auto: recomputing aggregations (caching them needs more host ",
+               "memory than the ", format_bytes(double(available)), " available)");
+      need = recomputed;
+    } else {
+      throw InputError(host_memory_refusal(dataset, plan, config, release, available));
+    }
+  }
+  const ScheduleOptions options = schedule_options(dataset, plan, fitted);
+  log_info(
+      "host memory plan: ", format_bytes(double(current_rss_bytes())), " held, setup adds ",
+      "up to ", format_bytes(double(need.peak)), " of host matrices ",
+      format_bytes(double(need.host_matrices)), " (", need.matrices,
+      "), constants (CPU: every device buffer) up to ", format_bytes(double(need.chunk_constants)),
+      ", index lists ", format_bytes(double(need.index_lists)),
+      need.released > 0 ? cat(", less ", format_bytes(double(need.released)),
+                              " of dataset features and graph and ",
+                              format_bytes(double(need.released_plan)), " of plan lists released")
+                        : std::string(),
+      "; ", available >= 0 ? format_bytes(double(available)) : std::string("unknown"),
+      " available");
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
-  Schedule schedule(*backend, dataset, plan, model, options);
+  std::optional<Schedule> built;
+  if (releasable)
+    built.emplace(*backend, *releasable, *releasable_plan, model, options, release);
+  else
+    built.emplace(*backend, dataset, plan, model, options);
+  Schedule& schedule = *built;
   log_info(
       "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
       plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
-      model.kind == ModelKind::kGat || config.intermediates == "recompute" ? "recompute" : "cache",
+      model.kind == ModelKind::kGat || fitted.intermediates == "recompute" ? "recompute" : "cache",
       options.reload_inputs ? ", input rows reloaded" : "",
       options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
 
@@ -464,20 +577,14 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
   return result;
 }
 
-// Host memory a run needs at least, from the model's widths: every layer's output and
-// aggregation rows for all vertices, each with its gradient, and the parameters with their
-// gradients and two optimizer moments. The widths come from options (--hidden, --heads) and
-// the dataset (feature dimension, classes = largest label + 1), so they are checked before any
-// buffer is allocated. The CPU backend's devices live in host memory too: their estimated
-// bytes (train/layout/memory_estimate.hpp) are added, once the widths alone are known to fit.
+// Host memory checked before the dataset's widths reach any allocation: the parameters with
+// their gradients and two optimizer moments (--hidden, --heads, the feature dimension and the
+// classes = largest label + 1 set their number). The CPU backend's devices live in host memory
+// too: their estimated bytes (train/layout/memory_estimate.hpp) are added. The per-vertex host
+// matrices are checked by the host memory plan (train/host_memory.hpp) before setup.
 void require_training_memory(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
   const ModelSpec model = model_for(dataset, config);
-  std::int64_t bytes = saturating_bytes({model.num_parameters, 4, sizeof(float)});
-  for (const LayerSpec& layer : model.layers)
-    bytes = saturating_add(
-        bytes,
-        saturating_bytes({dataset.num_nodes, saturating_add(layer.out_width, layer.aggregate_width),
-                          2, sizeof(float)}));
+  const std::int64_t bytes = saturating_bytes({model.num_parameters, 4, sizeof(float)});
   const std::string cause = cat("--hidden ", config.hidden, " --layers ", config.layers, " with ",
                                 dataset.feature_dim, " input features and ", dataset.num_classes,
                                 " classes (largest label + 1) in the dataset");
@@ -502,9 +609,21 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    return train_within_budget(dataset, plan, config);
+    return train_within_budget(dataset, nullptr, plan, nullptr, config);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
+  }
+}
+
+TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, InputRelease release) {
+  if (release == InputRelease::kKeep) return train(std::as_const(dataset), plan, config);
+  // The estimate of the over-budget message reads the plan's chunk lists: taken before setup
+  // releases them.
+  const std::vector<std::int64_t> estimate = budget_estimate(dataset, plan, config);
+  try {
+    return train_within_budget(dataset, &dataset, plan, &plan, config);
+  } catch (const OutOfDeviceMemory& error) {
+    throw InputError(over_budget_message(error, dataset, plan, config, &estimate));
   }
 }
 
@@ -525,7 +644,8 @@ void run_train(const TrainConfig& config) {
                      ") than ", config.dataset, " (fingerprint ", info.fingerprint,
                      "); rebuild the plan with sluice-preprocess partition");
   Dataset dataset = read_dataset(config.dataset);
-  const TrainResult result = train(dataset, plan, config);
+  // Nothing below reads the dataset's features or graph (predictions take labels and ids).
+  const TrainResult result = train(dataset, plan, config, InputRelease::kDatasetAndPlanLists);
 
   if (!config.report.empty()) {
     json report{{"dataset", config.dataset},

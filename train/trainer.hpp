@@ -51,6 +51,17 @@ struct TrainResult {
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
 // and checkpoint are ignored). Throws InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
+// The same, releasing what `release` names of the dataset and plan during setup (sluice-train:
+// the dataset's features and graph and the plan's chunk lists, once the schedule holds its own
+// copies).
+TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, InputRelease release);
+
+// Empty when training setup's host memory (train/host_memory.hpp) fits `available` bytes (or
+// available < 0: unknown); else the message naming the need, what is available and the options
+// of --intermediates, --hidden and --layers that would fit. train() stops with it before
+// allocating.
+std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                                InputRelease release, std::int64_t available);
 
 // The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)
 // takes for a training configuration on `dataset`.

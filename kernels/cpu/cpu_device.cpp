@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "kernels/cpu/cpu_util.hpp"
+#include "kernels/csr_transpose.hpp"
 
 namespace sluice {
 
@@ -107,11 +108,17 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
   const edge_t nnz = indptr.back();
   SLUICE_EXPECTS(nnz == edge_t(columns.size()), "CSR ", what, ": indptr ends at ", nnz, " but ",
                  columns.size(), " columns given");
+  // The first bad offset and column, found in parallel (the checks name them).
+  std::int64_t bad_row = rows, bad_entry = nnz;
+#pragma omp parallel for schedule(static) reduction(min : bad_row)
   for (std::int64_t r = 0; r < rows; ++r)
-    SLUICE_EXPECTS(indptr[r] <= indptr[r + 1], "CSR ", what, ": offsets decrease at row ", r);
+    if (indptr[r] > indptr[r + 1]) bad_row = std::min(bad_row, r);
+  SLUICE_EXPECTS(bad_row == rows, "CSR ", what, ": offsets decrease at row ", bad_row);
+#pragma omp parallel for schedule(static) reduction(min : bad_entry)
   for (edge_t e = 0; e < nnz; ++e)
-    SLUICE_EXPECTS(columns[e] >= 0 && columns[e] < num_cols, "CSR ", what, ": column ", columns[e],
-                   " of entry ", e, " outside [0, ", num_cols, ")");
+    if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
+  SLUICE_EXPECTS(bad_entry == nnz, "CSR ", what, ": column ", columns[std::size_t(bad_entry)],
+                 " of entry ", bad_entry, " outside [0, ", num_cols, ")");
   // Accounted as a device would store it: offsets and column indices. The transpose is this
   // backend's private acceleration structure and is not part of the modelled device memory.
   account_constant(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t)),
@@ -123,19 +130,7 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
   m->nnz = nnz;
   m->indptr = indptr;
   m->columns = columns;
-  m->t_indptr.assign(num_cols + 1, 0);
-  for (edge_t e = 0; e < nnz; ++e) ++m->t_indptr[columns[e] + 1];
-  for (std::int64_t c = 0; c < num_cols; ++c) m->t_indptr[c + 1] += m->t_indptr[c];
-  m->t_rows.resize(nnz);
-  m->t_entry.resize(nnz);
-  std::vector<edge_t> next(m->t_indptr.begin(), m->t_indptr.end() - 1);
-  for (std::int64_t r = 0; r < rows; ++r) {  // rows ascending: each column lists rows in order
-    for (edge_t e = indptr[r]; e < indptr[r + 1]; ++e) {
-      const edge_t slot = next[columns[e]]++;
-      m->t_rows[slot] = vertex_t(r);
-      m->t_entry[slot] = e;
-    }
-  }
+  transpose_csr(indptr, columns, num_cols, m->t_indptr, m->t_rows, m->t_entry);
   csrs_.push_back(std::move(m));
   return Csr{int(csrs_.size()) - 1, rows, num_cols, nnz};
 }

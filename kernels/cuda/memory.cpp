@@ -1,6 +1,7 @@
 // Implementation of kernels/cuda/memory.hpp.
 #include "kernels/cuda/memory.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/log.hpp"
@@ -108,7 +109,13 @@ ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const 
   }
   void* host = nullptr;
   void* device = host_allocate(bytes, &host);
-  std::memcpy(host, data, static_cast<std::size_t>(bytes));
+  // Large constants are copied by every OpenMP thread, a slice each.
+  constexpr std::int64_t kSlice = std::int64_t(16) << 20;
+  const std::int64_t slices = (bytes + kSlice - 1) / kSlice;
+#pragma omp parallel for schedule(static) if (slices > 1)
+  for (std::int64_t i = 0; i < slices; ++i)
+    std::memcpy(static_cast<char*>(host) + i * kSlice, static_cast<const char*>(data) + i * kSlice,
+                static_cast<std::size_t>(std::min(kSlice, bytes - i * kSlice)));
   host_bytes_ += bytes;
   return ConstantBuffer(device, bytes);
 }

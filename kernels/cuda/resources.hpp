@@ -138,26 +138,64 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Anonymous pages registered with CUDA (cudaHostRegister), released by unregistering and
+// unmapping them.
+class RegisteredPages {
+ public:
+  RegisteredPages() = default;
+  RegisteredPages(void* pages, std::size_t bytes) : pages_(pages), bytes_(bytes) {}
+  ~RegisteredPages() { reset(); }
+  RegisteredPages(RegisteredPages&& other) noexcept
+      : pages_(std::exchange(other.pages_, nullptr)), bytes_(other.bytes_) {}
+  RegisteredPages& operator=(RegisteredPages&& other) noexcept {
+    if (this != &other) {
+      reset();
+      pages_ = std::exchange(other.pages_, nullptr);
+      bytes_ = other.bytes_;
+    }
+    return *this;
+  }
+  RegisteredPages(const RegisteredPages&) = delete;
+  RegisteredPages& operator=(const RegisteredPages&) = delete;
+  void* get() const { return pages_; }
+  void reset() noexcept;
+
+ private:
+  void* pages_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// Pages of `bytes` (at least kRegisteredBytes) mapped, faulted in by every OpenMP thread (huge
+// pages where the kernel gives them) and registered mapped and portable with CUDA: the driver's
+// own allocation (cudaHostAlloc) faults them in on one thread. Null when any step fails (the
+// caller falls back to cudaHostAlloc).
+inline constexpr std::size_t kRegisteredBytes = std::size_t(64) << 20;
+RegisteredPages register_pages(std::size_t bytes);
+
 // Pinned, mapped, portable host memory: visible to every GPU through device_pointer().
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
   explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
     if (bytes == 0) return;
-    void* p = nullptr;
-    SLUICE_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    memory_ = Owner<PinnedMemoryTraits>(p, -1);
+    if (bytes >= kRegisteredBytes) pages_ = register_pages(bytes);
+    void* p = pages_.get();
+    if (!p) {
+      SLUICE_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+      memory_ = Owner<PinnedMemoryTraits>(p, -1);
+    }
     SLUICE_CUDA(cudaHostGetDevicePointer(&device_pointer_, p, 0));
   }
-  void* get() const { return memory_.get(); }
+  void* get() const { return pages_.get() ? pages_.get() : memory_.get(); }
   template <typename T>
   T* as() const {
-    return static_cast<T*>(memory_.get());
+    return static_cast<T*>(get());
   }
   void* device_pointer() const { return device_pointer_; }
   std::size_t bytes() const { return bytes_; }
 
  private:
+  RegisteredPages pages_;
   Owner<PinnedMemoryTraits> memory_;
   void* device_pointer_ = nullptr;
   std::size_t bytes_ = 0;

@@ -1,8 +1,10 @@
 // Implementation of kernels/cuda/sparse.hpp.
 #include "kernels/cuda/sparse.hpp"
 
+#include <algorithm>
 #include <limits>
 
+#include "kernels/csr_transpose.hpp"
 #include "kernels/cuda/gather.hpp"
 
 namespace sluice::cuda {
@@ -34,7 +36,7 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
     if (!long_rows.empty())
       csr.long_rows = upload_array(long_rows, store, stream, what + " (long rows)");
   }
-  const std::int64_t rows = csr.rows, cols = csr.cols, nnz = csr.nnz;
+  const std::int64_t rows = csr.rows, cols = csr.cols;
   {
     std::vector<Index> offsets(indptr.begin(), indptr.end());
     csr.indptr = upload_array(offsets, store, stream, what + " (CSR offsets)");
@@ -50,19 +52,9 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
     if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
   csr.self = upload_array(self, store, stream, what + " (self entries)");
 
-  // Counting sort by column: row r's entries land in ascending r within each transposed row.
-  std::vector<Index> t_indptr(static_cast<std::size_t>(cols) + 1, 0);
-  for (std::int64_t e = 0; e < nnz; ++e) ++t_indptr[columns[e] + 1];
-  for (std::int64_t c = 0; c < cols; ++c) t_indptr[c + 1] += t_indptr[c];
-  std::vector<Index> next(t_indptr.begin(), t_indptr.end() - 1);
-  std::vector<Index> t_columns(static_cast<std::size_t>(nnz)), perm(static_cast<std::size_t>(nnz));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t e = indptr[r]; e < indptr[r + 1]; ++e) {
-      const Index k = next[columns[e]]++;
-      t_columns[k] = static_cast<Index>(r);
-      perm[k] = static_cast<Index>(e);
-    }
-  }
+  // Row r's entries land in ascending r within each transposed row.
+  std::vector<Index> t_indptr, t_columns, perm;
+  transpose_csr(indptr, columns, cols, t_indptr, t_columns, perm);
   csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
   csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
@@ -89,11 +81,18 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
                  csr.nnz, " but there are ", columns.size(), " columns");
   SLUICE_EXPECTS(num_cols >= 0 && num_cols <= std::numeric_limits<vertex_t>::max(), what,
                  ": bad column count ", num_cols);
-  for (std::int64_t r = 0; r < csr.rows; ++r)
-    SLUICE_EXPECTS(indptr[r] <= indptr[r + 1], what, ": CSR offsets decrease at row ", r);
-  for (std::int64_t e = 0; e < csr.nnz; ++e)
-    SLUICE_EXPECTS(columns[e] >= 0 && columns[e] < num_cols, what, ": column ", columns[e],
-                   " of entry ", e, " outside [0, ", num_cols, ")");
+  // The first bad offset and column, found in parallel (the checks name them).
+  const std::int64_t rows = csr.rows, nnz = csr.nnz;
+  std::int64_t bad_row = rows, bad_entry = nnz;
+#pragma omp parallel for schedule(static) reduction(min : bad_row)
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (indptr[r] > indptr[r + 1]) bad_row = std::min(bad_row, r);
+  SLUICE_EXPECTS(bad_row == rows, what, ": CSR offsets decrease at row ", bad_row);
+#pragma omp parallel for schedule(static) reduction(min : bad_entry)
+  for (std::int64_t e = 0; e < nnz; ++e)
+    if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
+  SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)], " of entry ",
+                 bad_entry, " outside [0, ", num_cols, ")");
   csr.wide = wide_csr(csr.nnz);
   if (csr.wide) {
     upload_structure<std::int64_t>(csr, indptr, columns, store, stream, what);

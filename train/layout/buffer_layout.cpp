@@ -190,12 +190,32 @@ CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
   csr.cols = merged_rows;
   csr.nnz = chunk.num_entries();
   const std::int64_t threshold = cuda::long_degree_for(csr.nnz);
-  for (std::int64_t r = 0; r < csr.rows; ++r)
-    csr.long_rows +=
+  const std::int64_t rows = csr.rows, nnz = std::int64_t(chunk.columns.size());
+  std::int64_t long_rows = 0, long_columns = 0;
+#pragma omp parallel for schedule(static) reduction(+ : long_rows)
+  for (std::int64_t r = 0; r < rows; ++r)
+    long_rows +=
         chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
-  for (vertex_t c : chunk.columns)
-    csr.long_columns += ++column_count[std::size_t(c)] == threshold + 1 ? 1 : 0;
-  for (vertex_t c : chunk.columns) column_count[std::size_t(c)] = 0;
+  // Column counts, then each column's count taken (and zeroed) by the first of its entries.
+  std::int32_t* count = column_count.data();
+  const vertex_t* columns = chunk.columns.data();
+#pragma omp parallel for schedule(static)
+  for (std::int64_t e = 0; e < nnz; ++e) {
+#pragma omp atomic update
+    ++count[columns[e]];
+  }
+#pragma omp parallel for schedule(static) reduction(+ : long_columns)
+  for (std::int64_t e = 0; e < nnz; ++e) {
+    std::int32_t seen;
+#pragma omp atomic capture
+    {
+      seen = count[columns[e]];
+      count[columns[e]] = 0;
+    }
+    long_columns += seen > threshold ? 1 : 0;
+  }
+  csr.long_rows = long_rows;
+  csr.long_columns = long_columns;
   return csr;
 }
 

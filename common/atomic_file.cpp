@@ -129,19 +129,25 @@ AtomicOutput::AtomicOutput(std::string path, std::string what)
   SLUICE_INPUT_CHECK(!(stat(final_.c_str(), &info) == 0 && S_ISDIR(info.st_mode)), final_,
                      ": output path is a directory");
   install_output_signal_handlers();
+  if (stat(final_.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    // A device, pipe or socket (/dev/null, /dev/stdout) cannot be replaced: write it in place.
+    temporary_ = final_;
+    in_place_ = true;
+    return;
+  }
   remove_leftover_temporaries(final_);
   temporary_ = temporary_name_for(final_, long(getpid()));
   slot_ = register_temporary(temporary_);
 }
 
 AtomicOutput::~AtomicOutput() {
-  if (!finished_) unlink(temporary_.c_str());
+  if (!finished_ && !in_place_) unlink(temporary_.c_str());
   unregister_temporary(slot_);
 }
 
 void AtomicOutput::discard() {
   if (finished_) return;
-  unlink(temporary_.c_str());
+  if (!in_place_) unlink(temporary_.c_str());
   finished_ = true;
   unregister_temporary(slot_);
   slot_ = -1;
@@ -149,6 +155,10 @@ void AtomicOutput::discard() {
 
 void AtomicOutput::commit() {
   SLUICE_EXPECTS(!finished_, "commit() after commit() or discard() for ", final_);
+  if (in_place_) {
+    finished_ = true;
+    return;
+  }
   const int fd = open(temporary_.c_str(), O_RDONLY | O_CLOEXEC);
   int error = fd < 0 ? errno : 0;
   if (fd >= 0) {
@@ -236,7 +246,8 @@ void CheckedFile::flush() {
 
 void CheckedFile::close() {
   flush();
-  if (fsync(buffer_.fd) != 0) fail(errno);
+  // Devices and pipes (an output written in place) do not support fsync.
+  if (fsync(buffer_.fd) != 0 && errno != EINVAL && errno != EROFS) fail(errno);
   const int fd = buffer_.fd;
   buffer_.fd = -1;
   if (::close(fd) != 0) throw_write_error(report_as_, what_, errno);
@@ -249,6 +260,11 @@ AtomicTextFile::AtomicTextFile(const std::string& path, const std::string& what)
 void AtomicTextFile::commit() {
   file_.close();
   output_.commit();
+}
+
+void remove_regular_file(const std::string& path) {
+  struct stat info {};
+  if (lstat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode)) unlink(path.c_str());
 }
 
 void require_readable(const std::string& path, const std::string& what) {

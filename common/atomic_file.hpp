@@ -5,7 +5,8 @@
 // Live temporaries are registered so that SIGINT, SIGTERM and SIGHUP remove them before the
 // process dies; SIGXFSZ is ignored so that a file-size limit is an EFBIG write error. A
 // temporary left by a process that no longer runs (kill -9, power loss) is removed by the
-// next AtomicOutput for the same output.
+// next AtomicOutput for the same output. An output that exists and is not a regular file (a
+// device such as /dev/null or /dev/full, a pipe) is written in place with the same checks.
 #pragma once
 
 #include <cstddef>
@@ -50,6 +51,7 @@ class AtomicOutput {
   std::string temporary_;
   int slot_ = -1;  // registration for the signal handler
   bool finished_ = false;
+  bool in_place_ = false;  // an existing device, pipe or socket: no temporary, no rename
 };
 
 // A file descriptor behind an ostream whose every write is checked: the first failing write
@@ -104,6 +106,9 @@ class AtomicTextFile {
   AtomicOutput output_;
   CheckedFile file_;
 };
+
+// Removes `path` if it is a regular file (never a device or pipe given as an output).
+void remove_regular_file(const std::string& path);
 
 // Throws InputError naming `path` if it cannot be opened for reading.
 void require_readable(const std::string& path, const std::string& what);

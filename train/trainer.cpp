@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -344,7 +343,7 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
       write();
     } catch (const InputError&) {
       metrics.reset();
-      if (!config.resume) std::remove(config.metrics.c_str());
+      if (!config.resume) remove_regular_file(config.metrics);
       throw;
     }
   };

@@ -217,8 +217,7 @@ CheckedFile::CheckedFile(const std::string& path, const std::string& report_as,
                          const std::string& what, Mode mode)
     : report_as_(report_as), what_(what) {
   install_output_signal_handlers();
-  const int flags =
-      O_WRONLY | O_CREAT | O_CLOEXEC | (mode == Mode::kAppend ? O_APPEND : O_TRUNC);
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == Mode::kAppend ? O_APPEND : O_TRUNC);
   buffer_.fd = ::open(path.c_str(), flags, 0666);
   if (buffer_.fd < 0) throw_write_error(report_as_, what_, errno);
 }

@@ -157,6 +157,9 @@ int interrupt_mid_write(const std::vector<std::string>& argv, const std::string&
                         int signal_number, bool* saw_temporary) {
   const pid_t child = fork();
   if (child == 0) {
+    // As from an interactive shell: a test runner started in the background ignores SIGINT.
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     freopen("/dev/null", "w", stdout);
     freopen("/dev/null", "w", stderr);
     std::vector<char*> args;

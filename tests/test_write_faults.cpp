@@ -64,11 +64,12 @@ class WriteFaults : public ::testing::Test {
   void expect_write_failure(const std::string& command, const std::string& output,
                             const std::string& what, int blocks = 8) {
     const auto r = test::run_command("ulimit -f " + std::to_string(blocks) + "; " + command);
-    EXPECT_NE(r.exit_code, 0) << command << "\n" << r.output;
+    // 1 or 2: the tool's own error exit, not a crash (a signal shows as 128 + its number).
+    EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << r.exit_code << " " << command << "\n"
+                                                      << r.output;
     EXPECT_NE(r.output.find(output + ": cannot write " + what + ": File too large"),
               std::string::npos)
         << r.output;
-    EXPECT_EQ(r.output.find("egmentation"), std::string::npos) << r.output;
     EXPECT_FALSE(test::file_exists(output)) << output;
     EXPECT_TRUE(temporaries_in(out_.path()).empty())
         << testing::PrintToString(temporaries_in(out_.path()));

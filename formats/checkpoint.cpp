@@ -59,9 +59,7 @@ std::string hex64(std::uint64_t value) {
 }  // namespace
 
 void write_checkpoint(const std::string& path, const Checkpoint& ck) {
-  AtomicOutput output(path);
-  {
-    h5::Handle file = h5::create_file(output.temporary_path());
+  h5::write_file(path, "checkpoint", [&](hid_t file) {
     h5::write_string_attr(file, "format", "sluice-checkpoint");
     h5::write_attr<std::int32_t>(file, "format_version", kCheckpointFormatVersion);
     h5::write_string_attr(file, "config_fingerprint", ck.config_fingerprint);
@@ -80,15 +78,11 @@ void write_checkpoint(const std::string& path, const Checkpoint& ck) {
     h5::write_vector(file, "losses", ck.losses);
     h5::write_vector(file, "best_parameters", ck.best_parameters);
     h5::write_attr<std::uint64_t>(file, "checksum", checkpoint_checksum(ck));
-    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-  }
-  output.commit();
+  });
 }
 
 void write_model(const std::string& path, const ModelFile& model) {
-  AtomicOutput output(path);
-  {
-    h5::Handle file = h5::create_file(output.temporary_path());
+  h5::write_file(path, "model", [&](hid_t file) {
     h5::write_string_attr(file, "format", "sluice-model");
     h5::write_attr<std::int32_t>(file, "format_version", kModelFormatVersion);
     h5::write_string_attr(file, "description", model.description);
@@ -99,9 +93,7 @@ void write_model(const std::string& path, const ModelFile& model) {
       h5::write_matrix(group, t.name, t.values.data(), std::uint64_t(t.rows),
                        std::uint64_t(t.cols));
     }
-    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-  }
-  output.commit();
+  });
 }
 
 ModelFile read_model(const std::string& path) {

@@ -135,9 +135,7 @@ std::string compute_fingerprint(const Dataset& d) {
 void write_dataset(const std::string& path, const Dataset& d) {
   StageTimer timer("write dataset " + path);
   validate_dataset(d, path);
-  AtomicOutput output(path);
-  {
-    h5::Handle file = h5::create_file(output.temporary_path());
+  h5::write_file(path, "dataset", [&](hid_t file) {
     h5::write_string_attr(file, "format", "sluice-dataset");
     h5::write_attr<std::int32_t>(file, "format_version", kDatasetFormatVersion);
     h5::write_string_attr(file, "name", d.name);
@@ -175,9 +173,7 @@ void write_dataset(const std::string& path, const Dataset& d) {
       h5::write_vector(split, "test", d.test);
     }
     if (!d.original_ids.empty()) h5::write_vector(file, "original_ids", d.original_ids);
-    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-  }
-  output.commit();
+  });
 }
 
 namespace {

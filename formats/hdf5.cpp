@@ -11,8 +11,19 @@
 #include <cstring>
 #include <mutex>
 
+#include "common/atomic_file.hpp"
+
 namespace sluice::h5 {
 namespace {
+
+// HDF5 closes every identifier still open from an atexit handler. After a failed write
+// (disk full, file-size limit) a file whose close failed is left half-closed, and that
+// handler crashes on it; write_file closes what it opened, so the handler is turned off.
+// This runs during static initialization, before any HDF5 call (only formats/ calls HDF5).
+const bool kNoLibraryAtexit = [] {
+  H5dont_atexit();
+  return true;
+}();
 
 // HDF5 prints its error stack to stderr by default; we turn that off once and report the
 // innermost message ourselves.
@@ -135,6 +146,23 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   return true;
 }
 
+// The operating system's message that HDF5's file driver quotes ("error message = '...'")
+// when a read or write call fails; empty when the stack holds none.
+herr_t walk_os_message(unsigned, const H5E_error2_t* error, void* data) {
+  auto* text = static_cast<std::string*>(data);
+  if (!text->empty() || !error->desc) return 0;
+  const std::string desc = error->desc;
+  const std::string key = "error message = '";
+  const auto begin = desc.find(key);
+  if (begin == std::string::npos) return 0;
+  const auto end = desc.find('\'', begin + key.size());
+  if (end != std::string::npos) *text = desc.substr(begin + key.size(), end - begin - key.size());
+  return 0;
+}
+
+// The OS message of the last failed HDF5 call on this thread (set by fail()).
+thread_local std::string last_os_message;
+
 }  // namespace
 
 std::string last_error() {
@@ -145,8 +173,13 @@ std::string last_error() {
 
 void fail(const char* call, const char* file, int line) {
   const std::string detail = last_error();
+  last_os_message.clear();
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_os_message, &last_os_message);
   H5Eclear2(H5E_DEFAULT);
-  throw_internal(file, line, cat("HDF5 call failed: ", call, detail.empty() ? "" : ": ", detail));
+  throw_internal(file, line,
+                 cat("HDF5 call failed: ", call, detail.empty() ? "" : ": ", detail,
+                     last_os_message.empty() ? "" : " (", last_os_message,
+                     last_os_message.empty() ? "" : ")"));
 }
 
 void Handle::reset() {
@@ -184,6 +217,41 @@ Handle create_file(const std::string& path) {
   const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) throw InputError(cat(path, ": cannot create HDF5 file: ", last_error()));
   return Handle(file);
+}
+
+void write_file(const std::string& path, const std::string& what,
+                const std::function<void(hid_t file)>& body) {
+  AtomicOutput output(path, what);
+  silence_library_errors();
+  const hid_t file =
+      H5Fcreate(output.temporary_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) {
+    std::string reason;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_os_message, &reason);
+    if (reason.empty()) reason = last_error();
+    H5Eclear2(H5E_DEFAULT);
+    throw InputError(cat(path, ": cannot write ", what, ": ", reason));
+  }
+  // The reason of a failure: the OS message when HDF5 quotes one, else the exception's text.
+  std::string failure;
+  try {
+    last_os_message.clear();
+    body(file);
+    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  } catch (const std::exception& e) {
+    failure = last_os_message.empty() ? std::string(e.what()) : last_os_message;
+  }
+  if (H5Fclose(file) < 0 && failure.empty()) {
+    std::string reason;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_os_message, &reason);
+    failure = reason.empty() ? cat("H5Fclose failed: ", last_error()) : reason;
+  }
+  H5Eclear2(H5E_DEFAULT);
+  if (!failure.empty()) {
+    output.discard();
+    throw InputError(cat(path, ": cannot write ", what, ": ", failure));
+  }
+  output.commit();
 }
 
 Handle open_file(const std::string& path, bool writable) {

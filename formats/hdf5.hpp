@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -78,6 +79,13 @@ hid_t native_type() {
 
 // Files. Errors name the path. create() truncates.
 Handle create_file(const std::string& path);
+// Writes one HDF5 output the way every output is written (common/atomic_file.hpp): `body`
+// fills a new file created under a temporary name; the file is flushed and closed with
+// checked calls and renamed over `path`. Any failure removes the temporary and throws
+// InputError "<path>: cannot write <what>: <reason>". Handles that `body` opens must be
+// closed when it returns (RAII Handles in its scope).
+void write_file(const std::string& path, const std::string& what,
+                const std::function<void(hid_t file)>& body);
 Handle open_file(const std::string& path, bool writable = false);
 bool is_hdf5(const std::string& path);
 

@@ -218,9 +218,7 @@ void write_plan(const std::string& path, const Plan& plan) {
   SLUICE_EXPECTS(plan.chunk_plans.size() == std::size_t(plan.partitions) * plan.chunks, "plan has ",
                  plan.chunk_plans.size(), " chunk plans for P=", plan.partitions,
                  " C=", plan.chunks);
-  AtomicOutput output(path);
-  {
-    h5::Handle file = h5::create_file(output.temporary_path());
+  h5::write_file(path, "plan", [&](hid_t file) {
     h5::write_string_attr(file, "format", "sluice-plan");
     h5::write_attr<std::int32_t>(file, "format_version", kPlanFormatVersion);
     h5::write_attr<std::int32_t>(file, "partitions", plan.partitions);
@@ -284,9 +282,7 @@ void write_plan(const std::string& path, const Plan& plan) {
         [](const ChunkPlan& c) -> auto& { return c.leave_vertices; });
     write_flat<vertex_t>(
         group, "leave_slots", chunks, [](const ChunkPlan& c) -> auto& { return c.leave_slots; });
-    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-  }
-  output.commit();
+  });
 }
 
 Plan read_plan(const std::string& path) {

@@ -245,19 +245,17 @@ void write_generated_edges(const GenerateOptions& o, const std::string& path) {
         return true;
     return false;
   }();
-  AtomicOutput output(path);
-  std::FILE* file = std::fopen(output.temporary_path().c_str(), "wb");
-  SLUICE_INPUT_CHECK(file != nullptr, output.temporary_path(), ": cannot create");
+  AtomicOutput output(path, "raw edges");
+  CheckedFile file(output.temporary_path(), path, "raw edges", CheckedFile::Mode::kTruncate);
   const std::int64_t edges = std::int64_t(o.edge_factor) << o.scale;
   std::vector<vertex_t> buffer;
-  bool ok = true;
-  for (std::int64_t begin = 0; begin < edges && ok; begin += kBlockEdges) {
+  for (std::int64_t begin = 0; begin < edges; begin += kBlockEdges) {
     const std::int64_t end = std::min(edges, begin + kBlockEdges);
     const std::int64_t count = end - begin;
     buffer.resize(2 * static_cast<std::size_t>(count));
     generate_edges(o, begin, end, buffer.data());
     if (!text) {
-      ok = std::fwrite(buffer.data(), sizeof(vertex_t), buffer.size(), file) == buffer.size();
+      file.write(buffer.data(), sizeof(vertex_t) * buffer.size());
       continue;
     }
     const int threads = omp_get_max_threads();
@@ -278,11 +276,9 @@ void write_generated_edges(const GenerateOptions& o, const std::string& path) {
         out.push_back('\n');
       }
     }
-    for (const auto& chunk : lines)
-      ok = ok && std::fwrite(chunk.data(), 1, chunk.size(), file) == chunk.size();
+    for (const auto& chunk : lines) file.write(chunk.data(), chunk.size());
   }
-  ok = std::fclose(file) == 0 && ok;
-  SLUICE_INPUT_CHECK(ok, path, ": write failed (disk full?)");
+  file.close();
   output.commit();
   log_info("wrote ", edges, " raw edges to ", path);
 }

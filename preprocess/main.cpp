@@ -1,12 +1,15 @@
 // sluice-preprocess: import/generate datasets, partition them into training plans, inspect
 // and verify both. Dispatches to one subcommand; every error ends in one line and exit 1.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include <boost/program_options/errors.hpp>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "preprocess/commands.hpp"
 
@@ -38,13 +41,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> args(argv + 1, argv + argc);
+  sluice::install_output_signal_handlers();
   try {
-    if (command == "import") return sluice::run_import(args);
-    if (command == "generate") return sluice::run_generate(args);
-    if (command == "info") return sluice::run_info(args);
-    if (command == "partition") return sluice::run_partition(args);
-    if (command == "stats") return sluice::run_stats(args);
-    if (command == "verify") return sluice::run_verify(args);
+    int status = -1;
+    if (command == "import") status = sluice::run_import(args);
+    if (command == "generate") status = sluice::run_generate(args);
+    if (command == "info") status = sluice::run_info(args);
+    if (command == "partition") status = sluice::run_partition(args);
+    if (command == "stats") status = sluice::run_stats(args);
+    if (command == "verify") status = sluice::run_verify(args);
+    if (status >= 0) {
+      // info/stats print their results: a full disk or closed pipe there is a failure too.
+      if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "sluice-preprocess %s: error: cannot write standard output: %s\n",
+                     command.c_str(), std::strerror(errno));
+        return 1;
+      }
+      return status;
+    }
     std::fprintf(stderr, "sluice-preprocess: unknown command '%s'\n\n%s", command.c_str(), kUsage);
     return 2;
   } catch (const boost::program_options::error& e) {

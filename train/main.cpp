@@ -2,12 +2,14 @@
 #include <cstdio>
 #include <exception>
 
+#include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "train/config.hpp"
 #include "train/trainer.hpp"
 
 int main(int argc, char** argv) {
+  sluice::install_output_signal_handlers();
   try {
     const auto config = sluice::parse_train_args(argc, argv);
     if (!config) return 0;

@@ -53,12 +53,9 @@ void TraceRecorder::write(const std::string& path) const {
     if (e.batch >= 0) event["args"] = {{"batch", e.batch}};
     events.push_back(std::move(event));
   }
-  AtomicOutput output(path);
-  {
-    std::ofstream out(output.temporary_path());
-    out << json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-    SLUICE_INPUT_CHECK(out.good(), "cannot write trace ", path);
-  }
+  AtomicTextFile output(path, "trace");
+  output.stream() << json{{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}}.dump()
+                  << "\n";
   output.commit();
 }
 

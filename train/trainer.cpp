@@ -112,11 +112,9 @@ json epoch_json(const EpochRecord& r) {
 void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
   std::ifstream in(path);
   if (!in) return;  // no metrics yet: the resumed run starts the file
-  AtomicOutput output(path);
+  AtomicTextFile output(path, "metrics");
   {
-    std::ofstream out(output.temporary_path(), std::ios::trunc);
-    SLUICE_INPUT_CHECK(out.good(), "cannot write ", output.temporary_path(),
-                       " (rewriting metrics file ", path, ")");
+    std::ostream& out = output.stream();
     std::string line;
     for (std::int64_t line_number = 1; std::getline(in, line); ++line_number) {
       const bool cut_off = in.eof();  // getline stopped at the end, not at a newline
@@ -135,9 +133,6 @@ void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
           " is not a metrics record (an object with an integer \"epoch\")");
       if (record["epoch"].get<std::int64_t>() < epochs_done) out << line << "\n";
     }
-    out.flush();
-    SLUICE_INPUT_CHECK(out.good(), "cannot write ", output.temporary_path(),
-                       " (rewriting metrics file ", path, ")");
   }
   output.commit();
 }
@@ -451,12 +446,24 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
     log_debug("checkpoint ", config.checkpoint, " after epoch ", state.epochs_done);
   };
 
-  std::ofstream metrics;
+  // Metrics are a log appended as epochs end (so that --resume can keep the records of an
+  // interrupted run), not a file renamed into place: each record is flushed with a checked
+  // write; a run that started the file removes it when a write fails.
+  std::optional<CheckedFile> metrics;
   if (!config.metrics.empty()) {
     if (config.resume) truncate_metrics(config.metrics, state.epochs_done);
-    metrics.open(config.metrics, config.resume ? std::ios::app : std::ios::trunc);
-    SLUICE_INPUT_CHECK(metrics.good(), "cannot open metrics file ", config.metrics, " for writing");
+    metrics.emplace(config.metrics, config.metrics, "metrics",
+                    config.resume ? CheckedFile::Mode::kAppend : CheckedFile::Mode::kTruncate);
   }
+  auto write_metrics = [&](const auto& write) {
+    try {
+      write();
+    } catch (const InputError&) {
+      metrics.reset();
+      if (!config.resume) remove_regular_file(config.metrics);
+      throw;
+    }
+  };
 
   std::optional<TraceRecorder> trace;
   if (!config.trace.empty()) {
@@ -523,10 +530,11 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
     }
     record.peak_host_bytes = peak_rss_bytes();
     record.peak_device_bytes = schedule.peak_device_bytes();
-    if (metrics.is_open()) {
-      metrics << epoch_json(record).dump() << "\n";
-      metrics.flush();
-    }
+    if (metrics)
+      write_metrics([&] {
+        metrics->stream() << epoch_json(record).dump() << "\n";
+        metrics->flush();
+      });
     if (record.evaluated && ((epoch + 1) % log_every == 0 || epoch + 1 == total))
       log_info("epoch ", epoch + 1, "/", total, " loss ", record.loss, " train ",
                record.train_accuracy, " valid ", record.valid_accuracy, " test ",
@@ -541,6 +549,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       save_checkpoint();
   }
   if (progress) progress->finish();
+  if (metrics) write_metrics([&] { metrics->close(); });
   if (trace) {
     trace->write(config.trace);
     log_info("trace: ", trace->size(), " ranges written to ", config.trace);
@@ -662,12 +671,8 @@ void run_train(const TrainConfig& config) {
                 {"seconds_per_epoch", result.seconds_per_epoch},
                 {"peak_host_bytes", peak_rss_bytes()},
                 {"losses", result.losses}};
-    AtomicOutput output(config.report);
-    {
-      std::ofstream out(output.temporary_path());
-      out << report.dump(2) << "\n";
-      SLUICE_INPUT_CHECK(out.good(), "cannot write report ", config.report);
-    }
+    AtomicTextFile output(config.report, "report");
+    output.stream() << report.dump(2) << "\n";
     output.commit();
   }
   if (!config.model_out.empty()) {
@@ -685,9 +690,9 @@ void run_train(const TrainConfig& config) {
   if (!config.predictions.empty()) {
     SLUICE_INPUT_CHECK(!result.best_predictions.empty(),
                        "--predictions: no evaluation ran (--epochs 0?)");
-    AtomicOutput output(config.predictions);
+    AtomicTextFile output(config.predictions, "predictions");
     {
-      std::ofstream out(output.temporary_path());
+      std::ostream& out = output.stream();
       out << "original_id,prediction,label\n";
       for (vertex_t v = 0; v < dataset.num_nodes; ++v) {
         const std::int64_t id =
@@ -695,7 +700,6 @@ void run_train(const TrainConfig& config) {
         out << id << "," << result.best_predictions[std::size_t(v)] << ","
             << dataset.labels[std::size_t(v)] << "\n";
       }
-      SLUICE_INPUT_CHECK(out.good(), "cannot write predictions ", config.predictions);
     }
     output.commit();
   }

@@ -2,6 +2,7 @@
 #include "preprocess/chunk_search.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 
 #include "common/log.hpp"
@@ -22,30 +23,32 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
                                            renumbering.partition_offsets);
   }
   const vertex_t smallest = sketch->smallest_partition();
-  const int max_chunks = std::max<int>(1, std::min<vertex_t>(smallest, 1 << 16));
+  const int max_chunks = max_search_chunks(*sketch);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, may_reload);
   const double start = now_seconds();
+  double last = start;
   int candidates = 0;
-  const ChunkEstimator estimate = [&](int chunks) {
-    const double begin = now_seconds();
-    const std::vector<PartitionProfile> profiles = sketch->profiles(chunks, options.comm);
-    std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
+  const SketchEstimateObserver log_candidate = [&](int chunks,
+                                                   const std::vector<PartitionProfile>& profiles,
+                                                   const std::vector<std::int64_t>& bytes) {
     std::string others;
     for (std::size_t r = 1; r < rules.size(); ++r)
       others += cat("; ", budget_rule_name(rules[r]), " ", format_bytes(double(bytes[r])));
     LayoutOptions first = options;
     first.reload_inputs = rules[0].reload_inputs;
     ++candidates;
+    const double now = now_seconds();
     log_info("--gpu-memory: C=", chunks, " needs about ", format_bytes(double(bytes[0])),
              " per GPU (", describe_estimate(profiles, shape, first), others, "); ",
-             format_number(now_seconds() - begin), " s");
-    return bytes;
+             format_number(std::round((now - last) * 100) / 100), " s");
+    last = now;
   };
   ChunkSearchResult result;
-  static_cast<FittingChunks&>(result) = search_fitting_chunks(max_chunks, budget, rules, estimate);
+  static_cast<FittingChunks&>(result) =
+      sketch_fitting_chunks(*sketch, budget, shape, options, rules, log_candidate);
   result.smallest_partition = smallest;
   log_info("--gpu-memory: ", candidates, " chunk counts estimated in ",
-           format_number(now_seconds() - start), " s");
+           format_number(std::round((now_seconds() - start) * 100) / 100), " s");
   // The chosen rule's need at half and twice the chosen C, for the command's summary.
   LayoutOptions chosen = options;
   chosen.reload_inputs = result.rule.reload_inputs;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "preprocess/parallel.hpp"
 #include "train/layout/chunk_sketch.hpp"
 
@@ -44,6 +45,7 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
   const std::size_t count = std::size_t(partitions) * chunks;
   const std::size_t words = (graph.indptr.size() - 1 + 63) / 64;
   std::vector<std::vector<vertex_t>> sets(count);
+  Progress progress("neighbor sets", graph.indices.size());
   // A bitmap over all vertices per thread: marking is O(entries), and reading the bits back
   // yields the set already sorted (cheaper than sorting the chunk's entries).
 #pragma omp parallel if (worth_parallel(std::int64_t(graph.indices.size())))
@@ -75,8 +77,10 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
         }
       }
       sets[k] = std::move(set);
+      progress.add(std::uint64_t(graph.indptr[end] - graph.indptr[begin]));
     }
   }
+  progress.finish();
   NeighborSets result;
   result.partitions = partitions;
   result.chunks = chunks;

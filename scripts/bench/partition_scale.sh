@@ -183,3 +183,4 @@ done
 ((${#skipped[@]})) && echo "partition_scale: SKIPPED (budget ${budget}s): ${skipped[*]}"
 echo "partition_scale: done in $((SECONDS - start)) s; rows in $table"
 cat "$table"
+[[ -s "$out/partition_fit.md" ]] && cat "$out/partition_fit.md"

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 
 namespace sluice {
 namespace {
@@ -102,9 +103,16 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   // Row lengths, and entries per source (at index u + 1; the self entry added below).
   row_offsets_.assign(std::size_t(n) + 1, 0);
   source_offsets_.assign(std::size_t(n) + 1, 0);
-#pragma omp parallel for schedule(dynamic, 4096) if (parallel)
+  // Progress in blocks of vertices (the schedule's chunks), each pass counted once.
+  constexpr vertex_t kBlock = 4096;
+  Progress progress("chunk sketch", 2 * std::uint64_t(n));
+  const auto advance = [&](vertex_t v) {
+    if (v % kBlock == 0) progress.add(std::uint64_t(std::min(kBlock, n - v)));
+  };
+#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
   for (vertex_t v = 0; v < n; ++v) {
     const vertex_t old = new_to_old[std::size_t(v)];
+    advance(v);
     edge_t count = 1;
     for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
       const vertex_t source = d.indices[std::size_t(e)];
@@ -121,9 +129,10 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   }
   destinations_.resize(std::size_t(source_offsets_.back()));
   std::vector<edge_t> cursor(source_offsets_.begin(), source_offsets_.end() - 1);
-#pragma omp parallel for schedule(dynamic, 4096) if (parallel)
+#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
   for (vertex_t v = 0; v < n; ++v) {
     const vertex_t old = new_to_old[std::size_t(v)];
+    advance(v);
     destinations_[std::size_t(__atomic_fetch_add(&cursor[std::size_t(v)], 1, __ATOMIC_RELAXED))] =
         v;
     for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
@@ -133,6 +142,7 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
       destinations_[std::size_t(__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED))] = v;
     }
   }
+  progress.finish();
 }
 
 vertex_t ChunkSketch::smallest_partition() const {
@@ -171,12 +181,14 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
   // One pass over the entries grouped by source: the chunks each source appears in (with how
   // many entries) and the batches, so every set size comes from counting, not from sets.
   SketchCounts total(K, P);
+  Progress progress(cat("chunk sketch C=", C), std::uint64_t(destinations_.size()));
 #pragma omp parallel if (parallel)
   {
     SketchCounts mine(K, P);
     std::vector<std::int32_t> chunk_stamp(K, -1), entries(K, 0), batch_stamp(std::size_t(C), -1);
     std::vector<std::size_t> runs;
     std::vector<int> batches;
+    std::uint64_t pending = 0;  // entries not yet counted in the progress line
 #pragma omp for schedule(dynamic, 1024) nowait
     for (vertex_t u = 0; u < n; ++u) {
       const int owner = static_cast<int>(std::upper_bound(partition_offsets_.begin(),
@@ -185,6 +197,12 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
                         1;
       runs.clear();
       batches.clear();
+      pending +=
+          std::uint64_t(source_offsets_[std::size_t(u) + 1] - source_offsets_[std::size_t(u)]);
+      if (pending >= (1u << 16)) {
+        progress.add(pending);
+        pending = 0;
+      }
       for (edge_t e = source_offsets_[std::size_t(u)]; e < source_offsets_[std::size_t(u) + 1];
            ++e) {
         const std::size_t k = std::size_t(chunk_of[std::size_t(destinations_[std::size_t(e)])]);
@@ -215,9 +233,11 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
       if (batch_stamp[std::size_t(C) - 1] == u) ++mine.tail[own];
       if (batch_stamp[0] == u && int(own % C) == C - 1) ++mine.head[std::size_t(owner)];
     }
+    progress.add(pending);
 #pragma omp critical(chunk_sketch_counts)
     total.add(mine);
   }
+  progress.finish();
 
   std::vector<PartitionProfile> result(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {

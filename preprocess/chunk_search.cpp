@@ -2,38 +2,62 @@
 #include "preprocess/chunk_search.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 
 #include "common/log.hpp"
 #include "preprocess/plan_builder_detail.hpp"
+#include "train/layout/chunk_sketch.hpp"
 
 namespace sluice {
 
 ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
-                                          PlanOptions plan_options, const std::string& fingerprint,
-                                          std::int64_t budget, const ModelShape& shape,
-                                          const LayoutOptions& options, bool may_reload) {
-  plan_options.reorganize = false;  // the search only needs buffer sizes
-  std::vector<vertex_t> sizes(std::size_t(plan_options.partitions), 0);
-  for (std::int32_t p : partition.part) ++sizes[std::size_t(p)];
-  const vertex_t smallest = *std::min_element(sizes.begin(), sizes.end());
-  const int max_chunks = std::max<int>(1, std::min<vertex_t>(smallest, 1 << 16));
+                                          const PlanOptions& plan_options, std::int64_t budget,
+                                          const ModelShape& shape, const LayoutOptions& options,
+                                          bool may_reload) {
+  std::unique_ptr<ChunkSketch> sketch;
+  {
+    StageTimer timer("chunk sketch");
+    Renumbering renumbering = renumber_by_partition(partition.part, plan_options.partitions);
+    sketch = std::make_unique<ChunkSketch>(dataset, renumbering.new_to_old, renumbering.old_to_new,
+                                           renumbering.partition_offsets);
+  }
+  const vertex_t smallest = sketch->smallest_partition();
+  const int max_chunks = max_search_chunks(*sketch);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, may_reload);
-  const ChunkEstimator estimate = [&](int chunks) {
-    plan_options.chunks = chunks;
-    const Plan plan = build_plan_from_partition(dataset, partition, plan_options, fingerprint);
-    std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
+  const double start = now_seconds();
+  double last = start;
+  int candidates = 0;
+  const SketchEstimateObserver log_candidate = [&](int chunks,
+                                                   const std::vector<PartitionProfile>& profiles,
+                                                   const std::vector<std::int64_t>& bytes) {
     std::string others;
     for (std::size_t r = 1; r < rules.size(); ++r)
       others += cat("; ", budget_rule_name(rules[r]), " ", format_bytes(double(bytes[r])));
     LayoutOptions first = options;
     first.reload_inputs = rules[0].reload_inputs;
+    ++candidates;
+    const double now = now_seconds();
     log_info("--gpu-memory: C=", chunks, " needs about ", format_bytes(double(bytes[0])),
-             " per GPU (", describe_estimate(plan, shape, first), others, ")");
-    return bytes;
+             " per GPU (", describe_estimate(profiles, shape, first), others, "); ",
+             format_number(std::round((now - last) * 100) / 100), " s");
+    last = now;
   };
   ChunkSearchResult result;
-  static_cast<FittingChunks&>(result) = search_fitting_chunks(max_chunks, budget, rules, estimate);
+  static_cast<FittingChunks&>(result) =
+      sketch_fitting_chunks(*sketch, budget, shape, options, rules, log_candidate);
   result.smallest_partition = smallest;
+  log_info("--gpu-memory: ", candidates, " chunk counts estimated in ",
+           format_number(std::round((now_seconds() - start) * 100) / 100), " s");
+  // The chosen rule's need at half and twice the chosen C, for the command's summary.
+  LayoutOptions chosen = options;
+  chosen.reload_inputs = result.rule.reload_inputs;
+  for (const int chunks : {result.chunks / 2, result.chunks * 2}) {
+    if (chunks < 1 || chunks > max_chunks) continue;
+    result.neighbors.emplace_back(
+        chunks,
+        rules_bytes(sketch->profiles(chunks, options.comm), shape, chosen, {result.rule}).front());
+  }
   return result;
 }
 

@@ -4,7 +4,9 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "preprocess/parallel.hpp"
+#include "train/layout/chunk_sketch.hpp"
 
 namespace sluice {
 
@@ -35,36 +37,7 @@ ChunkGraph build_chunk_graph(const Dataset& d, const Renumbering& r) {
 
 std::vector<vertex_t> chunk_bounds(const ChunkGraph& graph,
                                    const std::vector<vertex_t>& partition_offsets, int chunks) {
-  const int parts = static_cast<int>(partition_offsets.size()) - 1;
-  std::vector<vertex_t> bounds(std::size_t(parts) * (chunks + 1));
-#pragma omp parallel for schedule(dynamic, \
-                                  1) if (worth_parallel(std::int64_t(graph.indices.size())))
-  for (int p = 0; p < parts; ++p) {
-    const vertex_t begin = partition_offsets[p];
-    const vertex_t end = partition_offsets[p + 1];
-    vertex_t* b = bounds.data() + std::size_t(p) * (chunks + 1);
-    // Weight of a destination: its row length (in-edges + self entry) plus one.
-    const double total = static_cast<double>(graph.indptr[end] - graph.indptr[begin]) +
-                         static_cast<double>(end - begin);
-    b[0] = begin;
-    int next = 1;
-    for (vertex_t v = begin; v < end && next < chunks; ++v) {
-      const double before =
-          static_cast<double>(graph.indptr[v] - graph.indptr[begin] + (v - begin));
-      const double weight = static_cast<double>(graph.indptr[v + 1] - graph.indptr[v] + 1);
-      // A vertex belongs to the chunk its weight midpoint falls in; a range starts at its
-      // first vertex.
-      const int chunk =
-          std::min(chunks - 1, static_cast<int>((before + 0.5 * weight) * chunks / total));
-      while (next <= chunk) b[next++] = v;
-    }
-    while (next <= chunks) b[next++] = end;
-    b[chunks] = end;
-    if (end - begin >= chunks) {
-      for (int r = 1; r < chunks; ++r) b[r] = std::clamp(b[r], b[r - 1] + 1, end - (chunks - r));
-    }
-  }
-  return bounds;
+  return edge_balanced_bounds(graph.indptr, partition_offsets, chunks);
 }
 
 NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vertex_t>& bounds,
@@ -72,6 +45,7 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
   const std::size_t count = std::size_t(partitions) * chunks;
   const std::size_t words = (graph.indptr.size() - 1 + 63) / 64;
   std::vector<std::vector<vertex_t>> sets(count);
+  Progress progress("neighbor sets", graph.indices.size());
   // A bitmap over all vertices per thread: marking is O(entries), and reading the bits back
   // yields the set already sorted (cheaper than sorting the chunk's entries).
 #pragma omp parallel if (worth_parallel(std::int64_t(graph.indices.size())))
@@ -103,8 +77,10 @@ NeighborSets build_neighbor_sets(const ChunkGraph& graph, const std::vector<vert
         }
       }
       sets[k] = std::move(set);
+      progress.add(std::uint64_t(graph.indptr[end] - graph.indptr[begin]));
     }
   }
+  progress.finish();
   NeighborSets result;
   result.partitions = partitions;
   result.chunks = chunks;

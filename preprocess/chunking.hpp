@@ -22,8 +22,8 @@ struct ChunkGraph {
 ChunkGraph build_chunk_graph(const Dataset& dataset, const Renumbering& renumbering);
 
 // Chunk ranges: bounds[p * (C + 1) + r] .. bounds[p * (C + 1) + r + 1] is range r of partition
-// p. Ranges have about equal (entries + vertices) and are non-empty whenever the partition has
-// at least C vertices.
+// p, by the layout library's edge_balanced_bounds() (train/layout/chunk_sketch.hpp), which the
+// chunk-count search cuts candidate chunk counts by.
 std::vector<vertex_t> chunk_bounds(const ChunkGraph& graph,
                                    const std::vector<vertex_t>& partition_offsets, int chunks);
 

@@ -73,11 +73,11 @@ std::vector<int> parse_counts(const std::string& text) {
 
 // --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
 ChunkSearchResult choose_chunks(const Dataset& dataset, const VertexPartition& partition,
-                                PlanOptions options, const std::string& fingerprint,
-                                std::int64_t budget, const ModelShape& shape,
-                                const LayoutOptions& layout, bool may_reload) {
-  const ChunkSearchResult found = smallest_fitting_chunks(dataset, partition, options, fingerprint,
-                                                          budget, shape, layout, may_reload);
+                                const PlanOptions& options, std::int64_t budget,
+                                const ModelShape& shape, const LayoutOptions& layout,
+                                bool may_reload) {
+  const ChunkSearchResult found =
+      smallest_fitting_chunks(dataset, partition, options, budget, shape, layout, may_reload);
   SLUICE_INPUT_CHECK(found.fits, "--gpu-memory ", format_bytes(budget), ": even C=", found.chunks,
                      " needs ", format_bytes(found.bytes),
                      " per GPU with only the required buffers (the smallest partition has ",
@@ -210,15 +210,15 @@ int run_partition(const std::vector<std::string>& args) {
   // only the required buffers).
   BudgetRule rule;  // what the chosen C fits under
   auto fit_bytes = [&](const Plan& p) { return rule_bytes(p, shape, layout, rule); };
+  ChunkSearchResult found;
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");
     SLUICE_INPUT_CHECK(budget > 0,
                        "--gpu-memory must be more than 0 bytes to choose a chunk "
                        "count (got '",
                        gpu_memory, "')");
-    const ChunkSearchResult found =
-        choose_chunks(dataset, partition, plan_options, info.fingerprint, budget, shape, layout,
-                      input_rows == "auto");
+    found = choose_chunks(dataset, partition, plan_options, budget, shape, layout,
+                          input_rows == "auto");
     plan_options.chunks = found.chunks;
     rule = found.rule;
   }
@@ -237,14 +237,11 @@ int run_partition(const std::vector<std::string>& args) {
                 format_bytes(static_cast<double>(budget)).c_str(), model.c_str(), layers, hidden, C,
                 rule.reload_inputs ? "reloaded" : "kept",
                 rule.all_overlap ? "" : ", only the overlap buffers that fit");
-    for (int candidate : {C / 2, C, 2 * C}) {
-      if (candidate < 1) continue;
-      PlanOptions o = plan_options;
-      o.chunks = candidate;
-      o.reorganize = false;
-      const std::int64_t bytes = fit_bytes(
-          candidate == C ? plan
-                         : build_plan_from_partition(dataset, partition, o, info.fingerprint));
+    // C/2 and 2C by the search's sketch (natural layout), C by the plan built.
+    std::vector<std::pair<int, std::int64_t>> rows = found.neighbors;
+    rows.emplace_back(C, fit_bytes(plan));
+    std::sort(rows.begin(), rows.end());
+    for (const auto& [candidate, bytes] : rows) {
       std::printf("  C=%-6d estimated peak per GPU %s%s\n", candidate,
                   format_bytes(static_cast<double>(bytes)).c_str(),
                   bytes <= budget ? "  (fits)" : "  (does not fit)");

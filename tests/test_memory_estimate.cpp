@@ -319,14 +319,14 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     SCOPED_TRACE(cat("budget: rule ", r, "'s least need"));
     const std::int64_t budget = least[r];
     const ChunkSearchResult found =
-        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, layout, true);
+        smallest_fitting_chunks(d, partition, options, budget, shape, layout, true);
     ASSERT_TRUE(found.fits);
     EXPECT_LE(found.bytes, budget);
     EXPECT_EQ(found.rule.reload_inputs, rules[r].reload_inputs);
     EXPECT_EQ(found.rule.all_overlap, rules[r].all_overlap);
     // Not allowed to reload: the kept-row rules only.
     const ChunkSearchResult kept =
-        smallest_fitting_chunks(d, partition, options, fingerprint, budget, shape, layout, false);
+        smallest_fitting_chunks(d, partition, options, budget, shape, layout, false);
     EXPECT_FALSE(kept.rule.reload_inputs);
     EXPECT_EQ(kept.fits, r != 3);
     // The trainer (--input-rows auto) on the plan found reloads exactly when the rule does: its
@@ -346,8 +346,7 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   }
   // Below the last rule's least need nothing fits.
   EXPECT_FALSE(
-      smallest_fitting_chunks(d, partition, options, fingerprint, least[3] - 1, shape, layout, true)
-          .fits);
+      smallest_fitting_chunks(d, partition, options, least[3] - 1, shape, layout, true).fits);
 }
 
 ModelSpec gcn_model(const Widths& widths, int layers) {

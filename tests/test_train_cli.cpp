@@ -405,6 +405,10 @@ TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   ASSERT_EQ(partitioned.exit_code, 0) << partitioned.output;
   const Plan fitting = read_plan(dir_->file("plan-fit.h5"));
   EXPECT_GT(fitting.chunks, 1);
+  // The message names the chunk count that command chooses (same partition, same search).
+  EXPECT_NE(failed.output.find("; C=" + std::to_string(fitting.chunks) + " fits ("),
+            std::string::npos)
+      << failed.output;
   EXPECT_LE(estimate_peak_gpu_bytes(fitting, shape), budget);
   const auto fitted = test::run_command(run + dir_->file("plan-fit.h5"));
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;

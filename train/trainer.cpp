@@ -19,6 +19,7 @@
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "train/host_memory.hpp"
+#include "train/layout/chunk_search.hpp"
 #include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
 #include "train/timeline.hpp"
@@ -179,8 +180,18 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   if (rules.size() > 1)
     message += cat(" (", format_bytes(double(bytes.back())), " with ",
                    budget_rule_name(rules.back()), ")");
-  message += cat(" against --gpu-memory ", format_bytes(double(config.gpu_memory)),
-                 "; the smallest chunk count that fits: sluice-preprocess partition --dataset ",
+  message += cat(" against --gpu-memory ", format_bytes(double(config.gpu_memory)));
+  // The chunk count that fits this plan's partition, by the search partition --gpu-memory runs
+  // (natural layout; one counting pass over the graph per candidate).
+  const ChunkSketch sketch(dataset, plan.new_to_old, plan.old_to_new, plan.partition_offsets);
+  const FittingChunks fitting =
+      sketch_fitting_chunks(sketch, config.gpu_memory, shape, options, rules);
+  if (fitting.fits)
+    message += cat("; C=", fitting.chunks, " fits (", format_bytes(double(fitting.bytes)), " with ",
+                   budget_rule_name(fitting.rule), ")");
+  else
+    message += cat("; no chunk count up to C=", fitting.chunks, " fits this partition");
+  message += cat("; the smallest chunk count that fits: sluice-preprocess partition --dataset ",
                  config.dataset.empty() ? std::string("DATASET") : config.dataset, " --partitions ",
                  plan.partitions, " --partitioner ", plan.partitioner);
   if (plan.seed != 0) message += cat(" --seed ", plan.seed);

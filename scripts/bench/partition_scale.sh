@@ -14,6 +14,10 @@
 #   part:S:P[:NAME]     sluice-preprocess partition --partitions P --chunks 8 --partitioner NAME
 #                       (default metis; metis-direct for the serial whole-graph reference) under
 #                       /usr/bin/time -v, then `stats --json`; one Markdown row per run
+#   fit:S:P[:BUDGET]    partition --gpu-memory BUDGET (default 24G; MODEL, default gcn, 2 layers,
+#                       hidden 256) with the chunk search, then --chunks C with the C it chose,
+#                       both with the metis partitioner: one row in $OUT/partition_fit.md with
+#                       the chosen C, the sketch and search seconds and both wall times
 #   clean               delete $BENCH_DIR
 # Results: $OUT/partition_scale.md (rows) and $OUT/partition_scale.log (every run's log lines:
 # per-stage times and peaks); without OUT, ./out/partition-scale.
@@ -117,6 +121,50 @@ print(f"| rmat{scale} | {s['num_nodes']} | {s['num_dataset_edges']} | {gib(size)
 PY
 }
 
+# Wall seconds of one partition run (its log in $2), or "failed".
+timed_partition() {  # log args...
+  local run_log=$1
+  shift
+  local t0=$SECONDS
+  if ! timeout "$((budget - (SECONDS - start) > 30 ? budget - (SECONDS - start) : 30))" \
+    "$bin" partition "$@" >"$run_log" 2>&1; then
+    echo failed
+    return 1
+  fi
+  echo $((SECONDS - t0))
+}
+
+fit() {  # scale parts [budget]
+  local scale=$1 parts=$2 cap=${3:-24G} model=${MODEL:-gcn}
+  local data=$dir/rmat$scale.h5 name=rmat$scale-p$2-fit-$cap-$model
+  [[ -f "$data" ]] || { echo "partition_scale: $data missing (run gen:$scale first)"; return 1; }
+  local fit_table=$out/partition_fit.md
+  [[ -s "$fit_table" ]] || {
+    echo "| graph | P | budget | model | chosen C | sketch s | search s | candidates | --gpu-memory wall s | --chunks C wall s |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+  } >"$fit_table"
+  local searched fixed chosen sketch search candidates
+  searched=$(timed_partition "$dir/$name.log" --dataset "$data" --partitions "$parts" \
+    --gpu-memory "$cap" --model "$model" --output "$dir/plan-$name.h5")
+  { echo "==== $name: $searched s"; grep -E '^\[sluice|chose C' "$dir/$name.log"; } >>"$log"
+  rm -f "$dir/plan-$name.h5"
+  if [[ $searched == failed ]]; then
+    echo "partition_scale: $name failed:"
+    tail -5 "$dir/$name.log"
+    return 1
+  fi
+  chosen=$(sed -n 's/.*chose C=\([0-9]*\).*/\1/p' "$dir/$name.log")
+  sketch=$(sed -n 's/.*stage chunk sketch: \([0-9.e+-]*\) s.*/\1/p' "$dir/$name.log")
+  search=$(sed -n 's/.*--gpu-memory: \([0-9]*\) chunk counts estimated in \([0-9.e+-]*\) s.*/\2/p' "$dir/$name.log")
+  candidates=$(sed -n 's/.*--gpu-memory: \([0-9]*\) chunk counts estimated in.*/\1/p' "$dir/$name.log")
+  fixed=$(timed_partition "$dir/$name-fixed.log" --dataset "$data" --partitions "$parts" \
+    --chunks "$chosen" --output "$dir/plan-$name-fixed.h5")
+  { echo "==== $name --chunks $chosen: $fixed s"; grep -E '^\[sluice' "$dir/$name-fixed.log"; } >>"$log"
+  rm -f "$dir/plan-$name-fixed.h5"
+  echo "| rmat$scale | $parts | $cap | $model | $chosen | $sketch | $search | $candidates | $searched | $fixed |" |
+    tee -a "$fit_table"
+}
+
 for step in "$@"; do
   IFS=: read -r verb a b c <<<"$step"
   if ((SECONDS - start > budget)); then
@@ -127,10 +175,12 @@ for step in "$@"; do
   case $verb in
     gen) generate "$a" "$b" ;;
     part) partition "$a" "$b" "$c" ;;
+    fit) fit "$a" "$b" "$c" ;;
     clean) rm -rf "$dir" && mkdir -p "$dir" ;;
-    *) echo "partition_scale: unknown step '$step' (gen:S[:D], part:S:P[:NAME], clean)" ;;
+    *) echo "partition_scale: unknown step '$step' (gen:S[:D], part:S:P[:NAME], fit:S:P[:BUDGET], clean)" ;;
   esac
 done
 ((${#skipped[@]})) && echo "partition_scale: SKIPPED (budget ${budget}s): ${skipped[*]}"
 echo "partition_scale: done in $((SECONDS - start)) s; rows in $table"
 cat "$table"
+[[ -s "$out/partition_fit.md" ]] && cat "$out/partition_fit.md"

@@ -264,20 +264,43 @@ class LayoutBuilder {
 
 }  // namespace
 
+PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm) {
+  SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p, " of ", plan.partitions);
+  PartitionProfile profile;
+  profile.partition = p;
+  profile.comm = comm;
+  profile.transition_rows = plan.transition_rows[std::size_t(p)];
+  profile.remote_rows = plan.remote_rows[std::size_t(p)];
+  profile.head_rows = head_rows(plan, p, comm);
+  profile.lists = chunk_list_sizes(plan, p, comm);
+  const std::int64_t merged_rows = profile.transition_rows + profile.remote_rows;
+  std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
+  for (int c = 0; c < plan.chunks; ++c)
+    profile.csr.push_back(csr_shape(plan.chunk(c, p), merged_rows, column_count));
+  return profile;
+}
+
 PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& model,
                                  const LayoutOptions& options) {
-  SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p, " of ", plan.partitions);
+  return partition_layout(partition_profile(plan, p, options.comm), model, options);
+}
+
+PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLayers& model,
+                                 const LayoutOptions& options) {
   SLUICE_EXPECTS(!model.layers.empty(), "a model without layers");
+  SLUICE_EXPECTS(profile.comm == options.comm, "a partition profile of another transfer scheme");
+  SLUICE_EXPECTS(profile.csr.size() == profile.lists.size(), "a partition profile with ",
+                 profile.csr.size(), " CSRs for ", profile.lists.size(), " chunks");
   const bool gat = model.kind == ModelKind::kGat;
+  const int chunks = static_cast<int>(profile.lists.size());
   PartitionLayout layout;
-  layout.partition = p;
+  layout.partition = profile.partition;
   layout.widths = layer_buffer_widths(model, options);
   const BufferWidths& w = layout.widths;
-  const std::vector<ChunkListSizes> lists = chunk_list_sizes(plan, p, options.comm);
+  const std::vector<ChunkListSizes>& lists = profile.lists;
 
   PartitionSizes& n = layout.sizes;
-  n.merged_rows =
-      std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
+  n.merged_rows = profile.transition_rows + profile.remote_rows;
   n.buffer_rows = std::max<std::int64_t>(n.merged_rows, 1);
   for (const ChunkListSizes& s : lists) {
     n.chunk_rows = std::max(n.chunk_rows, s.rows);
@@ -287,7 +310,7 @@ PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& mod
   }
   n.block_rows = std::max<std::int64_t>(n.chunk_rows, 1);
   if (w.slice_inputs > 0) n.slice_rows = slice_rows(n.max_loads, n.max_leaves, n.merged_rows);
-  if (model.layers.size() >= 2) n.head_rows = head_rows(plan, p, options.comm);
+  if (model.layers.size() >= 2) n.head_rows = profile.head_rows;
 
   const std::int64_t M = n.buffer_rows, D = n.block_rows;
   LayoutBuilder add(layout.buffers);
@@ -337,10 +360,9 @@ PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& mod
   }
 
   // Per-chunk constants.
-  std::vector<std::int32_t> column_count(std::size_t(n.merged_rows), 0);
-  for (int c = 0; c < plan.chunks; ++c) {
+  for (int c = 0; c < chunks; ++c) {
     const ChunkListSizes& s = lists[std::size_t(c)];
-    add.csr(c, csr_shape(plan.chunk(c, p), n.merged_rows, column_count));
+    add.csr(c, profile.csr[std::size_t(c)]);
     if (!gat) add.add(BufferRole::kEntryValues, BufferKind::kConstant, 1, s.nnz, {}, c);
     add.list(BufferRole::kSelfColumns, s.rows, c);
     add.list(BufferRole::kLoadVertices, s.loads, c);
@@ -366,7 +388,7 @@ PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& mod
   if (w.keep_tail && (!w.tail_in_flush_buffer || flush)) {
     const OverlapGroup group =
         w.tail_in_flush_buffer ? OverlapGroup::kFlushBuffer : OverlapGroup::kNone;
-    for (int c = 0; c < plan.chunks; ++c) {
+    for (int c = 0; c < chunks; ++c) {
       add.list(BufferRole::kTailRows, lists[std::size_t(c)].tail, c, group);
       add.list(BufferRole::kTailPositions, lists[std::size_t(c)].tail, c, group);
     }

@@ -109,6 +109,28 @@ struct ChunkListSizes {
 };
 std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int partition, CommMode comm);
 
+// A chunk CSR: its shape, and (for the CUDA layout) the rows and transposed rows longer than
+// cuda::long_degree_for(nnz).
+using CsrShape = cuda::CsrCounts;
+
+// Everything partition_layout() reads of a plan for one partition under one transfer scheme:
+// the merged buffer's two regions, every chunk's list sizes and CSR shape in batch order, and
+// chunk 0's loads of the last chunk's vertices. partition_profile() takes it from a built plan;
+// the chunk-count search computes the same figures from the graph without building one
+// (chunk_sketch.hpp), so that both feed the one layout below.
+struct PartitionProfile {
+  int partition = 0;
+  CommMode comm = CommMode::kP2pReuse;
+  std::int64_t transition_rows = 0;  // max_c |T_c^p|
+  std::int64_t remote_rows = 0;      // the remote region
+  // Chunk 0's loads of the last chunk's vertices (PartitionSizes::head_rows; 0 in baseline
+  // mode or where chunk 0's loads are not sorted).
+  std::int64_t head_rows = 0;
+  std::vector<ChunkListSizes> lists;  // per batch position
+  std::vector<CsrShape> csr;          // per batch position; cols = the merged rows
+};
+PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm);
+
 // The partition's row counts behind the buffers.
 struct PartitionSizes {
   std::int64_t merged_rows = 0;  // transition slots + remote slots
@@ -197,10 +219,6 @@ enum class BufferKind {
 // The overlap buffer a buffer is allocated with: it exists only where that one does.
 enum class OverlapGroup { kNone, kLoadStage, kFlushBuffer, kSecondBlockSet };
 
-// A chunk CSR: its shape, and (for the CUDA layout) the rows and transposed rows longer than
-// cuda::long_degree_for(nnz).
-using CsrShape = cuda::CsrCounts;
-
 struct BufferSpec {
   BufferRole role = BufferRole::kTransition;
   BufferKind kind = BufferKind::kRequired;
@@ -221,6 +239,9 @@ struct PartitionLayout {
   std::vector<BufferSpec> buffers;
 };
 PartitionLayout partition_layout(const Plan& plan, int partition, const ModelLayers& model,
+                                 const LayoutOptions& options);
+// The same from a profile (its comm must be options.comm).
+PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLayers& model,
                                  const LayoutOptions& options);
 
 // Whether a constant is one of a chunk's own (uploaded in the chunk loop; the CUDA backend may

@@ -53,4 +53,21 @@ FittingChunks search_fitting_chunks(int max_chunks, std::int64_t budget,
   return result;
 }
 
+int max_search_chunks(const ChunkSketch& sketch) {
+  return std::max<int>(1, std::min<vertex_t>(sketch.smallest_partition(), 1 << 16));
+}
+
+FittingChunks sketch_fitting_chunks(const ChunkSketch& sketch, std::int64_t budget,
+                                    const ModelShape& shape, const LayoutOptions& options,
+                                    const std::vector<BudgetRule>& rules,
+                                    const SketchEstimateObserver& observe) {
+  const ChunkEstimator estimate = [&](int chunks) {
+    const std::vector<PartitionProfile> profiles = sketch.profiles(chunks, options.comm);
+    std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
+    if (observe) observe(chunks, profiles, bytes);
+    return bytes;
+  };
+  return search_fitting_chunks(max_search_chunks(sketch), budget, rules, estimate);
+}
+
 }  // namespace sluice

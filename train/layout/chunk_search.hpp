@@ -1,12 +1,13 @@
 // The search for the smallest chunk count C whose per-GPU need fits a memory budget, written
-// against an estimator (C -> bytes under each budget rule) so that it needs no plan builder:
-// preprocess/chunk_search.hpp builds a plan per candidate and estimates it.
+// against an estimator (C -> bytes under each budget rule) so that it needs no plan builder,
+// and that search over the profiles of a chunk sketch (chunk_sketch.hpp).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "train/layout/chunk_sketch.hpp"
 #include "train/layout/memory_estimate.hpp"
 
 namespace sluice {
@@ -28,5 +29,22 @@ struct FittingChunks {
 FittingChunks search_fitting_chunks(int max_chunks, std::int64_t budget,
                                     const std::vector<BudgetRule>& rules,
                                     const ChunkEstimator& estimate);
+
+// The largest C the search tries for a sketch: its smallest partition's vertex count (chunks
+// need vertices), at most 65536.
+int max_search_chunks(const ChunkSketch& sketch);
+
+// Called with each candidate's profiles and its need under each rule (for logs).
+using SketchEstimateObserver = std::function<void(
+    int chunks, const std::vector<PartitionProfile>& profiles, const std::vector<std::int64_t>&)>;
+
+// search_fitting_chunks() up to max_search_chunks() over the sketch's profiles under
+// options.comm: the need of each candidate C is rules_bytes() of the natural-layout plan with
+// C chunks, without building it. What `sluice-preprocess partition --gpu-memory` and the
+// trainer's over-budget message report.
+FittingChunks sketch_fitting_chunks(const ChunkSketch& sketch, std::int64_t budget,
+                                    const ModelShape& shape, const LayoutOptions& options,
+                                    const std::vector<BudgetRule>& rules,
+                                    const SketchEstimateObserver& observe = {});
 
 }  // namespace sluice

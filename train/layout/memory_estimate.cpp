@@ -123,8 +123,20 @@ std::string budget_rule_name(const BudgetRule& rule) {
              rule.all_overlap ? "" : ", required buffers only");
 }
 
+std::vector<PartitionProfile> plan_profiles(const Plan& plan, CommMode comm) {
+  std::vector<PartitionProfile> profiles;
+  for (int p = 0; p < plan.partitions; ++p) profiles.push_back(partition_profile(plan, p, comm));
+  return profiles;
+}
+
 std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
                                       const LayoutOptions& options,
+                                      const std::vector<BudgetRule>& rules) {
+  return rules_bytes(plan_profiles(plan, options.comm), shape, options, rules);
+}
+
+std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profiles,
+                                      const ModelShape& shape, const LayoutOptions& options,
                                       const std::vector<BudgetRule>& rules) {
   const ModelLayers model = model_layers(shape);
   std::vector<std::int64_t> bytes(rules.size(), 0);
@@ -134,8 +146,8 @@ std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
       continue;
     LayoutOptions o = options;
     o.reload_inputs = reload;
-    for (int p = 0; p < plan.partitions; ++p) {
-      const GpuMemoryEstimate e = estimate_layout_memory(partition_layout(plan, p, model, o));
+    for (const PartitionProfile& profile : profiles) {
+      const GpuMemoryEstimate e = estimate_layout_memory(partition_layout(profile, model, o));
       for (std::size_t r = 0; r < rules.size(); ++r)
         if (rules[r].reload_inputs == reload)
           bytes[r] = std::max(bytes[r], rules[r].all_overlap ? e.total : e.minimum);
@@ -151,13 +163,20 @@ std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutO
 
 std::string describe_estimate(const Plan& plan, const ModelShape& shape,
                               const LayoutOptions& options) {
+  return describe_estimate(plan_profiles(plan, options.comm), shape, options);
+}
+
+std::string describe_estimate(const std::vector<PartitionProfile>& profiles,
+                              const ModelShape& shape, const LayoutOptions& options) {
+  const ModelLayers model = model_layers(shape);
   int peak = 0;
   GpuMemoryEstimate e;
-  for (int p = 0; p < plan.partitions; ++p) {
-    const GpuMemoryEstimate candidate = estimate_gpu_memory(plan, p, shape, options);
+  for (std::size_t p = 0; p < profiles.size(); ++p) {
+    const GpuMemoryEstimate candidate =
+        estimate_layout_memory(partition_layout(profiles[p], model, options));
     if (p == 0 || candidate.total > e.total) {
       e = candidate;
-      peak = p;
+      peak = profiles[p].partition;
     }
   }
   const auto bytes = [](std::int64_t b) { return format_bytes(double(b)); };

@@ -105,10 +105,18 @@ std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
                                       const std::vector<BudgetRule>& rules);
 std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutOptions& options,
                         const BudgetRule& rule);
+// The same from the plan's partition profiles under options.comm (every partition's, in order):
+// those of a built plan (plan_profiles) or of a chunk sketch (chunk_sketch.hpp).
+std::vector<PartitionProfile> plan_profiles(const Plan& plan, CommMode comm);
+std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profiles,
+                                      const ModelShape& shape, const LayoutOptions& options,
+                                      const std::vector<BudgetRule>& rules);
 
 // What makes up the peak partition's estimate, for logs and errors: "partition 0: transition
 // buffer 262144 rows, largest chunk 12 rows / 93113 entries; working buffers 1.2 GiB, ...".
 std::string describe_estimate(const Plan& plan, const ModelShape& shape,
                               const LayoutOptions& options = {});
+std::string describe_estimate(const std::vector<PartitionProfile>& profiles,
+                              const ModelShape& shape, const LayoutOptions& options = {});
 
 }  // namespace sluice

@@ -1,0 +1,306 @@
+// Implementation of train/layout/chunk_sketch.hpp.
+#include "train/layout/chunk_sketch.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+
+#include "common/error.hpp"
+#include "common/log.hpp"
+
+namespace sluice {
+namespace {
+
+// Loops over less work than this run on one thread (preprocess/parallel.hpp's rule; the layout
+// library does not link the preprocessor).
+bool parallel_worth(std::int64_t work) {
+  return work >= (std::int64_t(1) << 15);
+}
+
+// Per-thread counts of one candidate C; chunk k = p * C + r (natural layout: range r of every
+// partition runs in batch r).
+struct SketchCounts {
+  SketchCounts(std::size_t chunks, int partitions)
+      : owned(chunks * partitions, 0),
+        pulled(chunks * partitions, 0),
+        long_columns(chunks, 0),
+        tail(chunks, 0),
+        transition(chunks, 0),
+        reused(chunks, 0),
+        head(std::size_t(partitions), 0) {}
+  void add(const SketchCounts& other) {
+    const auto sum = [](std::vector<std::int64_t>& to, const std::vector<std::int64_t>& from) {
+      for (std::size_t i = 0; i < to.size(); ++i) to[i] += from[i];
+    };
+    sum(owned, other.owned);
+    sum(pulled, other.pulled);
+    sum(long_columns, other.long_columns);
+    sum(tail, other.tail);
+    sum(transition, other.transition);
+    sum(reused, other.reused);
+    sum(head, other.head);
+  }
+  // Per chunk k and owner q (index k * P + q): the sources of chunk k's entries owned by q
+  // (|N(k) ∩ V_q|), and those of them not in the previous batch's chunk of the same partition.
+  std::vector<std::int64_t> owned, pulled;
+  // Per chunk: sources with more entries than the chunk's long-degree threshold.
+  std::vector<std::int64_t> long_columns;
+  // Per chunk k = p * C + r: vertices of range r in the last batch's T^p.
+  std::vector<std::int64_t> tail;
+  // Per partition p and batch c (index p * C + c): |T_c^p| and |T_c^p ∩ T_{c-1}^p|.
+  std::vector<std::int64_t> transition, reused;
+  // Per partition: vertices of its last range in T_0^p.
+  std::vector<std::int64_t> head;
+};
+
+}  // namespace
+
+std::vector<vertex_t> edge_balanced_bounds(const std::vector<edge_t>& row_offsets,
+                                           const std::vector<vertex_t>& partition_offsets,
+                                           int chunks) {
+  SLUICE_EXPECTS(chunks >= 1, "chunk ranges for C=", chunks);
+  const int parts = static_cast<int>(partition_offsets.size()) - 1;
+  std::vector<vertex_t> bounds(std::size_t(parts) * (chunks + 1));
+#pragma omp parallel for schedule(dynamic, 1) if (parallel_worth(row_offsets.back()))
+  for (int p = 0; p < parts; ++p) {
+    const vertex_t begin = partition_offsets[p];
+    const vertex_t end = partition_offsets[p + 1];
+    vertex_t* b = bounds.data() + std::size_t(p) * (chunks + 1);
+    // Weight of a destination: its row length (in-edges + self entry) plus one.
+    const double total = static_cast<double>(row_offsets[end] - row_offsets[begin]) +
+                         static_cast<double>(end - begin);
+    b[0] = begin;
+    int next = 1;
+    for (vertex_t v = begin; v < end && next < chunks; ++v) {
+      const double before = static_cast<double>(row_offsets[v] - row_offsets[begin] + (v - begin));
+      const double weight = static_cast<double>(row_offsets[v + 1] - row_offsets[v] + 1);
+      // A vertex belongs to the chunk its weight midpoint falls in; a range starts at its
+      // first vertex.
+      const int chunk =
+          std::min(chunks - 1, static_cast<int>((before + 0.5 * weight) * chunks / total));
+      while (next <= chunk) b[next++] = v;
+    }
+    while (next <= chunks) b[next++] = end;
+    b[chunks] = end;
+    if (end - begin >= chunks) {
+      for (int r = 1; r < chunks; ++r) b[r] = std::clamp(b[r], b[r - 1] + 1, end - (chunks - r));
+    }
+  }
+  return bounds;
+}
+
+ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_old,
+                         const std::vector<vertex_t>& old_to_new,
+                         const std::vector<vertex_t>& partition_offsets)
+    : partition_offsets_(partition_offsets) {
+  const vertex_t n = d.num_nodes;
+  SLUICE_EXPECTS(new_to_old.size() == std::size_t(n) && old_to_new.size() == std::size_t(n),
+                 "a renumbering of ", new_to_old.size(), " vertices for ", n);
+  SLUICE_EXPECTS(partition_offsets.size() >= 2 && partition_offsets.front() == 0 &&
+                     partition_offsets.back() == n,
+                 "partition offsets do not cover the ", n, " vertices");
+  const bool parallel = parallel_worth(std::int64_t(d.indices.size()) + n);
+  // Row lengths, and entries per source (at index u + 1; the self entry added below).
+  row_offsets_.assign(std::size_t(n) + 1, 0);
+  source_offsets_.assign(std::size_t(n) + 1, 0);
+  // Progress in blocks of vertices (the schedule's chunks), each pass counted once.
+  constexpr vertex_t kBlock = 4096;
+  Progress progress("chunk sketch", 2 * std::uint64_t(n));
+  const auto advance = [&](vertex_t v) {
+    if (v % kBlock == 0) progress.add(std::uint64_t(std::min(kBlock, n - v)));
+  };
+#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
+  for (vertex_t v = 0; v < n; ++v) {
+    const vertex_t old = new_to_old[std::size_t(v)];
+    advance(v);
+    edge_t count = 1;
+    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
+      const vertex_t source = d.indices[std::size_t(e)];
+      if (source == old) continue;
+      ++count;
+      __atomic_fetch_add(&source_offsets_[std::size_t(old_to_new[std::size_t(source)]) + 1], 1,
+                         __ATOMIC_RELAXED);
+    }
+    row_offsets_[std::size_t(v) + 1] = count;
+  }
+  for (std::size_t v = 0; v < std::size_t(n); ++v) {
+    row_offsets_[v + 1] += row_offsets_[v];
+    source_offsets_[v + 1] += source_offsets_[v] + 1;
+  }
+  destinations_.resize(std::size_t(source_offsets_.back()));
+  std::vector<edge_t> cursor(source_offsets_.begin(), source_offsets_.end() - 1);
+#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
+  for (vertex_t v = 0; v < n; ++v) {
+    const vertex_t old = new_to_old[std::size_t(v)];
+    advance(v);
+    destinations_[std::size_t(__atomic_fetch_add(&cursor[std::size_t(v)], 1, __ATOMIC_RELAXED))] =
+        v;
+    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
+      const vertex_t source = d.indices[std::size_t(e)];
+      if (source == old) continue;
+      const std::size_t u = std::size_t(old_to_new[std::size_t(source)]);
+      destinations_[std::size_t(__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED))] = v;
+    }
+  }
+  progress.finish();
+}
+
+vertex_t ChunkSketch::smallest_partition() const {
+  vertex_t smallest = partition_offsets_[1] - partition_offsets_[0];
+  for (int p = 1; p < partitions(); ++p)
+    smallest = std::min(smallest, partition_offsets_[p + 1] - partition_offsets_[p]);
+  return smallest;
+}
+
+std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) const {
+  const int P = partitions(), C = chunks;
+  SLUICE_EXPECTS(C >= 1 && std::int64_t(P) * C <= (std::int64_t(1) << 24),
+                 "P x C = ", std::int64_t(P) * C, " chunks");
+  const vertex_t n = partition_offsets_.back();
+  const std::size_t K = std::size_t(P) * C;
+  const std::vector<vertex_t> bounds = edge_balanced_bounds(row_offsets_, partition_offsets_, C);
+  const auto range_begin = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C]; };
+  const auto range_end = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C + 1]; };
+  const bool parallel = parallel_worth(std::int64_t(destinations_.size()));
+
+  // The chunk of every vertex, and per chunk its entries, long-row threshold and long rows.
+  std::vector<std::int32_t> chunk_of(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> nnz(K), threshold(K), long_rows(K, 0);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (std::size_t k = 0; k < K; ++k) {
+    const vertex_t begin = range_begin(k), end = range_end(k);
+    nnz[k] = row_offsets_[std::size_t(end)] - row_offsets_[std::size_t(begin)];
+    threshold[k] = cuda::long_degree_for(nnz[k]);
+    for (vertex_t v = begin; v < end; ++v) {
+      chunk_of[std::size_t(v)] = static_cast<std::int32_t>(k);
+      long_rows[k] +=
+          row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)] > threshold[k];
+    }
+  }
+
+  // One pass over the entries grouped by source: the chunks each source appears in (with how
+  // many entries) and the batches, so every set size comes from counting, not from sets.
+  SketchCounts total(K, P);
+  Progress progress(cat("chunk sketch C=", C), std::uint64_t(destinations_.size()));
+#pragma omp parallel if (parallel)
+  {
+    SketchCounts mine(K, P);
+    std::vector<std::int32_t> chunk_stamp(K, -1), entries(K, 0), batch_stamp(std::size_t(C), -1);
+    std::vector<std::size_t> runs;
+    std::vector<int> batches;
+    std::uint64_t pending = 0;  // entries not yet counted in the progress line
+#pragma omp for schedule(dynamic, 1024) nowait
+    for (vertex_t u = 0; u < n; ++u) {
+      const int owner = static_cast<int>(std::upper_bound(partition_offsets_.begin(),
+                                                          partition_offsets_.end(), u) -
+                                         partition_offsets_.begin()) -
+                        1;
+      runs.clear();
+      batches.clear();
+      pending +=
+          std::uint64_t(source_offsets_[std::size_t(u) + 1] - source_offsets_[std::size_t(u)]);
+      if (pending >= (1u << 16)) {
+        progress.add(pending);
+        pending = 0;
+      }
+      for (edge_t e = source_offsets_[std::size_t(u)]; e < source_offsets_[std::size_t(u) + 1];
+           ++e) {
+        const std::size_t k = std::size_t(chunk_of[std::size_t(destinations_[std::size_t(e)])]);
+        if (chunk_stamp[k] != u) {
+          chunk_stamp[k] = u;
+          entries[k] = 0;
+          runs.push_back(k);
+        }
+        ++entries[k];
+      }
+      for (const std::size_t k : runs) {
+        const int p = static_cast<int>(k / C), c = static_cast<int>(k % C);
+        ++mine.owned[k * P + owner];
+        // A remote source not in the previous batch's chunk of p is pulled.
+        if (p != owner && (c == 0 || chunk_stamp[k - 1] != u)) ++mine.pulled[k * P + owner];
+        if (entries[k] > threshold[k]) ++mine.long_columns[k];
+        if (batch_stamp[std::size_t(c)] != u) {
+          batch_stamp[std::size_t(c)] = u;
+          batches.push_back(c);
+        }
+      }
+      for (const int c : batches) {
+        ++mine.transition[std::size_t(owner) * C + c];
+        if (c > 0 && batch_stamp[std::size_t(c) - 1] == u)
+          ++mine.reused[std::size_t(owner) * C + c];
+      }
+      const std::size_t own = std::size_t(chunk_of[std::size_t(u)]);
+      if (batch_stamp[std::size_t(C) - 1] == u) ++mine.tail[own];
+      if (batch_stamp[0] == u && int(own % C) == C - 1) ++mine.head[std::size_t(owner)];
+    }
+    progress.add(pending);
+#pragma omp critical(chunk_sketch_counts)
+    total.add(mine);
+  }
+  progress.finish();
+
+  std::vector<PartitionProfile> result(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) {
+    PartitionProfile& profile = result[std::size_t(p)];
+    profile.partition = p;
+    profile.comm = comm;
+    const std::size_t first = std::size_t(p) * C;
+    const auto distinct = [&](std::size_t k) {
+      std::int64_t sum = 0;
+      for (int q = 0; q < P; ++q) sum += total.owned[k * P + q];
+      return sum;
+    };
+    const auto remote = [&](std::size_t k) { return distinct(k) - total.owned[k * P + p]; };
+    for (int c = 0; c < C; ++c) {
+      profile.transition_rows = std::max(profile.transition_rows, total.transition[first + c]);
+      profile.remote_rows = std::max(profile.remote_rows, remote(first + c));
+    }
+    const std::int64_t merged_rows = profile.transition_rows + profile.remote_rows;
+    const auto per_owner = [&](const std::vector<std::int64_t>& counts, std::size_t k) {
+      std::vector<std::int64_t> lists;
+      for (int q = 0; q < P; ++q)
+        if (q != p && counts[k * P + q] > 0) lists.push_back(counts[k * P + q]);
+      return lists;
+    };
+    for (int c = 0; c < C; ++c) {
+      const std::size_t k = first + c;
+      ChunkListSizes s;
+      s.rows = range_end(k) - range_begin(k);
+      s.nnz = nnz[k];
+      const std::int64_t transition = total.transition[k];
+      switch (comm) {
+        case CommMode::kBaseline:
+          s.loads = distinct(k);
+          s.leaves = s.loads;
+          break;
+        case CommMode::kP2p:
+          s.loads = transition;
+          s.leaves = transition;
+          s.remote = remote(k);
+          s.pushes = per_owner(total.owned, k);
+          s.pulls = s.pushes;
+          break;
+        case CommMode::kP2pReuse:
+          s.loads = transition - total.reused[k];
+          s.leaves = c + 1 < C ? transition - total.reused[k + 1] : transition;
+          s.remote = remote(k);
+          s.pushes = per_owner(total.owned, k);
+          s.pulls = per_owner(total.pulled, k);
+          break;
+      }
+      if (comm != CommMode::kBaseline) s.tail = total.tail[k];
+      profile.lists.push_back(std::move(s));
+      CsrShape csr;
+      csr.rows = range_end(k) - range_begin(k);
+      csr.cols = merged_rows;
+      csr.nnz = nnz[k];
+      csr.long_rows = long_rows[k];
+      csr.long_columns = total.long_columns[k];
+      profile.csr.push_back(csr);
+    }
+    profile.head_rows = comm == CommMode::kBaseline ? 0 : total.head[std::size_t(p)];
+  }
+  return result;
+}
+
+}  // namespace sluice

@@ -102,8 +102,7 @@ Dataset import_ogb_npz(const ImportOptions& options, ImportReport& report) {
       SLUICE_INPUT_CHECK(edges->shape().size() == 2 && edges->shape()[0] == 2, edges->what(),
                          ": shape ", edges->shape_text(), ", expected (2, E)");
       SLUICE_INPUT_CHECK(edges->shape()[1] == declared_edges, edges->what(), ": ",
-                         edges->shape()[1], " edges, but num_edges_list declares ",
-                         declared_edges);
+                         edges->shape()[1], " edges, but num_edges_list declares ", declared_edges);
       SLUICE_INPUT_CHECK(declared_edges > 0, edges->what(), ": empty graph (no edges)");
       report.input_bytes = static_cast<std::uint64_t>(edges->elements()) * edges->item_bytes();
       read_edge_array(*edges, n, pairs);
@@ -115,9 +114,8 @@ Dataset import_ogb_npz(const ImportOptions& options, ImportReport& report) {
   if (data.has("node_feat")) {
     StageTimer timer("read features " + data_path + ":node_feat");
     auto features = data.open("node_feat");
-    SLUICE_INPUT_CHECK(features->shape().size() == 2 && features->shape()[0] == n,
-                       features->what(), ": shape ", features->shape_text(), ", expected (", n,
-                       ", D)");
+    SLUICE_INPUT_CHECK(features->shape().size() == 2 && features->shape()[0] == n, features->what(),
+                       ": shape ", features->shape_text(), ", expected (", n, ", D)");
     d.feature_dim = features->shape()[1];
     d.features.resize(static_cast<std::size_t>(n * d.feature_dim));
     features->read_floats(n * d.feature_dim, d.features.data());

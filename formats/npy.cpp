@@ -230,8 +230,8 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
                      "' is big-endian; convert it with arr.astype(arr.dtype.newbyteorder('<'))");
   if (!descr.empty() && (descr[0] == '=' || descr[0] == '|')) descr[0] = '<';
   const std::pair<const char*, NpyType> types[] = {
-      {"<i4", NpyType::kInt32},   {"<i8", NpyType::kInt64},   {"<u4", NpyType::kUint32},
-      {"<u8", NpyType::kUint64},  {"<f2", NpyType::kFloat16}, {"<f4", NpyType::kFloat32},
+      {"<i4", NpyType::kInt32},  {"<i8", NpyType::kInt64},   {"<u4", NpyType::kUint32},
+      {"<u8", NpyType::kUint64}, {"<f2", NpyType::kFloat16}, {"<f4", NpyType::kFloat32},
       {"<f8", NpyType::kFloat64}};
   bool known = false;
   for (const auto& [name, type] : types)
@@ -275,8 +275,7 @@ std::int64_t NpyArray::elements() const {
 
 std::string NpyArray::shape_text() const {
   std::string text = "(";
-  for (std::size_t i = 0; i < shape_.size(); ++i)
-    text += cat(i ? ", " : "", shape_[i]);
+  for (std::size_t i = 0; i < shape_.size(); ++i) text += cat(i ? ", " : "", shape_[i]);
   return text + (shape_.size() == 1 ? ",)" : ")");
 }
 
@@ -322,9 +321,8 @@ std::int64_t NpyArray::read_ids(std::int64_t count, vertex_t* out, std::size_t s
     }
     if (first_bad != kNone) {
       const std::string where = cat(what_, ": element ", consumed_ + first_bad, ": ");
-      if (type_ == NpyType::kUint64 &&
-          load<std::uint64_t>(data, first_bad) >
-              std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+      if (type_ == NpyType::kUint64 && load<std::uint64_t>(data, first_bad) >
+                                           std::uint64_t(std::numeric_limits<std::int64_t>::max()))
         throw InputError(cat(where, "vertex id ", load<std::uint64_t>(data, first_bad),
                              " out of range [0, ", limit, ")"));
       const std::int64_t id = element_as_int(type_, data, first_bad);
@@ -384,11 +382,12 @@ void NpyArray::read_labels(std::int64_t count, std::int32_t* out, std::int32_t d
       }
     }
     if (first_bad != kNone)
-      throw InputError(cat(what_, ": element ", consumed_ + first_bad, ": label ",
-                           element_as_double(type_, data, first_bad),
-                           declared_classes > 0
-                               ? cat(" is not an integer in [0, ", declared_classes, ") (--classes)")
-                               : std::string(" is not an integer >= 0 (NaN or -1: unlabeled)")));
+      throw InputError(
+          cat(what_, ": element ", consumed_ + first_bad, ": label ",
+              element_as_double(type_, data, first_bad),
+              declared_classes > 0
+                  ? cat(" is not an integer in [0, ", declared_classes, ") (--classes)")
+                  : std::string(" is not an integer >= 0 (NaN or -1: unlabeled)")));
   });
 }
 
@@ -435,12 +434,11 @@ std::unique_ptr<NpyArray> NpzArchive::open(const std::string& name) const {
   if (index < 0) {
     std::string list;
     for (const auto& present : names()) list += (list.empty() ? "" : ", ") + present;
-    throw InputError(cat(path_, ": no array '", name, "' (holds: ", list.empty() ? "none" : list,
-                         ")"));
+    throw InputError(
+        cat(path_, ": no array '", name, "' (holds: ", list.empty() ? "none" : list, ")"));
   }
   zip_file_t* file = zip_fopen_index(archive_, static_cast<zip_uint64_t>(index), 0);
-  SLUICE_INPUT_CHECK(file, path_, ": cannot open array '", name,
-                     "': ", zip_strerror(archive_));
+  SLUICE_INPUT_CHECK(file, path_, ": cannot open array '", name, "': ", zip_strerror(archive_));
   const std::string what = path_ + ":" + name;
   return std::make_unique<NpyArray>(std::make_unique<ZipEntryStream>(file, what), what);
 }

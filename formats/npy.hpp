@@ -61,7 +61,7 @@ class NpyArray {
   NpyType type_ = NpyType::kInt64;
   int item_bytes_ = 8;
   std::vector<std::int64_t> shape_;
-  std::int64_t consumed_ = 0;  // elements read so far
+  std::int64_t consumed_ = 0;         // elements read so far
   std::vector<std::int64_t> buffer_;  // 8-byte storage keeps every element type aligned
 };
 

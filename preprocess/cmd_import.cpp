@@ -74,7 +74,8 @@ void write_and_report(const std::string& output, const Dataset& d, std::int64_t 
 }
 
 const char* kImportUsage =
-    "usage: sluice-preprocess import --format ogb|edgelist|binary|npy --input PATH --output data.h5 "
+    "usage: sluice-preprocess import --format ogb|edgelist|binary|npy --input PATH --output "
+    "data.h5 "
     "[options]\n"
     "\n"
     "Imports a graph into a Sluice dataset (in-edge CSR, features, labels, splits).\n"

@@ -228,6 +228,7 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
   descr = descr.substr(1, descr.size() - 2);
   SLUICE_INPUT_CHECK(descr.empty() || descr[0] != '>', what_, ": dtype '", descr,
                      "' is big-endian; convert it with arr.astype(arr.dtype.newbyteorder('<'))");
+  const std::string written = descr;
   if (!descr.empty() && (descr[0] == '=' || descr[0] == '|')) descr[0] = '<';
   const std::pair<const char*, NpyType> types[] = {
       {"<i4", NpyType::kInt32},  {"<i8", NpyType::kInt64},   {"<u4", NpyType::kUint32},
@@ -239,7 +240,7 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
       type_ = type;
       known = true;
     }
-  SLUICE_INPUT_CHECK(known, what_, ": dtype '", descr,
+  SLUICE_INPUT_CHECK(known, what_, ": dtype '", written,
                      "' is not supported (<i4, <i8, <u4, <u8, <f2, <f4, <f8)");
   item_bytes_ = descr[2] - '0';
 

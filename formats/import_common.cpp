@@ -35,9 +35,9 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
   return narrow;
 }
 
-void build_graph(const EdgeSource& source, std::int64_t expected_edges,
-                 const ImportOptions& options, Dataset& dataset, ImportReport& report) {
-  CsrBuildResult csr = build_in_csr(dataset.num_nodes, source, options.graph, expected_edges);
+namespace {
+void record_graph(CsrBuildResult&& csr, const ImportOptions& options, Dataset& dataset,
+                  ImportReport& report) {
   dataset.indptr = std::move(csr.indptr);
   dataset.indices = std::move(csr.indices);
   dataset.symmetrized = options.graph.symmetrize;
@@ -51,6 +51,19 @@ void build_graph(const EdgeSource& source, std::int64_t expected_edges,
            " directed edges from ", csr.input_edges, " input edges (", csr.duplicates_removed,
            " duplicates removed, ", csr.self_loops_removed, " self-loops removed, ",
            csr.self_loops_added, " self-loops added)");
+}
+}  // namespace
+
+void build_graph(const EdgeSource& source, std::int64_t expected_edges,
+                 const ImportOptions& options, Dataset& dataset, ImportReport& report) {
+  record_graph(build_in_csr(dataset.num_nodes, source, options.graph, expected_edges), options,
+               dataset, report);
+}
+
+void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
+                            Dataset& dataset, ImportReport& report) {
+  record_graph(build_in_csr_from_pairs(dataset.num_nodes, std::move(pairs), options.graph), options,
+               dataset, report);
 }
 
 std::int32_t count_classes(const std::vector<std::int32_t>& labels, std::int32_t declared) {

@@ -20,6 +20,10 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
 void build_graph(const EdgeSource& source, std::int64_t expected_edges,
                  const ImportOptions& options, Dataset& dataset, ImportReport& report);
 
+// The same from pairs held in memory (consumed): build_in_csr_from_pairs().
+void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
+                            Dataset& dataset, ImportReport& report);
+
 // Features, labels and splits of an edge-list or binary import (files or random).
 void attach_vertex_data(const ImportOptions& options, Dataset& dataset);
 

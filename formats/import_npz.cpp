@@ -107,8 +107,7 @@ Dataset import_ogb_npz(const ImportOptions& options, ImportReport& report) {
       report.input_bytes = static_cast<std::uint64_t>(edges->elements()) * edges->item_bytes();
       read_edge_array(*edges, n, pairs);
     }
-    detail::build_graph(memory_edge_source(pairs), std::int64_t(pairs.size() / 2), options, d,
-                        report);
+    detail::build_graph_from_pairs(std::move(pairs), options, d, report);
   }
 
   if (data.has("node_feat")) {
@@ -177,8 +176,7 @@ Dataset import_npy(const ImportOptions& options, ImportReport& report) {
     }
     d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
                                         : detail::vertex_count(max_id, options.input);
-    detail::build_graph(memory_edge_source(pairs), std::int64_t(pairs.size() / 2), options, d,
-                        report);
+    detail::build_graph_from_pairs(std::move(pairs), options, d, report);
   }
   detail::attach_vertex_data(options, d);
   return d;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -329,10 +330,12 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
     }
     bucket_begin[b + 1] = offset;
   }
-  std::vector<vertex_t> entries(2 * static_cast<std::size_t>(bucket_begin[buckets]));
+  // Not zero-filled: every slot is written by the scatter (and first touched by its thread).
+  std::unique_ptr<vertex_t[]> entries(
+      new vertex_t[2 * static_cast<std::size_t>(bucket_begin[buckets])]);
   {
     StageTimer timer("csr: scatter into buckets");
-    vertex_t* out = entries.data();
+    vertex_t* out = entries.get();
 #pragma omp parallel for schedule(static, 1)
     for (int range = 0; range < ranges; ++range) {
       edge_t* cursor = cursors.data() + std::size_t(range) * buckets;
@@ -359,6 +362,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
     first = static_cast<vertex_t>(b << shift);
     last = static_cast<vertex_t>(std::min<std::int64_t>(n, (b + 1) << shift));
   };
+  StageTimer degree_timer("csr: count degrees");
 #pragma omp parallel for schedule(dynamic, 1)
   for (std::int64_t b = 0; b < buckets; ++b) {
     for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e) ++indptr[entries[2 * e] + 1];
@@ -371,6 +375,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
   for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v];
   auto& indices = result.indices;
   indices.resize(static_cast<std::size_t>(indptr[n]));
+  degree_timer.finish();
   std::vector<edge_t> sizes(static_cast<std::size_t>(n));
   std::int64_t duplicates = 0, loops_added = 0;
   {
@@ -406,7 +411,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
       }
     }
   }
-  std::vector<vertex_t>().swap(entries);
+  entries.reset();
   {
     StageTimer timer("csr: compact rows");
     edge_t write = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -289,6 +290,154 @@ std::int64_t csr_build_bytes(std::int64_t n, std::int64_t edges, const CsrBuildO
   const std::int64_t per_edge =
       saturating_bytes({edges, options.symmetrize ? 2 : 1, sizeof(vertex_t)});
   return saturating_add(per_vertex, per_edge);
+}
+
+CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs,
+                                       const CsrBuildOptions& options) {
+  SLUICE_EXPECTS(n > 0, "build_in_csr_from_pairs needs at least one vertex");
+  CsrBuildResult result;
+  const auto edges = static_cast<std::int64_t>(pairs.size() / 2);
+  result.input_edges = edges;
+  const bool remove_loops = options.self_loops == SelfLoops::kRemove;
+  const bool add_loops = options.self_loops == SelfLoops::kAdd;
+  const bool symmetrize = options.symmetrize;
+  // Buckets of 2^shift consecutive destinations, at most 1024 of them.
+  int shift = 0;
+  while ((std::int64_t(n - 1) >> shift) >= 1024) ++shift;
+  const std::int64_t buckets = (std::int64_t(n - 1) >> shift) + 1;
+  const int ranges = omp_get_max_threads();
+  // Entries (dst, src) per range and bucket, then each range's write cursor in every bucket.
+  std::vector<edge_t> cursors(std::size_t(ranges) * buckets, 0);
+  const vertex_t* input = pairs.data();
+  std::int64_t loops_seen = 0;
+  {
+    StageTimer timer("csr: count bucket sizes");
+#pragma omp parallel for schedule(static, 1) reduction(+ : loops_seen)
+    for (int range = 0; range < ranges; ++range) {
+      edge_t* count = cursors.data() + std::size_t(range) * buckets;
+      const std::int64_t end = edges * (range + 1) / ranges;
+      for (std::int64_t i = edges * range / ranges; i < end; ++i) {
+        const vertex_t src = input[2 * i], dst = input[2 * i + 1];
+        if (src == dst) {
+          ++loops_seen;
+          if (remove_loops) continue;
+        }
+        ++count[dst >> shift];
+        if (symmetrize && src != dst) ++count[src >> shift];
+      }
+    }
+  }
+  std::vector<edge_t> bucket_begin(std::size_t(buckets) + 1, 0);
+  for (std::int64_t b = 0; b < buckets; ++b) {
+    edge_t offset = bucket_begin[b];
+    for (int range = 0; range < ranges; ++range) {
+      edge_t& cursor = cursors[std::size_t(range) * buckets + b];
+      const edge_t count = cursor;
+      cursor = offset;
+      offset += count;
+    }
+    bucket_begin[b + 1] = offset;
+  }
+  // Not zero-filled: every slot is written by the scatter (and first touched by its thread).
+  std::unique_ptr<vertex_t[]> entries(
+      new vertex_t[2 * static_cast<std::size_t>(bucket_begin[buckets])]);
+  {
+    StageTimer timer("csr: scatter into buckets");
+    vertex_t* out = entries.get();
+#pragma omp parallel for schedule(static, 1)
+    for (int range = 0; range < ranges; ++range) {
+      edge_t* cursor = cursors.data() + std::size_t(range) * buckets;
+      const std::int64_t end = edges * (range + 1) / ranges;
+      for (std::int64_t i = edges * range / ranges; i < end; ++i) {
+        const vertex_t src = input[2 * i], dst = input[2 * i + 1];
+        if (src == dst && remove_loops) continue;
+        edge_t slot = cursor[dst >> shift]++;
+        out[2 * slot] = dst;
+        out[2 * slot + 1] = src;
+        if (symmetrize && src != dst) {
+          slot = cursor[src >> shift]++;
+          out[2 * slot] = src;
+          out[2 * slot + 1] = dst;
+        }
+      }
+    }
+  }
+  std::vector<vertex_t>().swap(pairs);
+
+  auto& indptr = result.indptr;
+  indptr.assign(std::size_t(n) + 1, 0);
+  auto bucket_vertices = [&](std::int64_t b, vertex_t& first, vertex_t& last) {
+    first = static_cast<vertex_t>(b << shift);
+    last = static_cast<vertex_t>(std::min<std::int64_t>(n, (b + 1) << shift));
+  };
+  StageTimer degree_timer("csr: count degrees");
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::int64_t b = 0; b < buckets; ++b) {
+    for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e) ++indptr[entries[2 * e] + 1];
+    if (add_loops) {
+      vertex_t first, last;
+      bucket_vertices(b, first, last);
+      for (vertex_t v = first; v < last; ++v) ++indptr[v + 1];
+    }
+  }
+  for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v];
+  auto& indices = result.indices;
+  indices.resize(static_cast<std::size_t>(indptr[n]));
+  degree_timer.finish();
+  std::vector<edge_t> sizes(static_cast<std::size_t>(n));
+  std::int64_t duplicates = 0, loops_added = 0;
+  {
+    StageTimer timer("csr: fill, sort and deduplicate rows");
+#pragma omp parallel reduction(+ : duplicates, loops_added)
+    {
+      std::vector<edge_t> cursor;
+      std::vector<vertex_t> scratch;
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t b = 0; b < buckets; ++b) {
+        vertex_t first, last;
+        bucket_vertices(b, first, last);
+        cursor.assign(indptr.begin() + first, indptr.begin() + last);
+        for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e)
+          indices[cursor[entries[2 * e] - first]++] = entries[2 * e + 1];
+        for (vertex_t v = first; v < last; ++v) {
+          vertex_t* begin = indices.data() + indptr[v];
+          vertex_t* filled = indices.data() + cursor[v - first];
+          sort_row(begin, filled, scratch);
+          vertex_t* end = std::unique(begin, filled);
+          duplicates += filled - end;
+          if (add_loops) {
+            vertex_t* position = std::lower_bound(begin, end, v);
+            if (position == end || *position != v) {
+              std::memmove(position + 1, position, sizeof(vertex_t) * (end - position));
+              *position = v;
+              ++end;
+              ++loops_added;
+            }
+          }
+          sizes[v] = end - begin;
+        }
+      }
+    }
+  }
+  entries.reset();
+  {
+    StageTimer timer("csr: compact rows");
+    edge_t write = 0;
+    for (vertex_t v = 0; v < n; ++v) {
+      const edge_t old_begin = indptr[v];
+      indptr[v] = write;
+      if (write != old_begin)
+        std::memmove(indices.data() + write, indices.data() + old_begin,
+                     sizeof(vertex_t) * sizes[v]);
+      write += sizes[v];
+    }
+    indptr[n] = write;
+    indices.resize(static_cast<std::size_t>(write));
+  }
+  result.duplicates_removed = duplicates;
+  result.self_loops_added = loops_added;
+  if (remove_loops) result.self_loops_removed = loops_seen;
+  return result;
 }
 
 EdgeSource memory_edge_source(const std::vector<vertex_t>& pairs) {

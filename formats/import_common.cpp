@@ -36,20 +36,26 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
   return narrow;
 }
 
-void build_graph(const EdgeSource& source, std::int64_t expected_edges,
-                 const ImportOptions& options, Dataset& dataset, ImportReport& report) {
-  // The vertex count comes from the input (its largest id, --num-nodes or the distinct ids):
-  // one stray id must not make the build ask for more memory than the machine has.
-  const vertex_t n = dataset.num_nodes;
+namespace {
+// The vertex count comes from the input (its largest id, --num-nodes or the distinct ids): one
+// stray id must not make the build ask for more memory than the machine has. `held`: bytes of
+// input pairs the build holds beside the CSR.
+void require_graph_memory(vertex_t n, std::int64_t expected_edges, std::int64_t held,
+                          const ImportOptions& options) {
   const std::string cause = options.num_nodes > 0 ? cat("--num-nodes ", options.num_nodes)
                             : options.remap
                                 ? cat(options.input, ": ", n, " distinct vertex ids")
                                 : cat(options.input, ": largest vertex id ", std::int64_t(n) - 1);
   // The CSR, then 8 bytes a vertex for its labels and split lists.
-  require_memory(
-      {saturating_add(csr_build_bytes(n, expected_edges, options.graph), saturating_bytes({n, 8})),
-       cat("the in-edge CSR of ", n, " vertices and ", expected_edges, " edges"), cause});
-  CsrBuildResult csr = build_in_csr(dataset.num_nodes, source, options.graph, expected_edges);
+  require_memory({saturating_add(saturating_add(csr_build_bytes(n, expected_edges, options.graph),
+                                                saturating_bytes({n, 8})),
+                                 held),
+                  cat("the in-edge CSR of ", n, " vertices and ", expected_edges, " edges"),
+                  cause});
+}
+
+void record_graph(CsrBuildResult&& csr, const ImportOptions& options, Dataset& dataset,
+                  ImportReport& report) {
   dataset.indptr = std::move(csr.indptr);
   dataset.indices = std::move(csr.indices);
   dataset.symmetrized = options.graph.symmetrize;
@@ -63,6 +69,24 @@ void build_graph(const EdgeSource& source, std::int64_t expected_edges,
            " directed edges from ", csr.input_edges, " input edges (", csr.duplicates_removed,
            " duplicates removed, ", csr.self_loops_removed, " self-loops removed, ",
            csr.self_loops_added, " self-loops added)");
+}
+}  // namespace
+
+void build_graph(const EdgeSource& source, std::int64_t expected_edges,
+                 const ImportOptions& options, Dataset& dataset, ImportReport& report) {
+  require_graph_memory(dataset.num_nodes, expected_edges, 0, options);
+  record_graph(build_in_csr(dataset.num_nodes, source, options.graph, expected_edges), options,
+               dataset, report);
+}
+
+void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
+                            Dataset& dataset, ImportReport& report) {
+  // The pairs stay until the CSR exists, with one bucketed copy of them.
+  const std::int64_t edges = std::int64_t(pairs.size() / 2);
+  require_graph_memory(dataset.num_nodes, edges,
+                       saturating_bytes({edges, 2, sizeof(vertex_t)}), options);
+  record_graph(build_in_csr_from_pairs(dataset.num_nodes, std::move(pairs), options.graph), options,
+               dataset, report);
 }
 
 std::int32_t count_classes(const std::vector<std::int32_t>& labels, std::int32_t declared) {

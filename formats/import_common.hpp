@@ -20,6 +20,10 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
 void build_graph(const EdgeSource& source, std::int64_t expected_edges,
                  const ImportOptions& options, Dataset& dataset, ImportReport& report);
 
+// The same from pairs held in memory (consumed): build_in_csr_from_pairs().
+void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
+                            Dataset& dataset, ImportReport& report);
+
 // Features, labels and splits of an edge-list or binary import (files or random).
 void attach_vertex_data(const ImportOptions& options, Dataset& dataset);
 
@@ -28,6 +32,12 @@ std::int32_t count_classes(const std::vector<std::int32_t>& labels, std::int32_t
 
 // Last path component without a trailing slash or the given suffixes.
 std::string base_name(std::string path);
+
+// OGB raw layout helpers (formats/import_ogb.cpp): the split directory chosen under
+// <dir>/split (the requested one, else the only one present), and "<stem>.csv.gz" or
+// "<stem>.csv" (InputError when neither exists).
+std::string ogb_split_dir(const std::string& dir, const std::string& requested);
+std::string ogb_table(const std::string& stem);
 
 // Vertex count from the largest id, checked against the 32-bit limit.
 vertex_t vertex_count(std::int64_t max_id, const std::string& what);

@@ -266,10 +266,14 @@ Dataset import_binary(const ImportOptions& options, ImportReport& report) {
 }
 
 Dataset import_dataset(const ImportOptions& options, ImportReport& report) {
-  if (options.format == "ogb") return import_ogb(options, report);
+  if (options.format == "ogb")
+    return is_ogb_npz_layout(options.input) ? import_ogb_npz(options, report)
+                                            : import_ogb(options, report);
   if (options.format == "edgelist") return import_edgelist(options, report);
   if (options.format == "binary") return import_binary(options, report);
-  throw InputError(cat("--format must be ogb, edgelist or binary, not '", options.format, "'"));
+  if (options.format == "npy") return import_npy(options, report);
+  throw InputError(
+      cat("--format must be ogb, edgelist, binary or npy, not '", options.format, "'"));
 }
 
 std::string import_options_json(const ImportOptions& o) {

@@ -164,4 +164,13 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
   return d;
 }
 
+namespace detail {
+std::string ogb_split_dir(const std::string& dir, const std::string& requested) {
+  return choose_split(dir, requested);
+}
+std::string ogb_table(const std::string& stem) {
+  return find_table(stem, true);
+}
+}  // namespace detail
+
 }  // namespace sluice

@@ -13,15 +13,16 @@
 namespace sluice {
 
 struct ImportOptions {
-  std::string format;  // ogb | edgelist | binary
+  std::string format;  // ogb | edgelist | binary | npy
   std::string input;   // OGB: the dataset directory (holding raw/ and split/); else a file
+                       // (npy: one (2, E) / (E, 2) array, or "SRC.npy,DST.npy")
   std::string name;    // dataset name; empty: derived from the input path
   CsrBuildOptions graph;
 
   // ogb
   std::string split;  // split directory under split/; empty: the only one present
 
-  // edgelist and binary
+  // edgelist, binary and npy
   bool remap = false;                // compact sparse ids to 0..k-1, keep the input ids
   std::int64_t num_nodes = 0;        // 0: max id + 1 (or the number of distinct ids with remap)
   int binary_id_bytes = 4;           // 4 (int32) or 8 (int64) little-endian ids
@@ -46,6 +47,12 @@ struct ImportReport {
 Dataset import_ogb(const ImportOptions& options, ImportReport& report);
 Dataset import_edgelist(const ImportOptions& options, ImportReport& report);
 Dataset import_binary(const ImportOptions& options, ImportReport& report);
+// OGB's NumPy raw layout (raw/data.npz, raw/node-label.npz, split/<name>/*.csv[.gz]); --format
+// ogb takes it when raw/data.npz exists.
+Dataset import_ogb_npz(const ImportOptions& options, ImportReport& report);
+bool is_ogb_npz_layout(const std::string& dir);
+// NumPy edge arrays: one .npy of shape (2, E) or (E, 2), or two 1-D .npy files "SRC,DST".
+Dataset import_npy(const ImportOptions& options, ImportReport& report);
 // Dispatches on options.format.
 Dataset import_dataset(const ImportOptions& options, ImportReport& report);
 

@@ -76,17 +76,22 @@ void write_and_report(const std::string& output, const Dataset& d, std::int64_t 
 }
 
 const char* kImportUsage =
-    "usage: sluice-preprocess import --format ogb|edgelist|binary --input PATH --output data.h5 "
+    "usage: sluice-preprocess import --format ogb|edgelist|binary|npy --input PATH --output "
+    "data.h5 "
     "[options]\n"
     "\n"
     "Imports a graph into a Sluice dataset (in-edge CSR, features, labels, splits).\n"
     "  ogb       PATH is an OGB node-property dataset directory: raw/edge.csv[.gz] (src,dst),\n"
     "            raw/node-feat, raw/node-label (nan = unlabeled), raw/num-node-list,\n"
-    "            raw/num-edge-list, split/<name>/{train,valid,test}.csv[.gz]\n"
+    "            raw/num-edge-list, split/<name>/{train,valid,test}.csv[.gz]; or OGB's NumPy\n"
+    "            layout (taken when raw/data.npz exists): raw/data.npz (edge_index (2, E),\n"
+    "            num_nodes_list, num_edges_list, node_feat), raw/node-label.npz (node_label)\n"
     "  edgelist  PATH is a text file of \"src dst\" lines (whitespace or commas; # and %\n"
     "            comment lines; extra columns ignored; .gz accepted)\n"
     "  binary    PATH holds little-endian (src, dst) pairs of int32 (--id-bytes 4) or int64\n"
-    "Duplicate edges are always removed (and counted). Edge-list and binary imports take\n"
+    "  npy       PATH is a .npy edge array of shape (2, E) or (E, 2), or \"SRC.npy,DST.npy\"\n"
+    "            (two 1-D arrays); dtypes <i4, <i8, <u4, <u8\n"
+    "Duplicate edges are always removed (and counted). Edge-list, binary and npy imports take\n"
     "features and labels from --features/--labels files or draw them (--random-*), then split\n"
     "the labeled vertices at random by --split-fractions.\n";
 
@@ -97,7 +102,7 @@ int run_import(const std::vector<std::string>& args) {
   ImportOptions o;
   std::string output, self_loops, fractions;
   po::options_description options("import options");
-  options.add_options()("format", po::value(&o.format)->required(), "ogb, edgelist or binary")(
+  options.add_options()("format", po::value(&o.format)->required(), "ogb, edgelist, binary or npy")(
       "input", po::value(&o.input)->required(), "OGB dataset directory, or the edge file")(
       "output", po::value(&output)->required(), "dataset file to write (HDF5)")(
       "name", po::value(&o.name), "dataset name (default: from the input path)")(

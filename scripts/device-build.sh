@@ -2,7 +2,8 @@
 # Runs HERE (the GPU-less dev machine): builds Sluice with the CUDA backend (sm_90, static
 # Boost.Program_options) into build-device/ and assembles the git-ignored folder .device-bundle/
 # for the GPU machine: stripped test executables (gpu_test_* and the CPU test_*), bin/ tools when
-# built, libmetis.so.5 (the GPU machine lacks METIS; found through LD_LIBRARY_PATH there) and a
+# built, libmetis.so.5 and libzip.so.4 (the GPU machine lacks them; found through LD_LIBRARY_PATH
+# there) and a
 # copy of the Cora dataset (for tests reading SLUICE_SHARED_DATASETS).
 #
 # Usage: scripts/device-build.sh [TARGET...]   (default: every target)
@@ -43,6 +44,9 @@ done
 ((copied > 0)) || { echo "device-build: nothing was built to bundle" >&2; exit 1; }
 metis=/usr/lib/x86_64-linux-gnu/libmetis.so.5
 [[ -f "$metis" ]] && cp -L "$metis" "$bundle/"
+# libzip (the .npz reader) is absent there too.
+libzip=/usr/lib/x86_64-linux-gnu/libzip.so.4
+[[ -f "$libzip" ]] && cp -L "$libzip" "$bundle/"
 # The benchmark scripts travel with the working tree anyway; a copy in the bundle keeps it
 # self-contained (scripts/bench/gpu_train.sh, pyg_full_graph.py, summarize_gpu.py).
 mkdir -p "$bundle/scripts"

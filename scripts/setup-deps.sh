@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(build-essential cmake pkg-config zlib1g-dev libhdf5-dev libmetis-dev
           libboost-program-options-dev libgtest-dev libopenblas-dev nlohmann-json3-dev
-          libomp-dev clang-format)
+          libomp-dev clang-format libzip-dev python3-numpy)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -4,7 +4,9 @@
 # `import --format binary --symmetrize --self-loops remove`, and prints one Markdown table row
 # with input edges/s, stored edges/s, peak resident memory and its ratio to the output file.
 # Also times `generate` of a full planted dataset and, for the first scale, a text edge-list
-# import of the same edges.
+# import of the same edges. For every scale it imports the same edges as NumPy arrays with
+# `--format npy`: an (E, 2) int32 .npy (the pair file behind a .npy header) and, when
+# /usr/bin/python3 has numpy, a (2, E) int64 .npy (the layout of OGB's edge_index).
 #
 # usage: scripts/bench/import.sh [SCALE...]        (default: 20 21)
 # env:   SLUICE_BUILD_DIR (default build), BENCH_DIR (scratch, default $TMPDIR/sluice-bench-import),
@@ -35,6 +37,26 @@ sys.exit(code)')
 fi
 mkdir -p "$work"
 trap 'rm -f "$work"/rmat-*' EXIT
+
+# npy_header FILE DESCR SHAPE: writes a .npy (format 1.0) header for a C-ordered array.
+npy_header() {
+  local header="{'descr': '$2', 'fortran_order': False, 'shape': $3, }"
+  while (((10 + ${#header} + 1) % 64)); do header+=" "; done
+  header+=$'\n'
+  local length=${#header}
+  printf '\x93NUMPY\x01\x00'"\\x$(printf %02x $((length & 255)))\\x$(printf %02x $((length >> 8)))" >"$1"
+  printf '%s' "$header" >>"$1"
+}
+# import_row LABEL INPUT_FILE EDGES N ARGS...: times one import, prints a row of the second table.
+import_row() {
+  local label=$1 input=$2 edges=$3 n=$4
+  shift 4
+  run "$work/rmat-extra.log" "$tool" import --threads "$threads" --output "$work/rmat-extra.h5" \
+    --symmetrize --self-loops remove --num-nodes "$n" "$@"
+  extra_rows+=("| $label | $(mib "$(size_of "$input")") | ${wall} s | $(awk -v e="$edges" -v w="$wall" 'BEGIN {printf "%.1f M/s", e / w / 1e6}') | $(mib "$peak") | $(awk -v p="$peak" -v f="$(size_of "$work/rmat-extra.h5")" 'BEGIN {printf "%.2fx", p / f}') |")
+  rm -f "$work/rmat-extra.h5"
+}
+extra_rows=()
 
 # run LOG CMD...: runs CMD under GNU time; sets wall (s), cpu (user + system s), peak (bytes).
 run() {
@@ -78,6 +100,17 @@ for scale in "${scales[@]}"; do
     ((peak > best_peak)) && best_peak=$peak
   done
   input_edges=$((edge_factor << scale))
+  npy=$work/rmat-$scale.npy
+  npy_header "$npy" '<i4' "($input_edges, 2)"
+  cat "$raw" >>"$npy"
+  import_row "$scale, npy (E, 2) int32" "$npy" "$input_edges" "$n" --format npy --input "$npy"
+  if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+    /usr/bin/python3 -c 'import sys, numpy as np
+pairs = np.fromfile(sys.argv[1], dtype=np.int32).reshape(-1, 2)
+np.save(sys.argv[2], np.ascontiguousarray(pairs.T.astype(np.int64)))' "$raw" "$npy"
+    import_row "$scale, npy (2, E) int64" "$npy" "$input_edges" "$n" --format npy --input "$npy"
+  fi
+  rm -f "$npy"
   stored=$("$tool" info --json "$out" 2>/dev/null | sed -E 's/.*"edges":([0-9]+).*/\1/')
   file=$(size_of "$out")
   awk -v s="$scale" -v in_e="$input_edges" -v st="$stored" -v raw="$(size_of "$raw")" \
@@ -91,7 +124,7 @@ for scale in "${scales[@]}"; do
       --edges-output "$text"
     run "$work/rmat-text.log" "$tool" import --threads "$threads" --format edgelist --input "$text" \
       --output "$out" --symmetrize --self-loops remove --num-nodes "$n"
-    text_row="| $scale | edge list (text, $(mib "$(size_of "$text")")) | ${wall} s | $(awk -v e="$input_edges" -v w="$wall" 'BEGIN {printf "%.1f M/s", e / w / 1e6}') | $(mib "$peak") | $(awk -v p="$peak" -v f="$(size_of "$out")" 'BEGIN {printf "%.2fx", p / f}') |"
+    text_row="| $scale, edge list (text) | $(mib "$(size_of "$text")") | ${wall} s | $(awk -v e="$input_edges" -v w="$wall" 'BEGIN {printf "%.1f M/s", e / w / 1e6}') | $(mib "$peak") | $(awk -v p="$peak" -v f="$(size_of "$out")" 'BEGIN {printf "%.2fx", p / f}') |"
     rm -f "$text"
   fi
   rm -f "$raw" "$out"
@@ -101,9 +134,10 @@ for scale in "${scales[@]}"; do
   rm -f "$out"
 done
 echo
-echo "| scale | input | import wall | input edges/s | peak RSS | peak / file |"
+echo "| scale, input | input file | import wall | input edges/s | peak RSS | peak / file |"
 echo "|---|---|---|---|---|---|"
 echo "${text_row:-}"
+printf '%s\n' "${extra_rows[@]}"
 echo
 echo "| scale | features | generate wall | drawn edges/s | peak RSS | output file |"
 echo "|---|---|---|---|---|---|"

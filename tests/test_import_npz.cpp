@@ -1,0 +1,378 @@
+// NumPy imports: OGB's NumPy raw layout (raw/data.npz, raw/node-label.npz, split/time/*.csv.gz;
+// .npz archives written at test time by numpy, stored and deflated) and plain .npy edge arrays
+// (written by the test itself), with exact CSR, features, labels and splits, and the error
+// messages for missing arrays, wrong shapes and dtypes, truncated files and ids out of range.
+#include <gtest/gtest.h>
+#include <omp.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "formats/csr_builder.hpp"
+#include "formats/dataset.hpp"
+#include "formats/importers.hpp"
+#include "tests/support/paths.hpp"
+
+namespace sluice {
+namespace {
+
+const char* kPython = "/usr/bin/python3";
+
+// Writes a .npy file (format 1.0) with the given header fields and raw little-endian data.
+void write_npy(const std::string& path, const std::string& descr, const std::string& shape,
+               const void* data, std::size_t bytes, const char* fortran = "False") {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  const unsigned char prefix[10] = {0x93,
+                                    'N',
+                                    'U',
+                                    'M',
+                                    'P',
+                                    'Y',
+                                    1,
+                                    0,
+                                    static_cast<unsigned char>(header.size() & 0xff),
+                                    static_cast<unsigned char>(header.size() >> 8)};
+  std::fwrite(prefix, 1, 10, file);
+  std::fwrite(header.data(), 1, header.size(), file);
+  if (bytes) std::fwrite(data, 1, bytes, file);
+  std::fclose(file);
+}
+template <typename T>
+void write_npy(const std::string& path, const std::string& descr, const std::string& shape,
+               const std::vector<T>& values) {
+  write_npy(path, descr, shape, values.data(), values.size() * sizeof(T));
+}
+
+void write_gzip(const std::string& path, const std::string& text) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())), int(text.size()));
+  gzclose(file);
+}
+
+bool have_numpy() {
+  return test::run_command(std::string(kPython) + " -c 'import numpy'").exit_code == 0;
+}
+
+// Runs a numpy script (its first line imports numpy as np and math) in `dir`.
+void run_python(const std::string& dir, const std::string& body) {
+  const std::string script = dir + "/make.py";
+  test::write_text(script, "import numpy as np, math\n" + body);
+  const auto result = test::run_command("cd " + dir + " && " + kPython + " make.py");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+}
+
+// The 4-vertex graph of every test, as OGB's edge_index (2, E): 0->1, 1->2, 2->3, 3->0, 0->2,
+// and 0->2 again (a duplicate). In-edge rows: 0: [3], 1: [0], 2: [0, 1], 3: [2].
+const char* kEdgeIndex = "np.array([[0, 1, 2, 3, 0, 0], [1, 2, 3, 0, 2, 2]], dtype=np.int64)";
+const std::vector<edge_t> kIndptr = {0, 1, 2, 4, 5};
+const std::vector<vertex_t> kIndices = {3, 0, 0, 1, 2};
+
+// An OGB NumPy layout under dir: data.npz written by `save` (np.savez or np.savez_compressed)
+// with the arrays given (python keyword arguments), node-label.npz and split/time.
+void write_ogb_npz(const std::string& dir, const std::string& save, const std::string& arrays,
+                   bool labels = true) {
+  ASSERT_EQ(test::run_command("mkdir -p " + dir + "/raw " + dir + "/split/time").exit_code, 0);
+  std::string body = save + "('" + dir + "/raw/data.npz', " + arrays + ")\n";
+  if (labels)
+    body += save + "('" + dir +
+            "/raw/node-label.npz', node_label=np.array([[1.0], [math.nan], [0.0], [2.0]]))\n";
+  run_python(dir, body);
+  write_gzip(dir + "/split/time/train.csv.gz", "0\n3\n");
+  write_gzip(dir + "/split/time/valid.csv.gz", "2\n");
+  write_gzip(dir + "/split/time/test.csv.gz", "1\n");
+}
+
+std::string standard_arrays() {
+  return std::string("edge_index=") + kEdgeIndex +
+         ", node_feat=np.arange(12, dtype=np.float32).reshape(4, 3) / 4, "
+         "node_year=np.array([[2019]] "
+         "* 4, dtype=np.int64), num_nodes_list=np.array([4], dtype=np.int64), "
+         "num_edges_list=np.array([6], dtype=np.int64)";
+}
+
+ImportOptions ogb_options(const std::string& dir) {
+  ImportOptions o;
+  o.format = "ogb";
+  o.input = dir;
+  return o;
+}
+
+std::string import_error(const ImportOptions& o) {
+  ImportReport report;
+  try {
+    import_dataset(o, report);
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+class OgbNpz : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(OgbNpz, ImportsGraphFeaturesLabelsAndTimeSplit) {
+  if (!have_numpy()) GTEST_SKIP() << kPython << " has no numpy: cannot write .npz test files";
+  test::ScratchDir scratch;
+  const std::string dir = scratch.file("papers");
+  write_ogb_npz(dir, GetParam(), standard_arrays());
+  ImportReport report;
+  const Dataset d = import_dataset(ogb_options(dir), report);
+  EXPECT_EQ(d.name, "papers");
+  EXPECT_EQ(d.num_nodes, 4);
+  EXPECT_EQ(d.indptr, kIndptr);
+  EXPECT_EQ(d.indices, kIndices);
+  EXPECT_EQ(report.input_edges, 6);
+  EXPECT_EQ(report.duplicates_removed, 1);
+  EXPECT_EQ(d.feature_dim, 3);
+  std::vector<float> features;
+  for (int i = 0; i < 12; ++i) features.push_back(i / 4.0f);
+  EXPECT_EQ(d.features, features);
+  EXPECT_EQ(d.labels, (std::vector<std::int32_t>{1, -1, 0, 2}));
+  EXPECT_EQ(d.num_classes, 3);
+  EXPECT_EQ(d.train, (std::vector<vertex_t>{0, 3}));
+  EXPECT_EQ(d.valid, (std::vector<vertex_t>{2}));
+  EXPECT_EQ(d.test, (std::vector<vertex_t>{1}));
+  EXPECT_NE(d.options.find("\"split\":\"time\""), std::string::npos) << d.options;
+}
+
+INSTANTIATE_TEST_SUITE_P(Archives, OgbNpz, ::testing::Values("np.savez", "np.savez_compressed"),
+                         [](const auto& info) {
+                           return std::string(info.param) == "np.savez" ? "Stored" : "Deflated";
+                         });
+
+TEST(OgbNpzTypes, HalfFeaturesUint32EdgesAndNoLabels) {
+  if (!have_numpy()) GTEST_SKIP() << kPython << " has no numpy: cannot write .npz test files";
+  test::ScratchDir scratch;
+  const std::string dir = scratch.file("half");
+  write_ogb_npz(dir, "np.savez_compressed",
+                std::string("edge_index=") + kEdgeIndex +
+                    ".astype(np.uint32), node_feat=np.array([[0.5], [-1.25], [2048], [0]], "
+                    "dtype=np.float16), num_nodes_list=np.array([4]), num_edges_list=np.array([6])",
+                false);
+  ImportOptions o = ogb_options(dir);
+  o.graph.symmetrize = true;
+  ImportReport report;
+  const Dataset d = import_dataset(o, report);
+  EXPECT_EQ(d.indptr, (std::vector<edge_t>{0, 3, 5, 8, 10}));
+  EXPECT_EQ(d.indices, (std::vector<vertex_t>{1, 2, 3, 0, 2, 0, 1, 3, 0, 2}));
+  EXPECT_EQ(d.features, (std::vector<float>{0.5f, -1.25f, 2048.0f, 0.0f}));
+  EXPECT_EQ(d.labels, (std::vector<std::int32_t>{-1, -1, -1, -1}));
+  EXPECT_EQ(d.num_classes, 0);
+}
+
+TEST(OgbNpzErrors, NameTheFileAndArray) {
+  if (!have_numpy()) GTEST_SKIP() << kPython << " has no numpy: cannot write .npz test files";
+  test::ScratchDir scratch;
+  const std::string counts =
+      "num_nodes_list=np.array([4]), num_edges_list=np.array([6]), node_feat=np.zeros((4, 2), "
+      "dtype=np.float32)";
+  struct Case {
+    std::string name, arrays, expected;
+  };
+  const std::vector<Case> cases = {
+      {"missing", counts, "raw/data.npz: no array 'edge_index' (holds: node_feat, num_edges_list"},
+      {"shape", counts + ", edge_index=np.zeros((3, 6), dtype=np.int64)",
+       "raw/data.npz:edge_index: shape (3, 6), expected (2, E)"},
+      {"dtype", counts + ", edge_index=np.zeros((2, 6), dtype=np.float32)",
+       "raw/data.npz:edge_index: dtype <f4 holds no vertex ids"},
+      {"range", counts + ", edge_index=" + kEdgeIndex + " * 2",
+       "raw/data.npz:edge_index: element 2: vertex id 4 out of range [0, 4)"},
+      {"negative", counts + ", edge_index=" + kEdgeIndex + " - 1",
+       "raw/data.npz:edge_index: element 0: negative vertex id -1"},
+      {"count",
+       "num_nodes_list=np.array([4]), num_edges_list=np.array([5]), edge_index=" +
+           std::string(kEdgeIndex),
+       "raw/data.npz:edge_index: 6 edges, but num_edges_list declares 5"},
+      {"features",
+       "num_nodes_list=np.array([4]), num_edges_list=np.array([6]), edge_index=" +
+           std::string(kEdgeIndex) + ", node_feat=np.zeros((3, 2), dtype=np.float32)",
+       "raw/data.npz:node_feat: shape (3, 2), expected (4, D)"},
+      {"bigendian", counts + ", edge_index=" + kEdgeIndex + ".astype('>i8')",
+       "raw/data.npz:edge_index: dtype '>i8' is big-endian"},
+      {"fortran", counts + ", edge_index=np.asfortranarray(" + kEdgeIndex + ")",
+       "raw/data.npz:edge_index: fortran_order True is not supported"},
+  };
+  for (const auto& c : cases) {
+    const std::string dir = scratch.file(c.name);
+    write_ogb_npz(dir, "np.savez_compressed", c.arrays);
+    const std::string message = import_error(ogb_options(dir));
+    EXPECT_NE(message.find(c.expected), std::string::npos) << c.name << ": " << message;
+    EXPECT_NE(message.find(dir), std::string::npos) << c.name << ": " << message;
+  }
+
+  // Labels of the wrong shape and non-integral labels.
+  const std::string labels_dir = scratch.file("labels");
+  write_ogb_npz(labels_dir, "np.savez", standard_arrays(), false);
+  run_python(labels_dir, "np.savez('" + labels_dir +
+                             "/raw/node-label.npz', node_label=np.array([[1.0], [0.5], [0.0]]))\n");
+  EXPECT_NE(import_error(ogb_options(labels_dir))
+                .find("raw/node-label.npz:node_label: shape (3, 1), expected (4, 1) or (4,)"),
+            std::string::npos);
+  run_python(labels_dir, "np.savez('" + labels_dir +
+                             "/raw/node-label.npz', node_label=np.array([1.0, 0.5, 0.0, 1.0]))\n");
+  EXPECT_NE(import_error(ogb_options(labels_dir))
+                .find("raw/node-label.npz:node_label: element 1: label 0.5 is not an integer"),
+            std::string::npos);
+
+  // A truncated archive (its central directory cut off).
+  const std::string cut_dir = scratch.file("cut");
+  write_ogb_npz(cut_dir, "np.savez", standard_arrays());
+  ASSERT_EQ(test::run_command("truncate -s -200 " + cut_dir + "/raw/data.npz").exit_code, 0);
+  EXPECT_NE(import_error(ogb_options(cut_dir))
+                .find(cut_dir + "/raw/data.npz: cannot open as a .npz (zip) archive"),
+            std::string::npos)
+      << import_error(ogb_options(cut_dir));
+}
+
+ImportOptions npy_options(const std::string& input) {
+  ImportOptions o;
+  o.format = "npy";
+  o.input = input;
+  return o;
+}
+
+TEST(ImportNpy, EdgeArrayLayouts) {
+  test::ScratchDir scratch;
+  const std::vector<std::int64_t> rows = {0, 1, 2, 3, 0, 0, 1, 2, 3, 0, 2, 2};   // (2, 6)
+  const std::vector<std::int32_t> pairs = {0, 1, 1, 2, 2, 3, 3, 0, 0, 2, 0, 2};  // (6, 2)
+  const std::vector<std::uint32_t> src = {0, 1, 2, 3, 0, 0}, dst = {1, 2, 3, 0, 2, 2};
+  write_npy(scratch.file("rows.npy"), "<i8", "(2, 6)", rows);
+  write_npy(scratch.file("pairs.npy"), "<i4", "(6, 2)", pairs);
+  write_npy(scratch.file("src.npy"), "<u4", "(6,)", src);
+  write_npy(scratch.file("dst.npy"), "<u4", "(6,)", dst);
+  for (const std::string& input : {scratch.file("rows.npy"), scratch.file("pairs.npy"),
+                                   scratch.file("src.npy") + "," + scratch.file("dst.npy")}) {
+    ImportReport report;
+    const Dataset d = import_dataset(npy_options(input), report);
+    EXPECT_EQ(d.num_nodes, 4) << input;
+    EXPECT_EQ(d.indptr, kIndptr) << input;
+    EXPECT_EQ(d.indices, kIndices) << input;
+    EXPECT_EQ(report.input_edges, 6) << input;
+    EXPECT_EQ(report.duplicates_removed, 1) << input;
+  }
+  // --num-nodes adds isolated vertices; random features and labels attach as for binary input.
+  ImportOptions o = npy_options(scratch.file("rows.npy"));
+  o.num_nodes = 6;
+  o.random_features = 2;
+  o.random_labels = 3;
+  ImportReport report;
+  const Dataset d = import_dataset(o, report);
+  EXPECT_EQ(d.num_nodes, 6);
+  EXPECT_EQ(d.indptr, (std::vector<edge_t>{0, 1, 2, 4, 5, 5, 5}));
+  EXPECT_EQ(d.features.size(), 12u);
+  EXPECT_EQ(d.num_classes, 3);
+}
+
+TEST(ImportNpy, ErrorsNameTheFile) {
+  test::ScratchDir scratch;
+  const std::vector<std::int64_t> rows = {0, 1, 2, 3, 0, 0, 1, 2, 3, 0, 2, 2};
+  const std::string truncated = scratch.file("truncated.npy");
+  write_npy(truncated, "<i8", "(2, 6)", rows.data(), 11 * 8);
+  EXPECT_NE(import_error(npy_options(truncated))
+                .find(truncated + ": truncated: shape (2, 6) needs 12 elements of 8 bytes"),
+            std::string::npos)
+      << import_error(npy_options(truncated));
+
+  const std::string wide = scratch.file("wide.npy");
+  write_npy(wide, "<i8", "(3, 4)", rows);
+  EXPECT_NE(import_error(npy_options(wide))
+                .find(wide + ": shape (3, 4), expected (2, E) or (E, 2) edges"),
+            std::string::npos);
+
+  const std::string floats = scratch.file("floats.npy");
+  write_npy(floats, "<f8", "(2, 6)", rows);
+  EXPECT_NE(import_error(npy_options(floats)).find(floats + ": dtype <f8 holds no vertex ids"),
+            std::string::npos);
+
+  const std::string bytes = scratch.file("bytes.npy");
+  write_npy(bytes, "|u1", "(2, 6)", rows.data(), 12);
+  EXPECT_NE(import_error(npy_options(bytes)).find(bytes + ": dtype '|u1' is not supported"),
+            std::string::npos)
+      << import_error(npy_options(bytes));
+
+  ImportOptions small = npy_options(scratch.file("rows.npy"));
+  write_npy(small.input, "<i8", "(2, 6)", rows);
+  small.num_nodes = 3;
+  EXPECT_NE(import_error(small).find(small.input + ": element 3: vertex id 3 out of range [0, 3)"),
+            std::string::npos)
+      << import_error(small);
+
+  const std::string src = scratch.file("src.npy"), dst = scratch.file("dst.npy");
+  write_npy(src, "<i8", "(6,)", rows.data(), 6 * 8);
+  write_npy(dst, "<i8", "(5,)", rows.data(), 5 * 8);
+  EXPECT_NE(
+      import_error(npy_options(src + "," + dst)).find(src + " holds 6 ids but " + dst + " holds 5"),
+      std::string::npos);
+
+  const std::string text = scratch.file("text.npy");
+  test::write_text(text, "0 1\n1 2\n");
+  EXPECT_NE(import_error(npy_options(text)).find(text + ": not a .npy array"), std::string::npos);
+}
+
+TEST(ImportNpy, CommandLine) {
+  test::ScratchDir scratch;
+  const std::vector<std::int64_t> rows = {0, 1, 2, 3, 0, 0, 1, 2, 3, 0, 2, 2};
+  write_npy(scratch.file("edges.npy"), "<i8", "(2, 6)", rows);
+  const auto result =
+      test::run_command(test::bin("sluice-preprocess") + " import --quiet --format npy --input " +
+                        scratch.file("edges.npy") + " --output " + scratch.file("g.h5") +
+                        " --symmetrize --random-features 4 --random-labels 2");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const Dataset d = read_dataset(scratch.file("g.h5"));
+  EXPECT_EQ(d.num_nodes, 4);
+  EXPECT_EQ(d.indptr, (std::vector<edge_t>{0, 3, 5, 8, 10}));
+  EXPECT_EQ(d.source, "npy:" + scratch.file("edges.npy"));
+}
+
+// The in-memory builder (used by the npy imports) equals the streaming one for every
+// self-loop mode, with and without symmetrizing, for 1, 3 and 4 threads, on a graph spanning
+// several buckets with hubs, duplicates and self-loops.
+TEST(CsrFromPairs, EqualsTheStreamingBuilder) {
+  const vertex_t n = 300000;
+  std::vector<vertex_t> pairs;
+  std::uint64_t state = 7;
+  for (int i = 0; i < 400000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto src = static_cast<vertex_t>((state >> 20) % n);
+    pairs.push_back(src);
+    pairs.push_back(i % 3 == 0 ? static_cast<vertex_t>((state >> 40) % 7)
+                               : (i % 11 == 0 ? src : static_cast<vertex_t>((state >> 7) % n)));
+  }
+  pairs.insert(pairs.end(), pairs.begin(), pairs.begin() + 2000);  // duplicates
+  const int threads = omp_get_max_threads();
+  for (const bool symmetrize : {false, true}) {
+    for (const SelfLoops loops : {SelfLoops::kKeep, SelfLoops::kAdd, SelfLoops::kRemove}) {
+      CsrBuildOptions options;
+      options.symmetrize = symmetrize;
+      options.self_loops = loops;
+      omp_set_num_threads(1);
+      const CsrBuildResult reference = build_in_csr(n, memory_edge_source(pairs), options);
+      for (const int t : {1, 3, 4}) {
+        omp_set_num_threads(t);
+        const CsrBuildResult built =
+            build_in_csr_from_pairs(n, std::vector<vertex_t>(pairs), options);
+        const std::string what = std::string(to_string(loops)) +
+                                 (symmetrize ? " symmetrized, " : ", ") + std::to_string(t) +
+                                 " threads";
+        EXPECT_EQ(built.indptr, reference.indptr) << what;
+        EXPECT_EQ(built.indices, reference.indices) << what;
+        EXPECT_EQ(built.input_edges, reference.input_edges) << what;
+        EXPECT_EQ(built.duplicates_removed, reference.duplicates_removed) << what;
+        EXPECT_EQ(built.self_loops_removed, reference.self_loops_removed) << what;
+        EXPECT_EQ(built.self_loops_added, reference.self_loops_added) << what;
+      }
+      EXPECT_GT(reference.duplicates_removed, 0);
+    }
+  }
+  omp_set_num_threads(threads);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -52,9 +52,13 @@ void validate_dataset(const Dataset& d, const std::string& what) {
   SLUICE_INPUT_CHECK(bad_edge < 0, what, ": edge ", bad_edge, " has source ",
                      bad_edge < 0 ? 0 : d.indices[bad_edge], " out of range [0, ", n, ")");
   SLUICE_INPUT_CHECK(d.feature_dim >= 0, what, ": negative feature dimension");
-  SLUICE_INPUT_CHECK(d.features.size() == std::size_t(n) * std::size_t(d.feature_dim), what,
-                     ": features hold ", d.features.size(), " values, expected ", n, " x ",
-                     d.feature_dim);
+  // Compared by division: n * feature_dim may wrap around for a corrupt feature_dim.
+  const bool features_fit =
+      d.feature_dim == 0 ? d.features.empty()
+                         : d.features.size() % std::size_t(d.feature_dim) == 0 &&
+                               d.features.size() / std::size_t(d.feature_dim) == std::size_t(n);
+  SLUICE_INPUT_CHECK(features_fit, what, ": features hold ", d.features.size(),
+                     " values, expected ", n, " x ", d.feature_dim);
   const std::int64_t bad_feature =
       first_failure(static_cast<std::int64_t>(d.features.size()),
                     [&](std::int64_t i) { return !std::isfinite(d.features[i]); });

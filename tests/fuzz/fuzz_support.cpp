@@ -26,18 +26,28 @@ void init() {
   scratch_dir();
 }
 
+namespace {
+// Removes the directory when the process exits normally.
+struct ScratchDir {
+  std::string path;
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+}  // namespace
+
 const std::string& scratch_dir() {
-  static const std::string dir = [] {
+  static const ScratchDir dir{[] {
     const std::string base = fs::is_directory("/dev/shm") ? "/dev/shm" : fs::temp_directory_path();
     std::string pattern = base + "/sluice-fuzz-XXXXXX";
     if (!mkdtemp(pattern.data())) {
       std::perror("mkdtemp");
       std::abort();
     }
-    std::atexit([] { fs::remove_all(scratch_dir()); });
     return pattern;
-  }();
-  return dir;
+  }()};
+  return dir.path;
 }
 
 std::string write_file(const std::string& name, std::string_view bytes) {

@@ -2,7 +2,7 @@
 // input encodes (fuzz_support.hpp, mutate_hdf5: element values, boundary values, resized or
 // deleted arrays, changed attributes), then reads it. Every edit keeps the HDF5 file
 // well-formed, so each input exercises read_dataset's own checks. Post-condition: a dataset
-// that reads passes validate_dataset and has the declared shapes.
+// that reads passes validate_dataset and has the declared shapes (labels: n or none).
 #include "tests/fuzz/fuzz_support.hpp"
 
 using namespace sluice;
@@ -29,7 +29,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     SLUICE_FUZZ_REQUIRE(dataset.indptr.size() == std::size_t(dataset.num_nodes) + 1);
     SLUICE_FUZZ_REQUIRE(dataset.features.size() ==
                         std::size_t(dataset.num_nodes) * std::size_t(dataset.feature_dim));
-    SLUICE_FUZZ_REQUIRE(dataset.labels.size() == std::size_t(dataset.num_nodes));
+    // No labels at all is a valid dataset (the trainer refuses it with a message).
+    SLUICE_FUZZ_REQUIRE(dataset.labels.empty() ||
+                        dataset.labels.size() == std::size_t(dataset.num_nodes));
   });
   fuzz::run_expecting_errors([&] {
     DatasetReadOptions structure_only;

@@ -117,7 +117,9 @@ TEST(DatasetFormat, AttributeArraysAndScalarDatasetsAreInputErrors) {
     {
       h5::Handle file = h5::open_file(path, true);
       h5::Handle type(H5Tcopy(name == std::string("name") ? H5T_C_S1 : H5T_NATIVE_INT64));
-      if (name == std::string("name")) ASSERT_GE(H5Tset_size(type, 8), 0);
+      if (name == std::string("name")) {
+        ASSERT_GE(H5Tset_size(type, 8), 0);
+      }
       ASSERT_GE(H5Adelete(file, name), 0);
       h5::Handle space(H5Screate_simple(1, &three, nullptr));
       h5::Handle attribute(H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT));

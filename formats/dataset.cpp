@@ -46,9 +46,13 @@ void validate_graph(const Dataset& d, const std::string& what) {
 void validate_features(const Dataset& d, const std::string& what) {
   const vertex_t n = d.num_nodes;
   SLUICE_INPUT_CHECK(d.feature_dim >= 0, what, ": negative feature dimension ", d.feature_dim);
-  SLUICE_INPUT_CHECK(d.features.size() == std::size_t(n) * std::size_t(d.feature_dim), what,
-                     ": /features hold ", d.features.size(), " values, expected ", n, " x ",
-                     d.feature_dim);
+  // Compared by division: n * feature_dim may wrap around for a corrupt feature_dim.
+  const bool features_fit =
+      d.feature_dim == 0 ? d.features.empty()
+                         : d.features.size() % std::size_t(d.feature_dim) == 0 &&
+                               d.features.size() / std::size_t(d.feature_dim) == std::size_t(n);
+  SLUICE_INPUT_CHECK(features_fit, what, ": /features hold ", d.features.size(),
+                     " values, expected ", n, " x ", d.feature_dim);
   const std::int64_t bad_feature =
       first_failure(static_cast<std::int64_t>(d.features.size()),
                     [&](std::int64_t i) { return !std::isfinite(d.features[i]); });

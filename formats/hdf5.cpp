@@ -32,6 +32,24 @@ void silence_library_errors() {
   std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
 
+// Name of the file holding `location`, for messages about its contents.
+std::string file_name(hid_t location) {
+  const ssize_t length = H5Fget_name(location, nullptr, 0);
+  if (length <= 0) return "HDF5 file";
+  std::string name(static_cast<std::size_t>(length) + 1, '\0');
+  H5Fget_name(location, name.data(), name.size());
+  name.resize(static_cast<std::size_t>(length));
+  return name;
+}
+
+// A stored attribute must hold exactly one value: H5Aread writes every element into `value`.
+void require_scalar(hid_t location, hid_t attribute, const std::string& name) {
+  Handle space(SLUICE_H5(H5Aget_space(attribute)));
+  const hssize_t count = SLUICE_H5(H5Sget_simple_extent_npoints(space));
+  SLUICE_INPUT_CHECK(count == 1, file_name(location), ": attribute ", name, " holds ", count,
+                     " values, expected one");
+}
+
 herr_t walk_innermost(unsigned n, const H5E_error2_t* error, void* data) {
   auto* text = static_cast<std::string*>(data);
   if (n == 0 && error->desc) *text = error->desc;
@@ -314,7 +332,8 @@ std::vector<std::uint64_t> shape(hid_t location, const std::string& name) {
   Handle dataset(SLUICE_H5(H5Dopen2(location, name.c_str(), H5P_DEFAULT)));
   Handle space(SLUICE_H5(H5Dget_space(dataset)));
   const int rank = SLUICE_H5(H5Sget_simple_extent_ndims(space));
-  SLUICE_EXPECTS(rank >= 0 && rank <= 2, "dataset ", name, " has rank ", rank);
+  SLUICE_INPUT_CHECK(rank >= 1 && rank <= 2, file_name(location), ": dataset ", name, " has ", rank,
+                     " dimensions, expected 1 or 2");
   hsize_t dims[2] = {0, 0};
   SLUICE_H5(H5Sget_simple_extent_dims(space, dims, nullptr));
   return std::vector<std::uint64_t>(dims, dims + rank);
@@ -349,6 +368,7 @@ void write_attribute(hid_t location, const std::string& name, hid_t type, const 
 
 void read_attribute(hid_t location, const std::string& name, hid_t type, void* value) {
   Handle attribute(SLUICE_H5(H5Aopen(location, name.c_str(), H5P_DEFAULT)));
+  require_scalar(location, attribute, name);
   SLUICE_H5(H5Aread(attribute, type, value));
 }
 
@@ -371,6 +391,7 @@ std::string read_string_attr(hid_t location, const std::string& name) {
   Handle type(SLUICE_H5(H5Aget_type(attribute)));
   SLUICE_EXPECTS(H5Tget_class(type) == H5T_STRING, "attribute ", name, " is not a string");
   SLUICE_EXPECTS(!H5Tis_variable_str(type), "attribute ", name, " is a variable-length string");
+  require_scalar(location, attribute, name);
   const std::size_t size = H5Tget_size(type);
   std::string value(size, '\0');
   SLUICE_H5(H5Aread(attribute, type, value.data()));

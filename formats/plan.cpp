@@ -70,9 +70,10 @@ void read_flat(hid_t group, const std::string& name, const std::string& path,
   SLUICE_INPUT_CHECK(dims.size() == 1, path, ": plan dataset ", name, " is not 1-dimensional");
   SLUICE_INPUT_CHECK(offsets[0] == 0 && offsets.back() == std::int64_t(dims[0]), path, ": chunks/",
                      name, "_offsets does not span chunks/", name);
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
+  for (std::size_t k = 0; k < chunks.size(); ++k)
     SLUICE_INPUT_CHECK(offsets[k] <= offsets[k + 1], path, ": chunks/", name,
                        "_offsets decreases at chunk ", k);
+  for (std::size_t k = 0; k < chunks.size(); ++k) {
     auto& field = get(chunks[k]);
     field.resize(std::size_t(offsets[k + 1] - offsets[k]));
     h5::read_rows(group, name, h5::native_type<T>(), std::uint64_t(offsets[k]),
@@ -162,7 +163,7 @@ void validate_plan(const Plan& plan, const std::string& path) {
       for (std::size_t i = 0; i + 1 < chunk.indptr.size(); ++i)
         SLUICE_INPUT_CHECK(chunk.indptr[i] < chunk.indptr[i + 1], where, ": row ", i,
                            " is empty or indptr decreases (every row has a self entry)");
-      const vertex_t merged = plan.transition_rows[p] + plan.remote_rows[p];
+      const std::int64_t merged = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
       for (vertex_t column : chunk.columns)
         SLUICE_INPUT_CHECK(column >= 0 && column < merged, where, ": column ", column,
                            " outside the merged buffer of ", merged, " rows");
@@ -319,14 +320,15 @@ Plan read_plan(const std::string& path) {
   plan.transition_rows = read_checked<vertex_t>(file, "transition_rows", path, P);
   plan.remote_rows = read_checked<vertex_t>(file, "remote_rows", path, P);
   for (std::int64_t p = 0; p < P; ++p)
-    SLUICE_INPUT_CHECK(plan.transition_rows[p] >= 0 && plan.remote_rows[p] >= 0, path,
-                       ": negative buffer size for partition ", p);
+    SLUICE_INPUT_CHECK(plan.transition_rows[p] >= 0 && plan.transition_rows[p] <= num_nodes &&
+                           plan.remote_rows[p] >= 0 && plan.remote_rows[p] <= num_nodes,
+                       path, ": buffer size of partition ", p, " outside [0, ", num_nodes, "]");
   plan.stats = read_stats(file, path);
 
   SLUICE_INPUT_CHECK(h5::exists(file, "chunks"), path, ": plan lacks group chunks");
   h5::Handle group = h5::open_group(file, "chunks");
-  plan.chunk_plans.resize(K);
   const auto partition = read_checked<std::int32_t>(group, "partition", path, K);
+  plan.chunk_plans.resize(K);  // after a K-entry array read: K is backed by the file
   const auto batch = read_checked<std::int32_t>(group, "batch", path, K);
   const auto range = read_checked<std::int32_t>(group, "range", path, K);
   const auto dst_begin = read_checked<vertex_t>(group, "dst_begin", path, K);

@@ -1,11 +1,15 @@
 // Round trip of the HDF5 dataset format and its validation.
 #include <gtest/gtest.h>
 
+#include <hdf5.h>
+
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "common/error.hpp"
 #include "formats/dataset.hpp"
+#include "formats/hdf5.hpp"
 #include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 
@@ -108,6 +112,66 @@ TEST(DatasetFormat, MissingOutputDirectoryIsAnInputError) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
   }
+}
+
+// 4 vertices x 2^62 features wraps around to 0 values in 64 bits: must not pass as "no features".
+TEST(DatasetFormat, WrappingFeatureDimensionIsRefused) {
+  Dataset d = tiny_dataset();
+  d.feature_dim = std::int64_t(1) << 62;
+  d.features.clear();
+  try {
+    validate_dataset(d, "wrap.h5");
+    FAIL() << "validate_dataset accepted 4 x 2^62 features held in 0 values";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("wrap.h5: features hold 0 values"), std::string::npos)
+        << e.what();
+  }
+}
+
+// Attributes that are arrays and arrays of rank 0 are corrupt files, not crashes: H5Aread would
+// write 3 values into one.
+TEST(DatasetFormat, AttributeArraysAndScalarDatasetsAreInputErrors) {
+  test::ScratchDir dir;
+  const std::string path = dir.file("d.h5");
+  const auto expect_input_error = [&](const std::string& needle) {
+    try {
+      read_dataset_info(path);
+      FAIL() << "read_dataset_info accepted a file with " << needle;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const hsize_t three = 3;
+  const std::int64_t values[3] = {4, 4, 4};
+  for (const char* name : {"num_nodes", "name"}) {
+    write_dataset(path, tiny_dataset());
+    {
+      h5::Handle file = h5::open_file(path, true);
+      h5::Handle type(H5Tcopy(name == std::string("name") ? H5T_C_S1 : H5T_NATIVE_INT64));
+      if (name == std::string("name")) {
+        ASSERT_GE(H5Tset_size(type, 8), 0);
+      }
+      ASSERT_GE(H5Adelete(file, name), 0);
+      h5::Handle space(H5Screate_simple(1, &three, nullptr));
+      h5::Handle attribute(H5Acreate2(file, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
+      ASSERT_GE(attribute.get(), 0);
+      std::vector<char> bytes(3 * H5Tget_size(type), 'x');
+      if (name != std::string("name")) std::memcpy(bytes.data(), values, sizeof values);
+      ASSERT_GE(H5Awrite(attribute, type, bytes.data()), 0);
+    }
+    expect_input_error(std::string("attribute ") + name + " holds 3 values, expected one");
+  }
+  write_dataset(path, tiny_dataset());
+  {
+    h5::Handle file = h5::open_file(path, true);
+    ASSERT_GE(H5Ldelete(file, "split/train", H5P_DEFAULT), 0);
+    h5::Handle space(H5Screate(H5S_SCALAR));
+    h5::Handle train(H5Dcreate2(file, "split/train", H5T_NATIVE_INT32, space, H5P_DEFAULT,
+                                H5P_DEFAULT, H5P_DEFAULT));
+    ASSERT_GE(train.get(), 0);
+  }
+  expect_input_error("dataset split/train has 0 dimensions, expected 1 or 2");
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 
 #include <hdf5.h>
 
+#include <limits>
+
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -104,6 +106,56 @@ void poke_int32(const std::string& path, const std::string& name, std::size_t in
   values[index] += delta;
   h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
   ASSERT_GE(H5Dwrite(dataset, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), 0);
+}
+
+// Overwrites element `index` of a 1-D dataset in an HDF5 file in place.
+template <typename T>
+void set_element(const std::string& path, const std::string& name, std::size_t index, T value) {
+  h5::Handle file = h5::open_file(path, true);
+  std::vector<T> values = h5::read_vector<T>(file, name);
+  ASSERT_LT(index, values.size());
+  values[index] = value;
+  h5::Handle dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+  ASSERT_GE(H5Dwrite(dataset, h5::native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()),
+            0);
+}
+
+void expect_plan_input_error(const std::string& path, const std::string& needle) {
+  try {
+    read_plan(path);
+    FAIL() << "read_plan accepted a plan with " << needle;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+// Corruptions the fuzzer (tests/fuzz/fuzz_plan_fields) reaches: each is an InputError, read
+// before anything is indexed or allocated with it.
+TEST(PlanFile, ReadRejectsCorruptCountsAndOffsets) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(4);
+  const Plan plan = test::make_plan(d, test::plan_options(2, 2).partitioner("range"));
+  const std::string path = dir.file("plan.h5");
+
+  // An offset far past the data, followed by a smaller one: rejected before any chunk is cut.
+  write_plan(path, plan);
+  set_element<std::int64_t>(path, "chunks/columns_offsets", 1, std::int64_t(1) << 40);
+  expect_plan_input_error(path, "chunks/columns_offsets decreases at chunk 1");
+
+  // A chunk count no array backs: rejected by the first K-entry array, not allocated.
+  write_plan(path, plan);
+  {
+    h5::Handle file = h5::open_file(path, true);
+    h5::write_attr<std::int32_t>(file, "chunks", std::numeric_limits<std::int32_t>::max());
+  }
+  expect_plan_input_error(path, "plan dataset partition has 4 entries, expected 4294967294");
+
+  // Buffer sizes whose sum overflows 32 bits.
+  write_plan(path, plan);
+  set_element<vertex_t>(path, "transition_rows", 0, std::numeric_limits<vertex_t>::max());
+  set_element<vertex_t>(path, "remote_rows", 0, std::numeric_limits<vertex_t>::max());
+  expect_plan_input_error(path, "buffer size of partition 0 outside [0, 200]");
 }
 
 TEST(PlanCommands, PartitionStatsVerifyEndToEnd) {

@@ -82,6 +82,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "write the best-valid model's predictions to FILE (CSV original_id,prediction,label)")(
       "model-out", po::value(&c.model_out),
       "write the best-valid model's parameters to FILE (HDF5, /parameters/layer{l}.W ...)")(
+      "embeddings-out", po::value(&c.embeddings_out),
+      "write the best-valid model's last-layer inputs and logits of every vertex to FILE (HDF5 "
+      "/hidden, /logits, /original_ids)")(
       "trace", po::value(&c.trace),
       "write a timeline of every device lane's phases per batch to FILE (Chrome trace JSON: "
       "open in Perfetto or chrome://tracing)")(
@@ -184,6 +187,7 @@ void check_train_outputs(const TrainConfig& c) {
                                 {"--report", c.report},
                                 {"--predictions", c.predictions},
                                 {"--model-out", c.model_out},
+                                {"--embeddings-out", c.embeddings_out},
                                 {"--trace", c.trace},
                                 {"--checkpoint", c.checkpoint}});
 }

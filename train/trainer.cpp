@@ -59,6 +59,19 @@ double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32
   return labeled > 0 ? double(correct) / double(labeled) : 0.0;
 }
 
+// Rows of evaluation outputs moved from renumbered to dataset vertex order.
+Schedule::VertexOutputs by_dataset_vertex(Schedule::VertexOutputs renumbered, const Plan& plan) {
+  Schedule::VertexOutputs out = renumbered;
+  const std::size_t n = plan.new_to_old.size(), h = std::size_t(renumbered.hidden_width),
+                    k = std::size_t(renumbered.classes);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t v = std::size_t(plan.new_to_old[r]);
+    std::copy_n(renumbered.hidden.begin() + r * h, h, out.hidden.begin() + v * h);
+    std::copy_n(renumbered.logits.begin() + r * k, k, out.logits.begin() + v * k);
+  }
+  return out;
+}
+
 json phases_json(const PhaseTimes& t) {
   return json{{"load", t.load},   {"p2p", t.p2p},     {"compute", t.compute},
               {"store", t.store}, {"flush", t.flush}, {"optimizer", t.optimizer}};
@@ -444,6 +457,14 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     schedule.set_parameters(final_parameters);
   }
 
+  if (!config.embeddings_out.empty()) {
+    const std::vector<float> final_parameters = schedule.parameters();
+    if (!state.best_parameters.empty()) schedule.set_parameters(state.best_parameters);
+    Schedule::VertexOutputs renumbered = schedule.evaluate_outputs();
+    schedule.set_parameters(final_parameters);
+    result.best_outputs = by_dataset_vertex(std::move(renumbered), plan);
+  }
+
   result.losses = state.losses;
   result.flat_parameters = schedule.parameters();
   result.best_flat_parameters =
@@ -478,8 +499,9 @@ void run_train(const TrainConfig& config) {
   require_readable(config.plan, "plan");
   if (config.resume) require_readable(config.checkpoint, "checkpoint");
   // Fail before training, not after it, when an output cannot be written.
-  for (const std::string* output : {&config.report, &config.metrics, &config.predictions,
-                                    &config.checkpoint, &config.model_out, &config.trace})
+  for (const std::string* output :
+       {&config.report, &config.metrics, &config.predictions, &config.checkpoint, &config.model_out,
+        &config.trace, &config.embeddings_out})
     if (!output->empty()) AtomicOutput probe(*output);
   log_info("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);
@@ -525,6 +547,20 @@ void run_train(const TrainConfig& config) {
            std::vector<float>(result.best_flat_parameters.begin() + p.offset,
                               result.best_flat_parameters.begin() + p.offset + p.size())});
     write_model(config.model_out, file);
+  }
+  if (!config.embeddings_out.empty()) {
+    EmbeddingsFile file;
+    file.description = describe_config(config);
+    file.epoch = result.best_epoch >= 0 ? result.best_epoch : result.epochs - 1;
+    file.hidden_width = result.best_outputs.hidden_width;
+    file.classes = result.best_outputs.classes;
+    file.original_ids.resize(std::size_t(dataset.num_nodes));
+    for (vertex_t v = 0; v < dataset.num_nodes; ++v)
+      file.original_ids[std::size_t(v)] =
+          dataset.original_ids.empty() ? std::int64_t(v) : dataset.original_ids[std::size_t(v)];
+    file.hidden = result.best_outputs.hidden;
+    file.logits = result.best_outputs.logits;
+    write_embeddings(config.embeddings_out, file);
   }
   if (!config.predictions.empty()) {
     SLUICE_INPUT_CHECK(!result.best_predictions.empty(),

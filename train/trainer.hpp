@@ -46,10 +46,14 @@ struct TrainResult {
   double seconds_per_epoch = 0;
   // Predictions of the best-valid model by dataset vertex id (empty when none evaluated).
   std::vector<std::int32_t> best_predictions;
+  // With config.embeddings_out: the best-valid model's evaluation outputs (Schedule::
+  // evaluate_outputs()), rows by dataset vertex id.
+  Schedule::VertexOutputs best_outputs;
 };
 
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
-// and checkpoint are ignored). Throws InputError for inconsistent inputs.
+// and checkpoint are ignored; a non-empty embeddings_out fills TrainResult::best_outputs). Throws
+// InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
 
 // The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)

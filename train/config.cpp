@@ -150,7 +150,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "no-overlap", po::bool_switch(&c.no_overlap),
       "do not overlap transfers with compute (no prefetch, stores and flushes in line)")(
       "quiet,q", po::bool_switch(&c.quiet), "log errors only")(
-      "verbose,v", po::bool_switch(&c.verbose), "log debug details")(
+      "verbose,v", po::bool_switch(&c.verbose),
+      "also log each stage's time and memory, every epoch, and other details")(
       "no-progress", "do not draw the progress line");
   po::options_description all(
       "sluice-train: full-graph GNN training over a chunked plan\n\n"

@@ -72,6 +72,16 @@ Schedule::VertexOutputs by_dataset_vertex(Schedule::VertexOutputs renumbered, co
   return out;
 }
 
+// Median training-step time of the epochs this run trained (0 when none).
+double median_epoch_seconds(const TrainResult& result) {
+  std::vector<double> seconds;
+  for (const EpochRecord& record : result.records) seconds.push_back(record.seconds);
+  if (seconds.empty()) return 0;
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t half = seconds.size() / 2;
+  return seconds.size() % 2 ? seconds[half] : (seconds[half - 1] + seconds[half]) / 2;
+}
+
 json phases_json(const PhaseTimes& t) {
   return json{{"load", t.load},   {"p2p", t.p2p},     {"compute", t.compute},
               {"store", t.store}, {"flush", t.flush}, {"optimizer", t.optimizer}};
@@ -426,10 +436,10 @@ TrainResult train_within_budget(const Dataset& dataset, const Plan& plan,
     if (record.evaluated && ((epoch + 1) % log_every == 0 || epoch + 1 == total))
       log_info("epoch ", epoch + 1, "/", total, " loss ", record.loss, " train ",
                record.train_accuracy, " valid ", record.valid_accuracy, " test ",
-               record.test_accuracy, " (", record.seconds, " s)");
+               record.test_accuracy, " (", format_seconds(record.seconds), ")");
     else
-      log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (", record.seconds,
-                " s)");
+      log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (",
+                format_seconds(record.seconds), ")");
     result.records.push_back(record);
     if (progress) progress->add(1);
     if (!config.checkpoint.empty() && config.checkpoint_every > 0 &&
@@ -503,7 +513,7 @@ void run_train(const TrainConfig& config) {
        {&config.report, &config.metrics, &config.predictions, &config.checkpoint, &config.model_out,
         &config.trace, &config.embeddings_out})
     if (!output->empty()) AtomicOutput probe(*output);
-  log_info("configuration: ", describe_config(config));
+  log_debug("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);
   Plan plan = read_plan(config.plan);
   SLUICE_INPUT_CHECK(plan.dataset_fingerprint == info.fingerprint, "plan ", config.plan,
@@ -511,7 +521,10 @@ void run_train(const TrainConfig& config) {
                      ") than ", config.dataset, " (fingerprint ", info.fingerprint,
                      "); rebuild the plan with sluice-preprocess partition");
   Dataset dataset = read_dataset(config.dataset);
+  StageTimer train_stage("train");
   const TrainResult result = train(dataset, plan, config);
+  train_stage.finish();
+  StageTimer write_stage("write outputs");
 
   if (!config.report.empty()) {
     json report{{"dataset", config.dataset},
@@ -526,6 +539,7 @@ void run_train(const TrainConfig& config) {
                 {"test_accuracy", result.test_accuracy},
                 {"train_accuracy", result.train_accuracy},
                 {"seconds_per_epoch", result.seconds_per_epoch},
+                {"median_seconds_per_epoch", median_epoch_seconds(result)},
                 {"peak_host_bytes", peak_rss_bytes()},
                 {"losses", result.losses}};
     AtomicOutput output(config.report);
@@ -579,10 +593,18 @@ void run_train(const TrainConfig& config) {
     }
     output.commit();
   }
+  write_stage.finish();
+  std::int64_t peak_device = 0;
+  for (const EpochRecord& record : result.records)
+    peak_device = std::max(peak_device, record.peak_device_bytes);
   log_info("done: ", result.epochs, " epochs, final loss ", result.final_loss,
            ", best valid accuracy ", result.best_valid_accuracy, " at epoch ", result.best_epoch,
-           ", test accuracy ", result.test_accuracy, ", ", result.seconds_per_epoch,
-           " s per epoch");
+           ", test accuracy ", result.test_accuracy, "; epoch time median ",
+           format_seconds(median_epoch_seconds(result)), ", mean ",
+           format_seconds(result.seconds_per_epoch));
+  log_info("stages: ", stage_summary(),
+           config.device == "cuda" ? cat(", peak GPU memory ", format_bytes(double(peak_device)))
+                                   : std::string());
 }
 
 }  // namespace sluice

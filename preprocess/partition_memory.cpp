@@ -99,8 +99,8 @@ PartitionStage::PartitionStage(std::string name, ResidentPeakSampler& sampler)
 
 PartitionStage::~PartitionStage() {
   log_debug("stage ", name_, ": ", now_seconds() - start_, " s, stage peak ",
-           format_bytes(double(sampler_.take_peak())), ", resident ",
-           format_bytes(double(current_rss_bytes())));
+            format_bytes(double(sampler_.take_peak())), ", resident ",
+            format_bytes(double(current_rss_bytes())));
 }
 
 }  // namespace sluice

@@ -3,12 +3,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "common/memory.hpp"
 
@@ -17,6 +20,9 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 const double g_start = now_seconds();
 std::mutex g_mutex;
+std::atomic<int> g_stage_depth{0};
+std::mutex g_stages_mutex;
+std::vector<std::pair<std::string, double>> g_stages;  // outermost stages, by name prefix
 }  // namespace
 
 void set_log_level(LogLevel level) {
@@ -90,7 +96,8 @@ std::int64_t parse_bytes(const std::string& text, const std::string& option) {
   return static_cast<std::int64_t>(value * scale);
 }
 
-StageTimer::StageTimer(std::string name) : name_(std::move(name)), start_(now_seconds()) {}
+StageTimer::StageTimer(std::string name)
+    : name_(std::move(name)), start_(now_seconds()), top_level_(g_stage_depth.fetch_add(1) == 0) {}
 StageTimer::~StageTimer() {
   if (!done_) finish();
 }
@@ -101,10 +108,43 @@ double StageTimer::finish() {
   const double seconds = elapsed();
   if (!done_) {
     done_ = true;
-    log_info("stage ", name_, ": ", seconds, " s, memory ", format_bytes(current_rss_bytes()),
-             ", peak ", format_bytes(peak_rss_bytes()));
+    g_stage_depth.fetch_sub(1);
+    log_debug("stage ", name_, ": ", seconds, " s, memory ", format_bytes(current_rss_bytes()),
+              ", peak ", format_bytes(peak_rss_bytes()));
+    if (top_level_) {
+      const std::string group = name_.substr(0, std::min(name_.find(':'), name_.find(" (")));
+      std::lock_guard<std::mutex> lock(g_stages_mutex);
+      auto it = std::find_if(g_stages.begin(), g_stages.end(),
+                             [&](const auto& stage) { return stage.first == group; });
+      if (it == g_stages.end())
+        g_stages.emplace_back(group, seconds);
+      else
+        it->second += seconds;
+    }
   }
   return seconds;
+}
+
+std::string format_seconds(double seconds) {
+  char text[32];
+  if (seconds >= 99.95)
+    std::snprintf(text, sizeof text, "%.0f s", seconds);
+  else if (seconds >= 9.995)
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  else if (seconds >= 0.9995)
+    std::snprintf(text, sizeof text, "%.2f s", seconds);
+  else
+    std::snprintf(text, sizeof text, "%.3f s", seconds);
+  return text;
+}
+
+std::string stage_summary() {
+  std::lock_guard<std::mutex> lock(g_stages_mutex);
+  if (g_stages.empty()) return "";
+  std::string line;
+  for (const auto& [name, seconds] : g_stages)
+    line += (line.empty() ? "" : ", ") + name + " " + format_seconds(seconds);
+  return line + "; peak memory " + format_bytes(double(peak_rss_bytes()));
 }
 
 Progress::Progress(std::string name, std::uint64_t total)

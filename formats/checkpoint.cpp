@@ -96,6 +96,27 @@ void write_model(const std::string& path, const ModelFile& model) {
   });
 }
 
+void write_embeddings(const std::string& path, const EmbeddingsFile& e) {
+  const std::uint64_t rows = e.original_ids.size();
+  SLUICE_EXPECTS(e.hidden.size() == rows * std::uint64_t(e.hidden_width) &&
+                     e.logits.size() == rows * std::uint64_t(e.classes),
+                 "embeddings: ", e.hidden.size(), " hidden and ", e.logits.size(),
+                 " logit values for ", rows, " rows");
+  AtomicOutput output(path);
+  {
+    h5::Handle file = h5::create_file(output.temporary_path());
+    h5::write_string_attr(file, "format", "sluice-embeddings");
+    h5::write_attr<std::int32_t>(file, "format_version", kEmbeddingsFormatVersion);
+    h5::write_string_attr(file, "description", e.description);
+    h5::write_attr<std::int64_t>(file, "epoch", e.epoch);
+    h5::write_vector(file, "original_ids", e.original_ids);
+    h5::write_matrix(file, "hidden", e.hidden.data(), rows, std::uint64_t(e.hidden_width));
+    h5::write_matrix(file, "logits", e.logits.data(), rows, std::uint64_t(e.classes));
+    SLUICE_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
+  }
+  output.commit();
+}
+
 ModelFile read_model(const std::string& path) {
   require_readable(path, "model");
   SLUICE_INPUT_CHECK(h5::is_hdf5(path), path, ": not an HDF5 file (expected a model)");

@@ -46,6 +46,19 @@ struct ModelFile {
   std::vector<ModelTensor> tensors;
 };
 void write_model(const std::string& path, const ModelFile& model);
+
+// Every vertex's input of the model's last layer (H^{L-1}) and its logits, rows in dataset
+// vertex order, for use outside sluice-train (sluice-train --embeddings-out; docs/formats.md).
+inline constexpr int kEmbeddingsFormatVersion = 1;
+struct EmbeddingsFile {
+  std::string description;  // resolved configuration
+  std::int64_t epoch = -1;  // epoch the parameters come from
+  std::int64_t hidden_width = 0, classes = 0;
+  std::vector<std::int64_t> original_ids;  // per row: the vertex's id in the raw input
+  std::vector<float> hidden;               // rows x hidden_width
+  std::vector<float> logits;               // rows x classes
+};
+void write_embeddings(const std::string& path, const EmbeddingsFile& embeddings);
 ModelFile read_model(const std::string& path);
 // Throws InputError naming the file when it is missing, not a checkpoint, malformed, has no
 // checksum, or its contents do not match the stored checksum.

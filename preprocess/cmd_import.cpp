@@ -43,12 +43,14 @@ bool parse_args(const std::vector<std::string>& args, const char* usage,
 void add_common_options(po::options_description& options) {
   options.add_options()("help,h", "print this help and exit")(
       "threads", po::value<int>()->default_value(0), "OpenMP threads (0: all cores)")(
-      "quiet,q", po::bool_switch(), "log nothing but errors");
+      "quiet,q", po::bool_switch(), "log nothing but errors")(
+      "verbose,v", po::bool_switch(), "also log each stage's time and memory, and other details");
 }
 
 void apply_common_options(const po::variables_map& vm) {
   if (vm["threads"].as<int>() > 0) omp_set_num_threads(vm["threads"].as<int>());
   if (vm["quiet"].as<bool>()) set_log_level(LogLevel::kQuiet);
+  if (vm["verbose"].as<bool>()) set_log_level(LogLevel::kDebug);
 }
 
 std::uint64_t file_size(const std::string& path) {
@@ -63,10 +65,10 @@ void write_and_report(const std::string& output, const Dataset& d, std::int64_t 
   const double seconds = now_seconds() - start;
   const std::uint64_t bytes = file_size(output);
   const std::uint64_t peak = peak_rss_bytes();
-  log_info(verb, " done in ", seconds, " s: ", input_edges, " input edges (",
-           input_edges / std::max(seconds, 1e-9) / 1e6, " M edges/s), ", d.num_edges(),
-           " stored edges (", d.num_edges() / std::max(seconds, 1e-9) / 1e6,
-           " M edges/s); peak memory ", format_bytes(static_cast<double>(peak)), " = ",
+  log_debug(verb, " done in ", seconds, " s: ", input_edges, " input edges (",
+            input_edges / std::max(seconds, 1e-9) / 1e6, " M edges/s), ", d.num_edges(),
+            " stored edges (", d.num_edges() / std::max(seconds, 1e-9) / 1e6, " M edges/s)");
+  log_info(verb, " stages: ", stage_summary(), " = ",
            bytes ? static_cast<double>(peak) / bytes : 0.0, " x the output file (",
            format_bytes(static_cast<double>(bytes)), ")");
   std::printf("wrote %s: %d nodes, %lld edges, %lld features, %d classes, split %zu/%zu/%zu\n",

@@ -139,7 +139,7 @@ int run_partition(const std::vector<std::string>& args) {
       "keep | reload | auto, as sluice-train --input-rows (--gpu-memory): auto allows reloaded "
       "input rows when no C fits with kept ones")(
       "verify", "verify the plan against the dataset after building it")("quiet,q", "no log lines")(
-      "verbose,v", "debug log lines");
+      "verbose,v", "also log each stage's time and memory, and other details");
   po::variables_map values;
   if (!parse(args, options, {}, values, kPartitionUsage)) return 0;
   check_outputs_do_not_clobber({{"--dataset", dataset_path}}, {{"--output", output}});
@@ -247,15 +247,16 @@ int run_partition(const std::vector<std::string>& args) {
                   bytes <= budget ? "  (fits)" : "  (does not fit)");
     }
   }
-  log_info("timing: level-1 partition ", partition.seconds, " s (", partition.method,
-           partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),
-           "), rest ", total - partition.seconds, " s");
+  log_debug("timing: level-1 partition ", partition.seconds, " s (", partition.method,
+            partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),
+            "), rest ", total - partition.seconds, " s");
   write_plan(output, plan);
   if (values.count("verify")) {
     const std::string violation = find_plan_violation(dataset, plan);
     SLUICE_INPUT_CHECK(violation.empty(), output, ": plan verification failed: ", violation);
     log_info("verify: plan is consistent with ", dataset_path);
   }
+  log_info("partition stages: ", stage_summary());
   std::fputs(plan_stats_table(plan).c_str(), stdout);
   return 0;
 }

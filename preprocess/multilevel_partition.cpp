@@ -217,8 +217,8 @@ MultilevelResult multilevel_partition(const Dataset& dataset, const MultilevelOp
     multilevel::Contraction contraction =
         multilevel::contract(graph, label, cat("contract level ", level));
     const vertex_t coarse_n = contraction.coarse.num_vertices();
-    log_info("multilevel: level ", level + 1, ": ", coarse_n, " vertices, ",
-             contraction.coarse.num_entries(), " entries");
+    log_debug("multilevel: level ", level + 1, ": ", coarse_n, " vertices, ",
+              contraction.coarse.num_entries(), " entries");
     graphs.push_back(std::move(contraction.coarse));
     coarse_of.push_back(std::move(contraction.coarse_of));
     const bool stalled = coarse_n > kStalledShare * active;

@@ -52,9 +52,9 @@ PartitionStage::PartitionStage(std::string name, ResidentPeakSampler& sampler)
 }
 
 PartitionStage::~PartitionStage() {
-  log_info("stage ", name_, ": ", now_seconds() - start_, " s, stage peak ",
-           format_bytes(double(sampler_.take_peak())), ", resident ",
-           format_bytes(double(current_rss_bytes())));
+  log_debug("stage ", name_, ": ", now_seconds() - start_, " s, stage peak ",
+            format_bytes(double(sampler_.take_peak())), ", resident ",
+            format_bytes(double(current_rss_bytes())));
 }
 
 }  // namespace sluice

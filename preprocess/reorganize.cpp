@@ -260,8 +260,8 @@ ReorganizeResult reorganize(const NeighborSets& sets,
   auto consider = [&](const char* name, std::vector<std::int32_t> order) {
     const LayoutVolumes volumes = evaluate_layout(sets, partition_offsets, order);
     const double cost = layout_cost(volumes, bandwidths, feature_dim);
-    log_info("reorganize: ", name, " layout costs ", cost, " s per pass (natural ",
-             result.cost_before, " s, best so far ", result.cost_after, " s)");
+    log_debug("reorganize: ", name, " layout costs ", cost, " s per pass (natural ",
+              result.cost_before, " s, best so far ", result.cost_after, " s)");
     if (cost < result.cost_after) {
       result.order = std::move(order);
       result.volumes = volumes;

@@ -138,6 +138,7 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--report",
                              "--predictions",
                              "--model-out",
+                             "--embeddings-out",
                              "--checkpoint",
                              "--checkpoint-every",
                              "--resume",
@@ -168,9 +169,15 @@ TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto j = nlohmann::json::parse(read_text(report));
   for (const char* key : {"test_accuracy", "valid_accuracy", "best_epoch", "final_loss", "epochs",
-                          "seconds_per_epoch"})
+                          "seconds_per_epoch", "median_seconds_per_epoch"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["epochs"], 4);
+  EXPECT_GT(j["median_seconds_per_epoch"].get<double>(), 0);
+  // Default logs are short: the per-stage lines and the configuration are -v's.
+  EXPECT_EQ(r.output.find("configuration:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("stage read"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch time median"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stages: read plan"), std::string::npos) << r.output;
   std::ifstream lines(metrics);
   std::string line;
   int count = 0;

@@ -84,6 +84,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "write the best-valid model's predictions to FILE (CSV original_id,prediction,label)")(
       "model-out", po::value(&c.model_out),
       "write the best-valid model's parameters to FILE (HDF5, /parameters/layer{l}.W ...)")(
+      "embeddings-out", po::value(&c.embeddings_out),
+      "write the best-valid model's last-layer inputs and logits of every vertex to FILE (HDF5 "
+      "/hidden, /logits, /original_ids)")(
       "trace", po::value(&c.trace),
       "write a timeline of every device lane's phases per batch to FILE (Chrome trace JSON: "
       "open in Perfetto or chrome://tracing)")(
@@ -155,7 +158,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "no-overlap", po::bool_switch(&c.no_overlap),
       "do not overlap transfers with compute (no prefetch, stores and flushes in line)")(
       "quiet,q", po::bool_switch(&c.quiet), "log errors only")(
-      "verbose,v", po::bool_switch(&c.verbose), "log debug details")(
+      "verbose,v", po::bool_switch(&c.verbose),
+      "also log each stage's time and memory, every epoch, and other details")(
       "no-progress", "do not draw the progress line");
   po::options_description all(
       "sluice-train: full-graph GNN training over a chunked plan\n\n"
@@ -198,6 +202,7 @@ void check_train_outputs(const TrainConfig& c) {
                                 {"--report", c.report},
                                 {"--predictions", c.predictions},
                                 {"--model-out", c.model_out},
+                                {"--embeddings-out", c.embeddings_out},
                                 {"--trace", c.trace},
                                 {"--checkpoint", c.checkpoint}});
 }

@@ -21,6 +21,8 @@ struct TrainConfig {
   std::string checkpoint;    // HDF5 checkpoint file ("" = none)
   int checkpoint_every = 0;  // epochs between checkpoints (0 = only at the end when set)
   bool resume = false;       // continue from --checkpoint
+  // HDF5 file for the best-valid model's last-layer inputs and logits ("" = none).
+  std::string embeddings_out;
 
   // Model.
   std::string model = "gcn";  // gcn | sage | gat
@@ -81,8 +83,8 @@ void validate_config(const TrainConfig& config);
 std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv);
 
 // Throws InputError when an output file (--metrics, --report, --predictions, --model-out,
-// --trace, --checkpoint) is an input (--dataset, --plan, the --checkpoint resumed from) or
-// another output; see check_outputs_do_not_clobber.
+// --embeddings-out, --trace, --checkpoint) is an input (--dataset, --plan, the --checkpoint resumed
+// from) or another output; see check_outputs_do_not_clobber.
 void check_train_outputs(const TrainConfig& config);
 
 // "key=value" lines describing the resolved configuration (logged at start).

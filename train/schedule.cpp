@@ -272,6 +272,39 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
   return m.predictions;
 }
 
+Schedule::VertexOutputs Schedule::evaluate_outputs() {
+  Impl& m = *impl_;
+  const LayerSpec& last = m.model.layers.back();
+  VertexOutputs out;
+  out.classes = last.out_width;
+  out.hidden_width = last.in_width;
+  out.logits.assign(std::size_t(m.n * out.classes), 0.f);
+  out.hidden.assign(std::size_t(m.n * out.hidden_width), 0.f);
+  const bool hidden_transformed = m.pretransformed(last);
+  m.captured_logits = HostMat{out.logits.data(), m.n, out.classes, out.classes};
+  if (hidden_transformed)
+    m.captured_hidden = HostMat{out.hidden.data(), m.n, out.hidden_width, out.hidden_width};
+  try {
+    evaluate();
+    m.backend.synchronize_all();
+  } catch (...) {
+    m.captured_logits = HostMat{};
+    m.captured_hidden = HostMat{};
+    throw;
+  }
+  m.captured_logits = HostMat{};
+  m.captured_hidden = HostMat{};
+  if (!hidden_transformed) {
+    const HostMat& h = m.H[m.H.size() - 1];
+    SLUICE_EXPECTS(h.cols == out.hidden_width, "H^", m.H.size() - 1, " has ", h.cols,
+                   " columns, the last layer takes ", out.hidden_width);
+    for (vertex_t v = 0; v < m.n; ++v)
+      std::copy(h.data + v * h.ld, h.data + v * h.ld + h.cols,
+                out.hidden.begin() + v * out.hidden_width);
+  }
+  return out;
+}
+
 TransferCounters Schedule::counters() const {
   TransferCounters total;
   for (const auto& s : impl_->dev) {

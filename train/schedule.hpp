@@ -148,6 +148,14 @@ class Schedule {
 
   // Forward without dropout; argmax predictions indexed by RENUMBERED vertex id.
   const std::vector<std::int32_t>& evaluate();
+  // The same pass, returning every vertex's input of the last layer and its logits.
+  struct VertexOutputs {
+    std::int64_t hidden_width = 0, classes = 0;
+    std::vector<float> hidden;  // n x hidden_width, H^{L-1} (H^0, the features, for one layer)
+    std::vector<float> logits;  // n x classes
+  };
+  // Rows by RENUMBERED vertex id; predictions() are the logits' argmax.
+  VertexOutputs evaluate_outputs();
 
   PhaseTimes& times() { return times_; }
   // The same per device (phase times above are the slowest device's); optimizer unused.

@@ -69,6 +69,7 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
     return;
   }
   Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
+  if (!training && captured_logits.data) d.store_block(Z, captured_logits, ch.dst_begin);
   d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
                           predictions.data() + ch.dst_begin);
 }
@@ -218,6 +219,8 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   d.bias_activation(Z, nullptr, layer.activation, Z);
+  if (!training && next.last && captured_hidden.data)
+    d.store_block(Z, captured_hidden, ch.dst_begin);
   const DropoutKey key = feature_key(next.index);
   if (key.rate > 0) d.dropout_rows(Z, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
   multiply(d, Z, param(s, next.w_offset, next.w_rows, next.w_cols),

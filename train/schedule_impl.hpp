@@ -76,6 +76,10 @@ struct Schedule::Impl {
   std::vector<HostMat> A_cache;  // A[l] in cache mode
   std::vector<DeviceState> dev;
   std::vector<std::int32_t> predictions;
+  // Schedule::evaluate_outputs(): the evaluation pass also stores the last layer's logits and,
+  // when the last layer's inputs arrive transformed (T^{L-1} in H[L-1]), its input rows H^{L-1}
+  // (transform_outputs()) into these host matrices (empty data: not captured).
+  HostMat captured_logits, captured_hidden;
   std::int64_t epoch = 0;
   bool training = false;
   // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):

@@ -251,8 +251,8 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
       flushed += !s.leave.empty();
       doubled += s.num_sets == 2;
     }
-    log_info("overlap: load prefetch on ", staged, "/", P, " devices, flush behind compute on ",
-             flushed, "/", P, ", double block buffers on ", doubled, "/", P);
+    log_debug("overlap: load prefetch on ", staged, "/", P, " devices, flush behind compute on ",
+              flushed, "/", P, ", double block buffers on ", doubled, "/", P);
   }
   upload_tails(tails, tail_buffers);
   device_stage.finish();
@@ -575,9 +575,9 @@ void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tai
     }
   }
   if (keeping > 0)
-    log_info("backward tail: layer 1's last batch keeps ", kept_rows, " gradient rows (",
-             kept_first, " flushed for the first time) on the devices for layer 0 (", keeping, "/",
-             P, " devices)");
+    log_debug("backward tail: layer 1's last batch keeps ", kept_rows, " gradient rows (",
+              kept_first, " flushed for the first time) on the devices for layer 0 (", keeping, "/",
+              P, " devices)");
 }
 
 }  // namespace sluice

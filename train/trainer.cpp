@@ -62,6 +62,29 @@ double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32
   return labeled > 0 ? double(correct) / double(labeled) : 0.0;
 }
 
+// Rows of evaluation outputs moved from renumbered to dataset vertex order.
+Schedule::VertexOutputs by_dataset_vertex(Schedule::VertexOutputs renumbered, const Plan& plan) {
+  Schedule::VertexOutputs out = renumbered;
+  const std::size_t n = plan.new_to_old.size(), h = std::size_t(renumbered.hidden_width),
+                    k = std::size_t(renumbered.classes);
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t v = std::size_t(plan.new_to_old[r]);
+    std::copy_n(renumbered.hidden.begin() + r * h, h, out.hidden.begin() + v * h);
+    std::copy_n(renumbered.logits.begin() + r * k, k, out.logits.begin() + v * k);
+  }
+  return out;
+}
+
+// Median training-step time of the epochs this run trained (0 when none).
+double median_epoch_seconds(const TrainResult& result) {
+  std::vector<double> seconds;
+  for (const EpochRecord& record : result.records) seconds.push_back(record.seconds);
+  if (seconds.empty()) return 0;
+  std::sort(seconds.begin(), seconds.end());
+  const std::size_t half = seconds.size() / 2;
+  return seconds.size() % 2 ? seconds[half] : (seconds[half - 1] + seconds[half]) / 2;
+}
+
 json phases_json(const PhaseTimes& t) {
   return json{{"load", t.load},   {"p2p", t.p2p},     {"compute", t.compute},
               {"store", t.store}, {"flush", t.flush}, {"optimizer", t.optimizer}};
@@ -549,10 +572,10 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
     if (record.evaluated && ((epoch + 1) % log_every == 0 || epoch + 1 == total))
       log_info("epoch ", epoch + 1, "/", total, " loss ", record.loss, " train ",
                record.train_accuracy, " valid ", record.valid_accuracy, " test ",
-               record.test_accuracy, " (", record.seconds, " s)");
+               record.test_accuracy, " (", format_seconds(record.seconds), ")");
     else
-      log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (", record.seconds,
-                " s)");
+      log_debug("epoch ", epoch + 1, "/", total, " loss ", record.loss, " (",
+                format_seconds(record.seconds), ")");
     result.records.push_back(record);
     if (progress) progress->add(1);
     if (!config.checkpoint.empty() && config.checkpoint_every > 0 &&
@@ -579,6 +602,14 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       result.best_predictions[std::size_t(v)] =
           predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
     schedule.set_parameters(final_parameters);
+  }
+
+  if (!config.embeddings_out.empty()) {
+    const std::vector<float> final_parameters = schedule.parameters();
+    if (!state.best_parameters.empty()) schedule.set_parameters(state.best_parameters);
+    Schedule::VertexOutputs renumbered = schedule.evaluate_outputs();
+    schedule.set_parameters(final_parameters);
+    result.best_outputs = by_dataset_vertex(std::move(renumbered), plan);
   }
 
   result.losses = state.losses;
@@ -653,10 +684,11 @@ void run_train(const TrainConfig& config) {
   require_readable(config.plan, "plan");
   if (config.resume) require_readable(config.checkpoint, "checkpoint");
   // Fail before training, not after it, when an output cannot be written.
-  for (const std::string* output : {&config.report, &config.metrics, &config.predictions,
-                                    &config.checkpoint, &config.model_out, &config.trace})
+  for (const std::string* output :
+       {&config.report, &config.metrics, &config.predictions, &config.checkpoint, &config.model_out,
+        &config.trace, &config.embeddings_out})
     if (!output->empty()) AtomicOutput probe(*output);
-  log_info("configuration: ", describe_config(config));
+  log_debug("configuration: ", describe_config(config));
   const DatasetInfo info = read_dataset_info(config.dataset);
   Plan plan = read_plan(config.plan);
   SLUICE_INPUT_CHECK(plan.dataset_fingerprint == info.fingerprint, "plan ", config.plan,
@@ -664,8 +696,11 @@ void run_train(const TrainConfig& config) {
                      ") than ", config.dataset, " (fingerprint ", info.fingerprint,
                      "); rebuild the plan with sluice-preprocess partition");
   Dataset dataset = read_dataset(config.dataset);
+  StageTimer train_stage("train");
   // Nothing below reads the dataset's features or graph (predictions take labels and ids).
   const TrainResult result = train(dataset, plan, config, InputRelease::kDatasetAndPlanLists);
+  train_stage.finish();
+  StageTimer write_stage("write outputs");
 
   if (!config.report.empty()) {
     json report{{"dataset", config.dataset},
@@ -680,6 +715,7 @@ void run_train(const TrainConfig& config) {
                 {"test_accuracy", result.test_accuracy},
                 {"train_accuracy", result.train_accuracy},
                 {"seconds_per_epoch", result.seconds_per_epoch},
+                {"median_seconds_per_epoch", median_epoch_seconds(result)},
                 {"peak_host_bytes", peak_rss_bytes()},
                 {"losses", result.losses}};
     AtomicTextFile output(config.report, "report");
@@ -698,6 +734,20 @@ void run_train(const TrainConfig& config) {
                               result.best_flat_parameters.begin() + p.offset + p.size())});
     write_model(config.model_out, file);
   }
+  if (!config.embeddings_out.empty()) {
+    EmbeddingsFile file;
+    file.description = describe_config(config);
+    file.epoch = result.best_epoch >= 0 ? result.best_epoch : result.epochs - 1;
+    file.hidden_width = result.best_outputs.hidden_width;
+    file.classes = result.best_outputs.classes;
+    file.original_ids.resize(std::size_t(dataset.num_nodes));
+    for (vertex_t v = 0; v < dataset.num_nodes; ++v)
+      file.original_ids[std::size_t(v)] =
+          dataset.original_ids.empty() ? std::int64_t(v) : dataset.original_ids[std::size_t(v)];
+    file.hidden = result.best_outputs.hidden;
+    file.logits = result.best_outputs.logits;
+    write_embeddings(config.embeddings_out, file);
+  }
   if (!config.predictions.empty()) {
     SLUICE_INPUT_CHECK(!result.best_predictions.empty(),
                        "--predictions: no evaluation ran (--epochs 0?)");
@@ -714,10 +764,18 @@ void run_train(const TrainConfig& config) {
     }
     output.commit();
   }
+  write_stage.finish();
+  std::int64_t peak_device = 0;
+  for (const EpochRecord& record : result.records)
+    peak_device = std::max(peak_device, record.peak_device_bytes);
   log_info("done: ", result.epochs, " epochs, final loss ", result.final_loss,
            ", best valid accuracy ", result.best_valid_accuracy, " at epoch ", result.best_epoch,
-           ", test accuracy ", result.test_accuracy, ", ", result.seconds_per_epoch,
-           " s per epoch");
+           ", test accuracy ", result.test_accuracy, "; epoch time median ",
+           format_seconds(median_epoch_seconds(result)), ", mean ",
+           format_seconds(result.seconds_per_epoch));
+  log_info("stages: ", stage_summary(),
+           config.device == "cuda" ? cat(", peak GPU memory ", format_bytes(double(peak_device)))
+                                   : std::string());
 }
 
 }  // namespace sluice

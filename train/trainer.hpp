@@ -46,10 +46,14 @@ struct TrainResult {
   double seconds_per_epoch = 0;
   // Predictions of the best-valid model by dataset vertex id (empty when none evaluated).
   std::vector<std::int32_t> best_predictions;
+  // With config.embeddings_out: the best-valid model's evaluation outputs (Schedule::
+  // evaluate_outputs()), rows by dataset vertex id.
+  Schedule::VertexOutputs best_outputs;
 };
 
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
-// and checkpoint are ignored). Throws InputError for inconsistent inputs.
+// and checkpoint are ignored; a non-empty embeddings_out fills TrainResult::best_outputs). Throws
+// InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
 // The same, releasing what `release` names of the dataset and plan during setup (sluice-train:
 // the dataset's features and graph and the plan's chunk lists, once the schedule holds its own

@@ -80,7 +80,7 @@ partition() {  # scale parts [partitioner]
   [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
   local t0=$SECONDS
   timeout "$((left > 30 ? left : 30))" "${timer[@]}" "$bin" partition --dataset "$data" \
-    --partitions "$parts" --chunks "$chunks" --partitioner "$partitioner" --output "$plan" \
+    --partitions "$parts" --chunks "$chunks" --partitioner "$partitioner" --output "$plan" --verbose \
     >"$run_log" 2>&1
   local rc=$?
   local wall=$((SECONDS - t0))

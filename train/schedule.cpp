@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "kernels/bfloat16.hpp"
 #include "train/schedule_impl.hpp"
 
 namespace sluice {
@@ -298,9 +299,18 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
     const HostMat& h = m.H[m.H.size() - 1];
     SLUICE_EXPECTS(h.cols == out.hidden_width, "H^", m.H.size() - 1, " has ", h.cols,
                    " columns, the last layer takes ", out.hidden_width);
-    for (vertex_t v = 0; v < m.n; ++v)
-      std::copy(h.data + v * h.ld, h.data + v * h.ld + h.cols,
-                out.hidden.begin() + v * out.hidden_width);
+    const bool bf16 = h.precision == HostPrecision::kBf16;
+#pragma omp parallel for schedule(static)
+    for (vertex_t v = 0; v < m.n; ++v) {
+      float* row = out.hidden.data() + std::int64_t(v) * out.hidden_width;
+      if (bf16) {
+        const bf16_t* source = h.bf16() + std::int64_t(v) * h.ld;
+        for (std::int64_t j = 0; j < h.cols; ++j) row[j] = float_from_bf16(source[j]);
+      } else {
+        const float* source = h.fp32() + std::int64_t(v) * h.ld;
+        std::copy(source, source + h.cols, row);
+      }
+    }
   }
   return out;
 }

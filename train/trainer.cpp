@@ -186,10 +186,34 @@ std::vector<std::int64_t> budget_estimate(const Dataset& dataset, const Plan& pl
                      budget_rules(shape, options, config.input_rows == "auto"));
 }
 
-// `estimate`: budget_estimate() taken earlier (the plan's chunk lists since released), or null.
+// The chunk count that fits the plan's partition under --gpu-memory, by the search partition
+// --gpu-memory runs (natural layout; one counting pass over the graph per candidate): "; C=N
+// fits (...)". Reads the dataset's graph.
+std::string fitting_chunks_clause(const Dataset& dataset, const Plan& plan,
+                                  const TrainConfig& config) {
+  const ModelShape shape = memory_shape(dataset, config);
+  const LayoutOptions options = memory_layout_options(config);
+  const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
+  const ChunkSketch sketch(dataset, plan.new_to_old, plan.old_to_new, plan.partition_offsets);
+  const FittingChunks fitting =
+      sketch_fitting_chunks(sketch, config.gpu_memory, shape, options, rules);
+  if (fitting.fits)
+    return cat("; C=", fitting.chunks, " fits (", format_bytes(double(fitting.bytes)), " with ",
+               budget_rule_name(fitting.rule), ")");
+  return cat("; no chunk count up to C=", fitting.chunks, " fits this partition");
+}
+
+// What setup releases is read before: `estimate`, budget_estimate() (the plan's chunk lists),
+// and `fitting`, fitting_chunks_clause() (the dataset's graph), each null when not taken; then
+// the graph must still be there, or the clause is left out.
+struct OverBudgetInputs {
+  const std::vector<std::int64_t>* estimate = nullptr;
+  const std::string* fitting = nullptr;
+};
 std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& dataset,
                                 const Plan& plan, const TrainConfig& config,
-                                const std::vector<std::int64_t>* estimate = nullptr) {
+                                const OverBudgetInputs& taken = {}) {
+  const std::vector<std::int64_t>* estimate = taken.estimate;
   std::string message =
       cat(error.what(), "; the plan has C=", plan.chunks, " chunks per partition");
   if (config.gpu_memory <= 0) return message + ": build it with more chunks";
@@ -204,16 +228,10 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
     message += cat(" (", format_bytes(double(bytes.back())), " with ",
                    budget_rule_name(rules.back()), ")");
   message += cat(" against --gpu-memory ", format_bytes(double(config.gpu_memory)));
-  // The chunk count that fits this plan's partition, by the search partition --gpu-memory runs
-  // (natural layout; one counting pass over the graph per candidate).
-  const ChunkSketch sketch(dataset, plan.new_to_old, plan.old_to_new, plan.partition_offsets);
-  const FittingChunks fitting =
-      sketch_fitting_chunks(sketch, config.gpu_memory, shape, options, rules);
-  if (fitting.fits)
-    message += cat("; C=", fitting.chunks, " fits (", format_bytes(double(fitting.bytes)), " with ",
-                   budget_rule_name(fitting.rule), ")");
-  else
-    message += cat("; no chunk count up to C=", fitting.chunks, " fits this partition");
+  if (taken.fitting)
+    message += *taken.fitting;
+  else if (!dataset.indices.empty())
+    message += fitting_chunks_clause(dataset, plan, config);
   message += cat("; the smallest chunk count that fits: sluice-preprocess partition --dataset ",
                  config.dataset.empty() ? std::string("DATASET") : config.dataset, " --partitions ",
                  plan.partitions, " --partitioner ", plan.partitioner);
@@ -668,13 +686,19 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
 
 TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, InputRelease release) {
   if (release == InputRelease::kKeep) return train(std::as_const(dataset), plan, config);
-  // The estimate of the over-budget message reads the plan's chunk lists: taken before setup
-  // releases them.
+  require_training_memory(dataset, plan, config);
+  // The over-budget message reads the plan's chunk lists and, for the chunk count that fits,
+  // the dataset's graph: taken before setup releases them (the chunk count only when the
+  // estimate already exceeds the budget).
   const std::vector<std::int64_t> estimate = budget_estimate(dataset, plan, config);
+  std::string fitting;
+  const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;
+  if (over) fitting = fitting_chunks_clause(dataset, plan, config);
   try {
     return train_within_budget(dataset, &dataset, plan, &plan, config);
   } catch (const OutOfDeviceMemory& error) {
-    throw InputError(over_budget_message(error, dataset, plan, config, &estimate));
+    throw InputError(over_budget_message(error, dataset, plan, config,
+                                         {&estimate, over ? &fitting : nullptr}));
   }
 }
 

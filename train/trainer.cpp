@@ -344,7 +344,8 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
   }
   if (fits.empty())
     return message +
-           "; no single change of --intermediates, --host-precision, --hidden or --layers fits (more " +
+           "; no single change of --intermediates, --host-precision, --hidden or --layers fits "
+           "(more " +
            "chunks do not reduce host memory): use a machine with more memory";
   message += "; options that fit: ";
   for (std::size_t i = 0; i < fits.size(); ++i) message += (i ? ", " : "") + fits[i];
@@ -697,8 +698,8 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
   try {
     return train_within_budget(dataset, &dataset, plan, &plan, config);
   } catch (const OutOfDeviceMemory& error) {
-    throw InputError(over_budget_message(error, dataset, plan, config,
-                                         {&estimate, over ? &fitting : nullptr}));
+    throw InputError(
+        over_budget_message(error, dataset, plan, config, {&estimate, over ? &fitting : nullptr}));
   }
 }
 

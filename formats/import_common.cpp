@@ -83,8 +83,8 @@ void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& 
                             Dataset& dataset, ImportReport& report) {
   // The pairs stay until the CSR exists, with one bucketed copy of them.
   const std::int64_t edges = std::int64_t(pairs.size() / 2);
-  require_graph_memory(dataset.num_nodes, edges,
-                       saturating_bytes({edges, 2, sizeof(vertex_t)}), options);
+  require_graph_memory(dataset.num_nodes, edges, saturating_bytes({edges, 2, sizeof(vertex_t)}),
+                       options);
   record_graph(build_in_csr_from_pairs(dataset.num_nodes, std::move(pairs), options.graph), options,
                dataset, report);
 }

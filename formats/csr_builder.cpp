@@ -11,6 +11,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice {
 
@@ -94,7 +95,7 @@ class LaneScatter {
 
   template <typename Fn>  // fn(begin, end, counters of the lane)
   void for_ranges(std::size_t count, Fn&& fn) {
-#pragma omp parallel for schedule(static, 1)
+#pragma omp parallel for schedule(static, 1) if (worth_parallel(std::int64_t(count)))
     for (int range = 0; range < ranges_; ++range) {
       const auto begin = static_cast<std::int64_t>(count * range / ranges_);
       const auto end = static_cast<std::int64_t>(count * (range + 1) / ranges_);
@@ -109,7 +110,7 @@ class LaneScatter {
   }
   // Turns per-lane degrees into per-lane write cursors starting at row_begin[v].
   void to_cursors(const edge_t* row_begin) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(n_)))
     for (vertex_t v = 0; v < n_; ++v) {
       edge_t offset = row_begin[v];
       for (int lane = 0; lane < lanes_; ++lane) {
@@ -242,7 +243,7 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
   std::int64_t duplicates = 0, loops_added = 0;
   {
     StageTimer timer("csr: sort and deduplicate rows");
-#pragma omp parallel reduction(+ : duplicates, loops_added)
+#pragma omp parallel reduction(+ : duplicates, loops_added) if (worth_parallel(std::int64_t(indices.size()) + n))
     {
       std::vector<vertex_t> scratch;
 #pragma omp for schedule(dynamic, 4096)
@@ -312,7 +313,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
   std::int64_t loops_seen = 0;
   {
     StageTimer timer("csr: count bucket sizes");
-#pragma omp parallel for schedule(static, 1) reduction(+ : loops_seen)
+#pragma omp parallel for schedule(static, 1) reduction(+ : loops_seen) if (worth_parallel(std::int64_t(edges)))
     for (int range = 0; range < ranges; ++range) {
       edge_t* count = cursors.data() + std::size_t(range) * buckets;
       const std::int64_t end = edges * (range + 1) / ranges;
@@ -344,7 +345,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
   {
     StageTimer timer("csr: scatter into buckets");
     vertex_t* out = entries.get();
-#pragma omp parallel for schedule(static, 1)
+#pragma omp parallel for schedule(static, 1) if (worth_parallel(std::int64_t(edges)))
     for (int range = 0; range < ranges; ++range) {
       edge_t* cursor = cursors.data() + std::size_t(range) * buckets;
       const std::int64_t end = edges * (range + 1) / ranges;
@@ -371,7 +372,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
     last = static_cast<vertex_t>(std::min<std::int64_t>(n, (b + 1) << shift));
   };
   StageTimer degree_timer("csr: count degrees");
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(edges)))
   for (std::int64_t b = 0; b < buckets; ++b) {
     for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e) ++indptr[entries[2 * e] + 1];
     if (add_loops) {
@@ -388,7 +389,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
   std::int64_t duplicates = 0, loops_added = 0;
   {
     StageTimer timer("csr: fill, sort and deduplicate rows");
-#pragma omp parallel reduction(+ : duplicates, loops_added)
+#pragma omp parallel reduction(+ : duplicates, loops_added) if (worth_parallel(std::int64_t(edges) + n))
     {
       std::vector<edge_t> cursor;
       std::vector<vertex_t> scratch;

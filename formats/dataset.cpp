@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "formats/hdf5.hpp"
 
 namespace sluice {
@@ -16,7 +17,7 @@ namespace {
 template <typename Failed>
 std::int64_t first_failure(std::int64_t count, Failed&& failed) {
   std::int64_t first = count;
-#pragma omp parallel for schedule(static) reduction(min : first)
+#pragma omp parallel for schedule(static) reduction(min : first) if (worth_parallel(count))
   for (std::int64_t i = 0; i < count; ++i)
     if (failed(i) && i < first) first = i;
   return first == count ? -1 : first;
@@ -102,7 +103,7 @@ void validate_splits(const Dataset& d, const std::string& what) {
     SLUICE_INPUT_CHECK(shared < 0, what, ": /split/", splits[s].name, " and /split/",
                        shared < 0 ? "" : splits[owner[ids[shared]] - 1].name, " overlap (vertex ",
                        shared < 0 ? 0 : ids[shared], " is in both); the splits must be disjoint");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(count))
     for (std::int64_t i = 0; i < count; ++i) owner[ids[i]] = static_cast<std::uint8_t>(s + 1);
   }
 }

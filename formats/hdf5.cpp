@@ -144,7 +144,7 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   if (descriptor < 0) return false;
   int error = 0;
   const std::int64_t count = std::int64_t(pieces.size());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (count > 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const Piece& piece = pieces[std::size_t(i)];
     for (std::uint64_t done = 0; done < piece.bytes;) {

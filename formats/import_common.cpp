@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/parallel.hpp"
 #include "formats/synthetic.hpp"
 #include "formats/text_tables.hpp"
 
@@ -26,7 +27,7 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
                      kMaxVertices);
   std::vector<vertex_t> narrow(pairs.size());
   const auto count = static_cast<std::int64_t>(pairs.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(count))
   for (std::int64_t i = 0; i < count; ++i)
     narrow[i] =
         static_cast<vertex_t>(std::lower_bound(original_ids.begin(), original_ids.end(), pairs[i]) -

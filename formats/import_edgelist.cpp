@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "formats/import_common.hpp"
 #include "formats/importers.hpp"
 #include "formats/text_input.hpp"
@@ -83,7 +84,7 @@ class BinaryPairs {
         return;
       }
       narrow.resize(2 * count);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(2 * count)))
       for (std::int64_t i = 0; i < static_cast<std::int64_t>(2 * count); ++i)
         narrow[i] = static_cast<vertex_t>(read_id(data, i));
       visit(narrow.data(), count);
@@ -121,7 +122,9 @@ class BinaryPairs {
     const auto ids = static_cast<std::int64_t>(2 * count);
     constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
     std::int64_t block_max = -1, first_bad = kNone;
-#pragma omp parallel for reduction(max : block_max) reduction(min : first_bad)
+#pragma omp parallel for reduction(max                        \
+                                   : block_max) reduction(min \
+                                                          : first_bad) if (worth_parallel(ids))
     for (std::int64_t i = 0; i < ids; ++i) {
       const std::int64_t id = read_id(data, i);
       block_max = std::max(block_max, id);
@@ -188,7 +191,7 @@ class BinaryPairs {
     const int pieces = 8;
     std::vector<std::size_t> got(pieces, 0);
     std::vector<std::exception_ptr> errors(pieces);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
     for (int i = 0; i < pieces; ++i) {
       const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
       try {

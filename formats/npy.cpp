@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "common/parallel.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -126,7 +127,7 @@ class FileStream : public ByteStream {
     const int pieces = 8;
     std::vector<std::size_t> got(pieces, 0);
     std::vector<std::exception_ptr> errors(pieces);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
     for (int i = 0; i < pieces; ++i) {
       const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
       try {
@@ -313,7 +314,10 @@ std::int64_t NpyArray::read_ids(std::int64_t count, vertex_t* out, std::size_t s
     std::int64_t block_max = -1, first_bad = kNone;
     vertex_t* target = out + static_cast<std::size_t>(done) * stride;
     const NpyType type = type_;
-#pragma omp parallel for schedule(static) reduction(max : block_max) reduction(min : first_bad)
+#pragma omp parallel for schedule(static) reduction(max          \
+                                                    : block_max) \
+    reduction(min                                                \
+              : first_bad) if (worth_parallel(block))
     for (std::int64_t i = 0; i < block; ++i) {
       const std::int64_t id = element_as_int(type, data, i);
       block_max = std::max(block_max, id);
@@ -349,7 +353,7 @@ void NpyArray::read_floats(std::int64_t count, float* out) {
     std::int64_t first_bad = kNone;
     float* target = out + done;
     const NpyType type = type_;
-#pragma omp parallel for schedule(static) reduction(min : first_bad)
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (worth_parallel(block))
     for (std::int64_t i = 0; i < block; ++i) {
       const float value = type == NpyType::kFloat32
                               ? load<float>(data, i)
@@ -370,7 +374,7 @@ void NpyArray::read_labels(std::int64_t count, std::int32_t* out, std::int32_t d
     std::int64_t first_bad = kNone;
     std::int32_t* target = out + done;
     const NpyType type = type_;
-#pragma omp parallel for schedule(static) reduction(min : first_bad)
+#pragma omp parallel for schedule(static) reduction(min : first_bad) if (worth_parallel(block))
     for (std::int64_t i = 0; i < block; ++i) {
       const double value = element_as_double(type, data, i);
       if (std::isnan(value) || value == -1) {

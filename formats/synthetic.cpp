@@ -7,6 +7,7 @@
 
 #include "common/error.hpp"
 #include "common/hash.hpp"
+#include "common/parallel.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -41,7 +42,7 @@ void fill_normals(std::uint64_t seed, std::uint64_t a, std::uint64_t b, float* o
 
 std::vector<float> random_features(vertex_t n, std::int64_t dim, std::uint64_t seed) {
   std::vector<float> features(static_cast<std::size_t>(n) * static_cast<std::size_t>(dim));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(n) * dim))
   for (vertex_t v = 0; v < n; ++v)
     fill_normals(seed, kFeatureTag, static_cast<std::uint64_t>(v),
                  features.data() + std::size_t(v) * dim, dim);
@@ -51,7 +52,7 @@ std::vector<float> random_features(vertex_t n, std::int64_t dim, std::uint64_t s
 std::vector<std::int32_t> random_labels(vertex_t n, std::int32_t classes, std::uint64_t seed) {
   SLUICE_INPUT_CHECK(classes > 0, "the number of random labels must be positive");
   std::vector<std::int32_t> labels(n);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(n)))
   for (vertex_t v = 0; v < n; ++v)
     labels[v] = static_cast<std::int32_t>(key_hash(seed, kLabelTag, v) % std::uint64_t(classes));
   return labels;

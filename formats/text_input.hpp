@@ -156,7 +156,7 @@ template <typename Fn>
 void parallel_pieces(const std::vector<LinePiece>& pieces, Fn&& fn) {
   std::vector<std::exception_ptr> errors(pieces.size());
   const std::int64_t count = static_cast<std::int64_t>(pieces.size());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (count > 1)
   for (std::int64_t i = 0; i < count; ++i) {
     try {
       fn(static_cast<std::size_t>(i), pieces[i]);

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -91,7 +92,7 @@ std::vector<Id> parse_edges(const std::string& path, std::int64_t id_limit, Extr
   });
   std::int64_t largest = -1;
   const auto count = static_cast<std::int64_t>(pairs.size());
-#pragma omp parallel for reduction(max : largest)
+#pragma omp parallel for reduction(max : largest) if (worth_parallel(count))
   for (std::int64_t i = 0; i < count; ++i) largest = std::max<std::int64_t>(largest, pairs[i]);
   max_id = largest;
   return pairs;

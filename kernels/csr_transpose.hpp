@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/parallel.hpp"
 #include "common/types.hpp"
 
 namespace sluice {
@@ -29,7 +30,7 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   // Each thread owns a range of columns and scans every entry in CSR order for those in its
   // range: no two threads write the same place, and every transposed row fills in row order.
   Offset* counts = t_offsets.data() + 1;
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(nnz + cols))
   {
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const std::int64_t begin = cols * t / threads, end = cols * (t + 1) / threads;
@@ -41,7 +42,7 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   for (std::int64_t c = 0; c < cols; ++c)
     t_offsets[std::size_t(c) + 1] += t_offsets[std::size_t(c)];
   std::vector<Offset> next(t_offsets.begin(), t_offsets.end() - 1);
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(nnz + cols))
   {
     // Column ranges of about equal entry counts (a column with many entries may stand alone).
     const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();

@@ -5,7 +5,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "preprocess/parallel.hpp"
+#include "common/parallel.hpp"
 #include "train/layout/chunk_sketch.hpp"
 
 namespace sluice {

@@ -15,6 +15,7 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/parallel.hpp"
 #include "formats/csr_builder.hpp"
 #include "formats/synthetic.hpp"
 
@@ -130,7 +131,7 @@ void generate_edges(const GenerateOptions& o, std::int64_t begin, std::int64_t e
                     vertex_t* pairs) {
   const auto levels = level_thresholds(o);
   const bool planted = o.labels == "planted";
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(end - begin))
   for (std::int64_t i = begin; i < end; ++i) {
     std::uint64_t src = 0, dst = 0;
     rmat_draw(o, levels, i, 0, o.scale, src, dst);
@@ -220,7 +221,7 @@ Dataset generate_dataset(const GenerateOptions& o) {
     const float sigma =
         static_cast<float>(o.feature_noise * std::sqrt(static_cast<double>(o.features) / 2.0));
     d.features.resize(static_cast<std::size_t>(n) * o.features);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(n) * o.features))
     for (vertex_t v = 0; v < n; ++v) {
       const float* prototype = prototypes.data() + std::int64_t(d.labels[v]) * o.features;
       float* row = d.features.data() + std::int64_t(v) * o.features;
@@ -258,9 +259,9 @@ void write_generated_edges(const GenerateOptions& o, const std::string& path) {
       file.write(buffer.data(), sizeof(vertex_t) * buffer.size());
       continue;
     }
-    const int threads = omp_get_max_threads();
+    const int threads = worth_parallel(count) ? omp_get_max_threads() : 1;
     std::vector<std::string> lines(threads);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(threads) if (threads > 1)
     {
       const int t = omp_get_thread_num();
       const std::int64_t first = count * t / threads, last = count * (t + 1) / threads;

@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice {
 
@@ -27,7 +28,7 @@ DatasetStats dataset_stats(const Dataset& d, const DatasetInfo& info) {
   std::int64_t min_in = n > 0 ? std::numeric_limits<std::int64_t>::max() : 0, max_in = 0;
   std::int64_t zero_in = 0, loops = 0;
 #pragma omp parallel for schedule(dynamic, 4096) \
-    reduction(min : min_in) reduction(max : max_in) reduction(+ : zero_in, loops)
+    reduction(min : min_in) reduction(max : max_in) reduction(+ : zero_in, loops) if (worth_parallel(std::int64_t(n)))
   for (vertex_t v = 0; v < n; ++v) {
     const std::int64_t degree = d.indptr[v + 1] - d.indptr[v];
     min_in = std::min(min_in, degree);
@@ -41,7 +42,7 @@ DatasetStats dataset_stats(const Dataset& d, const DatasetInfo& info) {
     }
   }
   std::int64_t isolated = 0, max_out = 0, labeled = 0;
-#pragma omp parallel for reduction(+ : isolated, labeled) reduction(max : max_out)
+#pragma omp parallel for reduction(+ : isolated, labeled) reduction(max : max_out) if (worth_parallel(std::int64_t(n)))
   for (vertex_t v = 0; v < n; ++v) {
     if (out_degree[v] == 0 && d.indptr[v + 1] == d.indptr[v]) ++isolated;
     max_out = std::max<std::int64_t>(max_out, out_degree[v]);

@@ -9,7 +9,7 @@
 
 #include "common/hash.hpp"
 #include "common/log.hpp"
-#include "preprocess/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice::multilevel {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
-#include "preprocess/parallel.hpp"
+#include "common/parallel.hpp"
 #include "preprocess/partition_memory.hpp"
 
 namespace sluice::multilevel {

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "common/hash.hpp"
-#include "preprocess/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice::multilevel {
 namespace {

@@ -10,11 +10,11 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "preprocess/metis_check.hpp"
 #include "preprocess/multilevel_cluster.hpp"
 #include "preprocess/multilevel_graph.hpp"
 #include "preprocess/multilevel_refine.hpp"
-#include "preprocess/parallel.hpp"
 #include "preprocess/partition_memory.hpp"
 
 namespace sluice {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "common/log.hpp"
-#include "preprocess/parallel.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice::multilevel {
 namespace {

@@ -13,9 +13,9 @@
 #include "common/error.hpp"
 #include "common/hash.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "preprocess/metis_check.hpp"
 #include "preprocess/multilevel_partition.hpp"
-#include "preprocess/parallel.hpp"
 #include "preprocess/partition_memory.hpp"
 
 namespace sluice {

@@ -10,8 +10,8 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "preprocess/chunking.hpp"
-#include "preprocess/parallel.hpp"
 #include "preprocess/plan_builder_detail.hpp"
 #include "preprocess/reorganize.hpp"
 

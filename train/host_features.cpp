@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/parallel.hpp"
 #include "kernels/bfloat16.hpp"
 
 namespace sluice {
@@ -22,7 +23,7 @@ void fill_features(const Dataset& dataset, const std::vector<vertex_t>& new_to_o
   const bool bf16 = features.precision == HostPrecision::kBf16;
   float* const fp32_rows = bf16 ? nullptr : features.fp32();
   bf16_t* const bf16_rows = bf16 ? features.bf16() : nullptr;
-#pragma omp parallel
+#pragma omp parallel if (worth_parallel(n * dim))
   {
     std::vector<float> scaled(static_cast<std::size_t>(dim));
 #pragma omp for schedule(static)

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "kernels/bfloat16.hpp"
 #include "train/schedule_impl.hpp"
 
@@ -300,7 +301,7 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
     SLUICE_EXPECTS(h.cols == out.hidden_width, "H^", m.H.size() - 1, " has ", h.cols,
                    " columns, the last layer takes ", out.hidden_width);
     const bool bf16 = h.precision == HostPrecision::kBf16;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(m.n) * out.hidden_width))
     for (vertex_t v = 0; v < m.n; ++v) {
       float* row = out.hidden.data() + std::int64_t(v) * out.hidden_width;
       if (bf16) {

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice::schedule_detail {
 
@@ -108,7 +109,7 @@ class PlanReplay {
 PlanReplay::PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& model)
     : d_(d), plan_(plan), model_(model), P_(plan.partitions), n_(d.num_nodes) {
   deg_plus_.assign(std::size_t(n_), 1);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(d.indices.size()) + n_))
   for (vertex_t o = 0; o < n_; ++o)
     for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e)
       if (d.indices[std::size_t(e)] != o) ++deg_plus_[std::size_t(o)];
@@ -154,7 +155,7 @@ void PlanReplay::update_transition(int c, int p) {
   }
   std::int64_t kept = 0;
   const std::int64_t num_slots = std::int64_t(slots.size());
-#pragma omp parallel for schedule(static) reduction(+ : kept)
+#pragma omp parallel for schedule(static) reduction(+ : kept) if (worth_parallel(num_slots))
   for (std::int64_t s = 0; s < num_slots; ++s) kept += slots[std::size_t(s)] >= 0;
   SLUICE_INPUT_CHECK(kept == ch.reuse_count, where(c, p), ": ", kept,
                      " rows stay in place but reuse_count is ", ch.reuse_count);
@@ -286,7 +287,7 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
   };
   vertex_t first_bad = rows;
   std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 256)
+#pragma omp parallel for schedule(dynamic, 256) if (worth_parallel(std::int64_t(rows)))
   for (vertex_t i = 0; i < rows; ++i) {
     try {
       check_row(i);
@@ -306,7 +307,7 @@ void PlanReplay::check_needed(int c) const {
   for (int p = 0; p < P_; ++p) {
     const std::int64_t num_slots = std::int64_t(needed_[p].size());
     std::int64_t s = num_slots;  // the first slot at fault
-#pragma omp parallel for schedule(static) reduction(min : s)
+#pragma omp parallel for schedule(static) reduction(min : s) if (worth_parallel(num_slots))
     for (std::int64_t i = 0; i < num_slots; ++i)
       if ((slot_vertex_[p][std::size_t(i)] >= 0) != bool(needed_[p][std::size_t(i)]))
         s = std::min(s, i);
@@ -420,7 +421,7 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
   constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> first_list(std::size_t(num_nodes), kNever);
   const std::int64_t count = std::int64_t(lists.size());
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(num_nodes)))
   for (std::int64_t j = 0; j < count; ++j)
     for (vertex_t v : lists[std::size_t(j)].leave_vertices) {
       std::int32_t* slot = &first_list[std::size_t(v)];
@@ -432,7 +433,7 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
     }
   // claimed[v]: v's first position in its first list is taken (only that list's thread writes).
   std::vector<std::uint8_t> claimed(std::size_t(num_nodes), 0);
-#pragma omp parallel for schedule(dynamic, 1)
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(num_nodes)))
   for (std::int64_t j = 0; j < count; ++j) {
     ChunkLists& li = lists[std::size_t(j)];
     std::vector<std::size_t> first, again;
@@ -460,7 +461,9 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
     reorder(li.leave_keys);
   }
   vertex_t never = num_nodes;
-#pragma omp parallel for schedule(static) reduction(min : never)
+#pragma omp parallel for schedule(static) \
+    reduction(min                         \
+              : never) if (worth_parallel(std::int64_t(num_nodes)))
   for (vertex_t v = 0; v < num_nodes; ++v)
     if (first_list[std::size_t(v)] == kNever) never = std::min(never, v);
   SLUICE_EXPECTS(never == num_nodes, "vertex ", never, " never leaves a transition buffer");

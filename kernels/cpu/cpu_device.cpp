@@ -9,6 +9,7 @@
 #include <new>
 
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "kernels/cpu/cpu_util.hpp"
 #include "kernels/csr_transpose.hpp"
 
@@ -110,11 +111,13 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
                  columns.size(), " columns given");
   // The first bad offset and column, found in parallel (the checks name them).
   std::int64_t bad_row = rows, bad_entry = nnz;
-#pragma omp parallel for schedule(static) reduction(min : bad_row)
+#pragma omp parallel for schedule(static) reduction(min : bad_row) if (worth_parallel(rows))
   for (std::int64_t r = 0; r < rows; ++r)
     if (indptr[r] > indptr[r + 1]) bad_row = std::min(bad_row, r);
   SLUICE_EXPECTS(bad_row == rows, "CSR ", what, ": offsets decrease at row ", bad_row);
-#pragma omp parallel for schedule(static) reduction(min : bad_entry)
+#pragma omp parallel for schedule(static) \
+    reduction(min                         \
+              : bad_entry) if (worth_parallel(std::int64_t(nnz)))
   for (edge_t e = 0; e < nnz; ++e)
     if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
   SLUICE_EXPECTS(bad_entry == nnz, "CSR ", what, ": column ", columns[std::size_t(bad_entry)],

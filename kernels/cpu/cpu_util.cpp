@@ -1,5 +1,6 @@
 // Row-copy helpers of the CPU backend (kernels/cpu/cpu_util.hpp).
 #include "kernels/cpu/cpu_util.hpp"
+#include "common/parallel.hpp"
 
 #include <omp.h>
 
@@ -77,7 +78,7 @@ void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t
   }
   group_begin.push_back(n);
   const std::int64_t groups = std::int64_t(group_begin.size()) - 1;
-#pragma omp parallel for schedule(dynamic, 64)
+#pragma omp parallel for schedule(dynamic, 64) if (worth_parallel(n))
   for (std::int64_t g = 0; g < groups; ++g)
     for (std::int64_t k = group_begin[std::size_t(g)]; k < group_begin[std::size_t(g + 1)]; ++k)
       add_row(order[std::size_t(k)]);

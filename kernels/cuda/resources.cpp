@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+#include "common/parallel.hpp"
+
 namespace sluice::cuda {
 
 void RegisteredPages::reset() noexcept {
@@ -22,7 +24,7 @@ RegisteredPages register_pages(std::size_t bytes) {
   constexpr std::size_t kPage = 4096;
   const std::int64_t count = std::int64_t((bytes + kPage - 1) / kPage);
   volatile char* bytes_of = static_cast<char*>(pages);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(count))
   for (std::int64_t i = 0; i < count; ++i) bytes_of[std::size_t(i) * kPage] = 0;
   if (cudaHostRegister(pages, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable) !=
       cudaSuccess) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/parallel.hpp"
 #include "kernels/csr_transpose.hpp"
 #include "kernels/cuda/gather.hpp"
 
@@ -84,11 +85,11 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   // The first bad offset and column, found in parallel (the checks name them).
   const std::int64_t rows = csr.rows, nnz = csr.nnz;
   std::int64_t bad_row = rows, bad_entry = nnz;
-#pragma omp parallel for schedule(static) reduction(min : bad_row)
+#pragma omp parallel for schedule(static) reduction(min : bad_row) if (worth_parallel(rows))
   for (std::int64_t r = 0; r < rows; ++r)
     if (indptr[r] > indptr[r + 1]) bad_row = std::min(bad_row, r);
   SLUICE_EXPECTS(bad_row == rows, what, ": CSR offsets decrease at row ", bad_row);
-#pragma omp parallel for schedule(static) reduction(min : bad_entry)
+#pragma omp parallel for schedule(static) reduction(min : bad_entry) if (worth_parallel(nnz))
   for (std::int64_t e = 0; e < nnz; ++e)
     if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
   SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)], " of entry ",

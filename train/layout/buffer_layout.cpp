@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/error.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice {
 
@@ -192,19 +193,19 @@ CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
   const std::int64_t threshold = cuda::long_degree_for(csr.nnz);
   const std::int64_t rows = csr.rows, nnz = std::int64_t(chunk.columns.size());
   std::int64_t long_rows = 0, long_columns = 0;
-#pragma omp parallel for schedule(static) reduction(+ : long_rows)
+#pragma omp parallel for schedule(static) reduction(+ : long_rows) if (worth_parallel(rows))
   for (std::int64_t r = 0; r < rows; ++r)
     long_rows +=
         chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
   // Column counts, then each column's count taken (and zeroed) by the first of its entries.
   std::int32_t* count = column_count.data();
   const vertex_t* columns = chunk.columns.data();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_parallel(nnz))
   for (std::int64_t e = 0; e < nnz; ++e) {
 #pragma omp atomic update
     ++count[columns[e]];
   }
-#pragma omp parallel for schedule(static) reduction(+ : long_columns)
+#pragma omp parallel for schedule(static) reduction(+ : long_columns) if (worth_parallel(nnz))
   for (std::int64_t e = 0; e < nnz; ++e) {
     std::int32_t seen;
 #pragma omp atomic capture

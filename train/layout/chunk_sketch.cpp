@@ -7,15 +7,10 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice {
 namespace {
-
-// Loops over less work than this run on one thread (preprocess/parallel.hpp's rule; the layout
-// library does not link the preprocessor).
-bool parallel_worth(std::int64_t work) {
-  return work >= (std::int64_t(1) << 15);
-}
 
 // Per-thread counts of one candidate C; chunk k = p * C + r (natural layout: range r of every
 // partition runs in batch r).
@@ -61,7 +56,7 @@ std::vector<vertex_t> edge_balanced_bounds(const std::vector<edge_t>& row_offset
   SLUICE_EXPECTS(chunks >= 1, "chunk ranges for C=", chunks);
   const int parts = static_cast<int>(partition_offsets.size()) - 1;
   std::vector<vertex_t> bounds(std::size_t(parts) * (chunks + 1));
-#pragma omp parallel for schedule(dynamic, 1) if (parallel_worth(row_offsets.back()))
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(row_offsets.back()))
   for (int p = 0; p < parts; ++p) {
     const vertex_t begin = partition_offsets[p];
     const vertex_t end = partition_offsets[p + 1];
@@ -99,7 +94,7 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   SLUICE_EXPECTS(partition_offsets.size() >= 2 && partition_offsets.front() == 0 &&
                      partition_offsets.back() == n,
                  "partition offsets do not cover the ", n, " vertices");
-  const bool parallel = parallel_worth(std::int64_t(d.indices.size()) + n);
+  const bool parallel = worth_parallel(std::int64_t(d.indices.size()) + n);
   // Row lengths, and entries per source (at index u + 1; the self entry added below).
   row_offsets_.assign(std::size_t(n) + 1, 0);
   source_offsets_.assign(std::size_t(n) + 1, 0);
@@ -161,7 +156,7 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
   const std::vector<vertex_t> bounds = edge_balanced_bounds(row_offsets_, partition_offsets_, C);
   const auto range_begin = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C]; };
   const auto range_end = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C + 1]; };
-  const bool parallel = parallel_worth(std::int64_t(destinations_.size()));
+  const bool parallel = worth_parallel(std::int64_t(destinations_.size()));
 
   // The chunk of every vertex, and per chunk its entries, long-row threshold and long rows.
   std::vector<std::int32_t> chunk_of(static_cast<std::size_t>(n));

@@ -15,11 +15,11 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
                                           const PlanOptions& plan_options, std::int64_t budget,
                                           const ModelShape& shape, const LayoutOptions& options,
                                           bool may_reload) {
-  std::unique_ptr<ChunkSketch> sketch;
+  std::shared_ptr<ChunkSketch> sketch;
   {
     StageTimer timer("chunk sketch");
     Renumbering renumbering = renumber_by_partition(partition.part, plan_options.partitions);
-    sketch = std::make_unique<ChunkSketch>(dataset, renumbering.new_to_old, renumbering.old_to_new,
+    sketch = std::make_shared<ChunkSketch>(dataset, renumbering.new_to_old, renumbering.old_to_new,
                                            renumbering.partition_offsets);
   }
   const vertex_t smallest = sketch->smallest_partition();
@@ -47,6 +47,7 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
   static_cast<FittingChunks&>(result) =
       sketch_fitting_chunks(*sketch, budget, shape, options, rules, log_candidate);
   result.smallest_partition = smallest;
+  result.sketch = sketch;
   log_info("--gpu-memory: ", candidates, " chunk counts estimated in ",
            format_number(std::round((now_seconds() - start) * 100) / 100), " s");
   // The chosen rule's need at half and twice the chosen C, for the command's summary.

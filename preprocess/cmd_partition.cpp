@@ -221,15 +221,20 @@ int run_partition(const std::vector<std::string>& args) {
                           input_rows == "auto");
     plan_options.chunks = found.chunks;
     rule = found.rule;
+    // The search sized buffers for the natural layout; a reorganized one may need more, which
+    // the same sketch tells before any index is built.
+    plan_options.layout_fits = [&](const std::vector<std::int32_t>& order) {
+      const std::int64_t bytes =
+          rules_bytes(found.sketch->profiles(found.chunks, layout.comm, order), shape, layout,
+                      {rule})
+              .front();
+      if (bytes <= budget) return true;
+      log_info("--gpu-memory: the reorganized layout needs ", format_bytes(double(bytes)),
+               " per GPU, over the budget; keeping the natural layout");
+      return false;
+    };
   }
-  Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
-  if (values.count("gpu-memory") && plan.reorganized && fit_bytes(plan) > budget) {
-    // The search sized buffers for the natural layout; the reorganized one needs more.
-    log_info("--gpu-memory: the reorganized layout needs ", format_bytes(fit_bytes(plan)),
-             " per GPU, over the budget; keeping the natural layout");
-    plan_options.reorganize = false;
-    plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
-  }
+  const Plan plan = build_plan_from_partition(dataset, partition, plan_options, info.fingerprint);
   const double total = now_seconds() - start;
   if (values.count("gpu-memory")) {
     const int C = plan_options.chunks;

@@ -315,6 +315,8 @@ Plan build_plan_from_partition(const Dataset& d, const VertexPartition& partitio
     StageTimer timer("reorganize");
     layout = reorganize(sets, plan.partition_offsets, options.reorganize, options.bandwidths,
                         feature_dim);
+    if (layout.reorganized && options.layout_fits && !options.layout_fits(layout.order))
+      layout = reorganize(sets, plan.partition_offsets, false, options.bandwidths, feature_dim);
   }
   plan.reorganized = layout.reorganized;
 

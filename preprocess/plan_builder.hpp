@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct PlanOptions {
   std::string balance = "both";   // what level-1 parts balance: edges | vertices | both
   std::vector<double> imbalance;  // METIS tolerances per constraint (partition_vertices)
   bool reorganize = true;         // run the 2-phase reorganization (kept only if cheaper)
+  // When set, a reorganized layout (order[c * P + p] = the range of partition p in batch c) is
+  // kept only if this returns true for it; the partition command's --gpu-memory check.
+  std::function<bool(const std::vector<std::int32_t>& order)> layout_fits;
   Bandwidths bandwidths;
   std::int64_t cost_feature_dim = 0;  // feature width for byte statistics (0: dataset's)
 };

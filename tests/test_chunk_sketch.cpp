@@ -112,6 +112,81 @@ TEST(ChunkSketch, ProfilesEqualThoseOfBuiltPlans) {
   EXPECT_EQ(compared, 5 * 10 * 9 * 3);
 }
 
+// Reorganized plans (chunks of different partitions grouped into batches, batches reordered):
+// the sketch given the plan's batch layout gives its profiles exactly.
+TEST(ChunkSketch, ProfilesOfReorganizedLayoutsEqualThoseOfBuiltPlans) {
+  int reorganized = 0;
+  for (const Graph& graph : graphs()) {
+    const Dataset& d = graph.dataset;
+    for (const int P : {1, 2, 3}) {
+      const VertexPartition partition = partition_vertices(d, P, P == 1 ? "range" : "metis", 1);
+      const ChunkSketch sketch = sketch_of(d, partition, P);
+      for (const int C : {2, 3, 6, 11}) {
+        SCOPED_TRACE(cat(graph.name, " P=", P, " C=", C));
+        const Plan plan = build_plan_from_partition(
+            d, partition, test::plan_options(P, C).reorganize(test::Reorganize::kOn),
+            compute_fingerprint(d));
+        std::vector<std::int32_t> order(std::size_t(P) * C);
+        for (int c = 0; c < C; ++c)
+          for (int p = 0; p < P; ++p) order[std::size_t(c) * P + p] = plan.chunk(c, p).range;
+        reorganized += plan.reorganized;
+        for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse}) {
+          const std::vector<PartitionProfile> sketched = sketch.profiles(C, comm, order);
+          for (int p = 0; p < P; ++p)
+            expect_same_profile(partition_profile(plan, p, comm), sketched[std::size_t(p)]);
+        }
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  // Most of these plans are reorganized (the case this test is for).
+  EXPECT_GE(reorganized, 30);
+}
+
+// PlanOptions::layout_fits decides whether a reorganized layout is kept: refused, the plan is the
+// natural-layout one; accepted, the reorganized one; asked once, with that layout.
+TEST(ChunkSketch, LayoutFitsDecidesWhetherTheReorganizedLayoutIsKept) {
+  const Dataset& d = graphs()[3].dataset;
+  const VertexPartition partition = partition_vertices(d, 3, "metis", 1);
+  const std::string fingerprint = compute_fingerprint(d);
+  const Plan reorganized = build_plan_from_partition(
+      d, partition, test::plan_options(3, 6).reorganize(test::Reorganize::kOn), fingerprint);
+  ASSERT_TRUE(reorganized.reorganized);
+  const Plan natural = build_plan_from_partition(
+      d, partition, test::plan_options(3, 6).reorganize(test::Reorganize::kOff), fingerprint);
+  for (const bool fits : {false, true}) {
+    PlanOptions options = test::plan_options(3, 6).reorganize(test::Reorganize::kOn);
+    int asked = 0;
+    options.layout_fits = [&](const std::vector<std::int32_t>& order) {
+      ++asked;
+      for (int c = 0; c < 6; ++c)
+        for (int p = 0; p < 3; ++p)
+          EXPECT_EQ(order[std::size_t(c) * 3 + p], reorganized.chunk(c, p).range);
+      return fits;
+    };
+    const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
+    EXPECT_EQ(asked, 1);
+    const Plan& expected = fits ? reorganized : natural;
+    EXPECT_EQ(plan.reorganized, expected.reorganized);
+    for (int c = 0; c < 6; ++c)
+      for (int p = 0; p < 3; ++p) {
+        EXPECT_EQ(plan.chunk(c, p).range, expected.chunk(c, p).range);
+        EXPECT_EQ(plan.chunk(c, p).load_vertices, expected.chunk(c, p).load_vertices);
+      }
+    EXPECT_EQ(plan.stats.cost_after, expected.stats.cost_after);
+  }
+}
+
+// A batch layout that is not a permutation of every partition's ranges is refused.
+TEST(ChunkSketch, RefusesABatchLayoutThatIsNotAPermutation) {
+  const Dataset& d = graphs()[0].dataset;
+  const VertexPartition partition = partition_vertices(d, 2, "range", 1);
+  const ChunkSketch sketch = sketch_of(d, partition, 2);
+  EXPECT_THROW(sketch.profiles(2, CommMode::kP2pReuse, {0, 0, 0, 1}), Error);
+  EXPECT_THROW(sketch.profiles(2, CommMode::kP2pReuse, {0, 1, 1}), Error);
+  EXPECT_NO_THROW(sketch.profiles(2, CommMode::kP2pReuse, {1, 0, 0, 1}));
+}
+
 // The bounds the plan builder cuts chunks by are the sketch's (one function).
 TEST(ChunkSketch, PlanChunkRangesAreEdgeBalancedBounds) {
   const Dataset& d = graphs()[1].dataset;

@@ -270,6 +270,39 @@ TEST(PlanCommands, GpuMemoryChoosesSmallestFittingChunks) {
   EXPECT_FALSE(test::file_exists(dir.file("plan2.h5")));
 }
 
+// Whatever the budget, the plan the command writes fits it: the chosen C's line, estimated from
+// the plan built, says "(fits)". Among these budgets, some keep the reorganized layout and some
+// refuse it because it needs more than the natural one the search sized C for.
+TEST(PlanCommands, GpuMemoryPlanFitsWhetherReorganizedOrNot) {
+  test::ScratchDir dir;
+  auto r =
+      test::run_command(preprocess("generate --scale 12 --edge-factor 8 --features 16 "
+                                   "--classes 4 --seed 3 --output " +
+                                   dir.file("d.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int reorganized = 0, refused = 0;
+  for (const std::string budget : {"200K", "300K", "400K", "500K"}) {
+    r = test::run_command(
+        preprocess("partition --dataset " + dir.file("d.h5") + " --partitions 2 --gpu-memory " +
+                   budget + " --model gcn --hidden 32 --layers 2 --output " + dir.file("plan.h5")));
+    ASSERT_EQ(r.exit_code, 0) << budget << "\n" << r.output;
+    const std::size_t chose = r.output.find("chose C=");
+    ASSERT_NE(chose, std::string::npos) << r.output;
+    const int C = std::stoi(r.output.substr(chose + 8));
+    const std::size_t line = r.output.find(cat("  C=", C, " "));
+    ASSERT_NE(line, std::string::npos) << r.output;
+    const std::string row = r.output.substr(line, r.output.find('\n', line) - line);
+    EXPECT_NE(row.find("(fits)"), std::string::npos) << budget << ": " << row;
+    const bool kept = read_plan(dir.file("plan.h5")).reorganized;
+    reorganized += kept;
+    const bool refusal_logged = r.output.find("the reorganized layout needs") != std::string::npos;
+    refused += refusal_logged;
+    EXPECT_FALSE(kept && refusal_logged) << budget << "\n" << r.output;
+  }
+  EXPECT_GE(reorganized, 1);
+  EXPECT_GE(refused, 1);
+}
+
 // --imbalance passes METIS's tolerances; bad values and non-METIS partitioners are refused
 // with a message and no plan file.
 TEST(PlanCommands, ImbalanceToleranceOption) {

@@ -8,12 +8,12 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/parallel.hpp"
+#include "kernels/csr_transpose.hpp"
 
 namespace sluice {
 namespace {
 
-// Per-thread counts of one candidate C; chunk k = p * C + r (natural layout: range r of every
-// partition runs in batch r).
+// Per-thread counts of one candidate C; chunk k = p * C + r is range r of partition p.
 struct SketchCounts {
   SketchCounts(std::size_t chunks, int partitions)
       : owned(chunks * partitions, 0),
@@ -40,7 +40,8 @@ struct SketchCounts {
   std::vector<std::int64_t> owned, pulled;
   // Per chunk: sources with more entries than the chunk's long-degree threshold.
   std::vector<std::int64_t> long_columns;
-  // Per chunk k = p * C + r: vertices of range r in the last batch's T^p.
+  // Per partition p and batch c (index p * C + c): vertices of p's chunk in batch c that are in
+  // the last batch's T^p.
   std::vector<std::int64_t> tail;
   // Per partition p and batch c (index p * C + c): |T_c^p| and |T_c^p ∩ T_{c-1}^p|.
   std::vector<std::int64_t> transition, reused;
@@ -95,9 +96,9 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
                      partition_offsets.back() == n,
                  "partition offsets do not cover the ", n, " vertices");
   const bool parallel = worth_parallel(std::int64_t(d.indices.size()) + n);
-  // Row lengths, and entries per source (at index u + 1; the self entry added below).
+  // The renumbered rows (self entry, then the in-edges from other vertices), counted, then
+  // written; then grouped by source, each source's destinations ascending.
   row_offsets_.assign(std::size_t(n) + 1, 0);
-  source_offsets_.assign(std::size_t(n) + 1, 0);
   // Progress in blocks of vertices (the schedule's chunks), each pass counted once.
   constexpr vertex_t kBlock = 4096;
   Progress progress("chunk sketch", 2 * std::uint64_t(n));
@@ -109,35 +110,25 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
     const vertex_t old = new_to_old[std::size_t(v)];
     advance(v);
     edge_t count = 1;
-    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
-      const vertex_t source = d.indices[std::size_t(e)];
-      if (source == old) continue;
-      ++count;
-      __atomic_fetch_add(&source_offsets_[std::size_t(old_to_new[std::size_t(source)]) + 1], 1,
-                         __ATOMIC_RELAXED);
-    }
+    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e)
+      count += d.indices[std::size_t(e)] != old;
     row_offsets_[std::size_t(v) + 1] = count;
   }
-  for (std::size_t v = 0; v < std::size_t(n); ++v) {
-    row_offsets_[v + 1] += row_offsets_[v];
-    source_offsets_[v + 1] += source_offsets_[v] + 1;
-  }
-  destinations_.resize(std::size_t(source_offsets_.back()));
-  std::vector<edge_t> cursor(source_offsets_.begin(), source_offsets_.end() - 1);
+  for (std::size_t v = 0; v < std::size_t(n); ++v) row_offsets_[v + 1] += row_offsets_[v];
+  std::vector<vertex_t> sources(std::size_t(row_offsets_.back()));
 #pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
   for (vertex_t v = 0; v < n; ++v) {
     const vertex_t old = new_to_old[std::size_t(v)];
     advance(v);
-    destinations_[std::size_t(__atomic_fetch_add(&cursor[std::size_t(v)], 1, __ATOMIC_RELAXED))] =
-        v;
+    vertex_t* out = sources.data() + row_offsets_[std::size_t(v)];
+    *out++ = v;
     for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
       const vertex_t source = d.indices[std::size_t(e)];
-      if (source == old) continue;
-      const std::size_t u = std::size_t(old_to_new[std::size_t(source)]);
-      destinations_[std::size_t(__atomic_fetch_add(&cursor[u], 1, __ATOMIC_RELAXED))] = v;
+      if (source != old) *out++ = old_to_new[std::size_t(source)];
     }
   }
   progress.finish();
+  transpose_csr_rows(row_offsets_, sources, n, source_offsets_, destinations_);
 }
 
 vertex_t ChunkSketch::smallest_partition() const {
@@ -148,29 +139,60 @@ vertex_t ChunkSketch::smallest_partition() const {
 }
 
 std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) const {
+  std::vector<std::int32_t> natural(std::size_t(partitions()) * std::max(chunks, 0));
+  for (std::size_t i = 0; i < natural.size(); ++i)
+    natural[i] = static_cast<std::int32_t>(i / std::size_t(partitions()));
+  return profiles(chunks, comm, natural);
+}
+
+std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
+                                                    const std::vector<std::int32_t>& order) const {
   const int P = partitions(), C = chunks;
   SLUICE_EXPECTS(C >= 1 && std::int64_t(P) * C <= (std::int64_t(1) << 24),
                  "P x C = ", std::int64_t(P) * C, " chunks");
   const vertex_t n = partition_offsets_.back();
   const std::size_t K = std::size_t(P) * C;
+  // Chunk k = p * C + r is range r of partition p; batch_of[k] is the batch it runs in, and
+  // previous[k] the chunk of p in the batch before (K for none).
+  SLUICE_EXPECTS(order.size() == K, "a batch layout of ", order.size(), " chunks for P x C = ", K);
+  std::vector<std::int32_t> batch_of(K, -1);
+  std::vector<std::size_t> previous(K, K);
+  for (int c = 0; c < C; ++c)
+    for (int p = 0; p < P; ++p) {
+      const std::int32_t r = order[std::size_t(c) * P + p];
+      SLUICE_EXPECTS(r >= 0 && r < C && batch_of[std::size_t(p) * C + r] < 0,
+                     "batch layout: ", "range ", r, " of partition ", p, " in batch ", c);
+      batch_of[std::size_t(p) * C + r] = c;
+      if (c > 0)
+        previous[std::size_t(p) * C + r] = std::size_t(p) * C + order[std::size_t(c - 1) * P + p];
+    }
   const std::vector<vertex_t> bounds = edge_balanced_bounds(row_offsets_, partition_offsets_, C);
   const auto range_begin = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C]; };
   const auto range_end = [&](std::size_t k) { return bounds[k / C * (C + 1) + k % C + 1]; };
   const bool parallel = worth_parallel(std::int64_t(destinations_.size()));
 
-  // The chunk of every vertex, and per chunk its entries, long-row threshold and long rows.
-  std::vector<std::int32_t> chunk_of(static_cast<std::size_t>(n));
-  std::vector<std::int64_t> nnz(K), threshold(K), long_rows(K, 0);
+  // Where every chunk's range starts (ascending: partitions and their ranges follow the ids; an
+  // empty range starts where the next one does), and per chunk its entries, long-row threshold
+  // and long rows.
+  std::vector<vertex_t> starts(K + 1);
+  for (std::size_t k = 0; k < K; ++k) starts[k] = range_begin(k);
+  starts[K] = n;
+  // The chunk of vertex v at or after chunk `from`: the last chunk starting at or before v.
+  const auto chunk_of = [&](vertex_t v, std::size_t from) {
+    return std::size_t(std::upper_bound(starts.begin() + std::ptrdiff_t(from), starts.end(), v) -
+                       starts.begin()) -
+           1;
+  };
+  std::vector<std::int64_t> nnz(K), threshold(K), long_rows(K);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (std::size_t k = 0; k < K; ++k) {
     const vertex_t begin = range_begin(k), end = range_end(k);
     nnz[k] = row_offsets_[std::size_t(end)] - row_offsets_[std::size_t(begin)];
     threshold[k] = cuda::long_degree_for(nnz[k]);
-    for (vertex_t v = begin; v < end; ++v) {
-      chunk_of[std::size_t(v)] = static_cast<std::int32_t>(k);
-      long_rows[k] +=
-          row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)] > threshold[k];
-    }
+    std::int64_t long_count = 0;
+    for (vertex_t v = begin; v < end; ++v)
+      long_count += row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)] > threshold[k];
+    long_rows[k] = long_count;
   }
 
   // One pass over the entries grouped by source: the chunks each source appears in (with how
@@ -198,9 +220,16 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
         progress.add(pending);
         pending = 0;
       }
+      // The destinations ascend, so each chunk's entries form one run.
+      std::size_t k = 0;
+      vertex_t run_end = 0;
       for (edge_t e = source_offsets_[std::size_t(u)]; e < source_offsets_[std::size_t(u) + 1];
            ++e) {
-        const std::size_t k = std::size_t(chunk_of[std::size_t(destinations_[std::size_t(e)])]);
+        const vertex_t v = destinations_[std::size_t(e)];
+        if (v >= run_end) {
+          k = chunk_of(v, k);
+          run_end = starts[k + 1];
+        }
         if (chunk_stamp[k] != u) {
           chunk_stamp[k] = u;
           entries[k] = 0;
@@ -209,10 +238,11 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
         ++entries[k];
       }
       for (const std::size_t k : runs) {
-        const int p = static_cast<int>(k / C), c = static_cast<int>(k % C);
+        const int p = static_cast<int>(k / C), c = batch_of[k];
         ++mine.owned[k * P + owner];
         // A remote source not in the previous batch's chunk of p is pulled.
-        if (p != owner && (c == 0 || chunk_stamp[k - 1] != u)) ++mine.pulled[k * P + owner];
+        if (p != owner && (previous[k] == K || chunk_stamp[previous[k]] != u))
+          ++mine.pulled[k * P + owner];
         if (entries[k] > threshold[k]) ++mine.long_columns[k];
         if (batch_stamp[std::size_t(c)] != u) {
           batch_stamp[std::size_t(c)] = u;
@@ -224,9 +254,9 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
         if (c > 0 && batch_stamp[std::size_t(c) - 1] == u)
           ++mine.reused[std::size_t(owner) * C + c];
       }
-      const std::size_t own = std::size_t(chunk_of[std::size_t(u)]);
-      if (batch_stamp[std::size_t(C) - 1] == u) ++mine.tail[own];
-      if (batch_stamp[0] == u && int(own % C) == C - 1) ++mine.head[std::size_t(owner)];
+      const int own_batch = batch_of[chunk_of(u, 0)];
+      if (batch_stamp[std::size_t(C) - 1] == u) ++mine.tail[std::size_t(owner) * C + own_batch];
+      if (batch_stamp[0] == u && own_batch == C - 1) ++mine.head[std::size_t(owner)];
     }
     progress.add(pending);
 #pragma omp critical(chunk_sketch_counts)
@@ -258,11 +288,11 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
       return lists;
     };
     for (int c = 0; c < C; ++c) {
-      const std::size_t k = first + c;
+      const std::size_t k = first + std::size_t(order[std::size_t(c) * P + p]);
       ChunkListSizes s;
       s.rows = range_end(k) - range_begin(k);
       s.nnz = nnz[k];
-      const std::int64_t transition = total.transition[k];
+      const std::int64_t transition = total.transition[first + c];
       switch (comm) {
         case CommMode::kBaseline:
           s.loads = distinct(k);
@@ -276,14 +306,14 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm) c
           s.pulls = s.pushes;
           break;
         case CommMode::kP2pReuse:
-          s.loads = transition - total.reused[k];
-          s.leaves = c + 1 < C ? transition - total.reused[k + 1] : transition;
+          s.loads = transition - total.reused[first + c];
+          s.leaves = c + 1 < C ? transition - total.reused[first + c + 1] : transition;
           s.remote = remote(k);
           s.pushes = per_owner(total.owned, k);
           s.pulls = per_owner(total.pulled, k);
           break;
       }
-      if (comm != CommMode::kBaseline) s.tail = total.tail[k];
+      if (comm != CommMode::kBaseline) s.tail = total.tail[first + c];
       profile.lists.push_back(std::move(s));
       CsrShape csr;
       csr.rows = range_end(k) - range_begin(k);

@@ -5,9 +5,9 @@
 // cuts chunks by), and the graph grouped by source, from which one parallel pass per C counts
 // every neighbor set, transition set, reuse, remote and pull list and long CSR column exactly.
 //
-// The profiles are those of the plan with the natural batch layout (chunk c of every partition
-// in batch c, no reorganization): equal, field by field, to partition_profile() of the plan
-// build_plan_from_partition() builds with reorganize off (tests/test_chunk_sketch.cpp).
+// The profiles are those of the plan with a given batch layout (the natural one, chunk c of every
+// partition in batch c, or a reorganized one): equal, field by field, to partition_profile() of
+// the plan build_plan_from_partition() builds with that layout (tests/test_chunk_sketch.cpp).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +43,10 @@ class ChunkSketch {
 
   // Every partition's profile under `comm` of the natural-layout plan with `chunks` chunks.
   std::vector<PartitionProfile> profiles(int chunks, CommMode comm) const;
+  // The same for the batch layout `order` (order[c * P + p] = the range of partition p that runs
+  // in batch c, as the reorganizer gives it).
+  std::vector<PartitionProfile> profiles(int chunks, CommMode comm,
+                                         const std::vector<std::int32_t>& order) const;
 
  private:
   std::vector<vertex_t> partition_offsets_;

@@ -1,8 +1,7 @@
-// The transpose of a CSR: for every column, the rows that hold it (ascending) and, for the chunk
-// CSRs both backends build at upload, the positions of those entries in the CSR, as a counting
-// sort by column over the rows in order gives them. The chunk sketch groups the whole graph by
-// source with it. Built with OpenMP threads, each filling the transposed rows of its own
-// columns, without atomics; the result does not depend on the thread count.
+// The transpose of a chunk CSR that both backends build at upload: for every column, the rows
+// that hold it (ascending) and the positions of those entries in the CSR, as a counting sort by
+// column over the rows in order gives them. Built with OpenMP threads, each filling the
+// transposed rows of its own columns; the result does not depend on the thread count.
 #pragma once
 
 #include <omp.h>
@@ -16,18 +15,18 @@
 
 namespace sluice {
 
-namespace detail {
-
-// The counting sort both transposes share: t_offsets (cols + 1) of the CSR (indptr, columns),
-// then emit(k, r, e) for every entry e of row r, k being its position in the transpose. Within a
-// column the positions ascend with e, hence with r.
-template <typename Offset, typename Emit>
-void transpose_csr_positions(const std::vector<edge_t>& indptr,
-                             const std::vector<vertex_t>& columns, std::int64_t cols,
-                             std::vector<Offset>& t_offsets, Emit&& emit) {
+// t_offsets (cols + 1), t_rows and t_entries (nnz each) of the CSR (indptr, columns) with `cols`
+// columns; every column must lie in [0, cols) (the caller checks). Within a transposed row the
+// entries ascend by position, hence by row.
+template <typename Offset, typename Index, typename Entry>
+void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                   std::int64_t cols, std::vector<Offset>& t_offsets, std::vector<Index>& t_rows,
+                   std::vector<Entry>& t_entries) {
   const std::int64_t rows = std::int64_t(indptr.size()) - 1;
   const std::int64_t nnz = std::int64_t(columns.size());
   t_offsets.assign(std::size_t(cols) + 1, 0);
+  t_rows.resize(std::size_t(nnz));
+  t_entries.resize(std::size_t(nnz));
   // Each thread owns a range of columns and scans every entry in CSR order for those in its
   // range: no two threads write the same place, and every transposed row fills in row order.
   Offset* counts = t_offsets.data() + 1;
@@ -59,38 +58,11 @@ void transpose_csr_positions(const std::vector<edge_t>& indptr,
         for (edge_t e = indptr[std::size_t(r)]; e < indptr[std::size_t(r) + 1]; ++e) {
           const vertex_t c = columns[std::size_t(e)];
           if (c < begin || c >= end) continue;
-          emit(next[std::size_t(c)]++, r, e);
+          const Offset k = next[std::size_t(c)]++;
+          t_rows[std::size_t(k)] = static_cast<Index>(r);
+          t_entries[std::size_t(k)] = static_cast<Entry>(e);
         }
   }
-}
-
-}  // namespace detail
-
-// t_offsets (cols + 1), t_rows and t_entries (nnz each) of the CSR (indptr, columns) with `cols`
-// columns; every column must lie in [0, cols) (the caller checks). Within a transposed row the
-// entries ascend by position, hence by row.
-template <typename Offset, typename Index, typename Entry>
-void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                   std::int64_t cols, std::vector<Offset>& t_offsets, std::vector<Index>& t_rows,
-                   std::vector<Entry>& t_entries) {
-  t_rows.resize(columns.size());
-  t_entries.resize(columns.size());
-  detail::transpose_csr_positions(indptr, columns, cols, t_offsets,
-                                  [&](Offset k, std::int64_t r, edge_t e) {
-                                    t_rows[std::size_t(k)] = static_cast<Index>(r);
-                                    t_entries[std::size_t(k)] = static_cast<Entry>(e);
-                                  });
-}
-
-// The same without entry positions: for every column, the rows that hold it, ascending.
-template <typename Offset, typename Index>
-void transpose_csr_rows(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                        std::int64_t cols, std::vector<Offset>& t_offsets,
-                        std::vector<Index>& t_rows) {
-  t_rows.resize(columns.size());
-  detail::transpose_csr_positions(
-      indptr, columns, cols, t_offsets,
-      [&](Offset k, std::int64_t r, edge_t) { t_rows[std::size_t(k)] = static_cast<Index>(r); });
 }
 
 }  // namespace sluice

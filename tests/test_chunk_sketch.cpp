@@ -5,6 +5,7 @@
 // the 3 % the search is allowed), and the chunk-count search over sketches picks the C and budget
 // rule that a search over built plans picks.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -110,6 +111,30 @@ TEST(ChunkSketch, ProfilesEqualThoseOfBuiltPlans) {
     }
   }
   EXPECT_EQ(compared, 5 * 10 * 9 * 3);
+}
+
+// A graph large enough for the sketch's parallel passes (the graphs above run on one thread):
+// at 1, 2 and 5 threads its profiles equal the built plan's.
+TEST(ChunkSketch, ParallelPassesGiveTheProfilesOfBuiltPlansAtAnyThreadCount) {
+  const Dataset d = test::skewed_multigraph(30000, 120000, 11);
+  const VertexPartition partition = partition_vertices(d, 3, "random", 4);
+  const int threads = omp_get_max_threads();
+  for (const int C : {1, 7, 40}) {
+    const Plan plan = build_plan_from_partition(
+        d, partition, test::plan_options(3, C).reorganize(test::Reorganize::kOff),
+        compute_fingerprint(d));
+    for (const int t : {1, 2, 5}) {
+      SCOPED_TRACE(cat("C=", C, ", ", t, " threads"));
+      omp_set_num_threads(t);
+      const ChunkSketch sketch = sketch_of(d, partition, 3);
+      const std::vector<PartitionProfile> sketched = sketch.profiles(C, CommMode::kP2pReuse);
+      omp_set_num_threads(threads);
+      for (int p = 0; p < 3; ++p)
+        expect_same_profile(partition_profile(plan, p, CommMode::kP2pReuse),
+                            sketched[std::size_t(p)]);
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 // Reorganized plans (chunks of different partitions grouped into batches, batches reordered):

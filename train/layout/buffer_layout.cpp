@@ -3,6 +3,8 @@
 // of its derive_lists() and tail_lists(), which it checks against them.
 #include "train/layout/buffer_layout.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "common/error.hpp"
@@ -184,36 +186,49 @@ std::int64_t head_rows(const Plan& plan, int p, CommMode comm) {
   return stop - first;
 }
 
+// The shape of a chunk's CSR: its long rows, and its long columns (columns with more entries
+// than the threshold), counted in `column_count` (merged_rows zeros, left zero): by a team over
+// the entries (atomic counts) with CsrShapeThreads::kTeam, else on the calling thread.
+enum class CsrShapeThreads { kOne, kTeam };
 CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
-                   std::vector<std::int32_t>& column_count) {
+                   std::vector<std::int32_t>& column_count, CsrShapeThreads threads) {
   CsrShape csr;
   csr.rows = chunk.num_dst();
   csr.cols = merged_rows;
   csr.nnz = chunk.num_entries();
   const std::int64_t threshold = cuda::long_degree_for(csr.nnz);
   const std::int64_t rows = csr.rows, nnz = std::int64_t(chunk.columns.size());
+  const bool team = threads == CsrShapeThreads::kTeam;
   std::int64_t long_rows = 0, long_columns = 0;
-#pragma omp parallel for schedule(static) reduction(+ : long_rows) if (worth_parallel(rows))
+#pragma omp parallel for schedule(static) reduction(+ : long_rows) if (team && worth_parallel(rows))
   for (std::int64_t r = 0; r < rows; ++r)
     long_rows +=
         chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
   // Column counts, then each column's count taken (and zeroed) by the first of its entries.
   std::int32_t* count = column_count.data();
   const vertex_t* columns = chunk.columns.data();
-#pragma omp parallel for schedule(static) if (worth_parallel(nnz))
-  for (std::int64_t e = 0; e < nnz; ++e) {
-#pragma omp atomic update
-    ++count[columns[e]];
-  }
-#pragma omp parallel for schedule(static) reduction(+ : long_columns) if (worth_parallel(nnz))
-  for (std::int64_t e = 0; e < nnz; ++e) {
-    std::int32_t seen;
-#pragma omp atomic capture
-    {
-      seen = count[columns[e]];
+  if (!team || !worth_parallel(nnz)) {
+    for (std::int64_t e = 0; e < nnz; ++e) ++count[columns[e]];
+    for (std::int64_t e = 0; e < nnz; ++e) {
+      long_columns += count[columns[e]] > threshold ? 1 : 0;
       count[columns[e]] = 0;
     }
-    long_columns += seen > threshold ? 1 : 0;
+  } else {
+#pragma omp parallel for schedule(static) if (worth_parallel(nnz))
+    for (std::int64_t e = 0; e < nnz; ++e) {
+#pragma omp atomic update
+      ++count[columns[e]];
+    }
+#pragma omp parallel for schedule(static) reduction(+ : long_columns) if (worth_parallel(nnz))
+    for (std::int64_t e = 0; e < nnz; ++e) {
+      std::int32_t seen;
+#pragma omp atomic capture
+      {
+        seen = count[columns[e]];
+        count[columns[e]] = 0;
+      }
+      long_columns += seen > threshold ? 1 : 0;
+    }
   }
   csr.long_rows = long_rows;
   csr.long_columns = long_columns;
@@ -275,9 +290,27 @@ PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm) {
   profile.head_rows = head_rows(plan, p, comm);
   profile.lists = chunk_list_sizes(plan, p, comm);
   const std::int64_t merged_rows = profile.transition_rows + profile.remote_rows;
-  std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
-  for (int c = 0; c < plan.chunks; ++c)
-    profile.csr.push_back(csr_shape(plan.chunk(c, p), merged_rows, column_count));
+  // Chunks in parallel, each on one thread with its own counts, when there are enough of them
+  // to keep the threads busy; else one chunk after the other, each by the whole team.
+  const int C = plan.chunks;
+  profile.csr.resize(std::size_t(C));
+  std::int64_t entries = 0;
+  for (int c = 0; c < C; ++c) entries += std::int64_t(plan.chunk(c, p).columns.size());
+  if (C >= omp_get_max_threads() && worth_parallel(entries)) {
+#pragma omp parallel if (worth_parallel(entries))
+    {
+      std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
+#pragma omp for schedule(dynamic, 1)
+      for (int c = 0; c < C; ++c)
+        profile.csr[std::size_t(c)] =
+            csr_shape(plan.chunk(c, p), merged_rows, column_count, CsrShapeThreads::kOne);
+    }
+  } else {
+    std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
+    for (int c = 0; c < C; ++c)
+      profile.csr[std::size_t(c)] =
+          csr_shape(plan.chunk(c, p), merged_rows, column_count, CsrShapeThreads::kTeam);
+  }
   return profile;
 }
 

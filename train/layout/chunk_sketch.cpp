@@ -8,7 +8,6 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/parallel.hpp"
-#include "kernels/csr_transpose.hpp"
 
 namespace sluice {
 namespace {
@@ -96,39 +95,109 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
                      partition_offsets.back() == n,
                  "partition offsets do not cover the ", n, " vertices");
   const bool parallel = worth_parallel(std::int64_t(d.indices.size()) + n);
-  // The renumbered rows (self entry, then the in-edges from other vertices), counted, then
-  // written; then grouped by source, each source's destinations ascending.
-  row_offsets_.assign(std::size_t(n) + 1, 0);
-  // Progress in blocks of vertices (the schedule's chunks), each pass counted once.
-  constexpr vertex_t kBlock = 4096;
-  Progress progress("chunk sketch", 2 * std::uint64_t(n));
-  const auto advance = [&](vertex_t v) {
-    if (v % kBlock == 0) progress.add(std::uint64_t(std::min(kBlock, n - v)));
+  // The renumbered rows (self entry, then the in-edges from other vertices) grouped by source,
+  // each source's destinations ascending, by a two-level counting sort without atomics: the
+  // entries of every block of destinations go to buckets of 2^shift consecutive sources (bucket
+  // major, block minor, so a bucket's entries ascend by destination), then each bucket is
+  // sorted by source on one thread, stably.
+  int shift = 0;
+  while (shift < 16 && (std::int64_t(n - 1) >> shift) >= 4096) ++shift;
+  const std::int64_t buckets = (std::int64_t(std::max<vertex_t>(n, 1) - 1) >> shift) + 1;
+  const std::int64_t blocks = parallel ? 4 * std::int64_t(omp_get_max_threads()) : 1;
+  const auto block_begin = [&](std::int64_t b) { return vertex_t(std::int64_t(n) * b / blocks); };
+  std::vector<edge_t> bucket_cursor(std::size_t(blocks * buckets), 0);  // [bucket][block]
+  const auto cursor_of = [&](std::int64_t bucket, std::int64_t block) -> edge_t& {
+    return bucket_cursor[std::size_t(bucket * blocks + block)];
   };
-#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
-  for (vertex_t v = 0; v < n; ++v) {
-    const vertex_t old = new_to_old[std::size_t(v)];
-    advance(v);
-    edge_t count = 1;
-    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e)
-      count += d.indices[std::size_t(e)] != old;
-    row_offsets_[std::size_t(v) + 1] = count;
+  row_offsets_.assign(std::size_t(n) + 1, 0);
+  Progress progress("chunk sketch", 2 * std::uint64_t(d.indices.size() + std::size_t(n)));
+  // Pass 1: row lengths and entries per (bucket, block).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::uint64_t visited = 0;
+    for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
+      const vertex_t old = new_to_old[std::size_t(v)];
+      edge_t count = 1;
+      ++cursor_of(v >> shift, b);
+      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
+        const vertex_t source = d.indices[std::size_t(e)];
+        if (source == old) continue;
+        ++count;
+        ++cursor_of(old_to_new[std::size_t(source)] >> shift, b);
+      }
+      row_offsets_[std::size_t(v) + 1] = count;
+      visited += std::uint64_t(count);
+    }
+    progress.add(visited);
   }
   for (std::size_t v = 0; v < std::size_t(n); ++v) row_offsets_[v + 1] += row_offsets_[v];
-  std::vector<vertex_t> sources(std::size_t(row_offsets_.back()));
-#pragma omp parallel for schedule(dynamic, kBlock) if (parallel)
-  for (vertex_t v = 0; v < n; ++v) {
-    const vertex_t old = new_to_old[std::size_t(v)];
-    advance(v);
-    vertex_t* out = sources.data() + row_offsets_[std::size_t(v)];
-    *out++ = v;
-    for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
-      const vertex_t source = d.indices[std::size_t(e)];
-      if (source != old) *out++ = old_to_new[std::size_t(source)];
+  const edge_t entries = row_offsets_.back();
+  std::vector<edge_t> bucket_begin(std::size_t(buckets) + 1, 0);
+  {
+    edge_t sum = 0;
+    for (std::int64_t k = 0; k < buckets; ++k) {
+      bucket_begin[std::size_t(k)] = sum;
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        const edge_t size = cursor_of(k, b);
+        cursor_of(k, b) = sum;
+        sum += size;
+      }
     }
+    bucket_begin[std::size_t(buckets)] = sum;
+    SLUICE_EXPECTS(sum == entries, "chunk sketch: ", sum, " bucketed_destination entries for ",
+                   entries);
+  }
+  // Pass 2: every entry's source (its offset in the bucket) and destination, bucket by bucket.
+  std::vector<std::uint16_t> source_low(static_cast<std::size_t>(entries));
+  std::vector<vertex_t> bucketed_destination(static_cast<std::size_t>(entries));
+  const vertex_t mask = vertex_t((std::int64_t(1) << shift) - 1);
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::uint64_t visited = 0;
+    const auto put = [&](vertex_t u, vertex_t v) {
+      const edge_t at = cursor_of(u >> shift, b)++;
+      source_low[std::size_t(at)] = static_cast<std::uint16_t>(u & mask);
+      bucketed_destination[std::size_t(at)] = v;
+    };
+    for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
+      const vertex_t old = new_to_old[std::size_t(v)];
+      put(v, v);
+      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
+        const vertex_t source = d.indices[std::size_t(e)];
+        if (source != old) put(old_to_new[std::size_t(source)], v);
+      }
+      visited += std::uint64_t(row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)]);
+    }
+    progress.add(visited);
   }
   progress.finish();
-  transpose_csr_rows(row_offsets_, sources, n, source_offsets_, destinations_);
+  std::vector<edge_t>().swap(bucket_cursor);
+  // Pass 3: each bucket sorted by source (counting sort, stable: destinations stay ascending).
+  source_offsets_.assign(std::size_t(n) + 1, 0);
+  destinations_.resize(std::size_t(entries));
+#pragma omp parallel if (parallel)
+  {
+    std::vector<edge_t> next(std::size_t(mask) + 1);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t k = 0; k < buckets; ++k) {
+      const vertex_t first = vertex_t(k << shift);
+      const vertex_t size = std::min<vertex_t>(mask + 1, n - first);
+      std::fill(next.begin(), next.begin() + size, 0);
+      const edge_t begin = bucket_begin[std::size_t(k)], end = bucket_begin[std::size_t(k) + 1];
+      for (edge_t i = begin; i < end; ++i) ++next[source_low[std::size_t(i)]];
+      edge_t at = begin;
+      for (vertex_t u = 0; u < size; ++u) {
+        source_offsets_[std::size_t(first + u)] = at;
+        const edge_t count = next[std::size_t(u)];
+        next[std::size_t(u)] = at;
+        at += count;
+      }
+      for (edge_t i = begin; i < end; ++i)
+        destinations_[std::size_t(next[source_low[std::size_t(i)]]++)] =
+            bucketed_destination[std::size_t(i)];
+    }
+  }
+  source_offsets_[std::size_t(n)] = entries;
 }
 
 vertex_t ChunkSketch::smallest_partition() const {

@@ -288,7 +288,10 @@ Dataset read_dataset(const std::string& path, const DatasetReadOptions& options)
   d.num_classes = info.num_classes;
   d.indptr = h5::read_vector<edge_t>(file, "graph/indptr");
   d.indices = h5::read_vector<vertex_t>(file, "graph/indices");
-  if (options.features) d.features = h5::read_vector<float>(file, "features");
+  if (options.features)
+    d.features = h5::read_vector<float>(file, "features");
+  else
+    d.features_file = path;
   // Labels are checked even when not kept (4 bytes a vertex, next to the graph's 4 an edge).
   d.labels = h5::read_vector<std::int32_t>(file, "labels");
   d.train = h5::read_vector<vertex_t>(file, "split/train");
@@ -309,6 +312,12 @@ void read_feature_rows(const std::string& path, vertex_t begin, vertex_t end, fl
       dims.size() == 2 && begin >= 0 && begin <= end && std::uint64_t(end) <= dims[0], path,
       ": /features has shape ", shape_text(dims), ", cannot read rows [", begin, ", ", end, ")");
   h5::read_rows(file, "features", H5T_NATIVE_FLOAT, begin, end, out);
+  const std::int64_t dim = std::int64_t(dims[1]);
+  const std::int64_t bad = first_failure(std::int64_t(end - begin) * dim,
+                                         [&](std::int64_t i) { return !std::isfinite(out[i]); });
+  if (bad >= 0)
+    throw InputError(cat(path, ": /features of vertex ", begin + bad / dim, ", column ", bad % dim,
+                         " is not finite (", out[bad], ")"));
 }
 
 }  // namespace sluice

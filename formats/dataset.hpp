@@ -34,6 +34,9 @@ struct Dataset {
 
   std::int64_t feature_dim = 0;
   std::vector<float> features;  // num_nodes * feature_dim, row-major
+  // When read without its features (DatasetReadOptions::features off): the file they stay in,
+  // for read_feature_rows(); otherwise empty.
+  std::string features_file;
 
   std::int32_t num_classes = 0;
   std::vector<std::int32_t> labels;  // num_nodes, -1 = unlabeled
@@ -87,7 +90,9 @@ struct DatasetInfo {
 };
 DatasetInfo read_dataset_info(const std::string& path);
 
-// Reads feature rows [begin, end) into out (row-major, (end - begin) * feature_dim floats).
+// Reads feature rows [begin, end) into out (row-major, (end - begin) * feature_dim floats) and
+// checks them as validate_dataset() checks loaded features: a value that is not finite is an
+// InputError naming the file, vertex and column.
 void read_feature_rows(const std::string& path, vertex_t begin, vertex_t end, float* out);
 
 }  // namespace sluice

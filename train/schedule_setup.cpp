@@ -197,15 +197,23 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
   SLUICE_INPUT_CHECK(backend.num_devices() == P, "the backend has ", backend.num_devices(),
                      " devices but the plan has ", P, " partitions");
   SLUICE_INPUT_CHECK(dataset.feature_dim == model.layers.front().in_width &&
-                         std::int64_t(dataset.features.size()) ==
-                             std::int64_t(dataset.num_nodes) * dataset.feature_dim,
+                         (std::int64_t(dataset.features.size()) ==
+                              std::int64_t(dataset.num_nodes) * dataset.feature_dim ||
+                          (dataset.features.empty() && !dataset.features_file.empty())),
                      "dataset features do not match the model input width");
   SLUICE_INPUT_CHECK(!dataset.train.empty(), "dataset '", dataset.name,
                      "' has no training vertices");
   loss_scale = 1.f / static_cast<float>(dataset.train.size());
   StageTimer lists_stage("schedule index lists");
-  std::vector<ChunkLists> lists = derive_lists(dataset, plan, model, options.comm);
-  split_first_flushes(lists, dataset.num_nodes);
+  std::vector<ChunkLists> lists;
+  {
+    StageTimer timer("derive index lists");
+    lists = derive_lists(dataset, plan, model, options.comm);
+  }
+  {
+    StageTimer timer("split first flushes");
+    split_first_flushes(lists, dataset.num_nodes);
+  }
   if (releasable) {  // the lists hold what the schedule needs of the graph
     std::vector<edge_t>().swap(releasable->indptr);
     std::vector<vertex_t>().swap(releasable->indices);
@@ -223,8 +231,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
     s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    StageTimer layout_timer(cat("device ", p, ": buffer layout"));
     const PartitionLayout layout = partition_layout(plan, p, layer_shapes, layout_options);
     const DeviceSizes sizes = device_sizes(plan, p, lists);
+    layout_timer.finish();
     const std::vector<vertex_t> head_block_rows = split_next_pass_head(s, p, lists[std::size_t(p)]);
     // Layer 1's backward pass keeps its tail (keeps_tail()), in the flush buffer only where the
     // device gets one (allocate_device_buffers()).
@@ -233,8 +243,12 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
       tails[std::size_t(p)] =
           tail_lists(lists[std::size_t(C - 1) * P + p], plan, p,
                      tail_in_flush_buffer ? TailPlace::kFlushBuffer : TailPlace::kGradientSlots);
+    StageTimer buffers_timer(cat("device ", p, ": working and overlap buffers"));
     std::size_t next = allocate_device_buffers(s, p, layout, sizes, head_block_rows);
+    buffers_timer.finish();
+    StageTimer chunks_timer(cat("device ", p, ": chunk constants"));
     next = upload_chunks(s, p, layout.buffers, next, lists);
+    chunks_timer.finish();
     for (; next < layout.buffers.size(); ++next) {
       const BufferSpec& b = layout.buffers[next];
       if (b.role == BufferRole::kTailRows || b.role == BufferRole::kTailPositions)
@@ -254,7 +268,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     log_debug("overlap: load prefetch on ", staged, "/", P, " devices, flush behind compute on ",
               flushed, "/", P, ", double block buffers on ", doubled, "/", P);
   }
-  upload_tails(tails, tail_buffers);
+  {
+    StageTimer timer("tail lists");
+    upload_tails(tails, tail_buffers);
+  }
   device_stage.finish();
 }
 
@@ -301,7 +318,9 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
   A_cache.resize(std::size_t(L));
   const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
   for (const HostMatrixShape& shape : shapes) {
+    StageTimer alloc_timer(cat("allocate ", shape.name));
     const HostMat m = backend.alloc_host(shape.rows, shape.cols, precision, shape.name);
+    alloc_timer.finish();
     if (shape.role == HostMatrixRole::kInput)
       H[std::size_t(shape.layer)] = m;
     else if (shape.role == HostMatrixRole::kGradient)
@@ -309,7 +328,8 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
     else
       A_cache[std::size_t(shape.layer)] = m;
     if (shape.role != HostMatrixRole::kInput || shape.layer != 0) continue;
-    fill_features(dataset, plan.new_to_old,
+    StageTimer fill_timer("fill H^0");
+    fill_features(dataset, plan.new_to_old, plan.old_to_new,
                   options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
                   m);
     if (releasable) std::vector<float>().swap(releasable->features);
@@ -413,6 +433,9 @@ void Schedule::Impl::upload_device_constant(DeviceState& s, const BufferSpec& b,
 std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
                                           const std::vector<BufferSpec>& buffers, std::size_t next,
                                           std::vector<ChunkLists>& lists) {
+  // Seconds by buffer role, for the -v log: where the chunks' upload time goes.
+  std::vector<std::pair<BufferRole, double>> seconds;
+  double checks = 0;
   for (int c = 0; c < C; ++c) {
     const ChunkPlan& cp = plan.chunk(c, p);
     ChunkLists& li = lists[std::size_t(c) * P + p];
@@ -423,9 +446,17 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ch.leave_store_count = std::int64_t(li.leave_store_count);
     const std::string where = cat("chunk (", c, ",", p, ") ");
     for (; next < buffers.size() && buffers[next].chunk == c && per_chunk_constant(buffers[next]);
-         ++next)
+         ++next) {
+      const double start = now_seconds();
       upload_chunk_constant(s, buffers[next], cp, li, ch, where);
+      const BufferRole role = buffers[next].role;
+      auto it = std::find_if(seconds.begin(), seconds.end(),
+                             [&](const auto& entry) { return entry.first == role; });
+      if (it == seconds.end()) it = seconds.insert(seconds.end(), {role, 0.0});
+      it->second += now_seconds() - start;
+    }
     if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
+    const double start = now_seconds();
     check_chunk_uploaded(ch, li, gat(), where);
     li = ChunkLists{};
     if (release_plan) {  // the constants hold what the schedule needs of the chunk's plan
@@ -439,7 +470,13 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
       std::vector<std::int32_t>().swap(released.remote_owner);
       std::vector<std::uint8_t>().swap(released.remote_pull);
     }
+    checks += now_seconds() - start;
   }
+  std::string by_role;
+  for (const auto& [role, spent] : seconds)
+    by_role += cat(buffer_role_name(role), " ", format_seconds(spent), ", ");
+  log_debug("device ", p, ": chunk constants by role: ", by_role, "checks and releases ",
+            format_seconds(checks));
   return next;
 }
 

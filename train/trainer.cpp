@@ -720,7 +720,10 @@ void run_train(const TrainConfig& config) {
                      " was built from a different dataset (fingerprint ", plan.dataset_fingerprint,
                      ") than ", config.dataset, " (fingerprint ", info.fingerprint,
                      "); rebuild the plan with sluice-preprocess partition");
-  Dataset dataset = read_dataset(config.dataset);
+  // The features stay in the file until setup reads them into H^0 (fill_features()).
+  DatasetReadOptions read_options;
+  read_options.features = false;
+  Dataset dataset = read_dataset(config.dataset, read_options);
   StageTimer train_stage("train");
   // Nothing below reads the dataset's features or graph (predictions take labels and ids).
   const TrainResult result = train(dataset, plan, config, InputRelease::kDatasetAndPlanLists);

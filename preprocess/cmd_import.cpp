@@ -181,7 +181,7 @@ int run_generate(const std::vector<std::string>& args) {
       "RMAT probability of quadrant c (d = 1-a-b-c)")(
       "noise", po::value(&o.noise)->default_value(0.0), "per-level noise on a, b, c, d")(
       "labels", po::value(&o.labels)->default_value("planted"), "planted or random")(
-      "homophily", po::value(&o.homophily)->default_value(0.8),
+      "homophily", po::value(&o.homophily)->default_value(0.8, "0.8"),
       "planted: fraction of edges drawn inside the class block")(
       "feature-noise", po::value(&o.feature_noise)->default_value(1.0),
       "planted: feature noise relative to half the distance between class prototypes")(

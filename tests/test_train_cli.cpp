@@ -92,6 +92,15 @@ TEST_F(TrainCli, HelpShowsDefaultsWithoutFloatNoise) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("--weight-decay arg (=0.0005)"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("00000000"), std::string::npos) << r.output;
+  // Every sluice-preprocess command's help too.
+  for (const std::string command : {"import", "generate", "info", "partition", "stats", "verify"}) {
+    const auto help = test::run_command(test::bin("sluice-preprocess") + " " + command + " --help");
+    EXPECT_EQ(help.exit_code, 0) << command << "\n" << help.output;
+    EXPECT_EQ(help.output.find("00000000"), std::string::npos) << command << "\n" << help.output;
+    EXPECT_EQ(help.output.find("99999999"), std::string::npos) << command << "\n" << help.output;
+  }
+  const auto generate = test::run_command(test::bin("sluice-preprocess") + " generate --help");
+  EXPECT_NE(generate.output.find("--homophily arg (=0.8)"), std::string::npos) << generate.output;
 }
 
 // The --gpu-memory byte counts of sluice-train and sluice-preprocess partition.

@@ -111,7 +111,8 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   };
   row_offsets_.assign(std::size_t(n) + 1, 0);
   Progress progress("chunk sketch", 2 * std::uint64_t(d.indices.size() + std::size_t(n)));
-  // Pass 1: row lengths and entries per (bucket, block).
+  // Pass 1: row lengths and entries per (bucket, block), then the renumbered rows themselves
+  // (each vertex's source ids looked up once).
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::uint64_t visited = 0;
@@ -132,6 +133,18 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   }
   for (std::size_t v = 0; v < std::size_t(n); ++v) row_offsets_[v + 1] += row_offsets_[v];
   const edge_t entries = row_offsets_.back();
+  std::vector<vertex_t> sources(static_cast<std::size_t>(entries));
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
+      const vertex_t old = new_to_old[std::size_t(v)];
+      vertex_t* out = sources.data() + row_offsets_[std::size_t(v)];
+      *out++ = v;
+      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
+        const vertex_t source = d.indices[std::size_t(e)];
+        if (source != old) *out++ = old_to_new[std::size_t(source)];
+      }
+    }
   std::vector<edge_t> bucket_begin(std::size_t(buckets) + 1, 0);
   {
     edge_t sum = 0;
@@ -160,18 +173,15 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
       bucketed_destination[std::size_t(at)] = v;
     };
     for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
-      const vertex_t old = new_to_old[std::size_t(v)];
-      put(v, v);
-      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
-        const vertex_t source = d.indices[std::size_t(e)];
-        if (source != old) put(old_to_new[std::size_t(source)], v);
-      }
+      for (edge_t e = row_offsets_[std::size_t(v)]; e < row_offsets_[std::size_t(v) + 1]; ++e)
+        put(sources[std::size_t(e)], v);
       visited += std::uint64_t(row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)]);
     }
     progress.add(visited);
   }
   progress.finish();
   std::vector<edge_t>().swap(bucket_cursor);
+  std::vector<vertex_t>().swap(sources);
   // Pass 3: each bucket sorted by source (counting sort, stable: destinations stay ascending).
   source_offsets_.assign(std::size_t(n) + 1, 0);
   destinations_.resize(std::size_t(entries));

@@ -111,40 +111,39 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   };
   row_offsets_.assign(std::size_t(n) + 1, 0);
   Progress progress("chunk sketch", 2 * std::uint64_t(d.indices.size() + std::size_t(n)));
-  // Pass 1: row lengths and entries per (bucket, block), then the renumbered rows themselves
-  // (each vertex's source ids looked up once).
+  // Pass 1: row lengths, then the renumbered rows (every source id looked up once) and their
+  // entries per (bucket, block).
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+  for (std::int64_t b = 0; b < blocks; ++b)
+    for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
+      const vertex_t old = new_to_old[std::size_t(v)];
+      edge_t count = 1;
+      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e)
+        count += d.indices[std::size_t(e)] != old;
+      row_offsets_[std::size_t(v) + 1] = count;
+    }
+  for (std::size_t v = 0; v < std::size_t(n); ++v) row_offsets_[v + 1] += row_offsets_[v];
+  const edge_t entries = row_offsets_.back();
+  std::vector<vertex_t> sources(static_cast<std::size_t>(entries));
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (std::int64_t b = 0; b < blocks; ++b) {
     std::uint64_t visited = 0;
     for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
       const vertex_t old = new_to_old[std::size_t(v)];
-      edge_t count = 1;
+      vertex_t* out = sources.data() + row_offsets_[std::size_t(v)];
+      *out++ = v;
       ++cursor_of(v >> shift, b);
       for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
         const vertex_t source = d.indices[std::size_t(e)];
         if (source == old) continue;
-        ++count;
-        ++cursor_of(old_to_new[std::size_t(source)] >> shift, b);
+        const vertex_t u = old_to_new[std::size_t(source)];
+        *out++ = u;
+        ++cursor_of(u >> shift, b);
       }
-      row_offsets_[std::size_t(v) + 1] = count;
-      visited += std::uint64_t(count);
+      visited += std::uint64_t(out - (sources.data() + row_offsets_[std::size_t(v)]));
     }
     progress.add(visited);
   }
-  for (std::size_t v = 0; v < std::size_t(n); ++v) row_offsets_[v + 1] += row_offsets_[v];
-  const edge_t entries = row_offsets_.back();
-  std::vector<vertex_t> sources(static_cast<std::size_t>(entries));
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-  for (std::int64_t b = 0; b < blocks; ++b)
-    for (vertex_t v = block_begin(b); v < block_begin(b + 1); ++v) {
-      const vertex_t old = new_to_old[std::size_t(v)];
-      vertex_t* out = sources.data() + row_offsets_[std::size_t(v)];
-      *out++ = v;
-      for (edge_t e = d.indptr[old]; e < d.indptr[old + 1]; ++e) {
-        const vertex_t source = d.indices[std::size_t(e)];
-        if (source != old) *out++ = old_to_new[std::size_t(source)];
-      }
-    }
   std::vector<edge_t> bucket_begin(std::size_t(buckets) + 1, 0);
   {
     edge_t sum = 0;
@@ -157,8 +156,7 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
       }
     }
     bucket_begin[std::size_t(buckets)] = sum;
-    SLUICE_EXPECTS(sum == entries, "chunk sketch: ", sum, " bucketed_destination entries for ",
-                   entries);
+    SLUICE_EXPECTS(sum == entries, "chunk sketch: ", sum, " bucketed entries for ", entries);
   }
   // Pass 2: every entry's source (its offset in the bucket) and destination, bucket by bucket.
   std::vector<std::uint16_t> source_low(static_cast<std::size_t>(entries));

@@ -226,6 +226,45 @@ void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptio
                    "edge source delivered different edges in its second pass");
 }
 
+// Finishes row v, whose entries fill [begin, filled): sorted, duplicates removed (counted in
+// `duplicates`) and, under SelfLoops::kAdd, the self loop inserted where missing (counted in
+// `loops_added`; the row has room for it). Returns the row's final size.
+edge_t finish_row(vertex_t v, vertex_t* begin, vertex_t* filled, SelfLoops self_loops,
+                  std::vector<vertex_t>& scratch, std::int64_t& duplicates,
+                  std::int64_t& loops_added) {
+  sort_row(begin, filled, scratch);
+  vertex_t* end = std::unique(begin, filled);
+  duplicates += filled - end;
+  if (self_loops == SelfLoops::kAdd) {
+    vertex_t* position = std::lower_bound(begin, end, v);
+    if (position == end || *position != v) {
+      std::memmove(position + 1, position, sizeof(vertex_t) * (end - position));
+      *position = v;
+      ++end;
+      ++loops_added;
+    }
+  }
+  return end - begin;
+}
+
+// Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
+// indptr becomes the CSR's offsets and indices its entries.
+void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
+                  std::vector<vertex_t>& indices) {
+  StageTimer timer("csr: compact rows");
+  edge_t write = 0;
+  for (vertex_t v = 0; v < n; ++v) {
+    const edge_t old_begin = indptr[v];
+    indptr[v] = write;
+    if (write != old_begin)
+      std::memmove(indices.data() + write, indices.data() + old_begin,
+                   sizeof(vertex_t) * sizes[std::size_t(v)]);
+    write += sizes[std::size_t(v)];
+  }
+  indptr[n] = write;
+  indices.resize(static_cast<std::size_t>(write));
+}
+
 }  // namespace
 
 CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
@@ -237,7 +276,6 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
   std::int64_t loops_seen = 0;
   std::vector<edge_t> cursor;  // end of the filled part of every row
   count_and_scatter(n, source, options, expected_edges, result, loops_seen, cursor);
-  const bool add_loops = options.self_loops == SelfLoops::kAdd;
   auto& indices = result.indices;
 
   std::int64_t duplicates = 0, loops_added = 0;
@@ -247,39 +285,12 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
     {
       std::vector<vertex_t> scratch;
 #pragma omp for schedule(dynamic, 4096)
-      for (vertex_t v = 0; v < n; ++v) {
-        vertex_t* begin = indices.data() + indptr[v];
-        vertex_t* filled = indices.data() + cursor[v];
-        sort_row(begin, filled, scratch);
-        vertex_t* end = std::unique(begin, filled);
-        duplicates += filled - end;
-        if (add_loops) {
-          vertex_t* position = std::lower_bound(begin, end, v);
-          if (position == end || *position != v) {
-            std::memmove(position + 1, position, sizeof(vertex_t) * (end - position));
-            *position = v;
-            ++end;
-            ++loops_added;
-          }
-        }
-        cursor[v] = end - begin;  // the row's final size
-      }
+      for (vertex_t v = 0; v < n; ++v)  // cursor[v] becomes the row's final size
+        cursor[v] = finish_row(v, indices.data() + indptr[v], indices.data() + cursor[v],
+                               options.self_loops, scratch, duplicates, loops_added);
     }
   }
-  {
-    StageTimer timer("csr: compact rows");
-    edge_t write = 0;
-    for (vertex_t v = 0; v < n; ++v) {
-      const edge_t old_begin = indptr[v];
-      const edge_t size = cursor[v];
-      indptr[v] = write;
-      if (write != old_begin)
-        std::memmove(indices.data() + write, indices.data() + old_begin, sizeof(vertex_t) * size);
-      write += size;
-    }
-    indptr[n] = write;
-    indices.resize(static_cast<std::size_t>(write));
-  }
+  compact_rows(n, cursor, indptr, indices);
   result.duplicates_removed = duplicates;
   result.self_loops_added = loops_added;
   if (options.self_loops == SelfLoops::kRemove) result.self_loops_removed = loops_seen;
@@ -400,41 +411,14 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
         cursor.assign(indptr.begin() + first, indptr.begin() + last);
         for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e)
           indices[cursor[entries[2 * e] - first]++] = entries[2 * e + 1];
-        for (vertex_t v = first; v < last; ++v) {
-          vertex_t* begin = indices.data() + indptr[v];
-          vertex_t* filled = indices.data() + cursor[v - first];
-          sort_row(begin, filled, scratch);
-          vertex_t* end = std::unique(begin, filled);
-          duplicates += filled - end;
-          if (add_loops) {
-            vertex_t* position = std::lower_bound(begin, end, v);
-            if (position == end || *position != v) {
-              std::memmove(position + 1, position, sizeof(vertex_t) * (end - position));
-              *position = v;
-              ++end;
-              ++loops_added;
-            }
-          }
-          sizes[v] = end - begin;
-        }
+        for (vertex_t v = first; v < last; ++v)
+          sizes[v] = finish_row(v, indices.data() + indptr[v], indices.data() + cursor[v - first],
+                                options.self_loops, scratch, duplicates, loops_added);
       }
     }
   }
   entries.reset();
-  {
-    StageTimer timer("csr: compact rows");
-    edge_t write = 0;
-    for (vertex_t v = 0; v < n; ++v) {
-      const edge_t old_begin = indptr[v];
-      indptr[v] = write;
-      if (write != old_begin)
-        std::memmove(indices.data() + write, indices.data() + old_begin,
-                     sizeof(vertex_t) * sizes[v]);
-      write += sizes[v];
-    }
-    indptr[n] = write;
-    indices.resize(static_cast<std::size_t>(write));
-  }
+  compact_rows(n, sizes, indptr, indices);
   result.duplicates_removed = duplicates;
   result.self_loops_added = loops_added;
   if (remove_loops) result.self_loops_removed = loops_seen;

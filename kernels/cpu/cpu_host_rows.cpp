@@ -24,6 +24,20 @@ void check_host_rows(std::int64_t src_rows_total, const vertex_t* src_rows,
     SLUICE_EXPECTS(n <= dst_rows_total, op, ": ", n, " rows into ", dst_rows_total);
 }
 
+// op(y[j], x[j]) over the n row pairs: source row src_rows[i] (or i) of `from`, destination row
+// dst_rows[i] (or i) of `to`; one thread per row (destination rows are unique).
+template <typename From, typename To, typename Op>
+void for_row_pairs(const From* from, std::int64_t from_ld, const vertex_t* src_rows, To* to,
+                   std::int64_t to_ld, const vertex_t* dst_rows, std::int64_t n, std::int64_t cols,
+                   Op op) {
+#pragma omp parallel for schedule(static) if (n * cols > kParallelThreshold)
+  for (std::int64_t i = 0; i < n; ++i) {
+    const From* x = from + (src_rows ? src_rows[i] : i) * from_ld;
+    To* y = to + (dst_rows ? dst_rows[i] : i) * to_ld;
+    for (std::int64_t j = 0; j < cols; ++j) op(y[j], x[j]);
+  }
+}
+
 }  // namespace
 
 void load_host_rows(HostMat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
@@ -33,14 +47,8 @@ void load_host_rows(HostMat src, const vertex_t* src_rows, Mat dst, const vertex
     return;
   }
   check_host_rows(src.rows, src_rows, dst.rows, dst_rows, n, src.cols, dst.cols, "bf16 row load");
-  const bf16_t* from = src.bf16();
-  const std::int64_t cols = dst.cols;
-#pragma omp parallel for schedule(static) if (n * cols > kParallelThreshold)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const bf16_t* x = from + (src_rows ? src_rows[i] : i) * src.ld;
-    float* y = dst.data + (dst_rows ? dst_rows[i] : i) * dst.ld;
-    for (std::int64_t j = 0; j < cols; ++j) y[j] = float_from_bf16(x[j]);
-  }
+  for_row_pairs(src.bf16(), src.ld, src_rows, dst.data, dst.ld, dst_rows, n, dst.cols,
+                [](float& y, bf16_t x) { y = float_from_bf16(x); });
 }
 
 void store_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const vertex_t* dst_rows,
@@ -50,14 +58,8 @@ void store_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const verte
     return;
   }
   check_host_rows(src.rows, src_rows, dst.rows, dst_rows, n, src.cols, dst.cols, "bf16 row store");
-  bf16_t* to = dst.bf16();
-  const std::int64_t cols = src.cols;
-#pragma omp parallel for schedule(static) if (n * cols > kParallelThreshold)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* x = src.data + (src_rows ? src_rows[i] : i) * src.ld;
-    bf16_t* y = to + (dst_rows ? dst_rows[i] : i) * dst.ld;
-    for (std::int64_t j = 0; j < cols; ++j) y[j] = bf16_from_float(x[j]);
-  }
+  for_row_pairs(src.data, src.ld, src_rows, dst.bf16(), dst.ld, dst_rows, n, src.cols,
+                [](bf16_t& y, float x) { y = bf16_from_float(x); });
 }
 
 void add_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const vertex_t* dst_rows,
@@ -67,16 +69,10 @@ void add_host_rows(Mat src, const vertex_t* src_rows, HostMat dst, const vertex_
     return;
   }
   check_host_rows(src.rows, src_rows, dst.rows, dst_rows, n, src.cols, dst.cols, "bf16 row add");
-  bf16_t* to = dst.bf16();
-  const std::int64_t cols = src.cols;
   // Unique destination rows (the flush contract): one thread per row, no order to keep.
-#pragma omp parallel for schedule(static) if (n * cols > kParallelThreshold)
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* x = src.data + (src_rows ? src_rows[i] : i) * src.ld;
-    bf16_t* y = to + (dst_rows ? dst_rows[i] : i) * dst.ld;
-    for (std::int64_t j = 0; j < cols; ++j)
-      y[j] = bf16_from_float(float_from_bf16(y[j]) + round_to_bf16(x[j]));
-  }
+  for_row_pairs(
+      src.data, src.ld, src_rows, dst.bf16(), dst.ld, dst_rows, n, src.cols,
+      [](bf16_t& y, float x) { y = bf16_from_float(float_from_bf16(y) + round_to_bf16(x)); });
 }
 
 void round_rows(Mat m, const vertex_t* rows, std::int64_t n, HostPrecision precision) {

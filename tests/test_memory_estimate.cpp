@@ -394,6 +394,10 @@ TEST(HostMemory, RefusalNamesNeedAvailableAndFittingOptions) {
   const HostMemoryPlan cached = host_memory_plan(d, plan, gcn_model(kWidening, 3),
                                                  ScheduleOptions{}, InputRelease::kKeep, true);
   EXPECT_GT(cached.host_matrices, 0);
+  // Host matrices beside the index lists: both at once on top of the larger of the two orders.
+  EXPECT_EQ(cached.peak_beside_lists,
+            std::max(cached.peak, cached.index_lists + cached.host_matrices));
+  EXPECT_GT(cached.index_lists, 0);
   const std::string fits =
       host_memory_refusal(d, plan, config, InputRelease::kKeep, cached.peak - 1);
   EXPECT_NE(fits.find("options that fit: --intermediates recompute"), std::string::npos) << fits;

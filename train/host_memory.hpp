@@ -30,7 +30,10 @@ struct HostMemoryPlan {
   std::int64_t released = 0;       // the dataset's features and graph, when released
   std::int64_t released_plan = 0;  // the plan's chunk columns and lists, when released
   std::int64_t peak = 0;           // setup's peak, bytes added to what is held now
-  std::string matrices;            // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
+  // The peak with HostSetup::kBesideLists: the host matrices and the index lists at once, before
+  // the graph is released.
+  std::int64_t peak_beside_lists = 0;
+  std::string matrices;  // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
 };
 
 // `device_is_host`: the backend's device memory is host memory (--device cpu), so every device

@@ -32,6 +32,8 @@ namespace sluice {
 CommMode parse_comm_mode(const std::string& name);
 std::string comm_mode_name(CommMode mode);
 
+enum class HostSetup { kAfterLists, kBesideLists };
+
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
@@ -64,6 +66,10 @@ struct ScheduleOptions {
   // on the device in place of that round trip (the next pass's first rows, the kept tail) are
   // rounded the same way, so every layout of the plan reads the same values.
   HostPrecision host_precision = HostPrecision::kFp32;
+  // When setup allocates and fills the host matrices: after the index lists are derived (the
+  // lower peak: the dataset's graph is released first), or on a second thread beside them (a
+  // faster start; HostMemoryPlan::peak_beside_lists says what it costs).
+  HostSetup host_setup = HostSetup::kAfterLists;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <numeric>
 
 #include "common/log.hpp"
@@ -205,6 +206,15 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
                      "' has no training vertices");
   loss_scale = 1.f / static_cast<float>(dataset.train.size());
   StageTimer lists_stage("schedule index lists");
+  // The host matrices after the index lists, or on a second thread beside them
+  // (ScheduleOptions::host_setup). Both read the dataset and plan; only the lists' side releases
+  // the graph, only the matrices' side the features.
+  std::future<void> host_matrices;
+  if (options.host_setup == HostSetup::kBesideLists)
+    host_matrices = std::async(std::launch::async, [&] {
+      StageTimer timer("host matrices");
+      allocate_host_matrices(dataset, releasable);
+    });
   std::vector<ChunkLists> lists;
   {
     StageTimer timer("derive index lists");
@@ -219,9 +229,12 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     std::vector<vertex_t>().swap(releasable->indices);
   }
   lists_stage.finish();
-  StageTimer host_stage("host matrices");
-  allocate_host_matrices(dataset, releasable);
-  host_stage.finish();
+  if (host_matrices.valid()) {
+    host_matrices.get();
+  } else {
+    StageTimer host_stage("host matrices");
+    allocate_host_matrices(dataset, releasable);
+  }
   StageTimer device_stage("device buffers and chunk constants");
 
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));

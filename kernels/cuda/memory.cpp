@@ -140,7 +140,7 @@ void* PinnedScratch::ensure(std::int64_t bytes, cudaStream_t stream) {
 void* PinnedRegistry::allocate(std::int64_t bytes) {
   if (bytes == 0) return nullptr;
   PinnedBuffer buffer(static_cast<std::size_t>(bytes));
-  std::memset(buffer.get(), 0, static_cast<std::size_t>(bytes));
+  if (!buffer.zero_filled()) std::memset(buffer.get(), 0, static_cast<std::size_t>(bytes));
   std::lock_guard<std::mutex> lock(mutex_);
   entries_[static_cast<const char*>(buffer.get())] =
       Entry{bytes, static_cast<char*>(buffer.device_pointer())};

@@ -193,6 +193,8 @@ class PinnedBuffer {
   }
   void* device_pointer() const { return device_pointer_; }
   std::size_t bytes() const { return bytes_; }
+  // Fresh anonymous pages (register_pages) read as zero; cudaHostAlloc memory need not.
+  bool zero_filled() const { return pages_.get() != nullptr; }
 
  private:
   RegisteredPages pages_;

@@ -6,6 +6,8 @@
 // host memory (read zero-copy) beyond it. The layout gives every buffer's role and size; the
 // schedule binds each to its DeviceState field and fills the constants from its own lists,
 // checking that their lengths are the layout's.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -211,7 +213,8 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
   // the graph, only the matrices' side the features.
   std::future<void> host_matrices;
   if (options.host_setup == HostSetup::kBesideLists)
-    host_matrices = std::async(std::launch::async, [&] {
+    host_matrices = std::async(std::launch::async, [&, threads = omp_get_max_threads()] {
+      omp_set_num_threads(threads);  // the thread count is per thread: keep --threads
       StageTimer timer("host matrices");
       allocate_host_matrices(dataset, releasable);
     });

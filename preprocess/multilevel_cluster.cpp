@@ -76,56 +76,43 @@ std::vector<vertex_t> cluster_vertices(const LevelGraph& graph, const Clustering
   const VisitOrder order = make_visit_order(active, options.sub_rounds, options.seed, options.salt);
   const Limits& limits = options.max_cluster_weight;
   std::vector<MoveRequest> requests;
+  const auto choose_cluster = [&](vertex_t v, const RatingMap& map) {
+    const vertex_t own = label[v];
+    // Best cluster under the limits, and best regardless of them (two-hop grouping);
+    // ties go to the cluster with the smaller hash, so the choice is order-free.
+    vertex_t best = -1, best_free = -1;
+    std::int64_t best_rating = 0, best_free_rating = 0;
+    auto beats = [&](vertex_t c, std::int64_t rating, vertex_t other, std::int64_t other_rating) {
+      if (other < 0 || rating != other_rating) return other < 0 || rating > other_rating;
+      return mix64(options.seed ^ std::uint64_t(c)) < mix64(options.seed ^ std::uint64_t(other));
+    };
+    map.for_each([&](vertex_t c, std::int64_t rating) {
+      if (c == own) return;
+      if (beats(c, rating, best_free, best_free_rating)) {
+        best_free = c;
+        best_free_rating = rating;
+      }
+      if (!beats(c, rating, best, best_rating)) return;
+      if (!fits_under_limits(graph, v, loads, c, limits)) return;
+      best = c;
+      best_rating = rating;
+    });
+    favoured[v] = best_free;
+    const std::int64_t own_rating = map.get(own);
+    if (best >= 0 && best_rating > own_rating)
+      return MoveRequest{v, best, best_rating - own_rating};
+    return MoveRequest{v, -1, 0};
+  };
   Progress progress(progress_name, std::uint64_t(options.rounds) * active.size());
   for (int round = 0; round < options.rounds; ++round) {
     std::int64_t moved = 0;
     for (int s = 0; s < options.sub_rounds; ++s) {
       const std::int64_t begin = order.group_offsets[s];
       const std::int64_t size = order.group_offsets[s + 1] - begin;
-      requests.assign(size, MoveRequest{});
       // A team per sub-round only when the sub-round reads enough of the graph.
       const bool parallel_step = worth_parallel(size * average_degree);
-#pragma omp parallel if (parallel_step)
-      {
-        RatingMap map;
-#pragma omp for schedule(dynamic, 256)
-        for (std::int64_t i = 0; i < size; ++i) {
-          const vertex_t v = order.vertices[begin + i];
-          map.reset(static_cast<std::size_t>(std::min<edge_t>(graph.degree_bound(v), n)));
-          graph.for_each_neighbor(v, [&](vertex_t u, std::int64_t w) { map.add(label[u], w); });
-          const vertex_t own = label[v];
-          // Best cluster under the limits, and best regardless of them (two-hop grouping);
-          // ties go to the cluster with the smaller hash, so the choice is order-free.
-          vertex_t best = -1, best_free = -1;
-          std::int64_t best_rating = 0, best_free_rating = 0;
-          auto beats = [&](vertex_t c, std::int64_t rating, vertex_t other,
-                           std::int64_t other_rating) {
-            if (other < 0 || rating != other_rating) return other < 0 || rating > other_rating;
-            return mix64(options.seed ^ std::uint64_t(c)) <
-                   mix64(options.seed ^ std::uint64_t(other));
-          };
-          map.for_each([&](vertex_t c, std::int64_t rating) {
-            if (c == own) return;
-            if (beats(c, rating, best_free, best_free_rating)) {
-              best_free = c;
-              best_free_rating = rating;
-            }
-            if (!beats(c, rating, best, best_rating)) return;
-            for (int k = 0; k < kConstraints; ++k)
-              if (loads[c].weight[k].load(std::memory_order_relaxed) + graph.weight(k, v) >
-                  limits[k])
-                return;
-            best = c;
-            best_rating = rating;
-          });
-          favoured[v] = best_free;
-          const std::int64_t own_rating = map.get(own);
-          if (best >= 0 && best_rating > own_rating)
-            requests[i] = MoveRequest{v, best, best_rating - own_rating};
-          else
-            requests[i] = MoveRequest{v, -1, 0};
-        }
-      }
+      request_moves(graph, order.vertices.data() + begin, size, label, n, parallel_step,
+                    choose_cluster, requests);
       approve_moves(requests, graph.weights(), loads, limits, incoming);
       std::int64_t accepted = 0;
 #pragma omp parallel for schedule(static) reduction(+ : accepted) if (parallel_step)

@@ -53,6 +53,38 @@ struct MoveRequest {
   std::int64_t gain = 0;
 };
 
+// Whether v's weights fit into `target` on top of its current load.
+inline bool fits_under_limits(const LevelGraph& graph, vertex_t v, const Loads& loads,
+                              vertex_t target, const Limits& limits) {
+  for (int k = 0; k < kConstraints; ++k)
+    if (loads[target].weight[k].load(std::memory_order_relaxed) + graph.weight(k, v) > limits[k])
+      return false;
+  return true;
+}
+
+// The requests of one sub-round: for every vertex v = vertices[i], i in [0, size), sums the
+// edge weights of v's neighbours u by target_of[u] in a RatingMap (room for at most
+// `max_targets` distinct targets) and stores decide(v, map), a MoveRequest, as requests[i].
+// Each vertex decides from state no other one of the sub-round changes, so the requests do
+// not depend on the thread count; `parallel` says whether a team is worth it.
+template <typename TargetOf, typename Decide>
+void request_moves(const LevelGraph& graph, const vertex_t* vertices, std::int64_t size,
+                   const TargetOf& target_of, edge_t max_targets, bool parallel, Decide&& decide,
+                   std::vector<MoveRequest>& requests) {
+  requests.assign(size, MoveRequest{});
+#pragma omp parallel if (parallel)
+  {
+    RatingMap map;
+#pragma omp for schedule(dynamic, 256)
+    for (std::int64_t i = 0; i < size; ++i) {
+      const vertex_t v = vertices[i];
+      map.reset(static_cast<std::size_t>(std::min<edge_t>(graph.degree_bound(v), max_targets)));
+      graph.for_each_neighbor(v, [&](vertex_t u, std::int64_t w) { map.add(target_of[u], w); });
+      requests[i] = decide(v, static_cast<const RatingMap&>(map));
+    }
+  }
+}
+
 // Keeps the requests that fit: where all requests into a target fit under the limits on top of
 // its current load, all are kept; elsewhere the ones with the highest gain (then lowest vertex
 // id) that fit, in that order. Rejected requests get target -1. Moves out of a target are not

@@ -76,45 +76,36 @@ std::int64_t refine_partition(const LevelGraph& graph, PartAssignment& part,
   std::vector<MoveRequest> requests;
   std::vector<double> fill(parts);
   std::int64_t total_moves = 0;
+  const auto choose_part = [&](vertex_t v, const RatingMap& map) {
+    const std::int32_t own = part[v];
+    const std::int64_t own_connection = map.get(own);
+    // The positive-gain target with room; ties go to the emptier part (fill as of the
+    // sub-round's start), then the lower id.
+    std::int32_t best = -1;
+    std::int64_t best_gain = 0;
+    map.for_each([&](vertex_t p, std::int64_t connection) {
+      const std::int64_t gain = connection - own_connection;
+      if (p == own || gain <= 0 || gain < best_gain) return;
+      if (gain == best_gain && best >= 0 &&
+          (fill[p] > fill[best] || (fill[p] == fill[best] && p > best)))
+        return;
+      if (!fits_under_limits(graph, v, loads, p, limits)) return;
+      best = p;
+      best_gain = gain;
+    });
+    return MoveRequest{v, best, best_gain};
+  };
   Progress progress(progress_name, std::uint64_t(options.rounds) * active.size());
   for (int round = 0; round < options.rounds; ++round) {
     std::int64_t moved = 0;
     for (int s = 0; s < options.sub_rounds; ++s) {
       const std::int64_t begin = order.group_offsets[s];
       const std::int64_t size = order.group_offsets[s + 1] - begin;
-      requests.assign(size, MoveRequest{});
       for (int p = 0; p < parts; ++p) fill[p] = fill_ratio(load_of(loads, p), limits);
       // A team per sub-round only when the sub-round reads enough of the graph.
       const bool parallel = worth_parallel(size * average_degree);
-#pragma omp parallel if (parallel)
-      {
-        RatingMap map;
-#pragma omp for schedule(dynamic, 256)
-        for (std::int64_t i = 0; i < size; ++i) {
-          const vertex_t v = order.vertices[begin + i];
-          map.reset(static_cast<std::size_t>(std::min<edge_t>(graph.degree_bound(v), parts)));
-          graph.for_each_neighbor(v, [&](vertex_t u, std::int64_t w) { map.add(part[u], w); });
-          const std::int32_t own = part[v];
-          const std::int64_t own_connection = map.get(own);
-          // The positive-gain target with room; ties go to the emptier part, then the lower id.
-          std::int32_t best = -1;
-          std::int64_t best_gain = 0;
-          map.for_each([&](vertex_t p, std::int64_t connection) {
-            const std::int64_t gain = connection - own_connection;
-            if (p == own || gain <= 0 || gain < best_gain) return;
-            if (gain == best_gain && best >= 0 &&
-                (fill[p] > fill[best] || (fill[p] == fill[best] && p > best)))
-              return;
-            for (int k = 0; k < kConstraints; ++k)
-              if (loads[p].weight[k].load(std::memory_order_relaxed) + graph.weight(k, v) >
-                  limits[k])
-                return;
-            best = p;
-            best_gain = gain;
-          });
-          requests[i] = MoveRequest{v, best, best_gain};
-        }
-      }
+      request_moves(graph, order.vertices.data() + begin, size, part, parts, parallel, choose_part,
+                    requests);
       approve_moves(requests, graph.weights(), loads, limits, incoming);
       // Per-thread load changes, summed once: every move touches the same few part counters.
       std::int64_t accepted = 0;

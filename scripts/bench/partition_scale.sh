@@ -26,8 +26,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-bundle=$root/.device-bundle
-bin=${SLUICE_BIN:-$bundle}/sluice-preprocess
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 dir=${BENCH_DIR:-/tmp/sluice-partition-scale}
 out=${OUT:-$root/out/partition-scale}
 budget=${BUDGET_S:-540}
@@ -36,20 +36,11 @@ edge_factor=${EDGE_FACTOR:-16}
 mkdir -p "$dir" "$out"
 table=$out/partition_scale.md
 log=$out/partition_scale.log
-export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-[[ -x "$bin" ]] || { echo "partition_scale: $bin missing (scripts/device-build.sh sluice-preprocess)"; exit 2; }
-command -v python3 >/dev/null || { echo "partition_scale: needs python3"; exit 2; }
-start=$SECONDS
-skipped=()
-
-if [[ ! -s "$table" ]]; then
-  {
-    echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM, threads ${OMP_NUM_THREADS:-$(nproc)}; $(date -u +%F)"
-    echo
-    echo "| graph | vertices | edges | file | P | partitioner | level-1 s | level-1 peak | total s | peak RSS | peak / file | edge cut | volume_reuse_rows | balance vertices | balance CSR entries |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-  } >"$table"
-fi
+bench_setup partition_scale sluice-preprocess
+preprocess=$bin/sluice-preprocess
+bench_table "$table" "machine: $(bench_machine), threads ${OMP_NUM_THREADS:-$(nproc)}; $(date -u +%F)" \
+  graph vertices edges file P partitioner "level-1 s" "level-1 peak" "total s" "peak RSS" \
+  "peak / file" "edge cut" volume_reuse_rows "balance vertices" "balance CSR entries"
 
 # Bytes a dataset of scale S with D features takes on disk (CSR about 34 * 2^S * 4 bytes).
 dataset_bytes() { echo $(((1 << $1) * (4 * $2 + 8 + 4 * 2 * edge_factor + 64))); }
@@ -57,46 +48,31 @@ dataset_bytes() { echo $(((1 << $1) * (4 * $2 + 8 + 4 * 2 * edge_factor + 64)));
 generate() {  # scale [features]
   local scale=$1 features=${2:-128} data=$dir/rmat$1.h5
   [[ -f "$data" ]] && { echo "partition_scale: $data exists"; return 0; }
-  local need free
-  need=$(dataset_bytes "$scale" "$features")
-  free=$(($(df -B1 --output=avail "$dir" | tail -1)))
-  if ((free < need + (4 << 30))); then
-    echo "partition_scale: $((free >> 30)) GiB free, rmat$scale needs about $((need >> 30)) GiB: deleting other datasets"
-    rm -f "$dir"/rmat*.h5 "$dir"/plan-*.h5
-  fi
+  bench_make_room "$(dataset_bytes "$scale" "$features")" "rmat$scale"
   local t0=$SECONDS
-  "$bin" generate --scale "$scale" --edge-factor "$edge_factor" --features "$features" \
+  "$preprocess" generate --scale "$scale" --edge-factor "$edge_factor" --features "$features" \
     --seed 1 --output "$data" 2>&1 | tail -3
   echo "partition_scale: generated rmat$scale in $((SECONDS - t0)) s, $(du -h "$data" | cut -f1)"
 }
 
 partition() {  # scale parts [partitioner]
-  local scale=$1 parts=$2 partitioner=${3:-metis}
+  local scale=$1 parts=$2 partitioner=${3:-metis} rc wall
   local data=$dir/rmat$scale.h5 name=rmat$scale-p$2-$partitioner
   local plan=$dir/plan-$name.h5 run_log=$dir/$name.log
   [[ -f "$data" ]] || { echo "partition_scale: $data missing (run gen:$scale first)"; return 1; }
-  local left=$((budget - (SECONDS - start)))
-  local timer=()
-  [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
-  local t0=$SECONDS
-  timeout "$((left > 30 ? left : 30))" "${timer[@]}" "$bin" partition --dataset "$data" \
-    --partitions "$parts" --chunks "$chunks" --partitioner "$partitioner" --output "$plan" --verbose \
-    >"$run_log" 2>&1
-  local rc=$?
-  local wall=$((SECONDS - t0))
-  { echo "==== $name: rc $rc, $wall s"; grep -E '^\[sluice|Maximum resident|Elapsed' "$run_log"; } >>"$log"
-  if ((rc != 0)); then
-    echo "partition_scale: $name failed (rc $rc after $wall s):"
-    tail -5 "$run_log"
+  if ! bench_run "$name" "$run_log" "$preprocess" partition --dataset "$data" \
+    --partitions "$parts" --chunks "$chunks" --partitioner "$partitioner" --output "$plan" \
+    --verbose; then
     echo "| rmat$scale | | | | $parts | $partitioner | failed: rc $rc after $wall s | | | | | | | | |" >>"$table"
     rm -f "$plan"
     return 1
   fi
-  "$bin" stats "$plan" --json --quiet >"$dir/$name.json"
+  "$preprocess" stats "$plan" --json --quiet >"$dir/$name.json"
   rm -f "$plan"
-  python3 - "$dir/$name.json" "$run_log" "$data" "$scale" "$partitioner" "$wall" <<'PY' | tee -a "$table"
+  python3 - "$dir/$name.json" "$run_log" "$data" "$scale" "$partitioner" "$wall" \
+    "$(bench_peak_rss "$run_log")" <<'PY' | tee -a "$table"
 import json, os, re, sys
-stats_path, log_path, data, scale, partitioner, wall = sys.argv[1:]
+stats_path, log_path, data, scale, partitioner, wall, peak = sys.argv[1:]
 s = json.load(open(stats_path))
 text = open(log_path).read()
 def gib(b): return f"{b / 2**30:.1f} GiB"
@@ -109,8 +85,7 @@ cut = m.group(2) if m and m.group(2) else "-"
 stage = re.search(r"stage level-1 partition \([^)]*\): [0-9.e+-]+ s, memory [^,]+, peak (.+)$",
                   text, re.M)
 level1_peak = gib(parse_bytes(stage.group(1))) if stage else "-"
-rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-peak = int(rss.group(1)) * 1024 if rss else None
+peak = int(peak) if peak else None
 size = os.path.getsize(data)
 def balance(values): return max(values) * len(values) / sum(values)
 print(f"| rmat{scale} | {s['num_nodes']} | {s['num_dataset_edges']} | {gib(size)} | "
@@ -121,66 +96,43 @@ print(f"| rmat{scale} | {s['num_nodes']} | {s['num_dataset_edges']} | {gib(size)
 PY
 }
 
-# Wall seconds of one partition run (its log in $2), or "failed".
-timed_partition() {  # log args...
-  local run_log=$1
-  shift
-  local t0=$SECONDS
-  if ! timeout "$((budget - (SECONDS - start) > 30 ? budget - (SECONDS - start) : 30))" \
-    "$bin" partition "$@" >"$run_log" 2>&1; then
-    echo failed
-    return 1
-  fi
-  echo $((SECONDS - t0))
-}
-
 fit() {  # scale parts [budget]
-  local scale=$1 parts=$2 cap=${3:-24G} model=${MODEL:-gcn}
+  local scale=$1 parts=$2 cap=${3:-24G} model=${MODEL:-gcn} rc wall
   local data=$dir/rmat$scale.h5 name=rmat$scale-p$2-fit-$cap-$model
   [[ -f "$data" ]] || { echo "partition_scale: $data missing (run gen:$scale first)"; return 1; }
   local fit_table=$out/partition_fit.md
-  [[ -s "$fit_table" ]] || {
-    echo "| graph | P | budget | model | chosen C | sketch s | search s | candidates | --gpu-memory wall s | --chunks C wall s |"
-    echo "|---|---|---|---|---|---|---|---|---|---|"
-  } >"$fit_table"
+  bench_table "$fit_table" "" graph P budget model "chosen C" "sketch s" "search s" candidates \
+    "--gpu-memory wall s" "--chunks C wall s"
   local searched fixed chosen sketch search candidates
-  searched=$(timed_partition "$dir/$name.log" --dataset "$data" --partitions "$parts" \
-    --gpu-memory "$cap" --model "$model" --output "$dir/plan-$name.h5")
-  { echo "==== $name: $searched s"; grep -E '^\[sluice|chose C' "$dir/$name.log"; } >>"$log"
+  bench_run "$name" "$dir/$name.log" "$preprocess" partition --dataset "$data" \
+    --partitions "$parts" --gpu-memory "$cap" --model "$model" --output "$dir/plan-$name.h5"
   rm -f "$dir/plan-$name.h5"
-  if [[ $searched == failed ]]; then
-    echo "partition_scale: $name failed:"
-    tail -5 "$dir/$name.log"
-    return 1
-  fi
+  ((rc == 0)) || return 1
+  searched=$wall
   chosen=$(sed -n 's/.*chose C=\([0-9]*\).*/\1/p' "$dir/$name.log")
   sketch=$(sed -n 's/.*stage chunk sketch: \([0-9.e+-]*\) s.*/\1/p' "$dir/$name.log")
   search=$(sed -n 's/.*--gpu-memory: \([0-9]*\) chunk counts estimated in \([0-9.e+-]*\) s.*/\2/p' "$dir/$name.log")
   candidates=$(sed -n 's/.*--gpu-memory: \([0-9]*\) chunk counts estimated in.*/\1/p' "$dir/$name.log")
-  fixed=$(timed_partition "$dir/$name-fixed.log" --dataset "$data" --partitions "$parts" \
-    --chunks "$chosen" --output "$dir/plan-$name-fixed.h5")
-  { echo "==== $name --chunks $chosen: $fixed s"; grep -E '^\[sluice' "$dir/$name-fixed.log"; } >>"$log"
+  bench_run "$name --chunks $chosen" "$dir/$name-fixed.log" "$preprocess" partition \
+    --dataset "$data" --partitions "$parts" --chunks "$chosen" --output "$dir/plan-$name-fixed.h5"
+  ((rc == 0)) && fixed=$wall || fixed=failed
   rm -f "$dir/plan-$name-fixed.h5"
   echo "| rmat$scale | $parts | $cap | $model | $chosen | $sketch | $search | $candidates | $searched | $fixed |" |
     tee -a "$fit_table"
 }
 
-for step in "$@"; do
-  IFS=: read -r verb a b c <<<"$step"
-  if ((SECONDS - start > budget)); then
-    skipped+=("$step")
-    continue
-  fi
-  echo "---- $step (elapsed $((SECONDS - start)) s)"
+step() {
+  local verb a b c
+  IFS=: read -r verb a b c <<<"$1"
   case $verb in
     gen) generate "$a" "$b" ;;
     part) partition "$a" "$b" "$c" ;;
     fit) fit "$a" "$b" "$c" ;;
     clean) rm -rf "$dir" && mkdir -p "$dir" ;;
-    *) echo "partition_scale: unknown step '$step' (gen:S[:D], part:S:P[:NAME], fit:S:P[:BUDGET], clean)" ;;
+    *) echo "partition_scale: unknown step '$1' (gen:S[:D], part:S:P[:NAME], fit:S:P[:BUDGET], clean)" ;;
   esac
-done
-((${#skipped[@]})) && echo "partition_scale: SKIPPED (budget ${budget}s): ${skipped[*]}"
-echo "partition_scale: done in $((SECONDS - start)) s; rows in $table"
+}
+
+bench_steps step "$@"
 cat "$table"
 [[ -s "$out/partition_fit.md" ]] && cat "$out/partition_fit.md"

@@ -28,8 +28,8 @@
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
-bundle=$root/.device-bundle
-bin=${SLUICE_BIN:-$bundle}
+# shellcheck source=scripts/bench/lib.sh
+source scripts/bench/lib.sh
 dir=${BENCH_DIR:-/tmp/sluice-scale}
 out=${OUT:-$root/out/scale}
 budget=${BUDGET_S:-560}
@@ -39,36 +39,19 @@ features=${FEATURES:-128}
 mkdir -p "$dir" "$out"
 table=$out/scale.md
 log=$out/scale.log
-export LD_LIBRARY_PATH="$bundle${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-for tool in sluice-preprocess sluice-train; do
-  [[ -x "$bin/$tool" ]] || { echo "scale: $bin/$tool missing (scripts/device-build.sh sluice-preprocess sluice-train)"; exit 2; }
-done
-command -v python3 >/dev/null || { echo "scale: needs python3"; exit 2; }
-timer=()
-[[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
-start=$SECONDS
-skipped=()
-
-if [[ ! -s "$table" ]]; then
-  {
-    echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) RAM, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); threads ${OMP_NUM_THREADS:-$(nproc)}; --gpu-memory $gpu_memory; $(date -u +%F)"
-    echo
-    echo "| step | graph | model | rc | wall s | peak RSS | RSS / file | C | to first epoch s | epoch s | peak GPU | host-link bytes per epoch | setup stages |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-  } >"$table"
-fi
-
-left() { local l=$((budget - (SECONDS - start))); echo $((l > 30 ? l : 30)); }
+bench_setup scale sluice-preprocess sluice-train
+bench_table "$table" "machine: $(bench_machine), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); threads ${OMP_NUM_THREADS:-$(nproc)}; --gpu-memory $gpu_memory; $(date -u +%F)" \
+  step graph model rc "wall s" "peak RSS" "RSS / file" C "to first epoch s" "epoch s" "peak GPU" \
+  "host-link bytes per epoch" "setup stages"
 
 # One step's row: step, graph, model, rc, wall, run log, dataset, plan (or ""), metrics (or "").
 row() {
-  python3 - "$@" <<'PY' | tee -a "$table"
+  python3 - "$@" "$(bench_peak_rss "$6")" <<'PY' | tee -a "$table"
 import json, os, re, sys
-step, graph, model, rc, wall, log_path, data, plan, metrics = sys.argv[1:]
+step, graph, model, rc, wall, log_path, data, plan, metrics, peak = sys.argv[1:]
 text = open(log_path, errors="replace").read() if os.path.exists(log_path) else ""
 def gib(b): return f"{b / 2**30:.1f} GiB"
-rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
-peak = int(rss.group(1)) * 1024 if rss else None
+peak = int(peak) if peak else None
 size = os.path.getsize(data) if os.path.exists(data) else 0
 chunks = "-"
 m = re.search(r"\b1 x (\d+) chunks", text) or re.search(r"C = (\d+)", text)
@@ -93,76 +76,50 @@ print(f"| {step} | {graph} | {model} | {rc} | {wall} | {gib(peak) if peak else '
 PY
 }
 
-record() {  # name rc wall run_log
-  { echo "==== $1: rc $2, $3 s"; grep -E '^\[sluice|Maximum resident|Elapsed|error|Error' "$4"; } >>"$log"
-  if (($2 != 0)); then
-    echo "scale: $1 failed (rc $2 after $3 s):"
-    tail -5 "$4"
-  fi
-}
-
 generate() {  # scale edge_factor
-  local scale=$1 ef=$2 data=$dir/rmat$1-$2.h5 run_log=$dir/gen-$1-$2.log
+  local scale=$1 ef=$2 data=$dir/rmat$1-$2.h5 run_log=$dir/gen-$1-$2.log rc wall
   [[ -f "$data" ]] && { echo "scale: $data exists"; return 0; }
-  local free need=$(((1 << scale) * (4 * features + 16 + 8 * ef)))
-  free=$(($(df -B1 --output=avail "$dir" | tail -1)))
-  if ((free < need + (4 << 30))); then
-    echo "scale: $((free >> 30)) GiB free, rmat$scale-$ef needs about $((need >> 30)) GiB: deleting other graphs"
-    rm -f "$dir"/rmat*.h5 "$dir"/plan-*.h5
-  fi
-  local t0=$SECONDS
-  timeout "$(left)" "${timer[@]}" "$bin/sluice-preprocess" generate --scale "$scale" \
-    --edge-factor "$ef" --features "$features" --seed 1 --output "$data" >"$run_log" 2>&1
-  local rc=$? wall=$((SECONDS - t0))
-  record "gen:$scale:$ef" $rc $wall "$run_log"
-  row "gen:$scale:$ef" "rmat$scale ef$ef" "-" $rc $wall "$run_log" "$data" "" ""
+  bench_make_room $(((1 << scale) * (4 * features + 16 + 8 * ef))) "rmat$scale-$ef"
+  bench_run "gen:$scale:$ef" "$run_log" "$bin/sluice-preprocess" generate --scale "$scale" \
+    --edge-factor "$ef" --features "$features" --seed 1 --output "$data"
+  row "gen:$scale:$ef" "rmat$scale ef$ef" "-" "$rc" "$wall" "$run_log" "$data" "" ""
   ((rc == 0)) || rm -f "$data"
-  return $rc
+  return "$rc"
 }
 
 partition() {  # scale edge_factor layers hidden
-  local scale=$1 ef=$2 layers=$3 hidden=$4 data=$dir/rmat$1-$2.h5
+  local scale=$1 ef=$2 layers=$3 hidden=$4 data=$dir/rmat$1-$2.h5 rc wall
   local name=rmat$1-$2-l$3-h$4
   local plan=$dir/plan-$name.h5 run_log=$dir/part-$name.log
   [[ -f "$data" ]] || { echo "scale: $data missing (gen:$scale:$ef first)"; return 1; }
   [[ -f "$plan" ]] && { echo "scale: $plan exists"; return 0; }
-  local t0=$SECONDS
-  timeout "$(left)" "${timer[@]}" "$bin/sluice-preprocess" partition --dataset "$data" \
+  bench_run "part:$name" "$run_log" "$bin/sluice-preprocess" partition --dataset "$data" \
     --partitions 1 --gpu-memory "$gpu_memory" --model gcn --layers "$layers" --hidden "$hidden" \
-    --output "$plan" >"$run_log" 2>&1
-  local rc=$? wall=$((SECONDS - t0))
-  record "part:$name" $rc $wall "$run_log"
-  row "part" "rmat$scale ef$ef" "gcn l$layers h$hidden" $rc $wall "$run_log" "$data" "$plan" ""
+    --output "$plan"
+  row "part" "rmat$scale ef$ef" "gcn l$layers h$hidden" "$rc" "$wall" "$run_log" "$data" "$plan" ""
   ((rc == 0)) || rm -f "$plan"
-  return $rc
+  return "$rc"
 }
 
 train() {  # scale edge_factor layers hidden
-  local scale=$1 ef=$2 layers=$3 hidden=$4 data=$dir/rmat$1-$2.h5
+  local scale=$1 ef=$2 layers=$3 hidden=$4 data=$dir/rmat$1-$2.h5 rc wall
   local name=rmat$1-$2-l$3-h$4
   local plan=$dir/plan-$name.h5 run_log=$dir/train-$name.log metrics=$dir/train-$name.jsonl
   [[ -f "$plan" ]] || { echo "scale: $plan missing (part:$scale:$ef:$layers:$hidden first)"; return 1; }
   rm -f "$metrics"
-  local t0=$SECONDS
   # shellcheck disable=SC2086
-  timeout "$(left)" "${timer[@]}" "$bin/sluice-train" --dataset "$data" --plan "$plan" \
+  bench_run "train:$name" "$run_log" "$bin/sluice-train" --dataset "$data" --plan "$plan" \
     --device "${DEVICE:-cuda}" --gpu-memory "$gpu_memory" --model gcn --layers "$layers" \
     --hidden "$hidden" --epochs "$epochs" --eval-every "$epochs" --metrics "$metrics" --no-progress \
-    ${TRAIN_ARGS:-} >"$run_log" 2>&1
-  local rc=$? wall=$((SECONDS - t0))
-  record "train:$name" $rc $wall "$run_log"
-  row "train" "rmat$scale ef$ef" "gcn l$layers h$hidden" $rc $wall "$run_log" "$data" "$plan" "$metrics"
-  return $rc
+    ${TRAIN_ARGS:-}
+  row "train" "rmat$scale ef$ef" "gcn l$layers h$hidden" "$rc" "$wall" "$run_log" "$data" "$plan" "$metrics"
+  return "$rc"
 }
 
-for step in "$@"; do
-  IFS=: read -r verb s ef layers hidden <<<"$step"
+step() {
+  local verb s ef layers hidden
+  IFS=: read -r verb s ef layers hidden <<<"$1"
   ef=${ef:-16} layers=${layers:-2} hidden=${hidden:-128}
-  if ((SECONDS - start > budget)); then
-    skipped+=("$step")
-    continue
-  fi
-  echo "---- $step (elapsed $((SECONDS - start)) s)"
   case $verb in
     gen) generate "$s" "$ef" ;;
     part) partition "$s" "$ef" "$layers" "$hidden" ;;
@@ -172,9 +129,9 @@ for step in "$@"; do
         train "$s" "$ef" "$layers" "$hidden"
       ;;
     clean) rm -rf "$dir" && mkdir -p "$dir" ;;
-    *) echo "scale: unknown step '$step' (gen:S[:EF], part|train|all:S[:EF[:L[:H]]], clean)" ;;
+    *) echo "scale: unknown step '$1' (gen:S[:EF], part|train|all:S[:EF[:L[:H]]], clean)" ;;
   esac
-done
-((${#skipped[@]})) && echo "scale: SKIPPED (budget ${budget}s): ${skipped[*]}"
-echo "scale: done in $((SECONDS - start)) s; rows in $table"
+}
+
+bench_steps step "$@"
 cat "$table"

@@ -59,7 +59,7 @@ __global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols
                                     float scale) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+    float* row = detail::indexed_row(m, ld, rows, i);
     const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i]));
     // key_hash(seed, 1, salt, key, j): the row's prefix once, one mixing step per element.
     const std::uint64_t prefix = key_hash_prefix(seed, 1, salt, key);

@@ -7,7 +7,9 @@ namespace sluice::cuda {
 namespace {
 
 using detail::global_warp;
+using detail::indexed_row;
 using detail::lane_id;
+using detail::move_vectors;
 using detail::warp_count;
 
 __device__ __forceinline__ bool aligned16(const void* a, const void* b) {
@@ -20,24 +22,13 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, std::int64_t s
                                    std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const std::int64_t s = src_rows ? src_rows[i] : i;
-    const std::int64_t d = dst_rows ? dst_rows[i] : i;
-    const float* from = src + s * src_ld;
-    float* to = dst + d * dst_ld;
+    const float* from = indexed_row(src, src_ld, src_rows, i);
+    float* to = indexed_row(dst, dst_ld, dst_rows, i);
     std::int64_t done = 0;
     if (aligned16(from, to)) {
       const std::int64_t vectors = cols / 4;
-      const float4* from4 = reinterpret_cast<const float4*>(from);
-      float4* to4 = reinterpret_cast<float4*>(to);
-      std::int64_t v = lane;
-      // Two loads in flight per lane before the stores.
-      for (; v + 32 < vectors; v += 64) {
-        const float4 a = from4[v];
-        const float4 b = from4[v + 32];
-        to4[v] = a;
-        to4[v + 32] = b;
-      }
-      for (; v < vectors; v += 32) to4[v] = from4[v];
+      move_vectors(reinterpret_cast<const float4*>(from), reinterpret_cast<float4*>(to), vectors,
+                   lane, [](float4 x) { return x; });
       done = vectors * 4;
     }
     for (std::int64_t c = done + lane; c < cols; c += 32) to[c] = from[c];
@@ -51,10 +42,8 @@ __global__ void scatter_add_rows_kernel(const float* __restrict__ src, std::int6
                                         std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const std::int64_t s = src_rows ? src_rows[i] : i;
-    const std::int64_t d = dst_rows ? dst_rows[i] : i;
-    const float* from = src + s * src_ld;
-    float* to = dst + d * dst_ld;
+    const float* from = indexed_row(src, src_ld, src_rows, i);
+    float* to = indexed_row(dst, dst_ld, dst_rows, i);
     for (std::int64_t c = lane; c < cols; c += 32) {
       if constexpr (kSystem) {
         atomicAdd_system(to + c, from[c]);
@@ -69,7 +58,7 @@ __global__ void zero_rows_kernel(float* m, std::int64_t ld, const vertex_t* __re
                                  std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+    float* row = indexed_row(m, ld, rows, i);
     for (std::int64_t c = lane; c < cols; c += 32) row[c] = 0.f;
   }
 }

@@ -10,7 +10,9 @@ namespace sluice::cuda {
 namespace {
 
 using detail::global_warp;
+using detail::indexed_row;
 using detail::lane_id;
+using detail::move_vectors;
 using detail::warp_count;
 
 // Whether a bf16 row may be read or written 8 bytes at a time and an fp32 row 16 bytes.
@@ -39,22 +41,13 @@ __global__ void widen_rows_kernel(const bf16_t* __restrict__ src, std::int64_t s
                                   std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const bf16_t* from = src + (src_rows ? src_rows[i] : i) * src_ld;
-    float* to = dst + (dst_rows ? dst_rows[i] : i) * dst_ld;
+    const bf16_t* from = indexed_row(src, src_ld, src_rows, i);
+    float* to = indexed_row(dst, dst_ld, dst_rows, i);
     std::int64_t done = 0;
     if (vector_aligned(from, to)) {
       const std::int64_t vectors = cols / 4;
-      const uint2* from4 = reinterpret_cast<const uint2*>(from);
-      float4* to4 = reinterpret_cast<float4*>(to);
-      std::int64_t v = lane;
-      // Two loads in flight per lane before the stores.
-      for (; v + 32 < vectors; v += 64) {
-        const uint2 a = from4[v];
-        const uint2 b = from4[v + 32];
-        to4[v] = widen4(a);
-        to4[v + 32] = widen4(b);
-      }
-      for (; v < vectors; v += 32) to4[v] = widen4(from4[v]);
+      move_vectors(reinterpret_cast<const uint2*>(from), reinterpret_cast<float4*>(to), vectors,
+                   lane, [](uint2 x) { return widen4(x); });
       done = vectors * 4;
     }
     for (std::int64_t c = done + lane; c < cols; c += 32) to[c] = float_from_bf16(from[c]);
@@ -67,8 +60,8 @@ __global__ void narrow_rows_kernel(const float* __restrict__ src, std::int64_t s
                                    std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const float* from = src + (src_rows ? src_rows[i] : i) * src_ld;
-    bf16_t* to = dst + (dst_rows ? dst_rows[i] : i) * dst_ld;
+    const float* from = indexed_row(src, src_ld, src_rows, i);
+    bf16_t* to = indexed_row(dst, dst_ld, dst_rows, i);
     std::int64_t done = 0;
     if (vector_aligned(to, from)) {
       const std::int64_t vectors = cols / 4;
@@ -85,7 +78,7 @@ __global__ void round_rows_kernel(float* m, std::int64_t ld, const vertex_t* __r
                                   std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    float* row = m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+    float* row = indexed_row(m, ld, rows, i);
     for (std::int64_t c = lane; c < cols; c += 32) row[c] = round_to_bf16(row[c]);
   }
 }

@@ -1,5 +1,5 @@
-// Helpers shared by the .cu files only (never included by g++-compiled code): grid sizing and
-// warp reductions.
+// Helpers shared by the .cu files only (never included by g++-compiled code): grid sizing, warp
+// reductions and the row arithmetic of the warp-per-row kernels.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "common/types.hpp"
 #include "kernels/cuda/check.hpp"
 
 namespace sluice::cuda::detail {
@@ -31,6 +32,28 @@ __device__ __forceinline__ std::int64_t warp_count() {
 }
 __device__ __forceinline__ int lane_id() {
   return threadIdx.x & (kWarp - 1);
+}
+
+// Row i of a row-major matrix with leading dimension ld: row rows[i], or row i when rows is null.
+template <typename T>
+__device__ __forceinline__ T* indexed_row(T* m, std::int64_t ld, const vertex_t* rows,
+                                          std::int64_t i) {
+  return m + static_cast<std::int64_t>(rows ? rows[i] : i) * ld;
+}
+
+// A warp lane's share of to[v] = convert(from[v]) for v in [0, vectors): lanes stride by 32,
+// with two loads in flight per lane before the stores.
+template <typename In, typename Out, typename Convert>
+__device__ __forceinline__ void move_vectors(const In* __restrict__ from, Out* __restrict__ to,
+                                             std::int64_t vectors, int lane, Convert convert) {
+  std::int64_t v = lane;
+  for (; v + kWarp < vectors; v += 2 * kWarp) {
+    const In a = from[v];
+    const In b = from[v + kWarp];
+    to[v] = convert(a);
+    to[v + kWarp] = convert(b);
+  }
+  for (; v < vectors; v += kWarp) to[v] = convert(from[v]);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -124,7 +124,25 @@ class FileStream : public ByteStream {
       offset_ += got;
       return got;
     }
-    const std::size_t total = input_.read_at_parallel(buffer, bytes, offset_);
+    const int pieces = 8;
+    std::vector<std::size_t> got(pieces, 0);
+    std::vector<std::exception_ptr> errors(pieces);
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
+    for (int i = 0; i < pieces; ++i) {
+      const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
+      try {
+        got[i] = input_.read_at(buffer + begin, end - begin, offset_ + begin);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+    for (const auto& error : errors)
+      if (error) std::rethrow_exception(error);
+    std::size_t total = 0;
+    for (int i = 0; i < pieces; ++i) {
+      total += got[i];
+      if (got[i] != bytes * (i + 1) / pieces - bytes * i / pieces) break;  // end of file
+    }
     offset_ += total;
     return total;
   }

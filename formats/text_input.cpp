@@ -11,12 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <limits>
 #include <type_traits>
-#include <vector>
-
-#include "common/parallel.hpp"
 
 namespace sluice {
 
@@ -193,29 +189,6 @@ std::size_t InputFile::read_at(char* buffer, std::size_t bytes, std::uint64_t of
     SLUICE_INPUT_CHECK(got >= 0, path_, ": read error: ", std::strerror(errno));
     if (got == 0) break;
     total += static_cast<std::size_t>(got);
-  }
-  return total;
-}
-
-std::size_t InputFile::read_at_parallel(char* buffer, std::size_t bytes,
-                                        std::uint64_t offset) const {
-  const int pieces = 8;
-  std::vector<std::size_t> got(pieces, 0);
-  std::vector<std::exception_ptr> errors(pieces);
-#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
-  for (int i = 0; i < pieces; ++i) {
-    const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
-    try {
-      got[i] = read_at(buffer + begin, end - begin, offset + begin);
-    } catch (...) {
-      errors[i] = std::current_exception();
-    }
-  }
-  rethrow_first(errors);
-  std::size_t total = 0;
-  for (int i = 0; i < pieces; ++i) {
-    total += got[i];
-    if (got[i] != bytes * (i + 1) / pieces - bytes * i / pieces) break;
   }
   return total;
 }

@@ -40,10 +40,6 @@ class InputFile {
   // Plain files only: reads `bytes` at `offset` (pread; safe to call from several threads,
   // independent of read()); returns the count read (short only at the end of the file).
   std::size_t read_at(char* buffer, std::size_t bytes, std::uint64_t offset) const;
-  // read_at() in pieces read by the OpenMP threads (for large blocks: the copy out of the page
-  // cache is a sizeable part of an import); stops at the first short piece (the end of the file,
-  // or a file that shrank while being read) and returns the count read before it.
-  std::size_t read_at_parallel(char* buffer, std::size_t bytes, std::uint64_t offset) const;
 
   // Throws InputError "<path>: a regular file is needed (got a pipe/FIFO): <why>" unless the
   // input is a regular file (plain or gzip), for readers that take several passes.

@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/log.hpp"
 #include "common/parallel.hpp"
+#include "formats/block_read.hpp"
 #include "formats/import_common.hpp"
 #include "formats/importers.hpp"
 #include "formats/text_input.hpp"
@@ -119,26 +120,14 @@ class BinaryPairs {
   // Throws InputError for the first id of the block outside [0, limit); returns the largest.
   std::int64_t check_block(const char* data, std::size_t count, std::int64_t first_pair,
                            std::int64_t limit) const {
-    const auto ids = static_cast<std::int64_t>(2 * count);
-    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-    std::int64_t block_max = -1, first_bad = kNone;
-#pragma omp parallel for reduction(max                        \
-                                   : block_max) reduction(min \
-                                                          : first_bad) if (worth_parallel(ids))
-    for (std::int64_t i = 0; i < ids; ++i) {
-      const std::int64_t id = read_id(data, i);
-      block_max = std::max(block_max, id);
-      if (id < 0 || id >= limit) first_bad = std::min(first_bad, i);
-    }
-    if (first_bad != kNone) {
-      const std::int64_t id = read_id(data, first_bad);
-      const std::string where =
-          cat(input_.path(), ": pair ", first_pair + first_bad / 2, " (byte offset ",
-              (2 * first_pair + first_bad) * id_bytes_, "): ");
-      SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
-      throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
-    }
-    return block_max;
+    const IdBlockCheck check = check_id_block(static_cast<std::int64_t>(2 * count), limit,
+                                              [&](std::int64_t i) { return read_id(data, i); });
+    if (check.first_bad >= 0)
+      throw_bad_vertex_id(
+          cat(input_.path(), ": pair ", first_pair + check.first_bad / 2, " (byte offset ",
+              (2 * first_pair + check.first_bad) * id_bytes_, "): "),
+          read_id(data, check.first_bad), limit);
+    return check.max_id;
   }
 
   std::int64_t read_id(const char* data, std::int64_t i) const {
@@ -182,32 +171,13 @@ class BinaryPairs {
     }
   }
 
-  // Reads a block of a plain file with all threads (the copy out of the page cache is a
-  // sizeable part of an import); returns the count read.
+  // Reads a block of a plain file with all threads, split over what the file holds past
+  // `offset`; returns the count read.
   std::size_t read_parallel(char* data, std::size_t bytes, std::uint64_t offset) {
     const std::uint64_t file_size = input_.size_on_disk();
     if (offset >= file_size) return 0;
     bytes = static_cast<std::size_t>(std::min<std::uint64_t>(bytes, file_size - offset));
-    const int pieces = 8;
-    std::vector<std::size_t> got(pieces, 0);
-    std::vector<std::exception_ptr> errors(pieces);
-#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
-    for (int i = 0; i < pieces; ++i) {
-      const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
-      try {
-        got[i] = input_.read_at(data + begin, end - begin, offset + begin);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-    rethrow_first(errors);
-    std::size_t total = 0;
-    for (int i = 0; i < pieces; ++i) {
-      total += got[i];
-      // A file that shrank while being read: stop at the first short piece.
-      if (got[i] != bytes * (i + 1) / pieces - bytes * i / pieces) return total;
-    }
-    return total;
+    return read_at_parallel(input_, data, bytes, offset);
   }
 
   InputFile input_;

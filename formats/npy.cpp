@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/parallel.hpp"
+#include "formats/block_read.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -124,27 +125,9 @@ class FileStream : public ByteStream {
       offset_ += got;
       return got;
     }
-    const int pieces = 8;
-    std::vector<std::size_t> got(pieces, 0);
-    std::vector<std::exception_ptr> errors(pieces);
-#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))
-    for (int i = 0; i < pieces; ++i) {
-      const std::size_t begin = bytes * i / pieces, end = bytes * (i + 1) / pieces;
-      try {
-        got[i] = input_.read_at(buffer + begin, end - begin, offset_ + begin);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    }
-    for (const auto& error : errors)
-      if (error) std::rethrow_exception(error);
-    std::size_t total = 0;
-    for (int i = 0; i < pieces; ++i) {
-      total += got[i];
-      if (got[i] != bytes * (i + 1) / pieces - bytes * i / pieces) break;  // end of file
-    }
-    offset_ += total;
-    return total;
+    const std::size_t got = read_at_parallel(input_, buffer, bytes, offset_);
+    offset_ += got;
+    return got;
   }
 
  private:
@@ -310,31 +293,22 @@ std::int64_t NpyArray::read_ids(std::int64_t count, vertex_t* out, std::size_t s
                      " holds no vertex ids (expected <i4, <i8, <u4 or <u8)");
   std::int64_t max_id = -1;
   for_blocks(count, [&](const char* data, std::int64_t block, std::int64_t done) {
-    constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::max();
-    std::int64_t block_max = -1, first_bad = kNone;
     vertex_t* target = out + static_cast<std::size_t>(done) * stride;
     const NpyType type = type_;
-#pragma omp parallel for schedule(static) reduction(max          \
-                                                    : block_max) \
-    reduction(min                                                \
-              : first_bad) if (worth_parallel(block))
-    for (std::int64_t i = 0; i < block; ++i) {
+    const IdBlockCheck check = check_id_block(block, limit, [&](std::int64_t i) {
       const std::int64_t id = element_as_int(type, data, i);
-      block_max = std::max(block_max, id);
-      if (id < 0 || id >= limit) first_bad = std::min(first_bad, i);
       target[static_cast<std::size_t>(i) * stride] = static_cast<vertex_t>(id);
-    }
-    if (first_bad != kNone) {
-      const std::string where = cat(what_, ": element ", consumed_ + first_bad, ": ");
-      if (type_ == NpyType::kUint64 && load<std::uint64_t>(data, first_bad) >
+      return id;
+    });
+    if (check.first_bad >= 0) {
+      const std::string where = cat(what_, ": element ", consumed_ + check.first_bad, ": ");
+      if (type_ == NpyType::kUint64 && load<std::uint64_t>(data, check.first_bad) >
                                            std::uint64_t(std::numeric_limits<std::int64_t>::max()))
-        throw InputError(cat(where, "vertex id ", load<std::uint64_t>(data, first_bad),
+        throw InputError(cat(where, "vertex id ", load<std::uint64_t>(data, check.first_bad),
                              " out of range [0, ", limit, ")"));
-      const std::int64_t id = element_as_int(type_, data, first_bad);
-      SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
-      throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
+      throw_bad_vertex_id(where, element_as_int(type_, data, check.first_bad), limit);
     }
-    max_id = std::max(max_id, block_max);
+    max_id = std::max(max_id, check.max_id);
   });
   return max_id;
 }

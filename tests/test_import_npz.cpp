@@ -1,7 +1,8 @@
 // NumPy imports: OGB's NumPy raw layout (raw/data.npz, raw/node-label.npz, split/time/*.csv.gz;
 // .npz archives written at test time by numpy, stored and deflated) and plain .npy edge arrays
 // (written by the test itself), with exact CSR, features, labels and splits, and the error
-// messages for missing arrays, wrong shapes and dtypes, truncated files and ids out of range.
+// messages for missing arrays, wrong shapes and dtypes, truncated files and ids out of range
+// (for large arrays also through the parallel block reads the binary importer shares).
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <zlib.h>
@@ -314,6 +315,83 @@ TEST(ImportNpy, ErrorsNameTheFile) {
   const std::string text = scratch.file("text.npy");
   test::write_text(text, "0 1\n1 2\n");
   EXPECT_NE(import_error(npy_options(text)).find(text + ": not a .npy array"), std::string::npos);
+}
+
+// Arrays large enough for the parallel paths the npy and binary importers share: reads of
+// 4 MiB and more in parallel pieces, and the id check of a block over several threads, which
+// reports the first bad id of the block whatever the thread count. The same pairs as a (2, E)
+// .npy array and as a binary pair file give the same errors' ids and the same graph.
+TEST(ImportNpy, LargeArraysShareTheBinaryImportersBlockReads) {
+  test::ScratchDir scratch;
+  const std::int64_t edges = 600000, n = 1000;  // one row: 4.8 MB of int64 ids
+  std::vector<std::int64_t> rows(2 * edges);
+  for (std::int64_t i = 0; i < edges; ++i) {
+    rows[i] = i % n;
+    rows[edges + i] = (7 * i + 3) % n;
+  }
+  const auto write_both = [&] {
+    write_npy(scratch.file("rows.npy"), "<i8", "(2, " + std::to_string(edges) + ")", rows);
+    std::vector<std::int64_t> pairs(2 * edges);
+    for (std::int64_t i = 0; i < edges; ++i) {
+      pairs[2 * i] = rows[i];
+      pairs[2 * i + 1] = rows[edges + i];
+    }
+    test::write_text(scratch.file("pairs.bin"),
+                     std::string(reinterpret_cast<const char*>(pairs.data()), pairs.size() * 8));
+  };
+  ImportOptions npy = npy_options(scratch.file("rows.npy"));
+  npy.num_nodes = n;
+  ImportOptions binary = npy;
+  binary.format = "binary";
+  binary.input = scratch.file("pairs.bin");
+  binary.binary_id_bytes = 8;
+
+  rows[400000] = 5000;  // the first bad id, then another later in the block
+  rows[500000] = -2;
+  write_both();
+  const int threads = omp_get_max_threads();
+  for (const int t : {1, 3, 4}) {
+    omp_set_num_threads(t);
+    EXPECT_NE(import_error(npy).find(npy.input + ": element 400000: vertex id 5000 out of range "
+                                                 "[0, 1000)"),
+              std::string::npos)
+        << t << " threads: " << import_error(npy);
+    EXPECT_NE(import_error(binary).find(binary.input + ": pair 400000 (byte offset 6400000): "
+                                                       "vertex id 5000 out of range [0, 1000)"),
+              std::string::npos)
+        << t << " threads: " << import_error(binary);
+  }
+  rows[400000] = 0;
+  write_both();
+  for (const int t : {1, 4}) {
+    omp_set_num_threads(t);
+    EXPECT_NE(import_error(npy).find(npy.input + ": element 500000: negative vertex id -2"),
+              std::string::npos)
+        << t << " threads: " << import_error(npy);
+    EXPECT_NE(import_error(binary).find(binary.input + ": pair 500000 (byte offset 8000000): "
+                                                       "negative vertex id -2"),
+              std::string::npos)
+        << t << " threads: " << import_error(binary);
+  }
+  omp_set_num_threads(threads);
+
+  rows[500000] = 1;
+  write_both();
+  ImportReport npy_report, binary_report;
+  const Dataset from_npy = import_dataset(npy, npy_report);
+  const Dataset from_binary = import_dataset(binary, binary_report);
+  EXPECT_EQ(npy_report.input_edges, edges);
+  EXPECT_EQ(binary_report.input_edges, edges);
+  EXPECT_EQ(from_npy.num_nodes, n);
+  EXPECT_EQ(from_npy.indptr, from_binary.indptr);
+  EXPECT_EQ(from_npy.indices, from_binary.indices);
+  // Edge i is r -> (7r + 3) % n with r = i % n: n distinct edges, 600 times each, no self-loop
+  // (6r = -3 mod 1000 has no solution); edge 500000 became 1 -> 3, one more distinct edge.
+  EXPECT_EQ(from_npy.num_edges(), n + 1);
+  EXPECT_EQ(npy_report.duplicates_removed, edges - n - 1);
+  EXPECT_EQ(std::vector<vertex_t>(from_npy.indices.begin() + from_npy.indptr[3],
+                                  from_npy.indices.begin() + from_npy.indptr[4]),
+            (std::vector<vertex_t>{0, 1}));
 }
 
 TEST(ImportNpy, CommandLine) {

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the CPU test suite with AddressSanitizer and UndefinedBehaviorSanitizer into its own
-# build directory and runs the CPU tests (ctest -L cpu). Exit status: non-zero when the build
-# fails or any test fails (every sanitizer report fails the test that triggered it).
+# build directory and runs the CPU tests (ctest -L cpu). Sanitizer reports go to files under
+# build-sanitize/sanitizer-reports/, so that a report of a program a test runs (whose output the
+# test captures, and whose non-zero exit some tests expect) is seen too. Exit status: non-zero
+# when the build fails, any test fails or any process wrote a sanitizer report.
 set -euo pipefail
 
 usage() {
@@ -27,7 +29,12 @@ Sanitizer settings (exported unless already set):
                  spin-wait by default, which under ASan only burns time.
   LSAN_OPTIONS   suppressions=tests/sanitize/lsan.supp (allocations that system libraries,
                  e.g. the OpenMP runtime, keep until exit)
-Exit status: non-zero when the build or any test fails.
+  log_path       appended to ASAN_OPTIONS and UBSAN_OPTIONS unless they name one: every
+                 process writes its reports to <build>/sanitizer-reports/{asan,ubsan}.<pid>,
+                 the tests' own and those of the programs they run (sluice-train, ...), whose
+                 output a test captures and whose failing exit it may expect
+Exit status: non-zero when the build or any test fails, or when any process wrote a report
+(the script prints them).
 EOF
 }
 
@@ -84,8 +91,13 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_CUDA=OFF
 cmake --build "$build" -j "$jobs"
 [[ $build_only -eq 1 ]] && exit 0
 
+reports=$build/sanitizer-reports
+rm -rf "$reports"
+mkdir -p "$reports"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+[[ $ASAN_OPTIONS == *log_path=* ]] || ASAN_OPTIONS+=":log_path=$reports/asan"
+[[ $UBSAN_OPTIONS == *log_path=* ]] || UBSAN_OPTIONS+=":log_path=$reports/ubsan"
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
@@ -96,4 +108,16 @@ fi
 cd "$build"
 ctest_args=(-L cpu --output-on-failure -j "$jobs" --timeout 3600)
 [[ -n "$filter" ]] && ctest_args+=(-R "$filter")
-ctest "${ctest_args[@]}"
+status=0
+ctest "${ctest_args[@]}" || status=$?
+
+mapfile -t written < <(find "$reports" -type f | sort)
+if ((${#written[@]})); then
+  for report in "${written[@]}"; do
+    echo "==== $report"
+    cat "$report"
+  done
+  echo "sanitize.sh: ${#written[@]} sanitizer report(s) in $reports" >&2
+  exit 1
+fi
+exit "$status"

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/types.hpp"
+#include "kernels/ops.hpp"
 
 namespace sluice::cuda {
 
@@ -35,6 +36,7 @@ constexpr std::int64_t long_degree_for(std::int64_t nnz) {
 struct CsrCounts {
   std::int64_t rows = 0, cols = 0, nnz = 0;
   std::int64_t long_rows = 0, long_columns = 0;
+  CsrWeights weights = CsrWeights::kPerCall;  // what the transpose and the degrees hold
 };
 
 // CSR offsets, columns and the transpose's arrays are 64-bit from 2^31 - 1 entries on, else
@@ -45,17 +47,22 @@ constexpr bool wide_csr(std::int64_t nnz) {
 
 // What a device CSR charges (kernels/cuda/sparse.cpp, upload_structure()), each array a
 // separate allocation: the long rows, offsets, columns, one self entry per row, the precomputed
-// transpose (offsets over the columns, rows, entry permutation) and the long transposed rows.
-// The same bytes are staged when the arrays stay in host memory (CudaDevice::resident_csr()).
+// transpose (offsets over the columns, rows, with per-call values the entry permutation), with
+// the symmetric norm one degree per column, and the long transposed rows. The same bytes are
+// staged when the arrays stay in host memory (CudaDevice::resident_csr()).
 constexpr std::int64_t csr_bytes(const CsrCounts& csr) {
   const std::int64_t index = wide_csr(csr.nnz) ? 8 : 4;
   const std::int64_t vertex = sizeof(vertex_t);
+  const std::int64_t permutation = csr.weights == CsrWeights::kPerCall ? csr.nnz * index : 0;
+  const std::int64_t degrees =
+      csr.weights == CsrWeights::kSymmetricNorm ? csr.cols * std::int64_t(sizeof(std::int32_t)) : 0;
   return rounded(csr.long_rows * vertex) + rounded((csr.rows + 1) * index) +
          rounded(csr.nnz * index) +           // columns
          rounded(csr.rows * vertex) +         // self entries
          rounded((csr.cols + 1) * index) +    // transposed offsets
          rounded(csr.nnz * index) +           // transposed rows
-         rounded(csr.nnz * index) +           // transpose permutation
+         rounded(permutation) +               // transpose permutation
+         rounded(degrees) +                   // column degrees
          rounded(csr.long_columns * vertex);  // long transposed rows
 }
 

@@ -1,6 +1,11 @@
-// Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes and host
-// precisions, and the CUDA entry points when CUDA is not built.
+// Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes, host
+// precisions and CSR weightings, the weighting check, and the CUDA entry points when CUDA is not
+// built.
 #include "kernels/ops.hpp"
+
+#include <algorithm>
+
+#include "common/parallel.hpp"
 
 namespace sluice {
 
@@ -56,6 +61,62 @@ const char* host_precision_name(HostPrecision precision) {
       return "bf16";
   }
   return "?";
+}
+
+const char* csr_weights_name(CsrWeights weights) {
+  switch (weights) {
+    case CsrWeights::kPerCall:
+      return "per-call values";
+    case CsrWeights::kSymmetricNorm:
+      return "symmetric degree norm";
+    case CsrWeights::kNeighborMean:
+      return "neighbor mean";
+  }
+  return "?";
+}
+
+void check_csr_weighting(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                         std::int64_t num_cols, const CsrWeighting& weighting,
+                         const std::string& what) {
+  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
+  switch (weighting.kind) {
+    case CsrWeights::kPerCall:
+      SLUICE_INPUT_CHECK(weighting.column_degrees.empty(), what,
+                         ": column degrees given for a matrix of per-call values");
+      return;
+    case CsrWeights::kSymmetricNorm: {
+      SLUICE_INPUT_CHECK(std::int64_t(weighting.column_degrees.size()) == num_cols, what, ": ",
+                         weighting.column_degrees.size(), " column degrees for ", num_cols,
+                         " columns");
+      // Every column an entry reads needs a degree of at least 1 (0 marks an unused column).
+      std::int64_t bad_entry = std::int64_t(columns.size());
+#pragma omp parallel for schedule(static) \
+    reduction(min                         \
+              : bad_entry) if (worth_parallel(std::int64_t(columns.size())))
+      for (std::int64_t e = 0; e < std::int64_t(columns.size()); ++e)
+        if (weighting.column_degrees[std::size_t(columns[std::size_t(e)])] < 1)
+          bad_entry = std::min(bad_entry, e);
+      SLUICE_INPUT_CHECK(bad_entry == std::int64_t(columns.size()), what, ": entry ", bad_entry,
+                         " reads column ", columns[std::size_t(bad_entry)], " of degree ",
+                         weighting.column_degrees[std::size_t(columns[std::size_t(bad_entry)])]);
+      return;
+    }
+    case CsrWeights::kNeighborMean: {
+      SLUICE_INPUT_CHECK(weighting.column_degrees.empty(), what,
+                         ": column degrees given for a neighbor-mean matrix");
+      std::int64_t bad = rows;
+#pragma omp parallel for schedule(dynamic, 1024) reduction(min : bad) if (worth_parallel(rows))
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (edge_t e = indptr[std::size_t(r)] + 1; e < indptr[std::size_t(r) + 1]; ++e)
+          if (columns[std::size_t(e)] == columns[std::size_t(indptr[std::size_t(r)])]) {
+            bad = std::min(bad, r);
+            break;
+          }
+      SLUICE_INPUT_CHECK(bad == rows, what, ": row ", bad,
+                         " holds its self column twice (a neighbor mean excludes it)");
+      return;
+    }
+  }
 }
 
 HostPrecision parse_host_precision(const std::string& text, const std::string& option) {

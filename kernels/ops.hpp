@@ -110,9 +110,40 @@ struct Idx {
   std::int64_t size = 0;
 };
 
+// How spmm and spmm_transpose_add weigh a CSR's entries, fixed when it is uploaded. A row's
+// first entry is its self entry (the column holding the row's own vertex) in the derived kinds.
+enum class CsrWeights {
+  // The `values` each call passes (nnz floats in entry order, device memory).
+  // The transpose keeps the permutation to the entry order (4 or 8 bytes per entry), which
+  // spmm_transpose_add and the GAT backward read.
+  kPerCall,
+  // GCN, 1 / sqrt(deg(self(r)) deg(c)) for entry (r, c), computed in double and rounded to
+  // float, deg: the column degrees given at upload (in-degree + 1 of the vertex in each column),
+  // self(r): the column of row r's first entry.
+  kSymmetricNorm,
+  // GraphSAGE mean: 0 for each row's first entry, 1 / (entries of the row - 1) for the others;
+  // no other entry of a row may hold its first entry's column.
+  kNeighborMean,
+};
+const char* csr_weights_name(CsrWeights weights);
+
+// A CSR's weighting as upload_csr takes it.
+struct CsrWeighting {
+  CsrWeights kind = CsrWeights::kPerCall;
+  // kSymmetricNorm: one per column; >= 1 for every column an entry holds (0: an unused column).
+  std::vector<std::int32_t> column_degrees;
+};
+// Throws InputError naming `what` unless `weighting` suits the CSR (indptr, columns) with
+// num_cols columns, whose columns the caller checked: degrees for exactly the columns of a
+// kSymmetricNorm matrix and none for the others, no self column twice in a kNeighborMean row.
+void check_csr_weighting(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                         std::int64_t num_cols, const CsrWeighting& weighting,
+                         const std::string& what);
+
 // A device-resident CSR matrix (rows x cols) uploaded once; `id` lets a backend keep per-matrix
-// state (cuSPARSE descriptors, workspaces). Values are passed separately to each operation so
-// one structure serves several weightings (GCN norms, SAGE means, GAT attention).
+// state (cuSPARSE descriptors, workspaces). Matrices of CsrWeights::kPerCall take their values
+// with each operation, so one structure serves changing weights (GAT attention); the derived
+// kinds are computed on the device from the structure and store no values.
 struct Csr {
   int id = -1;
   std::int64_t rows = 0;
@@ -186,9 +217,16 @@ class Device {
   // pinned, mapped memory read zero-copy) when the device budget is exhausted, so their size
   // need not fit the budget; never pass them as an output of any operation.
   virtual Idx upload(const std::vector<vertex_t>& values, const std::string& what) = 0;
-  // indptr: rows + 1 offsets; columns: indptr.back() entries in [0, num_cols).
+  // indptr: rows + 1 offsets; columns: indptr.back() entries in [0, num_cols). Throws
+  // InputError naming `what` when the structure or the weighting breaks CsrWeights' rules.
   virtual Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                         std::int64_t num_cols, const std::string& what) = 0;
+                         std::int64_t num_cols, const CsrWeighting& weighting,
+                         const std::string& what) = 0;
+  // A CsrWeights::kPerCall matrix.
+  Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                 std::int64_t num_cols, const std::string& what) {
+    return upload_csr(indptr, columns, num_cols, CsrWeighting{}, what);
+  }
   // A read-only rows x cols float matrix (values: rows * cols floats, row-major), e.g. a chunk's
   // entry values for spmm(). Default: alloc() + write().
   virtual Mat upload_constant(const std::vector<float>& values, std::int64_t rows,
@@ -259,9 +297,10 @@ class Device {
   // ---- dense / sparse compute ----
   // m[rows[i], j] *= keep(key, keys[i], j) / (1 - rate); keys are dataset vertex ids.
   virtual void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) = 0;
-  // y = A x with A's entry values (nnz floats, device); y.rows == A.rows, x.rows == A.cols.
+  // y = A x with A's entry weights (CsrWeights): `values` for a kPerCall matrix (nnz floats,
+  // device), null for the derived kinds; y.rows == A.rows, x.rows == A.cols.
   virtual void spmm(Csr a, const float* values, Mat x, Mat y) = 0;
-  // dx += A^T dy.
+  // dx += A^T dy, weighted as spmm.
   virtual void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) = 0;
   // c = alpha * op(a) * op(b) + beta * c.
   virtual void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,

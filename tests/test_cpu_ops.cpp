@@ -421,6 +421,94 @@ TEST_F(CpuOps, SpmmAndTransposeOnAHandDrawnMatrix) {
   EXPECT_EQ(get(dx), (Floats{2.5f, 1.5f, 4, 3, 3, 1, 2, 2}));
 }
 
+// The weights the derived kinds stand for, written out independently of
+// kernels/entry_weights.hpp: GCN's 1 / sqrt(deg(self) deg(column)) and SAGE's mean over the
+// entries after the self entry.
+Floats derived_weights(const test::ChunkCsr& a, CsrWeights kind,
+                       const std::vector<std::int32_t>& degrees) {
+  Floats w(a.columns.size());
+  for (std::int64_t r = 0; r < a.rows; ++r) {
+    const edge_t first = a.indptr[std::size_t(r)], end = a.indptr[std::size_t(r) + 1];
+    for (edge_t e = first; e < end; ++e)
+      w[std::size_t(e)] =
+          kind == CsrWeights::kSymmetricNorm
+              ? float(1.0 / std::sqrt(double(degrees[std::size_t(a.columns[std::size_t(first)])]) *
+                                      double(degrees[std::size_t(a.columns[std::size_t(e)])])))
+          : e == first ? 0.f
+                       : float(1.0 / double(end - first - 1));
+  }
+  return w;
+}
+
+// A matrix of derived weights multiplies exactly as the same matrix with those weights passed
+// per call, in both products: the weights are bit for bit the ones written out.
+TEST_F(CpuOps, DerivedWeightsEqualTheirValuesPassedPerCall) {
+  std::mt19937 rng(11);
+  const test::ChunkCsr a = test::random_chunk_csr(300, 220, 30, test::EmptyRows::kSome, rng);
+  std::vector<std::int32_t> degrees(std::size_t(a.cols));
+  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng() % 60);
+  const std::int64_t width = 5, nnz = a.indptr.back();
+  const Floats xv = random_floats(std::size_t(a.cols * width), 8);
+  const Floats dyv = random_floats(std::size_t(a.rows * width), 9);
+  for (CsrWeights kind : {CsrWeights::kSymmetricNorm, CsrWeights::kNeighborMean}) {
+    SCOPED_TRACE(csr_weights_name(kind));
+    const std::vector<std::int32_t> given_degrees =
+        kind == CsrWeights::kSymmetricNorm ? degrees : std::vector<std::int32_t>{};
+    Csr derived =
+        dev().upload_csr(a.indptr, a.columns, a.cols, CsrWeighting{kind, given_degrees}, "derived");
+    Csr given = dev().upload_csr(a.indptr, a.columns, a.cols, "given");
+    Mat values = mat(nnz, 1, derived_weights(a, kind, degrees));
+    Mat x = mat(a.cols, width, xv), dy = mat(a.rows, width, dyv);
+    Mat y1 = mat(a.rows, width, {}), y2 = mat(a.rows, width, {});
+    Mat dx1 = mat(a.cols, width, {}), dx2 = mat(a.cols, width, {});
+    dev().spmm(derived, nullptr, x, y1);
+    dev().spmm(given, values.data, x, y2);
+    dev().spmm_transpose_add(derived, nullptr, dy, dx1);
+    dev().spmm_transpose_add(given, values.data, dy, dx2);
+    EXPECT_EQ(get(y1), get(y2));
+    EXPECT_EQ(get(dx1), get(dx2));
+    EXPECT_NE(get(y1), Floats(std::size_t(a.rows * width), 0.f));
+    // Values belong to matrices of per-call values only.
+    EXPECT_ANY_THROW(dev().spmm(derived, values.data, x, y1));
+  }
+  // A hand value: degrees 4 and 9 give 1/6 (row 0: self column 0, then column 1).
+  Csr small = dev().upload_csr({0, 2}, {0, 1}, 2, CsrWeighting{CsrWeights::kSymmetricNorm, {4, 9}},
+                               "small");
+  Mat y = mat(1, 1, {});
+  dev().spmm(small, nullptr, mat(2, 1, {0, 6}), y);
+  EXPECT_FLOAT_EQ(get(y)[0], 1.f);
+}
+
+// A weighting that does not fit its matrix is refused at upload, naming the matrix.
+TEST_F(CpuOps, UploadRefusesAWeightingThatDoesNotFit) {
+  const auto upload = [&](std::vector<vertex_t> columns, std::int64_t cols, CsrWeighting w) {
+    dev().upload_csr({0, std::int64_t(columns.size())}, columns, cols, w, "matrix M");
+  };
+  const auto message = [&](std::vector<vertex_t> columns, std::int64_t cols, CsrWeighting w) {
+    try {
+      upload(std::move(columns), cols, std::move(w));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  using W = CsrWeights;
+  EXPECT_NE(message({0, 1}, 2, {W::kSymmetricNorm, {3}}).find("matrix M: 1 column degrees for 2"),
+            std::string::npos);
+  EXPECT_NE(message({0, 1}, 2, {W::kSymmetricNorm, {3, 0}})
+                .find("matrix M: entry 1 reads column 1 of degree 0"),
+            std::string::npos);
+  EXPECT_NE(message({0, 1, 0}, 2, {W::kNeighborMean, {}}).find("holds its self column twice"),
+            std::string::npos);
+  EXPECT_NE(message({0, 1}, 2, {W::kPerCall, {1, 1}}).find("column degrees given"),
+            std::string::npos);
+  EXPECT_NE(message({0, 1}, 2, {W::kNeighborMean, {1, 1}}).find("column degrees given"),
+            std::string::npos);
+  // An unused column may have degree 0; a neighbor row may repeat a non-self column.
+  EXPECT_NO_THROW(upload({0, 1}, 3, {W::kSymmetricNorm, {2, 2, 0}}));
+  EXPECT_NO_THROW(upload({0, 1, 1}, 2, {W::kNeighborMean, {}}));
+}
+
 TEST_F(CpuOps, LargeSpmmAndTransposeMatchNaive) {
   const std::int64_t rows = 700, cols = 500, width = 24;
   std::mt19937 gen(3);

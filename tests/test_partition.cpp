@@ -219,50 +219,51 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //     348 floats = 1392 B.
   //   overlap: stage 3x4 + flush buffer 3x2 + second set (out 2x4, dZ 2x8, A 2x4) = 50 floats
   //     = 200 B.
-  //   constants, 4 B per entry: chunk row positions 2 = 8 B; batch 0: CSR (2+1)x8 + 6x4 = 48 B,
-  //     values 6 + self columns 2 + loads 3x3 + pulls 2x2 + pushes 2x2 + remote slots 2 +
-  //     leaves 3x1 + destination keys, labels, mask 3x2 = 36 entries, 192 B; batch 1: 48 B +
-  //     (6 + 2 + 3x1 + 0 + 2x2 + 2 + 3x3 + 3x2 = 32) x 4 = 176 B; flush positions 3 = 12 B;
-  //     the kept tail (vertex 0 | vertices 2, 3: source and block positions per chunk) 2x3 =
-  //     24 B; batch 0's load of vertex 2 as a row of the last chunk's block (early next pass)
-  //     4 B; 416 B.
-  //   CUDA: 67 allocations, each under 256 B, one 256-byte granule each = 17152 B: 12 buffers,
-  //     5 overlap buffers, 37 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
-  //     layout (offsets, columns, self entries, transposed offsets, rows, permutation) and the
-  //     transposed-SpMM values. Scratch: the loss and the chunk's predictions, 2 x 256 = 512 B.
-  //   all_constants = max(ceil(17152 x 8 / 7), 17152 + 512) = 19603.
+  //   constants, 4 B per entry: chunk row positions 2 = 8 B; batch 0: CSR (2+1)x8 + 6x4 = 48 B
+  //     with the column degrees of the 5 merged rows 20 B, self columns 2 + loads 3x3 + pulls
+  //     2x2 + pushes 2x2 + remote slots 2 + leaves 3x1 + destination keys, labels, mask 3x2 =
+  //     30 entries, 188 B; batch 1: 68 B + (2 + 3x1 + 0 + 2x2 + 2 + 3x3 + 3x2 = 26) x 4 = 172 B;
+  //     flush positions 3 = 12 B; the kept tail (vertex 0 | vertices 2, 3: source and block
+  //     positions per chunk) 2x3 = 24 B; batch 0's load of vertex 2 as a row of the last
+  //     chunk's block (early next pass) 4 B; 408 B.
+  //   CUDA: 65 allocations, each under 256 B, one 256-byte granule each = 16640 B: 12 buffers,
+  //     5 overlap buffers, 35 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
+  //     layout (offsets, columns, self entries, transposed offsets and rows, column degrees: GCN
+  //     derives its entry weights, so no values and no transpose permutation) and the SpMM
+  //     entry values. Scratch: the loss and the chunk's predictions, 2 x 256 = 512 B.
+  //   all_constants = max(ceil(16640 x 8 / 7), 16640 + 512) = 19018.
   //   With constants spilling to host memory, seven eighths of the budget hold the setup with
-  //   only the largest chunk's constants (batch 0's 22 granules: 6 CSR arrays, 16 lists; batch
-  //   1's take 20, no pulls): 67 - 42 + 22 = 47 granules = 12032 B, ceil(12032 x 8 / 7) =
-  //   13751; but the constants fill the device up to seven eighths first, so the free eighth
-  //   must hold the scratch: first use 512 B, a chunk's CSR arrays and entry values staged
-  //   before use 7 granules = 1792 B, the transposed-SpMM values 256 B: 8 x 2560 = 20480.
-  //   That exceeds all_constants at this size: total = 19603.
+  //   only the largest chunk's constants (batch 0's 21 granules: 6 CSR arrays, 15 lists; batch
+  //   1's take 19, no pulls): 65 - 40 + 21 = 46 granules = 11776 B, ceil(11776 x 8 / 7) =
+  //   13459; but the constants fill the device up to seven eighths first, so the free eighth
+  //   must hold the scratch: first use 512 B, a chunk's CSR arrays staged before use 6 granules
+  //   = 1536 B, the SpMM entry values 256 B: 8 x 2304 = 18432. total = min(19018, 18432) =
+  //   18432.
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
-  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 40 granules, ceil(10240 x
-  //   8 / 7) = 11703, again below the free eighth's 20480: minimum = total = 19603.
+  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 39 granules, ceil(9984 x
+  //   8 / 7) = 11411, again below the free eighth's 18432: minimum = total = 18432.
   ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1392);
   EXPECT_EQ(gpu0.overlap, 200);
-  EXPECT_EQ(gpu0.constants, 416);
-  EXPECT_EQ(gpu0.device_bytes(), 2008);
-  EXPECT_EQ(gpu0.cuda_setup, 17152);
+  EXPECT_EQ(gpu0.constants, 408);
+  EXPECT_EQ(gpu0.device_bytes(), 2000);
+  EXPECT_EQ(gpu0.cuda_setup, 16640);
   EXPECT_EQ(gpu0.cuda_scratch, 512);
-  EXPECT_EQ(gpu0.cuda_chunk_constants, 42 * 256);
-  EXPECT_EQ(gpu0.cuda_largest_chunk, 22 * 256);
-  EXPECT_EQ(gpu0.all_constants, 19603);
-  EXPECT_EQ(gpu0.cuda_staging, 7 * 256);
+  EXPECT_EQ(gpu0.cuda_chunk_constants, 40 * 256);
+  EXPECT_EQ(gpu0.cuda_largest_chunk, 21 * 256);
+  EXPECT_EQ(gpu0.all_constants, 19018);
+  EXPECT_EQ(gpu0.cuda_staging, 6 * 256);
   EXPECT_EQ(gpu0.cuda_setup_scratch, 256);
-  EXPECT_EQ(gpu0.total, 19603);
-  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 19603);
+  EXPECT_EQ(gpu0.total, 18432);
+  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 18432);
   EXPECT_EQ(gpu0.cuda_overlap, 7 * 256);
-  EXPECT_EQ(gpu0.minimum, 19603);
+  EXPECT_EQ(gpu0.minimum, 18432);
   // GPU 1 holds one more transition row, and 4 rows leave its last batch.
   EXPECT_GT(estimate_gpu_memory(plan, 1, shape).device_bytes(), gpu0.device_bytes());
   shape.model = "gat";
   shape.heads = 2;
-  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 19603);
+  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 18432);
   shape.model = "gin";  // sluice-train has no GIN
   EXPECT_THROW(estimate_gpu_bytes(plan, 0, shape), InputError);
 }

@@ -21,9 +21,10 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
     if (!out.matrices.empty()) out.matrices += ", ";
     out.matrices += cat(shape.name, " ", format_bytes(double(shape.bytes())));
   }
-  // The index lists per chunk, 4-byte entries: entry values; self columns, keys, labels and
-  // train mask per destination; vertices, slots and keys per load and leave; remote slots with
-  // their pull and push groups.
+  // The index lists per chunk, 4-byte entries: GCN's column degrees per merged row; self
+  // columns, keys, labels and train mask per destination; vertices, slots and keys per load and
+  // leave; remote slots with their pull and push groups.
+  const std::int64_t degrees_per_merged_row = model.kind == ModelKind::kGcn ? 4 : 0;
   for (int p = 0; p < plan.partitions; ++p) {
     const std::int64_t merged =
         std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
@@ -36,7 +37,7 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
         loads = leaves = plan.transition_rows[std::size_t(p)];
       else if (options.comm == CommMode::kBaseline)
         loads = leaves = std::min(nnz, merged);
-      out.index_lists += 4 * nnz + 16 * rows + 12 * (loads + leaves) +
+      out.index_lists += degrees_per_merged_row * merged + 16 * rows + 12 * (loads + leaves) +
                          20 * std::int64_t(ch.remote_vertices.size());
       // The CPU backend's CSR transpose beside the modelled device memory: transposed offsets
       // and entry positions of 8 bytes, transposed rows of 4.

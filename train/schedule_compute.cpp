@@ -105,8 +105,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   d.add_column_sums(dZ, s.grads.data + layer.b_offset);
   if (layer.transform_first) {
     // dZm accumulates Â^T dZ while its rows stay, as GAT's.
-    d.spmm_transpose_add(ch.csr, ch.values.data, dZ,
-                         rows_of(s.dZm, s.merged_rows, layer.transform_width));
+    d.spmm_transpose_add(ch.csr, nullptr, dZ, rows_of(s.dZm, s.merged_rows, layer.transform_width));
   } else if (gat()) {
     gat_layer_backward(s, ch, layer, dZ);
   } else {
@@ -147,10 +146,10 @@ void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
   Mat dA = rows_of(s.dA, ch.num_dst, layer.aggregate_width);
   multiply_by_transpose(d, dZ, W, dA);
   if (model.kind == ModelKind::kGcn) {
-    d.spmm_transpose_add(ch.csr, ch.values.data, dA, dX);
+    d.spmm_transpose_add(ch.csr, nullptr, dA, dX);
   } else {
     d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
-    d.spmm_transpose_add(ch.csr, ch.values.data, dA.col_block(layer.in_width, layer.in_width), dX);
+    d.spmm_transpose_add(ch.csr, nullptr, dA.col_block(layer.in_width, layer.in_width), dX);
   }
 }
 
@@ -161,10 +160,10 @@ Mat Schedule::Impl::aggregate(DeviceState& s, const DeviceChunk& ch, const Layer
   Mat X = s.X.col_block(0, layer.in_width);
   Mat A = rows_of(set.A, ch.num_dst, layer.aggregate_width);
   if (model.kind == ModelKind::kGcn) {
-    d.spmm(ch.csr, ch.values.data, X, A);
+    d.spmm(ch.csr, nullptr, X, A);
   } else {
     d.gather_rows(X, ch.self_columns, A.col_block(0, layer.in_width));
-    d.spmm(ch.csr, ch.values.data, X, A.col_block(layer.in_width, layer.in_width));
+    d.spmm(ch.csr, nullptr, X, A.col_block(layer.in_width, layer.in_width));
   }
   return A;
 }
@@ -202,7 +201,7 @@ Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
       d.bias_activation(O, bias, Activation::kNone, Z);
     }
   } else if (layer.transform_first) {
-    d.spmm(ch.csr, ch.values.data, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
+    d.spmm(ch.csr, nullptr, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
     d.bias_activation(Z, bias, Activation::kNone, Z);
   } else {
     multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);

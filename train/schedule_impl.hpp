@@ -264,8 +264,9 @@ struct Schedule::Impl {
                               const std::string& where);
   std::size_t upload_chunks(DeviceState& s, int p, const std::vector<BufferSpec>& buffers,
                             std::size_t next, std::vector<ChunkLists>& lists);
+  // Uploads one of a chunk's constants (the CSR takes li's column degrees).
   void upload_chunk_constant(DeviceState& s, const BufferSpec& b, const ChunkPlan& cp,
-                             const ChunkLists& li, DeviceChunk& ch, const std::string& where);
+                             ChunkLists& li, DeviceChunk& ch, const std::string& where);
   void link_peers();
   void upload_tails(const std::vector<std::vector<TailLists>>& tails,
                     const std::vector<std::vector<BufferSpec>>& tail_buffers);

@@ -77,8 +77,8 @@ class PlanReplay {
   PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& model);
 
   // Batch c's checks, in order: the transition update, the remote entries, the chunks' CSRs
-  // (which also fill the lists' values, self columns and per-destination lists), and that T_c^p
-  // holds exactly the rows the batch needs.
+  // (which also fill the lists' column degrees, self columns and per-destination lists), and
+  // that T_c^p holds exactly the rows the batch needs.
   void check_batch(int c, std::vector<ChunkLists>& lists);
   // Batch c's load, leave, pull and push lists of `mode`.
   void scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lists) const;
@@ -214,11 +214,11 @@ void PlanReplay::mark_remote_references(int c) {
   }
 }
 
-// Chunk (c, p)'s CSR: every entry must name the expected neighbor; builds the values. Rows are
-// checked in parallel, and the error of the first row at fault is the one thrown: the one a
-// check row by row meets first, since a row's checks read nothing other rows of the chunk write
-// (its destination is its own; distinct rows that passed the renumbering check have distinct
-// dataset ids).
+// Chunk (c, p)'s CSR: every entry must name the expected neighbor; records the GCN column
+// degrees. Rows are checked in parallel, and the error of the first row at fault is the one
+// thrown: the one a check row by row meets first, since a row's checks read nothing other rows of
+// the chunk write (its destination is its own; distinct rows that passed the renumbering check have
+// distinct dataset ids).
 void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
   const ChunkPlan& ch = plan_.chunk(c, p);
   const vertex_t TR = plan_.transition_rows[p];
@@ -242,7 +242,9 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
     if (r >= 0 && r < remote_rows) return remote[std::size_t(r)];
     return -1;
   };
-  out.values.resize(ch.columns.size());
+  const bool gcn = model_.kind == ModelKind::kGcn;
+  if (gcn) out.column_degrees.assign(std::size_t(TR) + std::size_t(remote_rows), 0);
+  std::int32_t* column_degrees = out.column_degrees.data();
   out.self_columns.resize(std::size_t(rows));
   out.dst_keys.resize(std::size_t(rows));
   out.labels.resize(std::size_t(rows));
@@ -266,13 +268,10 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
       SLUICE_INPUT_CHECK(got >= 0 && plan_.new_to_old[std::size_t(got)] == expected_old,
                          where(c, p), ": entry ", k - begin, " of the row of vertex ", v,
                          " (column ", col, ") does not hold dataset vertex ", expected_old);
-      float value = 0.f;
-      if (model_.kind == ModelKind::kGcn)
-        value = static_cast<float>(1.0 / std::sqrt(double(deg_plus_[std::size_t(o)]) *
-                                                   double(deg_plus_[std::size_t(expected_old)])));
-      else if (model_.kind == ModelKind::kSage)
-        value = k == begin ? 0.f : static_cast<float>(1.0 / double(len - 1));
-      out.values[std::size_t(k)] = value;
+      if (gcn) {  // rows sharing a column write the same degree
+#pragma omp atomic write
+        column_degrees[std::size_t(col)] = deg_plus_[std::size_t(expected_old)];
+      }
       ++k;
     };
     out.self_columns[std::size_t(i)] = ch.columns[std::size_t(begin)];

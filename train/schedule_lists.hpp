@@ -22,7 +22,9 @@ struct PeerRows {
 
 // Host-side index lists of one chunk (p, c) under one transfer scheme.
 struct ChunkLists {
-  std::vector<float> values;  // per-entry aggregation weights (GCN norms, SAGE means; GAT none)
+  // GCN: the degree (in-degree + 1) of the vertex in each merged row the chunk's CSR reads, 0 in
+  // the others (CsrWeighting::column_degrees); empty for the other models.
+  std::vector<std::int32_t> column_degrees;
   std::vector<vertex_t> self_columns;
   std::vector<vertex_t> load_vertices, load_rows, load_keys;
   std::vector<PeerRows> pulls, pushes;

@@ -71,16 +71,13 @@ Idx upload_list(Device& d, const BufferSpec& b, const std::vector<vertex_t>& val
   return d.upload(values, where + buffer_role_name(b.role));
 }
 
-// Every list of a chunk went up at its full length: the layout left none out. GAT computes its
-// entry weights (attention) and uploads no values.
-void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, bool gat,
-                          const std::string& where) {
+// Every list of a chunk went up at its full length: the layout left none out.
+void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, const std::string& where) {
   const auto check = [&](const char* what, std::int64_t uploaded, std::size_t listed) {
     if (uploaded != std::int64_t(listed))
       SLUICE_FAIL("buffer layout: ", where, what, ": ", uploaded, " uploaded of the schedule's ",
                   listed);
   };
-  check("entry values", ch.values.rows * ch.values.cols, gat ? 0 : li.values.size());
   check("self columns", ch.self_columns.size, li.self_columns.size());
   check("load vertices", ch.load_vertices.size, li.load_vertices.size());
   check("load slots", ch.load_rows.size, li.load_rows.size());
@@ -473,7 +470,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     }
     if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
     const double start = now_seconds();
-    check_chunk_uploaded(ch, li, gat(), where);
+    check_chunk_uploaded(ch, li, where);
     li = ChunkLists{};
     if (release_plan) {  // the constants hold what the schedule needs of the chunk's plan
       ChunkPlan& released = release_plan->chunk(c, p);
@@ -498,7 +495,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
 
 // One of a chunk's constants, bound to its DeviceChunk field.
 void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, const ChunkPlan& cp,
-                                           const ChunkLists& li, DeviceChunk& ch,
+                                           ChunkLists& li, DeviceChunk& ch,
                                            const std::string& where) {
   Device& d = *s.device;
   switch (b.role) {
@@ -508,12 +505,9 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
         SLUICE_FAIL("buffer layout: ", where, "CSR of ", b.csr.rows, " x ", b.csr.cols, " with ",
                     b.csr.nnz, " entries, the plan's is ", cp.num_dst(), " x ", s.merged_rows,
                     " with ", cp.num_entries());
-      ch.csr = d.upload_csr(cp.indptr, cp.columns, s.merged_rows, where + "CSR");
-      return;
-    case BufferRole::kEntryValues:
-      // Read-only constants: a backend may keep them in host memory when the budget is full.
-      check_layout_size(b, std::int64_t(li.values.size()), where);
-      ch.values = d.upload_constant(li.values, b.rows, b.width, where + buffer_role_name(b.role));
+      ch.csr =
+          d.upload_csr(cp.indptr, cp.columns, s.merged_rows,
+                       CsrWeighting{b.csr.weights, std::move(li.column_degrees)}, where + "CSR");
       return;
     case BufferRole::kSelfColumns:
       ch.self_columns = upload_list(d, b, li.self_columns, where);

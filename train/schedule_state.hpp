@@ -21,7 +21,6 @@ struct DeviceChunk {
   vertex_t dst_begin = 0, num_dst = 0;
   std::int64_t nnz = 0;
   Csr csr;
-  Mat values;
   Idx self_columns;
   Idx load_vertices, load_rows, load_keys;
   std::vector<DevicePeerRows> pulls, pushes;

@@ -103,7 +103,8 @@ Idx CpuDevice::upload(const std::vector<vertex_t>& values, const std::string& wh
 }
 
 Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                          std::int64_t num_cols, const std::string& what) {
+                          std::int64_t num_cols, const CsrWeighting& weighting,
+                          const std::string& what) {
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, "CSR ", what, " has no row offsets");
   const std::int64_t rows = std::int64_t(indptr.size()) - 1;
   const edge_t nnz = indptr.back();
@@ -122,9 +123,12 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
     if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
   SLUICE_EXPECTS(bad_entry == nnz, "CSR ", what, ": column ", columns[std::size_t(bad_entry)],
                  " of entry ", bad_entry, " outside [0, ", num_cols, ")");
-  // Accounted as a device would store it: offsets and column indices. The transpose is this
-  // backend's private acceleration structure and is not part of the modelled device memory.
-  account_constant(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t)),
+  check_csr_weighting(indptr, columns, num_cols, weighting, what);
+  // Accounted as a device would store it: offsets, column indices and column degrees. The
+  // transpose is this backend's private acceleration structure and is not part of the modelled
+  // device memory.
+  account_constant(std::int64_t(indptr.size() * sizeof(edge_t) + columns.size() * sizeof(vertex_t) +
+                                weighting.column_degrees.size() * sizeof(std::int32_t)),
                    what);
 
   auto m = std::make_unique<CpuCsr>();
@@ -133,6 +137,8 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
   m->nnz = nnz;
   m->indptr = indptr;
   m->columns = columns;
+  m->weights = weighting.kind;
+  m->column_degrees = weighting.column_degrees;
   transpose_csr(indptr, columns, num_cols, m->t_indptr, m->t_rows, m->t_entry);
   csrs_.push_back(std::move(m));
   return Csr{int(csrs_.size()) - 1, rows, num_cols, nnz};

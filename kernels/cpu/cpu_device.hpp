@@ -44,6 +44,11 @@ struct CpuCsr {
   std::vector<edge_t> t_indptr;   // cols + 1
   std::vector<vertex_t> t_rows;   // nnz: row of each transposed entry
   std::vector<edge_t> t_entry;    // nnz: position of the entry in `columns` / values
+  CsrWeights weights = CsrWeights::kPerCall;
+  std::vector<std::int32_t> column_degrees;  // kSymmetricNorm
+
+  // The weight of entry e of row r (derived kinds; kPerCall: values[e], 1 without values).
+  float weight(std::int64_t r, edge_t e, const float* values) const;
 };
 
 class CpuDevice final : public Device {
@@ -55,8 +60,10 @@ class CpuDevice final : public Device {
 
   Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
+  using Device::upload_csr;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                 std::int64_t num_cols, const std::string& what) override;
+                 std::int64_t num_cols, const CsrWeighting& weighting,
+                 const std::string& what) override;
   Mat upload_constant(const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
                       const std::string& what) override;
   // Bytes of read-only constants kept outside the budget because they did not fit.

@@ -48,8 +48,10 @@ class CudaDevice final : public Device {
   // Allocates only while the constants' headroom stays free (see ConstantStore).
   Mat try_alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
+  using Device::upload_csr;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                 std::int64_t num_cols, const std::string& what) override;
+                 std::int64_t num_cols, const CsrWeighting& weighting,
+                 const std::string& what) override;
   // Read-only constants try the budgeted device memory first and otherwise stay in pinned,
   // mapped host memory owned by this device, read zero-copy (see ConstantStore).
   Mat upload_constant(const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
@@ -150,10 +152,15 @@ class CudaDevice final : public Device {
   // timing events around the device work.
   enum TransposeMethod { kTransposeCsr = 0, kTransposeWarp = 1, kTransposeCsrAlg3 = 2 };
   static constexpr int kTransposeMethods = 3;
-  void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values, Mat x, Mat y,
-                     cudaEvent_t begin, cudaEvent_t end);
+  void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
+                     EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end);
+  // The values an SpMM of `m` reads in `order`: `values` for a matrix of per-call values (which
+  // must pass them), else its derived weights filled into entry_weights_ (which must pass none).
+  const float* product_values(const DeviceCsr& m, const float* values, EntryOrder order,
+                              const char* op);
   // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over
-  // the transposed CSR (the GAT warp-per-row kernels).
+  // the transposed CSR (the GAT warp-per-row kernels); weights in A's entry order when m has a
+  // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
   struct TransposeChoice {
@@ -235,7 +242,7 @@ class CudaDevice final : public Device {
   const float* staged_values_ = nullptr;
   std::unique_ptr<DeviceCsr> staged_view_;
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
-  Scratch spmm_workspace_, transposed_values_, staging_, peer_source_;
+  Scratch spmm_workspace_, entry_weights_, staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;

@@ -56,13 +56,27 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
                       static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
 }
 
+const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, EntryOrder order,
+                                        const char* op) {
+  if (m.weights == CsrWeights::kPerCall) {
+    SLUICE_EXPECTS(values || m.nnz == 0, op, ": the matrix takes its values per call");
+    return values;
+  }
+  SLUICE_EXPECTS(!values, op, ": values passed for a matrix of ", csr_weights_name(m.weights));
+  float* weights = entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values");
+  fill_derived_weights(m, order, weights, cur());
+  return weights;
+}
+
 void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   OpScope op(*this, "spmm");
   expect_compute_lane("spmm");
   report_host_constants();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, &values);
-  run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+  if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
+    values = product_values(m, values, EntryOrder::kMatrix, "spmm");
+  run_spmm(cusparse_.get(), m, values, EntryOrder::kMatrix, DenseView{x.data, x.rows, x.cols, x.ld},
            DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kForward, SpmmAlgorithm::kDefault,
            1.f, nullptr, spmm_workspace_, account_, cur());
 }
@@ -77,6 +91,9 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
                  m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
                  ", dx is ", dx.rows, " x ", dx.cols);
   if (m.nnz == 0 || dx.cols == 0) return;
+  const EntryOrder order =
+      m.weights == CsrWeights::kPerCall ? EntryOrder::kMatrix : EntryOrder::kTransposed;
+  values = product_values(m, values, order, "spmm_transpose_add");
   // The first call for a (matrix, width) runs every method on the real operands, timed, with
   // signs that add up to one transpose-add (+csr, +warp, -csr ALG3: the last removes its own
   // result again, up to rounding); the second call picks the fastest, keeping the default unless
@@ -105,20 +122,20 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
   if (choice.method >= 0) {
     const int method =
         choice.method == kTransposeCsrAlg3 && !aligned ? int(kTransposeCsr) : choice.method;
-    transpose_add(m, method, 1.f, values, dy, dx, nullptr, nullptr);
+    transpose_add(m, method, 1.f, values, order, dy, dx, nullptr, nullptr);
     return;
   }
   if (!aligned) {
     choice.method = kTransposeCsr;
-    transpose_add(m, kTransposeCsr, 1.f, values, dy, dx, nullptr, nullptr);
+    transpose_add(m, kTransposeCsr, 1.f, values, order, dy, dx, nullptr, nullptr);
     return;
   }
   for (auto& event : choice.events) event = Event(gpu_, true);
-  transpose_add(m, kTransposeCsr, 1.f, values, dy, dx, choice.events[0].get(),
+  transpose_add(m, kTransposeCsr, 1.f, values, order, dy, dx, choice.events[0].get(),
                 choice.events[1].get());
-  transpose_add(m, kTransposeWarp, 1.f, values, dy, dx, choice.events[2].get(),
+  transpose_add(m, kTransposeWarp, 1.f, values, order, dy, dx, choice.events[2].get(),
                 choice.events[3].get());
-  transpose_add(m, kTransposeCsrAlg3, -1.f, values, dy, dx, choice.events[4].get(),
+  transpose_add(m, kTransposeCsrAlg3, -1.f, values, order, dy, dx, choice.events[4].get(),
                 choice.events[5].get());
   choice.timed = true;
 }
@@ -138,17 +155,22 @@ void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, 
 }
 
 void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
-                               Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
+                               EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
   if (method == kTransposeWarp) {
     SLUICE_EXPECTS(alpha == 1.f, "the warp transposed SpMM only adds");
+    // It reads values through the permutation when there is one, else in the transposed order.
+    SLUICE_EXPECTS((order == EntryOrder::kMatrix) == (m.t_perm.get() != nullptr),
+                   "the warp transposed SpMM: values in the wrong entry order");
     if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
     transposed_aggregate(m, values, 1, x.cols, x, y);
     if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
     return;
   }
   float* transposed =
-      transposed_values_.ensure_as<float>(m.nnz, account_, cur(), "transposed SpMM values");
-  run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+      order == EntryOrder::kMatrix
+          ? entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values")
+          : nullptr;
+  run_spmm(cusparse_.get(), m, values, order, DenseView{x.data, x.rows, x.cols, x.ld},
            DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kTransposeAdd,
            method == kTransposeCsrAlg3 ? SpmmAlgorithm::kCsrAlg3 : SpmmAlgorithm::kDefault, alpha,
            transposed, spmm_workspace_, account_, cur(), begin, end);

@@ -108,14 +108,16 @@ Mat CudaDevice::upload_constant(const std::vector<float>& values, std::int64_t r
 }
 
 Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                           std::int64_t num_cols, const std::string& what) {
+                           std::int64_t num_cols, const CsrWeighting& weighting,
+                           const std::string& what) {
   DeviceGuard guard(gpu_);
-  // Values of the transpose: working scratch sized here, at setup, to the largest matrix, and
-  // before the structure so that the scratch has the budget first (constants may spill).
+  // The entry values a product reads (derived weights, permuted per-call values): working
+  // scratch sized here, at setup, to the largest matrix, and before the structure so that the
+  // scratch has the budget first (constants may spill).
   if (!indptr.empty() && indptr.back() > 0 && indptr.back() == static_cast<edge_t>(columns.size()))
-    transposed_values_.ensure_as<float>(indptr.back(), account_, cur(), "transposed SpMM values");
+    entry_weights_.ensure_as<float>(indptr.back(), account_, cur(), "SpMM entry values");
   auto matrix = std::make_unique<DeviceCsr>(
-      upload_device_csr(indptr, columns, num_cols, constants_, cur(), what,
+      upload_device_csr(indptr, columns, num_cols, weighting, constants_, cur(), what,
                         long_degree_for(indptr.empty() ? 0 : std::int64_t(indptr.back()))));
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
@@ -137,8 +139,9 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
       values && *values ? host_values_bytes_.find(*values) : host_values_bytes_.end();
   const bool stage_values = host_values != host_values_bytes_.end();
   ConstantBuffer DeviceCsr::*const arrays[] = {
-      &DeviceCsr::indptr,    &DeviceCsr::columns, &DeviceCsr::self,      &DeviceCsr::t_indptr,
-      &DeviceCsr::t_columns, &DeviceCsr::t_perm,  &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
+      &DeviceCsr::indptr,         &DeviceCsr::columns,   &DeviceCsr::self,
+      &DeviceCsr::t_indptr,       &DeviceCsr::t_columns, &DeviceCsr::t_perm,
+      &DeviceCsr::column_degrees, &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
   std::int64_t bytes = stage_values ? rounded(host_values->second) : 0;
   for (const auto array : arrays)
     if ((m.*array).on_host()) bytes += rounded((m.*array).bytes());
@@ -155,6 +158,7 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
   view->cols = m.cols;
   view->nnz = m.nnz;
   view->wide = m.wide;
+  view->weights = m.weights;
   view->long_degree = m.long_degree;
   view->num_long = m.num_long;
   view->num_t_long = m.num_t_long;

@@ -723,7 +723,8 @@ __global__ void __launch_bounds__(kLongThreads) gat_backward_edges_coop_long_ker
 
 // ---- Backward: the transposed aggregation dz[u, c] += sum over entries (v -> u) of
 // atilde[e, h(c)] * dout[v, c], over the transposed CSR (t_perm maps a transposed entry to its
-// original entry e): deterministic, no atomics.
+// original entry e; without t_perm, atilde follows the transposed entry order): deterministic,
+// no atomics.
 
 // One column pass of transposed row u over its 32-entry chunks first_chunk, first_chunk + step,
 // ...
@@ -737,7 +738,7 @@ __device__ __forceinline__ void transpose_chunks(
     std::int64_t v_mine = 0, e_mine = 0;
     if (chunk + lane < degree) {
       v_mine = t_columns[begin + chunk + lane];
-      e_mine = t_perm[begin + chunk + lane];
+      e_mine = t_perm ? t_perm[begin + chunk + lane] : begin + chunk + lane;
     }
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
     for (int j = 0; j < count; ++j) {

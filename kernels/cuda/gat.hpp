@@ -72,7 +72,8 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
                                float* atilde, float* d_el, float* d_er, cudaStream_t stream);
 
 // dz[u] += sum over the transposed CSR's entries (u <- v, original entry t_perm) of
-// atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic).
+// atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic). t_perm null:
+// atilde is in the transposed entry order.
 template <typename Index>
 void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
                                     const Index* t_perm, std::int64_t t_rows,

@@ -29,8 +29,8 @@ std::vector<vertex_t> rows_longer_than(const std::vector<Offset>& offsets, std::
 
 template <typename Index>
 void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
-                      const std::vector<vertex_t>& columns, ConstantStore& store,
-                      cudaStream_t stream, const std::string& what) {
+                      const std::vector<vertex_t>& columns, const CsrWeighting& weighting,
+                      ConstantStore& store, cudaStream_t stream, const std::string& what) {
   if (csr.long_degree < INT64_MAX) {
     const std::vector<vertex_t> long_rows = rows_longer_than(indptr, csr.long_degree);
     csr.num_long = static_cast<std::int64_t>(long_rows.size());
@@ -58,7 +58,11 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
   transpose_csr(indptr, columns, cols, t_indptr, t_columns, perm);
   csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
-  csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
+  if (csr.weights == CsrWeights::kPerCall)
+    csr.t_perm = upload_array(perm, store, stream, what + " (transpose permutation)");
+  if (csr.weights == CsrWeights::kSymmetricNorm)
+    csr.column_degrees =
+        upload_array(weighting.column_degrees, store, stream, what + " (column degrees)");
   if (csr.long_degree < INT64_MAX) {
     const std::vector<vertex_t> long_rows = rows_longer_than(t_indptr, csr.long_degree);
     csr.num_t_long = static_cast<std::int64_t>(long_rows.size());
@@ -70,10 +74,12 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
 }  // namespace
 
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                            std::int64_t num_cols, ConstantStore& store, cudaStream_t stream,
-                            const std::string& what, std::int64_t long_degree) {
+                            std::int64_t num_cols, const CsrWeighting& weighting,
+                            ConstantStore& store, cudaStream_t stream, const std::string& what,
+                            std::int64_t long_degree) {
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
   DeviceCsr csr;
+  csr.weights = weighting.kind;
   if (long_degree > 0) csr.long_degree = long_degree;
   csr.rows = static_cast<std::int64_t>(indptr.size()) - 1;
   csr.cols = num_cols;
@@ -94,30 +100,38 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
     if (columns[e] < 0 || columns[e] >= num_cols) bad_entry = std::min(bad_entry, e);
   SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)], " of entry ",
                  bad_entry, " outside [0, ", num_cols, ")");
+  check_csr_weighting(indptr, columns, num_cols, weighting, what);
   csr.wide = wide_csr(csr.nnz);
   if (csr.wide) {
-    upload_structure<std::int64_t>(csr, indptr, columns, store, stream, what);
+    upload_structure<std::int64_t>(csr, indptr, columns, weighting, store, stream, what);
   } else {
-    upload_structure<std::int32_t>(csr, indptr, columns, store, stream, what);
+    upload_structure<std::int32_t>(csr, indptr, columns, weighting, store, stream, what);
   }
   // The arrays are what csr_bytes() says a CSR of these counts charges (the memory estimate
   // adds that up).
   std::int64_t charged = 0;
-  for (const ConstantBuffer* array : {&csr.long_rows, &csr.indptr, &csr.columns, &csr.self,
-                                      &csr.t_indptr, &csr.t_columns, &csr.t_perm, &csr.t_long_rows})
+  for (const ConstantBuffer* array :
+       {&csr.long_rows, &csr.indptr, &csr.columns, &csr.self, &csr.t_indptr, &csr.t_columns,
+        &csr.t_perm, &csr.column_degrees, &csr.t_long_rows})
     charged += rounded(array->bytes());
   const std::int64_t expected =
-      csr_bytes({csr.rows, csr.cols, csr.nnz, csr.num_long, csr.num_t_long});
+      csr_bytes({csr.rows, csr.cols, csr.nnz, csr.num_long, csr.num_t_long, csr.weights});
   if (charged != expected)
     SLUICE_FAIL(what, ": the device CSR has ", charged, " bytes, csr_bytes() says ", expected);
   return csr;
 }
 
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
+              DenseView x, DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
               float* transposed_values, Scratch& workspace, MemoryAccount& account,
               cudaStream_t stream, cudaEvent_t timed_begin, cudaEvent_t timed_end) {
   const bool transpose = product == SpmmProduct::kTransposeAdd;
+  const bool permute = transpose && order == EntryOrder::kMatrix;
+  SLUICE_EXPECTS(transpose || order == EntryOrder::kMatrix,
+                 "SpMM: a forward product takes values in the matrix's entry order");
+  SLUICE_EXPECTS(!permute || a.t_perm.get() || a.nnz == 0,
+                 "SpMM: the transpose of a matrix of derived weights has no permutation; pass "
+                 "its values in the transposed order");
   const std::int64_t out_rows = transpose ? a.cols : a.rows;
   const std::int64_t in_rows = transpose ? a.rows : a.cols;
   SLUICE_EXPECTS(x.rows == in_rows && y.rows == out_rows && x.cols == y.cols, "SpMM shapes: A is ",
@@ -129,7 +143,7 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
     return;
   }
   const float beta = transpose ? 1.f : 0.f;
-  float* entry_values = transpose ? transposed_values : const_cast<float*>(values);
+  float* entry_values = permute ? transposed_values : const_cast<float*>(values);
   const SparseMatrixDescriptor matrix =
       transpose ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(), a.t_columns.get(),
                                          entry_values, a.index_type())
@@ -147,7 +161,7 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
                                   "cuSPARSE SpMM workspace");
   // Timed from here: the workspace is in place (growing it may block the host).
   if (timed_begin) SLUICE_CUDA(cudaEventRecord(timed_begin, stream));
-  if (transpose) {
+  if (permute) {
     if (a.wide) {
       launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
     } else {

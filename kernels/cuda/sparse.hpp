@@ -1,7 +1,9 @@
 // Device CSR matrices for cuSPARSE SpMM: uploaded once (32-bit indices when nnz < 2^31, else
-// 64-bit), with the self-entry column of every row (GAT), a precomputed transposed structure plus
-// the permutation that carries per-call values to it (the transposed products and the GAT
-// backward read it), and the lists of long rows for the GAT kernels.
+// 64-bit), with the self-entry column of every row, a precomputed transposed structure, for
+// matrices of per-call values the permutation that carries those values to it (the transposed
+// products and the GAT backward read it), for GCN's symmetric norm the column degrees, and the
+// lists of long rows for the GAT kernels. Derived weights (CsrWeights) are computed on the device
+// before each product (fill_derived_weights), so such a matrix stores no value at all.
 #pragma once
 
 #include <cusparse.h>
@@ -13,15 +15,19 @@
 #include "common/types.hpp"
 #include "kernels/cuda/gat.hpp"
 #include "kernels/cuda/memory.hpp"
+#include "kernels/ops.hpp"
 
 namespace sluice::cuda {
 
 struct DeviceCsr {
   std::int64_t rows = 0, cols = 0, nnz = 0;
   bool wide = false;  // 64-bit offsets and columns
+  CsrWeights weights = CsrWeights::kPerCall;
   // Read-only: in device memory, or in pinned host memory read zero-copy (ConstantStore).
   ConstantBuffer indptr, columns, self;
-  ConstantBuffer t_indptr, t_columns, t_perm;  // the transpose: cols x rows; perm: nnz entries
+  // The transpose: cols x rows; perm: nnz entries, kPerCall only (else empty).
+  ConstantBuffer t_indptr, t_columns, t_perm;
+  ConstantBuffer column_degrees;  // kSymmetricNorm: cols 32-bit degrees
   // Rows (and transposed rows) with more than long_degree entries, for the GAT kernels.
   std::int64_t long_degree = INT64_MAX, num_long = 0, num_t_long = 0;
   ConstantBuffer long_rows, t_long_rows;
@@ -46,8 +52,16 @@ struct DeviceCsr {
 // every array. Rows with more than long_degree entries (0: none) are listed for the GAT kernels
 // (also of the transpose).
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                            std::int64_t num_cols, ConstantStore& store, cudaStream_t stream,
-                            const std::string& what, std::int64_t long_degree);
+                            std::int64_t num_cols, const CsrWeighting& weighting,
+                            ConstantStore& store, cudaStream_t stream, const std::string& what,
+                            std::int64_t long_degree);
+
+// Which entry order a value array follows: the matrix's, or its transpose's.
+enum class EntryOrder { kMatrix, kTransposed };
+// out[e] = the derived weight (kernels/entry_weights.hpp) of entry e of `a` in `order` (nnz
+// floats, device memory); `a` must not be of CsrWeights::kPerCall and its arrays must be
+// device-resident (CudaDevice::resident_csr).
+void fill_derived_weights(const DeviceCsr& a, EntryOrder order, float* out, cudaStream_t stream);
 
 // One dense operand of an SpMM (row-major, leading dimension ld).
 struct DenseView {
@@ -63,11 +77,13 @@ enum class SpmmProduct { kForward, kTransposeAdd };
 // methods of the transposed product; reads the dense rows with 16-byte loads).
 enum class SpmmAlgorithm { kDefault, kCsrAlg3 };
 
-// One SpMM by cuSPARSE. `values`: nnz floats in A's entry order; `transposed_values`: nnz floats
-// of scratch for kTransposeAdd (unused by kForward). `workspace` grows as needed. timed_begin /
-// timed_end (may be null): events recorded around the device work, after any workspace growth.
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
+// One SpMM by cuSPARSE. `values`: nnz floats in `order` (kForward: kMatrix only); kTransposeAdd
+// with kMatrix values permutes them into `transposed_values` (nnz floats of scratch; unused
+// otherwise) through the transpose's permutation first. `workspace` grows as needed.
+// timed_begin / timed_end (may be null): events recorded around the device work, after any
+// workspace growth.
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
+              DenseView x, DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
               float* transposed_values, Scratch& workspace, MemoryAccount& account,
               cudaStream_t stream, cudaEvent_t timed_begin = nullptr,
               cudaEvent_t timed_end = nullptr);

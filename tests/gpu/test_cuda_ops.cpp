@@ -847,6 +847,79 @@ TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
   check_spmm(*backend_, rng_);
 }
 
+// Matrices of derived weights (GCN's symmetric norm, SAGE's mean) give what the same matrix
+// gives with those weights, written out on the host, passed per call: the forward product bit
+// for bit (the device computes the weights with the same double arithmetic), the transposed one
+// within rounding of a double reference. The hub rows take the long-row paths of the warp
+// kernels that the transposed product measures.
+TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
+  Device& d = dev();
+  test::ChunkCsr a = test::random_chunk_csr(900, 1300, 30, test::EmptyRows::kSome, rng_);
+  // Hub rows: every 50th row takes 1500 more distinct columns after its self entry.
+  {
+    test::ChunkCsr hub{{0}, {}, a.rows, a.cols};
+    for (std::int64_t r = 0; r < a.rows; ++r) {
+      std::vector<vertex_t> row(a.columns.begin() + a.indptr[r],
+                                a.columns.begin() + a.indptr[r + 1]);
+      if (r % 50 == 7 && !row.empty())
+        for (vertex_t c = 0; c < 1300 && row.size() < 1500; ++c)
+          if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
+      hub.columns.insert(hub.columns.end(), row.begin(), row.end());
+      hub.indptr.push_back(edge_t(hub.columns.size()));
+    }
+    a = hub;
+  }
+  std::vector<std::int32_t> degrees(std::size_t(a.cols));
+  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
+  const std::int64_t nnz = a.indptr.back(), f = 32;
+  const Host xs = random_floats(a.cols * f, rng_), dys = random_floats(a.rows * f, rng_);
+  Mat x = d.alloc(a.cols, f, "x"), dy = d.alloc(a.rows, f, "dy");
+  d.write(xs.data(), a.cols * f, x.data);
+  d.write(dys.data(), a.rows * f, dy.data);
+  for (CsrWeights kind : {CsrWeights::kSymmetricNorm, CsrWeights::kNeighborMean}) {
+    SCOPED_TRACE(csr_weights_name(kind));
+    Host w(std::size_t(nnz), 0.f);
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        w[e] = kind == CsrWeights::kSymmetricNorm
+                   ? float(1.0 / std::sqrt(double(degrees[a.columns[a.indptr[r]]]) *
+                                           double(degrees[a.columns[e]])))
+               : e == a.indptr[r] ? 0.f
+                                  : float(1.0 / double(a.indptr[r + 1] - a.indptr[r] - 1));
+    Csr derived = d.upload_csr(
+        a.indptr, a.columns, a.cols,
+        CsrWeighting{kind,
+                     kind == CsrWeights::kSymmetricNorm ? degrees : std::vector<std::int32_t>{}},
+        "derived");
+    Csr given = d.upload_csr(a.indptr, a.columns, a.cols, "given");
+    Mat values = d.alloc(1, nnz, "values");
+    d.write(w.data(), nnz, values.data);
+    Mat y1 = d.alloc(a.rows, f, "y1"), y2 = d.alloc(a.rows, f, "y2");
+    d.spmm(derived, nullptr, x, y1);
+    d.spmm(given, values.data, x, y2);
+    d.synchronize();
+    Host got1(a.rows * f), got2(a.rows * f);
+    d.read(y1.data, a.rows * f, got1.data());
+    d.read(y2.data, a.rows * f, got2.data());
+    EXPECT_EQ(got1, got2);
+    // Twice: the first transposed call measures the methods, the second runs the one chosen.
+    std::vector<double> want(std::size_t(a.cols * f), 0.0);
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        for (std::int64_t c = 0; c < f; ++c)
+          want[a.columns[e] * f + c] += 2.0 * double(w[e]) * dys[r * f + c];
+    Mat dx = d.alloc(a.cols, f, "dx");
+    d.fill(dx, 0.f);
+    d.spmm_transpose_add(derived, nullptr, dy, dx);
+    d.spmm_transpose_add(derived, nullptr, dy, dx);
+    d.synchronize();
+    Host got_dx(a.cols * f);
+    d.read(dx.data, a.cols * f, got_dx.data());
+    EXPECT_LT(relative_error(got_dx, want), kTolerance);
+    EXPECT_ANY_THROW(d.spmm(derived, values.data, x, y1));
+  }
+}
+
 // A chunk with hub rows and hub columns: every 4th row holds 129..1100 entries (more than the
 // long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
 // GAT kernels and the warp transposed SpMM put those rows (and transposed rows) on a block of

@@ -54,6 +54,7 @@ struct Problem {
   std::int64_t rows = 3000, cols = 5000, f = 32, heads = 4, width = 8;
   test::ChunkCsr csr;
   Host values, host_x, dy, dx, z, att_src, att_dst, dout;
+  std::vector<std::int32_t> degrees;  // per column, for the GCN-weighted copy of the CSR
   std::vector<vertex_t> load_src, load_dst, gather, keys, all_rows, zero, flush_src, flush_host;
   std::vector<vertex_t> pull_owner, pull_local, push_src, push_owner;
 
@@ -61,6 +62,8 @@ struct Problem {
     csr = test::random_chunk_csr(rows, cols, 120, test::EmptyRows::kNone, rng);
     const std::int64_t nnz = csr.indptr.back(), kf = heads * width;
     values = random_floats(std::size_t(nnz), rng);
+    degrees.resize(std::size_t(cols));
+    for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng() % 50);
     host_x = random_floats(std::size_t(cols * f), rng);
     dy = random_floats(std::size_t(rows * f), rng);
     dx = random_floats(std::size_t(cols * f), rng);
@@ -108,7 +111,11 @@ const char* const kNames[] = {"load_rows",
                               "d_att_dst",
                               "scatter_add_rows + zero_rows",
                               "flush_add_rows host",
-                              "pull_rows"};
+                              "pull_rows",
+                              "GCN-weighted spmm",
+                              "GCN-weighted spmm_transpose_add",
+                              "SAGE-weighted spmm",
+                              "SAGE-weighted spmm_transpose_add"};
 
 Host download(Device& d, Mat m) {
   Host out(std::size_t(m.rows * m.cols));
@@ -165,6 +172,9 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   Mat das = upload_working(d0, 1, kf, Host(std::size_t(kf), 0.f), "d att_src");
   Mat dad = upload_working(d0, 1, kf, Host(std::size_t(kf), 0.f), "d att_dst");
   Mat b1 = d1.alloc(std::int64_t(p.pull_local.size()), p.f, "pulled");
+  Mat y_gcn = d0.alloc(p.rows, p.f, "GCN Y"), y_sage = d0.alloc(p.rows, p.f, "SAGE Y");
+  Mat dx_gcn = upload_working(d0, p.cols, p.f, p.dx, "GCN dX");
+  Mat dx_sage = upload_working(d0, p.cols, p.f, p.dx, "SAGE dX");
   Outcome outcome;
   outcome.working_bytes = d0.bytes_in_use();
 
@@ -183,6 +193,11 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   Idx pull_local = d1.upload(p.pull_local, "pull local slots");
   Idx push_src = d1.upload(p.push_src, "push local slots");
   Idx push_owner = d1.upload(p.push_owner, "push owner slots");
+  // The same structure with derived weights: no values, no permutation; GCN's column degrees.
+  Csr gcn = d0.upload_csr(p.csr.indptr, p.csr.columns, p.cols,
+                          CsrWeighting{CsrWeights::kSymmetricNorm, p.degrees}, "GCN CSR");
+  Csr sage = d0.upload_csr(p.csr.indptr, p.csr.columns, p.cols,
+                           CsrWeighting{CsrWeights::kNeighborMean, {}}, "SAGE CSR");
   outcome.setup_bytes = d0.bytes_in_use();
 
   const DropoutKey feature_key{11, 3, 1, 0.25f};
@@ -202,6 +217,10 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   backend->synchronize_all();
   d1.pull_rows(d0, x, pull_owner, pull_local, b1);
   d1.push_add_rows(b1, push_src, d0, dx, push_owner);
+  d0.spmm(gcn, nullptr, x, y_gcn);
+  d0.spmm_transpose_add(gcn, nullptr, dy, dx_gcn);
+  d0.spmm(sage, nullptr, x, y_sage);
+  d0.spmm_transpose_add(sage, nullptr, dy, dx_sage);
   backend->synchronize_all();
 
   outcome.results = {download(d0, x),
@@ -217,7 +236,11 @@ Outcome run(const Problem& p, const RunOptions& settings) {
                      download(d0, dad),
                      download(d0, s),
                      Host(hg.fp32(), hg.fp32() + p.cols * p.f),
-                     download(d1, b1)};
+                     download(d1, b1),
+                     download(d0, y_gcn),
+                     download(d0, dx_gcn),
+                     download(d0, y_sage),
+                     download(d0, dx_sage)};
   outcome.peak_bytes = d0.peak_bytes();
   outcome.host_constant_bytes = dynamic_cast<cuda::CudaDevice&>(d0).host_constant_bytes();
   outcome.device_constant_bytes = outcome.setup_bytes - outcome.working_bytes;
@@ -240,10 +263,13 @@ void expect_same(const Outcome& got, const Outcome& want) {
     ASSERT_EQ(got.results[i].size(), want.results[i].size()) << kNames[i];
     EXPECT_LT(relative_error(got.results[i], want.results[i]), 1e-5) << kNames[i];
   }
-  // Plain copies are exact.
+  // Plain copies are exact, and so are the forward products (cuSPARSE's default algorithm is
+  // deterministic, and the derived weights do not depend on where their arrays live).
   EXPECT_EQ(got.results[0], want.results[0]) << kNames[0];
   EXPECT_EQ(got.results[1], want.results[1]) << kNames[1];
   EXPECT_EQ(got.results[13], want.results[13]) << kNames[13];
+  EXPECT_EQ(got.results[14], want.results[14]) << kNames[14];
+  EXPECT_EQ(got.results[16], want.results[16]) << kNames[16];
 }
 
 class CudaSpill : public ::testing::Test {

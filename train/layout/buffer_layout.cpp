@@ -396,8 +396,9 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   // Per-chunk constants.
   for (int c = 0; c < chunks; ++c) {
     const ChunkListSizes& s = lists[std::size_t(c)];
-    add.csr(c, profile.csr[std::size_t(c)]);
-    if (!gat) add.add(BufferRole::kEntryValues, BufferKind::kConstant, 1, s.nnz, {}, c);
+    CsrShape csr = profile.csr[std::size_t(c)];
+    csr.weights = chunk_csr_weights(model.kind);
+    add.csr(c, csr);
     add.list(BufferRole::kSelfColumns, s.rows, c);
     add.list(BufferRole::kLoadVertices, s.loads, c);
     add.list(BufferRole::kLoadSlots, s.loads, c);
@@ -428,10 +429,11 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     }
   }
 
-  // CUDA scratch (kernels/cuda/cuda_device.cpp): the transposed-SpMM values at setup, sized to
-  // the largest chunk; on first use the GAT backward's per-entry, per-source and
-  // per-destination gradients, the loss accumulator and the largest chunk's predictions.
-  add.scratch(BufferRole::kTransposedValues, BufferKind::kSetupScratch, 1, n.max_nnz);
+  // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (derived weights,
+  // permuted values) at setup, sized to the largest chunk; on first use the GAT backward's
+  // per-entry, per-source and per-destination gradients, the loss accumulator and the largest
+  // chunk's predictions.
+  add.scratch(BufferRole::kEntryValueScratch, BufferKind::kSetupScratch, 1, n.max_nnz);
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
     add.scratch(BufferRole::kGatEntryGradients, first_use, n.max_nnz, w.heads);
@@ -442,6 +444,18 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 1, sizeof(double));
   add.scratch(BufferRole::kPredictions, BufferKind::kFirstUseScratch, D, 1, sizeof(std::int32_t));
   return layout;
+}
+
+CsrWeights chunk_csr_weights(ModelKind kind) {
+  switch (kind) {
+    case ModelKind::kGcn:
+      return CsrWeights::kSymmetricNorm;
+    case ModelKind::kSage:
+      return CsrWeights::kNeighborMean;
+    case ModelKind::kGat:
+      return CsrWeights::kPerCall;
+  }
+  return CsrWeights::kPerCall;
 }
 
 bool per_chunk_constant(const BufferSpec& b) {
@@ -459,7 +473,10 @@ std::int64_t device_bytes(const BufferSpec& b) {
   }
   if (b.role == BufferRole::kCsr)
     return (b.csr.rows + 1) * std::int64_t(sizeof(edge_t)) +
-           b.csr.nnz * std::int64_t(sizeof(vertex_t));
+           b.csr.nnz * std::int64_t(sizeof(vertex_t)) +
+           (b.csr.weights == CsrWeights::kSymmetricNorm
+                ? b.csr.cols * std::int64_t(sizeof(std::int32_t))
+                : 0);
   return b.rows * b.width * b.element_bytes;
 }
 
@@ -469,7 +486,7 @@ std::int64_t cuda_bytes(const BufferSpec& b) {
 }
 
 std::int64_t cuda_staged_bytes(const BufferSpec& b) {
-  if (b.role == BufferRole::kCsr || b.role == BufferRole::kEntryValues) return cuda_bytes(b);
+  if (b.role == BufferRole::kCsr) return cuda_bytes(b);
   return 0;
 }
 
@@ -538,8 +555,6 @@ const char* buffer_role_name(BufferRole role) {
       return "aggregation A (second set)";
     case BufferRole::kCsr:
       return "CSR";
-    case BufferRole::kEntryValues:
-      return "entry values";
     case BufferRole::kSelfColumns:
       return "self columns";
     case BufferRole::kLoadVertices:
@@ -574,8 +589,8 @@ const char* buffer_role_name(BufferRole role) {
       return "kept tail rows";
     case BufferRole::kTailPositions:
       return "kept tail block positions";
-    case BufferRole::kTransposedValues:
-      return "transposed SpMM values";
+    case BufferRole::kEntryValueScratch:
+      return "SpMM entry values";
     case BufferRole::kGatEntryGradients:
     case BufferRole::kGatTransposedWeights:
     case BufferRole::kGatSourceScoreGradients:

@@ -110,8 +110,12 @@ struct ChunkListSizes {
 std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int partition, CommMode comm);
 
 // A chunk CSR: its shape, and (for the CUDA layout) the rows and transposed rows longer than
-// cuda::long_degree_for(nnz).
+// cuda::long_degree_for(nnz) and its weighting (the layout sets it from the model).
 using CsrShape = cuda::CsrCounts;
+
+// How a model's chunk CSRs weigh their entries: GCN's symmetric norm from column degrees,
+// GraphSAGE's neighbor mean, GAT's attention passed per call.
+CsrWeights chunk_csr_weights(ModelKind kind);
 
 // Everything partition_layout() reads of a plan for one partition under one transfer scheme:
 // the merged buffer's two regions, every chunk's list sizes and CSR shape in batch order, and
@@ -178,7 +182,6 @@ enum class BufferRole {
   kSecondAggregation,
   // Per-chunk constants, in upload order.
   kCsr,
-  kEntryValues,
   kSelfColumns,
   kLoadVertices,
   kLoadSlots,
@@ -198,7 +201,7 @@ enum class BufferRole {
   kTailRows,
   kTailPositions,
   // CUDA backend scratch.
-  kTransposedValues,              // at setup: one float per entry of the largest chunk
+  kEntryValueScratch,             // at setup: one float per entry of the largest chunk
   kGatEntryGradients,             // first GAT backward: per entry and head
   kGatTransposedWeights,          // per entry and head
   kGatSourceScoreGradients,       // per merged row and head
@@ -260,8 +263,8 @@ inline constexpr std::int64_t kCudaGranule = cuda::kGranuleBytes;
 // (cuda::csr_bytes()).
 std::int64_t cuda_bytes(const BufferSpec& buffer);
 // Device scratch the CUDA backend stages a host-resident constant into before the operators
-// that read it (CudaDevice::resident_csr): the CSR arrays and the entry values; 0 for the rest
-// (index lists are read in place).
+// that read it (CudaDevice::resident_csr): the CSR arrays; 0 for the rest (index lists are read
+// in place).
 std::int64_t cuda_staged_bytes(const BufferSpec& buffer);
 // The CUDA backend places a constant or an overlap buffer in device memory only while an eighth
 // of the budget (cuda::kBudgetHeadroomDivisor) stays free (ConstantStore::leaves_headroom): the

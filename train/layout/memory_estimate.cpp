@@ -59,7 +59,7 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   e.all_constants =
       std::max(cuda_budget_with_headroom(e.cuda_setup), e.cuda_setup + e.cuda_scratch);
   // Constants spilling to host memory: they fill the device up to seven eighths of the budget in
-  // upload order, the transposed-SpMM values may grow after them, and the first-use scratch and
+  // upload order, the SpMM entry-value scratch may grow after them, and the first-use scratch and
   // a chunk's staged CSR must then fit the free eighth. Seven eighths hold the working and
   // overlap buffers with the largest chunk's constants, so that the need falls with C.
   const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;

@@ -25,21 +25,21 @@ struct GpuMemoryEstimate {
   // Optional overlap buffers (Device::try_alloc), all of them: load stage, flush buffer, second
   // block set.
   std::int64_t overlap = 0;
-  // Read-only constants (Device::upload*): per-chunk CSRs, entry values and index lists, and the
-  // position lists and kept-tail lists of the schedule.
+  // Read-only constants (Device::upload*): per-chunk CSRs (GCN's with column degrees) and index
+  // lists, and the position lists and kept-tail lists of the schedule.
   std::int64_t constants = 0;
   // CUDA at setup: the buffers above and every constant in 256-byte granules, CSRs in the CUDA
-  // layout, and the transposed-SpMM value scratch (one float per entry of the largest chunk):
+  // layout, and the SpMM entry-value scratch (one float per entry of the largest chunk):
   // CudaDevice::bytes_in_use() after the schedule's setup without a budget.
   std::int64_t cuda_setup = 0;
-  // The transposed-SpMM values' share of cuda_setup (scratch, placed without the headroom check).
+  // The SpMM entry values' share of cuda_setup (scratch, placed without the headroom check).
   std::int64_t cuda_setup_scratch = 0;
   // CUDA scratch sized on first use: GAT backward scratch, loss accumulator, predictions.
   std::int64_t cuda_scratch = 0;
   // The per-chunk constants' share of cuda_setup, and the largest chunk's.
   std::int64_t cuda_chunk_constants = 0, cuda_largest_chunk = 0;
   // The scratch a chunk whose constants live in host memory is staged into before use (its CSR
-  // arrays and entry values), the largest over chunks.
+  // arrays), the largest over chunks.
   std::int64_t cuda_staging = 0;
   // The overlap buffers' share of cuda_setup, with the constants allocated with them (head
   // rows, flush positions, a kept tail that lives in the flush buffer).

@@ -1,6 +1,8 @@
 // Implementation of common/memory.hpp.
 #include "common/memory.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -58,6 +60,14 @@ std::int64_t cgroup_bytes(const char* name) {
   }
 }
 }  // namespace
+
+void return_large_blocks_when_freed() {
+#ifdef __GLIBC__
+  // A fixed threshold also turns off glibc's raising of it. Failing costs memory, not results.
+  if (mallopt(M_MMAP_THRESHOLD, 1 << 20) != 1)
+    log_debug("mallopt(M_MMAP_THRESHOLD) failed: freed blocks may stay with the process");
+#endif
+}
 
 std::uint64_t current_rss_bytes() {
   return read_status_kib("VmRSS:");

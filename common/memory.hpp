@@ -8,6 +8,13 @@
 
 namespace sluice {
 
+// Makes glibc serve every allocation of 1 MiB or more with its own mapping, returned to the
+// system when freed. By default glibc raises that threshold up to 32 MiB as large blocks are
+// freed, and blocks below it come from heaps that keep freed memory: a setup that builds and
+// frees thousands of per-chunk lists of a few MiB then holds gigabytes it no longer uses. The
+// commands call it first thing.
+void return_large_blocks_when_freed();
+
 std::uint64_t current_rss_bytes();  // VmRSS
 std::uint64_t peak_rss_bytes();     // VmHWM, the high-water mark since start
 

@@ -1,13 +1,14 @@
 // The transpose of a chunk CSR that both backends build at upload: for every column, the rows
 // that hold it (ascending) and the positions of those entries in the CSR, as a counting sort by
-// column over the rows in order gives them. Built with OpenMP threads, each filling the
-// transposed rows of its own columns; the result does not depend on the thread count.
+// column over the rows in order gives them. Built with OpenMP threads; the result does not
+// depend on the thread count.
 #pragma once
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "common/parallel.hpp"
@@ -15,54 +16,103 @@
 
 namespace sluice {
 
-// t_offsets (cols + 1), t_rows and t_entries (nnz each) of the CSR (indptr, columns) with `cols`
-// columns; every column must lie in [0, cols) (the caller checks). Within a transposed row the
-// entries ascend by position, hence by row.
+// t_offsets (cols + 1), t_rows and, unless null, t_entries (nnz each) of the CSR (indptr,
+// columns) with `cols` columns; every column must lie in [0, cols) (the caller checks). Within
+// a transposed row the entries ascend by position, hence by row.
+//
+// A two-level counting sort that reads the entries in order and never scatters over more than
+// a bucket of kTransposeBucketColumns columns at once: threads count their row ranges' entries
+// per bucket, move them (row, column, position) into bucket order, then sort each bucket by
+// column on its own. Each thread keeps its rows' order, and the threads' ranges follow each
+// other, so every step is stable.
+inline constexpr std::int64_t kTransposeBucketColumns = std::int64_t(1) << 14;
+
+template <typename Offset, typename Index, typename Entry>
+void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                   std::int64_t cols, std::vector<Offset>& t_offsets, std::vector<Index>& t_rows,
+                   std::vector<Entry>* t_entries) {
+  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
+  const std::int64_t nnz = std::int64_t(columns.size());
+  const std::int64_t buckets =
+      std::max<std::int64_t>(1, (cols + kTransposeBucketColumns - 1) / kTransposeBucketColumns);
+  t_offsets.resize(std::size_t(cols) + 1);
+  t_rows.resize(std::size_t(nnz));
+  if (t_entries) t_entries->resize(std::size_t(nnz));
+  const bool parallel = worth_parallel(nnz + cols);
+  const int threads = parallel ? omp_get_max_threads() : 1;
+  // Row ranges of about nnz / threads entries; counts[t * buckets + b], then the start of
+  // thread t's entries of bucket b in bucket order.
+  std::vector<std::int64_t> first_row(std::size_t(threads) + 1, rows);
+  for (int t = 0; t < threads; ++t)
+    first_row[std::size_t(t)] =
+        std::lower_bound(indptr.begin(), indptr.end() - 1, edge_t(nnz * t / threads)) -
+        indptr.begin();
+  std::vector<std::int64_t> counts(std::size_t(threads * buckets), 0);
+  // Left uninitialized: the threads touch their pages first, in parallel.
+  const std::unique_ptr<vertex_t[]> bucket_rows(new vertex_t[std::size_t(nnz)]);
+  const std::unique_ptr<vertex_t[]> bucket_columns(new vertex_t[std::size_t(nnz)]);
+  const std::unique_ptr<edge_t[]> bucket_entries(t_entries ? new edge_t[std::size_t(nnz)]
+                                                           : nullptr);
+#pragma omp parallel num_threads(threads) if (parallel)
+  {
+    const int t = omp_get_thread_num();
+    std::int64_t* mine = counts.data() + std::int64_t(t) * buckets;
+    const edge_t begin = indptr[std::size_t(first_row[std::size_t(t)])];
+    const edge_t end = indptr[std::size_t(first_row[std::size_t(t) + 1])];
+    for (edge_t e = begin; e < end; ++e) ++mine[columns[std::size_t(e)] / kTransposeBucketColumns];
+#pragma omp barrier
+#pragma omp single
+    {
+      std::int64_t at = 0;
+      for (std::int64_t b = 0; b < buckets; ++b)
+        for (int u = 0; u < threads; ++u) {
+          std::int64_t& slot = counts[std::size_t(u * buckets + b)];
+          const std::int64_t count = slot;
+          slot = at;
+          at += count;
+        }
+    }
+    for (std::int64_t r = first_row[std::size_t(t)]; r < first_row[std::size_t(t) + 1]; ++r)
+      for (edge_t e = indptr[std::size_t(r)]; e < indptr[std::size_t(r) + 1]; ++e) {
+        const vertex_t c = columns[std::size_t(e)];
+        const std::int64_t k = mine[c / kTransposeBucketColumns]++;
+        bucket_rows[std::size_t(k)] = vertex_t(r);
+        bucket_columns[std::size_t(k)] = c;
+        if (t_entries) bucket_entries[std::size_t(k)] = e;
+      }
+#pragma omp barrier
+    // Bucket b's entries now end at counts[(threads - 1) * buckets + b]; they start where
+    // bucket b - 1's end.
+    std::vector<Offset> local(std::size_t(kTransposeBucketColumns) + 1);
+#pragma omp for schedule(dynamic, 4)
+    for (std::int64_t b = 0; b < buckets; ++b) {
+      const std::int64_t last = std::int64_t(threads - 1) * buckets;
+      const std::int64_t from = b == 0 ? 0 : counts[std::size_t(last + b - 1)];
+      const std::int64_t to = counts[std::size_t(last + b)];
+      const std::int64_t base = b * kTransposeBucketColumns;
+      const std::int64_t width = std::min(kTransposeBucketColumns, cols - base);
+      std::fill(local.begin(), local.begin() + width + 1, Offset(0));
+      for (std::int64_t k = from; k < to; ++k) ++local[std::size_t(bucket_columns[k] - base) + 1];
+      local[0] = Offset(from);
+      for (std::int64_t c = 0; c < width; ++c) {
+        local[std::size_t(c) + 1] += local[std::size_t(c)];
+        t_offsets[std::size_t(base + c)] = local[std::size_t(c)];
+      }
+      for (std::int64_t k = from; k < to; ++k) {
+        const Offset at = local[std::size_t(bucket_columns[k] - base)]++;
+        t_rows[std::size_t(at)] = static_cast<Index>(bucket_rows[std::size_t(k)]);
+        if (t_entries) (*t_entries)[std::size_t(at)] = static_cast<Entry>(bucket_entries[k]);
+      }
+    }
+  }
+  t_offsets[std::size_t(cols)] = static_cast<Offset>(nnz);
+}
+
 template <typename Offset, typename Index, typename Entry>
 void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                    std::int64_t cols, std::vector<Offset>& t_offsets, std::vector<Index>& t_rows,
                    std::vector<Entry>& t_entries) {
-  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
-  const std::int64_t nnz = std::int64_t(columns.size());
-  t_offsets.assign(std::size_t(cols) + 1, 0);
-  t_rows.resize(std::size_t(nnz));
-  t_entries.resize(std::size_t(nnz));
-  // Each thread owns a range of columns and scans every entry in CSR order for those in its
-  // range: no two threads write the same place, and every transposed row fills in row order.
-  Offset* counts = t_offsets.data() + 1;
-#pragma omp parallel if (worth_parallel(nnz + cols))
-  {
-    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const std::int64_t begin = cols * t / threads, end = cols * (t + 1) / threads;
-    for (std::int64_t e = 0; e < nnz; ++e) {
-      const vertex_t c = columns[std::size_t(e)];
-      if (c >= begin && c < end) ++counts[c];
-    }
-  }
-  for (std::int64_t c = 0; c < cols; ++c)
-    t_offsets[std::size_t(c) + 1] += t_offsets[std::size_t(c)];
-  std::vector<Offset> next(t_offsets.begin(), t_offsets.end() - 1);
-#pragma omp parallel if (worth_parallel(nnz + cols))
-  {
-    // Column ranges of about equal entry counts (a column with many entries may stand alone).
-    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const auto column_at = [&](std::int64_t part) {
-      const Offset target = static_cast<Offset>(nnz * part / threads);
-      return std::int64_t(std::lower_bound(t_offsets.begin(), t_offsets.end() - 1, target) -
-                          t_offsets.begin());
-    };
-    const std::int64_t begin = t == 0 ? 0 : column_at(t);
-    const std::int64_t end = t + 1 == threads ? cols : column_at(t + 1);
-    if (begin < end)
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (edge_t e = indptr[std::size_t(r)]; e < indptr[std::size_t(r) + 1]; ++e) {
-          const vertex_t c = columns[std::size_t(e)];
-          if (c < begin || c >= end) continue;
-          const Offset k = next[std::size_t(c)]++;
-          t_rows[std::size_t(k)] = static_cast<Index>(r);
-          t_entries[std::size_t(k)] = static_cast<Entry>(e);
-        }
-  }
+  transpose_csr(indptr, columns, cols, t_offsets, t_rows, &t_entries);
 }
 
 }  // namespace sluice

@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
+#include "common/memory.hpp"
 #include "preprocess/commands.hpp"
 
 namespace {
@@ -31,6 +32,7 @@ const char* kUsage =
 }  // namespace
 
 int main(int argc, char** argv) {
+  sluice::return_large_blocks_when_freed();
   if (argc < 2) {
     std::fputs(kUsage, stderr);
     return 2;

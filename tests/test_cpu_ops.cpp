@@ -75,11 +75,12 @@ void expect_near_all(const Floats& actual, const Floats& expected, double tolera
 // ---------------------------------------------------------------- memory
 
 // The backends' CSR transpose (kernels/csr_transpose.hpp) equals a counting sort by column over
-// the rows in order, at any thread count (a column range per thread), also with a column that
-// holds most entries and with empty rows and columns.
+// the rows in order, at any thread count (a row range per thread, several column buckets), also
+// with a column that holds most entries and with empty rows and columns, with and without the
+// entry positions.
 TEST(CsrTranspose, EqualsTheSerialCountingSortAtAnyThreadCount) {
   std::mt19937 random(7);
-  const std::int64_t rows = 3000, cols = 1700;
+  const std::int64_t rows = 30000, cols = 3 * kTransposeBucketColumns + 1700;
   std::vector<edge_t> indptr{0};
   std::vector<vertex_t> columns;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -105,12 +106,17 @@ TEST(CsrTranspose, EqualsTheSerialCountingSortAtAnyThreadCount) {
     const int saved = omp_get_max_threads();
     omp_set_num_threads(threads);
     std::vector<edge_t> offsets, entries;
-    std::vector<vertex_t> t_rows;
+    std::vector<vertex_t> t_rows, rows_only;
+    std::vector<std::int32_t> offsets_only;
     transpose_csr(indptr, columns, cols, offsets, t_rows, entries);
+    transpose_csr<std::int32_t, vertex_t, edge_t>(indptr, columns, cols, offsets_only, rows_only,
+                                                  nullptr);
     omp_set_num_threads(saved);
     EXPECT_EQ(offsets, want_offsets);
     EXPECT_EQ(t_rows, want_rows);
     EXPECT_EQ(entries, want_entries);
+    EXPECT_EQ(std::vector<edge_t>(offsets_only.begin(), offsets_only.end()), want_offsets);
+    EXPECT_EQ(rows_only, want_rows);
   }
 }
 

@@ -13,7 +13,8 @@ namespace sluice {
 
 HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const ModelSpec& model,
                                 const ScheduleOptions& options, InputRelease release,
-                                bool device_is_host) {
+                                bool device_is_host,
+                                const std::vector<PartitionProfile>* profiles) {
   HostMemoryPlan out;
   for (const HostMatrixShape& shape : host_matrix_shapes(model, options, dataset.num_nodes)) {
     out.host_matrices += shape.bytes();
@@ -50,7 +51,9 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   const ModelLayers layers = model_layers(model);
   const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
   for (int p = 0; p < plan.partitions; ++p) {
-    const GpuMemoryEstimate e = estimate_layout_memory(partition_layout(plan, p, layers, layout));
+    const GpuMemoryEstimate e = estimate_layout_memory(
+        profiles ? partition_layout((*profiles)[std::size_t(p)], layers, layout)
+                 : partition_layout(plan, p, layers, layout));
     out.chunk_constants +=
         device_is_host ? e.buffers + e.overlap + e.constants : e.cuda_chunk_constants;
   }

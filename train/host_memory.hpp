@@ -38,8 +38,10 @@ struct HostMemoryPlan {
 
 // `device_is_host`: the backend's device memory is host memory (--device cpu), so every device
 // buffer is; otherwise the bound assumes every chunk constant spills to pinned host memory.
+// `profiles`: the plan's partition profiles under options.comm (null: computed here).
 HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const ModelSpec& model,
                                 const ScheduleOptions& options, InputRelease release,
-                                bool device_is_host);
+                                bool device_is_host,
+                                const std::vector<PartitionProfile>* profiles = nullptr);
 
 }  // namespace sluice

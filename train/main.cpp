@@ -5,10 +5,12 @@
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "train/config.hpp"
 #include "train/trainer.hpp"
 
 int main(int argc, char** argv) {
+  sluice::return_large_blocks_when_freed();
   sluice::install_output_signal_handlers();
   try {
     const auto config = sluice::parse_train_args(argc, argv);

@@ -23,6 +23,7 @@
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
 #include "kernels/ops.hpp"
+#include "train/layout/buffer_layout.hpp"
 #include "train/layout/comm_mode.hpp"
 #include "train/model.hpp"
 
@@ -70,6 +71,10 @@ struct ScheduleOptions {
   // lower peak: the dataset's graph is released first), or on a second thread beside them (a
   // faster start; HostMemoryPlan::peak_beside_lists says what it costs).
   HostSetup host_setup = HostSetup::kAfterLists;
+  // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
+  // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
+  // the constructor only.
+  const std::vector<PartitionProfile>* profiles = nullptr;
 };
 
 // Device time per phase, seconds (accumulated until reset): the sum of the phase's work on

@@ -245,7 +245,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     s.device = &backend.device(p);
     s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
     StageTimer layout_timer(cat("device ", p, ": buffer layout"));
-    const PartitionLayout layout = partition_layout(plan, p, layer_shapes, layout_options);
+    const PartitionLayout layout =
+        options.profiles
+            ? partition_layout((*options.profiles)[std::size_t(p)], layer_shapes, layout_options)
+            : partition_layout(plan, p, layer_shapes, layout_options);
     const DeviceSizes sizes = device_sizes(plan, p, lists);
     layout_timer.finish();
     const std::vector<vertex_t> head_block_rows = split_next_pass_head(s, p, lists[std::size_t(p)]);

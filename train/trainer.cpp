@@ -177,12 +177,14 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
 // per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that finds
 // the smallest chunk count that fits (same dataset, partitions, partitioner and model).
 // The memory estimate of every budget rule the message names (empty without --gpu-memory).
-std::vector<std::int64_t> budget_estimate(const Dataset& dataset, const Plan& plan,
+// `profiles`: the plan's partition profiles under --comm.
+std::vector<std::int64_t> budget_estimate(const Dataset& dataset,
+                                          const std::vector<PartitionProfile>& profiles,
                                           const TrainConfig& config) {
   if (config.gpu_memory <= 0) return {};
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions options = memory_layout_options(config);
-  return rules_bytes(plan, shape, options,
+  return rules_bytes(profiles, shape, options,
                      budget_rules(shape, options, config.input_rows == "auto"));
 }
 
@@ -221,7 +223,9 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   const LayoutOptions options = memory_layout_options(config);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
   const std::vector<std::int64_t> bytes =
-      estimate ? *estimate : budget_estimate(dataset, plan, config);
+      estimate ? *estimate
+               : budget_estimate(dataset, plan_profiles(plan, memory_layout_options(config).comm),
+                                 config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
                  " per GPU by the memory estimate");
   if (rules.size() > 1)
@@ -250,13 +254,14 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
 // --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
 // --gpu-memory only that way by its memory estimate (the first budget rule that fits, as
 // partition --gpu-memory chooses; the least memory when none fits).
-bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
+                   const TrainConfig& config) {
   if (config.input_rows != "auto") return config.input_rows == "reload";
   if (config.gpu_memory <= 0) return false;
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions options = memory_layout_options(config);
   const std::vector<BudgetRule> rules = budget_rules(shape, options, true);
-  const std::vector<std::int64_t> bytes = rules_bytes(plan, shape, options, rules);
+  const std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
   std::size_t chosen = rules.size() - 1;
   for (std::size_t r = 0; r < rules.size(); ++r)
     if (bytes[r] <= config.gpu_memory) {
@@ -270,8 +275,10 @@ bool reload_inputs(const Dataset& dataset, const Plan& plan, const TrainConfig& 
   return true;
 }
 
-// The schedule's options, all from the command line (config.hpp).
-ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
+// The schedule's options, all from the command line (config.hpp); `profiles` (the plan's
+// partition profiles under --comm) must outlive them.
+ScheduleOptions schedule_options(const Dataset& dataset,
+                                 const std::vector<PartitionProfile>& profiles,
                                  const TrainConfig& config) {
   ScheduleOptions options;
   options.comm = parse_comm_mode(config.comm);
@@ -282,14 +289,15 @@ ScheduleOptions schedule_options(const Dataset& dataset, const Plan& plan,
   options.row_normalize_features = config.feature_norm == "row";
   options.synchronize_phases = config.phase_timing;
   options.overlap = !config.no_overlap;
-  options.reload_inputs = reload_inputs(dataset, plan, config);
+  options.reload_inputs = reload_inputs(dataset, profiles, config);
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
+  options.profiles = &profiles;
   return options;
 }
 
 // Setup's host memory for `config` (host_memory_plan()).
 HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
-                             InputRelease release) {
+                             InputRelease release, const std::vector<PartitionProfile>& profiles) {
   // The options that shape host memory (schedule_options() without its device memory
   // estimate): --input-rows auto counts as keep.
   ScheduleOptions options;
@@ -298,14 +306,15 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
   options.overlap = !config.no_overlap;
   options.reload_inputs = config.input_rows == "reload";
   return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
-                          config.device == "cpu");
+                          config.device == "cpu", &profiles);
 }
 
 }  // namespace
 
 std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                                 InputRelease release, std::int64_t available) {
-  const HostMemoryPlan need = host_plan_for(dataset, plan, config, release);
+  const std::vector<PartitionProfile> profiles = plan_profiles(plan, parse_comm_mode(config.comm));
+  const HostMemoryPlan need = host_plan_for(dataset, plan, config, release, profiles);
   if (available < 0 || need.peak <= available) return "";
   std::string message =
       cat("host memory: training setup needs about ", format_bytes(double(need.peak)),
@@ -317,7 +326,7 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
   // hidden width, fewer layers. More chunks do not shrink them.
   std::vector<std::string> fits;
   const auto try_option = [&](const TrainConfig& changed, const std::string& option) {
-    const std::int64_t bytes = host_plan_for(dataset, plan, changed, release).peak;
+    const std::int64_t bytes = host_plan_for(dataset, plan, changed, release, profiles).peak;
     if (bytes <= available)
       fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
     return bytes <= available;
@@ -402,8 +411,10 @@ namespace {
 
 // `releasable`, `releasable_plan`: the dataset and plan themselves when setup may release their
 // parts (InputRelease::kDatasetAndPlanLists).
+// `profiles`: the plan's partition profiles under --comm.
 TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, const Plan& plan,
-                                Plan* releasable_plan, const TrainConfig& config) {
+                                Plan* releasable_plan, const TrainConfig& config,
+                                const std::vector<PartitionProfile>& profiles) {
   validate_config(config);
   if (config.threads > 0) omp_set_num_threads(config.threads);
   const ModelSpec model = model_for(dataset, config);
@@ -416,11 +427,11 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       releasable ? InputRelease::kDatasetAndPlanLists : InputRelease::kKeep;
   const std::int64_t available = available_host_memory_bytes();
   TrainConfig fitted = config;
-  HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release);
+  HostMemoryPlan need = host_plan_for(dataset, plan, fitted, release, profiles);
   if (available >= 0 && need.peak > available) {
     // --intermediates auto recomputes the aggregations when caching them does not fit.
     fitted.intermediates = "recompute";
-    const HostMemoryPlan recomputed = host_plan_for(dataset, plan, fitted, release);
+    const HostMemoryPlan recomputed = host_plan_for(dataset, plan, fitted, release, profiles);
     if (config.intermediates == "auto" && recomputed.peak <= available) {
       log_info("--intermediates auto: recomputing aggregations (caching them needs more host ",
                "memory than the ", format_bytes(double(available)), " available)");
@@ -429,7 +440,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       throw InputError(host_memory_refusal(dataset, plan, config, release, available));
     }
   }
-  ScheduleOptions options = schedule_options(dataset, plan, fitted);
+  ScheduleOptions options = schedule_options(dataset, profiles, fitted);
   // The host matrices are set up beside the index lists (a faster start) when the higher peak
   // of doing so fits too.
   const bool beside = available < 0 || need.peak_beside_lists <= available;
@@ -684,7 +695,9 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    return train_within_budget(dataset, nullptr, plan, nullptr, config);
+    const std::vector<PartitionProfile> profiles =
+        plan_profiles(plan, parse_comm_mode(config.comm));
+    return train_within_budget(dataset, nullptr, plan, nullptr, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
   }
@@ -696,12 +709,14 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
   // The over-budget message reads the plan's chunk lists and, for the chunk count that fits,
   // the dataset's graph: taken before setup releases them (the chunk count only when the
   // estimate already exceeds the budget).
-  const std::vector<std::int64_t> estimate = budget_estimate(dataset, plan, config);
+  // The partition profiles serve the estimate, the host memory plan and the buffer layouts.
+  const std::vector<PartitionProfile> profiles = plan_profiles(plan, parse_comm_mode(config.comm));
+  const std::vector<std::int64_t> estimate = budget_estimate(dataset, profiles, config);
   std::string fitting;
   const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;
   if (over) fitting = fitting_chunks_clause(dataset, plan, config);
   try {
-    return train_within_budget(dataset, &dataset, plan, &plan, config);
+    return train_within_budget(dataset, &dataset, plan, &plan, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(
         over_budget_message(error, dataset, plan, config, {&estimate, over ? &fitting : nullptr}));

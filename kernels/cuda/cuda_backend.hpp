@@ -237,6 +237,7 @@ class CudaDevice final : public Device {
   std::vector<std::unique_ptr<DeviceCsr>> csrs_;
   // resident_csr(): the staged copy (matrix id, its values' source) and its view.
   Scratch csr_staging_;
+  double csr_prepare_seconds_ = 0;  // upload_csr's time besides placing its arrays
   int staged_csr_ = -1;
   const float* staged_values_source_ = nullptr;
   const float* staged_values_ = nullptr;

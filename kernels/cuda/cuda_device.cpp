@@ -116,9 +116,13 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
   // scratch has the budget first (constants may spill).
   if (!indptr.empty() && indptr.back() > 0 && indptr.back() == static_cast<edge_t>(columns.size()))
     entry_weights_.ensure_as<float>(indptr.back(), account_, cur(), "SpMM entry values");
+  const double start = now_seconds();
+  const double placing = constants_.pin_seconds() + constants_.copy_seconds();
   auto matrix = std::make_unique<DeviceCsr>(
       upload_device_csr(indptr, columns, num_cols, weighting, constants_, cur(), what,
                         long_degree_for(indptr.empty() ? 0 : std::int64_t(indptr.back()))));
+  csr_prepare_seconds_ +=
+      now_seconds() - start - (constants_.pin_seconds() + constants_.copy_seconds() - placing);
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
   csrs_.push_back(std::move(matrix));
   return handle;
@@ -192,6 +196,10 @@ void CudaDevice::log_host_constants() {
   log_info("device ", index_, ": chunk structures exceed the GPU memory budget; ", mib,
            " MiB kept in pinned host memory (sparse matrices copied to the device before use, "
            "index lists read zero-copy)");
+  log_debug("device ", index_, ": constants placed in ",
+            format_seconds(constants_.pin_seconds() + constants_.copy_seconds()), " (pinning ",
+            format_seconds(constants_.pin_seconds()), "), CSR checks and transposes ",
+            format_seconds(csr_prepare_seconds_));
 }
 
 // write/read/copy use cudaMemcpyDefault (UVA): a constant may live in mapped host memory.

@@ -100,15 +100,19 @@ ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const 
       // the GPU itself is full: the constant goes to host memory below
     }
   }
+  double start = now_seconds();
   if (buffer.get()) {
     DeviceGuard guard(account_.gpu());
     SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), data, static_cast<std::size_t>(bytes),
                                 cudaMemcpyHostToDevice, stream));
     SLUICE_CUDA(cudaStreamSynchronize(stream));
+    copy_seconds_ += now_seconds() - start;
     return ConstantBuffer(std::move(buffer), bytes);
   }
   void* host = nullptr;
   void* device = host_allocate(bytes, &host);
+  pin_seconds_ += now_seconds() - start;
+  start = now_seconds();
   // Large constants are copied by every OpenMP thread, a slice each.
   constexpr std::int64_t kSlice = std::int64_t(16) << 20;
   const std::int64_t slices = (bytes + kSlice - 1) / kSlice;
@@ -116,6 +120,7 @@ ConstantBuffer ConstantStore::place(const void* data, std::int64_t bytes, const 
   for (std::int64_t i = 0; i < slices; ++i)
     std::memcpy(static_cast<char*>(host) + i * kSlice, static_cast<const char*>(data) + i * kSlice,
                 static_cast<std::size_t>(std::min(kSlice, bytes - i * kSlice)));
+  copy_seconds_ += now_seconds() - start;
   host_bytes_ += bytes;
   return ConstantBuffer(device, bytes);
 }

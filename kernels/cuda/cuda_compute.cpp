@@ -71,7 +71,7 @@ const float* CudaDevice::product_values(const DeviceCsr& m, const float* values,
 void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   OpScope op(*this, "spmm");
   expect_compute_lane("spmm");
-  report_host_constants();
+  finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, &values);
   if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
@@ -84,7 +84,7 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
 void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
   OpScope op(*this, "spmm_transpose_add");
   expect_compute_lane("spmm_transpose_add");
-  report_host_constants();
+  finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, &values);
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dy.cols == dx.cols, "SpMM shapes: A is ",

@@ -2,6 +2,8 @@
 // lanes, markers, phase timers and operation timers (see cuda_backend.hpp). Every operation
 // makes the device's GPU current (devices may be driven from several host threads) and
 // enqueues on the stream of its current lane (compute, transfer or store).
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -116,11 +118,13 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
   // scratch has the budget first (constants may spill).
   if (!indptr.empty() && indptr.back() > 0 && indptr.back() == static_cast<edge_t>(columns.size()))
     entry_weights_.ensure_as<float>(indptr.back(), account_, cur(), "SpMM entry values");
+  if (!csr_upload_scratch_) csr_upload_scratch_ = std::make_unique<CsrUploadScratch>();
   const double start = now_seconds();
   const double placing = constants_.pin_seconds() + constants_.copy_seconds();
   auto matrix = std::make_unique<DeviceCsr>(
       upload_device_csr(indptr, columns, num_cols, weighting, constants_, cur(), what,
-                        long_degree_for(indptr.empty() ? 0 : std::int64_t(indptr.back()))));
+                        long_degree_for(indptr.empty() ? 0 : std::int64_t(indptr.back())),
+                        &csr_seconds_, csr_upload_scratch_.get()));
   csr_prepare_seconds_ +=
       now_seconds() - start - (constants_.pin_seconds() + constants_.copy_seconds() - placing);
   Csr handle{static_cast<int>(csrs_.size()), matrix->rows, matrix->cols, matrix->nnz};
@@ -198,8 +202,10 @@ void CudaDevice::log_host_constants() {
            "index lists read zero-copy)");
   log_debug("device ", index_, ": constants placed in ",
             format_seconds(constants_.pin_seconds() + constants_.copy_seconds()), " (pinning ",
-            format_seconds(constants_.pin_seconds()), "), CSR checks and transposes ",
-            format_seconds(csr_prepare_seconds_));
+            format_seconds(constants_.pin_seconds()), "), CSRs besides that ",
+            format_seconds(csr_prepare_seconds_), " (checks ", format_seconds(csr_seconds_.checks),
+            ", transposes ", format_seconds(csr_seconds_.transpose), " on ", omp_get_max_threads(),
+            " threads)");
 }
 
 // write/read/copy use cudaMemcpyDefault (UVA): a constant may live in mapped host memory.
@@ -220,7 +226,7 @@ void CudaDevice::read(const float* device, std::int64_t count, float* host) {
 }
 
 void CudaDevice::synchronize() {
-  report_host_constants();
+  finish_setup();
   DeviceGuard guard(gpu_);
   for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
 }

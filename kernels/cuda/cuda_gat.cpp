@@ -33,7 +33,7 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
                              Mat alpha, Mat out, bool source_scores_ready) {
   OpScope op(*this, "gat_forward");
   expect_compute_lane("gat_forward");
-  report_host_constants();
+  finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,

@@ -77,7 +77,7 @@ void* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
 
 void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   OpScope op(*this, "load_rows");
-  report_host_constants();
+  finish_setup();
   const std::int64_t n = src_rows.size;
   SLUICE_EXPECTS(dst_rows.size == n || dst_rows.size == 0, "load_rows: ", n, " source rows but ",
                  dst_rows.size, " destination rows");
@@ -99,7 +99,7 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
 
 void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
   OpScope op(*this, "load_block");
-  report_host_constants();
+  finish_setup();
   SLUICE_EXPECTS(src.cols == dst.cols && src_row >= 0 && src_row + dst.rows <= src.rows,
                  "load_block: rows [", src_row, ", +", dst.rows, ") of a ", src.rows, " x ",
                  src.cols, " host matrix into ", dst.rows, " x ", dst.cols);
@@ -298,7 +298,7 @@ void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
   OpScope op(*this, "gather_rows");
-  report_host_constants();
+  finish_setup();
   SLUICE_EXPECTS(src.cols == dst.cols, "gather_rows: width ", src.cols, " vs ", dst.cols);
   expect_rows_fit(dst, rows.size, "gather_rows destination");
   DeviceGuard guard(gpu_);
@@ -354,7 +354,7 @@ void CudaDevice::round_rows_to_host_precision(Mat m, Idx rows, HostPrecision pre
 
 void CudaDevice::fill(Mat m, float value) {
   OpScope op(*this, "fill");
-  report_host_constants();
+  finish_setup();
   if (m.empty()) return;
   DeviceGuard guard(gpu_);
   if (value == 0.f && m.ld == m.cols) {

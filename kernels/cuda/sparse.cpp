@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "common/log.hpp"
 #include "common/parallel.hpp"
 #include "kernels/csr_transpose.hpp"
 #include "kernels/cuda/gather.hpp"
@@ -27,10 +28,22 @@ std::vector<vertex_t> rows_longer_than(const std::vector<Offset>& offsets, std::
   return rows;
 }
 
+// Host buffers of one upload, of the matrix's index type: the caller's scratch or its own.
+template <typename Index>
+struct HostArrays {
+  std::vector<Index>& offsets;
+  std::vector<Index>& t_offsets;
+  std::vector<Index>& t_rows;
+  std::vector<Index>& t_entries;
+  std::vector<vertex_t>& self;
+  CsrTransposeScratch* transpose;
+};
+
 template <typename Index>
 void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
                       const std::vector<vertex_t>& columns, const CsrWeighting& weighting,
-                      ConstantStore& store, cudaStream_t stream, const std::string& what) {
+                      ConstantStore& store, cudaStream_t stream, const std::string& what,
+                      CsrUploadSeconds* seconds, const HostArrays<Index>& host) {
   if (csr.long_degree < INT64_MAX) {
     const std::vector<vertex_t> long_rows = rows_longer_than(indptr, csr.long_degree);
     csr.num_long = static_cast<std::int64_t>(long_rows.size());
@@ -38,25 +51,28 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
       csr.long_rows = upload_array(long_rows, store, stream, what + " (long rows)");
   }
   const std::int64_t rows = csr.rows, cols = csr.cols;
-  {
-    std::vector<Index> offsets(indptr.begin(), indptr.end());
-    csr.indptr = upload_array(offsets, store, stream, what + " (CSR offsets)");
-  }
+  host.offsets.assign(indptr.begin(), indptr.end());
+  csr.indptr = upload_array(host.offsets, store, stream, what + " (CSR offsets)");
   if constexpr (sizeof(Index) == sizeof(vertex_t)) {
     csr.columns = upload_array(columns, store, stream, what + " (CSR columns)");
   } else {
     std::vector<Index> wide(columns.begin(), columns.end());
     csr.columns = upload_array(wide, store, stream, what + " (CSR columns)");
   }
-  std::vector<vertex_t> self(static_cast<std::size_t>(rows), -1);
+  std::vector<vertex_t>& self = host.self;
+  self.assign(static_cast<std::size_t>(rows), -1);
   for (std::int64_t r = 0; r < rows; ++r)
     if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
   csr.self = upload_array(self, store, stream, what + " (self entries)");
 
   // Row r's entries land in ascending r within each transposed row.
-  std::vector<Index> t_indptr, t_columns, perm;
+  std::vector<Index>& t_indptr = host.t_offsets;
+  std::vector<Index>& t_columns = host.t_rows;
+  std::vector<Index>& perm = host.t_entries;
+  const double start = now_seconds();
   transpose_csr(indptr, columns, cols, t_indptr, t_columns,
-                csr.weights == CsrWeights::kPerCall ? &perm : nullptr);
+                csr.weights == CsrWeights::kPerCall ? &perm : nullptr, host.transpose);
+  if (seconds) seconds->transpose += now_seconds() - start;
   csr.t_indptr = upload_array(t_indptr, store, stream, what + " (transposed offsets)");
   csr.t_columns = upload_array(t_columns, store, stream, what + " (transposed columns)");
   if (csr.weights == CsrWeights::kPerCall)
@@ -77,7 +93,9 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                             std::int64_t num_cols, const CsrWeighting& weighting,
                             ConstantStore& store, cudaStream_t stream, const std::string& what,
-                            std::int64_t long_degree) {
+                            std::int64_t long_degree, CsrUploadSeconds* seconds,
+                            CsrUploadScratch* scratch) {
+  const double start = now_seconds();
   SLUICE_EXPECTS(!indptr.empty() && indptr.front() == 0, what, ": CSR offsets must start at 0");
   DeviceCsr csr;
   csr.weights = weighting.kind;
@@ -102,11 +120,19 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   SLUICE_EXPECTS(bad_entry == nnz, what, ": column ", columns[std::size_t(bad_entry)], " of entry ",
                  bad_entry, " outside [0, ", num_cols, ")");
   check_csr_weighting(indptr, columns, num_cols, weighting, what);
+  if (seconds) seconds->checks += now_seconds() - start;
   csr.wide = wide_csr(csr.nnz);
   if (csr.wide) {
-    upload_structure<std::int64_t>(csr, indptr, columns, weighting, store, stream, what);
+    std::vector<std::int64_t> offsets, t_offsets, t_rows, t_entries;
+    std::vector<vertex_t> self;
+    upload_structure<std::int64_t>(csr, indptr, columns, weighting, store, stream, what, seconds,
+                                   {offsets, t_offsets, t_rows, t_entries, self, nullptr});
   } else {
-    upload_structure<std::int32_t>(csr, indptr, columns, weighting, store, stream, what);
+    CsrUploadScratch local;
+    CsrUploadScratch& host = scratch ? *scratch : local;
+    upload_structure<std::int32_t>(
+        csr, indptr, columns, weighting, store, stream, what, seconds,
+        {host.offsets, host.t_offsets, host.t_rows, host.t_entries, host.self, &host.transpose});
   }
   // The arrays are what csr_bytes() says a CSR of these counts charges (the memory estimate
   // adds that up).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/types.hpp"
+#include "kernels/csr_transpose.hpp"
 #include "kernels/cuda/gat.hpp"
 #include "kernels/cuda/memory.hpp"
 #include "kernels/ops.hpp"
@@ -48,13 +49,29 @@ struct DeviceCsr {
   }
 };
 
+// Setup time of upload_device_csr() by step (for the -v log), accumulated.
+struct CsrUploadSeconds {
+  double checks = 0, transpose = 0;
+};
+
+// Host buffers upload_device_csr() reuses from one matrix to the next: setup uploads one or
+// more matrices per chunk, and fresh buffers each time would fault every page in again.
+struct CsrUploadScratch {
+  CsrTransposeScratch transpose;
+  std::vector<std::int32_t> offsets, t_offsets, t_rows, t_entries;
+  std::vector<vertex_t> self;
+};
+
 // Validates and uploads (synchronously; setup time) the matrix and its transpose; `store` places
-// every array. Rows with more than long_degree entries (0: none) are listed for the GAT kernels
-// (also of the transpose).
+// every array; `seconds` (may be null) accumulates the time of the checks and the transpose;
+// `scratch` (may be null) holds the host buffers of 32-bit matrices. Rows
+// with more than long_degree entries (0: none) are listed for the GAT kernels (also of the
+// transpose).
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                             std::int64_t num_cols, const CsrWeighting& weighting,
                             ConstantStore& store, cudaStream_t stream, const std::string& what,
-                            std::int64_t long_degree);
+                            std::int64_t long_degree, CsrUploadSeconds* seconds = nullptr,
+                            CsrUploadScratch* scratch = nullptr);
 
 // Which entry order a value array follows: the matrix's, or its transpose's.
 enum class EntryOrder { kMatrix, kTransposed };

@@ -167,9 +167,10 @@ class RegisteredPages {
 
 // Pages of `bytes` (at least kRegisteredBytes) mapped, faulted in by every OpenMP thread (huge
 // pages where the kernel gives them) and registered mapped and portable with CUDA: the driver's
-// own allocation (cudaHostAlloc) faults them in on one thread. Null when any step fails (the
-// caller falls back to cudaHostAlloc).
-inline constexpr std::size_t kRegisteredBytes = std::size_t(64) << 20;
+// own allocation (cudaHostAlloc) faults them in on one thread, a cost setup would pay for every
+// chunk structure that stays in host memory. Null when any step fails (the caller falls back to
+// cudaHostAlloc).
+inline constexpr std::size_t kRegisteredBytes = std::size_t(2) << 20;
 RegisteredPages register_pages(std::size_t bytes);
 
 // Pinned, mapped, portable host memory: visible to every GPU through device_pointer().

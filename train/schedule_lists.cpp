@@ -103,6 +103,13 @@ class PlanReplay {
   // Per partition: transition slot and remote slot contents (-1: empty), and the transition
   // slots the running batch reads.
   std::vector<std::vector<vertex_t>> slot_vertex_, remote_vertex_;
+  // The same slots' dataset ids (-1: empty) and, for GCN, degrees (in-degree + 1; 0: empty),
+  // kept beside the contents so that a chunk's entries are checked against arrays the size of
+  // the merged buffer, not looked up in the vertex-sized maps entry by entry. Merged-row order:
+  // transition slots, then remote slots.
+  std::vector<std::vector<vertex_t>> merged_old_;
+  std::vector<std::vector<std::int32_t>> merged_degree_;
+  void set_merged(int p, std::int64_t row, vertex_t v);
   std::vector<std::vector<std::uint8_t>> needed_;
 };
 
@@ -118,10 +125,23 @@ PlanReplay::PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& mode
   covered_.assign(std::size_t(n_), 0);
   slot_vertex_.resize(std::size_t(P_));
   remote_vertex_.resize(std::size_t(P_));
+  merged_old_.resize(std::size_t(P_));
+  merged_degree_.resize(std::size_t(P_));
   for (int p = 0; p < P_; ++p) {
     slot_vertex_[p].assign(std::size_t(plan.transition_rows[p]), -1);
     remote_vertex_[p].assign(std::size_t(plan.remote_rows[p]), -1);
+    const std::size_t merged = std::size_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    merged_old_[p].assign(merged, -1);
+    if (model.kind == ModelKind::kGcn) merged_degree_[p].assign(merged, 0);
   }
+}
+
+// Merged row `row` of partition p now holds renumbered vertex v (-1: nothing).
+void PlanReplay::set_merged(int p, std::int64_t row, vertex_t v) {
+  const vertex_t o = v >= 0 ? plan_.new_to_old[std::size_t(v)] : -1;
+  merged_old_[p][std::size_t(row)] = o;
+  if (!merged_degree_[p].empty())
+    merged_degree_[p][std::size_t(row)] = o >= 0 ? deg_plus_[std::size_t(o)] : 0;
 }
 
 int PlanReplay::owner_of(vertex_t v) const {
@@ -151,6 +171,7 @@ void PlanReplay::update_transition(int c, int p) {
           where(c, p), ": leave entry ", i, " of the previous batch does not match ",
           "the slot contents");
       slots[std::size_t(s)] = -1;
+      set_merged(p, s, -1);
     }
   }
   std::int64_t kept = 0;
@@ -168,6 +189,7 @@ void PlanReplay::update_transition(int c, int p) {
                        where(c, p), ": load entry ", i, " (vertex ", v, ", slot ", s,
                        ") is out of range, foreign or lands on an occupied slot");
     slots[std::size_t(s)] = v;
+    set_merged(p, s, v);
   }
 }
 
@@ -200,6 +222,12 @@ void PlanReplay::update_remote(int c) {
     }
   }
   remote_vertex_.swap(new_remote);
+  for (int p = 0; p < P_; ++p) {
+    const std::int64_t TR = plan_.transition_rows[p], remote_rows = plan_.remote_rows[p];
+#pragma omp parallel for schedule(static) if (worth_parallel(remote_rows))
+    for (std::int64_t r = 0; r < remote_rows; ++r)
+      set_merged(p, TR + r, remote_vertex_[p][std::size_t(r)]);
+  }
 }
 
 // Needed transition rows, first the peers' remote references (check_csr() adds the own local
@@ -229,22 +257,18 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
                          ch.columns.size() == std::size_t(ch.indptr.back()),
                      where(c, p), ": destination range or CSR shape is inconsistent");
   std::uint8_t* needed = needed_[p].data();
-  const vertex_t* slots = slot_vertex_[p].data();
-  const vertex_t* remote = remote_vertex_[p].data();
-  const vertex_t remote_rows = plan_.remote_rows[p];
-  auto vertex_at = [&](vertex_t col) -> vertex_t {
+  const vertex_t* merged_old = merged_old_[p].data();
+  const std::int64_t merged_rows = std::int64_t(merged_old_[p].size());
+  // The dataset id in merged row col (-1: empty or outside the buffer).
+  auto old_at = [&](vertex_t col) -> vertex_t {
     if (col >= 0 && col < TR) {
 #pragma omp atomic write
       needed[std::size_t(col)] = 1;
-      return slots[std::size_t(col)];
     }
-    const vertex_t r = col - TR;
-    if (r >= 0 && r < remote_rows) return remote[std::size_t(r)];
-    return -1;
+    return col >= 0 && col < merged_rows ? merged_old[std::size_t(col)] : -1;
   };
-  const bool gcn = model_.kind == ModelKind::kGcn;
-  if (gcn) out.column_degrees.assign(std::size_t(TR) + std::size_t(remote_rows), 0);
-  std::int32_t* column_degrees = out.column_degrees.data();
+  // GCN's column degrees: every occupied merged row's (the CSR reads some of them).
+  if (model_.kind == ModelKind::kGcn) out.column_degrees = merged_degree_[p];
   out.self_columns.resize(std::size_t(rows));
   out.dst_keys.resize(std::size_t(rows));
   out.labels.resize(std::size_t(rows));
@@ -264,14 +288,9 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
     edge_t k = begin;
     auto check_entry = [&](vertex_t expected_old) {
       const vertex_t col = ch.columns[std::size_t(k)];
-      const vertex_t got = vertex_at(col);
-      SLUICE_INPUT_CHECK(got >= 0 && plan_.new_to_old[std::size_t(got)] == expected_old,
-                         where(c, p), ": entry ", k - begin, " of the row of vertex ", v,
-                         " (column ", col, ") does not hold dataset vertex ", expected_old);
-      if (gcn) {  // rows sharing a column write the same degree
-#pragma omp atomic write
-        column_degrees[std::size_t(col)] = deg_plus_[std::size_t(expected_old)];
-      }
+      SLUICE_INPUT_CHECK(old_at(col) == expected_old, where(c, p), ": entry ", k - begin,
+                         " of the row of vertex ", v, " (column ", col,
+                         ") does not hold dataset vertex ", expected_old);
       ++k;
     };
     out.self_columns[std::size_t(i)] = ch.columns[std::size_t(begin)];

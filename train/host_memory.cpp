@@ -41,8 +41,11 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
       out.index_lists += degrees_per_merged_row * merged + 16 * rows + 12 * (loads + leaves) +
                          20 * std::int64_t(ch.remote_vertices.size());
       // The CPU backend's CSR transpose beside the modelled device memory: transposed offsets
-      // and entry positions of 8 bytes, transposed rows of 4.
-      if (device_is_host) out.chunk_constants += 12 * nnz + 8 * (merged + 1);
+      // and entry positions of 8 bytes, transposed rows of 4; and the derived entry weights
+      // (GCN, SAGE), 4 bytes an entry.
+      if (device_is_host)
+        out.chunk_constants +=
+            12 * nnz + 8 * (merged + 1) + (model.kind == ModelKind::kGat ? 0 : 4 * nnz);
     }
   }
   // The constants as the buffer layout has them (train/layout/memory_estimate.hpp): CUDA's

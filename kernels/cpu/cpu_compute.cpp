@@ -11,7 +11,6 @@
 
 #include "kernels/cpu/cpu_device.hpp"
 #include "kernels/cpu/cpu_util.hpp"
-#include "kernels/entry_weights.hpp"
 
 namespace sluice {
 namespace {
@@ -66,33 +65,22 @@ void CpuDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
   }
 }
 
-float CpuCsr::weight(std::int64_t r, edge_t e, const float* values) const {
-  const edge_t first = indptr[std::size_t(r)];
-  switch (weights) {
-    case CsrWeights::kPerCall:
-      return values ? values[e] : 1.f;
-    case CsrWeights::kSymmetricNorm:
-      return symmetric_norm(column_degrees[std::size_t(columns[std::size_t(first)])],
-                            column_degrees[std::size_t(columns[std::size_t(e)])]);
-    case CsrWeights::kNeighborMean:
-      return e == first ? 0.f : neighbor_mean(indptr[std::size_t(r) + 1] - first);
-  }
-  return 0.f;
-}
-
 namespace {
 
-// spmm's `values` against the matrix's weighting.
-void check_values(const CpuCsr& m, const float* values, const char* op) {
-  SLUICE_EXPECTS(m.weights == CsrWeights::kPerCall || values == nullptr, op,
-                 ": values passed for a matrix of ", csr_weights_name(m.weights));
+// The entry weights a product of m reads: `values` for a matrix of per-call values (null: all
+// ones), else its derived weights.
+const float* product_values(const CpuCsr& m, const float* values, const char* op) {
+  if (m.weights == CsrWeights::kPerCall) return values;
+  SLUICE_EXPECTS(values == nullptr, op, ": values passed for a matrix of ",
+                 csr_weights_name(m.weights));
+  return m.derived.data();
 }
 
 }  // namespace
 
 void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   const CpuCsr& m = csr(a);
-  check_values(m, values, "spmm");
+  values = product_values(m, values, "spmm");
   SLUICE_EXPECTS(y.rows == m.rows && x.rows == m.cols && x.cols == y.cols, "spmm: A ", m.rows,
                  " x ", m.cols, ", x ", x.rows, " x ", x.cols, ", y ", y.rows, " x ", y.cols);
   const std::int64_t cols = x.cols;
@@ -101,7 +89,7 @@ void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
     float* out = y.data + r * y.ld;
     std::fill_n(out, cols, 0.f);
     for (edge_t e = m.indptr[r]; e < m.indptr[r + 1]; ++e) {
-      const float w = m.weight(r, e, values);
+      const float w = values ? values[e] : 1.f;
       const float* in = x.data + std::int64_t(m.columns[e]) * x.ld;
       for (std::int64_t j = 0; j < cols; ++j) out[j] += w * in[j];
     }
@@ -110,7 +98,7 @@ void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
 
 void CpuDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
   const CpuCsr& m = csr(a);
-  check_values(m, values, "spmm_transpose_add");
+  values = product_values(m, values, "spmm_transpose_add");
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dx.cols == dy.cols,
                  "spmm_transpose_add: A ", m.rows, " x ", m.cols, ", dy ", dy.rows, " x ", dy.cols,
                  ", dx ", dx.rows, " x ", dx.cols);
@@ -120,7 +108,7 @@ void CpuDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
   for (std::int64_t c = 0; c < m.cols; ++c) {
     float* out = dx.data + c * dx.ld;
     for (edge_t t = m.t_indptr[c]; t < m.t_indptr[c + 1]; ++t) {
-      const float w = m.weight(m.t_rows[t], m.t_entry[t], values);
+      const float w = values ? values[m.t_entry[t]] : 1.f;
       const float* in = dy.data + std::int64_t(m.t_rows[t]) * dy.ld;
       for (std::int64_t j = 0; j < cols; ++j) out[j] += w * in[j];
     }

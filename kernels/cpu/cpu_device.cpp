@@ -12,6 +12,7 @@
 #include "common/parallel.hpp"
 #include "kernels/cpu/cpu_util.hpp"
 #include "kernels/csr_transpose.hpp"
+#include "kernels/entry_weights.hpp"
 
 namespace sluice {
 
@@ -138,7 +139,20 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
   m->indptr = indptr;
   m->columns = columns;
   m->weights = weighting.kind;
-  m->column_degrees = weighting.column_degrees;
+  if (weighting.kind != CsrWeights::kPerCall) {
+    m->derived.resize(std::size_t(nnz));
+#pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(nnz)))
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const edge_t first = indptr[std::size_t(r)], end = indptr[std::size_t(r) + 1];
+      for (edge_t e = first; e < end; ++e)
+        m->derived[std::size_t(e)] =
+            weighting.kind == CsrWeights::kSymmetricNorm
+                ? symmetric_norm(weighting.column_degrees[std::size_t(columns[std::size_t(first)])],
+                                 weighting.column_degrees[std::size_t(columns[std::size_t(e)])])
+            : e == first ? 0.f
+                         : neighbor_mean(end - first);
+    }
+  }
   transpose_csr(indptr, columns, num_cols, m->t_indptr, m->t_rows, m->t_entry);
   csrs_.push_back(std::move(m));
   return Csr{int(csrs_.size()) - 1, rows, num_cols, nnz};

@@ -45,10 +45,9 @@ struct CpuCsr {
   std::vector<vertex_t> t_rows;   // nnz: row of each transposed entry
   std::vector<edge_t> t_entry;    // nnz: position of the entry in `columns` / values
   CsrWeights weights = CsrWeights::kPerCall;
-  std::vector<std::int32_t> column_degrees;  // kSymmetricNorm
-
-  // The weight of entry e of row r (derived kinds; kPerCall: values[e], 1 without values).
-  float weight(std::int64_t r, edge_t e, const float* values) const;
+  // The derived kinds' weights, computed once at upload (like the transpose, this backend's own
+  // acceleration structure): the products read them as they read per-call values.
+  std::vector<float> derived;
 };
 
 class CpuDevice final : public Device {

@@ -5,10 +5,12 @@
 #include "formats/plan.hpp"
 
 #include <algorithm>
+#include <exception>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "formats/hdf5.hpp"
 
 namespace sluice {
@@ -137,79 +139,99 @@ void validate_plan(const Plan& plan, const std::string& path) {
                      ": partition_offsets does not span [0, ", n, "]");
   for (int p = 0; p < P; ++p)
     SLUICE_INPUT_CHECK(offsets[p] <= offsets[p + 1], path, ": partition_offsets decreases at ", p);
+  // The checks run in parallel; each names the first fault a check in order would meet.
+  vertex_t bad_vertex = n;
+#pragma omp parallel for schedule(static) reduction(min : bad_vertex) if (worth_parallel(n))
   for (vertex_t v = 0; v < n; ++v) {
-    const vertex_t old = plan.new_to_old[v];
-    SLUICE_INPUT_CHECK(old >= 0 && old < n && plan.old_to_new[old] == v, path,
-                       ": new_to_old and old_to_new are not inverse at renumbered vertex ", v);
+    const vertex_t old = plan.new_to_old[std::size_t(v)];
+    if (!(old >= 0 && old < n && plan.old_to_new[std::size_t(old)] == v))
+      bad_vertex = std::min(bad_vertex, v);
   }
-  for (int c = 0; c < C; ++c) {
-    for (int p = 0; p < P; ++p) {
-      const ChunkPlan& chunk = plan.chunk(c, p);
-      const std::string where = cat(path, ": chunk (batch ", c, ", partition ", p, ")");
-      SLUICE_INPUT_CHECK(chunk.partition == p && chunk.batch == c, where,
-                         " is stored at the wrong position");
-      SLUICE_INPUT_CHECK(chunk.range >= 0 && chunk.range < C, where, ": range ", chunk.range,
-                         " out of [0, ", C, ")");
-      SLUICE_INPUT_CHECK(offsets[p] <= chunk.dst_begin && chunk.dst_begin <= chunk.dst_end &&
-                             chunk.dst_end <= offsets[p + 1],
-                         where, ": destination range [", chunk.dst_begin, ", ", chunk.dst_end,
-                         ") is not inside the partition");
-      SLUICE_INPUT_CHECK(chunk.indptr.size() == std::size_t(chunk.num_dst()) + 1, where,
-                         ": indptr has ", chunk.indptr.size(), " entries for ", chunk.num_dst(),
-                         " destinations");
+  SLUICE_INPUT_CHECK(bad_vertex == n, path,
+                     ": new_to_old and old_to_new are not inverse at renumbered vertex ",
+                     bad_vertex);
+  // Chunk by chunk (batch-major, as stored), one chunk per thread.
+  const auto check_chunk = [&](int c, int p) {
+    const ChunkPlan& chunk = plan.chunk(c, p);
+    const std::string where = cat(path, ": chunk (batch ", c, ", partition ", p, ")");
+    SLUICE_INPUT_CHECK(chunk.partition == p && chunk.batch == c, where,
+                       " is stored at the wrong position");
+    SLUICE_INPUT_CHECK(chunk.range >= 0 && chunk.range < C, where, ": range ", chunk.range,
+                       " out of [0, ", C, ")");
+    SLUICE_INPUT_CHECK(offsets[p] <= chunk.dst_begin && chunk.dst_begin <= chunk.dst_end &&
+                           chunk.dst_end <= offsets[p + 1],
+                       where, ": destination range [", chunk.dst_begin, ", ", chunk.dst_end,
+                       ") is not inside the partition");
+    SLUICE_INPUT_CHECK(chunk.indptr.size() == std::size_t(chunk.num_dst()) + 1, where,
+                       ": indptr has ", chunk.indptr.size(), " entries for ", chunk.num_dst(),
+                       " destinations");
+    SLUICE_INPUT_CHECK(
+        chunk.indptr.front() == 0 && chunk.indptr.back() == edge_t(chunk.columns.size()), where,
+        ": indptr does not span the columns");
+    for (std::size_t i = 0; i + 1 < chunk.indptr.size(); ++i)
+      SLUICE_INPUT_CHECK(chunk.indptr[i] < chunk.indptr[i + 1], where, ": row ", i,
+                         " is empty or indptr decreases (every row has a self entry)");
+    const std::int64_t merged = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    for (vertex_t column : chunk.columns)
+      SLUICE_INPUT_CHECK(column >= 0 && column < merged, where, ": column ", column,
+                         " outside the merged buffer of ", merged, " rows");
+    SLUICE_INPUT_CHECK(chunk.load_slots.size() == chunk.load_vertices.size(), where,
+                       ": load_slots and load_vertices differ in length");
+    for (std::size_t i = 0; i < chunk.load_vertices.size(); ++i) {
+      SLUICE_INPUT_CHECK(chunk.load_vertices[i] >= offsets[p] &&
+                             chunk.load_vertices[i] < offsets[p + 1] &&
+                             (i == 0 || chunk.load_vertices[i - 1] < chunk.load_vertices[i]),
+                         where, ": load_vertices not ascending inside the partition at ", i);
+      SLUICE_INPUT_CHECK(chunk.load_slots[i] >= 0 && chunk.load_slots[i] < plan.transition_rows[p],
+                         where, ": load slot ", chunk.load_slots[i], " out of range");
+    }
+    const std::size_t remotes = chunk.remote_vertices.size();
+    SLUICE_INPUT_CHECK(
+        chunk.remote_owner.size() == remotes && chunk.remote_owner_slots.size() == remotes &&
+            chunk.remote_slots.size() == remotes && chunk.remote_pull.size() == remotes,
+        where, ": remote arrays differ in length");
+    for (std::size_t i = 0; i < remotes; ++i) {
+      const int q = chunk.remote_owner[i];
+      SLUICE_INPUT_CHECK(chunk.remote_vertices[i] >= 0 && chunk.remote_vertices[i] < n && q >= 0 &&
+                             q < P && q != p,
+                         where, ": remote entry ", i, " has a bad vertex or owner");
       SLUICE_INPUT_CHECK(
-          chunk.indptr.front() == 0 && chunk.indptr.back() == edge_t(chunk.columns.size()), where,
-          ": indptr does not span the columns");
-      for (std::size_t i = 0; i + 1 < chunk.indptr.size(); ++i)
-        SLUICE_INPUT_CHECK(chunk.indptr[i] < chunk.indptr[i + 1], where, ": row ", i,
-                           " is empty or indptr decreases (every row has a self entry)");
-      const std::int64_t merged = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
-      for (vertex_t column : chunk.columns)
-        SLUICE_INPUT_CHECK(column >= 0 && column < merged, where, ": column ", column,
-                           " outside the merged buffer of ", merged, " rows");
-      SLUICE_INPUT_CHECK(chunk.load_slots.size() == chunk.load_vertices.size(), where,
-                         ": load_slots and load_vertices differ in length");
-      for (std::size_t i = 0; i < chunk.load_vertices.size(); ++i) {
-        SLUICE_INPUT_CHECK(chunk.load_vertices[i] >= offsets[p] &&
-                               chunk.load_vertices[i] < offsets[p + 1] &&
-                               (i == 0 || chunk.load_vertices[i - 1] < chunk.load_vertices[i]),
-                           where, ": load_vertices not ascending inside the partition at ", i);
-        SLUICE_INPUT_CHECK(
-            chunk.load_slots[i] >= 0 && chunk.load_slots[i] < plan.transition_rows[p], where,
-            ": load slot ", chunk.load_slots[i], " out of range");
-      }
-      const std::size_t remotes = chunk.remote_vertices.size();
+          chunk.remote_owner_slots[i] >= 0 && chunk.remote_owner_slots[i] < plan.transition_rows[q],
+          where, ": remote owner slot ", chunk.remote_owner_slots[i], " out of range");
+      SLUICE_INPUT_CHECK(chunk.remote_slots[i] >= 0 && chunk.remote_slots[i] < plan.remote_rows[p],
+                         where, ": remote slot ", chunk.remote_slots[i], " out of range");
+      SLUICE_INPUT_CHECK(chunk.remote_pull[i] <= 1, where, ": remote_pull is not 0/1");
+    }
+    SLUICE_INPUT_CHECK(chunk.leave_slots.size() == chunk.leave_vertices.size(), where,
+                       ": leave_slots and leave_vertices differ in length");
+    for (std::size_t i = 0; i < chunk.leave_vertices.size(); ++i) {
+      SLUICE_INPUT_CHECK(chunk.leave_vertices[i] >= offsets[p] &&
+                             chunk.leave_vertices[i] < offsets[p + 1] &&
+                             (i == 0 || chunk.leave_vertices[i - 1] < chunk.leave_vertices[i]),
+                         where, ": leave_vertices not ascending inside the partition at ", i);
       SLUICE_INPUT_CHECK(
-          chunk.remote_owner.size() == remotes && chunk.remote_owner_slots.size() == remotes &&
-              chunk.remote_slots.size() == remotes && chunk.remote_pull.size() == remotes,
-          where, ": remote arrays differ in length");
-      for (std::size_t i = 0; i < remotes; ++i) {
-        const int q = chunk.remote_owner[i];
-        SLUICE_INPUT_CHECK(chunk.remote_vertices[i] >= 0 && chunk.remote_vertices[i] < n &&
-                               q >= 0 && q < P && q != p,
-                           where, ": remote entry ", i, " has a bad vertex or owner");
-        SLUICE_INPUT_CHECK(chunk.remote_owner_slots[i] >= 0 &&
-                               chunk.remote_owner_slots[i] < plan.transition_rows[q],
-                           where, ": remote owner slot ", chunk.remote_owner_slots[i],
-                           " out of range");
-        SLUICE_INPUT_CHECK(
-            chunk.remote_slots[i] >= 0 && chunk.remote_slots[i] < plan.remote_rows[p], where,
-            ": remote slot ", chunk.remote_slots[i], " out of range");
-        SLUICE_INPUT_CHECK(chunk.remote_pull[i] <= 1, where, ": remote_pull is not 0/1");
-      }
-      SLUICE_INPUT_CHECK(chunk.leave_slots.size() == chunk.leave_vertices.size(), where,
-                         ": leave_slots and leave_vertices differ in length");
-      for (std::size_t i = 0; i < chunk.leave_vertices.size(); ++i) {
-        SLUICE_INPUT_CHECK(chunk.leave_vertices[i] >= offsets[p] &&
-                               chunk.leave_vertices[i] < offsets[p + 1] &&
-                               (i == 0 || chunk.leave_vertices[i - 1] < chunk.leave_vertices[i]),
-                           where, ": leave_vertices not ascending inside the partition at ", i);
-        SLUICE_INPUT_CHECK(
-            chunk.leave_slots[i] >= 0 && chunk.leave_slots[i] < plan.transition_rows[p], where,
-            ": leave slot ", chunk.leave_slots[i], " out of range");
+          chunk.leave_slots[i] >= 0 && chunk.leave_slots[i] < plan.transition_rows[p], where,
+          ": leave slot ", chunk.leave_slots[i], " out of range");
+    }
+  };
+  const std::int64_t chunks = std::int64_t(C) * P;
+  std::int64_t entries = 0;
+  for (const ChunkPlan& chunk : plan.chunk_plans) entries += std::int64_t(chunk.columns.size());
+  std::int64_t first_bad = chunks;
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1 && worth_parallel(entries))
+  for (std::int64_t k = 0; k < chunks; ++k) {
+    try {
+      check_chunk(int(k / P), int(k % P));
+    } catch (...) {
+#pragma omp critical(sluice_validate_plan_error)
+      if (k < first_bad) {
+        first_bad = k;
+        error = std::current_exception();
       }
     }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace

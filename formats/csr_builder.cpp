@@ -2,6 +2,7 @@
 #include "formats/csr_builder.hpp"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -81,188 +82,400 @@ void sort_row(vertex_t* begin, vertex_t* end, std::vector<vertex_t>& scratch) {
   if (from != begin) std::copy(from, from + size, begin);
 }
 
-// Both passes split every block into `ranges` equal parts (one per thread), part r always
-// feeding counter set ("lane") r % lanes. With a lane per part (lanes == ranges) neither pass
-// needs atomics and part r's edges land in their own slice of every row; with fewer lanes
-// (their counters, lanes x n x 8 bytes, must stay small next to the edges) parts sharing a lane
-// use atomics, still far less contended on hub vertices than one shared counter array.
-class LaneScatter {
+// Resizes `values` (empty) to `size` zeros. The pages are first faulted in by all threads
+// (MADV_POPULATE_WRITE, a hint: ignored where the kernel lacks it), which leaves the vector's
+// own zero-fill a fast pass over resident memory; faulting in gigabytes from one thread is a
+// large serial part of an import.
+void resize_in_parallel(std::vector<vertex_t>& values, std::size_t size) {
+  values.reserve(size);
+  constexpr std::uintptr_t kPage = 4096;
+  const auto data = reinterpret_cast<std::uintptr_t>(values.data());
+  const std::uintptr_t first = (data + kPage - 1) & ~(kPage - 1);
+  const std::uintptr_t last = (data + size * sizeof(vertex_t)) & ~(kPage - 1);
+  const auto pages = static_cast<std::int64_t>(last > first ? (last - first) / kPage : 0);
+  constexpr int kPieces = 64;
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(pages))
+  for (int piece = 0; piece < kPieces; ++piece) {
+    const std::uintptr_t begin = first + kPage * std::uintptr_t(pages * piece / kPieces);
+    const std::uintptr_t end = first + kPage * std::uintptr_t(pages * (piece + 1) / kPieces);
+#ifdef MADV_POPULATE_WRITE
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#endif
+  }
+  values.resize(size);
+}
+
+// Splits blocks of pairs into their directed entries (dst, src), grouped by buckets of
+// 2^shift consecutive destinations, then hands each bucket's entries to a visitor, buckets in
+// parallel. A visitor that touches only its bucket's rows needs no atomics, and its random
+// accesses stay inside one bucket's rows (in cache) instead of spreading over the whole CSR.
+// Symmetrizing and dropping self-loops happen here, while the entries are written.
+class BucketPartition {
  public:
-  LaneScatter(vertex_t n, int lanes, int ranges)
-      : n_(n), lanes_(lanes), ranges_(ranges), counters_(std::size_t(lanes) * n, 0) {}
+  // At most kMaxBuckets buckets; blocks of up to `stage_pairs` pairs are staged at once.
+  BucketPartition(vertex_t n, const CsrBuildOptions& options, std::size_t stage_pairs)
+      : symmetrize_(options.symmetrize),
+        remove_loops_(options.self_loops == SelfLoops::kRemove),
+        ranges_(omp_get_max_threads()),
+        stage_pairs_(std::max<std::size_t>(stage_pairs, 1)),
+        entries_(new vertex_t[4 * stage_pairs_]) {
+    while ((std::int64_t(std::max<vertex_t>(n, 1) - 1) >> shift_) >= kMaxBuckets) ++shift_;
+    buckets_ = static_cast<int>((std::int64_t(std::max<vertex_t>(n, 1) - 1) >> shift_) + 1);
+    cursors_.resize(std::size_t(ranges_) * buckets_);
+    bucket_begin_.resize(std::size_t(buckets_) + 1);
+  }
 
-  bool shared() const { return lanes_ < ranges_; }
+  int shift() const { return shift_; }
+  int buckets() const { return buckets_; }
 
-  template <typename Fn>  // fn(begin, end, counters of the lane)
-  void for_ranges(std::size_t count, Fn&& fn) {
-#pragma omp parallel for schedule(static, 1) if (worth_parallel(std::int64_t(count)))
-    for (int range = 0; range < ranges_; ++range) {
-      const auto begin = static_cast<std::int64_t>(count * range / ranges_);
-      const auto end = static_cast<std::int64_t>(count * (range + 1) / ranges_);
-      fn(begin, end, counters_.data() + std::size_t(range % lanes_) * n_);
-    }
-  }
-  // Degree of v summed over lanes.
-  edge_t degree(vertex_t v) const {
-    edge_t sum = 0;
-    for (int lane = 0; lane < lanes_; ++lane) sum += counters_[std::size_t(lane) * n_ + v];
-    return sum;
-  }
-  // Turns per-lane degrees into per-lane write cursors starting at row_begin[v].
-  void to_cursors(const edge_t* row_begin) {
-#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(n_)))
-    for (vertex_t v = 0; v < n_; ++v) {
-      edge_t offset = row_begin[v];
-      for (int lane = 0; lane < lanes_; ++lane) {
-        edge_t& counter = counters_[std::size_t(lane) * n_ + v];
-        const edge_t degree = counter;
-        counter = offset;
-        offset += degree;
-      }
-    }
-  }
-  // After the scatter: the end of the filled part of every row.
-  std::vector<edge_t> filled_ends() const {
-    const auto last = counters_.begin() + std::ptrdiff_t(lanes_ - 1) * n_;
-    return std::vector<edge_t>(last, last + n_);
+  // Calls visit(entries, size) for every bucket with entries: entries[2i] = dst, entries[2i + 1]
+  // = src, in input order. Returns the self-loops among the pairs.
+  template <typename Visit>
+  std::int64_t visit(const vertex_t* pairs, std::size_t count, Visit&& fn) {
+    std::int64_t loops = 0;
+    for (std::size_t begin = 0; begin < count; begin += stage_pairs_)
+      loops += visit_stage(pairs + 2 * begin, std::min(stage_pairs_, count - begin), fn);
+    return loops;
   }
 
  private:
-  vertex_t n_;
-  int lanes_, ranges_;
-  std::vector<edge_t> counters_;
-};
+  static constexpr std::int64_t kMaxBuckets = 1024;
 
-inline void increment(edge_t& counter, bool atomic) {
-  if (atomic) {
-#pragma omp atomic
-    ++counter;
-  } else {
-    ++counter;
-  }
-}
-inline edge_t take(edge_t& cursor, bool atomic) {
-  edge_t slot;
-  if (atomic) {
-#pragma omp atomic capture
-    slot = cursor++;
-  } else {
-    slot = cursor++;
-  }
-  return slot;
-}
-
-// Lanes whose counters fit the budget: a quarter of the expected CSR's bytes (64 MiB at
-// least; 256 MiB when the edge count is unknown), at most one per thread.
-int choose_lanes(vertex_t n, std::int64_t expected_edges, const CsrBuildOptions& options) {
-  const int threads = omp_get_max_threads();
-  const double directed = static_cast<double>(expected_edges) * (options.symmetrize ? 2 : 1);
-  const double budget = expected_edges > 0
-                            ? std::max(directed * sizeof(vertex_t) / 4, 64.0 * (1 << 20))
-                            : 256.0 * (1 << 20);
-  const double per_lane = std::max(1.0, static_cast<double>(n) * sizeof(edge_t));
-  return static_cast<int>(std::clamp(std::floor(budget / per_lane), 1.0, double(threads)));
-}
-
-void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
-                       std::int64_t expected_edges, CsrBuildResult& result,
-                       std::int64_t& loops_seen, std::vector<edge_t>& cursor) {
-  auto& indptr = result.indptr;
-  const bool remove_loops = options.self_loops == SelfLoops::kRemove;
-  const bool symmetrize = options.symmetrize;
-  const int lane_count = choose_lanes(n, expected_edges, options);
-  LaneScatter lanes(n, lane_count, omp_get_max_threads());
-  const bool atomic = lanes.shared();
-  log_debug("csr: ", lane_count, " counter lanes for ", omp_get_max_threads(), " threads",
-            atomic ? " (shared, atomic)" : "");
-  {
-    StageTimer timer("csr: count degrees");
-    source([&](const vertex_t* pairs, std::size_t count) {
-      result.input_edges += static_cast<std::int64_t>(count);
-      std::int64_t loops = 0;
-      lanes.for_ranges(count, [&](std::int64_t begin, std::int64_t end, edge_t* degree) {
-        std::int64_t range_loops = 0;
-        for (std::int64_t i = begin; i < end; ++i) {
+  template <typename Visit>
+  std::int64_t visit_stage(const vertex_t* pairs, std::size_t count, Visit& visit) {
+    const auto edges = static_cast<std::int64_t>(count);
+    const int shift = shift_, buckets = buckets_, ranges = ranges_;
+    const bool symmetrize = symmetrize_, remove_loops = remove_loops_;
+    edge_t* cursors = cursors_.data();
+    edge_t* bucket_begin = bucket_begin_.data();
+    vertex_t* out = entries_.get();
+    std::int64_t loops = 0;
+#pragma omp parallel reduction(+ : loops) if (worth_parallel(edges))
+    {
+#pragma omp for schedule(static, 1)
+      for (int range = 0; range < ranges; ++range) {
+        edge_t* count_of = cursors + std::size_t(range) * buckets;
+        std::fill(count_of, count_of + buckets, 0);
+        const std::int64_t end = edges * (range + 1) / ranges;
+        for (std::int64_t i = edges * range / ranges; i < end; ++i) {
           const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
           if (src == dst) {
-            ++range_loops;
+            ++loops;
             if (remove_loops) continue;
           }
-          increment(degree[dst], atomic);
-          if (symmetrize && src != dst) increment(degree[src], atomic);
+          ++count_of[dst >> shift];
+          if (symmetrize && src != dst) ++count_of[src >> shift];
         }
-#pragma omp atomic
-        loops += range_loops;
+      }
+#pragma omp single
+      {
+        edge_t offset = 0;
+        for (int b = 0; b < buckets; ++b) {
+          bucket_begin[b] = offset;
+          for (int range = 0; range < ranges; ++range) {
+            edge_t& cursor = cursors[std::size_t(range) * buckets + b];
+            const edge_t size = cursor;
+            cursor = offset;
+            offset += size;
+          }
+        }
+        bucket_begin[buckets] = offset;
+      }
+#pragma omp for schedule(static, 1)
+      for (int range = 0; range < ranges; ++range) {
+        edge_t* cursor = cursors + std::size_t(range) * buckets;
+        const std::int64_t end = edges * (range + 1) / ranges;
+        for (std::int64_t i = edges * range / ranges; i < end; ++i) {
+          const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
+          if (src == dst && remove_loops) continue;
+          edge_t slot = cursor[dst >> shift]++;
+          out[2 * slot] = dst;
+          out[2 * slot + 1] = src;
+          if (symmetrize && src != dst) {
+            slot = cursor[src >> shift]++;
+            out[2 * slot] = src;
+            out[2 * slot + 1] = dst;
+          }
+        }
+      }
+#pragma omp for schedule(dynamic, 1)
+      for (int b = 0; b < buckets; ++b) {
+        const edge_t size = bucket_begin[b + 1] - bucket_begin[b];
+        if (size > 0) visit(out + 2 * bucket_begin[b], size);
+      }
+    }
+    return loops;
+  }
+
+  bool symmetrize_, remove_loops_;
+  int ranges_;
+  int shift_ = 0;
+  int buckets_ = 1;
+  std::size_t stage_pairs_;
+  std::unique_ptr<vertex_t[]> entries_;  // 2 entries of 2 ids per staged pair at most
+  std::vector<edge_t> cursors_;          // ranges x buckets: sizes, then write cursors
+  std::vector<edge_t> bucket_begin_;     // buckets + 1 offsets into entries_
+};
+
+// Pairs staged at once: 16 MiB of entries, less for a source expected to deliver fewer pairs
+// (not below 64 Ki pairs: a low estimate must not cut the blocks into tiny stages).
+std::size_t stage_pairs(std::int64_t expected_edges) {
+  constexpr std::size_t kStagePairs = std::size_t(1) << 20, kMinStagePairs = std::size_t(1) << 16;
+  return expected_edges > 0 ? std::clamp(std::size_t(expected_edges), kMinStagePairs, kStagePairs)
+                            : kStagePairs;
+}
+
+// Reads the source twice: first the degrees (into indptr, then its prefix sums, and the
+// indices sized), then every entry written at its row's cursor. Returns in `filled` the end
+// of the filled part of every row.
+void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
+                       std::int64_t expected_edges, CsrBuildResult& result,
+                       std::int64_t& loops_seen, std::vector<edge_t>& filled) {
+  auto& indptr = result.indptr;
+  BucketPartition partition(n, options, stage_pairs(expected_edges));
+  {
+    StageTimer timer("csr: count degrees");
+    edge_t* degree = indptr.data() + 1;
+    source([&](const vertex_t* pairs, std::size_t count) {
+      result.input_edges += static_cast<std::int64_t>(count);
+      loops_seen += partition.visit(pairs, count, [&](const vertex_t* entries, edge_t size) {
+        for (edge_t e = 0; e < size; ++e) ++degree[entries[2 * e]];
       });
-      loops_seen += loops;
     });
   }
   const bool add_loops = options.self_loops == SelfLoops::kAdd;
-  for (vertex_t v = 0; v < n; ++v)
-    indptr[v + 1] = indptr[v] + lanes.degree(v) + (add_loops ? 1 : 0);
-  result.indices.resize(static_cast<std::size_t>(indptr[n]));
-  lanes.to_cursors(indptr.data());
+  filled.resize(std::size_t(n));
+  for (vertex_t v = 0; v < n; ++v) {
+    filled[v] = indptr[v];
+    indptr[v + 1] += indptr[v] + (add_loops ? 1 : 0);
+  }
+  resize_in_parallel(result.indices, static_cast<std::size_t>(indptr[n]));
   {
     StageTimer timer("csr: scatter edges");
     vertex_t* indices = result.indices.data();
+    edge_t* cursor = filled.data();
     std::int64_t delivered = 0;
     source([&](const vertex_t* pairs, std::size_t count) {
       delivered += static_cast<std::int64_t>(count);
-      lanes.for_ranges(count, [&](std::int64_t begin, std::int64_t end, edge_t* cursor) {
-        for (std::int64_t i = begin; i < end; ++i) {
-          const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
-          if (src == dst && remove_loops) continue;
-          indices[take(cursor[dst], atomic)] = src;
-          if (symmetrize && src != dst) indices[take(cursor[src], atomic)] = dst;
-        }
+      partition.visit(pairs, count, [&](const vertex_t* entries, edge_t size) {
+        for (edge_t e = 0; e < size; ++e) indices[cursor[entries[2 * e]]++] = entries[2 * e + 1];
       });
     });
     SLUICE_EXPECTS(delivered == result.input_edges, "edge source delivered ", delivered,
                    " edges in its second pass, ", result.input_edges, " in the first");
   }
-  cursor = lanes.filled_ends();
   for (vertex_t v = 0; v < n; ++v)
-    SLUICE_EXPECTS(cursor[v] <= indptr[v + 1] - (add_loops ? 1 : 0),
+    SLUICE_EXPECTS(filled[v] <= indptr[v + 1] - (add_loops ? 1 : 0),
                    "edge source delivered different edges in its second pass");
 }
 
-// Finishes row v, whose entries fill [begin, filled): sorted, duplicates removed (counted in
-// `duplicates`) and, under SelfLoops::kAdd, the self loop inserted where missing (counted in
-// `loops_added`; the row has room for it). Returns the row's final size.
-edge_t finish_row(vertex_t v, vertex_t* begin, vertex_t* filled, SelfLoops self_loops,
-                  std::vector<vertex_t>& scratch, std::int64_t& duplicates,
-                  std::int64_t& loops_added) {
-  sort_row(begin, filled, scratch);
-  vertex_t* end = std::unique(begin, filled);
-  duplicates += filled - end;
+// Deduplicates the sorted row v, [begin, end) (counted in `duplicates`) and, under
+// SelfLoops::kAdd, inserts the self loop where missing (counted in `loops_added`; the row has
+// room for it). Returns the row's final size.
+edge_t deduplicate_row(vertex_t v, vertex_t* begin, vertex_t* end, SelfLoops self_loops,
+                       std::int64_t& duplicates, std::int64_t& loops_added) {
+  vertex_t* unique_end = std::unique(begin, end);
+  duplicates += end - unique_end;
   if (self_loops == SelfLoops::kAdd) {
-    vertex_t* position = std::lower_bound(begin, end, v);
-    if (position == end || *position != v) {
-      std::memmove(position + 1, position, sizeof(vertex_t) * (end - position));
+    vertex_t* position = std::lower_bound(begin, unique_end, v);
+    if (position == unique_end || *position != v) {
+      std::memmove(position + 1, position, sizeof(vertex_t) * (unique_end - position));
       *position = v;
-      ++end;
+      ++unique_end;
       ++loops_added;
     }
   }
-  return end - begin;
+  return unique_end - begin;
 }
 
+// Sorts and deduplicates rows in place. Short rows are sorted in batches of consecutive rows:
+// one LSD radix sort of (row, id) keys over the whole batch (12-bit digits of the id, then
+// the row by a counting pass into the rows' own slots), which costs a few passes over the
+// entries where a radix sort per row would pay its digit tables once per row. Long rows get
+// sort_row. One RowFinisher per thread; its buffers stay allocated between calls.
+class RowFinisher {
+ public:
+  RowFinisher(vertex_t n, SelfLoops self_loops) : self_loops_(self_loops) {
+    while (id_bits_ < 31 && (std::int64_t(n) - 1) >> id_bits_ != 0) ++id_bits_;
+  }
+
+  // Rows first .. first + count - 1: row first + i holds indices[begin[i], filled[i]).
+  // Sets sizes[i] (may be `filled`) to the row's final size.
+  void finish(vertex_t first, vertex_t count, const edge_t* begin, const edge_t* filled,
+              vertex_t* indices, edge_t* sizes, std::int64_t& duplicates,
+              std::int64_t& loops_added) {
+    vertex_t row = 0;
+    while (row < count) {
+      const edge_t size = filled[row] - begin[row];
+      if (size >= kLongRow) {
+        sort_row(indices + begin[row], indices + filled[row], scratch_);
+        ++row;
+        continue;
+      }
+      vertex_t end = row;
+      edge_t entries = 0;
+      while (end < count && filled[end] - begin[end] < kLongRow &&
+             entries + (filled[end] - begin[end]) <= kBatchEntries) {
+        entries += filled[end] - begin[end];
+        ++end;
+      }
+      if (entries < kSmallBatch) {
+        for (vertex_t r = row; r < end; ++r) std::sort(indices + begin[r], indices + filled[r]);
+      } else {
+        sort_batch(end - row, begin + row, filled + row, indices, entries);
+      }
+      row = end;
+    }
+    for (vertex_t i = 0; i < count; ++i)
+      sizes[i] = deduplicate_row(first + i, indices + begin[i], indices + filled[i], self_loops_,
+                                 duplicates, loops_added);
+  }
+
+ private:
+  static constexpr edge_t kLongRow = 256;           // rows this long are sorted on their own
+  static constexpr edge_t kBatchEntries = 1 << 15;  // keys of one batch: 256 KiB
+  static constexpr edge_t kSmallBatch = 256;        // fewer entries: std::sort per row
+  static constexpr int kDigitBits = 8;
+
+  void sort_batch(vertex_t rows, const edge_t* begin, const edge_t* filled, vertex_t* indices,
+                  edge_t entries) {
+    const int passes = (id_bits_ + kDigitBits - 1) / kDigitBits;
+    const int digit_bits = passes > 0 ? (id_bits_ + passes - 1) / passes : 0;
+    const std::uint32_t mask = (1u << digit_bits) - 1;
+    const std::size_t bins = std::size_t(1) << digit_bits;
+    keys_.resize(std::size_t(entries));
+    spare_.resize(std::size_t(entries));
+    counts_.assign(std::size_t(passes) * bins, 0);
+    std::size_t k = 0;
+    for (vertex_t r = 0; r < rows; ++r)
+      for (edge_t e = begin[r]; e < filled[r]; ++e) {
+        const auto id = static_cast<std::uint32_t>(indices[e]);
+        keys_[k++] = (std::uint64_t(r) << 32) | id;
+        for (int p = 0; p < passes; ++p) ++counts_[p * bins + ((id >> (p * digit_bits)) & mask)];
+      }
+    std::uint64_t* from = keys_.data();
+    std::uint64_t* to = spare_.data();
+    for (int p = 0; p < passes; ++p) {
+      std::uint32_t* count = counts_.data() + p * bins;
+      // A digit all keys share leaves the order as it is.
+      if (count[(static_cast<std::uint32_t>(from[0]) >> (p * digit_bits)) & mask] == entries)
+        continue;
+      std::uint32_t sum = 0;
+      for (std::size_t b = 0; b < bins; ++b) {
+        const std::uint32_t c = count[b];
+        count[b] = sum;
+        sum += c;
+      }
+      for (std::size_t i = 0; i < std::size_t(entries); ++i)
+        to[count[(static_cast<std::uint32_t>(from[i]) >> (p * digit_bits)) & mask]++] = from[i];
+      std::swap(from, to);
+    }
+    // Stable by row: every row gets its ids back in ascending order.
+    row_cursor_.assign(begin, begin + rows);
+    for (std::size_t i = 0; i < std::size_t(entries); ++i)
+      indices[row_cursor_[from[i] >> 32]++] = static_cast<vertex_t>(from[i] & 0xffffffffu);
+  }
+
+  SelfLoops self_loops_;
+  int id_bits_ = 0;  // bits of the largest id, n - 1
+  std::vector<std::uint64_t> keys_, spare_;
+  std::vector<std::uint32_t> counts_;
+  std::vector<edge_t> row_cursor_;
+  std::vector<vertex_t> scratch_;
+};
+
+// Rows a thread finishes at once.
+constexpr std::int64_t kFinishRows = 4096;
+
 // Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
-// indptr becomes the CSR's offsets and indices its entries.
+// indptr becomes the CSR's offsets and indices its entries. With several threads, in rounds
+// of about kRoundEntries entries over consecutive chunks of kCompactRows rows, each round's
+// chunks split among the threads by entries: every thread copies its chunks' rows into a
+// buffer, then, after a barrier, to their final place. Rows only move left, and a round writes
+// only below where the next round's rows begin, so no round overwrites rows not yet copied.
 void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
                   std::vector<vertex_t>& indices) {
   StageTimer timer("csr: compact rows");
-  edge_t write = 0;
-  for (vertex_t v = 0; v < n; ++v) {
-    const edge_t old_begin = indptr[v];
-    indptr[v] = write;
-    if (write != old_begin)
-      std::memmove(indices.data() + write, indices.data() + old_begin,
-                   sizeof(vertex_t) * sizes[std::size_t(v)]);
-    write += sizes[std::size_t(v)];
+  if (omp_get_max_threads() == 1 || !worth_parallel(std::int64_t(indices.size()))) {
+    edge_t write = 0;
+    for (vertex_t v = 0; v < n; ++v) {
+      const edge_t old_begin = indptr[v];
+      indptr[v] = write;
+      if (write != old_begin)
+        std::memmove(indices.data() + write, indices.data() + old_begin,
+                     sizeof(vertex_t) * sizes[std::size_t(v)]);
+      write += sizes[std::size_t(v)];
+    }
+    indptr[n] = write;
+    indices.resize(static_cast<std::size_t>(write));
+    return;
   }
-  indptr[n] = write;
-  indices.resize(static_cast<std::size_t>(write));
+  constexpr edge_t kRoundEntries = edge_t(1) << 21;  // 8 MiB of buffers in all
+  constexpr std::int64_t kCompactRows = 256;         // small chunks: hub rows come alone
+  const std::int64_t chunks = (std::int64_t(n) + kCompactRows - 1) / kCompactRows;
+  auto chunk_rows = [&](std::int64_t c, vertex_t& first, vertex_t& last) {
+    first = static_cast<vertex_t>(c * kCompactRows);
+    last = static_cast<vertex_t>(std::min<std::int64_t>(n, (c + 1) * kCompactRows));
+  };
+  std::vector<edge_t> chunk_begin(std::size_t(chunks) + 1, 0);  // final offsets
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    vertex_t first, last;
+    chunk_rows(c, first, last);
+    edge_t size = 0;
+    for (vertex_t v = first; v < last; ++v) size += sizes[std::size_t(v)];
+    chunk_begin[c + 1] = size;
+  }
+  for (std::int64_t c = 0; c < chunks; ++c) chunk_begin[c + 1] += chunk_begin[c];
+  const edge_t total = chunk_begin[chunks];
+  // The chunk holding the entry at final offset `at` (the first chunk ending past it).
+  auto chunk_at = [&](edge_t at) {
+    return std::int64_t(std::upper_bound(chunk_begin.begin() + 1, chunk_begin.end(), at) -
+                        (chunk_begin.begin() + 1));
+  };
+  const std::int64_t rounds = std::max<edge_t>(1, (total + kRoundEntries - 1) / kRoundEntries);
+  vertex_t* data = indices.data();
+#pragma omp parallel if (worth_parallel(total))
+  {
+    std::vector<vertex_t> buffer;
+    const int threads = omp_get_num_threads(), me = omp_get_thread_num();
+    std::int64_t round_first = 0;
+    for (std::int64_t round = 0; round < rounds; ++round) {
+      const std::int64_t round_last =
+          round + 1 == rounds ? chunks
+                              : std::max(round_first, chunk_at(total * (round + 1) / rounds));
+      // This thread's chunks: those starting in its share of the round's entries.
+      const edge_t base = chunk_begin[round_first], span = chunk_begin[round_last] - base;
+      const std::int64_t first = std::max(round_first, chunk_at(base + span * me / threads));
+      const std::int64_t last = me + 1 == threads
+                                    ? round_last
+                                    : std::max(first, chunk_at(base + span * (me + 1) / threads));
+      buffer.resize(std::size_t(chunk_begin[std::min(last, chunks)] - chunk_begin[first]));
+      vertex_t* out = buffer.data();
+      for (std::int64_t c = first; c < last; ++c) {
+        vertex_t row, end;
+        chunk_rows(c, row, end);
+        for (vertex_t v = row; v < end; ++v)
+          out = std::copy(data + indptr[v], data + indptr[v] + sizes[v], out);
+      }
+#pragma omp barrier
+      std::copy(buffer.begin(), buffer.end(), data + chunk_begin[first]);
+#pragma omp barrier
+      round_first = round_last;
+    }
+#pragma omp for schedule(static)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      vertex_t first, last;
+      chunk_rows(c, first, last);
+      edge_t offset = chunk_begin[c];
+      for (vertex_t v = first; v < last; ++v) {
+        indptr[v] = offset;
+        offset += sizes[std::size_t(v)];
+      }
+    }
+  }
+  indptr[n] = total;
+  indices.resize(static_cast<std::size_t>(total));
 }
 
 }  // namespace
@@ -283,11 +496,16 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
     StageTimer timer("csr: sort and deduplicate rows");
 #pragma omp parallel reduction(+ : duplicates, loops_added) if (worth_parallel(std::int64_t(indices.size()) + n))
     {
-      std::vector<vertex_t> scratch;
-#pragma omp for schedule(dynamic, 4096)
-      for (vertex_t v = 0; v < n; ++v)  // cursor[v] becomes the row's final size
-        cursor[v] = finish_row(v, indices.data() + indptr[v], indices.data() + cursor[v],
-                               options.self_loops, scratch, duplicates, loops_added);
+      RowFinisher finisher(n, options.self_loops);
+#pragma omp for schedule(dynamic, 1)
+      for (std::int64_t chunk = 0; chunk < (std::int64_t(n) + kFinishRows - 1) / kFinishRows;
+           ++chunk) {
+        const auto first = static_cast<vertex_t>(chunk * kFinishRows);
+        const auto count = static_cast<vertex_t>(std::min<std::int64_t>(kFinishRows, n - first));
+        // cursor becomes the rows' final sizes
+        finisher.finish(first, count, indptr.data() + first, cursor.data() + first, indices.data(),
+                        cursor.data() + first, duplicates, loops_added);
+      }
     }
   }
   compact_rows(n, cursor, indptr, indices);
@@ -394,7 +612,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
   }
   for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v];
   auto& indices = result.indices;
-  indices.resize(static_cast<std::size_t>(indptr[n]));
+  resize_in_parallel(indices, static_cast<std::size_t>(indptr[n]));
   degree_timer.finish();
   std::vector<edge_t> sizes(static_cast<std::size_t>(n));
   std::int64_t duplicates = 0, loops_added = 0;
@@ -403,7 +621,7 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
 #pragma omp parallel reduction(+ : duplicates, loops_added) if (worth_parallel(std::int64_t(edges) + n))
     {
       std::vector<edge_t> cursor;
-      std::vector<vertex_t> scratch;
+      RowFinisher finisher(n, options.self_loops);
 #pragma omp for schedule(dynamic, 1)
       for (std::int64_t b = 0; b < buckets; ++b) {
         vertex_t first, last;
@@ -411,9 +629,8 @@ CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs
         cursor.assign(indptr.begin() + first, indptr.begin() + last);
         for (edge_t e = bucket_begin[b]; e < bucket_begin[b + 1]; ++e)
           indices[cursor[entries[2 * e] - first]++] = entries[2 * e + 1];
-        for (vertex_t v = first; v < last; ++v)
-          sizes[v] = finish_row(v, indices.data() + indptr[v], indices.data() + cursor[v - first],
-                                options.self_loops, scratch, duplicates, loops_added);
+        finisher.finish(first, last - first, indptr.data() + first, cursor.data(), indices.data(),
+                        sizes.data() + first, duplicates, loops_added);
       }
     }
   }

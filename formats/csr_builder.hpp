@@ -1,6 +1,8 @@
 // Builds the dataset's in-edge CSR from a stream of (src, dst) pairs in two passes (count
 // degrees, then scatter), then sorts and deduplicates every row in parallel and compacts in
-// place: memory is the CSR itself plus O(n), never a second copy of the edges.
+// place: memory is the CSR itself plus O(n) and a fixed staging buffer, never a second copy of
+// the edges. Both passes stage each block's entries by buckets of consecutive destinations and
+// then work bucket by bucket, so the random accesses of a thread stay within one bucket's rows.
 #pragma once
 
 #include <cstdint>
@@ -36,13 +38,14 @@ using EdgeBlockVisitor = std::function<void(const vertex_t* pairs, std::size_t c
 using EdgeSource = std::function<void(const EdgeBlockVisitor&)>;
 
 // All ids delivered must lie in [0, n) (the source validates them). `expected_edges` (the
-// number of pairs the source will deliver, 0 if unknown) sizes the per-thread counters.
+// number of pairs the source will deliver, 0 if unknown) caps the staging buffer. The result is
+// independent of the thread count and of how the source splits its blocks.
 CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
                             std::int64_t expected_edges = 0);
 
 // Host memory build_in_csr needs at its peak for n vertices and `edges` input pairs: the
-// indptr, one counter lane, the row ends and the indices (twice the edges when symmetrizing).
-// Saturates instead of overflowing.
+// indptr, the row ends, per-vertex slack for the staging and compaction buffers, and the
+// indices (twice the edges when symmetrizing). Saturates instead of overflowing.
 std::int64_t csr_build_bytes(std::int64_t n, std::int64_t edges, const CsrBuildOptions& options);
 
 // The same CSR from pairs already in memory (pairs[2i] = src, pairs[2i + 1] = dst, all in

@@ -6,10 +6,12 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "formats/csr_builder.hpp"
 #include "formats/dataset.hpp"
 #include "formats/importers.hpp"
 #include "tests/support/paths.hpp"
@@ -330,33 +332,102 @@ TEST(ImportBinary, ManyBlocksBuildTheSameGraphAsText) {
   }
 }
 
-TEST(CsrBuilder, SharedCounterLanesBuildTheSameCsr) {
-  // 3 M vertices with a tiny edge hint: the counter budget (64 MiB) holds 2 lanes of 24 MB,
-  // so 3 or 4 threads share lanes (atomic path); 1 thread is the plain reference.
-  const vertex_t n = 3000000;
+// The CSR by definition: every directed entry (dst, src) collected, sorted, deduplicated.
+CsrBuildResult reference_csr(vertex_t n, const std::vector<vertex_t>& pairs,
+                             const CsrBuildOptions& options) {
+  std::vector<std::pair<vertex_t, vertex_t>> entries;  // (dst, src)
+  CsrBuildResult result;
+  result.input_edges = std::int64_t(pairs.size() / 2);
+  std::int64_t loops = 0;
+  for (std::size_t i = 0; i < pairs.size(); i += 2) {
+    const vertex_t src = pairs[i], dst = pairs[i + 1];
+    if (src == dst) {
+      ++loops;
+      if (options.self_loops == SelfLoops::kRemove) continue;
+    }
+    entries.emplace_back(dst, src);
+    if (options.symmetrize && src != dst) entries.emplace_back(src, dst);
+  }
+  std::sort(entries.begin(), entries.end());
+  const std::size_t before = entries.size();
+  entries.erase(std::unique(entries.begin(), entries.end()), entries.end());
+  result.duplicates_removed = std::int64_t(before - entries.size());
+  if (options.self_loops == SelfLoops::kRemove) result.self_loops_removed = loops;
+  if (options.self_loops == SelfLoops::kAdd) {
+    std::vector<bool> has_loop(std::size_t(n), false);
+    for (const auto& [dst, src] : entries)
+      if (dst == src) has_loop[std::size_t(dst)] = true;
+    for (vertex_t v = 0; v < n; ++v)
+      if (!has_loop[std::size_t(v)]) {
+        entries.emplace_back(v, v);
+        ++result.self_loops_added;
+      }
+    std::sort(entries.begin(), entries.end());
+  }
+  result.indptr.assign(std::size_t(n) + 1, 0);
+  for (const auto& [dst, src] : entries) {
+    ++result.indptr[std::size_t(dst) + 1];
+    result.indices.push_back(src);
+  }
+  for (vertex_t v = 0; v < n; ++v) result.indptr[v + 1] += result.indptr[v];
+  return result;
+}
+
+// Delivers the pairs in blocks of an odd size, so blocks split the staging unevenly.
+EdgeSource odd_block_source(const std::vector<vertex_t>& pairs) {
+  return [&pairs](const EdgeBlockVisitor& visit) {
+    const std::size_t block = 300007, count = pairs.size() / 2;
+    for (std::size_t begin = 0; begin < count; begin += block)
+      visit(pairs.data() + 2 * begin, std::min(block, count - begin));
+  };
+}
+
+// 1.3 M pairs on 200 k vertices: every phase takes its parallel path (several staging rounds
+// per block; rows sorted in batches, in short batches, alone, and alone with more than 4096
+// entries at the hubs; several compaction rounds). Every thread count builds the CSR of the
+// definition, for every self-loop mode, symmetrized or not.
+TEST(CsrBuilder, EveryThreadCountBuildsTheReferenceCsr) {
+  const vertex_t n = 200000;
   std::vector<vertex_t> pairs;
   std::uint64_t state = 99;
-  for (int i = 0; i < 200000; ++i) {
+  for (int i = 0; i < 1300000; ++i) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    // Half the edges point at a few hubs, so lanes really collide.
-    pairs.push_back(static_cast<vertex_t>((state >> 20) % n));
-    pairs.push_back(static_cast<vertex_t>(i % 2 ? (state >> 40) % 5 : (state >> 7) % n));
+    const auto src = static_cast<vertex_t>((state >> 20) % n);
+    // A fifth of the edges point at 7 hubs, another fifth at 300 vertices 7 apart (rows of
+    // about 900 entries with short rows between them); some are self-loops.
+    pairs.push_back(src);
+    pairs.push_back(i % 5 == 0    ? static_cast<vertex_t>((state >> 40) % 7)
+                    : i % 5 == 1  ? static_cast<vertex_t>(100 + 7 * ((state >> 40) % 300))
+                    : i % 97 == 0 ? src
+                                  : static_cast<vertex_t>((state >> 7) % n));
   }
-  CsrBuildOptions options;
-  options.symmetrize = true;
+  pairs.insert(pairs.end(), pairs.begin(), pairs.begin() + 20000);  // duplicates
   const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const CsrBuildResult reference = build_in_csr(n, memory_edge_source(pairs), options, 1);
-  for (const int t : {3, 4}) {
-    omp_set_num_threads(t);
-    const CsrBuildResult shared = build_in_csr(n, memory_edge_source(pairs), options, 1);
-    EXPECT_EQ(shared.indptr, reference.indptr) << t << " threads";
-    EXPECT_EQ(shared.indices, reference.indices) << t << " threads";
-    EXPECT_EQ(shared.duplicates_removed, reference.duplicates_removed);
+  for (const bool symmetrize : {false, true}) {
+    for (const SelfLoops loops : {SelfLoops::kKeep, SelfLoops::kAdd, SelfLoops::kRemove}) {
+      CsrBuildOptions options;
+      options.symmetrize = symmetrize;
+      options.self_loops = loops;
+      const CsrBuildResult reference = reference_csr(n, pairs, options);
+      for (const int t : {1, 2, 3, 5}) {
+        omp_set_num_threads(t);
+        // A small edge estimate gives the smallest staging rounds.
+        const CsrBuildResult built = build_in_csr(n, odd_block_source(pairs), options, 1);
+        const std::string what = std::string(to_string(loops)) +
+                                 (symmetrize ? " symmetrized, " : ", ") + std::to_string(t) +
+                                 " threads";
+        EXPECT_EQ(built.indptr, reference.indptr) << what;
+        EXPECT_EQ(built.indices, reference.indices) << what;
+        EXPECT_EQ(built.input_edges, reference.input_edges) << what;
+        EXPECT_EQ(built.duplicates_removed, reference.duplicates_removed) << what;
+        EXPECT_EQ(built.self_loops_removed, reference.self_loops_removed) << what;
+        EXPECT_EQ(built.self_loops_added, reference.self_loops_added) << what;
+      }
+      omp_set_num_threads(threads);
+      EXPECT_GT(reference.duplicates_removed, 20000);
+      EXPECT_GT(reference.indptr[1] - reference.indptr[0], 4096);  // a hub row
+    }
   }
-  omp_set_num_threads(threads);
-  EXPECT_GT(reference.duplicates_removed, 0);
-  EXPECT_EQ(reference.indptr[5] - reference.indptr[0] > 100000 / 5, true);  // the hubs
 }
 
 TEST(ImportCli, CoraRoundTripThroughImportAndInfo) {

@@ -2,6 +2,7 @@
 #include "formats/dataset.hpp"
 
 #include <cmath>
+#include <future>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -140,6 +141,10 @@ std::string compute_fingerprint(const Dataset& d) {
 void write_dataset(const std::string& path, const Dataset& d) {
   StageTimer timer("write dataset " + path);
   validate_dataset(d, path);
+  // The fingerprint, one serial pass over every array, is computed beside the HDF5 writes,
+  // also serial; its attribute is written last.
+  std::future<std::string> fingerprint =
+      std::async(std::launch::async, [&d] { return compute_fingerprint(d); });
   h5::write_file(path, "dataset", [&](hid_t file) {
     h5::write_string_attr(file, "format", "sluice-dataset");
     h5::write_attr<std::int32_t>(file, "format_version", kDatasetFormatVersion);
@@ -153,7 +158,6 @@ void write_dataset(const std::string& path, const Dataset& d) {
     h5::write_attr<std::int64_t>(file, "num_edges", d.num_edges());
     h5::write_attr<std::int64_t>(file, "feature_dim", d.feature_dim);
     h5::write_attr<std::int32_t>(file, "num_classes", d.num_classes);
-    h5::write_string_attr(file, "fingerprint", compute_fingerprint(d));
     {
       h5::Handle graph = h5::create_group(file, "graph");
       h5::write_vector(graph, "indptr", d.indptr);
@@ -178,6 +182,7 @@ void write_dataset(const std::string& path, const Dataset& d) {
       h5::write_vector(split, "test", d.test);
     }
     if (!d.original_ids.empty()) h5::write_vector(file, "original_ids", d.original_ids);
+    h5::write_string_attr(file, "fingerprint", fingerprint.get());
   });
 }
 

@@ -5,9 +5,11 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
@@ -110,14 +112,20 @@ void resize_in_parallel(std::vector<vertex_t>& values, std::size_t size) {
 // parallel. A visitor that touches only its bucket's rows needs no atomics, and its random
 // accesses stay inside one bucket's rows (in cache) instead of spreading over the whole CSR.
 // Symmetrizing and dropping self-loops happen here, while the entries are written.
+// What BucketPartition stages of every entry.
+enum class Staged { kDestinations, kEntries };
+
 class BucketPartition {
  public:
-  // At most kMaxBuckets buckets; blocks of up to `stage_pairs` pairs are staged at once.
-  BucketPartition(vertex_t n, const CsrBuildOptions& options, std::size_t stage_pairs)
+  // At most kMaxBuckets buckets, each of at least 2^min_shift vertices; blocks of up to
+  // `stage_pairs` pairs are staged at once.
+  BucketPartition(vertex_t n, const CsrBuildOptions& options, std::size_t stage_pairs,
+                  int min_shift)
       : symmetrize_(options.symmetrize),
         remove_loops_(options.self_loops == SelfLoops::kRemove),
         ranges_(omp_get_max_threads()),
         stage_pairs_(std::max<std::size_t>(stage_pairs, 1)),
+        shift_(min_shift),
         entries_(new vertex_t[4 * stage_pairs_]) {
     while ((std::int64_t(std::max<vertex_t>(n, 1) - 1) >> shift_) >= kMaxBuckets) ++shift_;
     buckets_ = static_cast<int>((std::int64_t(std::max<vertex_t>(n, 1) - 1) >> shift_) + 1);
@@ -128,21 +136,23 @@ class BucketPartition {
   int shift() const { return shift_; }
   int buckets() const { return buckets_; }
 
-  // Calls visit(entries, size) for every bucket with entries: entries[2i] = dst, entries[2i + 1]
-  // = src, in input order. Returns the self-loops among the pairs.
-  template <typename Visit>
+  // Calls visit(entries, size) for every bucket with entries, in input order: under
+  // Staged::kEntries entries[2i] = dst and entries[2i + 1] = src, under Staged::kDestinations
+  // entries[i] = dst alone. Returns the self-loops among the pairs.
+  template <Staged kStaged, typename Visit>
   std::int64_t visit(const vertex_t* pairs, std::size_t count, Visit&& fn) {
     std::int64_t loops = 0;
     for (std::size_t begin = 0; begin < count; begin += stage_pairs_)
-      loops += visit_stage(pairs + 2 * begin, std::min(stage_pairs_, count - begin), fn);
+      loops += visit_stage<kStaged>(pairs + 2 * begin, std::min(stage_pairs_, count - begin), fn);
     return loops;
   }
 
  private:
   static constexpr std::int64_t kMaxBuckets = 1024;
 
-  template <typename Visit>
+  template <Staged kStaged, typename Visit>
   std::int64_t visit_stage(const vertex_t* pairs, std::size_t count, Visit& visit) {
+    constexpr int kWidth = kStaged == Staged::kEntries ? 2 : 1;
     const auto edges = static_cast<std::int64_t>(count);
     const int shift = shift_, buckets = buckets_, ranges = ranges_;
     const bool symmetrize = symmetrize_, remove_loops = remove_loops_;
@@ -189,19 +199,19 @@ class BucketPartition {
           const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
           if (src == dst && remove_loops) continue;
           edge_t slot = cursor[dst >> shift]++;
-          out[2 * slot] = dst;
-          out[2 * slot + 1] = src;
+          out[kWidth * slot] = dst;
+          if (kWidth == 2) out[kWidth * slot + 1] = src;
           if (symmetrize && src != dst) {
             slot = cursor[src >> shift]++;
-            out[2 * slot] = src;
-            out[2 * slot + 1] = dst;
+            out[kWidth * slot] = src;
+            if (kWidth == 2) out[kWidth * slot + 1] = dst;
           }
         }
       }
 #pragma omp for schedule(dynamic, 1)
       for (int b = 0; b < buckets; ++b) {
         const edge_t size = bucket_begin[b + 1] - bucket_begin[b];
-        if (size > 0) visit(out + 2 * bucket_begin[b], size);
+        if (size > 0) visit(out + kWidth * bucket_begin[b], size);
       }
     }
     return loops;
@@ -209,9 +219,9 @@ class BucketPartition {
 
   bool symmetrize_, remove_loops_;
   int ranges_;
-  int shift_ = 0;
-  int buckets_ = 1;
   std::size_t stage_pairs_;
+  int shift_;
+  int buckets_ = 1;
   std::unique_ptr<vertex_t[]> entries_;  // 2 entries of 2 ids per staged pair at most
   std::vector<edge_t> cursors_;          // ranges x buckets: sizes, then write cursors
   std::vector<edge_t> bucket_begin_;     // buckets + 1 offsets into entries_
@@ -225,48 +235,168 @@ std::size_t stage_pairs(std::int64_t expected_edges) {
                             : kStagePairs;
 }
 
+// The rows of the streaming build are grouped by 2^group_bits consecutive vertices. The scatter
+// appends every entry to its group's part of the indices as a packed key, (row within the
+// group) << id_bits | source, so one sort of a group's keys orders it by row, then by source:
+// every row lands sorted in its own slots. Keys fit 32 bits: group_bits <= 32 - id_bits.
+struct RowGroups {
+  explicit RowGroups(vertex_t n) {
+    while (id_bits < 31 && (std::int64_t(n) - 1) >> id_bits != 0) ++id_bits;
+    group_bits = std::min(kMaxGroupBits, 32 - id_bits);
+    count = n > 0 ? ((std::int64_t(n) - 1) >> group_bits) + 1 : 0;
+  }
+  static constexpr int kMaxGroupBits = 10;
+  int id_bits = 1;     // bits of the largest id, n - 1
+  int group_bits = 1;  // bits of a row within its group
+  std::int64_t count = 0;
+  std::uint32_t key(vertex_t dst, vertex_t src) const {
+    const auto row = static_cast<std::uint32_t>(dst) & ((1u << group_bits) - 1);
+    return (row << id_bits) | static_cast<std::uint32_t>(src);
+  }
+  vertex_t source(std::uint32_t key) const {
+    return static_cast<vertex_t>(key & ((std::uint32_t(1) << id_bits) - 1));
+  }
+};
+
+// Sorts keys ascending with an LSD radix sort over the digits that vary (8-bit digits, 11-bit
+// for large sets), std::sort for small sets.
+constexpr std::size_t kWideDigitKeys = 4096;
+void sort_keys(std::uint32_t* keys, std::size_t size, int key_bits,
+               std::vector<std::uint32_t>& scratch, std::vector<std::uint32_t>& counts) {
+  if (size < 64) {
+    std::sort(keys, keys + size);
+    return;
+  }
+  const int max_digit_bits = size >= kWideDigitKeys ? 11 : 8;
+  const int passes = (key_bits + max_digit_bits - 1) / max_digit_bits;
+  const int digit_bits = (key_bits + passes - 1) / passes;
+  const std::uint32_t mask = (1u << digit_bits) - 1;
+  const std::size_t bins = std::size_t(1) << digit_bits;
+  scratch.resize(size);
+  counts.assign(std::size_t(passes) * bins, 0);
+  for (std::size_t i = 0; i < size; ++i)
+    for (int p = 0; p < passes; ++p) ++counts[p * bins + ((keys[i] >> (p * digit_bits)) & mask)];
+  std::uint32_t* from = keys;
+  std::uint32_t* to = scratch.data();
+  for (int p = 0; p < passes; ++p) {
+    std::uint32_t* count = counts.data() + p * bins;
+    const int shift = p * digit_bits;
+    if (count[(from[0] >> shift) & mask] == size) continue;  // a digit all keys share
+    std::uint32_t sum = 0;
+    for (std::size_t b = 0; b < bins; ++b) {
+      const std::uint32_t c = count[b];
+      count[b] = sum;
+      sum += c;
+    }
+    for (std::size_t i = 0; i < size; ++i) to[count[(from[i] >> shift) & mask]++] = from[i];
+    std::swap(from, to);
+  }
+  if (from != keys) std::copy(from, from + size, keys);
+}
+
 // Reads the source twice: first the degrees (into indptr, then its prefix sums, and the
-// indices sized), then every entry written at its row's cursor. Returns in `filled` the end
-// of the filled part of every row.
+// indices sized), then every entry appended to its row group as a packed key.
+// `group_filled` receives the end of each group's appended keys.
 void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptions& options,
-                       std::int64_t expected_edges, CsrBuildResult& result,
-                       std::int64_t& loops_seen, std::vector<edge_t>& filled) {
+                       std::int64_t expected_edges, const RowGroups& groups, CsrBuildResult& result,
+                       std::int64_t& loops_seen, std::vector<edge_t>& group_filled) {
   auto& indptr = result.indptr;
-  BucketPartition partition(n, options, stage_pairs(expected_edges));
+  BucketPartition partition(n, options, stage_pairs(expected_edges), groups.group_bits);
   {
     StageTimer timer("csr: count degrees");
     edge_t* degree = indptr.data() + 1;
     source([&](const vertex_t* pairs, std::size_t count) {
       result.input_edges += static_cast<std::int64_t>(count);
-      loops_seen += partition.visit(pairs, count, [&](const vertex_t* entries, edge_t size) {
-        for (edge_t e = 0; e < size; ++e) ++degree[entries[2 * e]];
-      });
+      loops_seen += partition.visit<Staged::kDestinations>(
+          pairs, count, [&](const vertex_t* destinations, edge_t size) {
+            for (edge_t e = 0; e < size; ++e) ++degree[destinations[e]];
+          });
     });
   }
   const bool add_loops = options.self_loops == SelfLoops::kAdd;
-  filled.resize(std::size_t(n));
-  for (vertex_t v = 0; v < n; ++v) {
-    filled[v] = indptr[v];
-    indptr[v + 1] += indptr[v] + (add_loops ? 1 : 0);
-  }
+  for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v] + (add_loops ? 1 : 0);
   resize_in_parallel(result.indices, static_cast<std::size_t>(indptr[n]));
+  // Each group's write cursor and the end of its appended keys (before the added self-loops).
+  group_filled.resize(std::size_t(groups.count));
+  std::vector<edge_t> group_end(std::size_t(groups.count));
+  for (std::int64_t g = 0; g < groups.count; ++g) {
+    const std::int64_t first = g << groups.group_bits;
+    const std::int64_t last = std::min<std::int64_t>(n, (g + 1) << groups.group_bits);
+    group_filled[g] = indptr[first];
+    group_end[g] = indptr[last] - (add_loops ? last - first : 0);
+  }
   {
     StageTimer timer("csr: scatter edges");
-    vertex_t* indices = result.indices.data();
-    edge_t* cursor = filled.data();
-    std::int64_t delivered = 0;
+    auto* keys = reinterpret_cast<std::uint32_t*>(result.indices.data());
+    edge_t* cursor = group_filled.data();
+    const edge_t* end = group_end.data();
+    const int group_bits = groups.group_bits;
+    std::int64_t delivered = 0, overflows = 0;
     source([&](const vertex_t* pairs, std::size_t count) {
       delivered += static_cast<std::int64_t>(count);
-      partition.visit(pairs, count, [&](const vertex_t* entries, edge_t size) {
-        for (edge_t e = 0; e < size; ++e) indices[cursor[entries[2 * e]]++] = entries[2 * e + 1];
+      partition.visit<Staged::kEntries>(pairs, count, [&](const vertex_t* entries, edge_t size) {
+        for (edge_t e = 0; e < size; ++e) {
+          const vertex_t dst = entries[2 * e], src = entries[2 * e + 1];
+          const edge_t slot = cursor[dst >> group_bits]++;
+          if (slot < end[dst >> group_bits]) {
+            keys[slot] = groups.key(dst, src);
+          } else {
+#pragma omp atomic
+            ++overflows;
+          }
+        }
       });
     });
     SLUICE_EXPECTS(delivered == result.input_edges, "edge source delivered ", delivered,
                    " edges in its second pass, ", result.input_edges, " in the first");
+    SLUICE_EXPECTS(overflows == 0, "edge source delivered different edges in its second pass");
   }
-  for (vertex_t v = 0; v < n; ++v)
-    SLUICE_EXPECTS(filled[v] <= indptr[v + 1] - (add_loops ? 1 : 0),
+  for (std::int64_t g = 0; g < groups.count; ++g)
+    SLUICE_EXPECTS(group_filled[g] == group_end[g],
                    "edge source delivered different edges in its second pass");
+}
+
+// Sorts the keys of group g (adding the self-loops under SelfLoops::kAdd), unpacks them into
+// its rows and deduplicates every row; sets the rows' final sizes.
+void finish_group(std::int64_t g, vertex_t n, const RowGroups& groups, SelfLoops self_loops,
+                  const std::vector<edge_t>& indptr, std::vector<vertex_t>& indices,
+                  std::vector<edge_t>& sizes, std::vector<std::uint32_t>& scratch,
+                  std::vector<std::uint32_t>& counts, std::int64_t& duplicates,
+                  std::int64_t& loops_added) {
+  const auto first = static_cast<vertex_t>(g << groups.group_bits);
+  const auto last = static_cast<vertex_t>(std::min<std::int64_t>(n, (g + 1) << groups.group_bits));
+  auto* keys = reinterpret_cast<std::uint32_t*>(indices.data() + indptr[first]);
+  const auto size = static_cast<std::size_t>(indptr[last] - indptr[first]);
+  if (self_loops == SelfLoops::kAdd) {
+    std::uint32_t* loop = keys + size - (last - first);
+    for (vertex_t v = first; v < last; ++v) *loop++ = groups.key(v, v);
+  }
+  sort_keys(keys, size, groups.id_bits + groups.group_bits, scratch, counts);
+  // Every row's keys now fill its own slots, sorted; unpack them, dropping repeated keys.
+  for (vertex_t v = first; v < last; ++v) {
+    const std::uint32_t* key = keys + (indptr[v] - indptr[first]);
+    const std::uint32_t* key_end = keys + (indptr[v + 1] - indptr[first]);
+    vertex_t* out = indices.data() + indptr[v];
+    vertex_t* const row = out;
+    std::uint32_t previous = 0;
+    edge_t loops = 0;
+    const std::uint32_t loop_key = groups.key(v, v);
+    for (; key < key_end; ++key) {
+      loops += *key == loop_key;
+      if (out != row && *key == previous) continue;
+      previous = *key;
+      *out++ = groups.source(*key);
+    }
+    sizes[v] = out - row;
+    const edge_t removed = (indptr[v + 1] - indptr[v]) - sizes[v];
+    // Under kAdd the row holds its added self-loop, a duplicate where the input had one.
+    if (self_loops == SelfLoops::kAdd) {
+      duplicates += removed - (loops > 1 ? 1 : 0);
+      if (loops == 1) ++loops_added;
+    } else {
+      duplicates += removed;
+    }
+  }
 }
 
 // Deduplicates the sorted row v, [begin, end) (counted in `duplicates`) and, under
@@ -384,94 +514,57 @@ class RowFinisher {
   std::vector<vertex_t> scratch_;
 };
 
-// Rows a thread finishes at once.
-constexpr std::int64_t kFinishRows = 4096;
-
 // Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
-// indptr becomes the CSR's offsets and indices its entries. With several threads, in rounds
-// of about kRoundEntries entries over consecutive chunks of kCompactRows rows, each round's
-// chunks split among the threads by entries: every thread copies its chunks' rows into a
-// buffer, then, after a barrier, to their final place. Rows only move left, and a round writes
-// only below where the next round's rows begin, so no round overwrites rows not yet copied.
+// indptr becomes the CSR's offsets and indices its entries. Chunks of kCompactRows rows move in
+// parallel, each with memmove row by row: rows only move left, so a chunk waits only for the
+// earlier chunks whose rows still lie where it writes (near the front, where the rows have
+// hardly moved, its predecessor; further on, none), and nothing is buffered.
 void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
                   std::vector<vertex_t>& indices) {
   StageTimer timer("csr: compact rows");
-  if (omp_get_max_threads() == 1 || !worth_parallel(std::int64_t(indices.size()))) {
-    edge_t write = 0;
-    for (vertex_t v = 0; v < n; ++v) {
-      const edge_t old_begin = indptr[v];
-      indptr[v] = write;
-      if (write != old_begin)
-        std::memmove(indices.data() + write, indices.data() + old_begin,
-                     sizeof(vertex_t) * sizes[std::size_t(v)]);
-      write += sizes[std::size_t(v)];
-    }
-    indptr[n] = write;
-    indices.resize(static_cast<std::size_t>(write));
-    return;
-  }
-  constexpr edge_t kRoundEntries = edge_t(1) << 21;  // 8 MiB of buffers in all
-  constexpr std::int64_t kCompactRows = 256;         // small chunks: hub rows come alone
+  constexpr std::int64_t kCompactRows = 256;
   const std::int64_t chunks = (std::int64_t(n) + kCompactRows - 1) / kCompactRows;
-  auto chunk_rows = [&](std::int64_t c, vertex_t& first, vertex_t& last) {
-    first = static_cast<vertex_t>(c * kCompactRows);
-    last = static_cast<vertex_t>(std::min<std::int64_t>(n, (c + 1) * kCompactRows));
+  auto first_row = [&](std::int64_t c) {
+    return static_cast<vertex_t>(std::min<std::int64_t>(n, c * kCompactRows));
   };
   std::vector<edge_t> chunk_begin(std::size_t(chunks) + 1, 0);  // final offsets
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (std::int64_t c = 0; c < chunks; ++c) {
-    vertex_t first, last;
-    chunk_rows(c, first, last);
     edge_t size = 0;
-    for (vertex_t v = first; v < last; ++v) size += sizes[std::size_t(v)];
+    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) size += sizes[std::size_t(v)];
     chunk_begin[c + 1] = size;
   }
   for (std::int64_t c = 0; c < chunks; ++c) chunk_begin[c + 1] += chunk_begin[c];
   const edge_t total = chunk_begin[chunks];
-  // The chunk holding the entry at final offset `at` (the first chunk ending past it).
-  auto chunk_at = [&](edge_t at) {
-    return std::int64_t(std::upper_bound(chunk_begin.begin() + 1, chunk_begin.end(), at) -
-                        (chunk_begin.begin() + 1));
-  };
-  const std::int64_t rounds = std::max<edge_t>(1, (total + kRoundEntries - 1) / kRoundEntries);
+  std::unique_ptr<std::atomic<bool>[]> moved(new std::atomic<bool>[std::size_t(chunks)]);
+  for (std::int64_t c = 0; c < chunks; ++c) moved[c].store(false, std::memory_order_relaxed);
   vertex_t* data = indices.data();
-#pragma omp parallel if (worth_parallel(total))
+#pragma omp parallel if (worth_parallel(std::int64_t(indices.size())))
   {
-    std::vector<vertex_t> buffer;
-    const int threads = omp_get_num_threads(), me = omp_get_thread_num();
-    std::int64_t round_first = 0;
-    for (std::int64_t round = 0; round < rounds; ++round) {
-      const std::int64_t round_last =
-          round + 1 == rounds ? chunks
-                              : std::max(round_first, chunk_at(total * (round + 1) / rounds));
-      // This thread's chunks: those starting in its share of the round's entries.
-      const edge_t base = chunk_begin[round_first], span = chunk_begin[round_last] - base;
-      const std::int64_t first = std::max(round_first, chunk_at(base + span * me / threads));
-      const std::int64_t last = me + 1 == threads
-                                    ? round_last
-                                    : std::max(first, chunk_at(base + span * (me + 1) / threads));
-      buffer.resize(std::size_t(chunk_begin[std::min(last, chunks)] - chunk_begin[first]));
-      vertex_t* out = buffer.data();
-      for (std::int64_t c = first; c < last; ++c) {
-        vertex_t row, end;
-        chunk_rows(c, row, end);
-        for (vertex_t v = row; v < end; ++v)
-          out = std::copy(data + indptr[v], data + indptr[v] + sizes[v], out);
-      }
-#pragma omp barrier
-      std::copy(buffer.begin(), buffer.end(), data + chunk_begin[first]);
-#pragma omp barrier
-      round_first = round_last;
-    }
-#pragma omp for schedule(static)
+    std::int64_t all_moved_below = 0;  // this thread's view: every chunk below it has moved
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t c = 0; c < chunks; ++c) {
-      vertex_t first, last;
-      chunk_rows(c, first, last);
-      edge_t offset = chunk_begin[c];
-      for (vertex_t v = first; v < last; ++v) {
-        indptr[v] = offset;
-        offset += sizes[std::size_t(v)];
+      // Chunks are handed out in order, so every chunk waited for is already being moved.
+      for (std::int64_t j = c - 1;
+           j >= all_moved_below && indptr[first_row(j + 1)] > chunk_begin[c]; --j)
+        while (!moved[j].load(std::memory_order_acquire)) std::this_thread::yield();
+      while (all_moved_below < c && moved[all_moved_below].load(std::memory_order_acquire))
+        ++all_moved_below;
+      edge_t write = chunk_begin[c];
+      for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
+        if (write != indptr[v])
+          std::memmove(data + write, data + indptr[v], sizeof(vertex_t) * sizes[std::size_t(v)]);
+        write += sizes[std::size_t(v)];
       }
+      moved[c].store(true, std::memory_order_release);
+    }
+  }
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    edge_t offset = chunk_begin[c];
+    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
+      indptr[v] = offset;
+      offset += sizes[std::size_t(v)];
     }
   }
   indptr[n] = total;
@@ -487,28 +580,26 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
   auto& indptr = result.indptr;
   indptr.assign(std::size_t(n) + 1, 0);
   std::int64_t loops_seen = 0;
-  std::vector<edge_t> cursor;  // end of the filled part of every row
-  count_and_scatter(n, source, options, expected_edges, result, loops_seen, cursor);
+  const RowGroups groups(n);
+  {
+    std::vector<edge_t> group_filled;
+    count_and_scatter(n, source, options, expected_edges, groups, result, loops_seen, group_filled);
+  }
   auto& indices = result.indices;
-
+  std::vector<edge_t> sizes(static_cast<std::size_t>(n));
   std::int64_t duplicates = 0, loops_added = 0;
   {
     StageTimer timer("csr: sort and deduplicate rows");
 #pragma omp parallel reduction(+ : duplicates, loops_added) if (worth_parallel(std::int64_t(indices.size()) + n))
     {
-      RowFinisher finisher(n, options.self_loops);
+      std::vector<std::uint32_t> scratch, counts;
 #pragma omp for schedule(dynamic, 1)
-      for (std::int64_t chunk = 0; chunk < (std::int64_t(n) + kFinishRows - 1) / kFinishRows;
-           ++chunk) {
-        const auto first = static_cast<vertex_t>(chunk * kFinishRows);
-        const auto count = static_cast<vertex_t>(std::min<std::int64_t>(kFinishRows, n - first));
-        // cursor becomes the rows' final sizes
-        finisher.finish(first, count, indptr.data() + first, cursor.data() + first, indices.data(),
-                        cursor.data() + first, duplicates, loops_added);
-      }
+      for (std::int64_t g = 0; g < groups.count; ++g)
+        finish_group(g, n, groups, options.self_loops, indptr, indices, sizes, scratch, counts,
+                     duplicates, loops_added);
     }
   }
-  compact_rows(n, cursor, indptr, indices);
+  compact_rows(n, sizes, indptr, indices);
   result.duplicates_removed = duplicates;
   result.self_loops_added = loops_added;
   if (options.self_loops == SelfLoops::kRemove) result.self_loops_removed = loops_seen;

@@ -430,6 +430,40 @@ TEST(CsrBuilder, EveryThreadCountBuildsTheReferenceCsr) {
   }
 }
 
+// Ids of 24 bits leave 8 bits of the 32-bit sort keys for the row within a group (of 256 rows,
+// not 1024): sources and destinations near the top of the id range, and rows at the group
+// boundaries, land where the reference puts them.
+TEST(CsrBuilder, WideIdsBuildTheReferenceCsr) {
+  const vertex_t n = (vertex_t(1) << 23) + 3;
+  std::vector<vertex_t> pairs;
+  std::uint64_t state = 5;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto high = static_cast<vertex_t>(n - 1 - (state >> 50) % 600);
+    const auto any = static_cast<vertex_t>((state >> 20) % n);
+    const auto boundary = static_cast<vertex_t>(((state >> 8) % 32768) * 256 + (i % 2 ? 255 : 0));
+    pairs.push_back(i % 3 == 0 ? high : any);
+    pairs.push_back(i % 3 == 1 ? high : (i % 3 == 2 ? boundary : any));
+  }
+  pairs.insert(pairs.end(), pairs.begin(), pairs.begin() + 2000);  // duplicates
+  const int threads = omp_get_max_threads();
+  for (const bool symmetrize : {false, true}) {
+    CsrBuildOptions options;
+    options.symmetrize = symmetrize;
+    options.self_loops = symmetrize ? SelfLoops::kRemove : SelfLoops::kKeep;
+    const CsrBuildResult reference = reference_csr(n, pairs, options);
+    for (const int t : {1, 3}) {
+      omp_set_num_threads(t);
+      const CsrBuildResult built = build_in_csr(n, odd_block_source(pairs), options);
+      EXPECT_EQ(built.indptr, reference.indptr) << t << " threads";
+      EXPECT_EQ(built.indices, reference.indices) << t << " threads";
+      EXPECT_EQ(built.duplicates_removed, reference.duplicates_removed) << t << " threads";
+    }
+    omp_set_num_threads(threads);
+    EXPECT_GE(reference.duplicates_removed, 1000);
+  }
+}
+
 TEST(ImportCli, CoraRoundTripThroughImportAndInfo) {
   test::ScratchDir dir;
   const auto result =

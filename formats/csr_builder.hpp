@@ -50,14 +50,6 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
 // indices (twice the edges when symmetrizing). Saturates instead of overflowing.
 std::int64_t csr_build_bytes(std::int64_t n, std::int64_t edges, const CsrBuildOptions& options);
 
-// The same CSR from pairs already in memory (pairs[2i] = src, pairs[2i + 1] = dst, all in
-// [0, n)), which it consumes: a parallel two-level counting sort by destination (first into
-// buckets of consecutive vertices, then each bucket's rows in cache), so no counter is shared
-// between threads and random writes stay inside one bucket. Peak memory: the pairs plus one
-// copy of them, then that copy plus the CSR. The result is independent of the thread count.
-CsrBuildResult build_in_csr_from_pairs(vertex_t n, std::vector<vertex_t>&& pairs,
-                                       const CsrBuildOptions& options);
-
 // An EdgeSource over pairs held in memory.
 EdgeSource memory_edge_source(const std::vector<vertex_t>& pairs);
 

@@ -82,12 +82,15 @@ void build_graph(const EdgeSource& source, std::int64_t expected_edges,
 
 void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
                             Dataset& dataset, ImportReport& report) {
-  // The pairs stay until the CSR exists, with one bucketed copy of them.
-  const std::int64_t edges = std::int64_t(pairs.size() / 2);
+  // The pairs stay until the CSR exists.
+  std::vector<vertex_t> held = std::move(pairs);
+  const std::int64_t edges = std::int64_t(held.size() / 2);
   require_graph_memory(dataset.num_nodes, edges, saturating_bytes({edges, 2, sizeof(vertex_t)}),
                        options);
-  record_graph(build_in_csr_from_pairs(dataset.num_nodes, std::move(pairs), options.graph), options,
-               dataset, report);
+  CsrBuildResult csr =
+      build_in_csr(dataset.num_nodes, memory_edge_source(held), options.graph, edges);
+  std::vector<vertex_t>().swap(held);
+  record_graph(std::move(csr), options, dataset, report);
 }
 
 std::int32_t count_classes(const std::vector<std::int32_t>& labels, std::int32_t declared) {

@@ -20,7 +20,7 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
 void build_graph(const EdgeSource& source, std::int64_t expected_edges,
                  const ImportOptions& options, Dataset& dataset, ImportReport& report);
 
-// The same from pairs held in memory (consumed): build_in_csr_from_pairs().
+// The same from pairs held in memory (consumed, freed once the CSR exists).
 void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,
                             Dataset& dataset, ImportReport& report);
 

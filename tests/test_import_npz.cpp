@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include "common/error.hpp"
-#include "formats/csr_builder.hpp"
 #include "formats/dataset.hpp"
 #include "formats/importers.hpp"
 #include "tests/support/paths.hpp"
@@ -407,49 +406,6 @@ TEST(ImportNpy, CommandLine) {
   EXPECT_EQ(d.num_nodes, 4);
   EXPECT_EQ(d.indptr, (std::vector<edge_t>{0, 3, 5, 8, 10}));
   EXPECT_EQ(d.source, "npy:" + scratch.file("edges.npy"));
-}
-
-// The in-memory builder (used by the npy imports) equals the streaming one for every
-// self-loop mode, with and without symmetrizing, for 1, 3 and 4 threads, on a graph spanning
-// several buckets with hubs, duplicates and self-loops.
-TEST(CsrFromPairs, EqualsTheStreamingBuilder) {
-  const vertex_t n = 300000;
-  std::vector<vertex_t> pairs;
-  std::uint64_t state = 7;
-  for (int i = 0; i < 400000; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const auto src = static_cast<vertex_t>((state >> 20) % n);
-    pairs.push_back(src);
-    pairs.push_back(i % 3 == 0 ? static_cast<vertex_t>((state >> 40) % 7)
-                               : (i % 11 == 0 ? src : static_cast<vertex_t>((state >> 7) % n)));
-  }
-  pairs.insert(pairs.end(), pairs.begin(), pairs.begin() + 2000);  // duplicates
-  const int threads = omp_get_max_threads();
-  for (const bool symmetrize : {false, true}) {
-    for (const SelfLoops loops : {SelfLoops::kKeep, SelfLoops::kAdd, SelfLoops::kRemove}) {
-      CsrBuildOptions options;
-      options.symmetrize = symmetrize;
-      options.self_loops = loops;
-      omp_set_num_threads(1);
-      const CsrBuildResult reference = build_in_csr(n, memory_edge_source(pairs), options);
-      for (const int t : {1, 3, 4}) {
-        omp_set_num_threads(t);
-        const CsrBuildResult built =
-            build_in_csr_from_pairs(n, std::vector<vertex_t>(pairs), options);
-        const std::string what = std::string(to_string(loops)) +
-                                 (symmetrize ? " symmetrized, " : ", ") + std::to_string(t) +
-                                 " threads";
-        EXPECT_EQ(built.indptr, reference.indptr) << what;
-        EXPECT_EQ(built.indices, reference.indices) << what;
-        EXPECT_EQ(built.input_edges, reference.input_edges) << what;
-        EXPECT_EQ(built.duplicates_removed, reference.duplicates_removed) << what;
-        EXPECT_EQ(built.self_loops_removed, reference.self_loops_removed) << what;
-        EXPECT_EQ(built.self_loops_added, reference.self_loops_added) << what;
-      }
-      EXPECT_GT(reference.duplicates_removed, 0);
-    }
-  }
-  omp_set_num_threads(threads);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 // Implementation of formats/block_read.hpp.
 #include "formats/block_read.hpp"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <exception>
 #include <vector>
 
@@ -11,7 +14,7 @@ namespace sluice {
 
 std::size_t read_at_parallel(const InputFile& input, char* buffer, std::size_t bytes,
                              std::uint64_t offset) {
-  const int pieces = 8;
+  const int pieces = std::max(8, omp_get_max_threads());
   std::vector<std::size_t> got(pieces, 0);
   std::vector<std::exception_ptr> errors(pieces);
 #pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(bytes)))

@@ -15,9 +15,10 @@ namespace sluice {
 
 class InputFile;
 
-// Reads `bytes` bytes of a plain file at `offset` in 8 pieces, in parallel (the copy out of the
-// page cache is a sizeable part of an import); returns the count read, short only at the end
-// of the file (it stops at the first short piece: a file that shrank while being read).
+// Reads `bytes` bytes of a plain file at `offset` in pieces (one per thread, at least 8), in
+// parallel (the copy out of the page cache is a sizeable part of an import); returns the count
+// read, short only at the end of the file (it stops at the first short piece: a file that
+// shrank while being read).
 // Rethrows the first piece's error.
 std::size_t read_at_parallel(const InputFile& input, char* buffer, std::size_t bytes,
                              std::uint64_t offset);

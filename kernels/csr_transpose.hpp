@@ -44,16 +44,6 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   t_offsets.resize(std::size_t(cols) + 1);
   t_rows.resize(std::size_t(nnz));
   if (t_entries) t_entries->resize(std::size_t(nnz));
-  const bool parallel = worth_parallel(nnz + cols);
-  const int threads = parallel ? omp_get_max_threads() : 1;
-  // Row ranges of about nnz / threads entries; counts[t * buckets + b], then the start of
-  // thread t's entries of bucket b in bucket order.
-  std::vector<std::int64_t> first_row(std::size_t(threads) + 1, rows);
-  for (int t = 0; t < threads; ++t)
-    first_row[std::size_t(t)] =
-        std::lower_bound(indptr.begin(), indptr.end() - 1, edge_t(nnz * t / threads)) -
-        indptr.begin();
-  std::vector<std::int64_t> counts(std::size_t(threads * buckets), 0);
   CsrTransposeScratch local;
   CsrTransposeScratch& ordered = scratch ? *scratch : local;
   ordered.rows.resize(std::size_t(nnz));
@@ -62,8 +52,23 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   vertex_t* const bucket_rows = ordered.rows.data();
   vertex_t* const bucket_columns = ordered.columns.data();
   edge_t* const bucket_entries = ordered.entries.data();
-#pragma omp parallel num_threads(threads) if (parallel)
+  // Per thread of the team (its size known only inside the region): a row range of about nnz /
+  // threads entries, and counts[t * buckets + b], then the start of thread t's entries of
+  // bucket b in bucket order.
+  int threads = 1;
+  std::vector<std::int64_t> first_row, counts;
+#pragma omp parallel if (worth_parallel(nnz + cols))
   {
+#pragma omp single
+    {
+      threads = omp_get_num_threads();
+      first_row.assign(std::size_t(threads) + 1, rows);
+      for (int t = 0; t < threads; ++t)
+        first_row[std::size_t(t)] =
+            std::lower_bound(indptr.begin(), indptr.end() - 1, edge_t(nnz * t / threads)) -
+            indptr.begin();
+      counts.assign(std::size_t(threads) * std::size_t(buckets), 0);
+    }
     const int t = omp_get_thread_num();
     std::int64_t* mine = counts.data() + std::int64_t(t) * buckets;
     const edge_t begin = indptr[std::size_t(first_row[std::size_t(t)])];

@@ -118,6 +118,21 @@ TEST(CsrTranspose, EqualsTheSerialCountingSortAtAnyThreadCount) {
     EXPECT_EQ(std::vector<edge_t>(offsets_only.begin(), offsets_only.end()), want_offsets);
     EXPECT_EQ(rows_only, want_rows);
   }
+  // Called inside another parallel region, where the inner team has one thread although more
+  // are allowed: the result is the same.
+  std::vector<edge_t> offsets, entries;
+  std::vector<vertex_t> t_rows;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(4);
+#pragma omp parallel num_threads(2) if (rows > 0)
+  {
+#pragma omp single
+    transpose_csr(indptr, columns, cols, offsets, t_rows, entries);
+  }
+  omp_set_num_threads(saved);
+  EXPECT_EQ(offsets, want_offsets);
+  EXPECT_EQ(t_rows, want_rows);
+  EXPECT_EQ(entries, want_entries);
 }
 
 TEST_F(CpuOps, MemoryIsAccountedAndPeakKept) {

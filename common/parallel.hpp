@@ -6,11 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 
 namespace sluice {
 
 inline bool worth_parallel(std::int64_t work) {
   return work >= (std::int64_t(1) << 15);
+}
+
+// Runs check(i) for every i in [0, count), on an OpenMP team (dynamic schedule, `grain` items a
+// take) when worth_parallel(work), and rethrows the exception of the lowest i that threw: the
+// one a loop in order meets first, as long as no check reads what another writes.
+template <typename Check>
+void check_in_parallel(std::int64_t count, std::int64_t grain, std::int64_t work, Check check) {
+  std::int64_t first_bad = count;
+  std::exception_ptr error;
+#pragma omp parallel for schedule(dynamic, grain) if (worth_parallel(work))
+  for (std::int64_t i = 0; i < count; ++i) {
+    try {
+      check(i);
+    } catch (...) {
+#pragma omp critical(sluice_check_in_parallel_error)
+      if (i < first_bad) {
+        first_bad = i;
+        error = std::current_exception();
+      }
+    }
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace sluice

@@ -5,7 +5,6 @@
 #include "formats/plan.hpp"
 
 #include <algorithm>
-#include <exception>
 
 #include "common/atomic_file.hpp"
 #include "common/error.hpp"
@@ -217,21 +216,8 @@ void validate_plan(const Plan& plan, const std::string& path) {
   const std::int64_t chunks = std::int64_t(C) * P;
   std::int64_t entries = 0;
   for (const ChunkPlan& chunk : plan.chunk_plans) entries += std::int64_t(chunk.columns.size());
-  std::int64_t first_bad = chunks;
-  std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1 && worth_parallel(entries))
-  for (std::int64_t k = 0; k < chunks; ++k) {
-    try {
-      check_chunk(int(k / P), int(k % P));
-    } catch (...) {
-#pragma omp critical(sluice_validate_plan_error)
-      if (k < first_bad) {
-        first_bad = k;
-        error = std::current_exception();
-      }
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  check_in_parallel(chunks, 1, chunks > 1 ? entries : 0,
+                    [&](std::int64_t k) { check_chunk(int(k / P), int(k % P)); });
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <exception>
 #include <limits>
 #include <string>
 #include <utility>
@@ -303,21 +302,7 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
     out.labels[std::size_t(i)] = d_.labels.empty() ? -1 : d_.labels[std::size_t(o)];
     out.train_mask[std::size_t(i)] = in_train_[std::size_t(o)];
   };
-  vertex_t first_bad = rows;
-  std::exception_ptr error;
-#pragma omp parallel for schedule(dynamic, 256) if (worth_parallel(std::int64_t(rows)))
-  for (vertex_t i = 0; i < rows; ++i) {
-    try {
-      check_row(i);
-    } catch (...) {
-#pragma omp critical(sluice_check_csr_error)
-      if (i < first_bad) {
-        first_bad = i;
-        error = std::current_exception();
-      }
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  check_in_parallel(rows, 256, rows, [&](std::int64_t i) { check_row(vertex_t(i)); });
 }
 
 // T_c^p must be exactly the needed rows (nothing missing, nothing stale).

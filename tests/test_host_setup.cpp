@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.hpp"
 #include "formats/dataset.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
@@ -62,6 +63,70 @@ TEST(HostSetup, BesideTheIndexListsEqualsAfterThem) {
     EXPECT_GT(after.losses[0], 0.0);
     EXPECT_EQ(beside.losses, after.losses);
     EXPECT_EQ(beside.predictions, after.predictions);
+  }
+}
+
+// The message of the InputError that setting up a schedule on `plan` throws ("" when none).
+std::string setup_error(const Dataset& d, const Plan& plan) {
+  const ModelSpec spec = test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  BackendOptions backend_options;
+  backend_options.partitions = plan.partitions;
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  try {
+    Schedule schedule(*backend, d, plan, spec, ScheduleOptions{});
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+// The transition lists are checked and applied in parallel; a slot listed twice is reported at
+// the entry that meets it second, as a check in list order reports it.
+TEST(HostSetup, TransitionListsAtFaultAreNamed) {
+  const Dataset d = test::random_dataset(3000, 6, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan good = test::make_plan(d, test::plan_options(2, 3));
+  ASSERT_EQ(setup_error(d, good), "");
+  // A chunk after the first batch with two loads or more, and its predecessor's leaves.
+  std::size_t k = std::size_t(good.partitions);
+  while (k < good.chunk_plans.size() &&
+         (good.chunk_plans[k].load_slots.size() < 2 ||
+          good.chunk_plans[k - good.partitions].leave_slots.size() < 2))
+    ++k;
+  ASSERT_LT(k, good.chunk_plans.size());
+  const ChunkPlan& chunk = good.chunk_plans[k];
+  const std::string at = "plan chunk (batch " + std::to_string(chunk.batch) + ", partition " +
+                         std::to_string(chunk.partition) + "): ";
+  {
+    Plan bad = good;
+    bad.chunk_plans[k].load_slots[1] = bad.chunk_plans[k].load_slots[0];
+    EXPECT_NE(setup_error(d, bad).find(at + "load entry 1 (vertex " +
+                                       std::to_string(chunk.load_vertices[1]) + ", slot " +
+                                       std::to_string(chunk.load_slots[0]) + ") is out of range"),
+              std::string::npos)
+        << setup_error(d, bad);
+  }
+  {
+    Plan bad = good;
+    bad.chunk_plans[k].load_slots[0] = good.transition_rows[std::size_t(chunk.partition)];
+    EXPECT_NE(setup_error(d, bad).find(at + "load entry 0 "), std::string::npos);
+  }
+  {
+    Plan bad = good;
+    ChunkPlan& previous = bad.chunk_plans[k - good.partitions];
+    previous.leave_slots[1] = previous.leave_slots[0];
+    previous.leave_vertices[1] = previous.leave_vertices[0];
+    EXPECT_NE(setup_error(d, bad).find(at + "leave entry 1 of the previous batch"),
+              std::string::npos)
+        << setup_error(d, bad);
+  }
+  {
+    Plan bad = good;
+    ChunkPlan& previous = bad.chunk_plans[k - good.partitions];
+    std::swap(previous.leave_slots[0], previous.leave_slots[1]);
+    EXPECT_NE(setup_error(d, bad).find(at + "leave entry 0 of the previous batch"),
+              std::string::npos)
+        << setup_error(d, bad);
   }
 }
 

@@ -66,6 +66,16 @@ void check_plan_shape(const Dataset& d, const Plan& plan) {
                      "plan arrays have inconsistent sizes");
 }
 
+// The first position of `slots` (each in [0, num_slots)) whose slot an earlier position holds.
+std::int64_t first_repeated_slot(const std::vector<vertex_t>& slots, vertex_t num_slots) {
+  std::vector<std::uint8_t> seen(std::size_t(num_slots), 0);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (seen[std::size_t(slots[i])]) return std::int64_t(i);
+    seen[std::size_t(slots[i])] = 1;
+  }
+  SLUICE_FAIL("no slot is listed twice");
+}
+
 std::string where(int c, int p) {
   return cat("plan chunk (batch ", c, ", partition ", p, ")");
 }
@@ -79,7 +89,8 @@ class PlanReplay {
   // (which also fill the lists' column degrees, self columns and per-destination lists), and
   // that T_c^p holds exactly the rows the batch needs.
   void check_batch(int c, std::vector<ChunkLists>& lists);
-  // Batch c's load, leave, pull and push lists of `mode`.
+  // Batch c's load, leave, pull and push lists of `mode` (baseline or p2p; reuse_lists() makes
+  // those of p2p+reuse).
   void scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lists) const;
   // After the last batch every row has left, and every vertex was some chunk's destination.
   void check_end();
@@ -157,39 +168,68 @@ void PlanReplay::check_batch(int c, std::vector<ChunkLists>& lists) {
   check_needed(c);
 }
 
-// Transition update: rows of batch c-1's leave lists go, L_c^p arrives.
+// Transition update: rows of batch c-1's leave lists go, L_c^p arrives. Each list is checked
+// against the slot contents before it and then applied, both in parallel: an entry that meets a
+// slot an earlier entry of the same list already changed (a slot listed twice) is found while
+// applying, and reported as the loop in list order would have met it.
 void PlanReplay::update_transition(int c, int p) {
   const ChunkPlan& ch = plan_.chunk(c, p);
   auto& slots = slot_vertex_[p];
+  const vertex_t num_slots = vertex_t(slots.size());
   if (c > 0) {
     const ChunkPlan& prev = plan_.chunk(c - 1, p);
-    for (std::size_t i = 0; i < prev.leave_slots.size(); ++i) {
-      const vertex_t s = prev.leave_slots[i];
-      SLUICE_INPUT_CHECK(
-          s >= 0 && s < vertex_t(slots.size()) && slots[std::size_t(s)] == prev.leave_vertices[i],
-          where(c, p), ": leave entry ", i, " of the previous batch does not match ",
-          "the slot contents");
-      slots[std::size_t(s)] = -1;
-      set_merged(p, s, -1);
+    const auto leave_error = [&](std::int64_t i) {
+      return InputError(cat(where(c, p), ": leave entry ", i,
+                            " of the previous batch does not match the slot contents"));
+    };
+    const std::int64_t leaves = std::int64_t(prev.leave_slots.size());
+    SLUICE_INPUT_CHECK(prev.leave_vertices.size() == prev.leave_slots.size(), where(c, p),
+                       ": leave lists of the previous batch differ in length");
+    check_in_parallel(leaves, 4096, leaves, [&](std::int64_t i) {
+      const vertex_t s = prev.leave_slots[std::size_t(i)];
+      if (s < 0 || s >= num_slots || slots[std::size_t(s)] != prev.leave_vertices[std::size_t(i)])
+        throw leave_error(i);
+    });
+    bool twice = false;
+#pragma omp parallel for schedule(static) reduction(|| : twice) if (worth_parallel(leaves))
+    for (std::int64_t i = 0; i < leaves; ++i) {
+      const vertex_t s = prev.leave_slots[std::size_t(i)];
+      if (__atomic_exchange_n(&slots[std::size_t(s)], vertex_t(-1), __ATOMIC_RELAXED) < 0)
+        twice = true;
+      else
+        set_merged(p, s, -1);
     }
+    if (twice) throw leave_error(first_repeated_slot(prev.leave_slots, num_slots));
   }
   std::int64_t kept = 0;
-  const std::int64_t num_slots = std::int64_t(slots.size());
 #pragma omp parallel for schedule(static) reduction(+ : kept) if (worth_parallel(num_slots))
   for (std::int64_t s = 0; s < num_slots; ++s) kept += slots[std::size_t(s)] >= 0;
   SLUICE_INPUT_CHECK(kept == ch.reuse_count, where(c, p), ": ", kept,
                      " rows stay in place but reuse_count is ", ch.reuse_count);
   SLUICE_INPUT_CHECK(ch.load_slots.size() == ch.load_vertices.size(), where(c, p),
                      ": load lists differ in length");
-  for (std::size_t i = 0; i < ch.load_slots.size(); ++i) {
-    const vertex_t s = ch.load_slots[i], v = ch.load_vertices[i];
-    SLUICE_INPUT_CHECK(s >= 0 && s < vertex_t(slots.size()) && slots[std::size_t(s)] < 0 &&
-                           v >= 0 && v < n_ && owner_of(v) == p,
-                       where(c, p), ": load entry ", i, " (vertex ", v, ", slot ", s,
-                       ") is out of range, foreign or lands on an occupied slot");
-    slots[std::size_t(s)] = v;
-    set_merged(p, s, v);
+  const auto load_error = [&](std::int64_t i) {
+    return InputError(cat(
+        where(c, p), ": load entry ", i, " (vertex ", ch.load_vertices[std::size_t(i)], ", slot ",
+        ch.load_slots[std::size_t(i)], ") is out of range, foreign or lands on an occupied slot"));
+  };
+  const std::int64_t loads = std::int64_t(ch.load_slots.size());
+  check_in_parallel(loads, 4096, loads, [&](std::int64_t i) {
+    const vertex_t s = ch.load_slots[std::size_t(i)], v = ch.load_vertices[std::size_t(i)];
+    if (s < 0 || s >= num_slots || slots[std::size_t(s)] >= 0 || v < 0 || v >= n_ ||
+        owner_of(v) != p)
+      throw load_error(i);
+  });
+  bool twice = false;
+#pragma omp parallel for schedule(static) reduction(|| : twice) if (worth_parallel(loads))
+  for (std::int64_t i = 0; i < loads; ++i) {
+    const vertex_t s = ch.load_slots[std::size_t(i)], v = ch.load_vertices[std::size_t(i)];
+    if (__atomic_exchange_n(&slots[std::size_t(s)], v, __ATOMIC_RELAXED) >= 0)
+      twice = true;
+    else
+      set_merged(p, s, v);
   }
+  if (twice) throw load_error(first_repeated_slot(ch.load_slots, num_slots));
 }
 
 // Remote entries: owners must hold the vertex in the named slot during this batch.
@@ -361,23 +401,42 @@ void PlanReplay::scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lis
       out.pulls = out.pushes;
       continue;
     }
-    // p2p+reuse: the plan's own load and leave lists, and pulls of the remote rows not kept.
-    out.load_vertices = ch.load_vertices;
-    out.load_rows = ch.load_slots;
-    for (vertex_t v : ch.load_vertices) out.load_keys.push_back(plan_.new_to_old[std::size_t(v)]);
-    out.leave_vertices = ch.leave_vertices;
-    out.leave_rows = ch.leave_slots;
-    for (vertex_t v : ch.leave_vertices) out.leave_keys.push_back(plan_.new_to_old[std::size_t(v)]);
-    std::vector<int> pull_owners;
-    std::vector<vertex_t> pull_owner_rows, pull_local;
-    for (std::size_t i = 0; i < owners.size(); ++i)
-      if (ch.remote_pull[i]) {
-        pull_owners.push_back(owners[i]);
-        pull_owner_rows.push_back(ch.remote_owner_slots[i]);
-        pull_local.push_back(local[i]);
-      }
-    out.pulls = group_by_owner(pull_owners, pull_owner_rows, pull_local, P_);
+    SLUICE_FAIL("p2p+reuse lists come from reuse_lists()");
   }
+}
+
+// Chunk (c, p)'s lists under p2p+reuse: the plan's own load and leave lists, and pulls of the
+// remote rows not kept. They read nothing of the replay's slot contents.
+void reuse_lists(const Plan& plan, int c, int p, ChunkLists& out) {
+  const ChunkPlan& ch = plan.chunk(c, p);
+  const vertex_t TR = plan.transition_rows[p];
+  const std::size_t remotes = ch.remote_slots.size();
+  std::vector<vertex_t> local(remotes);
+  for (std::size_t i = 0; i < remotes; ++i) local[i] = TR + ch.remote_slots[i];
+  const std::vector<int> owners(ch.remote_owner.begin(), ch.remote_owner.end());
+  out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, plan.partitions);
+  const auto keys = [&](const std::vector<vertex_t>& vertices) {
+    std::vector<vertex_t> out_keys(vertices.size());
+    for (std::size_t i = 0; i < vertices.size(); ++i)
+      out_keys[i] = plan.new_to_old[std::size_t(vertices[i])];
+    return out_keys;
+  };
+  out.load_vertices = ch.load_vertices;
+  out.load_rows = ch.load_slots;
+  out.load_keys = keys(ch.load_vertices);
+  out.leave_vertices = ch.leave_vertices;
+  out.leave_rows = ch.leave_slots;
+  out.leave_keys = keys(ch.leave_vertices);
+  std::vector<int> pull_owners;
+  std::vector<vertex_t> pull_owner_rows, pull_local;
+  for (std::size_t i = 0; i < remotes; ++i)
+    if (ch.remote_pull[i]) {
+      pull_owners.push_back(owners[i]);
+      pull_owner_rows.push_back(ch.remote_owner_slots[i]);
+      pull_local.push_back(local[i]);
+    }
+  out.pulls = group_by_owner(pull_owners, pull_owner_rows, pull_local, plan.partitions);
+  out.remote_rows = std::move(local);
 }
 
 void PlanReplay::check_end() {
@@ -410,9 +469,18 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
   std::vector<ChunkLists> lists(std::size_t(plan.partitions) * plan.chunks);
   for (int c = 0; c < plan.chunks; ++c) {
     replay.check_batch(c, lists);
-    replay.scheme_lists(c, mode, lists);
+    if (mode != CommMode::kP2pReuse) replay.scheme_lists(c, mode, lists);
   }
   replay.check_end();
+  if (mode == CommMode::kP2pReuse) {
+    const std::int64_t chunks = std::int64_t(lists.size());
+    std::int64_t entries = 0;
+    for (const ChunkPlan& ch : plan.chunk_plans)
+      entries += std::int64_t(ch.load_vertices.size() + ch.leave_vertices.size());
+#pragma omp parallel for schedule(dynamic, 1) if (chunks > 1 && worth_parallel(entries))
+    for (std::int64_t k = 0; k < chunks; ++k)
+      reuse_lists(plan, int(k / plan.partitions), int(k % plan.partitions), lists[std::size_t(k)]);
+  }
   return lists;
 }
 

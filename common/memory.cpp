@@ -2,6 +2,7 @@
 #include "common/memory.hpp"
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 
 namespace sluice {
 namespace {
@@ -67,6 +69,23 @@ void return_large_blocks_when_freed() {
   if (mallopt(M_MMAP_THRESHOLD, 1 << 20) != 1)
     log_debug("mallopt(M_MMAP_THRESHOLD) failed: freed blocks may stay with the process");
 #endif
+}
+
+void populate_in_parallel(void* data, std::size_t bytes) {
+  constexpr std::uintptr_t kPage = 4096;
+  const auto start = reinterpret_cast<std::uintptr_t>(data);
+  const std::uintptr_t first = (start + kPage - 1) & ~(kPage - 1);
+  const std::uintptr_t last = (start + bytes) & ~(kPage - 1);
+  const auto pages = static_cast<std::int64_t>(last > first ? (last - first) / kPage : 0);
+  constexpr int kPieces = 64;
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(pages))
+  for (int piece = 0; piece < kPieces; ++piece) {
+    const std::uintptr_t begin = first + kPage * std::uintptr_t(pages * piece / kPieces);
+    const std::uintptr_t end = first + kPage * std::uintptr_t(pages * (piece + 1) / kPieces);
+#ifdef MADV_POPULATE_WRITE
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+#endif
+  }
 }
 
 std::uint64_t current_rss_bytes() {

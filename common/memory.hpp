@@ -2,9 +2,11 @@
 // allocation sized by input values against what the machine can still give.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace sluice {
 
@@ -14,6 +16,21 @@ namespace sluice {
 // frees thousands of per-chunk lists of a few MiB then holds gigabytes it no longer uses. The
 // commands call it first thing.
 void return_large_blocks_when_freed();
+
+// Faults in the pages of `bytes` bytes at `data` with every OpenMP thread (MADV_POPULATE_WRITE, a
+// hint: ignored where the kernel lacks it). Faulting in gigabytes from one thread is a large
+// serial part of reading or building big arrays; a fill after it is a fast pass over resident
+// memory.
+void populate_in_parallel(void* data, std::size_t bytes);
+
+// Resizes `values`, which must be empty, to `size` value-initialized elements, their pages
+// faulted in by every thread first (populate_in_parallel()).
+template <typename T>
+void resize_populated(std::vector<T>& values, std::size_t size) {
+  values.reserve(size);
+  populate_in_parallel(values.data(), size * sizeof(T));
+  values.resize(size);
+}
 
 std::uint64_t current_rss_bytes();  // VmRSS
 std::uint64_t peak_rss_bytes();     // VmHWM, the high-water mark since start

@@ -2,7 +2,6 @@
 #include "formats/csr_builder.hpp"
 
 #include <omp.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,29 +37,6 @@ const char* to_string(SelfLoops mode) {
 }
 
 namespace {
-
-// Resizes `values` (empty) to `size` zeros. The pages are first faulted in by all threads
-// (MADV_POPULATE_WRITE, a hint: ignored where the kernel lacks it), which leaves the vector's
-// own zero-fill a fast pass over resident memory; faulting in gigabytes from one thread is a
-// large serial part of an import.
-void resize_in_parallel(std::vector<vertex_t>& values, std::size_t size) {
-  values.reserve(size);
-  constexpr std::uintptr_t kPage = 4096;
-  const auto data = reinterpret_cast<std::uintptr_t>(values.data());
-  const std::uintptr_t first = (data + kPage - 1) & ~(kPage - 1);
-  const std::uintptr_t last = (data + size * sizeof(vertex_t)) & ~(kPage - 1);
-  const auto pages = static_cast<std::int64_t>(last > first ? (last - first) / kPage : 0);
-  constexpr int kPieces = 64;
-#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(pages))
-  for (int piece = 0; piece < kPieces; ++piece) {
-    const std::uintptr_t begin = first + kPage * std::uintptr_t(pages * piece / kPieces);
-    const std::uintptr_t end = first + kPage * std::uintptr_t(pages * (piece + 1) / kPieces);
-#ifdef MADV_POPULATE_WRITE
-    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-#endif
-  }
-  values.resize(size);
-}
 
 // Splits blocks of pairs into their directed entries (dst, src), grouped by buckets of
 // 2^shift consecutive destinations, then hands each bucket's entries to a visitor, buckets in
@@ -270,7 +246,7 @@ void count_and_scatter(vertex_t n, const EdgeSource& source, const CsrBuildOptio
   }
   const bool add_loops = options.self_loops == SelfLoops::kAdd;
   for (vertex_t v = 0; v < n; ++v) indptr[v + 1] += indptr[v] + (add_loops ? 1 : 0);
-  resize_in_parallel(result.indices, static_cast<std::size_t>(indptr[n]));
+  resize_populated(result.indices, static_cast<std::size_t>(indptr[n]));
   // Each group's write cursor and the end of its appended keys (before the added self-loops).
   group_filled.resize(std::size_t(groups.count));
   std::vector<edge_t> group_end(std::size_t(groups.count));

@@ -58,8 +58,17 @@ herr_t walk_innermost(unsigned n, const H5E_error2_t* error, void* data) {
 
 // Reads below this many bytes go through H5Dread alone.
 constexpr std::uint64_t kDirectReadBytes = std::uint64_t(16) << 20;
-// Adjacent pieces of a direct read merge up to this many bytes (one pread each).
+// Adjacent pieces of a direct read merge up to this many bytes (one pread each), and fewer where
+// that leaves threads idle (direct_piece_bytes()).
 constexpr std::uint64_t kDirectPieceBytes = std::uint64_t(64) << 20;
+constexpr std::uint64_t kMinDirectPieceBytes = std::uint64_t(1) << 20;
+
+// The piece size of a direct read of `bytes`: up to kDirectPieceBytes, small enough to give
+// every thread about four pieces (the copy out of the page cache is the bulk of the read).
+std::uint64_t direct_piece_bytes(std::uint64_t bytes) {
+  const std::uint64_t share = bytes / (4 * std::uint64_t(std::max(1, omp_get_max_threads())));
+  return std::clamp(share, kMinDirectPieceBytes, kDirectPieceBytes);
+}
 
 // A run of bytes of the file and where it goes.
 struct Piece {
@@ -90,12 +99,13 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   Handle layout_list(H5Dget_create_plist(dataset));
   if (layout_list.get() < 0 || H5Pget_nfilters(layout_list) != 0) return false;
   std::vector<Piece> pieces;
+  const std::uint64_t piece_bytes = direct_piece_bytes((row_end - row_begin) * row_bytes);
   char* const target = static_cast<char*>(out);
   const auto add = [&](std::uint64_t offset, std::uint64_t bytes, char* to) {
     if (!pieces.empty()) {
       Piece& last = pieces.back();
       if (last.file_offset + last.bytes == offset && last.out + last.bytes == to &&
-          last.bytes + bytes <= kDirectPieceBytes) {
+          last.bytes + bytes <= piece_bytes) {
         last.bytes += bytes;
         return;
       }
@@ -107,7 +117,7 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
     const haddr_t address = H5Dget_offset(dataset);
     if (address == HADDR_UNDEF) return false;
     for (std::uint64_t done = row_begin * row_bytes; done < row_end * row_bytes;) {
-      const std::uint64_t bytes = std::min(kDirectPieceBytes, row_end * row_bytes - done);
+      const std::uint64_t bytes = std::min(piece_bytes, row_end * row_bytes - done);
       add(base + address + done, bytes, target + (done - row_begin * row_bytes));
       done += bytes;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/memory.hpp"
 
 namespace sluice::h5 {
 
@@ -118,7 +119,8 @@ std::vector<T> read_vector(hid_t location, const std::string& name) {
   const auto dims = shape(location, name);
   std::uint64_t count = 1;
   for (auto d : dims) count *= d;
-  std::vector<T> values(count);
+  std::vector<T> values;
+  resize_populated(values, count);
   if (count)
     read_rows(location, name, native_type<T>(), 0, dims.empty() ? 0 : dims[0], values.data());
   return values;

@@ -74,12 +74,15 @@ void read_flat(hid_t group, const std::string& name, const std::string& path,
   for (std::size_t k = 0; k < chunks.size(); ++k)
     SLUICE_INPUT_CHECK(offsets[k] <= offsets[k + 1], path, ": chunks/", name,
                        "_offsets decreases at chunk ", k);
-  for (std::size_t k = 0; k < chunks.size(); ++k) {
-    auto& field = get(chunks[k]);
-    field.resize(std::size_t(offsets[k + 1] - offsets[k]));
+  // The chunks' arrays are allocated and zeroed in parallel, then each is read (in parallel
+  // pieces where it is large).
+  const std::int64_t count = std::int64_t(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1) if (count > 1 && worth_parallel(offsets.back()))
+  for (std::int64_t k = 0; k < count; ++k)
+    get(chunks[std::size_t(k)]).resize(std::size_t(offsets[k + 1] - offsets[k]));
+  for (std::size_t k = 0; k < chunks.size(); ++k)
     h5::read_rows(group, name, h5::native_type<T>(), std::uint64_t(offsets[k]),
-                  std::uint64_t(offsets[k + 1]), field.data());
-  }
+                  std::uint64_t(offsets[k + 1]), get(chunks[k]).data());
 }
 
 template <typename T>

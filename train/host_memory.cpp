@@ -75,7 +75,9 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   out.peak = std::max({out.index_lists, out.index_lists - graph + out.first_matrix,
                        out.index_lists - out.released + out.host_matrices,
                        out.host_matrices + out.chunk_constants - out.released - out.released_plan});
-  out.peak_beside_lists = std::max(out.peak, out.index_lists + out.host_matrices);
+  out.peak_beside_lists =
+      std::max({out.peak, out.index_lists + out.host_matrices,
+                out.index_lists - graph + out.host_matrices + out.chunk_constants});
   return out;
 }
 

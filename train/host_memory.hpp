@@ -30,8 +30,9 @@ struct HostMemoryPlan {
   std::int64_t released = 0;       // the dataset's features and graph, when released
   std::int64_t released_plan = 0;  // the plan's chunk columns and lists, when released
   std::int64_t peak = 0;           // setup's peak, bytes added to what is held now
-  // The peak with HostSetup::kBesideLists: the host matrices and the index lists at once, before
-  // the graph is released.
+  // The peak with HostSetup::kBesideLists: the host matrices beside the index lists (the graph
+  // not yet released) and then beside the chunk constants, bounded as if every index list
+  // stayed until the last constant is up and no plan list were released.
   std::int64_t peak_beside_lists = 0;
   std::string matrices;  // "H^0 16 GiB, A^0 16 GiB, ..." for the log and errors
 };

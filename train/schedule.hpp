@@ -67,9 +67,10 @@ struct ScheduleOptions {
   // on the device in place of that round trip (the next pass's first rows, the kept tail) are
   // rounded the same way, so every layout of the plan reads the same values.
   HostPrecision host_precision = HostPrecision::kFp32;
-  // When setup allocates and fills the host matrices: after the index lists are derived (the
-  // lower peak: the dataset's graph is released first), or on a second thread beside them (a
-  // faster start; HostMemoryPlan::peak_beside_lists says what it costs).
+  // When setup allocates and fills the host matrices: after the index lists are derived and
+  // before the device constants (the lower peak: the dataset's graph is released first, the
+  // index lists as their constants go up), or on a second thread beside both (a faster start;
+  // HostMemoryPlan::peak_beside_lists says what it costs).
   HostSetup host_setup = HostSetup::kAfterLists;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during

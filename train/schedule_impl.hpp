@@ -255,6 +255,7 @@ struct Schedule::Impl {
   // their parts (InputRelease::kDatasetAndPlanLists), else null.
   void setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan);
   void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
+  void setup_devices(std::vector<ChunkLists>& lists);
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

@@ -205,9 +205,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
                      "' has no training vertices");
   loss_scale = 1.f / static_cast<float>(dataset.train.size());
   StageTimer lists_stage("schedule index lists");
-  // The host matrices after the index lists, or on a second thread beside them
-  // (ScheduleOptions::host_setup). Both read the dataset and plan; only the lists' side releases
-  // the graph, only the matrices' side the features.
+  // The host matrices after the index lists and device constants, or on a second thread beside
+  // both (ScheduleOptions::host_setup). Both sides read the dataset and plan; only the lists'
+  // side releases the graph and the plan's chunk lists, only the matrices' side the features.
+  // The device side touches none of the host matrices.
   std::future<void> host_matrices;
   if (options.host_setup == HostSetup::kBesideLists)
     host_matrices = std::async(std::launch::async, [&, threads = omp_get_max_threads()] {
@@ -229,12 +230,19 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     std::vector<vertex_t>().swap(releasable->indices);
   }
   lists_stage.finish();
-  if (host_matrices.valid()) {
-    host_matrices.get();
-  } else {
+  if (!host_matrices.valid()) {
     StageTimer host_stage("host matrices");
     allocate_host_matrices(dataset, releasable);
   }
+  setup_devices(lists);
+  if (host_matrices.valid()) {
+    StageTimer wait("wait for the host matrices");
+    host_matrices.get();
+  }
+}
+
+// Every device's buffers and chunk constants, from the index lists (released as they go up).
+void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   StageTimer device_stage("device buffers and chunk constants");
 
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));

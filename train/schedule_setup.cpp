@@ -332,14 +332,24 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision
 // elements: H^0 (the features, row-normalized in fp32 first when asked, then rounded), each
 // layer's inputs H^l (or T^l), the gradients G^l (or dT^l) below the last layer, and the cached
-// aggregations A^l. H^0 comes first, so that a releasable dataset's features are freed before
-// the other matrices are allocated.
+// aggregations A^l. When a releasable dataset holds its features in memory, H^0 is filled right
+// after its allocation, so that they are freed before the other matrices are allocated.
+// Otherwise every matrix is allocated (and pinned) first and H^0 filled last: the pinning then
+// ends early, before the device constants that setup_devices() pins beside it.
 void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* releasable) {
   const int L = model.num_layers();
   const HostPrecision precision = options.host_precision;
   H.resize(std::size_t(L));
   G.resize(std::size_t(L));
   A_cache.resize(std::size_t(L));
+  const auto fill_inputs = [&] {
+    StageTimer fill_timer("fill H^0");
+    fill_features(dataset, plan.new_to_old, plan.old_to_new,
+                  options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
+                  H[0]);
+    if (releasable) std::vector<float>().swap(releasable->features);
+  };
+  const bool fill_first = releasable && !releasable->features.empty();
   const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
   for (const HostMatrixShape& shape : shapes) {
     StageTimer alloc_timer(cat("allocate ", shape.name));
@@ -351,13 +361,9 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
       G[std::size_t(shape.layer)] = m;
     else
       A_cache[std::size_t(shape.layer)] = m;
-    if (shape.role != HostMatrixRole::kInput || shape.layer != 0) continue;
-    StageTimer fill_timer("fill H^0");
-    fill_features(dataset, plan.new_to_old, plan.old_to_new,
-                  options.row_normalize_features ? FeatureScaling::kRowL1 : FeatureScaling::kNone,
-                  m);
-    if (releasable) std::vector<float>().swap(releasable->features);
+    if (fill_first && shape.role == HostMatrixRole::kInput && shape.layer == 0) fill_inputs();
   }
+  if (!fill_first) fill_inputs();
   std::int64_t bytes = 0;
   for (const auto* matrices : {&H, &G, &A_cache})
     for (const HostMat& m : *matrices) bytes += m.rows * m.cols * m.element_bytes();

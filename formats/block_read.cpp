@@ -4,10 +4,13 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
+#include <type_traits>
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/log.hpp"
 #include "formats/text_input.hpp"
 
 namespace sluice {
@@ -38,6 +41,247 @@ std::size_t read_at_parallel(const InputFile& input, char* buffer, std::size_t b
 void throw_bad_vertex_id(const std::string& where, std::int64_t id, std::int64_t limit) {
   SLUICE_INPUT_CHECK(id >= 0, where, "negative vertex id ", id);
   throw InputError(cat(where, "vertex id ", id, " out of range [0, ", limit, ")"));
+}
+
+namespace {
+
+constexpr std::int64_t kBlockEdges = std::int64_t(1) << 22;
+
+// Id i of a block of T ids, as int64 (a uint64 above the int64 range as -1).
+template <typename T>
+std::int64_t load_id(const char* data, std::int64_t i) {
+  T value;
+  std::memcpy(&value, data + sizeof(T) * i, sizeof(T));
+  if constexpr (std::is_same_v<T, std::uint64_t>)
+    return value > std::uint64_t(std::numeric_limits<std::int64_t>::max())
+               ? -1
+               : static_cast<std::int64_t>(value);
+  else
+    return static_cast<std::int64_t>(value);
+}
+
+// Calls fn(T{}) with the C++ type of `type`.
+template <typename Fn>
+void with_id_type(IdType type, Fn&& fn) {
+  switch (type) {
+    case IdType::kInt32:
+      return fn(std::int32_t{});
+    case IdType::kInt64:
+      return fn(std::int64_t{});
+    case IdType::kUint32:
+      return fn(std::uint32_t{});
+    case IdType::kUint64:
+      break;
+  }
+  fn(std::uint64_t{});
+}
+
+[[noreturn]] void throw_bad_id(const std::string& where, IdType type, const char* data,
+                               std::int64_t i, std::int64_t limit) {
+  std::int64_t id = -1;
+  with_id_type(type, [&](auto tag) { id = load_id<decltype(tag)>(data, i); });
+  if (type == IdType::kUint64 && id < 0) {
+    std::uint64_t value;
+    std::memcpy(&value, data + 8 * i, 8);
+    throw InputError(cat(where, "vertex id ", value, " out of range [0, ", limit, ")"));
+  }
+  throw_bad_vertex_id(where, id, limit);
+}
+
+std::string column_files(const IdColumn* columns) {
+  const std::string& first = columns[0].file->path();
+  return columns[1].file == columns[0].file ? first : first + "," + columns[1].file->path();
+}
+
+}  // namespace
+
+int id_bytes(IdType type) {
+  return type == IdType::kInt32 || type == IdType::kUint32 ? 4 : 8;
+}
+
+EdgeBlockReader::EdgeBlockReader(IdColumn sources, IdColumn destinations, std::int64_t edges,
+                                 IdPlace place)
+    : columns_{sources, destinations}, edges_(edges), place_(std::move(place)) {
+  const bool pairs = interleaved();
+  for (const IdColumn& column : columns_) {
+    SLUICE_EXPECTS(column.file, "an id column without a file");
+    SLUICE_EXPECTS(pairs || column.stride == std::uint64_t(id_bytes(column.type)),
+                   "id columns must be interleaved pairs or contiguous arrays");
+  }
+  const bool gzip = columns_[0].file->compressed();
+  SLUICE_EXPECTS(!gzip || (pairs && edges < 0 && columns_[0].offset == 0),
+                 "gzip input holds interleaved pairs from its first byte, read to its end");
+  SLUICE_EXPECTS(gzip || edges >= 0, "a plain file's edge count is known before reading");
+  const std::uint64_t edge_bytes = id_bytes(columns_[0].type) + id_bytes(columns_[1].type);
+  // Gzip: its size on disk is a guess of the edges it holds.
+  block_edges_ = gzip ? std::min<std::int64_t>(
+                            kBlockEdges, std::int64_t(columns_[0].file->size_on_disk() * 4 /
+                                                      edge_bytes) +
+                                             1)
+                      : std::max<std::int64_t>(1, std::min(kBlockEdges, edges));
+  for (int end = 0; end < (pairs ? 1 : 2); ++end)
+    raw_[end].resize(static_cast<std::size_t>(
+        (block_edges_ * std::int64_t(columns_[end].stride) + 7) / 8));
+}
+
+bool EdgeBlockReader::interleaved() const {
+  const IdColumn &src = columns_[0], &dst = columns_[1];
+  const std::uint64_t bytes = id_bytes(src.type);
+  return src.file == dst.file && src.type == dst.type && src.stride == 2 * bytes &&
+         dst.stride == src.stride && dst.offset == src.offset + bytes;
+}
+
+void EdgeBlockReader::read_block(std::int64_t first, std::int64_t count) {
+  for (int end = 0; end < (interleaved() ? 1 : 2); ++end) {
+    const IdColumn& column = columns_[end];
+    const std::size_t bytes = static_cast<std::size_t>(count) * column.stride;
+    const std::uint64_t offset = column.offset + std::uint64_t(first) * column.stride;
+    const std::size_t got =
+        read_at_parallel(*column.file, reinterpret_cast<char*>(raw_[end].data()), bytes, offset);
+    SLUICE_INPUT_CHECK(got == bytes, column.file->path(), ": truncated: the data ends at byte ",
+                       offset + got, ", before the ids of all ", edges_,
+                       " edges (the file shrank while it was read)");
+  }
+}
+
+std::int64_t EdgeBlockReader::read_sequential(std::int64_t first) {
+  InputFile& file = *columns_[0].file;
+  const std::size_t pair_bytes = columns_[0].stride;
+  const std::size_t got =
+      file.read_full(reinterpret_cast<char*>(raw_[0].data()), block_edges_ * pair_bytes);
+  SLUICE_INPUT_CHECK(got % pair_bytes == 0, file.path(), ": truncated: ends inside a pair (",
+                     std::uint64_t(first) * pair_bytes + got, " bytes is not a multiple of ",
+                     pair_bytes, "-byte (src, dst) pairs; see --id-bytes)");
+  return static_cast<std::int64_t>(got / pair_bytes);
+}
+
+template <typename Fn>
+void EdgeBlockReader::for_each_block(Fn&& fn) {
+  InputFile& file = *columns_[0].file;
+  const std::uint64_t edge_bytes = id_bytes(columns_[0].type) + id_bytes(columns_[1].type);
+  if (edges_ >= 0) {
+    Progress progress("read " + column_files(columns_), std::uint64_t(edges_) * edge_bytes);
+    for (std::int64_t first = 0; first < edges_;) {
+      const std::int64_t count = std::min(block_edges_, edges_ - first);
+      read_block(first, count);
+      fn(first, count);
+      first += count;
+      progress.set(std::uint64_t(first) * edge_bytes);
+    }
+    return;
+  }
+  file.rewind();
+  Progress progress("read " + file.path(), file.size_on_disk());
+  for (std::int64_t first = 0;;) {
+    const std::int64_t count = read_sequential(first);
+    if (count == 0) break;
+    fn(first, count);
+    progress.set(file.position_on_disk());
+    first += count;
+    if (count < block_edges_) break;
+  }
+}
+
+const vertex_t* EdgeBlockReader::convert(std::int64_t first, std::int64_t count,
+                                         EdgeBlockReader::Pass pass, std::int64_t limit,
+                                         std::int64_t& max_id) {
+  const bool check = pass != Pass::kConvert, store = pass != Pass::kCheck;
+  if (interleaved()) {
+    const IdType type = columns_[0].type;
+    const char* data = reinterpret_cast<const char*>(raw_[0].data());
+    // Checked 4-byte ids are valid int32 ids as they are.
+    const bool in_place = id_bytes(type) == 4;
+    if (store && !in_place) narrow_.resize(static_cast<std::size_t>(2 * count));
+    vertex_t* out = narrow_.data();
+    const std::int64_t ids = 2 * count;
+    with_id_type(type, [&](auto tag) {
+      using T = decltype(tag);
+      const bool write = store && !in_place;
+      if (check) {
+        const IdBlockCheck result = check_id_block(ids, limit, [&](std::int64_t i) {
+          const std::int64_t id = load_id<T>(data, i);
+          if (write) out[i] = static_cast<vertex_t>(id);
+          return id;
+        });
+        if (result.first_bad >= 0)
+          throw_bad_id(place_(first + result.first_bad / 2, int(result.first_bad % 2)), type,
+                       data, result.first_bad, limit);
+        max_id = std::max(max_id, result.max_id);
+      } else if (write) {
+#pragma omp parallel for schedule(static) if (worth_parallel(ids))
+        for (std::int64_t i = 0; i < ids; ++i) out[i] = static_cast<vertex_t>(load_id<T>(data, i));
+      }
+    });
+    return in_place ? reinterpret_cast<const vertex_t*>(data) : out;
+  }
+  if (store) narrow_.resize(static_cast<std::size_t>(2 * count));
+  vertex_t* out = narrow_.data();
+  for (int end = 0; end < 2; ++end) {
+    const IdType type = columns_[end].type;
+    const char* data = reinterpret_cast<const char*>(raw_[end].data());
+    with_id_type(type, [&](auto tag) {
+      using T = decltype(tag);
+      if (check) {
+        const IdBlockCheck result = check_id_block(count, limit, [&](std::int64_t i) {
+          const std::int64_t id = load_id<T>(data, i);
+          if (store) out[2 * i + end] = static_cast<vertex_t>(id);
+          return id;
+        });
+        if (result.first_bad >= 0)
+          throw_bad_id(place_(first + result.first_bad, end), type, data, result.first_bad,
+                       limit);
+        max_id = std::max(max_id, result.max_id);
+      } else {
+#pragma omp parallel for schedule(static) if (worth_parallel(count))
+        for (std::int64_t i = 0; i < count; ++i)
+          out[2 * i + end] = static_cast<vertex_t>(load_id<T>(data, i));
+      }
+    });
+  }
+  return out;
+}
+
+std::int64_t EdgeBlockReader::scan(std::int64_t limit, std::int64_t& edges) {
+  std::int64_t max_id = -1;
+  edges = 0;
+  for_each_block([&](std::int64_t first, std::int64_t count) {
+    convert(first, count, Pass::kCheck, limit, max_id);
+    edges += count;
+  });
+  return max_id;
+}
+
+void EdgeBlockReader::deliver(const EdgeBlockVisitor& visit, std::int64_t limit,
+                              std::int64_t* edges) {
+  std::int64_t max_id = -1;
+  for_each_block([&](std::int64_t first, std::int64_t count) {
+    const vertex_t* pairs =
+        convert(first, count, limit > 0 ? Pass::kCheckAndConvert : Pass::kConvert, limit, max_id);
+    if (edges) *edges += count;
+    visit(pairs, static_cast<std::size_t>(count));
+  });
+}
+
+std::vector<std::int64_t> EdgeBlockReader::load_all() {
+  std::vector<std::int64_t> pairs;
+  const bool pairs_in_one = interleaved();
+  for_each_block([&](std::int64_t, std::int64_t count) {
+    const std::size_t old = pairs.size();
+    pairs.resize(old + static_cast<std::size_t>(2 * count));
+    std::int64_t* out = pairs.data() + old;
+    for (int end = 0; end < (pairs_in_one ? 1 : 2); ++end) {
+      const char* data = reinterpret_cast<const char*>(raw_[end].data());
+      with_id_type(columns_[end].type, [&](auto tag) {
+        using T = decltype(tag);
+        if (pairs_in_one) {
+          for (std::int64_t i = 0; i < 2 * count; ++i) out[i] = load_id<T>(data, i);
+        } else {
+          for (std::int64_t i = 0; i < count; ++i) out[2 * i + end] = load_id<T>(data, i);
+        }
+      });
+    }
+  });
+  return pairs;
 }
 
 }  // namespace sluice

@@ -1,15 +1,19 @@
-// Pieces of the block-wise readers of large binary inputs (the .npy arrays of formats/npy.cpp
-// and the binary pair files of formats/import_edgelist.cpp): a positional read of one block
-// with all threads, and the vertex id check of a block.
+// Pieces of the block-wise readers of large binary inputs (the .npy arrays of formats/npy.cpp,
+// the binary pair files of formats/import_edgelist.cpp and the plain .npy edge arrays of
+// formats/import_npz.cpp): a positional read of one block with all threads, the vertex id check
+// of a block, and a reader that streams edges from a file's id columns to the CSR builder.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "common/parallel.hpp"
+#include "formats/csr_builder.hpp"
 
 namespace sluice {
 
@@ -50,5 +54,75 @@ IdBlockCheck check_id_block(std::int64_t count, std::int64_t limit, IdAt&& id_at
 // [0, <limit>)"; `where` names the file and the position, ending in ": ".
 [[noreturn]] void throw_bad_vertex_id(const std::string& where, std::int64_t id,
                                       std::int64_t limit);
+
+// Little-endian integer vertex ids of binary inputs. A uint64 id above the int64 range reads as
+// -1 (and is reported with its own value).
+enum class IdType { kInt32, kInt64, kUint32, kUint64 };
+int id_bytes(IdType type);
+
+// Where the ids of one end of every edge lie in a file: the id of edge i at byte
+// offset + i * stride.
+struct IdColumn {
+  InputFile* file = nullptr;
+  std::uint64_t offset = 0;
+  std::uint64_t stride = 0;
+  IdType type = IdType::kInt32;
+};
+
+// Names the id of one end (0: source, 1: destination) of an edge in messages:
+// "<file>: <position>: ".
+using IdPlace = std::function<std::string(std::int64_t edge, int end)>;
+
+// Streams the edges of a file to the CSR builder block by block (4 Mi edges), as int32 pairs,
+// never holding them all. The two id columns are either interleaved (src, dst) pairs of one
+// file (destination offset = source offset + id size, stride = two ids), read as one range per
+// block, or two contiguous arrays (stride = one id; in one file or in two), read as two ranges
+// per block and interleaved while converting. Plain files are read with parallel positional
+// reads (read_at_parallel), so every pass may read them again; interleaved pairs in a gzip file
+// are read front to back from a rewind. 4-byte ids that an earlier pass has checked are handed
+// to the visitor without a copy.
+class EdgeBlockReader {
+ public:
+  // edges: the edge count, or -1 for gzip pairs (read until the end of the file).
+  EdgeBlockReader(IdColumn sources, IdColumn destinations, std::int64_t edges, IdPlace place);
+
+  // Checks every id (in [0, limit), InputError naming its place otherwise), counts the edges
+  // and returns the largest id (-1 for none).
+  std::int64_t scan(std::int64_t limit, std::int64_t& edges);
+  // Delivers the edges as int32 pair blocks. limit > 0: checks each block first (a graph of
+  // known size needs no separate scan) and adds the count to *edges when given; limit 0: the
+  // ids must have been checked by an earlier pass.
+  void deliver(const EdgeBlockVisitor& visit, std::int64_t limit = 0,
+               std::int64_t* edges = nullptr);
+  // All ids as interleaved int64 pairs (for --remap; the ids checked by an earlier scan).
+  std::vector<std::int64_t> load_all();
+
+  // The edges a pass delivers; 0 when unknown before reading (gzip).
+  std::int64_t expected_edges() const { return edges_ < 0 ? 0 : edges_; }
+
+ private:
+  enum class Pass { kCheck, kCheckAndConvert, kConvert };
+  bool interleaved() const;
+  // Calls fn(block) for each block of edges read into the raw buffers.
+  template <typename Fn>
+  void for_each_block(Fn&& fn);
+  // Reads edges [first, first + count) of a plain file into the raw buffers.
+  void read_block(std::int64_t first, std::int64_t count);
+  // Reads up to block_edges_ pairs of a gzip file; returns the pairs read.
+  std::int64_t read_sequential(std::int64_t first);
+  // Checks the ids of the block read (edges first .. first + count - 1) against limit, raising
+  // max_id to their largest, and/or converts them to int32 pairs (in narrow_, or in place for
+  // interleaved 4-byte ids); returns the pairs (kCheck: nothing converted).
+  const vertex_t* convert(std::int64_t first, std::int64_t count, Pass pass, std::int64_t limit,
+                          std::int64_t& max_id);
+
+  IdColumn columns_[2];
+  std::int64_t edges_;
+  IdPlace place_;
+  std::int64_t block_edges_ = 0;
+  // 8-byte storage keeps every id type aligned; in interleaved mode raw_[0] holds the pairs.
+  std::vector<std::int64_t> raw_[2];
+  std::vector<vertex_t> narrow_;
+};
 
 }  // namespace sluice

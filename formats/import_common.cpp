@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "common/memory.hpp"
 #include "common/parallel.hpp"
+#include "formats/block_read.hpp"
 #include "formats/synthetic.hpp"
 #include "formats/text_tables.hpp"
 
@@ -78,6 +79,35 @@ void build_graph(const EdgeSource& source, std::int64_t expected_edges,
   require_graph_memory(dataset.num_nodes, expected_edges, 0, options);
   record_graph(build_in_csr(dataset.num_nodes, source, options.graph, expected_edges), options,
                dataset, report);
+}
+
+void import_edge_blocks(EdgeBlockReader& reader, const ImportOptions& options, Dataset& d,
+                        ImportReport& report) {
+  std::int64_t count = 0;
+  if (options.num_nodes > 0) {
+    // The vertex count is known: ids are checked while the first CSR pass reads them.
+    d.num_nodes = static_cast<vertex_t>(options.num_nodes);
+    std::int64_t passes = 0;
+    build_graph(
+        [&](const EdgeBlockVisitor& visit) {
+          if (passes++ == 0)
+            reader.deliver(visit, options.num_nodes, &count);
+          else
+            reader.deliver(visit);
+        },
+        reader.expected_edges(), options, d, report);
+    SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
+    return;
+  }
+  std::int64_t max_id = -1;
+  {
+    StageTimer timer("scan edges " + options.input);
+    max_id = reader.scan(kMaxVertices, count);
+  }
+  SLUICE_INPUT_CHECK(count > 0, options.input, ": empty graph (no edges)");
+  d.num_nodes = vertex_count(max_id, options.input);
+  build_graph([&](const EdgeBlockVisitor& visit) { reader.deliver(visit); }, count, options, d,
+              report);
 }
 
 void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,

@@ -8,6 +8,10 @@
 
 #include "formats/importers.hpp"
 
+namespace sluice {
+class EdgeBlockReader;
+}
+
 namespace sluice::detail {
 
 // Compacts the ids of `pairs` to 0..k-1 in ascending order of the input id; returns the
@@ -19,6 +23,12 @@ std::vector<vertex_t> remap_pairs(const std::vector<std::int64_t>& pairs,
 // expected_edges: the pairs `source` delivers (0 if unknown), see build_in_csr().
 void build_graph(const EdgeSource& source, std::int64_t expected_edges,
                  const ImportOptions& options, Dataset& dataset, ImportReport& report);
+
+// Builds the CSR from edges streamed by `reader` (formats/block_read.hpp), read twice. The vertex
+// count: --num-nodes (ids checked while the first CSR pass reads them), else the largest id + 1,
+// found by a scan that checks every id before the build.
+void import_edge_blocks(EdgeBlockReader& reader, const ImportOptions& options, Dataset& dataset,
+                        ImportReport& report);
 
 // The same from pairs held in memory (consumed, freed once the CSR exists).
 void build_graph_from_pairs(std::vector<vertex_t>&& pairs, const ImportOptions& options,

@@ -1,13 +1,17 @@
 // NumPy importers: the OGB node-property raw layout as OGB ships its large datasets
-// (ogbn-papers100M: <dir>/raw/data.npz and raw/node-label.npz, splits as csv.gz), and plain
-// .npy edge arrays. Edges are read once into int32 pairs (validated while converting), then
+// (ogbn-papers100M: <dir>/raw/data.npz and raw/node-label.npz, splits as csv.gz), and .npy edge
+// arrays. Plain .npy files are streamed to the CSR builder block by block straight from their
+// data (formats/block_read.hpp), like binary pairs; arrays that can only be read front to back
+// (.npz entries, gzip, pipes) are read once into int32 pairs (validated while converting), then
 // built into the CSR like every other import.
 #include <sys/stat.h>
 
 #include <limits>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "formats/block_read.hpp"
 #include "formats/import_common.hpp"
 #include "formats/importers.hpp"
 #include "formats/npy.hpp"
@@ -21,12 +25,20 @@ bool is_file(const std::string& path) {
   return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
 }
 
-// Reads an edge array of shape (2, E) (row 0 sources, row 1 destinations) or (E, 2) into
-// interleaved int32 pairs; ids must lie below `limit`. Returns the largest id.
-std::int64_t read_edge_array(NpyArray& array, std::int64_t limit, std::vector<vertex_t>& pairs) {
+// Checks that an edge array has shape (2, E) (row 0 sources, row 1 destinations) or (E, 2);
+// returns E.
+std::int64_t edge_array_edges(const NpyArray& array) {
   const auto& shape = array.shape();
   SLUICE_INPUT_CHECK(shape.size() == 2 && (shape[0] == 2 || shape[1] == 2), array.what(),
                      ": shape ", array.shape_text(), ", expected (2, E) or (E, 2) edges");
+  return shape[0] == 2 ? shape[1] : shape[0];
+}
+
+// Reads an edge array of shape (2, E) or (E, 2) into interleaved int32 pairs; ids must lie
+// below `limit`. Returns the largest id.
+std::int64_t read_edge_array(NpyArray& array, std::int64_t limit, std::vector<vertex_t>& pairs) {
+  const auto& shape = array.shape();
+  edge_array_edges(array);
   const bool rows = shape[0] == 2;
   const std::int64_t edges = rows ? shape[1] : shape[0];
   pairs.resize(static_cast<std::size_t>(2 * edges));
@@ -35,18 +47,72 @@ std::int64_t read_edge_array(NpyArray& array, std::int64_t limit, std::vector<ve
   return std::max(src_max, array.read_ids(edges, pairs.data() + 1, 2, limit));
 }
 
-// Reads two 1-D arrays of equal length (sources, destinations) into interleaved pairs.
-std::int64_t read_edge_columns(NpyArray& src, NpyArray& dst, std::int64_t limit,
-                               std::vector<vertex_t>& pairs) {
+// Checks that two arrays are 1-D of equal length (sources, destinations); returns the length.
+std::int64_t edge_column_edges(const NpyArray& src, const NpyArray& dst) {
   for (const NpyArray* array : {&src, &dst})
     SLUICE_INPUT_CHECK(array->shape().size() == 1, array->what(), ": shape ", array->shape_text(),
                        ", expected a 1-D array of vertex ids");
   SLUICE_INPUT_CHECK(src.shape()[0] == dst.shape()[0], src.what(), " holds ", src.shape()[0],
                      " ids but ", dst.what(), " holds ", dst.shape()[0]);
-  const std::int64_t edges = src.shape()[0];
+  return src.shape()[0];
+}
+
+// Reads two 1-D arrays of equal length (sources, destinations) into interleaved pairs.
+std::int64_t read_edge_columns(NpyArray& src, NpyArray& dst, std::int64_t limit,
+                               std::vector<vertex_t>& pairs) {
+  const std::int64_t edges = edge_column_edges(src, dst);
   pairs.resize(static_cast<std::size_t>(2 * edges));
   const std::int64_t src_max = src.read_ids(edges, pairs.data(), 2, limit);
   return std::max(src_max, dst.read_ids(edges, pairs.data() + 1, 2, limit));
+}
+
+IdType id_type(const NpyArray& array) {
+  switch (array.type()) {
+    case NpyType::kInt32:
+      return IdType::kInt32;
+    case NpyType::kInt64:
+      return IdType::kInt64;
+    case NpyType::kUint32:
+      return IdType::kUint32;
+    case NpyType::kUint64:
+      return IdType::kUint64;
+    default:
+      break;
+  }
+  throw InputError(cat(array.what(), ": dtype ", to_string(array.type()),
+                       " holds no vertex ids (expected <i4, <i8, <u4 or <u8)"));
+}
+
+// A reader streaming the edges of plain .npy files from their data, or nothing when some array
+// can only be read front to back. `dst` is null for one (2, E) / (E, 2) array.
+std::optional<EdgeBlockReader> stream_edges(NpyArray& array, NpyArray* dst, std::int64_t edges) {
+  InputFile* file = array.positional_file();
+  InputFile* dst_file = dst ? dst->positional_file() : file;
+  if (!file || !dst_file) return std::nullopt;
+  const IdType type = id_type(array);
+  const auto bytes = static_cast<std::uint64_t>(id_bytes(type));
+  const std::uint64_t offset = array.data_offset();
+  const std::string path = array.what();
+  if (dst) {
+    const IdType dst_type = id_type(*dst);
+    const std::string dst_path = dst->what();
+    return EdgeBlockReader({file, offset, bytes, type},
+                           {dst_file, dst->data_offset(),
+                            static_cast<std::uint64_t>(id_bytes(dst_type)), dst_type},
+                           edges, [path, dst_path](std::int64_t edge, int end) {
+                             return cat(end == 0 ? path : dst_path, ": element ", edge, ": ");
+                           });
+  }
+  if (array.shape()[0] == 2)  // (2, E): two rows
+    return EdgeBlockReader({file, offset, bytes, type},
+                           {file, offset + std::uint64_t(edges) * bytes, bytes, type}, edges,
+                           [path, edges](std::int64_t edge, int end) {
+                             return cat(path, ": element ", end * edges + edge, ": ");
+                           });
+  return EdgeBlockReader({file, offset, 2 * bytes, type}, {file, offset + bytes, 2 * bytes, type},
+                         edges, [path](std::int64_t edge, int end) {
+                           return cat(path, ": element ", 2 * edge + end, ": ");
+                         });
 }
 
 // A count array of OGB's raw layout (num_nodes_list, num_edges_list): one graph, one count.
@@ -157,22 +223,26 @@ Dataset import_npy(const ImportOptions& options, ImportReport& report) {
   d.name = options.name.empty() ? detail::base_name(first) : options.name;
   d.source = "npy:" + options.input;
   d.options = import_options_json(options);
-  const std::int64_t limit = options.num_nodes > 0 ? options.num_nodes : kMaxVertices;
-  {
+  const auto array = open_npy(first);
+  const auto dst =
+      comma == std::string::npos ? nullptr : open_npy(options.input.substr(comma + 1));
+  const std::int64_t edges = dst ? edge_column_edges(*array, *dst) : edge_array_edges(*array);
+  for (const NpyArray* a : {array.get(), dst.get()})
+    if (a) {
+      id_type(*a);
+      report.input_bytes += static_cast<std::uint64_t>(a->elements()) * a->item_bytes();
+    }
+  SLUICE_INPUT_CHECK(edges > 0, options.input, ": empty graph (no edges)");
+  if (std::optional<EdgeBlockReader> reader = stream_edges(*array, dst.get(), edges)) {
+    detail::import_edge_blocks(*reader, options, d, report);
+  } else {
+    const std::int64_t limit = options.num_nodes > 0 ? options.num_nodes : kMaxVertices;
     std::vector<vertex_t> pairs;
     std::int64_t max_id = -1;
     {
       StageTimer timer("read edges " + options.input);
-      auto array = open_npy(first);
-      report.input_bytes = static_cast<std::uint64_t>(array->elements()) * array->item_bytes();
-      if (comma == std::string::npos) {
-        max_id = read_edge_array(*array, limit, pairs);
-      } else {
-        auto dst = open_npy(options.input.substr(comma + 1));
-        report.input_bytes += static_cast<std::uint64_t>(dst->elements()) * dst->item_bytes();
-        max_id = read_edge_columns(*array, *dst, limit, pairs);
-      }
-      SLUICE_INPUT_CHECK(!pairs.empty(), options.input, ": empty graph (no edges)");
+      max_id = dst ? read_edge_columns(*array, *dst, limit, pairs)
+                   : read_edge_array(*array, limit, pairs);
     }
     d.num_nodes = options.num_nodes > 0 ? static_cast<vertex_t>(options.num_nodes)
                                         : detail::vertex_count(max_id, options.input);

@@ -129,6 +129,9 @@ class FileStream : public ByteStream {
     offset_ += got;
     return got;
   }
+  InputFile* positional_file() override {
+    return input_.regular() && !input_.compressed() ? &input_ : nullptr;
+  }
 
  private:
   InputFile input_;
@@ -202,6 +205,7 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
   }
   SLUICE_INPUT_CHECK(header_bytes < (std::size_t(1) << 20), what_, ": .npy header of ",
                      header_bytes, " bytes is implausibly large");
+  data_offset_ = (major >= 2 ? 12 : 10) + header_bytes;
   std::string header(header_bytes, '\0');
   SLUICE_INPUT_CHECK(stream_->read(header.data(), header_bytes) == header_bytes, what_,
                      ": truncated .npy header");
@@ -264,14 +268,27 @@ std::string NpyArray::shape_text() const {
   return text + (shape_.size() == 1 ? ",)" : ")");
 }
 
+InputFile* NpyArray::positional_file() {
+  InputFile* file = consumed_ == 0 ? stream_->positional_file() : nullptr;
+  if (!file) return nullptr;
+  const std::uint64_t size = file->size_on_disk();
+  const auto present =
+      static_cast<std::int64_t>((size - std::min(size, data_offset_)) / item_bytes_);
+  if (present < elements()) throw_truncated(present);
+  return file;
+}
+
+void NpyArray::throw_truncated(std::int64_t present) const {
+  throw InputError(cat(what_, ": truncated: shape ", shape_text(), " needs ", elements(),
+                       " elements of ", item_bytes_, " bytes, the data ends after ", present));
+}
+
 const char* NpyArray::next_block(std::int64_t count) {
   buffer_.resize(static_cast<std::size_t>((count * item_bytes_ + 7) / 8));
   char* data = reinterpret_cast<char*>(buffer_.data());
   const std::size_t bytes = static_cast<std::size_t>(count) * item_bytes_;
   const std::size_t got = stream_->read(data, bytes);
-  SLUICE_INPUT_CHECK(got == bytes, what_, ": truncated: shape ", shape_text(), " needs ",
-                     elements(), " elements of ", item_bytes_, " bytes, the data ends after ",
-                     consumed_ + static_cast<std::int64_t>(got) / item_bytes_);
+  if (got != bytes) throw_truncated(consumed_ + static_cast<std::int64_t>(got) / item_bytes_);
   return data;
 }
 

@@ -1,7 +1,8 @@
 // NumPy arrays on disk: a `.npy` file (plain or gzip) or one array of a `.npz` archive (a zip
 // of .npy files, stored or deflated; read through libzip). The .npy header is parsed here
 // (format versions 1-3, little-endian numeric dtypes, C order); the data is read in large
-// blocks and converted in parallel, so an array is never held twice in its on-disk type.
+// blocks and converted in parallel, so an array is never held twice in its on-disk type. A
+// plain .npy file also offers its data to positional readers (formats/block_read.hpp).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,8 @@ struct zip;
 
 namespace sluice {
 
+class InputFile;
+
 enum class NpyType { kInt32, kInt64, kUint32, kUint64, kFloat16, kFloat32, kFloat64 };
 const char* to_string(NpyType type);  // the NumPy descr, e.g. "<i8"
 
@@ -23,6 +26,9 @@ class ByteStream {
  public:
   virtual ~ByteStream() = default;
   virtual std::size_t read(char* buffer, std::size_t bytes) = 0;
+  // The plain regular file under the stream, which may be read at any offset; nullptr for gzip,
+  // pipes and zip entries.
+  virtual InputFile* positional_file() { return nullptr; }
 };
 
 // One array: its header, then its data read front to back.
@@ -37,6 +43,13 @@ class NpyArray {
   const std::vector<std::int64_t>& shape() const { return shape_; }
   std::int64_t elements() const;
   std::string shape_text() const;  // "(2, 5)"
+
+  // For reading the data in place: the plain regular file that holds the array, with the whole
+  // data from byte data_offset(); nullptr when the array can only be read front to back (gzip,
+  // pipe, .npz entry) or some of it has been read. InputError when the file ends before the
+  // shape's data does.
+  InputFile* positional_file();
+  std::uint64_t data_offset() const { return data_offset_; }
 
   // Reads the next `count` elements as vertex ids into out[0], out[stride], ...: each must be
   // an integer in [0, limit) (InputError naming the array and element otherwise). Returns the
@@ -53,6 +66,8 @@ class NpyArray {
  private:
   // Reads up to `count` elements into the block buffer; InputError when the data ends early.
   const char* next_block(std::int64_t count);
+  // InputError "<what>: truncated: ..." for data that ends after `present` elements.
+  [[noreturn]] void throw_truncated(std::int64_t present) const;
   template <typename Fn>
   void for_blocks(std::int64_t count, Fn&& fn);
 
@@ -61,6 +76,7 @@ class NpyArray {
   NpyType type_ = NpyType::kInt64;
   int item_bytes_ = 8;
   std::vector<std::int64_t> shape_;
+  std::uint64_t data_offset_ = 0;     // bytes of the magic and header
   std::int64_t consumed_ = 0;         // elements read so far
   std::vector<std::int64_t> buffer_;  // 8-byte storage keeps every element type aligned
 };

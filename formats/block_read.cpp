@@ -114,14 +114,13 @@ EdgeBlockReader::EdgeBlockReader(IdColumn sources, IdColumn destinations, std::i
   SLUICE_EXPECTS(gzip || edges >= 0, "a plain file's edge count is known before reading");
   const std::uint64_t edge_bytes = id_bytes(columns_[0].type) + id_bytes(columns_[1].type);
   // Gzip: its size on disk is a guess of the edges it holds.
-  block_edges_ = gzip ? std::min<std::int64_t>(
-                            kBlockEdges, std::int64_t(columns_[0].file->size_on_disk() * 4 /
-                                                      edge_bytes) +
-                                             1)
-                      : std::max<std::int64_t>(1, std::min(kBlockEdges, edges));
+  block_edges_ =
+      gzip ? std::min<std::int64_t>(
+                 kBlockEdges, std::int64_t(columns_[0].file->size_on_disk() * 4 / edge_bytes) + 1)
+           : std::max<std::int64_t>(1, std::min(kBlockEdges, edges));
   for (int end = 0; end < (pairs ? 1 : 2); ++end)
-    raw_[end].resize(static_cast<std::size_t>(
-        (block_edges_ * std::int64_t(columns_[end].stride) + 7) / 8));
+    raw_[end].resize(
+        static_cast<std::size_t>((block_edges_ * std::int64_t(columns_[end].stride) + 7) / 8));
 }
 
 bool EdgeBlockReader::interleaved() const {
@@ -204,8 +203,8 @@ const vertex_t* EdgeBlockReader::convert(std::int64_t first, std::int64_t count,
           return id;
         });
         if (result.first_bad >= 0)
-          throw_bad_id(place_(first + result.first_bad / 2, int(result.first_bad % 2)), type,
-                       data, result.first_bad, limit);
+          throw_bad_id(place_(first + result.first_bad / 2, int(result.first_bad % 2)), type, data,
+                       result.first_bad, limit);
         max_id = std::max(max_id, result.max_id);
       } else if (write) {
 #pragma omp parallel for schedule(static) if (worth_parallel(ids))
@@ -228,8 +227,7 @@ const vertex_t* EdgeBlockReader::convert(std::int64_t first, std::int64_t count,
           return id;
         });
         if (result.first_bad >= 0)
-          throw_bad_id(place_(first + result.first_bad, end), type, data, result.first_bad,
-                       limit);
+          throw_bad_id(place_(first + result.first_bad, end), type, data, result.first_bad, limit);
         max_id = std::max(max_id, result.max_id);
       } else {
 #pragma omp parallel for schedule(static) if (worth_parallel(count))

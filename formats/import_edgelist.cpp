@@ -53,8 +53,8 @@ void check_pair_file(const InputFile& input, int id_bytes) {
   SLUICE_INPUT_CHECK(id_bytes == 4 || id_bytes == 8, "--id-bytes must be 4 or 8, not ", id_bytes);
   input.require_regular_file("binary pairs are read in several passes");
   // A plain file holds whole pairs; a stray text header or a wrong --id-bytes shows here.
-  SLUICE_INPUT_CHECK(input.compressed() || input.size_on_disk() % (2 * id_bytes) == 0,
-                     input.path(), ": truncated: ends inside a pair (", input.size_on_disk(),
+  SLUICE_INPUT_CHECK(input.compressed() || input.size_on_disk() % (2 * id_bytes) == 0, input.path(),
+                     ": truncated: ends inside a pair (", input.size_on_disk(),
                      " bytes is not a multiple of ", 2 * id_bytes,
                      "-byte (src, dst) pairs; see --id-bytes)");
 }

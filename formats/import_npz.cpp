@@ -96,12 +96,12 @@ std::optional<EdgeBlockReader> stream_edges(NpyArray& array, NpyArray* dst, std:
   if (dst) {
     const IdType dst_type = id_type(*dst);
     const std::string dst_path = dst->what();
-    return EdgeBlockReader({file, offset, bytes, type},
-                           {dst_file, dst->data_offset(),
-                            static_cast<std::uint64_t>(id_bytes(dst_type)), dst_type},
-                           edges, [path, dst_path](std::int64_t edge, int end) {
-                             return cat(end == 0 ? path : dst_path, ": element ", edge, ": ");
-                           });
+    return EdgeBlockReader(
+        {file, offset, bytes, type},
+        {dst_file, dst->data_offset(), static_cast<std::uint64_t>(id_bytes(dst_type)), dst_type},
+        edges, [path, dst_path](std::int64_t edge, int end) {
+          return cat(end == 0 ? path : dst_path, ": element ", edge, ": ");
+        });
   }
   if (array.shape()[0] == 2)  // (2, E): two rows
     return EdgeBlockReader({file, offset, bytes, type},
@@ -109,10 +109,9 @@ std::optional<EdgeBlockReader> stream_edges(NpyArray& array, NpyArray* dst, std:
                            [path, edges](std::int64_t edge, int end) {
                              return cat(path, ": element ", end * edges + edge, ": ");
                            });
-  return EdgeBlockReader({file, offset, 2 * bytes, type}, {file, offset + bytes, 2 * bytes, type},
-                         edges, [path](std::int64_t edge, int end) {
-                           return cat(path, ": element ", 2 * edge + end, ": ");
-                         });
+  return EdgeBlockReader(
+      {file, offset, 2 * bytes, type}, {file, offset + bytes, 2 * bytes, type}, edges,
+      [path](std::int64_t edge, int end) { return cat(path, ": element ", 2 * edge + end, ": "); });
 }
 
 // A count array of OGB's raw layout (num_nodes_list, num_edges_list): one graph, one count.
@@ -224,8 +223,7 @@ Dataset import_npy(const ImportOptions& options, ImportReport& report) {
   d.source = "npy:" + options.input;
   d.options = import_options_json(options);
   const auto array = open_npy(first);
-  const auto dst =
-      comma == std::string::npos ? nullptr : open_npy(options.input.substr(comma + 1));
+  const auto dst = comma == std::string::npos ? nullptr : open_npy(options.input.substr(comma + 1));
   const std::int64_t edges = dst ? edge_column_edges(*array, *dst) : edge_array_edges(*array);
   for (const NpyArray* a : {array.get(), dst.get()})
     if (a) {

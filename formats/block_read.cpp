@@ -45,8 +45,6 @@ void throw_bad_vertex_id(const std::string& where, std::int64_t id, std::int64_t
 
 namespace {
 
-constexpr std::int64_t kBlockEdges = std::int64_t(1) << 22;
-
 // Id i of a block of T ids, as int64 (a uint64 above the int64 range as -1).
 template <typename T>
 std::int64_t load_id(const char* data, std::int64_t i) {
@@ -100,7 +98,7 @@ int id_bytes(IdType type) {
 }
 
 EdgeBlockReader::EdgeBlockReader(IdColumn sources, IdColumn destinations, std::int64_t edges,
-                                 IdPlace place)
+                                 IdPlace place, std::int64_t block_edges)
     : columns_{sources, destinations}, edges_(edges), place_(std::move(place)) {
   const bool pairs = interleaved();
   for (const IdColumn& column : columns_) {
@@ -112,12 +110,13 @@ EdgeBlockReader::EdgeBlockReader(IdColumn sources, IdColumn destinations, std::i
   SLUICE_EXPECTS(!gzip || (pairs && edges < 0 && columns_[0].offset == 0),
                  "gzip input holds interleaved pairs from its first byte, read to its end");
   SLUICE_EXPECTS(gzip || edges >= 0, "a plain file's edge count is known before reading");
+  SLUICE_EXPECTS(block_edges > 0, "blocks of ", block_edges, " edges");
   const std::uint64_t edge_bytes = id_bytes(columns_[0].type) + id_bytes(columns_[1].type);
   // Gzip: its size on disk is a guess of the edges it holds.
   block_edges_ =
       gzip ? std::min<std::int64_t>(
                  kBlockEdges, std::int64_t(columns_[0].file->size_on_disk() * 4 / edge_bytes) + 1)
-           : std::max<std::int64_t>(1, std::min(kBlockEdges, edges));
+           : std::max<std::int64_t>(1, std::min(block_edges, edges));
   for (int end = 0; end < (pairs ? 1 : 2); ++end)
     raw_[end].resize(
         static_cast<std::size_t>((block_edges_ * std::int64_t(columns_[end].stride) + 7) / 8));

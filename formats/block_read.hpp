@@ -83,8 +83,12 @@ using IdPlace = std::function<std::string(std::int64_t edge, int end)>;
 // to the visitor without a copy.
 class EdgeBlockReader {
  public:
-  // edges: the edge count, or -1 for gzip pairs (read until the end of the file).
-  EdgeBlockReader(IdColumn sources, IdColumn destinations, std::int64_t edges, IdPlace place);
+  static constexpr std::int64_t kBlockEdges = std::int64_t(1) << 22;
+
+  // edges: the edge count, or -1 for gzip pairs (read until the end of the file). block_edges:
+  // the edges of a full block.
+  EdgeBlockReader(IdColumn sources, IdColumn destinations, std::int64_t edges, IdPlace place,
+                  std::int64_t block_edges = kBlockEdges);
 
   // Checks every id (in [0, limit), InputError naming its place otherwise), counts the edges
   // and returns the largest id (-1 for none).

@@ -114,14 +114,16 @@ std::int64_t element_as_int(NpyType type, const char* data, std::int64_t i) {
   return load<std::int64_t>(data, i);
 }
 
-// A .npy file: sequential reads, parallel pread pieces for large reads of a plain file.
+// A .npy file: positional reads of a plain regular file (parallel pieces for large reads), else
+// (gzip, pipe, FIFO) reads front to back.
 class FileStream : public ByteStream {
  public:
   explicit FileStream(const std::string& path) : input_(path) {}
   std::size_t read(char* buffer, std::size_t bytes) override {
-    if (input_.compressed() || bytes < (std::size_t(1) << 22)) {
-      const std::size_t got = input_.compressed() ? input_.read_full(buffer, bytes)
-                                                  : input_.read_at(buffer, bytes, offset_);
+    const bool sequential = input_.compressed() || !input_.regular();
+    if (sequential || bytes < (std::size_t(1) << 22)) {
+      const std::size_t got =
+          sequential ? input_.read_full(buffer, bytes) : input_.read_at(buffer, bytes, offset_);
       offset_ += got;
       return got;
     }

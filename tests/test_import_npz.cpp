@@ -7,12 +7,15 @@
 #include <omp.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "common/error.hpp"
+#include "formats/block_read.hpp"
 #include "formats/dataset.hpp"
 #include "formats/importers.hpp"
+#include "formats/text_input.hpp"
 #include "tests/support/paths.hpp"
 
 namespace sluice {
@@ -20,29 +23,20 @@ namespace {
 
 const char* kPython = "/usr/bin/python3";
 
-// Writes a .npy file (format 1.0) with the given header fields and raw little-endian data.
-void write_npy(const std::string& path, const std::string& descr, const std::string& shape,
-               const void* data, std::size_t bytes, const char* fortran = "False") {
+// A .npy file (format 1.0) with the given header fields and raw little-endian data.
+std::string npy_bytes(const std::string& descr, const std::string& shape, const void* data,
+                      std::size_t bytes, const char* fortran = "False") {
   std::string header =
       "{'descr': '" + descr + "', 'fortran_order': " + fortran + ", 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr);
-  const unsigned char prefix[10] = {0x93,
-                                    'N',
-                                    'U',
-                                    'M',
-                                    'P',
-                                    'Y',
-                                    1,
-                                    0,
-                                    static_cast<unsigned char>(header.size() & 0xff),
-                                    static_cast<unsigned char>(header.size() >> 8)};
-  std::fwrite(prefix, 1, 10, file);
-  std::fwrite(header.data(), 1, header.size(), file);
-  if (bytes) std::fwrite(data, 1, bytes, file);
-  std::fclose(file);
+  std::string file = "\x93NUMPY";
+  file += {char(1), char(0), char(header.size() & 0xff), char(header.size() >> 8)};
+  return file + header + std::string(static_cast<const char*>(data), bytes);
+}
+void write_npy(const std::string& path, const std::string& descr, const std::string& shape,
+               const void* data, std::size_t bytes, const char* fortran = "False") {
+  test::write_text(path, npy_bytes(descr, shape, data, bytes, fortran));
 }
 template <typename T>
 void write_npy(const std::string& path, const std::string& descr, const std::string& shape,
@@ -408,5 +402,268 @@ TEST(ImportNpy, CommandLine) {
   EXPECT_EQ(d.source, "npy:" + scratch.file("edges.npy"));
 }
 
+// Plain .npy edge inputs are streamed block by block from the file (formats/block_read.hpp);
+// these build the same edges in every layout and id type and compare with the binary import.
+enum class EdgeLayout { kPairs, kRows, kColumns };  // (E, 2), (2, E), SRC.npy,DST.npy
+
+// Ids as little-endian bytes of the .npy type `descr` (<i4, <i8, <u4, <u8).
+std::string id_bytes_of(const std::vector<std::int64_t>& ids, const std::string& descr) {
+  const std::size_t width = descr[2] - '0';
+  std::string bytes(ids.size() * width, '\0');
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const std::int32_t narrow = static_cast<std::int32_t>(ids[i]);
+    std::memcpy(&bytes[i * width], width == 4 ? static_cast<const void*>(&narrow) : &ids[i], width);
+  }
+  return bytes;
+}
+
+// Writes interleaved (src, dst) pairs as .npy input of `layout`; returns the --input text.
+std::string write_edge_npy(const test::ScratchDir& scratch, const std::vector<std::int64_t>& pairs,
+                           EdgeLayout layout, const std::string& descr) {
+  const std::size_t edges = pairs.size() / 2;
+  std::vector<std::int64_t> src(edges), dst(edges);
+  for (std::size_t i = 0; i < edges; ++i) {
+    src[i] = pairs[2 * i];
+    dst[i] = pairs[2 * i + 1];
+  }
+  const std::string e = std::to_string(edges), tag = descr.substr(1);
+  if (layout == EdgeLayout::kColumns) {
+    const std::string src_path = scratch.file("src-" + tag + ".npy");
+    const std::string dst_path = scratch.file("dst-" + tag + ".npy");
+    const std::string src_bytes = id_bytes_of(src, descr), dst_bytes = id_bytes_of(dst, descr);
+    write_npy(src_path, descr, "(" + e + ",)", src_bytes.data(), src_bytes.size());
+    write_npy(dst_path, descr, "(" + e + ",)", dst_bytes.data(), dst_bytes.size());
+    return src_path + "," + dst_path;
+  }
+  const bool rows = layout == EdgeLayout::kRows;
+  std::vector<std::int64_t> ids = pairs;
+  if (rows) {
+    ids = src;
+    ids.insert(ids.end(), dst.begin(), dst.end());
+  }
+  const std::string path = scratch.file((rows ? "rows-" : "pairs-") + tag + ".npy");
+  const std::string bytes = id_bytes_of(ids, descr);
+  write_npy(path, descr, rows ? "(2, " + e + ")" : "(" + e + ", 2)", bytes.data(), bytes.size());
+  return path;
+}
+
+// Edges i -> j with duplicates and self-loops; the largest id is n - 1.
+std::vector<std::int64_t> drawn_pairs(std::int64_t edges, std::int64_t n) {
+  std::vector<std::int64_t> pairs(static_cast<std::size_t>(2 * edges));
+  for (std::int64_t i = 0; i < edges; ++i) {
+    pairs[2 * i] = (i * 7919) % n;
+    pairs[2 * i + 1] = (i * i + 3) % n;
+  }
+  pairs[edges] = n - 1;
+  return pairs;
+}
+
+const EdgeLayout kLayouts[] = {EdgeLayout::kPairs, EdgeLayout::kRows, EdgeLayout::kColumns};
+
+TEST(ImportNpy, StreamedLayoutsMatchTheBinaryImport) {
+  test::ScratchDir scratch;
+  const std::int64_t edges = 30000, n = 2500;
+  const std::vector<std::int64_t> pairs = drawn_pairs(edges, n);
+  const std::string binary_bytes = id_bytes_of(pairs, "<i4");
+  test::write_text(scratch.file("pairs.bin"), binary_bytes);
+  ImportOptions defaults;
+  defaults.random_features = 3;
+  defaults.random_labels = 4;
+  ImportOptions sized = defaults;
+  sized.num_nodes = n + 5;
+  sized.graph.symmetrize = true;
+  sized.graph.self_loops = SelfLoops::kRemove;
+  for (ImportOptions options : {defaults, sized}) {
+    options.format = "binary";
+    options.input = scratch.file("pairs.bin");
+    ImportReport binary_report;
+    const Dataset binary = import_dataset(options, binary_report);
+    ASSERT_EQ(binary.num_nodes, options.num_nodes > 0 ? n + 5 : n);
+    ASSERT_GT(binary_report.duplicates_removed, 0);
+    const std::string fingerprint = compute_fingerprint(binary);
+    options.format = "npy";
+    for (const char* descr : {"<i4", "<i8", "<u4", "<u8"})
+      for (const EdgeLayout layout : kLayouts) {
+        options.input = write_edge_npy(scratch, pairs, layout, descr);
+        ImportReport report;
+        const Dataset d = import_dataset(options, report);
+        EXPECT_EQ(d.num_nodes, binary.num_nodes) << options.input;
+        EXPECT_EQ(d.indptr, binary.indptr) << options.input;
+        EXPECT_EQ(d.indices, binary.indices) << options.input;
+        EXPECT_EQ(report.input_edges, edges) << options.input;
+        EXPECT_EQ(report.duplicates_removed, binary_report.duplicates_removed) << options.input;
+        EXPECT_EQ(report.self_loops_removed, binary_report.self_loops_removed) << options.input;
+        EXPECT_EQ(compute_fingerprint(d), fingerprint) << options.input;
+      }
+    // A gzip .npy can only be read front to back: the in-memory path gives the same graph.
+    const std::string rows = write_edge_npy(scratch, pairs, EdgeLayout::kRows, "<i8");
+    std::FILE* file = std::fopen(rows.c_str(), "rb");
+    ASSERT_NE(file, nullptr);
+    std::string content(std::size_t(1) << 20, '\0');
+    content.resize(std::fread(content.data(), 1, content.size(), file));
+    std::fclose(file);
+    options.input = scratch.file("rows.npy.gz");
+    write_gzip(options.input, content);
+    ImportReport report;
+    EXPECT_EQ(compute_fingerprint(import_dataset(options, report)), fingerprint);
+  }
+}
+
+// A .npy from a pipe is read front to back into memory; the same graph as from the file.
+TEST(ImportNpy, PipedArrayIsReadInMemory) {
+  test::ScratchDir scratch;
+  const std::vector<std::int64_t> pairs = drawn_pairs(5000, 300);
+  const std::string rows = write_edge_npy(scratch, pairs, EdgeLayout::kRows, "<i8");
+  const std::string tool = test::bin("sluice-preprocess") + " import --quiet --format npy";
+  const auto piped = test::run_command("cat " + rows + " | " + tool +
+                                       " --input /dev/stdin --output " + scratch.file("piped.h5"));
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  const auto direct =
+      test::run_command(tool + " --input " + rows + " --output " + scratch.file("direct.h5"));
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  const Dataset from_pipe = read_dataset(scratch.file("piped.h5"));
+  const Dataset from_file = read_dataset(scratch.file("direct.h5"));
+  EXPECT_EQ(from_pipe.num_nodes, 300);
+  EXPECT_EQ(from_pipe.indptr, from_file.indptr);
+  EXPECT_EQ(from_pipe.indices, from_file.indices);
+  EXPECT_EQ(read_dataset_info(scratch.file("piped.h5")).fingerprint,
+            read_dataset_info(scratch.file("direct.h5")).fingerprint);
+}
+
+TEST(ImportNpy, StreamedBadIdsNameTheFileAndElement) {
+  test::ScratchDir scratch;
+  const std::int64_t edges = 200, n = 100;
+  std::vector<std::int64_t> pairs = drawn_pairs(edges, n);
+  // The element holding edge 37's destination / edge 12's source, in each layout.
+  const auto element = [&](EdgeLayout layout, std::int64_t edge, int end) {
+    return layout == EdgeLayout::kPairs  ? 2 * edge + end
+           : layout == EdgeLayout::kRows ? end * edges + edge
+                                         : edge;
+  };
+  const auto file_of = [](EdgeLayout layout, const std::string& input, int end) {
+    const auto comma = input.find(',');
+    return layout != EdgeLayout::kColumns ? input
+           : end == 0                     ? input.substr(0, comma)
+                                          : input.substr(comma + 1);
+  };
+  for (const EdgeLayout layout : kLayouts) {
+    // Known vertex count: checked while the first CSR pass reads the ids.
+    pairs[2 * 37 + 1] = n;
+    ImportOptions o = npy_options(write_edge_npy(scratch, pairs, layout, "<i8"));
+    o.num_nodes = n;
+    EXPECT_NE(import_error(o).find(file_of(layout, o.input, 1) + ": element " +
+                                   std::to_string(element(layout, 37, 1)) +
+                                   ": vertex id 100 out of range [0, 100)"),
+              std::string::npos)
+        << import_error(o);
+    // Vertex count from the largest id: checked by the scan before the build.
+    pairs[2 * 37 + 1] = 1;
+    pairs[2 * 12] = -5;
+    o = npy_options(write_edge_npy(scratch, pairs, layout, "<i4"));
+    EXPECT_NE(
+        import_error(o).find(file_of(layout, o.input, 0) + ": element " +
+                             std::to_string(element(layout, 12, 0)) + ": negative vertex id -5"),
+        std::string::npos)
+        << import_error(o);
+    pairs[2 * 12] = 0;
+  }
+  // A uint64 id beyond the int64 range is named with its own value.
+  std::vector<std::uint64_t> huge = {0, 1, 2, 1, (std::uint64_t(1) << 63) + 5, 0};
+  const std::string path = scratch.file("huge.npy");
+  write_npy(path, "<u8", "(3, 2)", huge);
+  EXPECT_NE(import_error(npy_options(path))
+                .find(path + ": element 4: vertex id 9223372036854775813 out of range [0, "),
+            std::string::npos)
+      << import_error(npy_options(path));
+}
+
+TEST(ImportNpy, TruncatedArrayFailsWithoutOutput) {
+  test::ScratchDir scratch;
+  const std::vector<std::int32_t> pairs = {0, 1, 1, 2, 2, 3, 3, 0, 0, 2, 0, 2};
+  const std::string cut = scratch.file("cut.npy"), whole = scratch.file("whole.npy");
+  const std::string cut_column = scratch.file("cut-column.npy");
+  write_npy(cut, "<i4", "(6, 2)", pairs.data(), 11 * 4);
+  write_npy(whole, "<i4", "(6,)", pairs.data(), 6 * 4);
+  write_npy(cut_column, "<i4", "(6,)", pairs.data(), 5 * 4 + 2);
+  const std::string tool = test::bin("sluice-preprocess") + " import --format npy --output " +
+                           scratch.file("g.h5") + " --input ";
+  struct Case {
+    std::string input, message;
+  };
+  for (const Case& c :
+       {Case{cut, cut + ": truncated: shape (6, 2) needs 12 elements of 4 bytes, the data "
+                        "ends after 11"},
+        Case{whole + "," + cut_column, cut_column + ": truncated: shape (6,) needs 6 elements "
+                                                    "of 4 bytes, the data ends after 5"}}) {
+    const auto result = test::run_command(tool + c.input);
+    EXPECT_EQ(result.exit_code, 1) << result.output;
+    EXPECT_NE(result.output.find(c.message), std::string::npos) << result.output;
+    EXPECT_FALSE(test::file_exists(scratch.file("g.h5")));
+  }
+}
+
+// The reader over many small blocks: every layout delivers the same pairs, in order, and names
+// a bad id in a later block by its element.
+TEST(EdgeBlockReader, SmallBlocksInEveryLayout) {
+  test::ScratchDir scratch;
+  const std::int64_t edges = 1000, n = 321, block = 64;
+  std::vector<std::int64_t> pairs = drawn_pairs(edges, n);
+  for (const char* descr : {"<i4", "<u8"})
+    for (const EdgeLayout layout : kLayouts) {
+      const std::string input = write_edge_npy(scratch, pairs, layout, descr);
+      const auto comma = input.find(',');
+      InputFile src(input.substr(0, comma));
+      InputFile dst(comma == std::string::npos ? input : input.substr(comma + 1));
+      const IdType type = descr[1] == 'i' ? IdType::kInt32 : IdType::kUint64;
+      const std::uint64_t bytes = id_bytes(type);
+      // The data ends the file.
+      const std::uint64_t header =
+          src.size_on_disk() - (layout == EdgeLayout::kColumns ? 1 : 2) * edges * bytes;
+      IdColumn from{&src, header, bytes, type}, to{&dst, header, bytes, type};
+      if (layout == EdgeLayout::kPairs) {
+        from.stride = 2 * bytes;
+        to = {&src, header + bytes, 2 * bytes, type};
+      } else if (layout == EdgeLayout::kRows) {
+        to = {&src, header + edges * bytes, bytes, type};
+      }
+      EdgeBlockReader reader(
+          from, to, edges,
+          [](std::int64_t edge, int end) {
+            return "edge " + std::to_string(edge) + " end " + std::to_string(end) + ": ";
+          },
+          block);
+      std::int64_t count = 0;
+      EXPECT_EQ(reader.scan(n, count), n - 1);
+      EXPECT_EQ(count, edges);
+      for (const std::int64_t limit : {n, std::int64_t(0)}) {
+        std::vector<std::int64_t> delivered;
+        int blocks = 0;
+        std::int64_t counted = 0;
+        reader.deliver(
+            [&](const vertex_t* block_pairs, std::size_t block_count) {
+              ++blocks;
+              delivered.insert(delivered.end(), block_pairs, block_pairs + 2 * block_count);
+            },
+            limit, &counted);
+        EXPECT_EQ(blocks, 16) << input;
+        EXPECT_EQ(counted, edges) << input;
+        EXPECT_EQ(delivered, pairs) << input << " limit " << limit;
+      }
+      EXPECT_EQ(reader.load_all(), pairs);
+      // With the limit at the largest id, its first occurrence is the error.
+      const auto first = std::find(pairs.begin(), pairs.end(), n - 1) - pairs.begin();
+      ASSERT_GE(first, 2 * block);
+      try {
+        reader.scan(n - 1, count);
+        ADD_FAILURE() << input << ": no error";
+      } catch (const InputError& error) {
+        EXPECT_NE(std::string(error.what())
+                      .find("edge " + std::to_string(first / 2) + " end " +
+                            std::to_string(first % 2) + ": vertex id 320 out of range [0, 320)"),
+                  std::string::npos)
+            << error.what();
+      }
+    }
+}
 }  // namespace
 }  // namespace sluice

@@ -86,6 +86,29 @@ void with_id_type(IdType type, Fn&& fn) {
   throw_bad_vertex_id(where, id, limit);
 }
 
+// Checks ids id_at(0) .. id_at(ids - 1) against limit (when `check`, raising max_id to their
+// largest) and stores them as int32 ids to out (when not null); returns the index of the first
+// id outside [0, limit), or -1.
+template <typename IdAt>
+std::int64_t check_and_store(std::int64_t ids, bool check, std::int64_t limit, vertex_t* out,
+                             std::int64_t& max_id, IdAt&& id_at) {
+  if (check) {
+    const IdBlockCheck result = out ? check_id_block(ids, limit,
+                                                     [&](std::int64_t k) {
+                                                       const std::int64_t id = id_at(k);
+                                                       out[k] = static_cast<vertex_t>(id);
+                                                       return id;
+                                                     })
+                                    : check_id_block(ids, limit, id_at);
+    max_id = std::max(max_id, result.max_id);
+    return result.first_bad;
+  }
+  if (!out) return -1;
+#pragma omp parallel for schedule(static) if (worth_parallel(ids))
+  for (std::int64_t k = 0; k < ids; ++k) out[k] = static_cast<vertex_t>(id_at(k));
+  return -1;
+}
+
 std::string column_files(const IdColumn* columns) {
   const std::string& first = columns[0].file->path();
   return columns[1].file == columns[0].file ? first : first + "," + columns[1].file->path();
@@ -115,7 +138,7 @@ EdgeBlockReader::EdgeBlockReader(IdColumn sources, IdColumn destinations, std::i
   // Gzip: its size on disk is a guess of the edges it holds.
   block_edges_ =
       gzip ? std::min<std::int64_t>(
-                 kBlockEdges, std::int64_t(columns_[0].file->size_on_disk() * 4 / edge_bytes) + 1)
+                 block_edges, std::int64_t(columns_[0].file->size_on_disk() * 4 / edge_bytes) + 1)
            : std::max<std::int64_t>(1, std::min(block_edges, edges));
   for (int end = 0; end < (pairs ? 1 : 2); ++end)
     raw_[end].resize(
@@ -183,61 +206,52 @@ void EdgeBlockReader::for_each_block(Fn&& fn) {
 const vertex_t* EdgeBlockReader::convert(std::int64_t first, std::int64_t count,
                                          EdgeBlockReader::Pass pass, std::int64_t limit,
                                          std::int64_t& max_id) {
-  const bool check = pass != Pass::kConvert, store = pass != Pass::kCheck;
-  if (interleaved()) {
-    const IdType type = columns_[0].type;
-    const char* data = reinterpret_cast<const char*>(raw_[0].data());
-    // Checked 4-byte ids are valid int32 ids as they are.
-    const bool in_place = id_bytes(type) == 4;
-    if (store && !in_place) narrow_.resize(static_cast<std::size_t>(2 * count));
-    vertex_t* out = narrow_.data();
-    const std::int64_t ids = 2 * count;
-    with_id_type(type, [&](auto tag) {
-      using T = decltype(tag);
-      const bool write = store && !in_place;
-      if (check) {
-        const IdBlockCheck result = check_id_block(ids, limit, [&](std::int64_t i) {
-          const std::int64_t id = load_id<T>(data, i);
-          if (write) out[i] = static_cast<vertex_t>(id);
-          return id;
-        });
-        if (result.first_bad >= 0)
-          throw_bad_id(place_(first + result.first_bad / 2, int(result.first_bad % 2)), type, data,
-                       result.first_bad, limit);
-        max_id = std::max(max_id, result.max_id);
-      } else if (write) {
-#pragma omp parallel for schedule(static) if (worth_parallel(ids))
-        for (std::int64_t i = 0; i < ids; ++i) out[i] = static_cast<vertex_t>(load_id<T>(data, i));
-      }
-    });
-    return in_place ? reinterpret_cast<const vertex_t*>(data) : out;
+  const bool pairs = interleaved();
+  const char* raw[2] = {reinterpret_cast<const char*>(raw_[0].data()),
+                        reinterpret_cast<const char*>(raw_[pairs ? 0 : 1].data())};
+  // Checked 4-byte pairs are valid int32 pairs as they are.
+  const bool in_place = pairs && id_bytes(columns_[0].type) == 4;
+  vertex_t* out = nullptr;
+  if (pass != Pass::kCheck && !in_place) {
+    narrow_.resize(static_cast<std::size_t>(2 * count));
+    out = narrow_.data();
   }
-  if (store) narrow_.resize(static_cast<std::size_t>(2 * count));
-  vertex_t* out = narrow_.data();
-  for (int end = 0; end < 2; ++end) {
-    const IdType type = columns_[end].type;
-    const char* data = reinterpret_cast<const char*>(raw_[end].data());
-    with_id_type(type, [&](auto tag) {
+  const bool check = pass != Pass::kConvert;
+  // Id k of the block in edge order (source, destination of its first edge, ...).
+  std::int64_t bad = -1;
+  if (pairs) {
+    with_id_type(columns_[0].type, [&](auto tag) {
       using T = decltype(tag);
-      if (check) {
-        const IdBlockCheck result = check_id_block(count, limit, [&](std::int64_t i) {
-          const std::int64_t id = load_id<T>(data, i);
-          if (store) out[2 * i + end] = static_cast<vertex_t>(id);
-          return id;
-        });
-        if (result.first_bad >= 0)
-          throw_bad_id(place_(first + result.first_bad, end), type, data, result.first_bad, limit);
-        max_id = std::max(max_id, result.max_id);
-      } else {
-#pragma omp parallel for schedule(static) if (worth_parallel(count))
-        for (std::int64_t i = 0; i < count; ++i)
-          out[2 * i + end] = static_cast<vertex_t>(load_id<T>(data, i));
-      }
+      bad = check_and_store(2 * count, check, limit, out, max_id,
+                            [data = raw[0]](std::int64_t k) { return load_id<T>(data, k); });
+    });
+  } else {
+    with_id_type(columns_[0].type, [&](auto source_tag) {
+      with_id_type(columns_[1].type, [&](auto destination_tag) {
+        using S = decltype(source_tag);
+        using D = decltype(destination_tag);
+        bad = check_and_store(2 * count, check, limit, out, max_id,
+                              [src = raw[0], dst = raw[1]](std::int64_t k) {
+                                return k & 1 ? load_id<D>(dst, k >> 1) : load_id<S>(src, k >> 1);
+                              });
+      });
     });
   }
-  return out;
+  if (bad < 0) return in_place ? reinterpret_cast<const vertex_t*>(raw[0]) : out;
+  if (pairs)
+    throw_bad_id(place_(first + bad / 2, int(bad % 2)), columns_[0].type, raw[0], bad, limit);
+  // Two columns: the first bad id in file order, a source before any destination.
+  std::int64_t bad_source = -1;
+  with_id_type(columns_[0].type, [&](auto tag) {
+    using T = decltype(tag);
+    bad_source = check_id_block(count, limit, [src = raw[0]](std::int64_t i) {
+                   return load_id<T>(src, i);
+                 }).first_bad;
+  });
+  if (bad_source >= 0)
+    throw_bad_id(place_(first + bad_source, 0), columns_[0].type, raw[0], bad_source, limit);
+  throw_bad_id(place_(first + bad / 2, 1), columns_[1].type, raw[1], bad / 2, limit);
 }
-
 std::int64_t EdgeBlockReader::scan(std::int64_t limit, std::int64_t& edges) {
   std::int64_t max_id = -1;
   edges = 0;

@@ -116,7 +116,9 @@ class EdgeBlockReader {
   std::int64_t read_sequential(std::int64_t first);
   // Checks the ids of the block read (edges first .. first + count - 1) against limit, raising
   // max_id to their largest, and/or converts them to int32 pairs (in narrow_, or in place for
-  // interleaved 4-byte ids); returns the pairs (kCheck: nothing converted).
+  // interleaved 4-byte ids); returns the pairs (kCheck: nothing converted). A bad id is
+  // reported at its place: the block's first in file order (for two columns, its first bad
+  // source, else its first bad destination).
   const vertex_t* convert(std::int64_t first, std::int64_t count, Pass pass, std::int64_t limit,
                           std::int64_t& max_id);
 

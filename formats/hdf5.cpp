@@ -76,17 +76,17 @@ struct Piece {
   char* out = nullptr;
 };
 
-// Rows [row_begin, row_end) of an open dataset straight from the file: when it is stored
-// contiguously or in chunks of whole rows, unfiltered, in the sec2 driver's plain file, with the
-// memory type as its file type, its bytes are where HDF5's chunk index says, and OpenMP threads
-// read them with pread (the HDF5 library itself is called from this thread only). Returns false
-// without reading when the dataset does not qualify; the caller reads through H5Dread then.
-bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
-                      std::uint64_t row_begin, std::uint64_t row_end, void* out) {
+// Where rows [row_begin, row_end) of an open dataset lie in its file, as pieces of at most
+// direct_piece_bytes() each mapped to `target` (the rows' bytes in memory): when the dataset is
+// stored contiguously or in chunks of whole rows, unfiltered, in the sec2 driver's plain file,
+// with `type` as its file type, its bytes are where HDF5's chunk index says. Sets `file_name`.
+// Returns false when the dataset does not qualify (or a chunk is not allocated).
+bool direct_pieces(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
+                   std::uint64_t row_begin, std::uint64_t row_end, char* target,
+                   std::vector<Piece>& pieces, std::string& file_name) {
   const std::uint64_t element = H5Tget_size(type);
   const std::uint64_t row_bytes = element * (rank == 2 ? dims[1] : 1);
-  if (element == 0 || row_bytes == 0 || (row_end - row_begin) * row_bytes < kDirectReadBytes)
-    return false;
+  if (element == 0 || row_bytes == 0) return false;
   Handle file_type(H5Dget_type(dataset));
   if (file_type.get() < 0 || H5Tequal(file_type, type) <= 0) return false;
   Handle file(H5Iget_file_id(dataset));
@@ -98,9 +98,7 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   if (creation.get() < 0 || H5Pget_userblock(creation, &base) < 0) return false;
   Handle layout_list(H5Dget_create_plist(dataset));
   if (layout_list.get() < 0 || H5Pget_nfilters(layout_list) != 0) return false;
-  std::vector<Piece> pieces;
   const std::uint64_t piece_bytes = direct_piece_bytes((row_end - row_begin) * row_bytes);
-  char* const target = static_cast<char*>(out);
   const auto add = [&](std::uint64_t offset, std::uint64_t bytes, char* to) {
     if (!pieces.empty()) {
       Piece& last = pieces.back();
@@ -150,27 +148,83 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   }
   std::vector<char> name(std::size_t(SLUICE_H5(H5Fget_name(file, nullptr, 0))) + 1);
   SLUICE_H5(H5Fget_name(file, name.data(), name.size()));
-  const int descriptor = ::open(name.data(), O_RDONLY | O_CLOEXEC);
-  if (descriptor < 0) return false;
+  file_name = name.data();
+  return true;
+}
+
+// Runs transfer(descriptor, piece) for every piece on OpenMP threads (the HDF5 library itself
+// is called from this thread only); transfer returns 0 or an errno value. Returns the first
+// error seen, 0 when none.
+template <typename Transfer>
+int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Transfer transfer) {
   int error = 0;
   const std::int64_t count = std::int64_t(pieces.size());
 #pragma omp parallel for schedule(dynamic, 1) if (count > 1)
   for (std::int64_t i = 0; i < count; ++i) {
-    const Piece& piece = pieces[std::size_t(i)];
-    for (std::uint64_t done = 0; done < piece.bytes;) {
-      const ssize_t got = ::pread(descriptor, piece.out + done, piece.bytes - done,
-                                  off_t(piece.file_offset + done));
-      if (got <= 0) {
-#pragma omp atomic write
-        error = got < 0 ? errno : EIO;
-        break;
-      }
-      done += std::uint64_t(got);
+    const int failed = transfer(descriptor, pieces[std::size_t(i)]);
+    if (failed != 0) {
+#pragma omp critical(sluice_h5_direct_error)
+      if (error == 0) error = failed;
     }
   }
+  return error;
+}
+
+// Rows [row_begin, row_end) of an open dataset straight from the file (direct_pieces()), read
+// with pread by OpenMP threads. Returns false without reading when the dataset does not
+// qualify or the read is small; the caller reads through H5Dread then.
+bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
+                      std::uint64_t row_begin, std::uint64_t row_end, void* out) {
+  const std::uint64_t row_bytes = H5Tget_size(type) * (rank == 2 ? dims[1] : 1);
+  if ((row_end - row_begin) * row_bytes < kDirectReadBytes) return false;
+  std::vector<Piece> pieces;
+  std::string name;
+  if (!direct_pieces(dataset, type, rank, dims, row_begin, row_end, static_cast<char*>(out), pieces,
+                     name))
+    return false;
+  const int descriptor = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  if (descriptor < 0) return false;
+  const int error = transfer_pieces(descriptor, pieces, [](int fd, const Piece& piece) {
+    for (std::uint64_t done = 0; done < piece.bytes;) {
+      const ssize_t got =
+          ::pread(fd, piece.out + done, piece.bytes - done, off_t(piece.file_offset + done));
+      if (got <= 0) return got < 0 ? errno : EIO;
+      done += std::uint64_t(got);
+    }
+    return 0;
+  });
   ::close(descriptor);
-  SLUICE_INPUT_CHECK(error == 0, name.data(), ": reading ", (row_end - row_begin) * row_bytes,
+  SLUICE_INPUT_CHECK(error == 0, name, ": reading ", (row_end - row_begin) * row_bytes,
                      " bytes of a dataset failed: ", std::strerror(error));
+  return true;
+}
+
+// Every row of a dataset just created with its chunks allocated and no fill value written
+// (write_array()), written straight into the file with pwrite by OpenMP threads. Returns false
+// without writing when the dataset does not qualify; the caller writes through H5Dwrite then.
+bool write_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims, const void* data) {
+  std::vector<Piece> pieces;
+  std::string name;
+  // The pieces only read from `data`: Piece::out names the memory side of either direction.
+  if (!direct_pieces(dataset, type, rank, dims, 0, dims[0],
+                     const_cast<char*>(static_cast<const char*>(data)), pieces, name))
+    return false;
+  const int descriptor = ::open(name.c_str(), O_WRONLY | O_CLOEXEC);
+  if (descriptor < 0) return false;
+  const int error = transfer_pieces(descriptor, pieces, [](int fd, const Piece& piece) {
+    for (std::uint64_t done = 0; done < piece.bytes;) {
+      const ssize_t put =
+          ::pwrite(fd, piece.out + done, piece.bytes - done, off_t(piece.file_offset + done));
+      if (put <= 0) return put < 0 ? errno : EIO;
+      done += std::uint64_t(put);
+    }
+    return 0;
+  });
+  const int closed = ::close(descriptor) != 0 ? errno : 0;
+  const std::uint64_t bytes = dims[0] * H5Tget_size(type) * (rank == 2 ? dims[1] : 1);
+  if (error != 0 || closed != 0)
+    throw InputError(cat("writing ", bytes, " bytes of a dataset failed: ",
+                         std::strerror(error != 0 ? error : closed)));
   return true;
 }
 
@@ -330,10 +384,18 @@ void write_array(hid_t location, const std::string& name, hid_t type, const void
                         cols};
     SLUICE_H5(H5Pset_chunk(properties, rank, chunk));
   }
+  // A large dataset gets every chunk allocated at creation and no fill value, so that its rows
+  // can go straight into the file from every thread (write_rows_direct()).
+  const bool direct = data && rows * row_bytes >= kDirectReadBytes;
+  if (direct) {
+    SLUICE_H5(H5Pset_alloc_time(properties, H5D_ALLOC_TIME_EARLY));
+    SLUICE_H5(H5Pset_fill_time(properties, H5D_FILL_TIME_NEVER));
+  }
   Handle dataset(SLUICE_H5(
       H5Dcreate2(location, name.c_str(), type, space, H5P_DEFAULT, properties, H5P_DEFAULT)));
   if (rows && (cols || rank == 1)) {
     SLUICE_EXPECTS(data != nullptr, "no data for non-empty dataset ", name);
+    if (direct && write_rows_direct(dataset, type, rank, dims, data)) return;
     SLUICE_H5(H5Dwrite(dataset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
   }
 }

@@ -59,9 +59,10 @@ TEST(DatasetFormat, RoundTripKeepsEverything) {
   EXPECT_EQ(rows[3], 5.f);
 }
 
-// Arrays of more than 16 MiB are read from their chunks' file offsets on many threads
-// (formats/hdf5.cpp): the values are those written, for whole arrays and for row ranges that
-// start and end inside chunks (a row of 130 floats: chunks of 2016 rows, the last one partial).
+// Arrays of more than 16 MiB are written to and read from their chunks' file offsets on many
+// threads (formats/hdf5.cpp): the values are those written, for whole arrays and for row ranges
+// that start and end inside chunks (a row of 130 floats: chunks of 2016 rows, the last one
+// partial), and HDF5's own reads (ranges below 16 MiB) see the same bytes.
 TEST(DatasetFormat, LargeArraysReadBackExactly) {
   test::ScratchDir dir;
   const vertex_t n = 40000;
@@ -87,6 +88,11 @@ TEST(DatasetFormat, LargeArraysReadBackExactly) {
   std::vector<float> rows(std::size_t(39000 - 1000) * 130);
   read_feature_rows(dir.file("d.h5"), 1000, 39000, rows.data());
   EXPECT_TRUE(std::equal(rows.begin(), rows.end(), d.features.begin() + 1000 * 130));
+  for (const vertex_t begin : {vertex_t(0), vertex_t(2010), vertex_t(39990)}) {
+    std::vector<float> few(std::size_t(10) * 130);
+    read_feature_rows(dir.file("d.h5"), begin, begin + 10, few.data());
+    EXPECT_TRUE(std::equal(few.begin(), few.end(), d.features.begin() + begin * 130)) << begin;
+  }
 }
 
 TEST(DatasetFormat, FingerprintChangesWithEdges) {

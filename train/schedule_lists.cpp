@@ -187,8 +187,8 @@ void PlanReplay::update_transition(int c, int p) {
                        ": leave lists of the previous batch differ in length");
     check_in_parallel(leaves, 4096, leaves, [&](std::int64_t i) {
       const vertex_t s = prev.leave_slots[std::size_t(i)];
-      if (s < 0 || s >= num_slots || slots[std::size_t(s)] != prev.leave_vertices[std::size_t(i)])
-        throw leave_error(i);
+      const vertex_t v = prev.leave_vertices[std::size_t(i)];
+      if (s < 0 || s >= num_slots || v < 0 || slots[std::size_t(s)] != v) throw leave_error(i);
     });
     bool twice = false;
 #pragma omp parallel for schedule(static) reduction(|| : twice) if (worth_parallel(leaves))

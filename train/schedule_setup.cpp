@@ -205,10 +205,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
                      "' has no training vertices");
   loss_scale = 1.f / static_cast<float>(dataset.train.size());
   StageTimer lists_stage("schedule index lists");
-  // The host matrices after the index lists and device constants, or on a second thread beside
-  // both (ScheduleOptions::host_setup). Both sides read the dataset and plan; only the lists'
-  // side releases the graph and the plan's chunk lists, only the matrices' side the features.
-  // The device side touches none of the host matrices.
+  // The host matrices after the index lists and before the device constants, or on a second
+  // thread beside both (ScheduleOptions::host_setup). Both sides read the dataset and plan; only
+  // the lists' side releases the graph and the plan's chunk lists, only the matrices' side the
+  // features. The device side touches none of the host matrices.
   std::future<void> host_matrices;
   if (options.host_setup == HostSetup::kBesideLists)
     host_matrices = std::async(std::launch::async, [&, threads = omp_get_max_threads()] {

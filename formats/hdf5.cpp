@@ -63,8 +63,8 @@ constexpr std::uint64_t kDirectReadBytes = std::uint64_t(16) << 20;
 constexpr std::uint64_t kDirectPieceBytes = std::uint64_t(64) << 20;
 constexpr std::uint64_t kMinDirectPieceBytes = std::uint64_t(1) << 20;
 
-// The piece size of a direct read of `bytes`: up to kDirectPieceBytes, small enough to give
-// every thread about four pieces (the copy out of the page cache is the bulk of the read).
+// The piece size of a direct read or write of `bytes`: up to kDirectPieceBytes, small enough to
+// give every thread about four pieces (the copy out of the page cache is the bulk of the read).
 std::uint64_t direct_piece_bytes(std::uint64_t bytes) {
   const std::uint64_t share = bytes / (4 * std::uint64_t(std::max(1, omp_get_max_threads())));
   return std::clamp(share, kMinDirectPieceBytes, kDirectPieceBytes);

@@ -19,29 +19,37 @@ namespace sluice {
 namespace {
 
 // Free slots of one buffer; hands out the smallest free slot first (deterministic, compact).
+// A bitmap of free slots with a cursor at the lowest word that may hold one: a batch's release
+// sets bits in any order, and its takes scan forward from the lowest word released, so a batch
+// costs its own releases and takes plus one pass over the words, not a merge of the free list.
 class SlotPool {
  public:
-  explicit SlotPool(vertex_t rows) : free_(rows) {
-    for (vertex_t i = 0; i < rows; ++i) free_[i] = rows - 1 - i;  // descending: back = smallest
+  explicit SlotPool(vertex_t rows)
+      : free_(std::size_t((std::int64_t(rows) + 63) / 64), ~std::uint64_t(0)) {
+    if (rows % 64 != 0) free_.back() = (std::uint64_t(1) << (rows % 64)) - 1;
   }
   void release(std::vector<vertex_t>& slots) {
-    if (slots.empty()) return;
-    std::sort(slots.begin(), slots.end(), std::greater<>());
-    std::vector<vertex_t> merged(free_.size() + slots.size());
-    std::merge(free_.begin(), free_.end(), slots.begin(), slots.end(), merged.begin(),
-               std::greater<>());
-    free_.swap(merged);
+    for (const vertex_t slot : slots) {
+      std::uint64_t& word = free_[std::size_t(slot) / 64];
+      const std::uint64_t bit = std::uint64_t(1) << (slot % 64);
+      SLUICE_EXPECTS(!(word & bit), "slot ", slot, " released twice");
+      word |= bit;
+      first_ = std::min(first_, std::size_t(slot) / 64);
+    }
     slots.clear();
   }
   vertex_t take() {
-    SLUICE_EXPECTS(!free_.empty(), "slot pool exhausted");
-    const vertex_t slot = free_.back();
-    free_.pop_back();
-    return slot;
+    while (first_ < free_.size() && free_[first_] == 0) ++first_;
+    SLUICE_EXPECTS(first_ < free_.size(), "slot pool exhausted");
+    std::uint64_t& word = free_[first_];
+    const int bit = __builtin_ctzll(word);
+    word &= word - 1;
+    return static_cast<vertex_t>(first_ * 64 + std::size_t(bit));
   }
 
  private:
-  std::vector<vertex_t> free_;
+  std::vector<std::uint64_t> free_;  // bit s % 64 of word s / 64: slot s is free
+  std::size_t first_ = 0;            // no free slot below word first_
 };
 
 // Everything the index passes share.
@@ -208,6 +216,15 @@ void build_chunk_csr(Plan& plan, const BuildState& state) {
   const std::size_t count = plan.chunk_plans.size();
   Progress progress("chunk indices", count);
   std::vector<vertex_t> position(plan.num_nodes, -1);
+  // Every chunk's arrays allocated and zeroed at once, one chunk per thread.
+#pragma omp parallel for schedule(dynamic, \
+                                  1) if (count > 1 && worth_parallel(state.graph.indptr.back()))
+  for (std::size_t k = 0; k < count; ++k) {
+    ChunkPlan& chunk = plan.chunk_plans[k];
+    chunk.indptr.resize(std::size_t(chunk.num_dst()) + 1);
+    chunk.columns.resize(
+        std::size_t(state.graph.indptr[chunk.dst_end] - state.graph.indptr[chunk.dst_begin]));
+  }
   for (std::size_t k = 0; k < count; ++k) {
     ChunkPlan& chunk = plan.chunk_plans[k];
     const int p = static_cast<int>(k % P);
@@ -226,8 +243,6 @@ void build_chunk_csr(Plan& plan, const BuildState& state) {
       for (std::size_t i = 0; i < remote.size(); ++i)
         position[remote[i]] = remote_base + chunk.remote_slots[i];
     }
-    chunk.indptr.resize(std::size_t(chunk.num_dst()) + 1);
-    chunk.columns.resize(end - base);
 #pragma omp parallel if (parallel)
     {
 #pragma omp for schedule(static) nowait

@@ -152,19 +152,30 @@ bool direct_pieces(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
   return true;
 }
 
-// Runs transfer(descriptor, piece) for every piece on OpenMP threads (the HDF5 library itself
-// is called from this thread only); transfer returns 0 or an errno value. Returns the first
-// error seen, 0 when none.
-template <typename Transfer>
-int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Transfer transfer) {
+// Which way a direct transfer copies: file to memory (pread) or memory to file (pwrite).
+enum class Direction { kRead, kWrite };
+
+// Copies every piece between the file open as `descriptor` and memory on OpenMP threads (the
+// HDF5 library itself is called from this thread only). Returns the first errno seen, 0 when
+// none (EIO for a transfer that stops short).
+int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Direction direction) {
   int error = 0;
   const std::int64_t count = std::int64_t(pieces.size());
 #pragma omp parallel for schedule(dynamic, 1) if (count > 1)
   for (std::int64_t i = 0; i < count; ++i) {
-    const int failed = transfer(descriptor, pieces[std::size_t(i)]);
-    if (failed != 0) {
+    const Piece& piece = pieces[std::size_t(i)];
+    for (std::uint64_t done = 0; done < piece.bytes;) {
+      const off_t at = off_t(piece.file_offset + done);
+      const ssize_t moved = direction == Direction::kRead
+                                ? ::pread(descriptor, piece.out + done, piece.bytes - done, at)
+                                : ::pwrite(descriptor, piece.out + done, piece.bytes - done, at);
+      if (moved <= 0) {
+        const int failed = moved < 0 ? errno : EIO;
 #pragma omp critical(sluice_h5_direct_error)
-      if (error == 0) error = failed;
+        if (error == 0) error = failed;
+        break;
+      }
+      done += std::uint64_t(moved);
     }
   }
   return error;
@@ -184,15 +195,7 @@ bool read_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
     return false;
   const int descriptor = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   if (descriptor < 0) return false;
-  const int error = transfer_pieces(descriptor, pieces, [](int fd, const Piece& piece) {
-    for (std::uint64_t done = 0; done < piece.bytes;) {
-      const ssize_t got =
-          ::pread(fd, piece.out + done, piece.bytes - done, off_t(piece.file_offset + done));
-      if (got <= 0) return got < 0 ? errno : EIO;
-      done += std::uint64_t(got);
-    }
-    return 0;
-  });
+  const int error = transfer_pieces(descriptor, pieces, Direction::kRead);
   ::close(descriptor);
   SLUICE_INPUT_CHECK(error == 0, name, ": reading ", (row_end - row_begin) * row_bytes,
                      " bytes of a dataset failed: ", std::strerror(error));
@@ -211,15 +214,7 @@ bool write_rows_direct(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
     return false;
   const int descriptor = ::open(name.c_str(), O_WRONLY | O_CLOEXEC);
   if (descriptor < 0) return false;
-  const int error = transfer_pieces(descriptor, pieces, [](int fd, const Piece& piece) {
-    for (std::uint64_t done = 0; done < piece.bytes;) {
-      const ssize_t put =
-          ::pwrite(fd, piece.out + done, piece.bytes - done, off_t(piece.file_offset + done));
-      if (put <= 0) return put < 0 ? errno : EIO;
-      done += std::uint64_t(put);
-    }
-    return 0;
-  });
+  const int error = transfer_pieces(descriptor, pieces, Direction::kWrite);
   const int closed = ::close(descriptor) != 0 ? errno : 0;
   const std::uint64_t bytes = dims[0] * H5Tget_size(type) * (rank == 2 ? dims[1] : 1);
   if (error != 0 || closed != 0)

@@ -177,16 +177,22 @@ void validate_plan(const Plan& plan, const std::string& path) {
     for (vertex_t column : chunk.columns)
       SLUICE_INPUT_CHECK(column >= 0 && column < merged, where, ": column ", column,
                          " outside the merged buffer of ", merged, " rows");
-    SLUICE_INPUT_CHECK(chunk.load_slots.size() == chunk.load_vertices.size(), where,
-                       ": load_slots and load_vertices differ in length");
-    for (std::size_t i = 0; i < chunk.load_vertices.size(); ++i) {
-      SLUICE_INPUT_CHECK(chunk.load_vertices[i] >= offsets[p] &&
-                             chunk.load_vertices[i] < offsets[p + 1] &&
-                             (i == 0 || chunk.load_vertices[i - 1] < chunk.load_vertices[i]),
-                         where, ": load_vertices not ascending inside the partition at ", i);
-      SLUICE_INPUT_CHECK(chunk.load_slots[i] >= 0 && chunk.load_slots[i] < plan.transition_rows[p],
-                         where, ": load slot ", chunk.load_slots[i], " out of range");
-    }
+    // A transition list ("load" or "leave"): vertices ascending inside the partition, each with
+    // a transition slot.
+    const auto check_transition_list = [&](const char* kind, const std::vector<vertex_t>& vertices,
+                                           const std::vector<vertex_t>& slots) {
+      SLUICE_INPUT_CHECK(slots.size() == vertices.size(), where, ": ", kind, "_slots and ", kind,
+                         "_vertices differ in length");
+      for (std::size_t i = 0; i < vertices.size(); ++i) {
+        SLUICE_INPUT_CHECK(vertices[i] >= offsets[p] && vertices[i] < offsets[p + 1] &&
+                               (i == 0 || vertices[i - 1] < vertices[i]),
+                           where, ": ", kind, "_vertices not ascending inside the partition at ",
+                           i);
+        SLUICE_INPUT_CHECK(slots[i] >= 0 && slots[i] < plan.transition_rows[p], where, ": ", kind,
+                           " slot ", slots[i], " out of range");
+      }
+    };
+    check_transition_list("load", chunk.load_vertices, chunk.load_slots);
     const std::size_t remotes = chunk.remote_vertices.size();
     SLUICE_INPUT_CHECK(
         chunk.remote_owner.size() == remotes && chunk.remote_owner_slots.size() == remotes &&
@@ -204,17 +210,7 @@ void validate_plan(const Plan& plan, const std::string& path) {
                          where, ": remote slot ", chunk.remote_slots[i], " out of range");
       SLUICE_INPUT_CHECK(chunk.remote_pull[i] <= 1, where, ": remote_pull is not 0/1");
     }
-    SLUICE_INPUT_CHECK(chunk.leave_slots.size() == chunk.leave_vertices.size(), where,
-                       ": leave_slots and leave_vertices differ in length");
-    for (std::size_t i = 0; i < chunk.leave_vertices.size(); ++i) {
-      SLUICE_INPUT_CHECK(chunk.leave_vertices[i] >= offsets[p] &&
-                             chunk.leave_vertices[i] < offsets[p + 1] &&
-                             (i == 0 || chunk.leave_vertices[i - 1] < chunk.leave_vertices[i]),
-                         where, ": leave_vertices not ascending inside the partition at ", i);
-      SLUICE_INPUT_CHECK(
-          chunk.leave_slots[i] >= 0 && chunk.leave_slots[i] < plan.transition_rows[p], where,
-          ": leave slot ", chunk.leave_slots[i], " out of range");
-    }
+    check_transition_list("leave", chunk.leave_vertices, chunk.leave_slots);
   };
   const std::int64_t chunks = std::int64_t(C) * P;
   std::int64_t entries = 0;

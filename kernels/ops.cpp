@@ -4,10 +4,21 @@
 #include "kernels/ops.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "common/parallel.hpp"
 
 namespace sluice {
+
+void Device::read_matrix(const HostMat& m, void* out) {
+  SLUICE_EXPECTS(m.residence == Residence::kHost, "read_matrix: a ", m.rows, " x ", m.cols,
+                 " matrix resident on ", name(), ", which cannot read it back");
+  synchronize();
+  const std::int64_t row_bytes = m.cols * m.element_bytes();
+  auto* to = static_cast<char*>(out);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    std::memcpy(to + r * row_bytes, m.at(r, 0), static_cast<std::size_t>(row_bytes));
+}
 
 const char* phase_name(Phase phase) {
   switch (phase) {

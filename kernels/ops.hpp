@@ -62,14 +62,22 @@ inline std::int64_t element_bytes(HostPrecision precision) {
   return precision == HostPrecision::kBf16 ? 2 : 4;
 }
 
-// A dense row-major host matrix view with a typed element (host memory the Backend allocated;
-// pinned + mapped on CUDA). ld and the blocks count elements.
+// Where a vertex matrix (HostMat) lives. kHost: host memory the Backend allocated (pinned +
+// mapped on CUDA), which the devices reach over the host link. kDevice: memory of one device,
+// which Device::try_make_resident moved it into; the transfer operations of that device then
+// move its rows within device memory, and host code reads it only through
+// Device::read_matrix.
+enum class Residence { kHost, kDevice };
+
+// A dense row-major vertex matrix view with a typed element, in host memory unless a device made
+// it resident (Residence). ld and the blocks count elements.
 struct HostMat {
   void* data = nullptr;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   std::int64_t ld = 0;  // distance between rows, in elements
   HostPrecision precision = HostPrecision::kFp32;
+  Residence residence = Residence::kHost;
 
   std::int64_t element_bytes() const { return ::sluice::element_bytes(precision); }
   // The elements of a kFp32 / kBf16 matrix (throws for the other precision).
@@ -90,12 +98,12 @@ struct HostMat {
   HostMat row_block(std::int64_t begin, std::int64_t count) const {
     SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= rows, "host row block [", begin,
                    ", +", count, ") outside ", rows, " rows");
-    return HostMat{at(begin, 0), count, cols, ld, precision};
+    return HostMat{at(begin, 0), count, cols, ld, precision, residence};
   }
   HostMat col_block(std::int64_t begin, std::int64_t count) const {
     SLUICE_EXPECTS(begin >= 0 && count >= 0 && begin + count <= cols, "host column block [", begin,
                    ", +", count, ") outside ", cols, " columns");
-    return HostMat{at(0, begin), rows, count, ld, precision};
+    return HostMat{at(0, begin), rows, count, ld, precision, residence};
   }
   bool empty() const { return rows == 0 || cols == 0; }
   // Bytes from the first element to one past the last (0 when empty).
@@ -162,12 +170,15 @@ struct DropoutKey {
 };
 
 // Byte/row counters per transfer path, kept by each device for metrics. Host-link bytes count
-// the host matrix's elements (2 bytes each in bf16), which is what crosses the link.
+// the host matrix's elements (2 bytes each in bf16), which is what crosses the link. The
+// transfers of a matrix made resident on the device (Residence::kDevice) cross no link: they
+// count in resident_bytes alone.
 struct TransferCounters {
   std::int64_t h2d_gather_rows = 0, h2d_gather_bytes = 0;  // load_rows
   std::int64_t h2d_block_bytes = 0;                        // load_block
-  std::int64_t d2h_bytes = 0;                              // store_block, flush_add_rows
-  std::int64_t p2p_rows = 0, p2p_bytes = 0;                // pull_rows, push_add_rows
+  std::int64_t d2h_bytes = 0;                // store_block, flush_add_rows, flush_store_rows
+  std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows
+  std::int64_t resident_bytes = 0;           // the same operations on resident matrices
 };
 
 // Independent in-order queues of one device (CUDA: one stream each). Work is issued to the
@@ -253,6 +264,18 @@ class Device {
   // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.
   virtual void write(const float* host, std::int64_t count, float* device) = 0;
   virtual void read(const float* device, std::int64_t count, float* host) = 0;
+  // Moves a host matrix into this device's memory when it fits the budget with the constants'
+  // headroom left (an optional placement, like try_alloc): returns the resident matrix, holding
+  // the same elements, and frees the host one; returns `m` unchanged when it does not fit or the
+  // backend has no device memory (CPU). Call it when the device is idle; only this device's
+  // operations may then read or write the matrix. Default: no placement.
+  virtual HostMat try_make_resident(HostMat m, const std::string& what) {
+    (void)what;
+    return m;
+  }
+  // Copies the elements of `m` (host or resident), rows packed (cols elements each, of m's
+  // precision), into `out`; synchronous: waits for the device's work first.
+  virtual void read_matrix(const HostMat& m, void* out);
 
   // ---- transfers ----
   // dst[dst_rows[i]] = src[src_rows[i]] for i < src_rows.size, or dst[i] = ... when dst_rows is
@@ -269,7 +292,8 @@ class Device {
   virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
                              Idx owner_rows) = 0;
   // host[host_rows[i]] += src[src_rows[i]] (gradient flush of leaving rows; host_rows unique).
-  // CUDA: compacted into pinned memory on the GPU, added by CPU threads.
+  // CUDA: compacted into pinned memory on the GPU, added by CPU threads (by the GPU into a
+  // resident matrix).
   virtual void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
   // host[host_rows[i]] = src[src_rows[i]] (first flush of a row: no read of the host row;
   // host_rows unique). CUDA: written by the GPU straight into mapped host memory.

@@ -378,6 +378,21 @@ TEST(HostMemory, HostMatricesOfANarrowingGcn) {
             "H^0 (features) 240x37; dT^1 240x4; T^1 240x4; ");
 }
 
+// The device-memory priorities of the same matrices: link rows per row and epoch. With 720
+// gathered rows per pass (3 per vertex): H^0 is gathered by the training and evaluation passes
+// (6), T^1 also stored by both forward passes (8), dT^1 and A^0 move twice; recomputing layer 0
+// makes its backward pass gather H^0 again (9).
+TEST(HostMemory, VertexDataPrioritiesCountLinkRowsPerRow) {
+  const Dataset& d = dataset_of(kNarrowing);
+  const ModelSpec model = gcn_model(kNarrowing, 2);
+  ScheduleOptions options;
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes),
+            (std::vector<double>{6., 2., 2., 8.}));
+  options.cache_intermediates = false;
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes),
+            (std::vector<double>{9., 2., 8.}));
+}
+
 // The refusal names the need and what is available, and the options that fit: recomputing
 // drops the cached aggregations; nothing fits in one byte.
 TEST(HostMemory, RefusalNamesNeedAvailableAndFittingOptions) {

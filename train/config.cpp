@@ -46,6 +46,8 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.input_rows == "auto" || c.input_rows == "keep" || c.input_rows == "reload",
                      "unknown --input-rows '", c.input_rows, "' (expected auto, keep or reload)");
   parse_host_precision(c.host_precision, "--host-precision");
+  SLUICE_INPUT_CHECK(c.vertex_data == "auto" || c.vertex_data == "host", "unknown --vertex-data '",
+                     c.vertex_data, "' (expected auto or host)");
   SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
                      "--intermediates cache is not available for --model gat: GAT recomputes "
                      "its layers in the backward pass (use auto or recompute)");
@@ -138,6 +140,11 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
                "layer outputs, cached aggregations, flushed gradients): fp32 | bf16 (half the "
                "host memory and link bytes; devices compute in fp32, rows are rounded to "
                "nearest even when they go back to host memory)")(
+      "vertex-data", po::value(&c.vertex_data)->default_value(c.vertex_data),
+      "where the vertex matrices live (features, layer outputs, cached aggregations, "
+      "gradients): auto (with one partition on a GPU, in its memory while they fit beside the "
+      "chunk constants and buffers within --gpu-memory, the most-read first; the rest in host "
+      "memory) | host (all in host memory, streamed every epoch)")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
@@ -218,7 +225,7 @@ std::string describe_config(const TrainConfig& c) {
   out << " seed=" << c.seed << " feature_norm=" << c.feature_norm << " eval_every=" << c.eval_every
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
-      << " device=" << c.device << " threads=" << c.threads;
+      << " vertex_data=" << c.vertex_data << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

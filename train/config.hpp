@@ -52,6 +52,9 @@ struct TrainConfig {
   // Element type of vertex data in host memory and on the host link (features, layer outputs,
   // cached aggregations, flushed gradients): fp32 | bf16 (ScheduleOptions::host_precision).
   std::string host_precision = "fp32";
+  // Where the vertex matrices live (ScheduleOptions::vertex_data): auto (one GPU: in its memory
+  // while they fit the budget, the rest in host memory) | host (all in host memory).
+  std::string vertex_data = "auto";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

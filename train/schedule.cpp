@@ -300,17 +300,14 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
     const HostMat& h = m.H[m.H.size() - 1];
     SLUICE_EXPECTS(h.cols == out.hidden_width, "H^", m.H.size() - 1, " has ", h.cols,
                    " columns, the last layer takes ", out.hidden_width);
-    const bool bf16 = h.precision == HostPrecision::kBf16;
-#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(m.n) * out.hidden_width))
-    for (vertex_t v = 0; v < m.n; ++v) {
-      float* row = out.hidden.data() + std::int64_t(v) * out.hidden_width;
-      if (bf16) {
-        const bf16_t* source = h.bf16() + std::int64_t(v) * h.ld;
-        for (std::int64_t j = 0; j < h.cols; ++j) row[j] = float_from_bf16(source[j]);
-      } else {
-        const float* source = h.fp32() + std::int64_t(v) * h.ld;
-        std::copy(source, source + h.cols, row);
-      }
+    if (h.precision == HostPrecision::kFp32) {
+      m.dev[0].device->read_matrix(h, out.hidden.data());
+    } else {
+      std::vector<bf16_t> rows(std::size_t(m.n * out.hidden_width));
+      m.dev[0].device->read_matrix(h, rows.data());
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(rows.size())))
+      for (std::int64_t i = 0; i < std::int64_t(rows.size()); ++i)
+        out.hidden[std::size_t(i)] = float_from_bf16(rows[std::size_t(i)]);
     }
   }
   return out;
@@ -326,6 +323,7 @@ TransferCounters Schedule::counters() const {
     total.d2h_bytes += c.d2h_bytes;
     total.p2p_rows += c.p2p_rows;
     total.p2p_bytes += c.p2p_bytes;
+    total.resident_bytes += c.resident_bytes;
   }
   return total;
 }

@@ -35,6 +35,13 @@ std::string comm_mode_name(CommMode mode);
 
 enum class HostSetup { kAfterLists, kBesideLists };
 
+// Where the vertex matrices (H^l or T^l, G^l or dT^l, A^l) live: all in host memory, streamed
+// over the host link every epoch (the out-of-core schedule), or, on one device, moved into its
+// memory while they fit beside everything else the device holds, in order of the link rows they
+// save per row (vertex_data_priorities()), so that a budget which fits them all moves no vertex
+// data over the link.
+enum class VertexData { kHost, kDeviceWhereItFits };
+
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
@@ -72,6 +79,7 @@ struct ScheduleOptions {
   // index lists as their constants go up), or on a second thread beside both (a faster start;
   // HostMemoryPlan::peak_beside_lists says what it costs).
   HostSetup host_setup = HostSetup::kAfterLists;
+  VertexData vertex_data = VertexData::kDeviceWhereItFits;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
   // the constructor only.
@@ -130,6 +138,16 @@ struct HostMatrixShape {
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes);
+
+// The host-link rows one epoch moves per row of each matrix of host_matrix_shapes() (same
+// order), the priority of each for device memory (VertexData::kDeviceWhereItFits): a layer's
+// input rows are gathered `gathered_rows` times per reading pass (the training pass, the
+// evaluation, and the backward pass of a layer that reads its inputs again) and, above layer 0,
+// stored once per forward pass (training and evaluation); A^l is stored and loaded once, G^l
+// flushed and loaded once. Bytes saved per byte resident is the same ratio, as every row of a
+// matrix has the same width.
+std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
+                                           std::int64_t num_nodes, std::int64_t gathered_rows);
 
 class Schedule {
  public:

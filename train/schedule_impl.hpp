@@ -256,6 +256,7 @@ struct Schedule::Impl {
   void setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan);
   void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   void setup_devices(std::vector<ChunkLists>& lists);
+  void place_vertex_data();
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

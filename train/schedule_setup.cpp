@@ -239,6 +239,7 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     StageTimer wait("wait for the host matrices");
     host_matrices.get();
   }
+  place_vertex_data();
 }
 
 // Every device's buffers and chunk constants, from the index lists (released as they go up).
@@ -327,6 +328,56 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
   }
   for (HostMatrixShape& shape : out) shape.precision = options.host_precision;
   return out;
+}
+
+std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
+                                           std::int64_t num_nodes, std::int64_t gathered_rows) {
+  const double gathered = num_nodes > 0 ? double(gathered_rows) / double(num_nodes) : 0.;
+  std::vector<double> out;
+  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, num_nodes)) {
+    if (shape.role != HostMatrixRole::kInput) {
+      out.push_back(2.);  // A^l: stored, then loaded; G^l: flushed, then loaded
+      continue;
+    }
+    const LayerSpec& layer = model.layers[std::size_t(shape.layer)];
+    const bool reads_again =
+        !layer.last && (layer.aggregate_width == 0 || !options.cache_intermediates);
+    const double reading_passes = 2. + (reads_again ? 1. : 0.);
+    out.push_back(gathered * reading_passes + (shape.layer > 0 ? 2. : 0.));
+  }
+  return out;
+}
+
+// With VertexData::kDeviceWhereItFits on one device: moves the host matrices into its memory,
+// highest priority first (vertex_data_priorities(), ties in allocation order), each that fits
+// beside what the device holds already, and logs where each matrix lives.
+void Schedule::Impl::place_vertex_data() {
+  if (options.vertex_data != VertexData::kDeviceWhereItFits || P != 1) return;
+  StageTimer timer("vertex data on the device");
+  DeviceState& s = dev[0];
+  std::int64_t gathered_rows = 0;
+  for (const DeviceChunk& ch : s.chunks) gathered_rows += ch.load_vertices.size;
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
+  const std::vector<double> priority = vertex_data_priorities(model, options, n, gathered_rows);
+  std::vector<std::size_t> order(shapes.size());
+  std::iota(order.begin(), order.end(), std::size_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return priority[a] > priority[b]; });
+  std::string resident, host;
+  for (const std::size_t i : order) {
+    const HostMatrixShape& shape = shapes[i];
+    std::vector<HostMat>& matrices = shape.role == HostMatrixRole::kInput      ? H
+                                     : shape.role == HostMatrixRole::kGradient ? G
+                                                                               : A_cache;
+    HostMat& m = matrices[std::size_t(shape.layer)];
+    m = s.device->try_make_resident(m, shape.name);
+    std::string& list = m.residence == Residence::kDevice ? resident : host;
+    list +=
+        cat(list.empty() ? "" : ", ", shape.name, " (", format_bytes(double(shape.bytes())), ")");
+  }
+  log_info("vertex data: in the memory of ", s.device->name(), ": ",
+           resident.empty() ? std::string("none") : resident,
+           "; in host memory: ", host.empty() ? std::string("none") : host);
 }
 
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision

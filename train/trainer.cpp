@@ -102,7 +102,8 @@ json transfers_json(const TransferCounters& c) {
               {"h2d_block_bytes", c.h2d_block_bytes},
               {"d2h_bytes", c.d2h_bytes},
               {"p2p_rows", c.p2p_rows},
-              {"p2p_bytes", c.p2p_bytes}};
+              {"p2p_bytes", c.p2p_bytes},
+              {"resident_bytes", c.resident_bytes}};
 }
 
 json epoch_json(const EpochRecord& r) {
@@ -291,6 +292,8 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.overlap = !config.no_overlap;
   options.reload_inputs = reload_inputs(dataset, profiles, config);
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
+  options.vertex_data =
+      config.vertex_data == "host" ? VertexData::kHost : VertexData::kDeviceWhereItFits;
   options.profiles = &profiles;
   return options;
 }

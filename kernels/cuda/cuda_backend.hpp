@@ -62,6 +62,9 @@ class CudaDevice final : public Device {
   std::int64_t peak_bytes() const override { return account_.peak(); }
   void write(const float* host, std::int64_t count, float* device) override;
   void read(const float* device, std::int64_t count, float* host) override;
+  // Charged to the budget with the constants' headroom left; the pinned host matrix is freed.
+  HostMat try_make_resident(HostMat m, const std::string& what) override;
+  void read_matrix(const HostMat& m, void* out) override;
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
@@ -237,6 +240,7 @@ class CudaDevice final : public Device {
   CublasHandle cublas_;
   CusparseHandle cusparse_;
   std::vector<AccountedBuffer> allocations_;
+  std::vector<AccountedBuffer> resident_matrices_;  // try_make_resident()
   std::vector<std::unique_ptr<DeviceCsr>> csrs_;
   // resident_csr(): the staged copy (matrix id, its values' source) and its view.
   Scratch csr_staging_;

@@ -88,6 +88,44 @@ Mat CudaDevice::try_alloc(std::int64_t rows, std::int64_t cols, const std::strin
   }
 }
 
+HostMat CudaDevice::try_make_resident(HostMat m, const std::string& what) {
+  if (m.residence == Residence::kDevice || m.empty()) return m;
+  SLUICE_EXPECTS(m.ld == m.cols, "try_make_resident: ", what, " is a view (ld ", m.ld, ", ", m.cols,
+                 " columns), not a whole host matrix");
+  const std::int64_t bytes = m.rows * m.cols * m.element_bytes();
+  if (!constants_.leaves_headroom(bytes)) return m;
+  AccountedBuffer buffer;
+  try {
+    buffer = account_.allocate(bytes, what);
+  } catch (const OutOfDeviceMemory&) {
+    return m;
+  }
+  DeviceGuard guard(gpu_);
+  SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), m.data, static_cast<std::size_t>(bytes),
+                              cudaMemcpyHostToDevice, stream()));
+  SLUICE_CUDA(cudaStreamSynchronize(stream()));
+  shared_.host_memory.release(m.data);
+  HostMat resident = m;
+  resident.data = buffer.get();
+  resident.residence = Residence::kDevice;
+  resident_matrices_.push_back(std::move(buffer));
+  return resident;
+}
+
+void CudaDevice::read_matrix(const HostMat& m, void* out) {
+  if (m.residence == Residence::kHost) {
+    Device::read_matrix(m, out);
+    return;
+  }
+  synchronize();
+  DeviceGuard guard(gpu_);
+  const std::int64_t row_bytes = m.cols * m.element_bytes();
+  SLUICE_CUDA(cudaMemcpy2D(out, static_cast<std::size_t>(row_bytes), m.data,
+                           static_cast<std::size_t>(m.ld * m.element_bytes()),
+                           static_cast<std::size_t>(row_bytes), static_cast<std::size_t>(m.rows),
+                           cudaMemcpyDeviceToHost));
+}
+
 Idx CudaDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
   DeviceGuard guard(gpu_);
   ConstantBuffer buffer = constants_.place(values, what, cur());

@@ -2,7 +2,8 @@
 // pulls and pushes between logical devices (direct or staged), gradient flushes into host
 // matrices, and the device-local row copies. Host matrices of bf16 elements are read by kernels
 // that widen them (host_rows.hpp) and written by kernels that round on the GPU, so the link
-// carries 2 bytes per element.
+// carries 2 bytes per element. A matrix made resident (try_make_resident) goes through the same
+// kernels and copies within device memory, without the host-link grid cap.
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +30,18 @@ void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_r
 
 void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
   SLUICE_EXPECTS(m.rows >= needed_rows, what, " has ", m.rows, " rows, ", needed_rows, " needed");
+}
+
+// The grid cap of a kernel that reads or writes `m`: host_link_blocks for a matrix in host memory
+// (see gather.hpp), none for a resident one.
+unsigned blocks_for(const HostMat& m, unsigned host_link_blocks) {
+  return m.residence == Residence::kHost ? host_link_blocks : 0;
+}
+
+// The counter a transfer of `m` adds its bytes to: `link` for a host matrix, the resident bytes
+// for a resident one.
+std::int64_t& bytes_counter(const HostMat& m, std::int64_t& link, TransferCounters& counters) {
+  return m.residence == Residence::kHost ? link : counters.resident_bytes;
 }
 
 // Host-side work queued on a stream (cudaLaunchHostFunc): the payload owns itself.
@@ -71,6 +84,7 @@ struct FlushTask {
 void* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
                                       std::int64_t rows) const {
   if (rows <= 0 || m.cols <= 0) return m.data;
+  if (m.residence == Residence::kDevice) return m.row_block(first_row, rows).data;
   const HostMat block = m.row_block(first_row, rows);
   return const_cast<void*>(shared_.host_memory.device_pointer(block.data, block.span_bytes()));
 }
@@ -87,14 +101,15 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   DeviceGuard guard(gpu_);
   const void* source = host_device_pointer(src, 0, src.rows);
   const vertex_t* to = dst_rows.size ? dst_rows.data : nullptr;
+  const unsigned blocks = blocks_for(src, host_link_blocks_);
   if (src.precision == HostPrecision::kBf16)
     launch_widen_rows(static_cast<const bf16_t*>(source), src.ld, src_rows.data, dst.data, dst.ld,
-                      to, n, dst.cols, cur(), host_link_blocks_);
+                      to, n, dst.cols, cur(), blocks);
   else
     launch_gather_rows(static_cast<const float*>(source), src.ld, src_rows.data, dst.data, dst.ld,
-                       to, n, dst.cols, cur(), host_link_blocks_);
-  counters_.h2d_gather_rows += n;
-  counters_.h2d_gather_bytes += n * dst.cols * src.element_bytes();
+                       to, n, dst.cols, cur(), blocks);
+  if (src.residence == Residence::kHost) counters_.h2d_gather_rows += n;
+  bytes_counter(src, counters_.h2d_gather_bytes, counters_) += n * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
@@ -109,13 +124,16 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
     // Read zero-copy and widened on the way (no device staging for the 16-bit block).
     const auto* source = static_cast<const bf16_t*>(host_device_pointer(src, src_row, dst.rows));
     launch_widen_rows(source, src.ld, nullptr, dst.data, dst.ld, nullptr, dst.rows, dst.cols, cur(),
-                      host_link_blocks_);
+                      blocks_for(src, host_link_blocks_));
   } else {
-    SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.row_block(src_row, 0).data,
-                                  src.ld * kFloat, dst.cols * kFloat, dst.rows,
-                                  cudaMemcpyHostToDevice, cur()));
+    SLUICE_CUDA(cudaMemcpy2DAsync(
+        dst.data, dst.ld * kFloat, src.row_block(src_row, 0).data, src.ld * kFloat,
+        dst.cols * kFloat, dst.rows,
+        src.residence == Residence::kHost ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
+        cur()));
   }
-  counters_.h2d_block_bytes += dst.rows * dst.cols * src.element_bytes();
+  bytes_counter(src, counters_.h2d_block_bytes, counters_) +=
+      dst.rows * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
@@ -129,13 +147,15 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
     // Rounded on the GPU and written over the link into mapped host memory (posted writes).
     auto* target = static_cast<bf16_t*>(host_device_pointer(dst, dst_row, src.rows));
     launch_narrow_rows(src.data, src.ld, nullptr, target, dst.ld, nullptr, src.rows, src.cols,
-                       cur(), host_link_blocks_);
+                       cur(), blocks_for(dst, host_link_blocks_));
   } else {
-    SLUICE_CUDA(cudaMemcpy2DAsync(dst.row_block(dst_row, 0).data, dst.ld * kFloat, src.data,
-                                  src.ld * kFloat, src.cols * kFloat, src.rows,
-                                  cudaMemcpyDeviceToHost, cur()));
+    SLUICE_CUDA(cudaMemcpy2DAsync(
+        dst.row_block(dst_row, 0).data, dst.ld * kFloat, src.data, src.ld * kFloat,
+        src.cols * kFloat, src.rows,
+        dst.residence == Residence::kHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
+        cur()));
   }
-  counters_.d2h_bytes += src.rows * src.cols * dst.element_bytes();
+  bytes_counter(dst, counters_.d2h_bytes, counters_) += src.rows * src.cols * dst.element_bytes();
 }
 
 CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_bytes,
@@ -233,6 +253,17 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
   const std::int64_t cols = src.cols;
+  if (host.residence == Residence::kDevice) {
+    // Unique rows: one addition per element, so the atomics of the fp32 add are deterministic.
+    if (host.precision == HostPrecision::kBf16)
+      launch_add_narrowed_rows(src.data, src.ld, src_rows.data, host.bf16(), host.ld,
+                               host_rows.data, n, cols, cur());
+    else
+      launch_scatter_add_rows(src.data, src.ld, src_rows.data, host.fp32(), host.ld, host_rows.data,
+                              n, cols, /*system_scope=*/false, cur());
+    counters_.resident_bytes += n * cols * host.element_bytes();
+    return;
+  }
   // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
   // link): no device staging buffer, so a flush never needs device memory beyond the budget.
   // bf16 rows are rounded on the GPU, so the staging and the link hold 2 bytes per element.
@@ -277,13 +308,14 @@ void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat 
   // A gather whose destination is mapped host memory: the GPU writes the rows over the link
   // (posted writes, no round trip); host_rows is read wherever the constant lives.
   void* target = host_device_pointer(host, 0, host.rows);
+  const unsigned blocks = blocks_for(host, host_link_blocks_);
   if (host.precision == HostPrecision::kBf16)
     launch_narrow_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(target), host.ld,
-                       host_rows.data, n, src.cols, cur(), host_link_blocks_);
+                       host_rows.data, n, src.cols, cur(), blocks);
   else
     launch_gather_rows(src.data, src.ld, src_rows.data, static_cast<float*>(target), host.ld,
-                       host_rows.data, n, src.cols, cur(), host_link_blocks_);
-  counters_.d2h_bytes += n * src.cols * host.element_bytes();
+                       host_rows.data, n, src.cols, cur(), blocks);
+  bytes_counter(host, counters_.d2h_bytes, counters_) += n * src.cols * host.element_bytes();
 }
 
 void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {

@@ -74,6 +74,20 @@ __global__ void narrow_rows_kernel(const float* __restrict__ src, std::int64_t s
   }
 }
 
+__global__ void add_narrowed_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
+                                         const vertex_t* __restrict__ src_rows,
+                                         bf16_t* __restrict__ dst, std::int64_t dst_ld,
+                                         const vertex_t* __restrict__ dst_rows, std::int64_t n,
+                                         std::int64_t cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const float* from = indexed_row(src, src_ld, src_rows, i);
+    bf16_t* to = indexed_row(dst, dst_ld, dst_rows, i);
+    for (std::int64_t c = lane; c < cols; c += 32)
+      to[c] = bf16_from_float(float_from_bf16(to[c]) + float_from_bf16(bf16_from_float(from[c])));
+  }
+}
+
 __global__ void round_rows_kernel(float* m, std::int64_t ld, const vertex_t* __restrict__ rows,
                                   std::int64_t n, std::int64_t cols) {
   const int lane = lane_id();
@@ -104,6 +118,15 @@ void launch_narrow_rows(const float* src, std::int64_t src_ld, const vertex_t* s
                         std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
   narrow_rows_kernel<<<row_blocks(n, max_blocks), detail::kBlockThreads, 0, stream>>>(
+      src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_add_narrowed_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
+                              bf16_t* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
+                              std::int64_t n, std::int64_t cols, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  add_narrowed_rows_kernel<<<row_blocks(n, 0), detail::kBlockThreads, 0, stream>>>(
       src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }

@@ -154,6 +154,17 @@ void* PinnedRegistry::allocate(std::int64_t bytes) {
   return host;
 }
 
+void PinnedRegistry::release(const void* host) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto entry = entries_.find(static_cast<const char*>(host));
+  SLUICE_EXPECTS(entry != entries_.end(), "host matrix at ", host,
+                 " is not an allocation of this backend's alloc_host");
+  entries_.erase(entry);
+  const auto buffer = std::find_if(buffers_.begin(), buffers_.end(),
+                                   [host](const PinnedBuffer& b) { return b.get() == host; });
+  if (buffer != buffers_.end()) buffers_.erase(buffer);
+}
+
 const void* PinnedRegistry::device_pointer(const void* host, std::int64_t bytes) const {
   const char* p = static_cast<const char*>(host);
   std::lock_guard<std::mutex> lock(mutex_);

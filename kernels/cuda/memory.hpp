@@ -172,6 +172,8 @@ class PinnedRegistry {
  public:
   // A zero-initialized allocation of `bytes` (nullptr for 0).
   void* allocate(std::int64_t bytes);
+  // Frees the allocation that begins at `host` (allocate()'s result); throws if there is none.
+  void release(const void* host);
   // The device-visible address of [host, host + bytes); throws if it is not inside one
   // allocation of this registry.
   const void* device_pointer(const void* host, std::int64_t bytes) const;

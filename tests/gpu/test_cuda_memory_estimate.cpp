@@ -96,11 +96,14 @@ std::unique_ptr<Backend> cuda_backend(int partitions, std::int64_t budget) {
   return make_cuda_backend(test::backend_options(partitions).gpus(1).memory_budget(budget));
 }
 
-ScheduleOptions schedule_options(const LayoutOptions& layout) {
+// The schedule options of a layout, with every vertex matrix in host memory unless asked.
+ScheduleOptions schedule_options(const LayoutOptions& layout,
+                                 VertexData vertex_data = VertexData::kHost) {
   ScheduleOptions options;
   options.comm = layout.comm;
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
+  options.vertex_data = vertex_data;
   return options;
 }
 
@@ -144,6 +147,17 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
                   case_name(c).c_str(), p, static_cast<long long>(e.cuda_setup),
                   static_cast<long long>(e.cuda_scratch), static_cast<long long>(workspace));
     }
+  }
+  // One device without a budget holds every vertex matrix beside what the estimate counts, each
+  // charged in granules.
+  if (plan.partitions == 1) {
+    std::unique_ptr<Backend> backend = cuda_backend(1, 0);
+    const ScheduleOptions options = schedule_options(layout, VertexData::kDeviceWhereItFits);
+    Schedule schedule(*backend, dataset(), plan, model, options);
+    std::int64_t vertex_data = 0;
+    for (const HostMatrixShape& m : host_matrix_shapes(model, options, dataset().num_nodes))
+      vertex_data += cuda::rounded(m.bytes());
+    EXPECT_EQ(backend->device(0).bytes_in_use(), estimates[0].cuda_setup + vertex_data);
   }
   // Under the budgets the estimate names the run fits (constants beyond them go to host memory,
   // overlap buffers only where they fit).

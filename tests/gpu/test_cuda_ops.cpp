@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -249,6 +250,99 @@ TEST_F(CudaOps, Bf16HostRowsMatchTheSharedConversion) {
   EXPECT_EQ(dev().counters().h2d_block_bytes, 8 * 16 * 2);
   EXPECT_EQ(dev().counters().d2h_bytes, 8 * 16 * 2);
   EXPECT_EQ(dev().counters().h2d_gather_bytes, 3 * 16 * 2);
+}
+
+// A matrix moved into device memory (try_make_resident) holds what the host matrix held, and every
+// transfer of a vertex matrix (stores, first flushes, flush additions, block loads, gathers) leaves
+// it with the same elements as the same transfers leave a host matrix, in fp32 and bf16, bit for
+// bit; its bytes count as resident, not as host-link bytes.
+TEST_F(CudaOps, ResidentMatricesTakeTheSameTransfersAsHostOnes) {
+  for (const HostPrecision precision : {HostPrecision::kFp32, HostPrecision::kBf16})
+    for (const std::int64_t cols : {64, 37}) {
+      SCOPED_TRACE(cat(host_precision_name(precision), ", width ", cols));
+      const std::int64_t rows = 80;
+      const HostMat host = backend_->alloc_host(rows, cols, precision, "host copy");
+      HostMat moved = backend_->alloc_host(rows, cols, precision, "moved copy");
+      const Host start = random_floats(std::size_t(rows * cols), rng_, -4.f, 4.f);
+      for (const HostMat& m : {host, moved})
+        for (std::int64_t i = 0; i < rows * cols; ++i) {
+          if (precision == HostPrecision::kBf16)
+            m.bf16()[i] = bf16_from_float(start[std::size_t(i)]);
+          else
+            m.fp32()[i] = start[std::size_t(i)];
+        }
+      moved = dev().try_make_resident(moved, "moved copy");
+      ASSERT_EQ(moved.residence, Residence::kDevice);
+      const Mat d = upload(rows, cols, random_floats(std::size_t(rows * cols), rng_, -4.f, 4.f));
+      std::vector<vertex_t> src(12), dst(12);
+      std::iota(src.begin(), src.end(), 3);
+      for (std::size_t i = 0; i < dst.size(); ++i) dst[i] = vertex_t(79 - 5 * i);
+      const Idx src_rows = dev().upload(src, "src"), dst_rows = dev().upload(dst, "dst");
+      const std::vector<vertex_t> picked = {0, 7, 13, 40, 79};
+      const Idx picked_rows = dev().upload(picked, "picked");
+      std::vector<Host> loaded;
+      std::vector<TransferCounters> counted;
+      for (const HostMat& m : {host, moved}) {
+        dev().reset_counters();
+        dev().store_block(d.row_block(20, 10), m, 30);
+        dev().flush_store_rows(d, src_rows, dst_rows, m);
+        dev().flush_add_rows(d, dst_rows, src_rows, m);
+        dev().flush_add_rows(d, src_rows, src_rows, m);
+        const Mat block = dev().alloc(25, cols, "block");
+        dev().load_block(m, 28, block);
+        const Mat gathered = dev().alloc(std::int64_t(picked.size()), cols, "gathered");
+        dev().load_rows(m, picked_rows, Idx{}, gathered);
+        Host got = download(block);
+        const Host rows_got = download(gathered);
+        got.insert(got.end(), rows_got.begin(), rows_got.end());
+        std::vector<char> elements(std::size_t(rows * cols * m.element_bytes()));
+        dev().read_matrix(m, elements.data());
+        for (std::size_t i = 0; i < elements.size(); i += 4) {
+          float word = 0;
+          std::memcpy(&word, elements.data() + i, 4);
+          got.push_back(word);
+        }
+        loaded.push_back(got);
+        counted.push_back(dev().counters());
+      }
+      ASSERT_EQ(loaded[0].size(), loaded[1].size());
+      for (std::size_t i = 0; i < loaded[0].size(); ++i)
+        ASSERT_EQ(fp32_bits(loaded[1][i]), fp32_bits(loaded[0][i])) << "value " << i;
+      const std::int64_t element = element_bytes(precision);
+      const TransferCounters& on_host = counted[0];
+      const TransferCounters& resident = counted[1];
+      EXPECT_EQ(on_host.h2d_gather_bytes, std::int64_t(picked.size()) * cols * element);
+      EXPECT_EQ(on_host.h2d_block_bytes, 25 * cols * element);
+      EXPECT_EQ(on_host.d2h_bytes, (10 + 3 * 12) * cols * element);
+      EXPECT_EQ(resident.h2d_gather_rows + resident.h2d_gather_bytes + resident.h2d_block_bytes +
+                    resident.d2h_bytes,
+                0);
+      EXPECT_EQ(resident.resident_bytes,
+                on_host.h2d_gather_bytes + on_host.h2d_block_bytes + on_host.d2h_bytes);
+    }
+}
+
+// try_make_resident places a matrix only within the budget, with the constants' headroom left;
+// refused, the host matrix comes back as it was.
+TEST_F(CudaOps, ResidentMatricesKeepTheBudget) {
+  const std::int64_t budget = std::int64_t(8) << 20;  // headroom: 1 MiB
+  auto backend = make_backend(1, budget);
+  Device& d = backend->device(0);
+  const HostMat big = backend->alloc_host(1 << 16, 30, "7.5 MiB");  // + 1 MiB > budget
+  const HostMat kept = d.try_make_resident(big, "7.5 MiB");
+  EXPECT_EQ(kept.residence, Residence::kHost);
+  EXPECT_EQ(kept.data, big.data);
+  EXPECT_EQ(d.bytes_in_use(), 0);
+  const HostMat small = backend->alloc_host(1 << 16, 16, "4 MiB");
+  small.fp32()[17] = 2.5f;
+  const HostMat moved = d.try_make_resident(small, "4 MiB");
+  ASSERT_EQ(moved.residence, Residence::kDevice);
+  EXPECT_EQ(d.bytes_in_use(), std::int64_t(4) << 20);
+  float value = 0;
+  d.read(moved.fp32() + 17, 1, &value);
+  EXPECT_EQ(value, 2.5f);
+  EXPECT_THROW(d.try_make_resident(backend->alloc_host(8, 8, "view").col_block(0, 4), "view"),
+               std::exception);
 }
 
 TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {

@@ -96,6 +96,11 @@ TrainConfigBuilder& TrainConfigBuilder::input_rows(const std::string& mode) {
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::vertex_data(const std::string& place) {
+  config_.vertex_data = place;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::host_precision(const std::string& name) {
   config_.host_precision = name;
   return *this;

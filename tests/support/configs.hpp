@@ -44,6 +44,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& intermediates(const std::string& mode);   // auto | cache | recompute
   TrainConfigBuilder& input_rows(const std::string& mode);      // auto | keep | reload
   TrainConfigBuilder& host_precision(const std::string& name);  // fp32 | bf16
+  TrainConfigBuilder& vertex_data(const std::string& place);    // auto | host
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

@@ -59,15 +59,20 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   Device& d = *s.device;
   Mat A;
   if (!transforms(layer)) A = aggregate(s, ch, layer, set);
-  Mat Z = layer_preactivation(s, ch, layer, A);
+  // A forward pass keeps no pre-activation: the activation is applied with the bias.
   if (stores_transform(layer)) {
-    transform_outputs(s, ch, layer, Z, set);
+    const Mat H = layer_preactivation(s, ch, layer, A, layer.activation,
+                                      rows_of(s.Z, ch.num_dst, layer.out_width));
+    transform_outputs(s, ch, layer, H, set);
     return;
   }
   if (!layer.last) {
-    d.bias_activation(Z, nullptr, layer.activation, rows_of(set.out, ch.num_dst, layer.out_width));
+    layer_preactivation(s, ch, layer, A, layer.activation,
+                        rows_of(set.out, ch.num_dst, layer.out_width));
     return;
   }
+  const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
+                                    rows_of(s.Z, ch.num_dst, layer.out_width));
   Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
   if (!training && captured_logits.data) d.store_block(Z, captured_logits, ch.dst_begin);
   d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
@@ -96,7 +101,8 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   // Layers below the last recompute the pre-activation (and, for GAT, the attention
   // intermediates) for their activation's backward.
   if (!fresh) {
-    Mat Z = layer_preactivation(s, ch, layer, A);
+    const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
+                                      rows_of(s.Z, ch.num_dst, layer.out_width));
     if (stores_transform(layer))
       transform_outputs_backward(s, ch, layer, set, Z, dZ);
     else
@@ -186,43 +192,43 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
   return O;
 }
 
-// Pre-activation Z of the layer for the chunk (nd x out_width) into s.Z.
+// The layer's pre-activation for the chunk, `applied` to it (kNone: Z itself, for a backward
+// pass; the layer's activation: its output rows, for a forward pass), into Z (nd x out_width),
+// which it returns. The bias and the activation are one pass over the rows.
 Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
-                                        const LayerSpec& layer, Mat A) {
+                                        const LayerSpec& layer, Mat A, Activation applied, Mat Z) {
   Device& d = *s.device;
-  Mat Z = rows_of(s.Z, ch.num_dst, layer.out_width);
   const float* bias = s.params.data + layer.b_offset;
   if (model.kind == ModelKind::kGat) {
     Mat O = gat_layer(s, ch, layer);
     if (layer.last) {
       d.head_mean(O, layer.heads, Z);
-      d.bias_activation(Z, bias, Activation::kNone, Z);
+      d.bias_activation(Z, bias, applied, Z);
     } else {
-      d.bias_activation(O, bias, Activation::kNone, Z);
+      d.bias_activation(O, bias, applied, Z);
     }
   } else if (layer.transform_first) {
     d.spmm(ch.csr, nullptr, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
-    d.bias_activation(Z, bias, Activation::kNone, Z);
+    d.bias_activation(Z, bias, applied, Z);
   } else {
     multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);
-    d.bias_activation(Z, bias, Activation::kNone, Z);
+    d.bias_activation(Z, bias, applied, Z);
   }
   return Z;
 }
 
-// The next layer's inputs for the chunk's rows, transformed (pretransformed()): H = act(Z) in
-// Z's place, its dropout (keyed as the next layer's loads would apply it), then
-// T = H W_{l+1} into the set's output rows for store_blocks().
+// The next layer's inputs for the chunk's rows, transformed (pretransformed()), from the layer's
+// output rows H = act(Z): their dropout in place (keyed as the next layer's loads would apply
+// it), then T = H W_{l+1} into the set's output rows for store_blocks().
 void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
-                                       const LayerSpec& layer, Mat Z, BlockSet& set) {
+                                       const LayerSpec& layer, Mat H, BlockSet& set) {
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
-  d.bias_activation(Z, nullptr, layer.activation, Z);
   if (!training && next.last && captured_hidden.data)
-    d.store_block(Z, captured_hidden, ch.dst_begin);
+    d.store_block(H, captured_hidden, ch.dst_begin);
   const DropoutKey key = feature_key(next.index);
-  if (key.rate > 0) d.dropout_rows(Z, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
-  multiply(d, Z, param(s, next.w_offset, next.w_rows, next.w_cols),
+  if (key.rate > 0) d.dropout_rows(H, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
+  multiply(d, H, param(s, next.w_offset, next.w_rows, next.w_cols),
            rows_of(set.out, ch.num_dst, next.transform_width));
 }
 

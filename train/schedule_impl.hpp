@@ -304,8 +304,9 @@ struct Schedule::Impl {
   void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ);
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
-  Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A);
-  void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z,
+  Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
+                          Activation applied, Mat Z);
+  void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,
                          BlockSet& set);
   void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                   BlockSet& set, Mat Z, Mat dZ);

@@ -1,5 +1,6 @@
 // Masked softmax cross-entropy (see loss.hpp): one warp per row; the loss is reduced per block
 // in double and added with one atomic per block.
+#include <algorithm>
 #include <cfloat>
 
 #include "kernels/cuda/launch.cuh"
@@ -77,8 +78,11 @@ void launch_softmax_cross_entropy(const float* logits, std::int64_t ld, std::int
                                   std::int64_t ldg, double* loss, std::int32_t* predictions,
                                   cudaStream_t stream) {
   if (rows <= 0 || classes <= 0) return;
-  softmax_cross_entropy_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
-                                 detail::kBlockThreads, 0, stream>>>(
+  // The warps stride over the rows: a grid of one block per 8 rows would add millions of
+  // double-precision atomics into one address (milliseconds on two million rows).
+  constexpr unsigned kMaxBlocks = 2048;
+  const unsigned blocks = std::min(detail::blocks_for(rows, detail::kWarpsPerBlock), kMaxBlocks);
+  softmax_cross_entropy_kernel<<<blocks, detail::kBlockThreads, 0, stream>>>(
       logits, ld, rows, classes, labels, mask, scale, grad, ldg, loss, predictions);
   SLUICE_CUDA_LAUNCH_CHECK();
 }

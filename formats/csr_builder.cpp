@@ -332,9 +332,9 @@ void finish_group(std::int64_t g, vertex_t n, const RowGroups& groups, SelfLoops
 
 // Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
 // indptr becomes the CSR's offsets and indices its entries. Chunks of kCompactRows rows move in
-// parallel, each with memmove row by row: rows only move left, so a chunk waits only for the
-// earlier chunks whose rows still lie where it writes (near the front, where the rows have
-// hardly moved, its predecessor; further on, none), and nothing is buffered.
+// parallel, each with memmove row by row, and nothing is buffered: rows only move left, so a
+// chunk waits only for the earlier chunks whose entries lie where it writes. Where duplicates
+// have moved the rows far left, those are chunks long done, and the moves run side by side.
 void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
                   std::vector<vertex_t>& indices) {
   StageTimer timer("csr: compact rows");
@@ -355,25 +355,31 @@ void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge
   std::unique_ptr<std::atomic<bool>[]> moved(new std::atomic<bool>[std::size_t(chunks)]);
   for (std::int64_t c = 0; c < chunks; ++c) moved[c].store(false, std::memory_order_relaxed);
   vertex_t* data = indices.data();
-#pragma omp parallel if (worth_parallel(std::int64_t(indices.size())))
-  {
-    std::int64_t all_moved_below = 0;  // this thread's view: every chunk below it has moved
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t c = 0; c < chunks; ++c) {
-      // Chunks are handed out in order, so every chunk waited for is already being moved.
-      for (std::int64_t j = c - 1;
-           j >= all_moved_below && indptr[first_row(j + 1)] > chunk_begin[c]; --j)
-        while (!moved[j].load(std::memory_order_acquire)) std::this_thread::yield();
-      while (all_moved_below < c && moved[all_moved_below].load(std::memory_order_acquire))
-        ++all_moved_below;
-      edge_t write = chunk_begin[c];
-      for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
-        if (write != indptr[v])
-          std::memmove(data + write, data + indptr[v], sizeof(vertex_t) * sizes[std::size_t(v)]);
-        write += sizes[std::size_t(v)];
-      }
-      moved[c].store(true, std::memory_order_release);
+  // The first chunk whose entries reach past `offset` (chunks before `limit` only).
+  auto first_chunk_past = [&](edge_t offset, std::int64_t limit) {
+    std::int64_t low = 0, high = limit;
+    while (low < high) {
+      const std::int64_t middle = low + (high - low) / 2;
+      if (indptr[first_row(middle + 1)] > offset)
+        high = middle;
+      else
+        low = middle + 1;
     }
+    return low;
+  };
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(indices.size())))
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const edge_t to = chunk_begin[c], to_end = chunk_begin[c + 1];
+    // Chunks are handed out in order, so every chunk waited for is already being moved.
+    for (std::int64_t j = first_chunk_past(to, c); j < c && indptr[first_row(j)] < to_end; ++j)
+      while (!moved[j].load(std::memory_order_acquire)) std::this_thread::yield();
+    edge_t write = to;
+    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
+      if (write != indptr[v])
+        std::memmove(data + write, data + indptr[v], sizeof(vertex_t) * sizes[std::size_t(v)]);
+      write += sizes[std::size_t(v)];
+    }
+    moved[c].store(true, std::memory_order_release);
   }
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
   for (std::int64_t c = 0; c < chunks; ++c) {

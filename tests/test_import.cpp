@@ -464,6 +464,58 @@ TEST(CsrBuilder, WideIdsBuildTheReferenceCsr) {
   }
 }
 
+// Compaction moves chunks of 256 rows left by the duplicates removed before them. Three
+// shapes of that shift, on 64 077 vertices (not a multiple of 256) with every third row empty:
+// heavy rows full of duplicates at the front (a shift of many chunks at once), no duplicates
+// before row 30 000 (chunks that stay in place), and a few duplicates in every row (a shift
+// that grows by less than a chunk at a time, so each chunk writes over its predecessor's
+// entries). Every thread count builds the CSR of the definition.
+TEST(CsrBuilder, CompactionOfEveryShiftBuildsTheReferenceCsr) {
+  const vertex_t n = 250 * 256 + 77;
+  enum class Duplicates { kHeavyFirstRows, kLateRows, kEveryRow };
+  for (const Duplicates shape :
+       {Duplicates::kHeavyFirstRows, Duplicates::kLateRows, Duplicates::kEveryRow}) {
+    std::vector<vertex_t> pairs;
+    std::uint64_t state = 17;
+    const auto draw = [&state](std::uint64_t range) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      return static_cast<vertex_t>((state >> 24) % range);
+    };
+    const auto add = [&pairs](vertex_t src, vertex_t dst) {
+      pairs.push_back(src);
+      pairs.push_back(dst);
+    };
+    for (vertex_t v = 0; v < n; ++v) {
+      if (v % 3 == 2) continue;  // an empty row
+      const int distinct = v < 12 && shape == Duplicates::kHeavyFirstRows ? 3000 : 2 + v % 5;
+      for (int i = 0; i < distinct; ++i) add(draw(std::uint64_t(n)), v);
+    }
+    const std::size_t distinct_pairs = pairs.size() / 2;
+    for (std::size_t i = 0; i < distinct_pairs; ++i) {
+      const vertex_t src = pairs[2 * i], dst = pairs[2 * i + 1];
+      const bool repeat = shape == Duplicates::kHeavyFirstRows ? dst < 12
+                          : shape == Duplicates::kLateRows     ? dst >= 30000 && i % 4 == 0
+                                                               : i % 3 == 0;
+      for (int copy = 0; repeat && copy < (dst < 12 ? 3 : 1); ++copy) add(src, dst);
+    }
+    CsrBuildOptions options;
+    const CsrBuildResult reference = reference_csr(n, pairs, options);
+    const int threads = omp_get_max_threads();
+    for (const int t : {1, 2, 3, 7}) {
+      omp_set_num_threads(t);
+      const CsrBuildResult built = build_in_csr(n, odd_block_source(pairs), options);
+      const std::string what =
+          "shape " + std::to_string(int(shape)) + ", " + std::to_string(t) + " threads";
+      EXPECT_EQ(built.indptr, reference.indptr) << what;
+      EXPECT_EQ(built.indices, reference.indices) << what;
+      EXPECT_EQ(built.duplicates_removed, reference.duplicates_removed) << what;
+    }
+    omp_set_num_threads(threads);
+    EXPECT_GT(reference.duplicates_removed, 10000) << int(shape);
+    EXPECT_EQ(reference.indptr[3], reference.indptr[2]);  // row 2 is empty
+  }
+}
+
 TEST(ImportCli, CoraRoundTripThroughImportAndInfo) {
   test::ScratchDir dir;
   const auto result =

@@ -155,9 +155,24 @@ bool direct_pieces(hid_t dataset, hid_t type, int rank, const hsize_t* dims,
 // Which way a direct transfer copies: file to memory (pread) or memory to file (pwrite).
 enum class Direction { kRead, kWrite };
 
+// A direct write goes out in steps of this many bytes, and each step's writeback to the disk
+// starts (sync_file_range) as soon as it is in the page cache: the disk writes while the rest of
+// the file is copied and the fingerprint computed, and the output's closing fsync
+// (AtomicOutput::commit) waits only for what remains.
+constexpr std::uint64_t kWritebackStepBytes = std::uint64_t(8) << 20;
+
+// Starts the writeback of bytes [offset, offset + bytes) of the file; returns 0 or the errno of a
+// failure. Files that do not support it (a pipe) return 0: it only starts early what the fsync
+// before the rename does anyway.
+int start_writeback(int descriptor, off_t offset, std::uint64_t bytes) {
+  if (::sync_file_range(descriptor, offset, off_t(bytes), SYNC_FILE_RANGE_WRITE) == 0) return 0;
+  return errno == ESPIPE || errno == EINVAL || errno == ENOSYS ? 0 : errno;
+}
+
 // Copies every piece between the file open as `descriptor` and memory on OpenMP threads (the
-// HDF5 library itself is called from this thread only). Returns the first errno seen, 0 when
-// none (EIO for a transfer that stops short).
+// HDF5 library itself is called from this thread only); a write starts the writeback of every
+// kWritebackStepBytes written. Returns the first errno seen, 0 when none (EIO for a transfer
+// that stops short).
 int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Direction direction) {
   int error = 0;
   const std::int64_t count = std::int64_t(pieces.size());
@@ -166,11 +181,14 @@ int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Direction 
     const Piece& piece = pieces[std::size_t(i)];
     for (std::uint64_t done = 0; done < piece.bytes;) {
       const off_t at = off_t(piece.file_offset + done);
+      const std::uint64_t step = std::min(piece.bytes - done, kWritebackStepBytes);
       const ssize_t moved = direction == Direction::kRead
                                 ? ::pread(descriptor, piece.out + done, piece.bytes - done, at)
-                                : ::pwrite(descriptor, piece.out + done, piece.bytes - done, at);
-      if (moved <= 0) {
-        const int failed = moved < 0 ? errno : EIO;
+                                : ::pwrite(descriptor, piece.out + done, step, at);
+      int failed = moved < 0 ? errno : moved == 0 ? EIO : 0;
+      if (failed == 0 && direction == Direction::kWrite)
+        failed = start_writeback(descriptor, at, std::uint64_t(moved));
+      if (failed != 0) {
 #pragma omp critical(sluice_h5_direct_error)
         if (error == 0) error = failed;
         break;

@@ -400,7 +400,7 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
   SLUICE_EXPECTS(n >= 0, "negative vertex count");
   CsrBuildResult result;
   auto& indptr = result.indptr;
-  indptr.assign(std::size_t(n) + 1, 0);
+  resize_populated(indptr, std::size_t(n) + 1);  // zeros, its pages touched by every thread
   std::int64_t loops_seen = 0;
   const RowGroups groups(n);
   {
@@ -408,7 +408,8 @@ CsrBuildResult build_in_csr(vertex_t n, const EdgeSource& source, const CsrBuild
     count_and_scatter(n, source, options, expected_edges, groups, result, loops_seen, group_filled);
   }
   auto& indices = result.indices;
-  std::vector<edge_t> sizes(static_cast<std::size_t>(n));
+  std::vector<edge_t> sizes;
+  resize_populated(sizes, static_cast<std::size_t>(n));
   std::int64_t duplicates = 0, loops_added = 0;
   {
     StageTimer timer("csr: sort and deduplicate rows");

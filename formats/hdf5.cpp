@@ -160,6 +160,10 @@ enum class Direction { kRead, kWrite };
 // the file is copied and the fingerprint computed, and the output's closing fsync
 // (AtomicOutput::commit) waits only for what remains.
 constexpr std::uint64_t kWritebackStepBytes = std::uint64_t(8) << 20;
+// Threads of a direct write: the kernel copies buffered writes to one file one at a time (under
+// the file's lock), so more threads would only wait; a few keep the copy going while one starts
+// a writeback.
+constexpr int kWriteThreads = 4;
 
 // Starts the writeback of bytes [offset, offset + bytes) of the file; returns 0 or the errno of a
 // failure. Files that do not support it (a pipe) return 0: it only starts early what the fsync
@@ -170,13 +174,16 @@ int start_writeback(int descriptor, off_t offset, std::uint64_t bytes) {
 }
 
 // Copies every piece between the file open as `descriptor` and memory on OpenMP threads (the
-// HDF5 library itself is called from this thread only); a write starts the writeback of every
-// kWritebackStepBytes written. Returns the first errno seen, 0 when none (EIO for a transfer
-// that stops short).
+// HDF5 library itself is called from this thread only): a read on every thread, a write on up to
+// kWriteThreads, starting the writeback of every kWritebackStepBytes written. Returns the first
+// errno seen, 0 when none (EIO for a transfer that stops short).
 int transfer_pieces(int descriptor, const std::vector<Piece>& pieces, Direction direction) {
   int error = 0;
   const std::int64_t count = std::int64_t(pieces.size());
-#pragma omp parallel for schedule(dynamic, 1) if (count > 1)
+  const int threads = direction == Direction::kRead
+                          ? omp_get_max_threads()
+                          : std::min(omp_get_max_threads(), kWriteThreads);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (count > 1)
   for (std::int64_t i = 0; i < count; ++i) {
     const Piece& piece = pieces[std::size_t(i)];
     for (std::uint64_t done = 0; done < piece.bytes;) {

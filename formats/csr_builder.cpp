@@ -330,61 +330,144 @@ void finish_group(std::int64_t g, vertex_t n, const RowGroups& groups, SelfLoops
   }
 }
 
-// Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
-// indptr becomes the CSR's offsets and indices its entries. Chunks of kCompactRows rows move in
-// parallel, each with memmove row by row, and nothing is buffered: rows only move left, so a
-// chunk waits only for the earlier chunks whose entries lie where it writes. Where duplicates
-// have moved the rows far left, those are chunks long done, and the moves run side by side.
-void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
-                  std::vector<vertex_t>& indices) {
-  StageTimer timer("csr: compact rows");
-  constexpr std::int64_t kCompactRows = 256;
-  const std::int64_t chunks = (std::int64_t(n) + kCompactRows - 1) / kCompactRows;
-  auto first_row = [&](std::int64_t c) {
-    return static_cast<vertex_t>(std::min<std::int64_t>(n, c * kCompactRows));
-  };
-  std::vector<edge_t> chunk_begin(std::size_t(chunks) + 1, 0);  // final offsets
-#pragma omp parallel for schedule(static) if (worth_parallel(n))
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    edge_t size = 0;
-    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) size += sizes[std::size_t(v)];
-    chunk_begin[c + 1] = size;
+// The rows of the compaction by chunks of kCompactRows: chunk c holds rows [first_row(c),
+// first_row(c + 1)), whose entries start at indptr[first_row(c)] and move to begin[c] (its
+// offset in the compacted CSR). Rows only move left.
+struct CompactChunks {
+  static constexpr std::int64_t kRows = 256;
+  vertex_t n;
+  std::int64_t count;
+  std::vector<edge_t> begin;  // count + 1 final offsets
+  vertex_t first_row(std::int64_t c) const {
+    return static_cast<vertex_t>(std::min<std::int64_t>(n, c * kRows));
   }
-  for (std::int64_t c = 0; c < chunks; ++c) chunk_begin[c + 1] += chunk_begin[c];
-  const edge_t total = chunk_begin[chunks];
-  std::unique_ptr<std::atomic<bool>[]> moved(new std::atomic<bool>[std::size_t(chunks)]);
-  for (std::int64_t c = 0; c < chunks; ++c) moved[c].store(false, std::memory_order_relaxed);
-  vertex_t* data = indices.data();
+};
+
+// Moves the rows of chunks [first, last) in order, row by row, from indptr[v] to their final
+// offsets. Entries at or past `saved_from` are taken from `saved` (saved[0] held the entry at
+// saved_from) instead of `data`, where a later chunk may have written over them.
+void move_chunk_rows(const CompactChunks& chunks, std::int64_t first, std::int64_t last,
+                     const std::vector<edge_t>& sizes, const std::vector<edge_t>& indptr,
+                     vertex_t* data, edge_t saved_from, const vertex_t* saved) {
+  edge_t write = chunks.begin[first];
+  for (vertex_t v = chunks.first_row(first); v < chunks.first_row(last); ++v) {
+    const edge_t from = indptr[v], size = sizes[std::size_t(v)];
+    const edge_t in_data = std::clamp<edge_t>(saved_from - from, 0, size);
+    if (write != from && in_data > 0)
+      std::memmove(data + write, data + from, sizeof(vertex_t) * in_data);
+    if (in_data < size)
+      std::memcpy(data + write + in_data, saved + (from + in_data - saved_from),
+                  sizeof(vertex_t) * (size - in_data));
+    write += size;
+  }
+}
+
+// Few duplicates move the rows left by little, so that most chunks write over the entries of the
+// chunk before them. Cut into pieces of about equal entries instead, each piece moves alone once
+// the entries that the next piece writes over (its last shift's worth) are saved aside: no piece
+// waits for another. Returns false, moving nothing, where those entries exceed 1/64 of the
+// indices or a shift reaches past the piece before.
+bool move_pieces_with_saved_tails(const CompactChunks& chunks, const std::vector<edge_t>& sizes,
+                                  const std::vector<edge_t>& indptr, vertex_t* data,
+                                  std::int64_t entries) {
+  const std::int64_t pieces = 4 * std::int64_t(omp_get_max_threads());
+  if (pieces < 8 || !worth_parallel(entries)) return false;
+  const auto old_begin = [&](std::int64_t c) { return indptr[chunks.first_row(c)]; };
+  // first[k]: the first chunk of piece k; cut[k]: where piece k starts once moved.
+  std::vector<std::int64_t> first{0};
+  for (std::int64_t k = 1; k < pieces; ++k) {
+    std::int64_t low = first.back(), high = chunks.count;
+    while (low < high) {
+      const std::int64_t middle = low + (high - low) / 2;
+      if (old_begin(middle) >= edge_t(entries * k / pieces))
+        high = middle;
+      else
+        low = middle + 1;
+    }
+    if (low > first.back() && low < chunks.count) first.push_back(low);
+  }
+  first.push_back(chunks.count);
+  const std::int64_t count = std::int64_t(first.size()) - 1;
+  std::vector<edge_t> saved_begin(std::size_t(count) + 1, 0);
+  for (std::int64_t k = 1; k < count; ++k) {
+    const edge_t cut = chunks.begin[first[k]];
+    if (cut < old_begin(first[k - 1])) return false;
+    saved_begin[k + 1] = saved_begin[k] + (old_begin(first[k]) - cut);
+  }
+  if (saved_begin[count] > entries / 64) return false;
+  std::vector<vertex_t> saved(static_cast<std::size_t>(saved_begin[count]));
+#pragma omp parallel for schedule(static) if (count > 1)
+  for (std::int64_t k = 1; k < count; ++k)
+    std::memcpy(saved.data() + saved_begin[k], data + chunks.begin[first[k]],
+                sizeof(vertex_t) * (saved_begin[k + 1] - saved_begin[k]));
+#pragma omp parallel for schedule(dynamic, 1) if (count > 1)
+  for (std::int64_t p = 0; p < count; ++p) {
+    // The last piece's entries are written over by no one.
+    const bool last = p + 1 == count;
+    move_chunk_rows(chunks, first[p], first[p + 1], sizes, indptr, data,
+                    last ? entries : chunks.begin[first[p + 1]],
+                    last ? nullptr : saved.data() + saved_begin[p + 1]);
+  }
+  return true;
+}
+
+// Moves every chunk, chunks in parallel: a chunk waits only for the earlier chunks whose entries
+// lie where it writes. Where duplicates have moved the rows far left, those are chunks long done,
+// and the moves run side by side.
+void move_chunks_after_overlaps(const CompactChunks& chunks, const std::vector<edge_t>& sizes,
+                                const std::vector<edge_t>& indptr, vertex_t* data,
+                                std::int64_t entries) {
+  std::unique_ptr<std::atomic<bool>[]> moved(new std::atomic<bool>[std::size_t(chunks.count)]);
+  for (std::int64_t c = 0; c < chunks.count; ++c) moved[c].store(false, std::memory_order_relaxed);
   // The first chunk whose entries reach past `offset` (chunks before `limit` only).
   auto first_chunk_past = [&](edge_t offset, std::int64_t limit) {
     std::int64_t low = 0, high = limit;
     while (low < high) {
       const std::int64_t middle = low + (high - low) / 2;
-      if (indptr[first_row(middle + 1)] > offset)
+      if (indptr[chunks.first_row(middle + 1)] > offset)
         high = middle;
       else
         low = middle + 1;
     }
     return low;
   };
-#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(std::int64_t(indices.size())))
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const edge_t to = chunk_begin[c], to_end = chunk_begin[c + 1];
+#pragma omp parallel for schedule(dynamic, 1) if (worth_parallel(entries))
+  for (std::int64_t c = 0; c < chunks.count; ++c) {
+    const edge_t to = chunks.begin[c], to_end = chunks.begin[c + 1];
     // Chunks are handed out in order, so every chunk waited for is already being moved.
-    for (std::int64_t j = first_chunk_past(to, c); j < c && indptr[first_row(j)] < to_end; ++j)
+    for (std::int64_t j = first_chunk_past(to, c); j < c && indptr[chunks.first_row(j)] < to_end;
+         ++j)
       while (!moved[j].load(std::memory_order_acquire)) std::this_thread::yield();
-    edge_t write = to;
-    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
-      if (write != indptr[v])
-        std::memmove(data + write, data + indptr[v], sizeof(vertex_t) * sizes[std::size_t(v)]);
-      write += sizes[std::size_t(v)];
-    }
+    move_chunk_rows(chunks, c, c + 1, sizes, indptr, data, entries, nullptr);
     moved[c].store(true, std::memory_order_release);
   }
+}
+
+// Moves the rows together: row v, of final size sizes[v] at indptr[v], follows row v - 1;
+// indptr becomes the CSR's offsets and indices its entries. The final offsets come first; the
+// rows then move in place (nothing buffered but the few entries move_pieces_with_saved_tails
+// saves), by pieces where they move little, else by chunks.
+void compact_rows(vertex_t n, const std::vector<edge_t>& sizes, std::vector<edge_t>& indptr,
+                  std::vector<vertex_t>& indices) {
+  StageTimer timer("csr: compact rows");
+  CompactChunks chunks{n, (std::int64_t(n) + CompactChunks::kRows - 1) / CompactChunks::kRows, {}};
+  chunks.begin.assign(std::size_t(chunks.count) + 1, 0);
 #pragma omp parallel for schedule(static) if (worth_parallel(n))
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    edge_t offset = chunk_begin[c];
-    for (vertex_t v = first_row(c); v < first_row(c + 1); ++v) {
+  for (std::int64_t c = 0; c < chunks.count; ++c) {
+    edge_t size = 0;
+    for (vertex_t v = chunks.first_row(c); v < chunks.first_row(c + 1); ++v)
+      size += sizes[std::size_t(v)];
+    chunks.begin[c + 1] = size;
+  }
+  for (std::int64_t c = 0; c < chunks.count; ++c) chunks.begin[c + 1] += chunks.begin[c];
+  const edge_t total = chunks.begin[chunks.count];
+  const auto entries = static_cast<std::int64_t>(indices.size());
+  if (!move_pieces_with_saved_tails(chunks, sizes, indptr, indices.data(), entries))
+    move_chunks_after_overlaps(chunks, sizes, indptr, indices.data(), entries);
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
+  for (std::int64_t c = 0; c < chunks.count; ++c) {
+    edge_t offset = chunks.begin[c];
+    for (vertex_t v = chunks.first_row(c); v < chunks.first_row(c + 1); ++v) {
       indptr[v] = offset;
       offset += sizes[std::size_t(v)];
     }

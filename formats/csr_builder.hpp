@@ -1,10 +1,10 @@
 // Builds the dataset's in-edge CSR from a stream of (src, dst) pairs in two passes (count
 // degrees, then scatter), then sorts and deduplicates the rows in parallel and compacts in
-// place: memory is the CSR itself plus O(n) and a fixed staging buffer, never a second copy of
-// the edges. Both passes stage each block's entries by buckets of consecutive destinations and
-// then work bucket by bucket, one thread per bucket; the scatter appends each entry to its
-// group of consecutive rows as a packed (row, source) key, and one radix sort per group, in
-// cache, leaves every row sorted in its own slots.
+// place: memory is the CSR itself plus O(n), a fixed staging buffer and, while compacting, at
+// most 1/64 of the indices, never a second copy of the edges. Both passes stage each block's
+// entries by buckets of consecutive destinations and then work bucket by bucket, one thread per
+// bucket; the scatter appends each entry to its group of consecutive rows as a packed (row, source)
+// key, and one radix sort per group, in cache, leaves every row sorted in its own slots.
 #pragma once
 
 #include <cstdint>

@@ -172,9 +172,10 @@ void write_dataset(const std::string& path, const Dataset& d) {
       h5::Handle features(SLUICE_H5(H5Dcreate2(file, "features", H5T_NATIVE_FLOAT, space,
                                                H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT)));
     }
-    std::vector<std::int32_t> labels = d.labels;
-    if (labels.empty()) labels.assign(d.num_nodes, -1);
-    h5::write_vector(file, "labels", labels);
+    if (d.labels.empty())
+      h5::write_vector(file, "labels", std::vector<std::int32_t>(d.num_nodes, -1));
+    else
+      h5::write_vector(file, "labels", d.labels);
     {
       h5::Handle split = h5::create_group(file, "split");
       h5::write_vector(split, "train", d.train);

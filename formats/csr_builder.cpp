@@ -330,7 +330,7 @@ void finish_group(std::int64_t g, vertex_t n, const RowGroups& groups, SelfLoops
   }
 }
 
-// The rows of the compaction by chunks of kCompactRows: chunk c holds rows [first_row(c),
+// The rows of the compaction by chunks of kRows rows: chunk c holds rows [first_row(c),
 // first_row(c + 1)), whose entries start at indptr[first_row(c)] and move to begin[c] (its
 // offset in the compacted CSR). Rows only move left.
 struct CompactChunks {
@@ -373,7 +373,7 @@ bool move_pieces_with_saved_tails(const CompactChunks& chunks, const std::vector
   const std::int64_t pieces = 4 * std::int64_t(omp_get_max_threads());
   if (pieces < 8 || !worth_parallel(entries)) return false;
   const auto old_begin = [&](std::int64_t c) { return indptr[chunks.first_row(c)]; };
-  // first[k]: the first chunk of piece k; cut[k]: where piece k starts once moved.
+  // first[k]: the first chunk of piece k, which starts at chunks.begin[first[k]] once moved.
   std::vector<std::int64_t> first{0};
   for (std::int64_t k = 1; k < pieces; ++k) {
     std::int64_t low = first.back(), high = chunks.count;

@@ -334,6 +334,13 @@ class Device {
   // dz = dout * act'(.) where `value` is the activation's input z for kElu/kRelu
   // (dz may alias dout).
   virtual void activation_backward(Mat dout, Mat value, Activation act, Mat dz) = 0;
+  // The backward of H = dropout(act(Z)) for a chunk's rows, with one mask for both results (row
+  // i keyed keys[i], as dropout_rows keys it; key.rate 0: no dropout): dh = act'(z) *
+  // dropout(dh), then z = dropout(act(z)), the H that a weight gradient reads. Gives exactly
+  // dropout_rows(dh), activation_backward(dh, z, act, dh), bias_activation(z, null, act, z) and
+  // dropout_rows(z) in one pass.
+  virtual void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
+                                           const DropoutKey& key) = 0;
   // out[j] += sum_i m[i, j] (out: m.cols floats on device).
   virtual void add_column_sums(Mat m, float* out) = 0;
   // y += alpha * x elementwise over n floats (device).

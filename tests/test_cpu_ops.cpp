@@ -418,6 +418,45 @@ TEST_F(CpuOps, DropoutFollowsTheCounterBasedMask) {
   EXPECT_EQ(get(m)[cols], 1.f);
 }
 
+// The fused backward of H = dropout(act(Z)) gives exactly what its four parts give, for every
+// activation, with and without dropout, on a strided view.
+TEST_F(CpuOps, DropoutActivationBackwardEqualsItsParts) {
+  const std::int64_t rows = 37, cols = 45, ld = 48;
+  const Floats gradient = random_floats(std::size_t(rows * ld), 3, -2.f, 2.f);
+  const Floats value = random_floats(std::size_t(rows * ld), 4, -2.f, 2.f);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
+    positions[std::size_t(i)] = vertex_t(i);
+  }
+  for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu})
+    for (const float rate : {0.f, 0.5f}) {
+      SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
+      const DropoutKey key{42, 3, 1, rate};
+      const Mat dh = mat(rows, ld, gradient).col_block(0, cols);
+      const Mat z = mat(rows, ld, value).col_block(0, cols);
+      dev().dropout_activation_backward(dh, z, act, idx(keys), key);
+      const Mat dh_parts = mat(rows, ld, gradient).col_block(0, cols);
+      const Mat z_parts = mat(rows, ld, value).col_block(0, cols);
+      if (rate > 0) dev().dropout_rows(dh_parts, idx(positions), idx(keys), key);
+      dev().activation_backward(dh_parts, z_parts, act, dh_parts);
+      dev().bias_activation(z_parts, nullptr, act, z_parts);
+      if (rate > 0) dev().dropout_rows(z_parts, idx(positions), idx(keys), key);
+      const Floats got_dh = get(dh), got_z = get(z);
+      const Floats want_dh = get(dh_parts), want_z = get(z_parts);
+      ASSERT_EQ(got_dh.size(), want_dh.size());
+      for (std::size_t i = 0; i < got_dh.size(); ++i) {
+        ASSERT_EQ(got_dh[i], want_dh[i]) << i;
+        ASSERT_EQ(got_z[i], want_z[i]) << i;
+      }
+      if (rate > 0) {  // the mask took some rows' entries
+        std::int64_t zeros = 0;
+        for (const float x : got_z) zeros += x == 0.f;
+        EXPECT_GT(zeros, rows * cols / 4);
+      }
+    }
+}
+
 // ---------------------------------------------------------------- sparse
 
 // A (3 x 4), entries (column, value):

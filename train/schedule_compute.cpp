@@ -242,13 +242,9 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
-  const Idx positions = part(s.chunk_iota, 0, ch.num_dst);
   const DropoutKey key = feature_key(next.index);
   multiply_by_transpose(d, dT, param(s, next.w_offset, next.w_rows, next.w_cols), dZ);
-  if (key.rate > 0) d.dropout_rows(dZ, positions, ch.dst_keys, key);
-  d.activation_backward(dZ, Z, layer.activation, dZ);
-  d.bias_activation(Z, nullptr, layer.activation, Z);
-  if (key.rate > 0) d.dropout_rows(Z, positions, ch.dst_keys, key);
+  d.dropout_activation_backward(dZ, Z, layer.activation, ch.dst_keys, key);
   add_transposed_product(d, Z, dT, grad(s, next.w_offset, next.w_rows, next.w_cols));
 }
 

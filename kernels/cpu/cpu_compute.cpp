@@ -160,6 +160,32 @@ void CpuDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz)
   }
 }
 
+void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
+                                            const DropoutKey& key) {
+  expect_same_shape(dh, z, "dropout_activation_backward");
+  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_activation_backward: ", dh.rows, " rows, ",
+                 keys.size, " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  const bool drop = key.rate > 0.f;
+  if (drop) cpu::expect_index(keys, "dropout_activation_backward keys");
+  const float scale = drop ? 1.f / (1.f - key.rate) : 1.f;
+#pragma omp parallel for schedule(static) if (dh.rows * dh.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < dh.rows; ++i) {
+    float* g = dh.data + i * dh.ld;
+    float* v = z.data + i * z.ld;
+    const std::uint64_t prefix =
+        drop ? key_hash_prefix(key.seed, 1, cpu::layer_key(key), std::uint64_t(keys.data[i])) : 0;
+    for (std::int64_t j = 0; j < dh.cols; ++j) {
+      const bool keep =
+          !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate;
+      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
+      g[j] = gradient * activation_derivative(v[j], act);
+      const float h = activate(v[j] + 0.f, act);
+      v[j] = drop ? (keep ? h * scale : 0.f) : h;
+    }
+  }
+}
+
 void CpuDevice::add_column_sums(Mat m, float* out) {
   if (m.empty()) return;
   // Partial sums over fixed row blocks (double), then added in block order: deterministic.

@@ -93,6 +93,8 @@ class CudaDevice final : public Device {
             Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
   void activation_backward(Mat dout, Mat value, Activation act, Mat dz) override;
+  void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
+                                   const DropoutKey& key) override;
   void add_column_sums(Mat m, float* out) override;
   void axpy(std::int64_t n, float alpha, const float* x, float* y) override;
 

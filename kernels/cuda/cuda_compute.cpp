@@ -228,6 +228,19 @@ void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz
                              dz.rows, dz.cols, cur());
 }
 
+void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
+                                             const DropoutKey& key) {
+  OpScope op(*this, "dropout_activation_backward");
+  SLUICE_EXPECTS(dh.rows == z.rows && dh.cols == z.cols, "dropout_activation_backward shapes");
+  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_activation_backward: ", dh.rows, " rows but ",
+                 keys.size, " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  DeviceGuard guard(gpu_);
+  launch_dropout_activation_backward(
+      dh.data, dh.ld, z.data, z.ld, dh.rows, dh.cols, code(act), keys.data, key.seed,
+      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
+}
+
 void CudaDevice::add_column_sums(Mat m, float* out) {
   OpScope op(*this, "add_column_sums");
   DeviceGuard guard(gpu_);

@@ -95,6 +95,33 @@ __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, 
   }
 }
 
+__global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, float* z,
+                                                   std::int64_t ldz, std::int64_t rows,
+                                                   std::int64_t cols, ActivationCode act,
+                                                   const vertex_t* __restrict__ keys,
+                                                   std::uint64_t seed, std::uint64_t salt,
+                                                   float rate, float scale) {
+  const int lane = lane_id();
+  const bool drop = rate > 0.f;
+  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
+    float* g = dh + i * ldd;
+    float* v = z + i * ldz;
+    const std::uint64_t prefix =
+        drop ? key_hash_prefix(seed, 1, salt,
+                               static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
+             : 0;
+    for (std::int64_t j = lane; j < cols; j += 32) {
+      const bool keep =
+          !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
+      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
+      const float value = v[j];
+      g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+      const float h = activate(value + 0.f, act);
+      v[j] = drop ? (keep ? h * scale : 0.f) : h;
+    }
+  }
+}
+
 // Block (32, 8): each thread sums a strided set of rows of one column; the block reduces over
 // threadIdx.y and adds one partial per column with an atomic.
 __global__ void column_sums_kernel(const float* __restrict__ m, std::int64_t ld, std::int64_t rows,
@@ -175,6 +202,18 @@ void launch_dropout_rows(float* m, std::int64_t ld, std::int64_t cols, const ver
   const float scale = 1.f / (1.f - rate);
   dropout_rows_kernel<<<detail::blocks_for(n, detail::kWarpsPerBlock), detail::kBlockThreads, 0,
                         stream>>>(m, ld, cols, rows, keys, n, seed, salt, rate, scale);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, std::int64_t ldz,
+                                        std::int64_t rows, std::int64_t cols, ActivationCode act,
+                                        const vertex_t* keys, std::uint64_t seed,
+                                        std::uint64_t salt, float rate, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
+  dropout_activation_backward_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
+                                       detail::kBlockThreads, 0, stream>>>(
+      dh, ldd, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -30,6 +30,13 @@ void launch_activation_backward(const float* dout, std::int64_t ldd, const float
                                 std::int64_t ldv, ActivationCode act, float* dz, std::int64_t ldz,
                                 std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 
+// For rows i < rows (keys[i] as launch_dropout_rows keys them; rate 0: no dropout):
+// dh = act'(z) * dropout(dh), then z = dropout(act(z)), one mask for both.
+void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, std::int64_t ldz,
+                                        std::int64_t rows, std::int64_t cols, ActivationCode act,
+                                        const vertex_t* keys, std::uint64_t seed,
+                                        std::uint64_t salt, float rate, cudaStream_t stream);
+
 // out[j] += sum_i m[i, j].
 void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
                             float* out, cudaStream_t stream);

@@ -6,7 +6,8 @@
 # Datasets (sluice-preprocess generate, all cores, planted labels):
 #   products-like  RMAT scale 21, edge factor 30, d = 100, 47 classes
 #   reddit-like    RMAT scale 18, edge factor 218, d = 602, 41 classes
-# Models: GCN 2 layers hidden 256; GAT 2 layers, 4 heads x 64 (256 wide), 1 output head.
+# Models (MODELS): gcn (2 layers, hidden 256), gcn3 (3 layers, hidden 256), sage (GraphSAGE, 2
+# layers, hidden 256), gat (2 layers, 4 heads x 64 = 256 wide, 1 output head).
 # Runs per dataset and model: 1 GPU (P = 1), 2 GPUs (P = 2) with each --comm mode, and both
 # again under --gpu-memory CAP = a quarter of the in-memory working set (features + every
 # layer's output rows + the CSR, from `sluice-preprocess info --json`), the plan's chunk count
@@ -96,14 +97,23 @@ hidden=256
 gat_heads=4
 gat_hidden=64
 
+# model_args MODEL: sets `width` to the sluice-train and partition options of a MODELS name.
+model_args() {
+  case $1 in
+    gat) width=(--model gat --layers 2 --hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1) ;;
+    gcn3) width=(--model gcn --layers 3 --hidden "$hidden") ;;
+    *) width=(--model "$1" --layers 2 --hidden "$hidden") ;;
+  esac
+}
+
 # sluice-train for one configuration; the merged JSON line goes to gpu_runs.jsonl.
 train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = --no-overlap]
   #         [variant: one --option=value for sluice-train, recorded with the run]
   local name=$1 ds=$2 model=$3 ngpu=$4 plan=$5 comm=$6 cap=$7 overlap=${8:-1} variant=${9:-}
   have_time "$name" || return 0
   ((ngpu <= gpus)) || { echo "gpu_train: $name needs $ngpu GPUs"; return 0; }
-  local width=(--hidden "$hidden")
-  [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
+  local width
+  model_args "$model"
   local extra=()
   ((overlap)) || extra=(--no-overlap)
   [[ -n $variant ]] && extra+=("$variant")
@@ -114,8 +124,7 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
     mkdir -p "$out/traces"
     extra+=(--trace "$out/traces/$name.json")
   fi
-  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" --model "$model" \
-    --layers 2 "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
+  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
     --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
   local rc=$?
@@ -156,12 +165,11 @@ capped_runs() {  # dataset cap
     for model in ${MODELS:-gcn gat}; do
       plan=$dir/$ds-p$parts-cap-$model-$partitioner-$balance.plan.h5
       have_time "partition $ds P=$parts $model cap" || continue
-      width=(--hidden "$hidden")
-      [[ $model == gat ]] && width=(--hidden "$gat_hidden" --heads "$gat_heads" --output-heads 1)
+      model_args "$model"
       [[ -f "$plan" ]] || step "partition $ds P=$parts $model --gpu-memory $cap" \
         timeout "${CAP_PARTITION_S:-180}" "$bin/sluice-preprocess" partition --dataset "$dir/$ds.h5" \
         --partitions "$parts" --partitioner "$partitioner" --balance "$balance" --output "$plan" \
-        --gpu-memory "$cap" --model "$model" "${width[@]}" --layers 2 \
+        --gpu-memory "$cap" "${width[@]}" \
         >"$dir/$ds-p$parts-$model-cap.log" 2>&1
       grep -E 'gpu-memory|rror' "$dir/$ds-p$parts-$model-cap.log" | tail -n 6 | cut -c1-400
       if [[ ! -f "$plan" ]]; then
@@ -263,6 +271,15 @@ PY
     timeout 180 python3 scripts/bench/pyg_full_graph.py --dataset "$dir/$ds.h5" --model gcn,gat \
       --hidden "$hidden" --heads "$gat_heads" --gat-hidden "$gat_hidden" --epochs "$epochs" \
       --warmup 1 --name "$ds" | tee -a "$pyg_file"
+    for model in ${MODELS:-gcn gat}; do  # the models beyond gcn and gat, one process each
+      case $model in
+        sage) peer=(--model sage --layers 2) ;;
+        gcn3) peer=(--model gcn --layers 3) ;;
+        *) continue ;;
+      esac
+      timeout 180 python3 scripts/bench/pyg_full_graph.py --dataset "$dir/$ds.h5" "${peer[@]}" \
+        --hidden "$hidden" --epochs "$epochs" --warmup 1 --name "$ds" | tee -a "$pyg_file"
+    done
     echo "---- pyg $ds: rc $?, $((SECONDS - t0)) s (elapsed $((SECONDS - start)) s)"
   fi
 done

@@ -2,17 +2,21 @@
 """The peer of scripts/bench/gpu_train.sh: PyTorch Geometric full-graph training on one GPU.
 
 Reads a Sluice dataset.h5 with h5py (graph/indptr, graph/indices = in-edge CSR, features,
-labels, split/train), builds the same 2-layer model as sluice-train (GCN hidden H; GAT K heads
-x F, 1 output head; dropout 0.5 on every layer's input; Adam), trains full-graph steps and
+labels, split/train), builds the same model as sluice-train (GCN or GraphSAGE of --layers layers,
+hidden H; GAT of 2 layers, K heads x F, 1 output head; dropout 0.5 on every layer's input;
+Adam), trains full-graph steps and
 prints one JSON line per model: seconds per epoch (median of the epochs after the warm-up ones, CUDA
 synchronized), peak GPU memory, or "status": "OOM" when the GPU runs out of memory.
 
 GCN uses a normalized sparse adjacency D^-1/2 (A + I) D^-1/2 (torch.sparse CSR, rows =
 destinations) with GCNConv(normalize=False): PyG's sparse path (SpMM), the memory-efficient
-way to run full-graph GCN. GAT uses GATConv on edge_index (per-edge messages, as PyG does).
+way to run full-graph GCN. GraphSAGE (mean aggregation, root weight: sluice-train's SAGE) uses
+SAGEConv on the same CSR without self loops, rows scaled to their mean. GAT uses GATConv on
+edge_index (per-edge messages, as PyG does).
 
-usage: pyg_full_graph.py --dataset data.h5 --model gcn|gat|gcn,gat [--hidden 256] [--heads 4]
-                         [--gat-hidden 64] [--epochs 3] [--warmup 1] [--name NAME]
+usage: pyg_full_graph.py --dataset data.h5 --model gcn|sage|gat|gcn,gat [--layers 2]
+                         [--hidden 256] [--heads 4] [--gat-hidden 64] [--epochs 3] [--warmup 1]
+                         [--name NAME]
 """
 import argparse
 import json
@@ -25,6 +29,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--model", required=True, help="gcn, gat or a comma list (one process)")
+    ap.add_argument("--layers", type=int, default=2, help="GCN and SAGE layers (GAT: 2)")
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--gat-hidden", type=int, default=64)
@@ -35,7 +40,7 @@ def main():
     args = ap.parse_args()
 
     base = {"peer": "pyg", "dataset": args.name or args.dataset, "epochs": args.epochs,
-            "warmup": args.warmup}
+            "warmup": args.warmup, "layers": args.layers}
     try:
         import h5py
         import torch
@@ -55,7 +60,9 @@ def main():
                 "train": torch.from_numpy(f["split/train"][:].astype("int64"))}
     base["read_seconds"] = round(time.perf_counter() - t0, 2)
     for model in args.model.split(","):
-        result = dict(base, model=model)
+        # Named as gpu_train.sh names the runs: "gcn3" for a 3-layer GCN.
+        label = model if args.layers == 2 or model == "gat" else f"{model}{args.layers}"
+        result = dict(base, model=label)
         train_one(args, model, data, result)
         print(json.dumps(result))
         sys.stdout.flush()
@@ -66,7 +73,7 @@ def main():
 def train_one(args, model_name, data, result):
     import torch
     import torch.nn.functional as F
-    from torch_geometric.nn import GATConv, GCNConv
+    from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
     torch.backends.cuda.matmul.allow_tf32 = False  # Sluice runs TF32 off by default
     torch.backends.cudnn.allow_tf32 = False
@@ -95,14 +102,40 @@ def train_one(args, model_name, data, result):
             class Net(torch.nn.Module):
                 def __init__(self):
                     super().__init__()
-                    self.c1 = GCNConv(x.shape[1], args.hidden, normalize=False)
-                    self.c2 = GCNConv(args.hidden, classes, normalize=False)
+                    widths = [x.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
+                    self.convs = torch.nn.ModuleList(
+                        GCNConv(widths[i], widths[i + 1], normalize=False)
+                        for i in range(args.layers))
 
                 def forward(self, h, a):
-                    h = F.dropout(h, args.dropout, self.training)
-                    h = F.relu(self.c1(h, a))
-                    h = F.dropout(h, args.dropout, self.training)
-                    return self.c2(h, a)
+                    for i, conv in enumerate(self.convs):
+                        h = conv(F.dropout(h, args.dropout, self.training), a)
+                        if i + 1 < len(self.convs):
+                            h = F.relu(h)
+                    return h
+        elif model_name == "sage":
+            # Mean over in-neighbors (no self loop), rows = destinations; SAGEConv adds the root.
+            counts = (indptr[1:] - indptr[:-1]).to(dev)
+            ids = torch.arange(n, device=dev)
+            rows = torch.repeat_interleave(ids, counts)
+            vals = 1.0 / counts.clamp(min=1).to(torch.float32)[rows]
+            graph = torch.sparse_csr_tensor(indptr.to(dev), indices.to(dev), vals, (n, n))
+            del rows, vals, counts, ids
+
+            class Net(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    widths = [x.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
+                    self.convs = torch.nn.ModuleList(
+                        SAGEConv(widths[i], widths[i + 1], aggr="sum")
+                        for i in range(args.layers))
+
+                def forward(self, h, a):
+                    for i, conv in enumerate(self.convs):
+                        h = conv(F.dropout(h, args.dropout, self.training), a)
+                        if i + 1 < len(self.convs):
+                            h = F.relu(h)
+                    return h
         else:
             dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
             graph = torch.stack([indices, dst]).to(dev)  # edge_index: source -> destination

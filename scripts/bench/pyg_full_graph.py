@@ -78,6 +78,27 @@ def train_one(args, model_name, data, result):
     torch.backends.cuda.matmul.allow_tf32 = False  # Sluice runs TF32 off by default
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda:0")
+
+    def stacked(conv, options):
+        """A model of args.layers `conv` layers (hidden args.hidden), dropout on every layer's
+        input and ReLU between layers: sluice-train's GCN and SAGE."""
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                widths = [x.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
+                self.convs = torch.nn.ModuleList(
+                    conv(widths[i], widths[i + 1], **options) for i in range(args.layers))
+
+            def forward(self, h, a):
+                for i, layer in enumerate(self.convs):
+                    h = layer(F.dropout(h, args.dropout, self.training), a)
+                    if i + 1 < len(self.convs):
+                        h = F.relu(h)
+                return h
+
+        return Net
+
     indptr, indices = data["indptr"], data["indices"]
     n = indptr.numel() - 1
     result.update(nodes=n, edges=int(indices.numel()), feature_dim=int(data["x"].shape[1]))
@@ -99,20 +120,7 @@ def train_one(args, model_name, data, result):
             graph = adj.coalesce().to_sparse_csr()
             del rows, cols, vals, deg, dinv, counts, ids, adj
 
-            class Net(torch.nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    widths = [x.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
-                    self.convs = torch.nn.ModuleList(
-                        GCNConv(widths[i], widths[i + 1], normalize=False)
-                        for i in range(args.layers))
-
-                def forward(self, h, a):
-                    for i, conv in enumerate(self.convs):
-                        h = conv(F.dropout(h, args.dropout, self.training), a)
-                        if i + 1 < len(self.convs):
-                            h = F.relu(h)
-                    return h
+            Net = stacked(GCNConv, dict(normalize=False))
         elif model_name == "sage":
             # Mean over in-neighbors (no self loop), rows = destinations; SAGEConv adds the root.
             counts = (indptr[1:] - indptr[:-1]).to(dev)
@@ -122,20 +130,7 @@ def train_one(args, model_name, data, result):
             graph = torch.sparse_csr_tensor(indptr.to(dev), indices.to(dev), vals, (n, n))
             del rows, vals, counts, ids
 
-            class Net(torch.nn.Module):
-                def __init__(self):
-                    super().__init__()
-                    widths = [x.shape[1]] + [args.hidden] * (args.layers - 1) + [classes]
-                    self.convs = torch.nn.ModuleList(
-                        SAGEConv(widths[i], widths[i + 1], aggr="sum")
-                        for i in range(args.layers))
-
-                def forward(self, h, a):
-                    for i, conv in enumerate(self.convs):
-                        h = conv(F.dropout(h, args.dropout, self.training), a)
-                        if i + 1 < len(self.convs):
-                            h = F.relu(h)
-                    return h
+            Net = stacked(SAGEConv, dict(aggr="sum"))
         else:
             dst = torch.repeat_interleave(torch.arange(n), indptr[1:] - indptr[:-1])
             graph = torch.stack([indices, dst]).to(dev)  # edge_index: source -> destination

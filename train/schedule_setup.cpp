@@ -352,7 +352,11 @@ std::vector<double> vertex_data_priorities(const ModelSpec& model, const Schedul
 // highest priority first (vertex_data_priorities(), ties in allocation order), each that fits
 // beside what the device holds already, and logs where each matrix lives.
 void Schedule::Impl::place_vertex_data() {
-  if (options.vertex_data != VertexData::kDeviceWhereItFits || P != 1) return;
+  if (options.vertex_data != VertexData::kDeviceWhereItFits) return;
+  if (P != 1) {
+    log_info("vertex data: in host memory, which the ", P, " partitions' devices share");
+    return;
+  }
   StageTimer timer("vertex data on the device");
   DeviceState& s = dev[0];
   std::int64_t gathered_rows = 0;

@@ -103,6 +103,7 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
   options.comm = layout.comm;
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
+  options.evaluation_cache = EvaluationCache::kNone;  // an optional buffer beyond the estimate
   const Schedule schedule(*backend, d, plan, model, options);
   std::vector<std::int64_t> peaks;
   for (int p = 0; p < plan.partitions; ++p) peaks.push_back(backend->device(p).peak_bytes());

@@ -48,6 +48,9 @@ void validate_config(const TrainConfig& c) {
   parse_host_precision(c.host_precision, "--host-precision");
   SLUICE_INPUT_CHECK(c.vertex_data == "auto" || c.vertex_data == "host", "unknown --vertex-data '",
                      c.vertex_data, "' (expected auto or host)");
+  SLUICE_INPUT_CHECK(c.evaluation_cache == "auto" || c.evaluation_cache == "off",
+                     "unknown --evaluation-cache '", c.evaluation_cache,
+                     "' (expected auto or off)");
   SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
                      "--intermediates cache is not available for --model gat: GAT recomputes "
                      "its layers in the backward pass (use auto or recompute)");
@@ -145,6 +148,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "gradients): auto (with one partition on a GPU, in its memory while they fit beside the "
       "chunk constants and buffers within --gpu-memory, the most-read first; the rest in host "
       "memory) | host (all in host memory, streamed every epoch)")(
+      "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
+      "auto (GCN, SAGE with one partition: the first evaluation keeps layer 0's aggregation of "
+      "the features on the device where it fits, and later evaluations start from it) | off")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
@@ -225,7 +231,8 @@ std::string describe_config(const TrainConfig& c) {
   out << " seed=" << c.seed << " feature_norm=" << c.feature_norm << " eval_every=" << c.eval_every
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
-      << " vertex_data=" << c.vertex_data << " device=" << c.device << " threads=" << c.threads;
+      << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
+      << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

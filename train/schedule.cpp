@@ -64,14 +64,19 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
     set_next_head(&next, fuses(next) ? PassKind::kFused : kind, NextInputs::kWrittenByThisPass);
   }
   begin_pass(kind, layer.index);
+  // An evaluation that has layer 0's aggregation kept loads and pulls nothing for layer 0.
+  const bool cached = reads_evaluation_aggregation(layer);
+  const bool caches = writes_evaluation_aggregation(layer);
   BatchSteps steps;
-  steps.load_inputs = true;
+  steps.load_inputs = !cached;
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {
     load_phase(layer, c, steps);
-    pull_phase(layer, c);
+    if (!cached) pull_phase(layer, c);
     compute_phase(layer, c, kind);
   }
+  // The copies into the cache precede every later use on the compute lane.
+  if (caches) evaluation_aggregation_ready = true;
   if (ends_early(layer))
     end_forward_early();
   else

@@ -42,6 +42,14 @@ enum class HostSetup { kAfterLists, kBesideLists };
 // data over the link.
 enum class VertexData { kHost, kDeviceWhereItFits };
 
+// Whether evaluations keep layer 0's aggregation of the features. An evaluation has no dropout,
+// so Â H^0 (GCN; SAGE: the self rows beside the neighbor mean) is the same in every one: with
+// kDeviceWhereItFits and one partition, the first evaluation keeps it in device memory where it
+// fits beside everything else, and later evaluations take layer 0's aggregation from there
+// instead of loading and aggregating the features. GAT aggregates transformed rows and keeps
+// nothing.
+enum class EvaluationCache { kNone, kDeviceWhereItFits };
+
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
@@ -80,6 +88,7 @@ struct ScheduleOptions {
   // HostMemoryPlan::peak_beside_lists says what it costs).
   HostSetup host_setup = HostSetup::kAfterLists;
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
+  EvaluationCache evaluation_cache = EvaluationCache::kDeviceWhereItFits;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
   // the constructor only.

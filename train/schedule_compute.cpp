@@ -58,7 +58,13 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   if (ch.num_dst == 0) return;
   Device& d = *s.device;
   Mat A;
-  if (!transforms(layer)) A = aggregate(s, ch, layer, set);
+  if (reads_evaluation_aggregation(layer)) {
+    A = s.evaluation_aggregation.row_block(ch.dst_begin, ch.num_dst);
+  } else if (!transforms(layer)) {
+    A = aggregate(s, ch, layer, set);
+    if (writes_evaluation_aggregation(layer))
+      d.copy(A, s.evaluation_aggregation.row_block(ch.dst_begin, ch.num_dst));
+  }
   // A forward pass keeps no pre-activation: the activation is applied with the bias.
   if (stores_transform(layer)) {
     const Mat H = layer_preactivation(s, ch, layer, A, layer.activation,

@@ -82,6 +82,8 @@ struct Schedule::Impl {
   HostMat captured_logits, captured_hidden;
   std::int64_t epoch = 0;
   bool training = false;
+  // Every device's evaluation_aggregation holds its rows (an evaluation wrote them).
+  bool evaluation_aggregation_ready = false;
   // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):
   // prefetch_next_head() puts them into the stage during the running pass's last batch.
   // next_head_reads_outputs: it reads the running forward pass's outputs (H^{l+1}), so the
@@ -257,6 +259,16 @@ struct Schedule::Impl {
   void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   void setup_devices(std::vector<ChunkLists>& lists);
   void place_vertex_data();
+  void place_evaluation_aggregation();
+  // Whether this forward pass of `layer` takes its aggregation from the evaluation cache, and
+  // whether it writes the cache.
+  bool reads_evaluation_aggregation(const LayerSpec& layer) const {
+    return !training && layer.index == 0 && evaluation_aggregation_ready;
+  }
+  bool writes_evaluation_aggregation(const LayerSpec& layer) const {
+    return !training && layer.index == 0 && !evaluation_aggregation_ready && !dev.empty() &&
+           !dev[0].evaluation_aggregation.empty();
+  }
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

@@ -240,6 +240,7 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     host_matrices.get();
   }
   place_vertex_data();
+  place_evaluation_aggregation();
 }
 
 // Every device's buffers and chunk constants, from the index lists (released as they go up).
@@ -382,6 +383,26 @@ void Schedule::Impl::place_vertex_data() {
   log_info("vertex data: in the memory of ", s.device->name(), ": ",
            resident.empty() ? std::string("none") : resident,
            "; in host memory: ", host.empty() ? std::string("none") : host);
+}
+
+// With EvaluationCache::kDeviceWhereItFits, one partition and a layer 0 that aggregates its input
+// rows (GCN, SAGE): one device matrix for layer 0's aggregation of every vertex, where it fits
+// after the vertex data (an optional buffer, like the overlap buffers).
+void Schedule::Impl::place_evaluation_aggregation() {
+  const LayerSpec& first = model.layers.front();
+  if (options.evaluation_cache != EvaluationCache::kDeviceWhereItFits || P != 1 ||
+      first.aggregate_width == 0 || transforms(first))
+    return;
+  DeviceState& s = dev[0];
+  s.evaluation_aggregation =
+      s.device->try_alloc(n, first.aggregate_width, "evaluation aggregation");
+  log_info("evaluation: layer 0's aggregation of the features ",
+           s.evaluation_aggregation.empty() ? "does not fit beside the rest; every evaluation "
+                                              "aggregates it"
+                                            : "kept on the device after the first evaluation (",
+           s.evaluation_aggregation.empty()
+               ? std::string()
+               : cat(format_bytes(double(n * first.aggregate_width * 4)), ")"));
 }
 
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision

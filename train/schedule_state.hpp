@@ -114,6 +114,10 @@ struct DeviceState {
   int scores_pass = -1;
   bool scores_stale = true;
   std::vector<DeviceChunk> chunks;
+  // Layer 0's aggregation of the features without dropout, one row per vertex (one partition),
+  // written by the first evaluation and read by the later ones (EvaluationCache); empty when
+  // not kept.
+  Mat evaluation_aggregation;
   double loss_sum = 0;
 };
 

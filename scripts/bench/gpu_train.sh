@@ -33,7 +33,8 @@
 # CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1 writes each run's --trace
 # timeline to $OUT/traces/NAME.json), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
 # per-operation device times into gpu_train.log; scripts/bench/op_times.py gpu_train.log --runs A B
-# tabulates two runs side by side).
+# tabulates two runs side by side), EVAL_EVERY (1000: sluice-train --eval-every; the last epoch
+# always evaluates).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -124,7 +125,7 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
     mkdir -p "$out/traces"
     extra+=(--trace "$out/traces/$name.json")
   fi
-  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" "${width[@]}" --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 \
+  step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" "${width[@]}" --epochs "$epochs" --eval-every "${EVAL_EVERY:-1000}" --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \
     --report "$report" --metrics "$metrics" --no-progress "${extra[@]}"
   local rc=$?

@@ -104,6 +104,7 @@ ScheduleOptions schedule_options(const LayoutOptions& layout,
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
   options.vertex_data = vertex_data;
+  options.evaluation_cache = EvaluationCache::kNone;
   return options;
 }
 

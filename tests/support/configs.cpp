@@ -96,6 +96,11 @@ TrainConfigBuilder& TrainConfigBuilder::input_rows(const std::string& mode) {
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode) {
+  config_.evaluation_cache = mode;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::vertex_data(const std::string& place) {
   config_.vertex_data = place;
   return *this;

@@ -40,11 +40,12 @@ class TrainConfigBuilder {
   TrainConfigBuilder& feature_norm(const std::string& norm);  // none | row
 
   // Schedule.
-  TrainConfigBuilder& comm(const std::string& mode);            // baseline | p2p | p2p+reuse
-  TrainConfigBuilder& intermediates(const std::string& mode);   // auto | cache | recompute
-  TrainConfigBuilder& input_rows(const std::string& mode);      // auto | keep | reload
-  TrainConfigBuilder& host_precision(const std::string& name);  // fp32 | bf16
-  TrainConfigBuilder& vertex_data(const std::string& place);    // auto | host
+  TrainConfigBuilder& comm(const std::string& mode);              // baseline | p2p | p2p+reuse
+  TrainConfigBuilder& intermediates(const std::string& mode);     // auto | cache | recompute
+  TrainConfigBuilder& input_rows(const std::string& mode);        // auto | keep | reload
+  TrainConfigBuilder& host_precision(const std::string& name);    // fp32 | bf16
+  TrainConfigBuilder& vertex_data(const std::string& place);      // auto | host
+  TrainConfigBuilder& evaluation_cache(const std::string& mode);  // auto | off
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

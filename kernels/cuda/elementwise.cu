@@ -1,5 +1,7 @@
 // Dense elementwise kernels (see elementwise.hpp). 2-D launches put threads.x on columns and
 // threads.y on rows so that no index division is needed and accesses stay coalesced.
+#include <cstdint>
+
 #include "common/hash.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/launch.cuh"
@@ -79,6 +81,24 @@ __global__ void bias_activation_kernel(const float* z, std::int64_t ldz,
     SLUICE_FOR_COLS(c, cols) {
       const float x = z[r * ldz + c] + (bias ? bias[c] : 0.f);
       out[r * ldo + c] = activate(x, act);
+    }
+  }
+}
+
+// bias_activation_kernel over rows of 16-byte vectors (cols4 = cols / 4, lds in vectors): the same
+// arithmetic per element, a quarter of the memory instructions.
+__global__ void bias_activation4_kernel(const float4* z, std::int64_t ldz4,
+                                        const float* __restrict__ bias, ActivationCode act,
+                                        float4* out, std::int64_t ldo4, std::int64_t rows,
+                                        std::int64_t cols4) {
+  SLUICE_FOR_ROWS(r, rows) {
+    SLUICE_FOR_COLS(c, cols4) {
+      const float4 x = z[r * ldz4 + c];
+      const float4 b =
+          bias ? make_float4(bias[4 * c], bias[4 * c + 1], bias[4 * c + 2], bias[4 * c + 3])
+               : make_float4(0.f, 0.f, 0.f, 0.f);
+      out[r * ldo4 + c] = make_float4(activate(x.x + b.x, act), activate(x.y + b.y, act),
+                                      activate(x.z + b.z, act), activate(x.w + b.w, act));
     }
   }
 }
@@ -221,8 +241,16 @@ void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias,
                             float* out, std::int64_t ldo, std::int64_t rows, std::int64_t cols,
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  const Grid2D g = grid_2d(rows, cols);
-  bias_activation_kernel<<<g.grid, g.block, 0, stream>>>(z, ldz, bias, act, out, ldo, rows, cols);
+  const auto aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (cols % 4 == 0 && ldz % 4 == 0 && ldo % 4 == 0 && aligned(z) && aligned(out)) {
+    const Grid2D g = grid_2d(rows, cols / 4);
+    bias_activation4_kernel<<<g.grid, g.block, 0, stream>>>(
+        reinterpret_cast<const float4*>(z), ldz / 4, bias, act, reinterpret_cast<float4*>(out),
+        ldo / 4, rows, cols / 4);
+  } else {
+    const Grid2D g = grid_2d(rows, cols);
+    bias_activation_kernel<<<g.grid, g.block, 0, stream>>>(z, ldz, bias, act, out, ldo, rows, cols);
+  }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

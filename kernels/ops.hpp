@@ -167,6 +167,8 @@ struct DropoutKey {
   std::int64_t epoch = 0;
   std::int32_t layer = 0;
   float rate = 0.f;  // p; 0 disables
+  // The hash's (epoch, layer) word: epoch * 1024 + layer.
+  std::uint64_t salt() const { return static_cast<std::uint64_t>(epoch * 1024 + layer); }
 };
 
 // Byte/row counters per transfer path, kept by each device for metrics. Host-link bytes count

@@ -259,6 +259,13 @@ struct Schedule::Impl {
   void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   void setup_devices(std::vector<ChunkLists>& lists);
   void place_vertex_data();
+  // The member of H, G or A_cache that holds `shape`'s matrix.
+  HostMat& host_matrix(const HostMatrixShape& shape) {
+    std::vector<HostMat>& matrices = shape.role == HostMatrixRole::kInput      ? H
+                                     : shape.role == HostMatrixRole::kGradient ? G
+                                                                               : A_cache;
+    return matrices[std::size_t(shape.layer)];
+  }
   void place_evaluation_aggregation();
   // Whether this forward pass of `layer` takes its aggregation from the evaluation cache, and
   // whether it writes the cache.

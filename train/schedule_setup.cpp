@@ -371,10 +371,7 @@ void Schedule::Impl::place_vertex_data() {
   std::string resident, host;
   for (const std::size_t i : order) {
     const HostMatrixShape& shape = shapes[i];
-    std::vector<HostMat>& matrices = shape.role == HostMatrixRole::kInput      ? H
-                                     : shape.role == HostMatrixRole::kGradient ? G
-                                                                               : A_cache;
-    HostMat& m = matrices[std::size_t(shape.layer)];
+    HostMat& m = host_matrix(shape);
     m = s.device->try_make_resident(m, shape.name);
     std::string& list = m.residence == Residence::kDevice ? resident : host;
     list +=
@@ -396,13 +393,15 @@ void Schedule::Impl::place_evaluation_aggregation() {
   DeviceState& s = dev[0];
   s.evaluation_aggregation =
       s.device->try_alloc(n, first.aggregate_width, "evaluation aggregation");
-  log_info("evaluation: layer 0's aggregation of the features ",
-           s.evaluation_aggregation.empty() ? "does not fit beside the rest; every evaluation "
-                                              "aggregates it"
-                                            : "kept on the device after the first evaluation (",
-           s.evaluation_aggregation.empty()
-               ? std::string()
-               : cat(format_bytes(double(n * first.aggregate_width * 4)), ")"));
+  if (s.evaluation_aggregation.empty())
+    log_info(
+        "evaluation: layer 0's aggregation of the features does not fit beside the rest; "
+        "every evaluation aggregates it");
+  else
+    log_info(
+        "evaluation: layer 0's aggregation of the features kept on the device after the "
+        "first evaluation (",
+        format_bytes(double(n * first.aggregate_width * sizeof(float))), ")");
 }
 
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision
@@ -429,14 +428,8 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
   const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
   for (const HostMatrixShape& shape : shapes) {
     StageTimer alloc_timer(cat("allocate ", shape.name));
-    const HostMat m = backend.alloc_host(shape.rows, shape.cols, precision, shape.name);
+    host_matrix(shape) = backend.alloc_host(shape.rows, shape.cols, precision, shape.name);
     alloc_timer.finish();
-    if (shape.role == HostMatrixRole::kInput)
-      H[std::size_t(shape.layer)] = m;
-    else if (shape.role == HostMatrixRole::kGradient)
-      G[std::size_t(shape.layer)] = m;
-    else
-      A_cache[std::size_t(shape.layer)] = m;
     if (fill_first && shape.role == HostMatrixRole::kInput && shape.layer == 0) fill_inputs();
   }
   if (!fill_first) fill_inputs();

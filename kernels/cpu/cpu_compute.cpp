@@ -58,7 +58,7 @@ void CpuDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
   for (std::int64_t i = 0; i < rows.size; ++i) {
     float* row = m.data + std::int64_t(rows.data[i]) * m.ld;
     const std::uint64_t prefix =
-        key_hash_prefix(key.seed, 1, cpu::layer_key(key), std::uint64_t(keys.data[i]));
+        key_hash_prefix(key.seed, 1, key.salt(), std::uint64_t(keys.data[i]));
     for (std::int64_t j = 0; j < m.cols; ++j)
       row[j] = hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate ? row[j] * scale
                                                                                    : 0.f;
@@ -174,7 +174,7 @@ void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx k
     float* g = dh.data + i * dh.ld;
     float* v = z.data + i * z.ld;
     const std::uint64_t prefix =
-        drop ? key_hash_prefix(key.seed, 1, cpu::layer_key(key), std::uint64_t(keys.data[i])) : 0;
+        drop ? key_hash_prefix(key.seed, 1, key.salt(), std::uint64_t(keys.data[i])) : 0;
     for (std::int64_t j = 0; j < dh.cols; ++j) {
       const bool keep =
           !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate;

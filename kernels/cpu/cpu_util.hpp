@@ -53,13 +53,10 @@ inline Mat fp32_view(const HostMat& m) {
 }
 
 // The counter-based dropout decision of docs/model-math.md: kind 1 = features, 2 = attention.
-inline std::uint64_t layer_key(const DropoutKey& key) {
-  return static_cast<std::uint64_t>(key.epoch * 1024 + key.layer);
-}
 inline bool keep(const DropoutKey& key, std::uint64_t kind, std::int64_t vertex,
                  std::int64_t element) {
   const float u =
-      hash_to_unit(key_hash(key.seed, kind, layer_key(key), static_cast<std::uint64_t>(vertex),
+      hash_to_unit(key_hash(key.seed, kind, key.salt(), static_cast<std::uint64_t>(vertex),
                             static_cast<std::uint64_t>(element)));
   return u >= key.rate;
 }

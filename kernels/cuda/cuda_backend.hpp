@@ -131,6 +131,11 @@ class CudaDevice final : public Device {
   void synchronize_lane(Lane lane) override;
 
  private:
+  // A buffer of `bytes` into `out` when it fits the budget (or the GPU) with the constants'
+  // headroom left (ConstantStore::leaves_headroom); false, `out` untouched, otherwise.
+  bool try_allocate(std::int64_t bytes, const std::string& what, AccountedBuffer& out);
+  // A rows x cols matrix in `buffer`, which the device keeps (allocations_) until it goes away.
+  Mat keep_matrix(AccountedBuffer buffer, std::int64_t rows, std::int64_t cols);
   // The current lane's stream: every operation is issued there.
   cudaStream_t cur() const { return lanes_[lane_].get(); }
   // cuBLAS, cuSPARSE and the GAT scratch are bound to the compute lane.

@@ -52,8 +52,8 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
                  " keys");
   SLUICE_EXPECTS(key.rate < 1.f, "dropout rate must be below 1, got ", key.rate);
   DeviceGuard guard(gpu_);
-  launch_dropout_rows(m.data, m.ld, m.cols, rows.data, keys.data, rows.size, key.seed,
-                      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
+  launch_dropout_rows(m.data, m.ld, m.cols, rows.data, keys.data, rows.size, key.seed, key.salt(),
+                      key.rate, cur());
 }
 
 const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, EntryOrder order,
@@ -236,9 +236,8 @@ void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx 
                  keys.size, " keys");
   SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
   DeviceGuard guard(gpu_);
-  launch_dropout_activation_backward(
-      dh.data, dh.ld, z.data, z.ld, dh.rows, dh.cols, code(act), keys.data, key.seed,
-      static_cast<std::uint64_t>(key.epoch * 1024 + key.layer), key.rate, cur());
+  launch_dropout_activation_backward(dh.data, dh.ld, z.data, z.ld, dh.rows, dh.cols, code(act),
+                                     keys.data, key.seed, key.salt(), key.rate, cur());
 }
 
 void CudaDevice::add_column_sums(Mat m, float* out) {

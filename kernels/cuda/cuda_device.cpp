@@ -72,20 +72,30 @@ CudaDevice::~CudaDevice() {
 
 Mat CudaDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
   SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad matrix shape ", rows, " x ", cols, " for ", what);
-  AccountedBuffer buffer = account_.allocate(rows * cols * kFloat, what);
+  return keep_matrix(account_.allocate(rows * cols * kFloat, what), rows, cols);
+}
+
+Mat CudaDevice::keep_matrix(AccountedBuffer buffer, std::int64_t rows, std::int64_t cols) {
   Mat m{buffer.as<float>(), rows, cols, cols};
   if (buffer.get()) allocations_.push_back(std::move(buffer));
   return m;
 }
 
+bool CudaDevice::try_allocate(std::int64_t bytes, const std::string& what, AccountedBuffer& out) {
+  if (!constants_.leaves_headroom(bytes)) return false;
+  try {
+    out = account_.allocate(bytes, what);
+  } catch (const OutOfDeviceMemory&) {
+    return false;
+  }
+  return true;
+}
+
 Mat CudaDevice::try_alloc(std::int64_t rows, std::int64_t cols, const std::string& what) {
   SLUICE_EXPECTS(rows >= 0 && cols >= 0, "bad matrix shape ", rows, " x ", cols, " for ", what);
-  if (!constants_.leaves_headroom(rows * cols * kFloat)) return Mat{};
-  try {
-    return alloc(rows, cols, what);
-  } catch (const OutOfDeviceMemory&) {
-    return Mat{};
-  }
+  AccountedBuffer buffer;
+  if (!try_allocate(rows * cols * kFloat, what, buffer)) return Mat{};
+  return keep_matrix(std::move(buffer), rows, cols);
 }
 
 HostMat CudaDevice::try_make_resident(HostMat m, const std::string& what) {
@@ -93,13 +103,8 @@ HostMat CudaDevice::try_make_resident(HostMat m, const std::string& what) {
   SLUICE_EXPECTS(m.ld == m.cols, "try_make_resident: ", what, " is a view (ld ", m.ld, ", ", m.cols,
                  " columns), not a whole host matrix");
   const std::int64_t bytes = m.rows * m.cols * m.element_bytes();
-  if (!constants_.leaves_headroom(bytes)) return m;
   AccountedBuffer buffer;
-  try {
-    buffer = account_.allocate(bytes, what);
-  } catch (const OutOfDeviceMemory&) {
-    return m;
-  }
+  if (!try_allocate(bytes, what, buffer)) return m;
   DeviceGuard guard(gpu_);
   SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), m.data, static_cast<std::size_t>(bytes),
                               cudaMemcpyHostToDevice, stream()));

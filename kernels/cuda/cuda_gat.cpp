@@ -10,8 +10,7 @@ namespace {
 // The kernels' attention-dropout key (docs/model-math.md): salt = epoch * 1024 + layer; no row
 // keys when the rate is 0.
 AttentionDropout attention_dropout(const DropoutKey& key, Idx row_keys) {
-  return AttentionDropout{key.seed, static_cast<std::uint64_t>(key.epoch * 1024 + key.layer),
-                          key.rate, key.rate > 0.f ? row_keys.data : nullptr};
+  return AttentionDropout{key.seed, key.salt(), key.rate, key.rate > 0.f ? row_keys.data : nullptr};
 }
 
 }  // namespace

@@ -283,14 +283,14 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
 }
 
 // Bytes between host memory and the devices per epoch follow from the widths and the plan
-// (2 layers, 12 -> 8 -> 4): forward 0 stores H^1 (SAGE, 8 wide) or, when layer 1 transforms its
-// rows (GCN's narrowing last layer, GAT), T^1 = dropout(H^1) W_1 (4 wide), and in cache mode
-// the aggregations A^0 (GCN 12, SAGE 24 wide). Training fuses the last layer's forward and
-// backward, so G^2 and A^1 never cross the host link; layer 1's backward flushes its leaving
-// gradient rows (G^1 or dT^1, as wide as H^1 or T^1) but for the last batch's, which stay on the
-// devices for layer 0's blocks, and layer 0's backward loads one G^1 (dT^1) block and, cached,
-// one A^0 block per chunk. GAT keeps its tail in the flush buffer, an overlap buffer: without
-// overlap the tail is flushed too.
+// (2 layers, 12 -> 8 -> 4): forward 0 stores T^1 = dropout(H^1) W_1, as every model's layer 1
+// transforms its rows (GCN's and SAGE's narrowing last layer, GAT): 4 wide, SAGE's 8
+// ([W_self | W_neigh]); in cache mode also the aggregations A^0 (GCN 12, SAGE 24 wide). Training
+// fuses the last layer's forward and backward, so G^2 never crosses the host link; layer 1's
+// backward flushes its leaving gradient rows (dT^1, as wide as T^1) but for the last batch's,
+// which stay on the devices for layer 0's blocks, and layer 0's backward loads one dT^1 block and,
+// cached, one A^0 block per chunk. GAT keeps its tail in the flush buffer, an overlap buffer:
+// without overlap the tail is flushed too.
 TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
   const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
   const std::int64_t n = dataset().num_nodes;
@@ -315,7 +315,7 @@ TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
               cat(model, " ", intermediates, " ", comm, overlap ? "" : " no overlap");
           const TrainResult got = train(dataset(), plan, config);
           const TransferCounters& t = got.records.back().transfers;
-          const std::int64_t h1 = model == "sage" ? s.hidden : 4;  // H^1 or T^1
+          const std::int64_t h1 = model == "sage" ? 8 : 4;  // T^1
           const bool cached = model != "gat" && intermediates == "auto";
           const std::int64_t a0 = cached ? (model == "sage" ? 24 : 12) : 0;
           const std::int64_t leaves =
@@ -327,11 +327,12 @@ TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
         }
 }
 
-// GCN's last layer computes Â (X W) when it narrows (classes < hidden), (Â X) W otherwise.
-// Narrowing, its inputs are stored transformed: both passes (forward 0 and the fused layer 1)
-// load the plan's rows per epoch, 12 floats wide and 4 (T = H W) instead of 8, the fused pass
-// but for the rows forward 0 hands over on the devices.
-TEST_F(TrainEquivalence, GcnTransformsFirstWhenTheLastLayerNarrows) {
+// The last layer computes Â (X W) when that narrows its sparse product and widens no row moved:
+// GCN when classes < hidden, SAGE when 2 classes <= hidden (T = [X W_self | X W_neigh]);
+// (Â X) W otherwise. Narrowing, its inputs are stored transformed: both passes (forward 0 and
+// the fused layer 1) load the plan's rows per epoch, 12 floats wide and T's width (GCN 4, SAGE 8)
+// instead of H^1's 8, the fused pass but for the rows forward 0 hands over on the devices.
+TEST_F(TrainEquivalence, LastLayerTransformsFirstWhenItNarrows) {
   ModelConfig shape;
   shape.kind = ModelKind::kGcn;
   shape.layers = 3;
@@ -347,27 +348,38 @@ TEST_F(TrainEquivalence, GcnTransformsFirstWhenTheLastLayerNarrows) {
   EXPECT_EQ(narrowing.layers[2].w_rows, 8);  // the same W: hidden x classes
   shape.classes = 9;
   EXPECT_FALSE(make_model(shape).layers[2].transform_first);  // widening: aggregate first
-  shape.classes = 4;
   shape.kind = ModelKind::kSage;
+  shape.classes = 4;
+  const ModelSpec sage = make_model(shape);
+  EXPECT_FALSE(sage.layers[1].transform_first);
+  EXPECT_TRUE(sage.layers[2].transform_first);
+  EXPECT_EQ(sage.layers[2].transform_width, 8);  // self and neighbor halves
+  EXPECT_EQ(sage.layers[2].aggregate_width, 0);
+  EXPECT_EQ(sage.layers[2].w_rows, 16);  // the same W: W_self stacked over W_neigh
+  shape.classes = 5;                     // T would be 10 wide, H^2 is 8
   EXPECT_FALSE(make_model(shape).layers[2].transform_first);
 
   const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
-  RunSetup s;
-  const TrainResult got = train(dataset(), plan, train_config(s, 4));
   const std::int64_t rows = plan.stats.volume_reuse_rows, handed_over = rows_handed_over(plan);
   ASSERT_GT(handed_over, 0);
-  const TransferCounters& t = got.records.back().transfers;
-  EXPECT_EQ(t.h2d_gather_rows, 2 * rows - handed_over);
-  EXPECT_EQ(t.h2d_gather_bytes, (rows * 12 + (rows - handed_over) * 4) * 4);
+  for (const auto& [model, t_width] : {std::pair{"gcn", 4}, std::pair{"sage", 8}}) {
+    RunSetup s;
+    s.model = model;
+    const TrainResult got = train(dataset(), plan, train_config(s, 4));
+    const TransferCounters& t = got.records.back().transfers;
+    EXPECT_EQ(t.h2d_gather_rows, 2 * rows - handed_over) << model;
+    EXPECT_EQ(t.h2d_gather_bytes, (rows * 12 + (rows - handed_over) * t_width) * 4) << model;
+  }
 }
 
 TEST_F(TrainEquivalence, ReloadedInputRowsAgreeWithKeptOnes) {
-  // --input-rows reload: layer 0 of a transforming model (GAT's; a one-layer GCN's, which
-  // narrows 12 -> 4) keeps no input rows on the device and reads the leaving rows again from
+  // --input-rows reload: layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's,
+  // which narrow 12 -> 4) keeps no input rows on the device and reads the leaving rows again from
   // host memory for its weight gradient; with the load stage and without (--no-overlap: slices
   // gathered from host memory).
   const Plan plan = test::make_plan(dataset(), plan_options(4, 8));
-  for (const auto& [model, layers] : {std::pair{"gat", 3}, std::pair{"gcn", 1}})
+  for (const auto& [model, layers] :
+       {std::pair{"gat", 3}, std::pair{"gcn", 1}, std::pair{"sage", 1}})
     for (const std::string comm : {"p2p+reuse", "baseline"})
       for (const bool overlap : {true, false}) {
         RunSetup s;

@@ -36,11 +36,14 @@ struct LayerSpec {
   std::int64_t aggregate_width = 0;
   int heads = 1;                // GAT: K
   std::int64_t head_width = 0;  // GAT: F
-  // GAT: K * F (width of Z = X W); GCN layers that transform first: d_{l+1}.
+  // GAT: K * F (width of Z = X W); layers that transform first: GCN d_{l+1}, SAGE 2 d_{l+1}
+  // (T = [X W_self | X W_neigh]).
   std::int64_t transform_width = 0;
-  // GCN's last layer when it narrows (d_{l+1} < d_l): Z = Â (X W) + b instead of (Â X) W + b,
-  // so its sparse products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer
-  // caches nothing and its rows are transformed once by their owner (train/schedule_impl.hpp).
+  // The last layer of GCN or SAGE when multiplying first narrows its sparse product
+  // (d_{l+1} < d_l) and widens none of its rows (SAGE: 2 d_{l+1} <= d_l): GCN Z = Â (X W) + b
+  // instead of (Â X) W + b, SAGE Z_v = X_v W_self + mean_u (X_u W_neigh) + b, so its sparse
+  // products run on d_{l+1}-wide rows (docs/model-math.md). Like GAT, the layer caches nothing
+  // and its rows are transformed once by their owner (train/schedule_impl.hpp).
   bool transform_first = false;
   Activation activation = Activation::kNone;
   // Offsets of the layer's tensors in the flat parameter array (-1 when absent).

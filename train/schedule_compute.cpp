@@ -24,6 +24,25 @@ void add_transposed_product(Device& d, Mat a, Mat b, Mat out) {  // out += a^T b
   d.gemm(true, false, 1.f, a, b, 1.f, out);
 }
 
+// The products of a transform T = X W^t whose W^t is given as blocks side by side
+// (TransformBlocks): t = x W^t, dx = dt W^t^T, and dW^t += x^T dt (dw: the gradient's blocks).
+void transform(Device& d, const TransformBlocks& w, Mat x, Mat t) {
+  std::int64_t col = 0;
+  for (int i = 0; i < w.count; col += w.block[i].cols, ++i)
+    multiply(d, x, w.block[i], t.col_block(col, w.block[i].cols));
+}
+void transform_input_gradient(Device& d, const TransformBlocks& w, Mat dt, Mat dx) {
+  std::int64_t col = 0;
+  for (int i = 0; i < w.count; col += w.block[i].cols, ++i)
+    d.gemm(false, true, 1.f, dt.col_block(col, w.block[i].cols), w.block[i], i == 0 ? 0.f : 1.f,
+           dx);
+}
+void add_transform_gradient(Device& d, const TransformBlocks& dw, Mat x, Mat dt) {
+  std::int64_t col = 0;
+  for (int i = 0; i < dw.count; col += dw.block[i].cols, ++i)
+    add_transposed_product(d, x, dt.col_block(col, dw.block[i].cols), dw.block[i]);
+}
+
 }  // namespace
 
 // Phase C: the chunk compute of every device on its compute lane; forward results go back to
@@ -116,8 +135,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   }
   d.add_column_sums(dZ, s.grads.data + layer.b_offset);
   if (layer.transform_first) {
-    // dZm accumulates Â^T dZ while its rows stay, as GAT's.
-    d.spmm_transpose_add(ch.csr, nullptr, dZ, rows_of(s.dZm, s.merged_rows, layer.transform_width));
+    aggregate_transformed_backward(s, ch, layer, dZ);
   } else if (gat()) {
     gat_layer_backward(s, ch, layer, dZ);
   } else {
@@ -180,6 +198,39 @@ Mat Schedule::Impl::aggregate(DeviceState& s, const DeviceChunk& ch, const Layer
   return A;
 }
 
+// A transform-first layer's sparse product over the merged rows' transforms T (Zm), into Z
+// (nd x d_{l+1}): GCN Â T; SAGE the chunk rows' own T_self plus the mean of their neighbors'
+// T_neigh (T = [X W_self | X W_neigh]).
+void Schedule::Impl::aggregate_transformed(DeviceState& s, const DeviceChunk& ch,
+                                           const LayerSpec& layer, Mat Z) {
+  Device& d = *s.device;
+  const Mat T = rows_of(s.Zm, s.merged_rows, layer.transform_width);
+  if (model.kind == ModelKind::kGcn) {
+    d.spmm(ch.csr, nullptr, T, Z);
+    return;
+  }
+  const std::int64_t F = layer.out_width;
+  d.spmm(ch.csr, nullptr, T.col_block(F, F), Z);
+  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z,
+              /*add=*/true);
+}
+
+// Backward of aggregate_transformed() into dZm, which accumulates while its rows stay, as GAT's:
+// GCN Â^T dZ; SAGE dZ into the self half of the chunk's rows and the mean's transpose into the
+// neighbor half.
+void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch,
+                                                    const LayerSpec& layer, Mat dZ) {
+  Device& d = *s.device;
+  const Mat dT = rows_of(s.dZm, s.merged_rows, layer.transform_width);
+  if (model.kind == ModelKind::kGcn) {
+    d.spmm_transpose_add(ch.csr, nullptr, dZ, dT);
+    return;
+  }
+  const std::int64_t F = layer.out_width;
+  d.spmm_transpose_add(ch.csr, nullptr, dZ, dT.col_block(F, F));
+  d.scatter_add_rows(dZ, ch.self_columns, dT.col_block(0, F));
+}
+
 // GAT layer up to the concatenated head outputs: attention over Zm (X W of the owned rows from
 // the load phase, remote rows pulled from their owners), O (nd x K*F).
 Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
@@ -214,7 +265,7 @@ Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
       d.bias_activation(O, bias, applied, Z);
     }
   } else if (layer.transform_first) {
-    d.spmm(ch.csr, nullptr, rows_of(s.Zm, s.merged_rows, layer.transform_width), Z);
+    aggregate_transformed(s, ch, layer, Z);
     d.bias_activation(Z, bias, applied, Z);
   } else {
     multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);
@@ -234,8 +285,8 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
     d.store_block(H, captured_hidden, ch.dst_begin);
   const DropoutKey key = feature_key(next.index);
   if (key.rate > 0) d.dropout_rows(H, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
-  multiply(d, H, param(s, next.w_offset, next.w_rows, next.w_cols),
-           rows_of(set.out, ch.num_dst, next.transform_width));
+  transform(d, transform_blocks(s, next, Weights::kParameters), H,
+            rows_of(set.out, ch.num_dst, next.transform_width));
 }
 
 // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and the
@@ -249,9 +300,9 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
   const LayerSpec& next = *above(layer);
   const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
   const DropoutKey key = feature_key(next.index);
-  multiply_by_transpose(d, dT, param(s, next.w_offset, next.w_rows, next.w_cols), dZ);
+  transform_input_gradient(d, transform_blocks(s, next, Weights::kParameters), dT, dZ);
   d.dropout_activation_backward(dZ, Z, layer.activation, ch.dst_keys, key);
-  add_transposed_product(d, Z, dT, grad(s, next.w_offset, next.w_rows, next.w_cols));
+  add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), Z, dT);
 }
 
 // Layer 0 of a transforming model: Zm rows of the batch's arrivals = their X rows W. Rows that
@@ -263,11 +314,11 @@ void Schedule::Impl::transform_arrivals(DeviceState& s, const DeviceChunk& ch,
                                         const LayerSpec& layer) {
   Device& d = *s.device;
   const std::int64_t n = ch.load_rows.size, R = s.transform_region;
-  const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const TransformBlocks W = transform_blocks(s, layer, Weights::kParameters);
   const Mat X = s.X.col_block(0, layer.in_width);
   const Mat Zm = s.Zm.col_block(0, layer.transform_width);
   if (2 * n >= R) {
-    multiply(d, X.row_block(0, R), W, Zm.row_block(0, R));
+    transform(d, W, X.row_block(0, R), Zm.row_block(0, R));
     s.scores_stale = true;  // the rows that stayed may round differently in this product
     return;
   }
@@ -277,7 +328,7 @@ void Schedule::Impl::transform_arrivals(DeviceState& s, const DeviceChunk& ch,
     const Mat x = rows_of(s.slice_x, e - b, layer.in_width);
     const Mat z = rows_of(s.slice_z, e - b, layer.transform_width);
     d.gather_rows(X, rows, x);
-    multiply(d, x, W, z);
+    transform(d, W, x, z);
     d.scatter_rows(z, rows, Zm);
   }
 }
@@ -289,7 +340,7 @@ void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChu
                                                  const LayerSpec& layer, int c) {
   Device& d = *s.device;
   const std::int64_t n = ch.load_rows.size, in = layer.in_width, KF = layer.transform_width;
-  const Mat W = param(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const TransformBlocks W = transform_blocks(s, layer, Weights::kParameters);
   const Mat Zm = s.Zm.col_block(0, KF);
   const DropoutKey key = feature_key(layer.index);
   const bool staged = !s.stage.empty();
@@ -307,7 +358,7 @@ void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChu
     d.phase_begin(Phase::kCompute, tag(c));
     if (key.rate > 0) d.dropout_rows(x, part(s.slice_iota, 0, len), part(ch.load_keys, b, e), key);
     const Mat z = rows_of(s.slice_z, len, KF);
-    multiply(d, x, W, z);
+    transform(d, W, x, z);
     d.scatter_rows(z, part(ch.load_rows, b, e), Zm);
     d.phase_end(Phase::kCompute);
   }
@@ -336,7 +387,7 @@ void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, cons
   Device& d = *s.device;
   const std::int64_t n = ch.leave_rows.size;
   const std::int64_t in = layer.in_width, KF = layer.transform_width;
-  const Mat dW = grad(s, layer.w_offset, layer.w_rows, layer.w_cols);
+  const TransformBlocks dW = transform_blocks(s, layer, Weights::kGradients);
   const Mat X = reloads_inputs(layer) ? Mat{} : s.X.col_block(0, in);
   const Mat dZm = s.dZm.col_block(0, KF);
   const DropoutKey key = feature_key(layer.index);
@@ -357,7 +408,7 @@ void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, cons
       d.gather_rows(X, rows, x);
     }
     d.gather_rows(dZm, rows, z);
-    add_transposed_product(d, x, z, dW);
+    add_transform_gradient(d, dW, x, z);
   }
   d.phase_end(Phase::kCompute);
 }

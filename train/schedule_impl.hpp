@@ -122,15 +122,15 @@ struct Schedule::Impl {
   }
   bool gat() const { return model.kind == ModelKind::kGat; }
   // Layers whose rows are transformed by their owner (Zm = X W) and exchanged transformed: GAT's,
-  // and GCN's last layer when it narrows (LayerSpec::transform_first).
+  // and GCN's or SAGE's last layer when it narrows (LayerSpec::transform_first).
   bool transforms(const LayerSpec& layer) const { return roles(layer).transforms; }
   // Transforming layers above layer 0 get their inputs transformed by the forward pass below:
   // H[l] holds T^l = dropout(H^l) W_l, loads fill Zm directly, and leaving rows flush their dZm
   // rows into G[l] (dT^l). Rows of T^l are transform_width wide instead of d_l (products GCN:
   // 48 floats instead of 256).
   bool pretransformed(const LayerSpec& layer) const { return roles(layer).pretransformed; }
-  // Layer 0 of a transforming model (GAT's; a one-layer GCN's when it narrows) transforms its
-  // rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
+  // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
+  // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).
   bool transforms_on_arrival(const LayerSpec& layer) const {
     return roles(layer).transforms_on_arrival;
@@ -138,7 +138,7 @@ struct Schedule::Impl {
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const { return roles(layer).reloads_inputs; }
-  // GAT and transform-first GCN layers have no aggregation to cache (aggregate_width 0).
+  // GAT and transform-first layers have no aggregation to cache (aggregate_width 0).
   bool recompute(const LayerSpec& layer) const {
     return layer.aggregate_width == 0 || !options.cache_intermediates;
   }
@@ -210,6 +210,25 @@ struct Schedule::Impl {
   }
   Mat grad(DeviceState& s, std::int64_t offset, std::int64_t rows, std::int64_t cols) const {
     return Mat{s.grads.data + offset, rows, cols, cols};
+  }
+  // A transforming layer's T = X W^t (W^t: d_l x transform_width) as the blocks of W^t side by
+  // side, from the parameters (Weights::kParameters) or their gradients (kGradients): GAT's and
+  // GCN's W is W^t; SAGE's W stacks W_self over W_neigh (2 d_l x d_{l+1}) and
+  // T = [X W_self | X W_neigh].
+  enum class Weights { kParameters, kGradients };
+  schedule_detail::TransformBlocks transform_blocks(DeviceState& s, const LayerSpec& layer,
+                                                    Weights weights) const {
+    float* base = (weights == Weights::kParameters ? s.params.data : s.grads.data) + layer.w_offset;
+    schedule_detail::TransformBlocks t;
+    if (model.kind == ModelKind::kSage) {
+      const std::int64_t d = layer.in_width, f = layer.out_width;
+      t.count = 2;
+      t.block[0] = Mat{base, d, f, f};
+      t.block[1] = Mat{base + d * f, d, f, f};
+    } else {
+      t.block[0] = Mat{base, layer.w_rows, layer.w_cols, layer.w_cols};
+    }
+    return t;
   }
   DropoutKey feature_key(int layer) const {
     return DropoutKey{options.seed, epoch, layer, training ? options.dropout : 0.f};
@@ -323,6 +342,9 @@ struct Schedule::Impl {
   void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ);
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
+  void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                      Mat dZ);
   Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
                           Activation applied, Mat Z);
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,

@@ -458,7 +458,9 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
   constexpr int kGroups = int(OverlapGroup::kSecondBlockSet) + 1;
   bool refused[kGroups] = {};
   // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
-  const bool pads_outputs = layout.widths.chunk_row_positions;  // some layer stores transforms
+  const bool pads_outputs =
+      std::any_of(layer_rules.begin(), layer_rules.end(),
+                  [](const LayerRoles& roles) { return roles.stores_transform; });
   s.chunks.resize(std::size_t(C));
   std::size_t i = 0;
   for (; i < layout.buffers.size() && layout.buffers[i].chunk < 0; ++i) {

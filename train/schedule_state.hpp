@@ -121,6 +121,13 @@ struct DeviceState {
   double loss_sum = 0;
 };
 
+// The weight blocks of a transform T = X W^t (Schedule::Impl::transform_blocks()): block i
+// fills columns [i w, (i + 1) w) of T, w its width.
+struct TransformBlocks {
+  Mat block[2];
+  int count = 1;
+};
+
 // The first `rows` rows and `cols` columns of a buffer.
 inline Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);

@@ -90,7 +90,13 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.load_stage = load_max;
   w.flush = grad_in_max;
   w.parameters = std::max<std::int64_t>(model.parameters, 1);
-  w.chunk_row_positions = any_stored_transform;
+  // Forward passes that store transforms apply the next layer's dropout to a chunk's rows;
+  // SAGE's transform-first layer adds the rows' own T_self to theirs.
+  const bool sage_transforms_first =
+      model.kind == ModelKind::kSage &&
+      std::any_of(model.layers.begin(), model.layers.end(),
+                  [](const LayerShape& layer) { return layer.transform_first; });
+  w.chunk_row_positions = any_stored_transform || sage_transforms_first;
   w.tail_in_flush_buffer = tail_in_flush_buffer(model);
   w.keep_tail = keeps_tail(model, options);
   return w;

@@ -84,7 +84,8 @@ struct BufferWidths {
   std::int64_t load_stage = 0;              // every layer's loads
   std::int64_t flush = 0;                   // gradients flushed by layers above 0
   std::int64_t parameters = 1;              // parameters, gradients, Adam moments (at least 1)
-  bool chunk_row_positions = false;         // some layer stores transforms (0..rows-1 per chunk)
+  // 0..rows-1 per chunk, when some layer stores transforms or SAGE's last layer transforms first.
+  bool chunk_row_positions = false;
   bool tail_in_flush_buffer = false;
   bool keep_tail = false;  // keeps_tail(): before the flush buffer is granted
 };

@@ -50,9 +50,14 @@ ModelLayers model_layers(const ModelShape& shape) {
       layer.out_width = layer.last ? shape.classes : shape.hidden;
       const std::int64_t weight_rows = model.kind == ModelKind::kSage ? 2 * width : width;
       layer.aggregate_width = weight_rows;
-      if (model.kind == ModelKind::kGcn && layer.last && layer.out_width < width) {
+      // The last layer multiplies first when that narrows its sparse product (d_{l+1} < d_l)
+      // without widening the rows it moves: GCN's transform is d_{l+1} wide, SAGE's
+      // [X W_self | X W_neigh] 2 d_{l+1}.
+      const std::int64_t transformed =
+          model.kind == ModelKind::kSage ? 2 * layer.out_width : layer.out_width;
+      if (layer.last && layer.out_width < width && transformed <= width) {
         layer.transform_first = true;
-        layer.transform_width = layer.out_width;
+        layer.transform_width = transformed;
         layer.aggregate_width = 0;
       }
       model.parameters += weight_rows * layer.out_width + layer.out_width;  // W, b

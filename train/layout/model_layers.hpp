@@ -29,10 +29,12 @@ struct LayerShape {
   bool last = false;
   std::int64_t in_width = 0;         // d_l
   std::int64_t out_width = 0;        // d_{l+1}
-  std::int64_t aggregate_width = 0;  // GCN d_l, SAGE 2 d_l; 0 for GAT and transform-first GCN
-  std::int64_t transform_width = 0;  // GAT K F, transform-first GCN d_{l+1}; else 0
-  int heads = 1;                     // GAT K
-  bool transform_first = false;      // GCN's narrowing last layer: Â (X W)
+  std::int64_t aggregate_width = 0;  // GCN d_l, SAGE 2 d_l; 0 for GAT and transform-first layers
+  // GAT K F; transform-first layers: GCN d_{l+1}, SAGE 2 d_{l+1} (self and neighbor halves);
+  // else 0.
+  std::int64_t transform_width = 0;
+  int heads = 1;                 // GAT K
+  bool transform_first = false;  // GCN's or SAGE's narrowing last layer: Â (X W)
 };
 
 struct ModelLayers {

@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "formats/block_read.hpp"
 #include "formats/import_common.hpp"
 #include "formats/importers.hpp"
@@ -34,6 +35,15 @@ std::int64_t edge_array_edges(const NpyArray& array) {
   return shape[0] == 2 ? shape[1] : shape[0];
 }
 
+// Sizes `pairs` for the `edges` pairs that `array` (a header checked against the data's length
+// where it is known) declares, or throws InputError when they would not fit in host memory.
+void size_edge_pairs(const NpyArray& array, std::int64_t edges, std::vector<vertex_t>& pairs) {
+  require_memory({saturating_bytes({2, edges, std::int64_t(sizeof(vertex_t))}),
+                  cat("reading its ", edges, " edges"),
+                  cat(array.what(), ": shape ", array.shape_text())});
+  pairs.resize(static_cast<std::size_t>(2 * edges));
+}
+
 // Reads an edge array of shape (2, E) or (E, 2) into interleaved int32 pairs; ids must lie
 // below `limit`. Returns the largest id.
 std::int64_t read_edge_array(NpyArray& array, std::int64_t limit, std::vector<vertex_t>& pairs) {
@@ -41,7 +51,7 @@ std::int64_t read_edge_array(NpyArray& array, std::int64_t limit, std::vector<ve
   edge_array_edges(array);
   const bool rows = shape[0] == 2;
   const std::int64_t edges = rows ? shape[1] : shape[0];
-  pairs.resize(static_cast<std::size_t>(2 * edges));
+  size_edge_pairs(array, edges, pairs);
   if (!rows) return array.read_ids(2 * edges, pairs.data(), 1, limit);
   const std::int64_t src_max = array.read_ids(edges, pairs.data(), 2, limit);
   return std::max(src_max, array.read_ids(edges, pairs.data() + 1, 2, limit));
@@ -61,7 +71,7 @@ std::int64_t edge_column_edges(const NpyArray& src, const NpyArray& dst) {
 std::int64_t read_edge_columns(NpyArray& src, NpyArray& dst, std::int64_t limit,
                                std::vector<vertex_t>& pairs) {
   const std::int64_t edges = edge_column_edges(src, dst);
-  pairs.resize(static_cast<std::size_t>(2 * edges));
+  size_edge_pairs(src, edges, pairs);
   const std::int64_t src_max = src.read_ids(edges, pairs.data(), 2, limit);
   return std::max(src_max, dst.read_ids(edges, pairs.data() + 1, 2, limit));
 }
@@ -181,6 +191,9 @@ Dataset import_ogb_npz(const ImportOptions& options, ImportReport& report) {
     SLUICE_INPUT_CHECK(features->shape().size() == 2 && features->shape()[0] == n, features->what(),
                        ": shape ", features->shape_text(), ", expected (", n, ", D)");
     d.feature_dim = features->shape()[1];
+    require_memory({saturating_bytes({n, d.feature_dim, std::int64_t(sizeof(float))}),
+                    "reading the features as float32",
+                    cat(features->what(), ": shape ", features->shape_text())});
     d.features.resize(static_cast<std::size_t>(n * d.feature_dim));
     features->read_floats(n * d.feature_dim, d.features.data());
   } else {

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/error.hpp"
+#include "common/memory.hpp"
 #include "common/parallel.hpp"
 #include "formats/block_read.hpp"
 #include "formats/text_input.hpp"
@@ -134,6 +135,9 @@ class FileStream : public ByteStream {
   InputFile* positional_file() override {
     return input_.regular() && !input_.compressed() ? &input_ : nullptr;
   }
+  std::int64_t known_size() override {
+    return positional_file() ? static_cast<std::int64_t>(input_.size_on_disk()) : -1;
+  }
 
  private:
   InputFile input_;
@@ -143,7 +147,10 @@ class FileStream : public ByteStream {
 // One entry of a zip archive, decompressed by libzip when deflated.
 class ZipEntryStream : public ByteStream {
  public:
-  ZipEntryStream(zip_file_t* file, std::string what) : file_(file), what_(std::move(what)) {}
+  // size: the entry's uncompressed size as the archive records it (-1: not recorded); libzip
+  // checks it against the data when the entry is read to its end.
+  ZipEntryStream(zip_file_t* file, std::int64_t size, std::string what)
+      : file_(file), size_(size), what_(std::move(what)) {}
   ~ZipEntryStream() override { zip_fclose(file_); }
   std::size_t read(char* buffer, std::size_t bytes) override {
     std::size_t total = 0;
@@ -155,9 +162,11 @@ class ZipEntryStream : public ByteStream {
     }
     return total;
   }
+  std::int64_t known_size() override { return size_; }
 
  private:
   zip_file_t* file_;
+  std::int64_t size_;
   std::string what_;
 };
 
@@ -256,12 +265,14 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
     shape_.push_back(dim);
     at += used;
   }
-}
-
-std::int64_t NpyArray::elements() const {
-  std::int64_t count = 1;
-  for (const auto dim : shape_) count *= dim;
-  return count;
+  const std::int64_t bytes = saturating_bytes({item_bytes_});
+  std::int64_t product = bytes;
+  for (const std::int64_t dim : shape_) product = saturating_bytes({product, dim});
+  SLUICE_INPUT_CHECK(product < std::numeric_limits<std::int64_t>::max(), what_, ": shape ",
+                     shape_text(), " of ", item_bytes_, "-byte elements holds 2^63 bytes or more");
+  elements_ = product / bytes;
+  const std::int64_t size = stream_->known_size();
+  if (size >= 0) expect_data_within(static_cast<std::uint64_t>(size));
 }
 
 std::string NpyArray::shape_text() const {
@@ -272,12 +283,14 @@ std::string NpyArray::shape_text() const {
 
 InputFile* NpyArray::positional_file() {
   InputFile* file = consumed_ == 0 ? stream_->positional_file() : nullptr;
-  if (!file) return nullptr;
-  const std::uint64_t size = file->size_on_disk();
+  if (file) expect_data_within(file->size_on_disk());
+  return file;
+}
+
+void NpyArray::expect_data_within(std::uint64_t size) const {
   const auto present =
       static_cast<std::int64_t>((size - std::min(size, data_offset_)) / item_bytes_);
   if (present < elements()) throw_truncated(present);
-  return file;
 }
 
 void NpyArray::throw_truncated(std::int64_t present) const {
@@ -435,10 +448,16 @@ std::unique_ptr<NpyArray> NpzArchive::open(const std::string& name) const {
     throw InputError(
         cat(path_, ": no array '", name, "' (holds: ", list.empty() ? "none" : list, ")"));
   }
+  zip_stat_t stat;
+  zip_stat_init(&stat);
+  const bool sized = zip_stat_index(archive_, static_cast<zip_uint64_t>(index), 0, &stat) == 0 &&
+                     (stat.valid & ZIP_STAT_SIZE) &&
+                     stat.size < std::uint64_t(std::numeric_limits<std::int64_t>::max());
   zip_file_t* file = zip_fopen_index(archive_, static_cast<zip_uint64_t>(index), 0);
   SLUICE_INPUT_CHECK(file, path_, ": cannot open array '", name, "': ", zip_strerror(archive_));
   const std::string what = path_ + ":" + name;
-  return std::make_unique<NpyArray>(std::make_unique<ZipEntryStream>(file, what), what);
+  return std::make_unique<NpyArray>(
+      std::make_unique<ZipEntryStream>(file, sized ? std::int64_t(stat.size) : -1, what), what);
 }
 
 }  // namespace sluice

@@ -29,19 +29,25 @@ class ByteStream {
   // The plain regular file under the stream, which may be read at any offset; nullptr for gzip,
   // pipes and zip entries.
   virtual InputFile* positional_file() { return nullptr; }
+  // The stream's length in bytes where it is known before reading (a plain file, a zip entry's
+  // recorded size); -1 where it is not (gzip, pipes).
+  virtual std::int64_t known_size() { return -1; }
 };
 
 // One array: its header, then its data read front to back.
 class NpyArray {
  public:
-  // `what` names the array in messages ("dir/raw/data.npz:edge_index" or a file path).
+  // `what` names the array in messages ("dir/raw/data.npz:edge_index" or a file path). Reads
+  // and checks the header: InputError for a malformed one, a shape of 2^63 bytes or more, and
+  // (where the stream's length is known) data shorter than the shape, so that a caller may
+  // size its arrays by the shape once it has checked that they fit in memory (require_memory).
   NpyArray(std::unique_ptr<ByteStream> stream, std::string what);
 
   const std::string& what() const { return what_; }
   NpyType type() const { return type_; }
   int item_bytes() const { return item_bytes_; }
   const std::vector<std::int64_t>& shape() const { return shape_; }
-  std::int64_t elements() const;
+  std::int64_t elements() const { return elements_; }
   std::string shape_text() const;  // "(2, 5)"
 
   // For reading the data in place: the plain regular file that holds the array, with the whole
@@ -68,6 +74,8 @@ class NpyArray {
   const char* next_block(std::int64_t count);
   // InputError "<what>: truncated: ..." for data that ends after `present` elements.
   [[noreturn]] void throw_truncated(std::int64_t present) const;
+  // throw_truncated() unless a stream of `size` bytes holds the whole array.
+  void expect_data_within(std::uint64_t size) const;
   template <typename Fn>
   void for_blocks(std::int64_t count, Fn&& fn);
 
@@ -76,6 +84,7 @@ class NpyArray {
   NpyType type_ = NpyType::kInt64;
   int item_bytes_ = 8;
   std::vector<std::int64_t> shape_;
+  std::int64_t elements_ = 1;         // the product of shape_
   std::uint64_t data_offset_ = 0;     // bytes of the magic and header
   std::int64_t consumed_ = 0;         // elements read so far
   std::vector<std::int64_t> buffer_;  // 8-byte storage keeps every element type aligned

@@ -310,6 +310,57 @@ TEST(ImportNpy, ErrorsNameTheFile) {
   EXPECT_NE(import_error(npy_options(text)).find(text + ": not a .npy array"), std::string::npos);
 }
 
+// A header may declare more data than its file holds (a damaged or forged file). Where the
+// data's length is known (a plain .npy, an entry of a .npz, stored or deflated) the import fails
+// as truncated when it reads the header, before anything is sized by the shape; where it is not
+// (.npy.gz) it fails when the shape's data would not fit in host memory, naming the array and
+// both sizes; a shape of 2^63 bytes or more is refused as the header is read.
+TEST(ImportNpy, ForgedShapesFailBeforeAnythingIsSizedByThem) {
+  test::ScratchDir scratch;
+  const std::vector<std::int64_t> rows = {0, 1, 1, 2};
+  const std::string huge = "(2, 100000000000)";
+  const std::string truncated =
+      ": truncated: shape (2, 100000000000) needs 200000000000 elements of 8 bytes, the data "
+      "ends after 4";
+  const std::string plain = scratch.file("plain.npy"), packed = scratch.file("packed.npy.gz");
+  write_npy(plain, "<i8", huge, rows);
+  write_gzip(packed, npy_bytes("<i8", huge, rows.data(), rows.size() * 8));
+  EXPECT_NE(import_error(npy_options(plain)).find(plain + truncated), std::string::npos)
+      << import_error(npy_options(plain));
+  const std::string message = import_error(npy_options(packed));
+  EXPECT_NE(
+      message.find(packed + ": shape (2, 100000000000): reading its 100000000000 edges needs about "
+                            "745.06 GiB of host memory, but only"),
+      std::string::npos)
+      << message;
+  const std::string overflow = scratch.file("overflow.npy");
+  write_npy(overflow, "<i4", "(4611686018427387904, 2)", rows);  // 2^62 x 2 x 4 bytes
+  EXPECT_NE(import_error(npy_options(overflow))
+                .find(overflow +
+                      ": shape (4611686018427387904, 2) of 4-byte elements holds 2^63 bytes or "
+                      "more"),
+            std::string::npos)
+      << import_error(npy_options(overflow));
+
+  if (!have_numpy()) GTEST_SKIP() << kPython << " has no numpy: cannot write .npz test files";
+  for (const std::string compression : {"ZIP_STORED", "ZIP_DEFLATED"}) {
+    const std::string dir = scratch.file(compression);
+    ASSERT_EQ(test::run_command("mkdir -p " + dir + "/raw").exit_code, 0);
+    write_npy(dir + "/nodes.npy", "<i8", "(1,)", std::vector<std::int64_t>{4});
+    write_npy(dir + "/edges.npy", "<i8", "(1,)", std::vector<std::int64_t>{100000000000});
+    write_npy(dir + "/edge_index.npy", "<i8", huge, rows);
+    run_python(dir, "import zipfile\nwith zipfile.ZipFile('raw/data.npz', 'w', zipfile." +
+                        compression +
+                        ") as z:\n"
+                        "    z.write('nodes.npy', 'num_nodes_list.npy')\n"
+                        "    z.write('edges.npy', 'num_edges_list.npy')\n"
+                        "    z.write('edge_index.npy', 'edge_index.npy')\n");
+    EXPECT_NE(import_error(ogb_options(dir)).find(dir + "/raw/data.npz:edge_index" + truncated),
+              std::string::npos)
+        << compression << ": " << import_error(ogb_options(dir));
+  }
+}
+
 // Arrays large enough for the parallel paths the npy and binary importers share: reads of
 // 4 MiB and more in parallel pieces, and the id check of a block over several threads, which
 // reports the first bad id of the block whatever the thread count. The same pairs as a (2, E)

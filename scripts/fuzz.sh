@@ -16,7 +16,7 @@ writes seed corpora (small valid inputs: tiny hand-written files, rows of the sh
 dataset when $SLUICE_SHARED_DATASETS or ../shared/datasets holds it, and the HDF5 files of
 fuzz_seeds), then runs each target in turn.
 
-  --seconds-per-target N  run time of each target (default 90: 7 targets, 10.5 minutes)
+  --seconds-per-target N  run time of each target (default 90: 8 targets, 12 minutes)
   --targets "A B ..."     run these targets (default: all but fuzz_dataset_file and
                           fuzz_plan_file, whose findings are in the HDF5 library; see
                           docs/testing.md)
@@ -26,7 +26,8 @@ fuzz_seeds), then runs each target in turn.
   --build-only            build and write the seeds, run nothing
 
 Targets: fuzz_text_edges fuzz_text_tables fuzz_import_edgelist fuzz_import_binary
-         fuzz_import_ogb fuzz_dataset_file fuzz_plan_file fuzz_dataset_fields fuzz_plan_fields
+         fuzz_import_ogb fuzz_import_npy fuzz_dataset_file fuzz_plan_file fuzz_dataset_fields
+         fuzz_plan_fields
 Output under the build directory: corpus/<target>/ (kept between runs, grows),
 seeds/<target>/ (rewritten each run), logs/<target>.log, artifacts/<target>-* (crash inputs;
 reproduce with build-fuzz/tests/fuzz/<target> <file>).
@@ -38,7 +39,7 @@ seconds=90
 # fuzz_dataset_file and fuzz_plan_file are left out by default: mutated HDF5 bytes reach bugs in
 # the HDF5 library's own file parser (docs/testing.md), which Sluice cannot fix.
 targets="fuzz_text_edges fuzz_text_tables fuzz_import_edgelist fuzz_import_binary fuzz_import_ogb
-fuzz_dataset_fields fuzz_plan_fields"
+fuzz_import_npy fuzz_dataset_fields fuzz_plan_fields"
 jobs=$(nproc)
 rss_limit=2048
 timeout=10
@@ -136,6 +137,21 @@ pairs = [(0, 1), (1, 2), (2, 0), (3, 3)]
 put("fuzz_import_binary", "int32", b"\x00" + b"".join(struct.pack("<ii", *p) for p in pairs))
 put("fuzz_import_binary", "int64", b"\x03" + b"".join(struct.pack("<qq", *p) for p in pairs))
 put("fuzz_import_ogb", "tiny", "\0".join(["4\n", "4\n", "0,1\n1,2\n2,0\n3,3\n", "0\n1\n", "2\n", "3\n", feats, labels]))
+
+def npy(descr, shape, data):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode() + data
+
+edge_rows = npy("<i8", "(2, 4)", struct.pack("<8q", 0, 1, 2, 3, 1, 2, 3, 3))
+edge_pairs = npy("<i4", "(4, 2)", b"".join(struct.pack("<ii", *p) for p in pairs))
+features = npy("<f4", "(64, 3)", struct.pack("<192f", *[i / 8 for i in range(192)]))
+labels_npy = npy("<f8", "(64, 1)", struct.pack("<64d", *[i % 3 for i in range(64)]))
+for mode, name, array in ((0, "rows", edge_rows), (0, "pairs", edge_pairs),
+                          (1, "gzip", edge_rows), (2, "npz", edge_rows),
+                          (6, "npz-deflated", edge_rows), (3, "features", features),
+                          (11, "labels", labels_npy)):
+    put("fuzz_import_npy", name, bytes([mode]) + array)
 for target in ("fuzz_dataset_fields", "fuzz_plan_fields"):
     put(target, "empty", b"")
     put(target, "edits", bytes([0, 3, 7, 0, 1, 5, 9, 2, 2, 4, 1, 0]))

@@ -64,14 +64,17 @@ void write_gzip(const std::string& path, std::string_view bytes) {
 
 std::string npy(const std::string& descr, const std::string& shape, const void* data,
                 std::size_t bytes) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
   std::string file = "\x93NUMPY";
   file += {char(1), char(0), char(header.size() & 0xff), char(header.size() >> 8)};
   return file + header + std::string(static_cast<const char*>(data), bytes);
 }
-std::string count_npy(std::int64_t count) { return npy("<i8", "(1,)", &count, sizeof(count)); }
+std::string count_npy(std::int64_t count) {
+  return npy("<i8", "(1,)", &count, sizeof(count));
+}
 
 // A zip archive at `path` holding `entries` (name, bytes), stored or deflated.
 void write_zip(const std::string& path,

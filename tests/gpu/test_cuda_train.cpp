@@ -57,7 +57,7 @@ bool have_gpus(int needed) {
 enum class Overlap { kOn, kOff };  // transfers overlapped with compute, or in line
 
 // One agreement case: model, plan shape, GPUs, transfer scheme, intermediates, overlap of
-// transfers with compute (on by default).
+// transfers with compute (on by default), host data, hidden width.
 struct Case {
   std::string model;
   int partitions;
@@ -69,6 +69,7 @@ struct Case {
   std::string input_rows = "auto";      // --input-rows
   std::string host_precision = "fp32";  // --host-precision
   std::string vertex_data = "auto";     // --vertex-data
+  int hidden = 16;                      // --hidden
 };
 
 std::string case_name(const Case& c) {
@@ -79,7 +80,8 @@ std::string case_name(const Case& c) {
              c.overlap == Overlap::kOn ? "" : "_nooverlap",
              c.input_rows == "auto" ? "" : "_" + c.input_rows,
              c.host_precision == "fp32" ? "" : "_" + c.host_precision,
-             c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data);
+             c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data,
+             c.hidden == 16 ? "" : cat("_hidden", c.hidden));
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -108,7 +110,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
     return test::train_config()
         .model(c.model)
         .layers(2)
-        .hidden(16)
+        .hidden(c.hidden)
         .heads(2)
         .output_heads(1)
         .dropout(0.5)
@@ -243,6 +245,12 @@ std::vector<Case> agreement_cases() {
       cases.push_back({model, 2, 3, 2, comm});  // P = 2 on two GPUs (NCCL, NVLink P2P)
     }
     cases.push_back({model, 4, 2, 2, "p2p+reuse"});  // two logical devices per GPU
+  }
+  // SAGE's last layer aggregating first: its 2 x 5 classes are wider than a hidden width of 8
+  // (with 16, the cases above, it transforms first).
+  for (Case c : {Case{"sage", 4, 3, 1, "p2p+reuse"}, Case{"sage", 2, 3, 2, "p2p"}}) {
+    c.hidden = 8;
+    cases.push_back(c);
   }
   // GCN without cached aggregations (the backward recomputes the layer).
   cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "recompute"});

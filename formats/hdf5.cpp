@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
 #include "common/atomic_file.hpp"
@@ -40,6 +41,20 @@ std::string file_name(hid_t location) {
   H5Fget_name(location, name.data(), name.size());
   name.resize(static_cast<std::size_t>(length));
   return name;
+}
+
+// The path in its file of the object `name` below `location` ("/parameters/layer0.W").
+std::string object_path(hid_t location, const std::string& name) {
+  if (!name.empty() && name.front() == '/') return name;
+  const ssize_t length = H5Iget_name(location, nullptr, 0);
+  std::string path;
+  if (length > 0) {
+    path.assign(static_cast<std::size_t>(length) + 1, '\0');
+    H5Iget_name(location, path.data(), path.size());
+    path.resize(static_cast<std::size_t>(length));
+  }
+  if (path.empty() || path.back() != '/') path += '/';
+  return path + name;
 }
 
 // A stored attribute must hold exactly one value: H5Aread writes every element into `value`.
@@ -429,6 +444,25 @@ std::vector<std::uint64_t> shape(hid_t location, const std::string& name) {
   hsize_t dims[2] = {0, 0};
   SLUICE_H5(H5Sget_simple_extent_dims(space, dims, nullptr));
   return std::vector<std::uint64_t>(dims, dims + rank);
+}
+
+std::uint64_t elements_to_read(hid_t location, const std::string& name,
+                               const std::vector<std::uint64_t>& dims, std::size_t element_bytes) {
+  constexpr auto kMax = std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t count = 1;
+  for (const std::uint64_t d : dims) count = d != 0 && count > kMax / d ? kMax : count * d;
+  const std::uint64_t bytes = count > kMax / element_bytes ? kMax : count * element_bytes;
+  // Small reads cannot exhaust memory; the check reads /proc, which a plan's many arrays would
+  // repeat.
+  constexpr std::uint64_t kCheckedBytes = std::uint64_t(64) << 20;
+  if (bytes >= kCheckedBytes) {
+    std::string text = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i) text += cat(i ? ", " : "", dims[i]);
+    require_memory(
+        {std::int64_t(bytes), "reading it",
+         cat(file_name(location), ": ", object_path(location, name), " of shape ", text, "]")});
+  }
+  return count;
 }
 
 void read_rows(hid_t location, const std::string& name, hid_t type, std::uint64_t row_begin,

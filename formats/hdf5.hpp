@@ -114,11 +114,18 @@ std::vector<std::uint64_t> shape(hid_t location, const std::string& name);
 // Reads rows [row_begin, row_end) of a 1-D or 2-D dataset into `out` (converting to T).
 void read_rows(hid_t location, const std::string& name, hid_t type, std::uint64_t row_begin,
                std::uint64_t row_end, void* out);
+// The elements of a dataset of shape `dims` that is to be read whole into memory, elements of
+// `element_bytes` each. A file may declare a shape far beyond the data it stores (a corrupt or
+// forged file: HDF5 gives the fill value for storage never written), so a shape whose data would
+// not fit in the host's available memory throws InputError naming the file, the dataset and both
+// sizes (require_memory()) before anything is allocated.
+std::uint64_t elements_to_read(hid_t location, const std::string& name,
+                               const std::vector<std::uint64_t>& dims, std::size_t element_bytes);
+
 template <typename T>
 std::vector<T> read_vector(hid_t location, const std::string& name) {
   const auto dims = shape(location, name);
-  std::uint64_t count = 1;
-  for (auto d : dims) count *= d;
+  const std::uint64_t count = elements_to_read(location, name, dims, sizeof(T));
   std::vector<T> values;
   resize_populated(values, count);
   if (count)

@@ -140,6 +140,35 @@ TEST(Checkpoint, RefusesAFileWhoseContentsDoNotMatchItsChecksum) {
             std::string::npos);
 }
 
+// An array whose shape declares far more than the file stores (HDF5 reads unwritten chunks as
+// the fill value) is refused by its shape before anything is allocated, naming the file, the
+// array and the sizes; before, the read died of std::bad_alloc.
+TEST(Checkpoint, RefusesAnArrayShapedBeyondMemoryBeforeReadingIt) {
+  test::ScratchDir dir;
+  const std::string path = dir.file("ck.h5");
+  for (const char* array : {"parameters", "adam_m", "losses"}) {
+    write_checkpoint(path, sample_checkpoint());
+    {
+      h5::Handle file = h5::open_file(path, true);
+      ASSERT_GE(H5Ldelete(file, array, H5P_DEFAULT), 0);
+      const hsize_t dims[1] = {hsize_t(1) << 45}, chunk[1] = {1024};  // 128 TiB of floats
+      h5::Handle space(H5Screate_simple(1, dims, nullptr));
+      h5::Handle layout(H5Pcreate(H5P_DATASET_CREATE));
+      ASSERT_GE(H5Pset_chunk(layout, 1, chunk), 0);
+      h5::Handle forged(
+          H5Dcreate2(file, array, H5T_NATIVE_FLOAT, space, H5P_DEFAULT, layout, H5P_DEFAULT));
+      ASSERT_GE(forged.get(), 0);
+    }
+    const std::string message = input_error_of([&] { read_checkpoint(path); });
+    EXPECT_NE(message.find(path + ": /" + array +
+                           " of shape [35184372088832]: reading it needs "
+                           "about"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("of host memory, but only"), std::string::npos) << message;
+  }
+}
+
 TEST(Checkpoint, RefusesAFileWithoutAChecksum) {
   test::ScratchDir dir;
   const std::string path = dir.file("ck.h5");

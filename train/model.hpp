@@ -31,7 +31,7 @@ struct LayerSpec {
   bool last = false;
   std::int64_t in_width = 0;   // d_l
   std::int64_t out_width = 0;  // d_{l+1} (width of H^{l+1} or of the logits)
-  // GCN: d_l; SAGE: 2 d_l (aggregation output A^l, the cached intermediate). GAT and GCN layers
+  // GCN: d_l; SAGE: 2 d_l (aggregation output A^l, the cached intermediate). GAT and layers
   // that transform first: 0.
   std::int64_t aggregate_width = 0;
   int heads = 1;                // GAT: K

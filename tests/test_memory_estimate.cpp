@@ -247,6 +247,26 @@ TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
   EXPECT_EQ(rules_of("sage", false, true), "keep+all keep+min ");
 }
 
+// dA is as wide as the widest gradient of an aggregation that a backward pass reads: a GCN or
+// SAGE layer above 0 that aggregates first (its input gradient), GAT's last layer (its head
+// mean); never layer 0's aggregation or a hidden GAT layer's heads, and none at all when the
+// only layer above 0 transforms first.
+TEST(MemoryEstimate, AggregationGradientOnlyWhereABackwardPassReadsIt) {
+  const auto width = [](const std::string& model, int layers, std::int64_t hidden,
+                        std::int64_t classes) {
+    const ModelShape shape =
+        test::model_shape(model, layers).in_dim(12).hidden(hidden).classes(classes).heads(2);
+    return layer_buffer_widths(model_layers(shape), LayoutOptions{}).aggregation_gradient;
+  };
+  EXPECT_EQ(width("gcn", 2, 8, 4), 0);    // 12 -> 8 -> 4: layer 1 transforms first
+  EXPECT_EQ(width("sage", 2, 8, 4), 0);   // [T_self | T_neigh] 8 wide: transforms first
+  EXPECT_EQ(width("gcn", 2, 8, 9), 8);    // layer 1 aggregates its 8-wide input
+  EXPECT_EQ(width("sage", 2, 8, 5), 16);  // [self | mean] of 8, not layer 0's 24
+  EXPECT_EQ(width("sage", 3, 6, 4), 12);  // layers 1 and 2 aggregate 2 x 6
+  EXPECT_EQ(width("gat", 2, 6, 5), 8);    // the last layer's 5 x 1 head, padded; not 2 x 6
+  EXPECT_EQ(width("gcn", 1, 8, 4), 0);
+}
+
 // The search against a made-up estimator: doubling then bisection finds the smallest fitting C
 // of the first rule under which any fits, each C estimated once.
 TEST(MemoryEstimate, SearchFindsTheSmallestFittingChunkCount) {

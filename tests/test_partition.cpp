@@ -214,9 +214,9 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   // most 3 loads and 3 leaving rows per batch) for a 2-layer GCN 4 -> 8 -> 2. Its last layer
   // narrows, so it transforms first and is pretransformed: loads of layer 1 land in Zm (2
   // floats, padded to 4), there is no dX, and layer 0's output block holds T rows (4 wide).
-  //   buffers (floats): X 5x4 + A 2x4 + Z 2x8 + out 2x4 + dZ 2x8 + dA 2x4 + Zm 5x4 + dZm 5x4
-  //     = 116; parameters (4*8+8 + 8*2+2 = 58) x 4 (weights, gradients, Adam m, v) = 232;
-  //     348 floats = 1392 B.
+  //   buffers (floats): X 5x4 + A 2x4 + Z 2x8 + out 2x4 + dZ 2x8 + Zm 5x4 + dZm 5x4 = 108
+  //     (no dA: layer 0 computes no input gradient, layer 1 aggregates nothing); parameters
+  //     (4*8+8 + 8*2+2 = 58) x 4 (weights, gradients, Adam m, v) = 232; 340 floats = 1360 B.
   //   overlap: stage 3x4 + flush buffer 3x2 + second set (out 2x4, dZ 2x8, A 2x4) = 50 floats
   //     = 200 B.
   //   constants, 4 B per entry: chunk row positions 2 = 8 B; batch 0: CSR (2+1)x8 + 6x4 = 48 B
@@ -226,33 +226,33 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //     flush positions 3 = 12 B; the kept tail (vertex 0 | vertices 2, 3: source and block
   //     positions per chunk) 2x3 = 24 B; batch 0's load of vertex 2 as a row of the last
   //     chunk's block (early next pass) 4 B; 408 B.
-  //   CUDA: 65 allocations, each under 256 B, one 256-byte granule each = 16640 B: 12 buffers,
+  //   CUDA: 64 allocations, each under 256 B, one 256-byte granule each = 16384 B: 11 buffers,
   //     5 overlap buffers, 35 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
   //     layout (offsets, columns, self entries, transposed offsets and rows, column degrees: GCN
   //     derives its entry weights, so no values and no transpose permutation) and the SpMM
   //     entry values. Scratch: the loss and the chunk's predictions, 2 x 256 = 512 B.
-  //   all_constants = max(ceil(16640 x 8 / 7), 16640 + 512) = 19018.
+  //   all_constants = max(ceil(16384 x 8 / 7), 16384 + 512) = 18725.
   //   With constants spilling to host memory, seven eighths of the budget hold the setup with
   //   only the largest chunk's constants (batch 0's 21 granules: 6 CSR arrays, 15 lists; batch
-  //   1's take 19, no pulls): 65 - 40 + 21 = 46 granules = 11776 B, ceil(11776 x 8 / 7) =
-  //   13459; but the constants fill the device up to seven eighths first, so the free eighth
+  //   1's take 19, no pulls): 64 - 40 + 21 = 45 granules = 11520 B, ceil(11520 x 8 / 7) =
+  //   13166; but the constants fill the device up to seven eighths first, so the free eighth
   //   must hold the scratch: first use 512 B, a chunk's CSR arrays staged before use 6 granules
-  //   = 1536 B, the SpMM entry values 256 B: 8 x 2304 = 18432. total = min(19018, 18432) =
+  //   = 1536 B, the SpMM entry values 256 B: 8 x 2304 = 18432. total = min(18725, 18432) =
   //   18432.
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
-  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 39 granules, ceil(9984 x
-  //   8 / 7) = 11411, again below the free eighth's 18432: minimum = total = 18432.
+  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 38 granules, ceil(9728 x
+  //   8 / 7) = 11118, again below the free eighth's 18432: minimum = total = 18432.
   ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
-  EXPECT_EQ(gpu0.buffers, 1392);
+  EXPECT_EQ(gpu0.buffers, 1360);
   EXPECT_EQ(gpu0.overlap, 200);
   EXPECT_EQ(gpu0.constants, 408);
-  EXPECT_EQ(gpu0.device_bytes(), 2000);
-  EXPECT_EQ(gpu0.cuda_setup, 16640);
+  EXPECT_EQ(gpu0.device_bytes(), 1968);
+  EXPECT_EQ(gpu0.cuda_setup, 16384);
   EXPECT_EQ(gpu0.cuda_scratch, 512);
   EXPECT_EQ(gpu0.cuda_chunk_constants, 40 * 256);
   EXPECT_EQ(gpu0.cuda_largest_chunk, 21 * 256);
-  EXPECT_EQ(gpu0.all_constants, 19018);
+  EXPECT_EQ(gpu0.all_constants, 18725);
   EXPECT_EQ(gpu0.cuda_staging, 6 * 256);
   EXPECT_EQ(gpu0.cuda_setup_scratch, 256);
   EXPECT_EQ(gpu0.total, 18432);

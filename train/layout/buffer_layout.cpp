@@ -53,6 +53,9 @@ bool keeps_tail(const ModelLayers& model, const LayoutOptions& options) {
 BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& options) {
   std::int64_t in_max = 0, arrival_in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0;
   std::int64_t block_out_max = 0, out_max = 0, aggregate_max = 0, transform_max = 0;
+  // dA: the gradient of an aggregation whose input gradient a layer above 0 computes
+  // (aggregate_backward()), and the head-mean backward of GAT's last layer.
+  std::int64_t aggregation_gradient_max = 0;
   int heads_max = 1;
   bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
   for (const LayerShape& layer : model.layers) {
@@ -68,9 +71,14 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     aggregate_max = std::max(aggregate_max, layer.aggregate_width);
     transform_max = std::max(transform_max, layer.transform_width);
     heads_max = std::max(heads_max, layer.heads);
+    if (model.kind == ModelKind::kGat && layer.last)
+      aggregation_gradient_max = std::max(aggregation_gradient_max, layer.transform_width);
     if (layer.index == 0) continue;
     grad_in_max = std::max(grad_in_max, r.flushed_width);
-    if (!r.transforms) dx_max = std::max(dx_max, layer.in_width);
+    if (!r.transforms) {
+      dx_max = std::max(dx_max, layer.in_width);
+      aggregation_gradient_max = std::max(aggregation_gradient_max, layer.aggregate_width);
+    }
   }
   const bool gat = model.kind == ModelKind::kGat;
   BufferWidths w;
@@ -81,7 +89,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.layer_output = block_out_max;
   w.second_output_gradient = out_max;
   w.aggregation_gradient =
-      aggregate_max > 0 || gat ? aligned_width(std::max(aggregate_max, transform_max)) : 0;
+      aggregation_gradient_max > 0 ? aligned_width(aggregation_gradient_max) : 0;
   w.transformed = any_transform ? aligned_width(transform_max) : 0;
   w.heads = gat ? heads_max : 0;
   w.head_outputs = gat ? transform_max : 0;

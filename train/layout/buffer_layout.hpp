@@ -75,15 +75,16 @@ struct BufferWidths {
   std::int64_t pre_activation = 0;       // Z, and dZ of block set 0
   std::int64_t layer_output = 0;         // out (both block sets; not aligned)
   std::int64_t second_output_gradient = 0;  // dZ of block set 1 (not aligned)
-  std::int64_t aggregation_gradient = 0;    // dA: GCN/SAGE with an aggregation, and GAT
-  std::int64_t transformed = 0;             // Zm and dZm
-  std::int64_t heads = 0;                   // GAT: el, er, alpha (the most heads of a layer)
-  std::int64_t head_outputs = 0;            // GAT: per-head outputs
-  std::int64_t slice_inputs = 0;            // row slices of layers transformed on arrival (aligned)
-  std::int64_t slice_transformed = 0;       // their transforms (not aligned)
-  std::int64_t load_stage = 0;              // every layer's loads
-  std::int64_t flush = 0;                   // gradients flushed by layers above 0
-  std::int64_t parameters = 1;              // parameters, gradients, Adam moments (at least 1)
+  // dA: GCN/SAGE layers above 0 that aggregate first, and GAT's last layer (0: none).
+  std::int64_t aggregation_gradient = 0;
+  std::int64_t transformed = 0;        // Zm and dZm
+  std::int64_t heads = 0;              // GAT: el, er, alpha (the most heads of a layer)
+  std::int64_t head_outputs = 0;       // GAT: per-head outputs
+  std::int64_t slice_inputs = 0;       // row slices of layers transformed on arrival (aligned)
+  std::int64_t slice_transformed = 0;  // their transforms (not aligned)
+  std::int64_t load_stage = 0;         // every layer's loads
+  std::int64_t flush = 0;              // gradients flushed by layers above 0
+  std::int64_t parameters = 1;         // parameters, gradients, Adam moments (at least 1)
   // 0..rows-1 per chunk, when some layer stores transforms or SAGE's last layer transforms first.
   bool chunk_row_positions = false;
   bool tail_in_flush_buffer = false;

@@ -247,6 +247,24 @@ TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
   EXPECT_EQ(rules_of("sage", false, true), "keep+all keep+min ");
 }
 
+// Chunk c computes in block set c % 2, so a one-chunk plan has no second set: its overlap
+// buffers are the load stage and the flush buffer (and their lists); with two chunks the second
+// set's three buffers join them.
+TEST(MemoryEstimate, SecondBlockSetOnlyWithTwoChunksOrMore) {
+  for (const int C : {1, 2}) {
+    const Plan& plan = plan_of(kNarrowing, 1, C);
+    const PartitionLayout layout =
+        partition_layout(plan, 0, model_layers(shape_of("gcn", 2, kNarrowing)), {});
+    int stage = 0, second = 0;
+    for (const BufferSpec& b : layout.buffers) {
+      stage += b.role == BufferRole::kLoadStage;
+      second += b.group == OverlapGroup::kSecondBlockSet;
+    }
+    EXPECT_EQ(stage, 1) << "C=" << C;
+    EXPECT_EQ(second, C == 1 ? 0 : 3) << "C=" << C;
+  }
+}
+
 // dA is as wide as the widest gradient of an aggregation that a backward pass reads: a GCN or
 // SAGE layer above 0 that aggregates first (its input gradient), GAT's last layer (its head
 // mean); never layer 0's aggregation or a hidden GAT layer's heads, and none at all when the

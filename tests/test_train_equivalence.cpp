@@ -282,6 +282,27 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
     }
 }
 
+// One chunk per partition: the blocks of the backward passes load on the transfer lane into the
+// only block set (and layer 0's first ones during the fused pass), with no second set to
+// alternate with. The numbers are those of the in-line path.
+TEST_F(TrainEquivalence, OneChunkPlansPrefetchBlocksIntoTheirOnlySet) {
+  const Plan plan = test::make_plan(dataset(), plan_options(2, 1));
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const int layers : {2, 3}) {
+      RunSetup s;
+      s.model = model;
+      s.layers = layers;
+      const std::string what = cat(model, " ", layers, " layers");
+      test::TrainConfigBuilder config = train_config(s, 3);
+      const TrainResult overlapped = train(dataset(), plan, config);
+      const TrainResult in_line = train(dataset(), plan, config.no_overlap(true));
+      expect_identical(overlapped, in_line, what);
+      EXPECT_GT(overlapped.records.back().peak_device_bytes,
+                in_line.records.back().peak_device_bytes)
+          << what;  // the load stage and the flush buffer
+    }
+}
+
 // Bytes between host memory and the devices per epoch follow from the widths and the plan
 // (2 layers, 12 -> 8 -> 4): forward 0 stores T^1 = dropout(H^1) W_1, as every model's layer 1
 // transforms its rows (GCN's and SAGE's narrowing last layer, GAT): 4 wide, SAGE's 8

@@ -116,7 +116,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   SLUICE_EXPECTS(fresh == layer.last, "training fuses the last layer's forward and backward");
   Device& d = *s.device;
   const std::int64_t nd = ch.num_dst;
-  if (s.num_sets == 1 && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
+  if (!s.prefetch_blocks && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
   Mat dZ = rows_of(set.dZ, nd, layer.out_width);
   Mat A;
   if (!transforms(layer)) {

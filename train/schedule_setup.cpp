@@ -285,14 +285,14 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   }
   link_peers();
   if (options.overlap) {
-    int staged = 0, flushed = 0, doubled = 0;
+    int staged = 0, flushed = 0, prefetched = 0;
     for (const DeviceState& s : dev) {
       staged += !s.stage.empty();
       flushed += !s.leave.empty();
-      doubled += s.num_sets == 2;
+      prefetched += s.prefetch_blocks;
     }
     log_debug("overlap: load prefetch on ", staged, "/", P, " devices, flush behind compute on ",
-              flushed, "/", P, ", double block buffers on ", doubled, "/", P);
+              flushed, "/", P, ", block prefetch on ", prefetched, "/", P);
   }
   {
     StageTimer timer("tail lists");
@@ -457,6 +457,7 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
   const std::string where = cat("device ", p, " ");
   constexpr int kGroups = int(OverlapGroup::kSecondBlockSet) + 1;
   bool refused[kGroups] = {};
+  std::string allocated;  // for the log
   // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
   const bool pads_outputs =
       std::any_of(layer_rules.begin(), layer_rules.end(),
@@ -479,6 +480,9 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
     const char* name = buffer_role_name(b.role);
     const Mat m = b.kind == BufferKind::kOverlap ? d.try_alloc(b.rows, b.width, name)
                                                  : d.alloc(b.rows, b.width, name);
+    if (b.rows > 0 && b.width > 0)
+      allocated += cat(allocated.empty() ? "" : ", ", name, " ", b.rows, " x ", b.width,
+                       m.empty() ? " (refused)" : "");
     if (m.empty()) {  // an overlap buffer that does not fit
       refused[int(b.group)] = true;
       if (b.group == OverlapGroup::kLoadStage)
@@ -493,12 +497,16 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
       s.transform_region =
           options.comm == CommMode::kBaseline ? s.merged_rows : plan.transition_rows[p];
   }
+  log_debug(where, "working and overlap buffers (rows x floats): ", allocated);
   if (!s.stage.empty() && s.head.block_rows.size != std::int64_t(head_block_rows.size()))
     SLUICE_FAIL("buffer layout: ", where, "has ", s.head.block_rows.size,
                 " rows of the last chunk's block for the next pass, the schedule ",
                 head_block_rows.size());
   const BlockSet& second = s.sets[1];
   if (!second.dZ.empty() && (layout.widths.aggregation == 0 || !second.A.empty())) s.num_sets = 2;
+  // One chunk uses set 0 alone (the layout has no second set); its blocks still load on the
+  // transfer lane wherever the overlap buffers are granted.
+  s.prefetch_blocks = s.num_sets == 2 || (C == 1 && !s.stage.empty());
   if (tail_in_flush_buffer && s.leave.empty()) s.keep_tail = false;  // no flush buffer for it
   return i;
 }

@@ -84,6 +84,9 @@ struct DeviceState {
   Mat X, dX;         // merged transition buffer and its gradient
   BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional
   int num_sets = 1;
+  // A chunk's backward blocks load on the transfer lane ahead of its compute (into set c % 2,
+  // or into the only set of a one-chunk plan, which uses set 0 alone), instead of in line.
+  bool prefetch_blocks = false;
   Mat stage;  // optional: the next batch's loads, compact (max loads)
   NextPassHead head;
   // The last forward pass's stores may still run: it ended early, the next pass takes the

@@ -84,7 +84,7 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     if (prefetched) s.head.prefetched = false;
     const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
                        (!prefetched || s.head.pending_end > s.head.pending_begin);
-    const bool set = steps.load_blocks && s.num_sets > 1 && ch.num_dst > 0;
+    const bool set = steps.load_blocks && s.prefetch_blocks && ch.num_dst > 0;
     if (!stage && !set && !s.stores_running) continue;
     LaneScope lane(d, Lane::kTransfer);
     if (stage) {
@@ -231,7 +231,7 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
   if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
-    if (!s.keep_tail || s.num_sets < 2 || s.leave.empty()) continue;
+    if (!s.keep_tail || !s.prefetch_blocks || s.leave.empty()) continue;
     Device& d = *s.device;
     LaneScope lane(d, Lane::kTransfer);
     d.wait(kLeaveFree);

@@ -386,7 +386,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   if (w.chunk_row_positions) add.list(BufferRole::kChunkRowPositions, D);
 
   // Overlap buffers, before the constants: the load stage (and with it the early next pass's
-  // head rows), the flush buffer and its positions, the second block set.
+  // head rows), the flush buffer and its positions, the second block set (two chunks or more:
+  // chunk c uses set c % 2, so one chunk uses set 0 alone).
   const bool stage = options.overlap && n.max_loads > 0;
   const bool flush = stage && n.max_leaves > 0 && w.flush > 0;
   if (stage) {
@@ -399,7 +400,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
             OverlapGroup::kFlushBuffer);
     add.list(BufferRole::kFlushPositions, n.max_leaves, -1, OverlapGroup::kFlushBuffer);
   }
-  if (stage) {
+  if (stage && chunks > 1) {
     for (const auto& [role, width] :
          {std::pair{BufferRole::kSecondLayerOutput, w.layer_output},
           std::pair{BufferRole::kSecondOutputGradient, w.second_output_gradient},

@@ -265,14 +265,19 @@ NpyArray::NpyArray(std::unique_ptr<ByteStream> stream, std::string what)
     shape_.push_back(dim);
     at += used;
   }
-  const std::int64_t bytes = saturating_bytes({item_bytes_});
-  std::int64_t product = bytes;
-  for (const std::int64_t dim : shape_) product = saturating_bytes({product, dim});
-  SLUICE_INPUT_CHECK(product < std::numeric_limits<std::int64_t>::max(), what_, ": shape ",
+  std::int64_t bytes = item_bytes_;
+  for (const std::int64_t dim : shape_) bytes = saturating_bytes({bytes, dim});
+  SLUICE_INPUT_CHECK(bytes < std::numeric_limits<std::int64_t>::max(), what_, ": shape ",
                      shape_text(), " of ", item_bytes_, "-byte elements holds 2^63 bytes or more");
-  elements_ = product / bytes;
+  elements_ = bytes / item_bytes_;
+  // Where the stream's length is known (a plain file, a zip entry), the data must all be there.
   const std::int64_t size = stream_->known_size();
-  if (size >= 0) expect_data_within(static_cast<std::uint64_t>(size));
+  if (size >= 0) {
+    const auto length = static_cast<std::uint64_t>(size);
+    const auto present =
+        static_cast<std::int64_t>((length - std::min(length, data_offset_)) / item_bytes_);
+    if (present < elements_) throw_truncated(present);
+  }
 }
 
 std::string NpyArray::shape_text() const {
@@ -282,15 +287,7 @@ std::string NpyArray::shape_text() const {
 }
 
 InputFile* NpyArray::positional_file() {
-  InputFile* file = consumed_ == 0 ? stream_->positional_file() : nullptr;
-  if (file) expect_data_within(file->size_on_disk());
-  return file;
-}
-
-void NpyArray::expect_data_within(std::uint64_t size) const {
-  const auto present =
-      static_cast<std::int64_t>((size - std::min(size, data_offset_)) / item_bytes_);
-  if (present < elements()) throw_truncated(present);
+  return consumed_ == 0 ? stream_->positional_file() : nullptr;
 }
 
 void NpyArray::throw_truncated(std::int64_t present) const {

@@ -52,8 +52,8 @@ class NpyArray {
 
   // For reading the data in place: the plain regular file that holds the array, with the whole
   // data from byte data_offset(); nullptr when the array can only be read front to back (gzip,
-  // pipe, .npz entry) or some of it has been read. InputError when the file ends before the
-  // shape's data does.
+  // pipe, .npz entry) or some of it has been read. The constructor checked that the file holds
+  // the shape's data.
   InputFile* positional_file();
   std::uint64_t data_offset() const { return data_offset_; }
 
@@ -74,8 +74,6 @@ class NpyArray {
   const char* next_block(std::int64_t count);
   // InputError "<what>: truncated: ..." for data that ends after `present` elements.
   [[noreturn]] void throw_truncated(std::int64_t present) const;
-  // throw_truncated() unless a stream of `size` bytes holds the whole array.
-  void expect_data_within(std::uint64_t size) const;
   template <typename Fn>
   void for_blocks(std::int64_t count, Fn&& fn);
 

@@ -142,7 +142,7 @@ TEST(Checkpoint, RefusesAFileWhoseContentsDoNotMatchItsChecksum) {
 
 // An array whose shape declares far more than the file stores (HDF5 reads unwritten chunks as
 // the fill value) is refused by its shape before anything is allocated, naming the file, the
-// array and the sizes; before, the read died of std::bad_alloc.
+// array and the sizes.
 TEST(Checkpoint, RefusesAnArrayShapedBeyondMemoryBeforeReadingIt) {
   test::ScratchDir dir;
   const std::string path = dir.file("ck.h5");

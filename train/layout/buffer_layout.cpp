@@ -58,11 +58,13 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   std::int64_t aggregation_gradient_max = 0;
   int heads_max = 1;
   bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
+  bool sage_transforms_first = false;
   for (const LayerShape& layer : model.layers) {
     const LayerRoles r = layer_roles(model, layer.index, options);
     any_transform |= r.transforms;
     any_arrival_transform |= r.transforms_on_arrival;
     any_stored_transform |= r.stores_transform;
+    sage_transforms_first |= model.kind == ModelKind::kSage && layer.transform_first;
     if (r.transforms_on_arrival) arrival_in_max = std::max(arrival_in_max, layer.in_width);
     if (!r.pretransformed && !r.reloads_inputs) in_max = std::max(in_max, layer.in_width);
     load_max = std::max(load_max, r.input_width);
@@ -100,10 +102,6 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.parameters = std::max<std::int64_t>(model.parameters, 1);
   // Forward passes that store transforms apply the next layer's dropout to a chunk's rows;
   // SAGE's transform-first layer adds the rows' own T_self to theirs.
-  const bool sage_transforms_first =
-      model.kind == ModelKind::kSage &&
-      std::any_of(model.layers.begin(), model.layers.end(),
-                  [](const LayerShape& layer) { return layer.transform_first; });
   w.chunk_row_positions = any_stored_transform || sage_transforms_first;
   w.tail_in_flush_buffer = tail_in_flush_buffer(model);
   w.keep_tail = keeps_tail(model, options);

@@ -266,11 +266,12 @@ class Device {
   // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.
   virtual void write(const float* host, std::int64_t count, float* device) = 0;
   virtual void read(const float* device, std::int64_t count, float* host) = 0;
-  // Moves a host matrix into this device's memory when it fits the budget with the constants'
-  // headroom left (an optional placement, like try_alloc): returns the resident matrix, holding
-  // the same elements, and frees the host one; returns `m` unchanged when it does not fit or the
-  // backend has no device memory (CPU). Call it when the device is idle; only this device's
-  // operations may then read or write the matrix. Default: no placement.
+  // Copies a host matrix, or a block of its rows, into this device's memory when it fits the
+  // budget with the constants' headroom left (an optional placement, like try_alloc): returns
+  // the resident copy, holding the same elements; returns `m` unchanged when it does not fit or
+  // the backend has no device memory (CPU). The host matrix stays allocated
+  // (Backend::release_host frees it once no device reads it). Call it when the device is idle;
+  // only this device's operations may then read or write the copy. Default: no placement.
   virtual HostMat try_make_resident(HostMat m, const std::string& what) {
     (void)what;
     return m;
@@ -449,6 +450,9 @@ class Backend {
   HostMat alloc_host(std::int64_t rows, std::int64_t cols, const std::string& what) {
     return alloc_host(rows, cols, HostPrecision::kFp32, what);
   }
+  // Frees a matrix alloc_host returned (whole, not a block of it), once no device operation
+  // reads or writes it any more: every device works on resident copies of its rows.
+  virtual void release_host(const HostMat& m) = 0;
   // buffers[d] (n floats on device d) = sum over all devices, on every device.
   virtual void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) = 0;
   // Host blocks until every device's queued work (every lane, host functions included) has

@@ -145,8 +145,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
                "nearest even when they go back to host memory)")(
       "vertex-data", po::value(&c.vertex_data)->default_value(c.vertex_data),
       "where the vertex matrices live (features, layer outputs, cached aggregations, "
-      "gradients): auto (with one partition on a GPU, in its memory while they fit beside the "
-      "chunk constants and buffers within --gpu-memory, the most-read first; the rest in host "
+      "gradients): auto (on GPUs, each GPU holds its partition's rows of them in its memory "
+      "while they fit beside the chunk constants and buffers within --gpu-memory, the most-read "
+      "first; the rest, and all of them under --comm baseline with several partitions, in host "
       "memory) | host (all in host memory, streamed every epoch)")(
       "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
       "auto (GCN, SAGE with one partition: the first evaluation keeps layer 0's aggregation of "

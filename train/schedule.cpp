@@ -302,17 +302,25 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
   m.captured_logits = HostMat{};
   m.captured_hidden = HostMat{};
   if (!hidden_transformed) {
-    const HostMat& h = m.H[m.H.size() - 1];
-    SLUICE_EXPECTS(h.cols == out.hidden_width, "H^", m.H.size() - 1, " has ", h.cols,
-                   " columns, the last layer takes ", out.hidden_width);
-    if (h.precision == HostPrecision::kFp32) {
-      m.dev[0].device->read_matrix(h, out.hidden.data());
-    } else {
-      std::vector<bf16_t> rows(std::size_t(m.n * out.hidden_width));
-      m.dev[0].device->read_matrix(h, rows.data());
+    // Each device's rows of H^{L-1} (every device's view is the whole matrix in baseline mode).
+    const std::size_t l = m.H.size() - 1;
+    const std::int64_t width = out.hidden_width;
+    std::vector<bf16_t> rows;
+    for (const schedule_detail::DeviceState& s : m.dev) {
+      const HostMat& h = s.vertex.H[l];
+      SLUICE_EXPECTS(h.cols == width, "H^", l, " has ", h.cols, " columns, the last layer takes ",
+                     width);
+      float* hidden = out.hidden.data() + s.vertex.first_row * width;
+      if (h.precision == HostPrecision::kFp32) {
+        s.device->read_matrix(h, hidden);
+      } else {
+        rows.resize(std::size_t(h.rows * width));
+        s.device->read_matrix(h, rows.data());
 #pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(rows.size())))
-      for (std::int64_t i = 0; i < std::int64_t(rows.size()); ++i)
-        out.hidden[std::size_t(i)] = float_from_bf16(rows[std::size_t(i)]);
+        for (std::int64_t i = 0; i < std::int64_t(rows.size()); ++i)
+          hidden[i] = float_from_bf16(rows[std::size_t(i)]);
+      }
+      if (h.rows == m.n) break;  // a whole-matrix view
     }
   }
   return out;

@@ -352,7 +352,7 @@ void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChu
       x = s.stage.row_block(b, len).col_block(0, in);
     } else {
       d.phase_begin(Phase::kLoad, tag(c));
-      d.load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, b, e), Idx{}, x);
+      d.load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.load_vertices, b, e), Idx{}, x);
       d.phase_end(Phase::kLoad);
     }
     d.phase_begin(Phase::kCompute, tag(c));
@@ -400,7 +400,7 @@ void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, cons
       // The input rows again, from host memory, with the dropout they had on arrival.
       d.phase_end(Phase::kCompute);
       d.phase_begin(Phase::kLoad, tag(c));
-      d.load_rows(H[std::size_t(layer.index)], part(ch.leave_vertices, b, e), Idx{}, x);
+      d.load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.leave_vertices, b, e), Idx{}, x);
       d.phase_end(Phase::kLoad);
       d.phase_begin(Phase::kCompute, tag(c));
       if (key.rate > 0) d.dropout_rows(x, positions, part(ch.leave_keys, b, e), key);

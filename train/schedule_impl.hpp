@@ -71,6 +71,8 @@ struct Schedule::Impl {
   int P = 1, C = 1;
   vertex_t n = 0;
   float loss_scale = 0.f;
+  // The vertex matrices in host memory, whole (transfers go through each device's views of
+  // them, DeviceState::vertex; an entry is empty once every device holds its rows resident).
   std::vector<HostMat> H;        // H[l], l = 0..L-1 (H[0] = features, renumbered)
   std::vector<HostMat> G;        // G[l], l = 1..L-1 (G[0] unused; G^L stays on the device)
   std::vector<HostMat> A_cache;  // A[l] in cache mode
@@ -278,13 +280,22 @@ struct Schedule::Impl {
   void allocate_host_matrices(const Dataset& dataset, Dataset* releasable);
   void setup_devices(std::vector<ChunkLists>& lists);
   void place_vertex_data();
-  // The member of H, G or A_cache that holds `shape`'s matrix.
+  // The member of H, G or A_cache that holds `shape`'s matrix, and device s's view of it.
   HostMat& host_matrix(const HostMatrixShape& shape) {
     std::vector<HostMat>& matrices = shape.role == HostMatrixRole::kInput      ? H
                                      : shape.role == HostMatrixRole::kGradient ? G
                                                                                : A_cache;
     return matrices[std::size_t(shape.layer)];
   }
+  static HostMat& vertex_view(DeviceState& s, const HostMatrixShape& shape) {
+    std::vector<HostMat>& views = shape.role == HostMatrixRole::kInput      ? s.vertex.H
+                                  : shape.role == HostMatrixRole::kGradient ? s.vertex.G
+                                                                            : s.vertex.A;
+    return views[std::size_t(shape.layer)];
+  }
+  // Whether every device's host-matrix transfers touch only its own partition's rows: one
+  // partition, or the p2p modes (VertexViews).
+  bool reads_own_rows_only() const { return P == 1 || options.comm != CommMode::kBaseline; }
   void place_evaluation_aggregation();
   // Whether this forward pass of `layer` takes its aggregation from the evaluation cache, and
   // whether it writes the cache.
@@ -322,7 +333,8 @@ struct Schedule::Impl {
   bool ends_early(const LayerSpec& layer) const;
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
                    BlockRows rows);
-  void load_host_blocks(Device& d, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
+  void load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                        BlockSet& set);
   void preload_next_blocks(const LayerSpec& layer);
   void pull_phase(const LayerSpec& layer, int c);
   void store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k);

@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "train/host_features.hpp"
 #include "train/schedule_impl.hpp"
 
@@ -69,6 +70,14 @@ Idx upload_list(Device& d, const BufferSpec& b, const std::vector<vertex_t>& val
                 const std::string& where) {
   check_layout_size(b, std::int64_t(values.size()), where);
   return d.upload(values, where + buffer_role_name(b.role));
+}
+
+// Vertex ids as rows of a device's vertex views (VertexViews), which begin at `first_row`.
+void count_from(std::int64_t first_row, std::vector<vertex_t>& vertices) {
+  if (first_row == 0) return;
+  const vertex_t base = vertex_t(first_row);
+#pragma omp parallel for schedule(static) if (worth_parallel(std::int64_t(vertices.size())))
+  for (std::int64_t i = 0; i < std::int64_t(vertices.size()); ++i) vertices[std::size_t(i)] -= base;
 }
 
 // Every list of a chunk went up at its full length: the layout left none out.
@@ -254,6 +263,12 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
     s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    if (reads_own_rows_only()) {
+      s.vertex.first_row = plan.partition_offsets[std::size_t(p)];
+      s.vertex.rows = plan.partition_offsets[std::size_t(p) + 1] - s.vertex.first_row;
+    } else {
+      s.vertex.rows = n;
+    }
     StageTimer layout_timer(cat("device ", p, ": buffer layout"));
     const PartitionLayout layout =
         options.profiles
@@ -349,37 +364,65 @@ std::vector<double> vertex_data_priorities(const ModelSpec& model, const Schedul
   return out;
 }
 
-// With VertexData::kDeviceWhereItFits on one device: moves the host matrices into its memory,
-// highest priority first (vertex_data_priorities(), ties in allocation order), each that fits
-// beside what the device holds already, and logs where each matrix lives.
+// Every device's views of the host matrices (VertexViews); with VertexData::kDeviceWhereItFits,
+// where the devices read and write only their own rows, each device copies its rows of the host
+// matrices into its memory, highest priority first (vertex_data_priorities() of its own gathered
+// rows, ties in allocation order), each that fits beside what it holds already. A host matrix
+// whose rows every device holds is freed. Logs where each matrix lives.
 void Schedule::Impl::place_vertex_data() {
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
+  for (DeviceState& s : dev)
+    for (auto [views, whole] :
+         {std::pair{&s.vertex.H, &H}, {&s.vertex.G, &G}, {&s.vertex.A, &A_cache}}) {
+      views->resize(whole->size());
+      for (std::size_t i = 0; i < whole->size(); ++i)
+        if (!(*whole)[i].empty())
+          (*views)[i] = (*whole)[i].row_block(s.vertex.first_row, s.vertex.rows);
+    }
   if (options.vertex_data != VertexData::kDeviceWhereItFits) return;
-  if (P != 1) {
-    log_info("vertex data: in host memory, which the ", P, " partitions' devices share");
+  if (!reads_own_rows_only()) {
+    log_info(
+        "vertex data: in host memory, where every device reads the rows of other partitions "
+        "(--comm baseline)");
     return;
   }
-  StageTimer timer("vertex data on the device");
-  DeviceState& s = dev[0];
-  std::int64_t gathered_rows = 0;
-  for (const DeviceChunk& ch : s.chunks) gathered_rows += ch.load_vertices.size;
-  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
-  const std::vector<double> priority = vertex_data_priorities(model, options, n, gathered_rows);
-  std::vector<std::size_t> order(shapes.size());
-  std::iota(order.begin(), order.end(), std::size_t(0));
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return priority[a] > priority[b]; });
-  std::string resident, host;
-  for (const std::size_t i : order) {
-    const HostMatrixShape& shape = shapes[i];
-    HostMat& m = host_matrix(shape);
-    m = s.device->try_make_resident(m, shape.name);
-    std::string& list = m.residence == Residence::kDevice ? resident : host;
-    list +=
-        cat(list.empty() ? "" : ", ", shape.name, " (", format_bytes(double(shape.bytes())), ")");
+  StageTimer timer("vertex data on the devices");
+  std::vector<std::vector<double>> priorities;
+  for (const DeviceState& s : dev) {
+    std::int64_t gathered_rows = 0;
+    for (const DeviceChunk& ch : s.chunks) gathered_rows += ch.load_vertices.size;
+    priorities.push_back(vertex_data_priorities(model, options, s.vertex.rows, gathered_rows));
   }
-  log_info("vertex data: in the memory of ", s.device->name(), ": ",
-           resident.empty() ? std::string("none") : resident,
-           "; in host memory: ", host.empty() ? std::string("none") : host);
+  std::vector<int> resident_on(shapes.size(), 0);
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    const std::vector<double>& priority = priorities[std::size_t(p)];
+    std::vector<std::size_t> order(shapes.size());
+    std::iota(order.begin(), order.end(), std::size_t(0));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return priority[a] > priority[b]; });
+    std::string resident, host;
+    for (const std::size_t i : order) {
+      const HostMatrixShape& shape = shapes[i];
+      HostMat& view = vertex_view(s, shape);
+      view = s.device->try_make_resident(view, shape.name);
+      const bool placed = view.residence == Residence::kDevice;
+      resident_on[i] += placed;
+      std::string& list = placed ? resident : host;
+      list += cat(list.empty() ? "" : ", ", shape.name, " (",
+                  format_bytes(double(view.rows * view.cols * view.element_bytes())), ")");
+    }
+    log_info("vertex data: in the memory of ", s.device->name(),
+             P > 1 ? cat(" (rows of partition ", p, ")") : std::string(), ": ",
+             resident.empty() ? std::string("none") : resident,
+             "; in host memory: ", host.empty() ? std::string("none") : host);
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    if (resident_on[i] == P) {
+      HostMat& whole = host_matrix(shapes[i]);
+      backend.release_host(whole);
+      whole = HostMat{};
+    }
 }
 
 // With EvaluationCache::kDeviceWhereItFits, one partition and a layer 0 that aggregates its input
@@ -550,6 +593,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ChunkLists& li = lists[std::size_t(c) * P + p];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     ch.dst_begin = cp.dst_begin;
+    ch.view_dst_begin = vertex_t(cp.dst_begin - s.vertex.first_row);
     ch.num_dst = cp.num_dst();
     ch.nnz = cp.num_entries();
     ch.leave_store_count = std::int64_t(li.leave_store_count);
@@ -609,6 +653,7 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
       ch.self_columns = upload_list(d, b, li.self_columns, where);
       return;
     case BufferRole::kLoadVertices:
+      count_from(s.vertex.first_row, li.load_vertices);
       ch.load_vertices = upload_list(d, b, li.load_vertices, where);
       return;
     case BufferRole::kLoadSlots:
@@ -629,6 +674,7 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
       ch.remote_rows = upload_list(d, b, li.remote_rows, where);
       return;
     case BufferRole::kLeaveVertices:
+      count_from(s.vertex.first_row, li.leave_vertices);
       ch.leave_vertices = upload_list(d, b, li.leave_vertices, where);
       return;
     case BufferRole::kLeaveSlots:

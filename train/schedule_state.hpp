@@ -19,6 +19,9 @@ struct DevicePeerRows {
 // One chunk's constants on its device (schedule_lists.hpp's ChunkLists, uploaded).
 struct DeviceChunk {
   vertex_t dst_begin = 0, num_dst = 0;
+  // dst_begin in the device's views of the vertex matrices (VertexViews::first_row subtracted),
+  // and the vertex lists (load_vertices, leave_vertices) count from the same row.
+  vertex_t view_dst_begin = 0;
   std::int64_t nnz = 0;
   Csr csr;
   Idx self_columns;
@@ -78,8 +81,20 @@ struct NextPassHead {
   Idx block_rows;
 };
 
+// A device's views of the vertex matrices (Schedule::Impl::H, G, A_cache, same indices). When
+// its host-matrix transfers touch only its own partition's rows (one partition, or the p2p
+// modes, whose loads and flushes are of owned rows and whose blocks are the partition's chunks),
+// each view holds rows [first_row, first_row + rows) of its matrix, that range of the host
+// matrix or a copy resident in the device's memory (VertexData::kDeviceWhereItFits);
+// otherwise (baseline mode on several partitions) the whole host matrices, first_row 0.
+struct VertexViews {
+  std::int64_t first_row = 0, rows = 0;
+  std::vector<HostMat> H, G, A;
+};
+
 struct DeviceState {
   Device* device = nullptr;
+  VertexViews vertex;
   std::int64_t merged_rows = 0;
   Mat X, dX;         // merged transition buffer and its gradient
   BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional

@@ -42,7 +42,7 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
         d.scatter_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X);
         d.mark(kStageFree);
       } else {
-        d.load_rows(H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+        d.load_rows(s.vertex.H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
       }
       // T rows had their dropout before the transform (transform_outputs()).
       const DropoutKey key = feature_key(layer.index);
@@ -123,7 +123,8 @@ void Schedule::Impl::load_stage_part(DeviceState& s, int c, const LayerSpec& lay
                                      std::int64_t begin, std::int64_t end) {
   if (end <= begin) return;
   const DeviceChunk& ch = s.chunks[std::size_t(c)];
-  s.device->load_rows(H[std::size_t(layer.index)], part(ch.load_vertices, begin, end), Idx{},
+  s.device->load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.load_vertices, begin, end),
+                      Idx{},
                       s.stage.row_block(begin, end - begin).col_block(0, input_width(layer)));
 }
 
@@ -200,7 +201,7 @@ bool Schedule::Impl::ends_early(const LayerSpec& layer) const {
 void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                  BlockSet& set, BlockRows rows) {
   Device& d = *s.device;
-  if (rows == BlockRows::kFromHost) load_host_blocks(d, ch, layer, set);
+  if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set);
   if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
     const Mat kept = tail_rows(s), dst = gradient_block(ch, layer, set).col_block(0, kept.cols);
     const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
@@ -211,11 +212,13 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
 }
 
 // The block rows from host memory: G[l+1] and, when cached, A^l.
-void Schedule::Impl::load_host_blocks(Device& d, const DeviceChunk& ch, const LayerSpec& layer,
+void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       BlockSet& set) {
-  d.load_block(G[std::size_t(layer.index) + 1], ch.dst_begin, gradient_block(ch, layer, set));
+  Device& d = *s.device;
+  d.load_block(s.vertex.G[std::size_t(layer.index) + 1], ch.view_dst_begin,
+               gradient_block(ch, layer, set));
   if (model.kind != ModelKind::kGat && !recompute(layer))
-    d.load_block(A_cache[std::size_t(layer.index)], ch.dst_begin,
+    d.load_block(s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin,
                  rows_of(set.A, ch.num_dst, layer.aggregate_width));
 }
 
@@ -236,7 +239,7 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
     LaneScope lane(d, Lane::kTransfer);
     d.wait(kLeaveFree);
     d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
-    load_host_blocks(d, s.chunks[0], below, s.sets[0]);
+    load_host_blocks(s, s.chunks[0], below, s.sets[0]);
     s.first_blocks_preloaded = true;
     d.phase_end(Phase::kLoad);
   }
@@ -277,9 +280,10 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
   d.phase_begin(Phase::kStore, tag(c));
   if (store_a)
     d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
-                  A_cache[std::size_t(layer.index)], ch.dst_begin);
+                  s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin);
   const std::int64_t width = output_width(layer);  // T^{l+1} or H^{l+1}
-  d.store_block(rows_of(set.out, ch.num_dst, width), H[std::size_t(layer.index) + 1], ch.dst_begin);
+  d.store_block(rows_of(set.out, ch.num_dst, width), s.vertex.H[std::size_t(layer.index) + 1],
+                ch.view_dst_begin);
   d.phase_end(Phase::kStore);
   d.mark(kStored + k);
 }
@@ -337,7 +341,7 @@ void Schedule::Impl::flush_rows(DeviceState& s, const DeviceChunk& ch, const Lay
   Device& d = *s.device;
   const std::int64_t width = flushed_width(layer);
   const bool transformed = pretransformed(layer);
-  const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+  const HostMat g = s.vertex.G[std::size_t(layer.index)].col_block(0, width);
   const Mat dX = (transformed ? s.dZm : s.dX).col_block(0, width);
   const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
   d.phase_begin(Phase::kFlush, tag(c));
@@ -374,7 +378,7 @@ void Schedule::Impl::flush_leave_buffer(DeviceState& s, const DeviceChunk& ch,
   Device& d = *s.device;
   const std::int64_t n = ch.leave_rows.size, stored = ch.leave_store_count;
   const std::int64_t width = flushed_width(layer);
-  const HostMat g = G[std::size_t(layer.index)].col_block(0, width);
+  const HostMat g = s.vertex.G[std::size_t(layer.index)].col_block(0, width);
   const Mat compact = rows_of(s.leave, n, width);
   d.mark(kLeaveReady);
   LaneScope lane(d, Lane::kStore);

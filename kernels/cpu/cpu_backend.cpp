@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_device.hpp"
@@ -35,6 +36,15 @@ HostMat CpuBackend::alloc_host(std::int64_t rows, std::int64_t cols, HostPrecisi
   std::lock_guard<std::mutex> lock(host_mutex_);
   host_buffers_.emplace_back(std::size_t(rows * cols * element_bytes(precision)));
   return HostMat{host_buffers_.back().data(), rows, cols, cols, precision};
+}
+
+void CpuBackend::release_host(const HostMat& m) {
+  if (m.data == nullptr) return;
+  std::lock_guard<std::mutex> lock(host_mutex_);
+  const auto it = std::find_if(host_buffers_.begin(), host_buffers_.end(),
+                               [&](const AlignedBuffer& b) { return b.data() == m.data; });
+  SLUICE_EXPECTS(it != host_buffers_.end(), "release_host: not a matrix of this backend");
+  host_buffers_.erase(it);
 }
 
 void CpuBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) {

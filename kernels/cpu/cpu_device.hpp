@@ -168,6 +168,7 @@ class CpuBackend final : public Backend {
   using Backend::alloc_host;
   HostMat alloc_host(std::int64_t rows, std::int64_t cols, HostPrecision precision,
                      const std::string& what) override;
+  void release_host(const HostMat& m) override;
   void all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) override;
   void synchronize_all() override {}
 

@@ -122,6 +122,10 @@ HostMat CudaBackend::alloc_host(std::int64_t rows, std::int64_t cols, HostPrecis
                  cols, precision};
 }
 
+void CudaBackend::release_host(const HostMat& m) {
+  if (m.data != nullptr) shared_->host_memory.release(m.data);
+}
+
 void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_t n) {
   SLUICE_EXPECTS(static_cast<int>(buffers.size()) == num_devices(),
                  "all_reduce_sum: ", buffers.size(), " buffers for ", num_devices(), " devices");

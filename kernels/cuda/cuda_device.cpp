@@ -101,7 +101,7 @@ Mat CudaDevice::try_alloc(std::int64_t rows, std::int64_t cols, const std::strin
 HostMat CudaDevice::try_make_resident(HostMat m, const std::string& what) {
   if (m.residence == Residence::kDevice || m.empty()) return m;
   SLUICE_EXPECTS(m.ld == m.cols, "try_make_resident: ", what, " is a view (ld ", m.ld, ", ", m.cols,
-                 " columns), not a whole host matrix");
+                 " columns), not a host matrix or a block of its rows");
   const std::int64_t bytes = m.rows * m.cols * m.element_bytes();
   AccountedBuffer buffer;
   if (!try_allocate(bytes, what, buffer)) return m;
@@ -109,7 +109,6 @@ HostMat CudaDevice::try_make_resident(HostMat m, const std::string& what) {
   SLUICE_CUDA(cudaMemcpyAsync(buffer.get(), m.data, static_cast<std::size_t>(bytes),
                               cudaMemcpyHostToDevice, stream()));
   SLUICE_CUDA(cudaStreamSynchronize(stream()));
-  shared_.host_memory.release(m.data);
   HostMat resident = m;
   resident.data = buffer.get();
   resident.residence = Residence::kDevice;

@@ -149,16 +149,22 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
                   static_cast<long long>(e.cuda_scratch), static_cast<long long>(workspace));
     }
   }
-  // One device without a budget holds every vertex matrix beside what the estimate counts, each
-  // charged in granules.
-  if (plan.partitions == 1) {
-    std::unique_ptr<Backend> backend = cuda_backend(1, 0);
+  // Devices without a budget hold every vertex matrix beside what the estimate counts, each
+  // charged in granules: one device all rows, several (p2p modes) their own partition's rows.
+  if (plan.partitions == 1 || c.comm != CommMode::kBaseline) {
+    std::unique_ptr<Backend> backend = cuda_backend(plan.partitions, 0);
     const ScheduleOptions options = schedule_options(layout, VertexData::kDeviceWhereItFits);
     Schedule schedule(*backend, dataset(), plan, model, options);
-    std::int64_t vertex_data = 0;
-    for (const HostMatrixShape& m : host_matrix_shapes(model, options, dataset().num_nodes))
-      vertex_data += cuda::rounded(m.bytes());
-    EXPECT_EQ(backend->device(0).bytes_in_use(), estimates[0].cuda_setup + vertex_data);
+    for (int p = 0; p < plan.partitions; ++p) {
+      const std::int64_t rows =
+          plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
+      std::int64_t vertex_data = 0;
+      for (const HostMatrixShape& m : host_matrix_shapes(model, options, dataset().num_nodes))
+        vertex_data += cuda::rounded(rows * m.cols * element_bytes(m.precision));
+      EXPECT_EQ(backend->device(p).bytes_in_use(),
+                estimates[std::size_t(p)].cuda_setup + vertex_data)
+          << "partition " << p;
+    }
   }
   // Under the budgets the estimate names the run fits (constants beyond them go to host memory,
   // overlap buffers only where they fit).

@@ -18,6 +18,7 @@
 #include "common/log.hpp"
 #include "kernels/bfloat16.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
 #include "tests/support/graphs.hpp"
@@ -322,8 +323,8 @@ TEST_F(CudaOps, ResidentMatricesTakeTheSameTransfersAsHostOnes) {
     }
 }
 
-// try_make_resident places a matrix only within the budget, with the constants' headroom left;
-// refused, the host matrix comes back as it was.
+// try_make_resident places a matrix, or a block of its rows, only within the budget, with the
+// constants' headroom left; refused, the host matrix comes back as it was.
 TEST_F(CudaOps, ResidentMatricesKeepTheBudget) {
   const std::int64_t budget = std::int64_t(8) << 20;  // headroom: 1 MiB
   auto backend = make_backend(1, budget);
@@ -343,6 +344,19 @@ TEST_F(CudaOps, ResidentMatricesKeepTheBudget) {
   EXPECT_EQ(value, 2.5f);
   EXPECT_THROW(d.try_make_resident(backend->alloc_host(8, 8, "view").col_block(0, 4), "view"),
                std::exception);
+  // A block of rows (a partition's range) is copied alone; the host matrix stays until freed.
+  const HostMat whole = backend->alloc_host(100, 4, "whole");
+  for (std::int64_t i = 0; i < 400; ++i) whole.fp32()[i] = float(i);
+  const std::int64_t before = d.bytes_in_use();
+  const HostMat rows = d.try_make_resident(whole.row_block(60, 30), "rows 60..89");
+  ASSERT_EQ(rows.residence, Residence::kDevice);
+  EXPECT_EQ(rows.rows, 30);
+  EXPECT_EQ(d.bytes_in_use() - before, cuda::rounded(30 * 4 * 4));
+  EXPECT_EQ(whole.fp32()[399], 399.f);
+  backend->release_host(whole);
+  std::vector<float> copied(30 * 4);
+  d.read_matrix(rows, copied.data());
+  for (std::int64_t i = 0; i < 120; ++i) ASSERT_EQ(copied[std::size_t(i)], float(240 + i));
 }
 
 TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {

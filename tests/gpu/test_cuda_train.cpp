@@ -176,12 +176,13 @@ TEST_P(CudaTrainAgreement, LossesAndWeightsMatchTheCpuBackend) {
   }
   // The loss must move (dropout and SGD are live), else agreement would prove little.
   EXPECT_NE(cpu.losses.front(), cpu.losses.back()) << what;
-  // bf16 moves the same rows as fp32 at half the host-link bytes, on both backends; one device
-  // holding its vertex data moves them within its memory instead.
+  // bf16 moves the same rows as fp32 at half the host-link bytes, on both backends; devices
+  // holding their vertex data (one partition, or each its own rows in the p2p modes) move them
+  // within their memory instead.
   if (c.host_precision == "bf16") {
     const TransferCounters& g = gpu.records.back().transfers;
     const TransferCounters& h = cpu.records.back().transfers;
-    if (c.partitions == 1 && c.vertex_data == "auto") {
+    if ((c.partitions == 1 || c.comm != "baseline") && c.vertex_data == "auto") {
       EXPECT_EQ(g.h2d_gather_bytes + g.h2d_block_bytes + g.d2h_bytes, 0) << what;
       EXPECT_EQ(g.resident_bytes, h.h2d_gather_bytes + h.h2d_block_bytes + h.d2h_bytes) << what;
     } else {
@@ -275,11 +276,15 @@ std::vector<Case> agreement_cases() {
   cases.push_back({"gcn", 4, 3, 1, "p2p+reuse", "recompute", Overlap::kOn, "auto", "bf16"});
   cases.push_back({"gat", 4, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "reload", "bf16"});
   cases.push_back({"gat", 1, 3, 1, "baseline", "auto", Overlap::kOff, "reload", "bf16"});
-  // One device keeps its vertex data in its memory by default (no budget): the same plans with
-  // every matrix streamed from host memory.
-  for (const char* model : {"gcn", "sage", "gat"})
+  // The devices keep their vertex data in their memory by default (no budget; several
+  // partitions in the p2p modes): the same plans with every matrix streamed from host memory.
+  for (const char* model : {"gcn", "sage", "gat"}) {
     cases.push_back({model, 1, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "auto", "fp32", "host"});
+    cases.push_back({model, 2, 3, 2, "p2p+reuse", "auto", Overlap::kOn, "auto", "fp32", "host"});
+  }
   cases.push_back({"gcn", 1, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "auto", "bf16", "host"});
+  cases.push_back({"gcn", 4, 3, 1, "p2p", "auto", Overlap::kOn, "auto", "bf16", "host"});
+  cases.push_back({"gat", 4, 2, 2, "p2p+reuse", "auto", Overlap::kOn, "reload", "fp32", "host"});
   return cases;
 }
 
@@ -290,69 +295,71 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTrainAgreement, ::testing::ValuesIn(agreemen
 
 // Vertex data in device memory (--vertex-data auto) gives the numbers of the same run with every
 // matrix in host memory, whatever share of it the budget holds: from none (the least budget the
-// plan runs under) to all (none over the link). Budgets in between leave some matrices in host
+// plan runs under) to all (none over the link); on one device and on two logical devices, each
+// holding its partition's rows. Budgets in between leave some matrices in host
 // memory; one of them must. The runs agree to float rounding, not bit for bit: the CUDA backend
 // chooses each transposed product's method by timing it, and a budget also moves constants.
 TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
                     "(scripts/device-test.sh)";
-  for (const char* model : {"gcn", "gat"})
-    for (const char* precision : {"fp32", "bf16"}) {
-      Case c{model, 1, 3, 1, "p2p+reuse"};
-      c.host_precision = precision;
-      c.vertex_data = "host";
-      const std::string what = case_name(c);
-      // The bounds of the agreement with the CPU backend (bf16: a rounding boundary straddled).
-      const double tolerance = c.host_precision == "bf16" ? kBf16Tolerance : kTolerance;
-      const Dataset& d = CudaTrainAgreement::dataset();
-      const Plan& plan = CudaTrainAgreement::plan(1, 3);
-      const TrainResult host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
-      c.vertex_data = "auto";
-      const TrainResult all = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
-      const std::int64_t host_peak = host.records.back().peak_device_bytes;
-      const std::int64_t all_peak = all.records.back().peak_device_bytes;
-      ASSERT_GT(all_peak, host_peak) << what;
-      EXPECT_EQ(all.records.back().transfers.h2d_gather_bytes, 0) << what;
-      EXPECT_EQ(all.records.back().transfers.d2h_bytes, 0) << what;
-      EXPECT_GT(all.records.back().transfers.resident_bytes, 0) << what;
-      EXPECT_EQ(host.records.back().transfers.resident_bytes, 0) << what;
-      bool some_in_each = false;
-      // From the least budget the plan runs under to one that holds every matrix beside the
-      // eighth of headroom the device keeps, in steps.
-      ModelShape shape;
-      shape.model = model;
-      shape.in_dim = d.feature_dim;
-      shape.hidden = 16;
-      shape.classes = d.num_classes;
-      shape.heads = 2;
-      const std::int64_t least = estimate_peak_gpu_bytes(plan, shape);
-      const std::int64_t most = (all_peak + all_peak / 7) + 4096;
-      ASSERT_GT(most, least) << what;
-      for (int step = 0; step <= 8; ++step) {
-        const std::int64_t budget = least + (most - least) * step / 8;
-        const TrainResult r = train(
-            d, plan,
-            test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
-        const TransferCounters& t = r.records.back().transfers;
-        some_in_each |= t.resident_bytes > 0 && t.h2d_gather_bytes + t.h2d_block_bytes > 0;
-        ASSERT_EQ(r.losses.size(), host.losses.size()) << what;
+  for (const int partitions : {1, 2})
+    for (const char* model : {"gcn", "gat"})
+      for (const char* precision : {"fp32", "bf16"}) {
+        Case c{model, partitions, 3, 1, "p2p+reuse"};
+        c.host_precision = precision;
+        c.vertex_data = "host";
+        const std::string what = case_name(c);
+        // The bounds of the agreement with the CPU backend (bf16: a rounding boundary straddled).
+        const double tolerance = c.host_precision == "bf16" ? kBf16Tolerance : kTolerance;
+        const Dataset& d = CudaTrainAgreement::dataset();
+        const Plan& plan = CudaTrainAgreement::plan(partitions, 3);
+        const TrainResult host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+        c.vertex_data = "auto";
+        const TrainResult all = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+        const std::int64_t host_peak = host.records.back().peak_device_bytes;
+        const std::int64_t all_peak = all.records.back().peak_device_bytes;
+        ASSERT_GT(all_peak, host_peak) << what;
+        EXPECT_EQ(all.records.back().transfers.h2d_gather_bytes, 0) << what;
+        EXPECT_EQ(all.records.back().transfers.d2h_bytes, 0) << what;
+        EXPECT_GT(all.records.back().transfers.resident_bytes, 0) << what;
+        EXPECT_EQ(host.records.back().transfers.resident_bytes, 0) << what;
+        bool some_in_each = false;
+        // From the least budget the plan runs under to one that holds every matrix beside the
+        // eighth of headroom the device keeps, in steps.
+        ModelShape shape;
+        shape.model = model;
+        shape.in_dim = d.feature_dim;
+        shape.hidden = 16;
+        shape.classes = d.num_classes;
+        shape.heads = 2;
+        const std::int64_t least = estimate_peak_gpu_bytes(plan, shape);
+        const std::int64_t most = (all_peak + all_peak / 7) + 4096;
+        ASSERT_GT(most, least) << what;
+        for (int step = 0; step <= 8; ++step) {
+          const std::int64_t budget = least + (most - least) * step / 8;
+          const TrainResult r = train(
+              d, plan,
+              test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
+          const TransferCounters& t = r.records.back().transfers;
+          some_in_each |= t.resident_bytes > 0 && t.h2d_gather_bytes + t.h2d_block_bytes > 0;
+          ASSERT_EQ(r.losses.size(), host.losses.size()) << what;
+          for (std::size_t e = 0; e < host.losses.size(); ++e)
+            EXPECT_LE(std::abs(r.losses[e] - host.losses[e]) / host.losses[e], tolerance)
+                << what << ", budget " << budget << ", epoch " << e;
+          EXPECT_LE(relative_error(r.flat_parameters, host.flat_parameters), tolerance)
+              << what << ", budget " << budget;
+          std::printf("[resident] %-32s budget %9lld: resident %9lld B, link %9lld B per epoch\n",
+                      what.c_str(), static_cast<long long>(budget),
+                      static_cast<long long>(t.resident_bytes),
+                      static_cast<long long>(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes));
+        }
+        EXPECT_TRUE(some_in_each) << what << ": no budget kept part of the vertex data on the GPU";
         for (std::size_t e = 0; e < host.losses.size(); ++e)
-          EXPECT_LE(std::abs(r.losses[e] - host.losses[e]) / host.losses[e], tolerance)
-              << what << ", budget " << budget << ", epoch " << e;
-        EXPECT_LE(relative_error(r.flat_parameters, host.flat_parameters), tolerance)
-            << what << ", budget " << budget;
-        std::printf("[resident] %-32s budget %9lld: resident %9lld B, link %9lld B per epoch\n",
-                    what.c_str(), static_cast<long long>(budget),
-                    static_cast<long long>(t.resident_bytes),
-                    static_cast<long long>(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes));
+          EXPECT_LE(std::abs(all.losses[e] - host.losses[e]) / host.losses[e], tolerance)
+              << what << ", epoch " << e;
+        EXPECT_LE(relative_error(all.flat_parameters, host.flat_parameters), tolerance) << what;
       }
-      EXPECT_TRUE(some_in_each) << what << ": no budget kept part of the vertex data on the GPU";
-      for (std::size_t e = 0; e < host.losses.size(); ++e)
-        EXPECT_LE(std::abs(all.losses[e] - host.losses[e]) / host.losses[e], tolerance)
-            << what << ", epoch " << e;
-      EXPECT_LE(relative_error(all.flat_parameters, host.flat_parameters), tolerance) << what;
-    }
 }
 
 // ---- Backend::barrier: event-only ordering between logical devices ----

@@ -261,6 +261,9 @@ class Device {
       return Mat{};
     }
   }
+  // Frees a matrix alloc() or try_alloc() returned (its budget share with it); call it when no
+  // queued operation uses the matrix.
+  virtual void release(Mat m) = 0;
   virtual std::int64_t bytes_in_use() const = 0;
   virtual std::int64_t peak_bytes() const = 0;
   // Small synchronous copies (parameters, per-chunk constants): host <-> device floats.

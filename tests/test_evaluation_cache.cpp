@@ -24,7 +24,8 @@ struct Evaluations {
 
 // Three evaluations, a training step before the third.
 Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::string& model,
-                                 HostPrecision precision, EvaluationCache cache) {
+                                 HostPrecision precision, EvaluationCache cache,
+                                 CommMode comm = CommMode::kP2pReuse) {
   const ModelSpec spec = test::model_spec(
       test::model_shape(model, 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
   BackendOptions backend_options;
@@ -35,6 +36,7 @@ Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::
   options.seed = 5;
   options.host_precision = precision;
   options.evaluation_cache = cache;
+  options.comm = comm;
   Schedule schedule(*backend, d, plan, spec, options);
   schedule.set_parameters(init_parameters(spec, 3));
   Evaluations out;
@@ -50,18 +52,27 @@ Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::
   return out;
 }
 
+// On one partition and on several (each device keeps its partition's rows), in every --comm mode.
 TEST(EvaluationCache, LaterEvaluationsLoadNoFeaturesAndPredictTheSame) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
-  for (const int chunks : {1, 3, 4}) {
-    const Plan plan = test::make_plan(d, test::plan_options(1, chunks));
+  struct Layout {
+    int partitions, chunks;
+    CommMode comm;
+  };
+  for (const Layout layout : {Layout{1, 1, CommMode::kP2pReuse}, Layout{1, 3, CommMode::kP2pReuse},
+                              Layout{1, 4, CommMode::kP2pReuse}, Layout{2, 1, CommMode::kP2pReuse},
+                              Layout{3, 2, CommMode::kP2p}, Layout{2, 3, CommMode::kBaseline}}) {
+    const int chunks = layout.chunks;
+    const Plan plan = test::make_plan(d, test::plan_options(layout.partitions, chunks));
     for (const std::string model : {"gcn", "sage"})
       for (const HostPrecision precision : {HostPrecision::kFp32, HostPrecision::kBf16}) {
         SCOPED_TRACE(model + ", " + host_precision_name(precision) +
-                     ", C = " + std::to_string(chunks));
-        const Evaluations kept =
-            evaluate_three_times(d, plan, model, precision, EvaluationCache::kDeviceWhereItFits);
+                     ", P = " + std::to_string(layout.partitions) +
+                     ", C = " + std::to_string(chunks) + ", " + comm_mode_name(layout.comm));
+        const Evaluations kept = evaluate_three_times(
+            d, plan, model, precision, EvaluationCache::kDeviceWhereItFits, layout.comm);
         const Evaluations plain =
-            evaluate_three_times(d, plan, model, precision, EvaluationCache::kNone);
+            evaluate_three_times(d, plan, model, precision, EvaluationCache::kNone, layout.comm);
         for (int i = 0; i < 3; ++i) EXPECT_EQ(kept.predictions[i], plain.predictions[i]) << i;
         EXPECT_NE(plain.predictions[0], plain.predictions[2]);  // the step changed the model
         // The first evaluation loads what it loads without the cache; later ones load less:
@@ -78,19 +89,58 @@ TEST(EvaluationCache, LaterEvaluationsLoadNoFeaturesAndPredictTheSame) {
   }
 }
 
-// GAT aggregates transformed rows and keeps nothing; several partitions keep nothing either.
-TEST(EvaluationCache, GatAndSeveralPartitionsLoadEveryTime) {
+// GAT aggregates transformed rows and keeps nothing.
+TEST(EvaluationCache, GatLoadsEveryTime) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
-  const Plan one = test::make_plan(d, test::plan_options(1, 3));
-  const Plan two = test::make_plan(d, test::plan_options(2, 2));
-  for (const auto& [model, plan] :
-       {std::make_pair(std::string("gat"), &one), std::make_pair(std::string("gcn"), &two)}) {
-    SCOPED_TRACE(model);
-    const Evaluations kept = evaluate_three_times(d, *plan, model, HostPrecision::kFp32,
+  for (const int partitions : {1, 2}) {
+    const Plan plan = test::make_plan(d, test::plan_options(partitions, 3));
+    const Evaluations kept = evaluate_three_times(d, plan, "gat", HostPrecision::kFp32,
                                                   EvaluationCache::kDeviceWhereItFits);
-    EXPECT_EQ(kept.transfers[1].h2d_gather_rows, kept.transfers[0].h2d_gather_rows);
-    EXPECT_GT(kept.transfers[1].h2d_gather_rows, 0);
+    EXPECT_EQ(kept.transfers[1].h2d_gather_rows, kept.transfers[0].h2d_gather_rows) << partitions;
+    EXPECT_GT(kept.transfers[1].h2d_gather_rows, 0) << partitions;
   }
+}
+
+// Several devices keep the cache all or none: one device without room frees the others'.
+TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(2, 2));
+  const ModelSpec spec = test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  // Bytes in use per device without and with the cache.
+  std::int64_t base[2] = {0, 0}, full[2] = {0, 0};
+  for (const EvaluationCache cache :
+       {EvaluationCache::kNone, EvaluationCache::kDeviceWhereItFits}) {
+    BackendOptions backend_options;
+    backend_options.partitions = 2;
+    std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+    ScheduleOptions options;
+    options.evaluation_cache = cache;
+    Schedule schedule(*backend, d, plan, spec, options);
+    for (int p = 0; p < 2; ++p)
+      (cache == EvaluationCache::kNone ? base : full)[p] = backend->device(p).bytes_in_use();
+  }
+  for (int p = 0; p < 2; ++p) {
+    const std::int64_t rows =
+        plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
+    ASSERT_EQ(full[p] - base[p], rows * d.feature_dim * std::int64_t(sizeof(float))) << p;
+  }
+  // A budget one float short of the smaller device total with the cache: one device has no room
+  // for its share, and neither keeps one.
+  BackendOptions backend_options;
+  backend_options.partitions = 2;
+  backend_options.memory_budget = std::min(full[0], full[1]) - 4;
+  ASSERT_GE(backend_options.memory_budget, std::max(base[0], base[1]));
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  ScheduleOptions options;
+  options.evaluation_cache = EvaluationCache::kDeviceWhereItFits;
+  Schedule schedule(*backend, d, plan, spec, options);
+  for (int p = 0; p < 2; ++p) EXPECT_EQ(backend->device(p).bytes_in_use(), base[p]) << p;
+  schedule.set_parameters(init_parameters(spec, 3));
+  schedule.evaluate();
+  schedule.reset_counters();
+  schedule.evaluate();
+  EXPECT_GT(schedule.counters().h2d_gather_rows, 0);
 }
 
 }  // namespace

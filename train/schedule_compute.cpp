@@ -77,12 +77,14 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   if (ch.num_dst == 0) return;
   Device& d = *s.device;
   Mat A;
+  // The chunk's rows of the evaluation cache, which holds the partition's vertices.
+  const std::int64_t cache_row = ch.dst_begin - plan.partition_offsets[std::size_t(p)];
   if (reads_evaluation_aggregation(layer)) {
-    A = s.evaluation_aggregation.row_block(ch.dst_begin, ch.num_dst);
+    A = s.evaluation_aggregation.row_block(cache_row, ch.num_dst);
   } else if (!transforms(layer)) {
     A = aggregate(s, ch, layer, set);
     if (writes_evaluation_aggregation(layer))
-      d.copy(A, s.evaluation_aggregation.row_block(ch.dst_begin, ch.num_dst));
+      d.copy(A, s.evaluation_aggregation.row_block(cache_row, ch.num_dst));
   }
   // A forward pass keeps no pre-activation: the activation is applied with the bias.
   if (stores_transform(layer)) {

@@ -9,6 +9,7 @@
 //   schedule_compute.cpp    chunk compute: aggregation, GAT attention, transforms, backward
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -303,8 +304,9 @@ struct Schedule::Impl {
     return !training && layer.index == 0 && evaluation_aggregation_ready;
   }
   bool writes_evaluation_aggregation(const LayerSpec& layer) const {
-    return !training && layer.index == 0 && !evaluation_aggregation_ready && !dev.empty() &&
-           !dev[0].evaluation_aggregation.empty();
+    return !training && layer.index == 0 && !evaluation_aggregation_ready &&
+           std::any_of(dev.begin(), dev.end(),
+                       [](const DeviceState& s) { return !s.evaluation_aggregation.empty(); });
   }
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,

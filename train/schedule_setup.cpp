@@ -425,26 +425,37 @@ void Schedule::Impl::place_vertex_data() {
     }
 }
 
-// With EvaluationCache::kDeviceWhereItFits, one partition and a layer 0 that aggregates its input
-// rows (GCN, SAGE): one device matrix for layer 0's aggregation of every vertex, where it fits
-// after the vertex data (an optional buffer, like the overlap buffers).
+// With EvaluationCache::kDeviceWhereItFits and a layer 0 that aggregates its input rows (GCN,
+// SAGE): on every device a matrix for layer 0's aggregation of its partition's vertices, where it
+// fits after the vertex data (an optional buffer, like the overlap buffers). Evaluations skip
+// layer 0's loads and pulls on every device or on none: where one device has no room, the others
+// free theirs.
 void Schedule::Impl::place_evaluation_aggregation() {
   const LayerSpec& first = model.layers.front();
-  if (options.evaluation_cache != EvaluationCache::kDeviceWhereItFits || P != 1 ||
+  if (options.evaluation_cache != EvaluationCache::kDeviceWhereItFits ||
       first.aggregate_width == 0 || transforms(first))
     return;
-  DeviceState& s = dev[0];
-  s.evaluation_aggregation =
-      s.device->try_alloc(n, first.aggregate_width, "evaluation aggregation");
-  if (s.evaluation_aggregation.empty())
-    log_info(
-        "evaluation: layer 0's aggregation of the features does not fit beside the rest; "
-        "every evaluation aggregates it");
-  else
-    log_info(
-        "evaluation: layer 0's aggregation of the features kept on the device after the "
-        "first evaluation (",
-        format_bytes(double(n * first.aggregate_width * sizeof(float))), ")");
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    const std::int64_t rows =
+        plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
+    s.evaluation_aggregation =
+        s.device->try_alloc(rows, first.aggregate_width, "evaluation aggregation");
+    if (s.evaluation_aggregation.empty() && rows > 0) {
+      for (DeviceState& t : dev) {
+        t.device->release(t.evaluation_aggregation);
+        t.evaluation_aggregation = Mat{};
+      }
+      log_info("evaluation: layer 0's aggregation of the features does not fit beside the rest on ",
+               s.device->name(), "; every evaluation aggregates it");
+      return;
+    }
+  }
+  log_info(
+      "evaluation: layer 0's aggregation of the features kept on the devices after the "
+      "first evaluation (",
+      format_bytes(double(std::int64_t(n) * first.aggregate_width * std::int64_t(sizeof(float)))),
+      ")");
 }
 
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision

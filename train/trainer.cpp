@@ -16,6 +16,7 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/parallel.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "train/host_memory.hpp"
@@ -52,14 +53,29 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
 double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32_t>& predictions,
                 const Dataset& dataset, const Plan& plan) {
   // Fraction correct over the split's labeled vertices (unlabeled ones carry no answer).
+  if (dataset.labels.empty()) return 0.0;
   std::int64_t correct = 0, labeled = 0;
-  for (vertex_t v : split) {
-    const std::int32_t label = dataset.labels.empty() ? -1 : dataset.labels[std::size_t(v)];
+  const std::int64_t count = std::int64_t(split.size());
+#pragma omp parallel for schedule(static) reduction(+ : correct, labeled) if (worth_parallel(count))
+  for (std::int64_t i = 0; i < count; ++i) {
+    const vertex_t v = split[std::size_t(i)];
+    const std::int32_t label = dataset.labels[std::size_t(v)];
     if (label < 0) continue;
     ++labeled;
     if (predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label) ++correct;
   }
   return labeled > 0 ? double(correct) / double(labeled) : 0.0;
+}
+
+// Predictions (renumbered order) in dataset vertex order.
+std::vector<std::int32_t> by_dataset_vertex(const std::vector<std::int32_t>& predictions,
+                                            const Plan& plan) {
+  const std::int64_t n = std::int64_t(plan.old_to_new.size());
+  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
+#pragma omp parallel for schedule(static) if (worth_parallel(n))
+  for (std::int64_t v = 0; v < n; ++v)
+    out[std::size_t(v)] = predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+  return out;
 }
 
 // Rows of evaluation outputs moved from renumbered to dataset vertex order.
@@ -590,10 +606,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
         state.best_train_accuracy = record.train_accuracy;
         state.best_epoch = epoch;
         state.best_parameters = schedule.parameters();
-        result.best_predictions.assign(std::size_t(dataset.num_nodes), -1);
-        for (vertex_t v = 0; v < dataset.num_nodes; ++v)
-          result.best_predictions[std::size_t(v)] =
-              predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+        result.best_predictions = by_dataset_vertex(predictions, plan);
       }
       record.eval_seconds = now_seconds() - eval_start;
       if (trace) {
@@ -637,10 +650,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
     const std::vector<float> final_parameters = schedule.parameters();
     schedule.set_parameters(state.best_parameters);
     const auto& predictions = schedule.evaluate();
-    result.best_predictions.assign(std::size_t(dataset.num_nodes), -1);
-    for (vertex_t v = 0; v < dataset.num_nodes; ++v)
-      result.best_predictions[std::size_t(v)] =
-          predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+    result.best_predictions = by_dataset_vertex(predictions, plan);
     schedule.set_parameters(final_parameters);
   }
 

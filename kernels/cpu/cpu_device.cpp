@@ -96,6 +96,15 @@ Mat CpuDevice::alloc(std::int64_t rows, std::int64_t cols, const std::string& wh
   return Mat{static_cast<float*>(buffers_.back().data()), rows, cols, cols};
 }
 
+void CpuDevice::release(Mat m) {
+  if (m.data == nullptr) return;
+  const auto it = std::find_if(buffers_.begin(), buffers_.end(),
+                               [&](const AlignedBuffer& b) { return b.data() == m.data; });
+  SLUICE_EXPECTS(it != buffers_.end(), "release: not a matrix of ", name());
+  bytes_in_use_ -= std::int64_t(it->bytes());
+  buffers_.erase(it);
+}
+
 Idx CpuDevice::upload(const std::vector<vertex_t>& values, const std::string& what) {
   account_constant(std::int64_t(values.size() * sizeof(vertex_t)), what);
   index_arrays_.push_back(std::make_unique<std::vector<vertex_t>>(values));

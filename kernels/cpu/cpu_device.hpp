@@ -58,6 +58,7 @@ class CpuDevice final : public Device {
   std::string name() const override;
 
   Mat alloc(std::int64_t rows, std::int64_t cols, const std::string& what) override;
+  void release(Mat m) override;
   Idx upload(const std::vector<vertex_t>& values, const std::string& what) override;
   using Device::upload_csr;
   Csr upload_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,

@@ -81,6 +81,15 @@ Mat CudaDevice::keep_matrix(AccountedBuffer buffer, std::int64_t rows, std::int6
   return m;
 }
 
+void CudaDevice::release(Mat m) {
+  if (m.data == nullptr) return;
+  const auto it =
+      std::find_if(allocations_.begin(), allocations_.end(),
+                   [&](const AccountedBuffer& b) { return b.get() == static_cast<void*>(m.data); });
+  SLUICE_EXPECTS(it != allocations_.end(), "release: not a matrix of ", name_);
+  allocations_.erase(it);
+}
+
 bool CudaDevice::try_allocate(std::int64_t bytes, const std::string& what, AccountedBuffer& out) {
   if (!constants_.leaves_headroom(bytes)) return false;
   try {

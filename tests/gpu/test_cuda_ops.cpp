@@ -357,6 +357,13 @@ TEST_F(CudaOps, ResidentMatricesKeepTheBudget) {
   std::vector<float> copied(30 * 4);
   d.read_matrix(rows, copied.data());
   for (std::int64_t i = 0; i < 120; ++i) ASSERT_EQ(copied[std::size_t(i)], float(240 + i));
+  // A released working matrix gives its bytes back.
+  const std::int64_t kept_bytes = d.bytes_in_use();
+  const Mat scratch = d.try_alloc(1000, 16, "released");
+  ASSERT_FALSE(scratch.empty());
+  EXPECT_GT(d.bytes_in_use(), kept_bytes);
+  d.release(scratch);
+  EXPECT_EQ(d.bytes_in_use(), kept_bytes);
 }
 
 TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {

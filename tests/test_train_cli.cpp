@@ -17,7 +17,9 @@
 #include "tests/support/graphs.hpp"
 #include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
+#include "tests/support/random_graph.hpp"
 #include "train/layout/memory_estimate.hpp"
+#include "train/trainer.hpp"
 
 namespace sluice {
 namespace {
@@ -437,6 +439,32 @@ TEST_F(TrainCli, DeviceChoices) {
     expect_error("--device cuda --epochs 1", {"--device cuda", "CUDA"});
   else
     GTEST_LOG_(INFO) << "CUDA is usable here; the no-CUDA error is not testable";
+}
+
+// The reported accuracies of the best-valid epoch are those of its predictions (by dataset vertex
+// id) counted over each split, on a plan whose renumbering moves every partition's vertices.
+TEST(TrainAccuracy, ReportedAccuraciesCountTheBestPredictions) {
+  const Dataset d = test::random_dataset(700, 5, 16, 4, 29, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(3, 2));
+  const TrainResult r =
+      train(d, plan, test::train_config().model("gcn").hidden(16).epochs(6).eval_every(1));
+  ASSERT_GE(r.best_epoch, 0);
+  ASSERT_EQ(r.best_predictions.size(), std::size_t(d.num_nodes));
+  const auto counted = [&](const std::vector<vertex_t>& split) {  // labeled vertices only
+    std::int64_t correct = 0, labeled = 0;
+    for (const vertex_t v : split) {
+      const std::int32_t label = d.labels[std::size_t(v)];
+      if (label < 0) continue;
+      ++labeled;
+      correct += r.best_predictions[std::size_t(v)] == label;
+    }
+    return double(correct) / double(labeled);
+  };
+  EXPECT_DOUBLE_EQ(r.best_valid_accuracy, counted(d.valid));
+  EXPECT_DOUBLE_EQ(r.test_accuracy, counted(d.test));
+  EXPECT_DOUBLE_EQ(r.train_accuracy, counted(d.train));
+  EXPECT_GT(r.train_accuracy, 0.0);
+  EXPECT_LT(r.train_accuracy, 1.0);  // not every vertex right: a wrong order would show
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <iomanip>
@@ -16,7 +17,6 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
-#include "common/parallel.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "train/host_memory.hpp"
@@ -50,31 +50,56 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
   return make_cpu_backend(options);
 }
 
-double accuracy(const std::vector<vertex_t>& split, const std::vector<std::int32_t>& predictions,
-                const Dataset& dataset, const Plan& plan) {
-  // Fraction correct over the split's labeled vertices (unlabeled ones carry no answer).
-  if (dataset.labels.empty()) return 0.0;
-  std::int64_t correct = 0, labeled = 0;
-  const std::int64_t count = std::int64_t(split.size());
-#pragma omp parallel for schedule(static) reduction(+ : correct, labeled) if (worth_parallel(count))
-  for (std::int64_t i = 0; i < count; ++i) {
-    const vertex_t v = split[std::size_t(i)];
-    const std::int32_t label = dataset.labels[std::size_t(v)];
-    if (label < 0) continue;
-    ++labeled;
-    if (predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label) ++correct;
+// Labels and split membership by renumbered vertex: one pass over an evaluation's predictions,
+// in their order, gives the three accuracies.
+struct SplitLabels {
+  std::vector<std::int32_t> label;   // -1: unlabeled
+  std::vector<std::uint8_t> splits;  // bit 0: train, bit 1: valid, bit 2: test
+};
+
+SplitLabels split_labels(const Dataset& dataset, const Plan& plan) {
+  SplitLabels out;
+  const std::size_t n = plan.old_to_new.size();
+  out.label.assign(n, -1);
+  out.splits.assign(n, 0);
+  if (dataset.labels.empty()) return out;
+  for (std::size_t v = 0; v < n; ++v)
+    out.label[std::size_t(plan.old_to_new[v])] = dataset.labels[v];
+  int bit = 0;
+  for (const std::vector<vertex_t>* split : {&dataset.train, &dataset.valid, &dataset.test}) {
+    for (const vertex_t v : *split)
+      out.splits[std::size_t(plan.old_to_new[std::size_t(v)])] |= std::uint8_t(1u << bit);
+    ++bit;
   }
-  return labeled > 0 ? double(correct) / double(labeled) : 0.0;
+  return out;
+}
+
+// Fraction correct over each split's labeled vertices (unlabeled ones carry no answer).
+std::array<double, 3> accuracies(const SplitLabels& labels,
+                                 const std::vector<std::int32_t>& predictions) {
+  std::array<std::int64_t, 3> correct{}, labeled{};
+  for (std::size_t r = 0; r < labels.label.size(); ++r) {
+    const unsigned in = labels.splits[r];
+    if (in == 0 || labels.label[r] < 0) continue;
+    const bool right = predictions[r] == labels.label[r];
+    for (int k = 0; k < 3; ++k)
+      if (in & (1u << k)) {
+        ++labeled[std::size_t(k)];
+        correct[std::size_t(k)] += right;
+      }
+  }
+  std::array<double, 3> out{};
+  for (std::size_t k = 0; k < 3; ++k)
+    out[k] = labeled[k] > 0 ? double(correct[k]) / double(labeled[k]) : 0.0;
+  return out;
 }
 
 // Predictions (renumbered order) in dataset vertex order.
 std::vector<std::int32_t> by_dataset_vertex(const std::vector<std::int32_t>& predictions,
                                             const Plan& plan) {
-  const std::int64_t n = std::int64_t(plan.old_to_new.size());
-  std::vector<std::int32_t> out(static_cast<std::size_t>(n));
-#pragma omp parallel for schedule(static) if (worth_parallel(n))
-  for (std::int64_t v = 0; v < n; ++v)
-    out[std::size_t(v)] = predictions[std::size_t(plan.old_to_new[std::size_t(v)])];
+  std::vector<std::int32_t> out(plan.old_to_new.size());
+  for (std::size_t v = 0; v < out.size(); ++v)
+    out[v] = predictions[std::size_t(plan.old_to_new[v])];
   return out;
 }
 
@@ -563,6 +588,8 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
   TrainResult result;
   result.best_predictions.clear();
+  const SplitLabels labels = split_labels(dataset, plan);
+  std::vector<std::int32_t> best_renumbered;  // predictions of the best-valid evaluation
   const std::int64_t total = config.epochs;
   std::optional<Progress> progress;
   if (config.progress && !config.quiet)
@@ -597,16 +624,17 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       const double eval_start = now_seconds();
       const auto& predictions = schedule.evaluate();
       record.evaluated = true;
-      record.train_accuracy = accuracy(dataset.train, predictions, dataset, plan);
-      record.valid_accuracy = accuracy(dataset.valid, predictions, dataset, plan);
-      record.test_accuracy = accuracy(dataset.test, predictions, dataset, plan);
+      const std::array<double, 3> correct = accuracies(labels, predictions);
+      record.train_accuracy = correct[0];
+      record.valid_accuracy = correct[1];
+      record.test_accuracy = correct[2];
       if (record.valid_accuracy > state.best_valid_accuracy) {
         state.best_valid_accuracy = record.valid_accuracy;
         state.best_test_accuracy = record.test_accuracy;
         state.best_train_accuracy = record.train_accuracy;
         state.best_epoch = epoch;
         state.best_parameters = schedule.parameters();
-        result.best_predictions = by_dataset_vertex(predictions, plan);
+        best_renumbered = predictions;  // in dataset order after the last epoch
       }
       record.eval_seconds = now_seconds() - eval_start;
       if (trace) {
@@ -645,6 +673,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();
 
+  if (!best_renumbered.empty()) result.best_predictions = by_dataset_vertex(best_renumbered, plan);
   // Best-valid predictions lost across a resume: recompute them from the stored parameters.
   if (result.best_predictions.empty() && state.best_epoch >= 0 && !state.best_parameters.empty()) {
     const std::vector<float> final_parameters = schedule.parameters();

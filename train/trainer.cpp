@@ -54,7 +54,7 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
 // in their order, gives the three accuracies.
 struct SplitLabels {
   std::vector<std::int32_t> label;   // -1: unlabeled
-  std::vector<std::uint8_t> splits;  // bit 0: train, bit 1: valid, bit 2: test
+  std::vector<std::uint8_t> splits;  // bit 0: train, bit 1: valid, bit 2: test; 0 unlabeled
 };
 
 SplitLabels split_labels(const Dataset& dataset, const Plan& plan) {
@@ -68,7 +68,8 @@ SplitLabels split_labels(const Dataset& dataset, const Plan& plan) {
   int bit = 0;
   for (const std::vector<vertex_t>* split : {&dataset.train, &dataset.valid, &dataset.test}) {
     for (const vertex_t v : *split)
-      out.splits[std::size_t(plan.old_to_new[std::size_t(v)])] |= std::uint8_t(1u << bit);
+      if (dataset.labels[std::size_t(v)] >= 0)
+        out.splits[std::size_t(plan.old_to_new[std::size_t(v)])] |= std::uint8_t(1u << bit);
     ++bit;
   }
   return out;
@@ -77,16 +78,16 @@ SplitLabels split_labels(const Dataset& dataset, const Plan& plan) {
 // Fraction correct over each split's labeled vertices (unlabeled ones carry no answer).
 std::array<double, 3> accuracies(const SplitLabels& labels,
                                  const std::vector<std::int32_t>& predictions) {
+  // Branch-free: the splits and answers of consecutive rows follow no pattern, so branches
+  // on them would mispredict.
   std::array<std::int64_t, 3> correct{}, labeled{};
   for (std::size_t r = 0; r < labels.label.size(); ++r) {
     const unsigned in = labels.splits[r];
-    if (in == 0 || labels.label[r] < 0) continue;
-    const bool right = predictions[r] == labels.label[r];
-    for (int k = 0; k < 3; ++k)
-      if (in & (1u << k)) {
-        ++labeled[std::size_t(k)];
-        correct[std::size_t(k)] += right;
-      }
+    const unsigned right = predictions[r] == labels.label[r] ? in : 0u;
+    for (int k = 0; k < 3; ++k) {
+      labeled[std::size_t(k)] += (in >> k) & 1u;
+      correct[std::size_t(k)] += (right >> k) & 1u;
+    }
   }
   std::array<double, 3> out{};
   for (std::size_t k = 0; k < 3; ++k)

@@ -112,6 +112,19 @@ struct HostMat {
   }
 };
 
+// Evaluation counts by split (bit k of a row's loss mask: 0 train, 1 valid, 2 test).
+struct SplitCounts {
+  std::int64_t labeled[3] = {0, 0, 0};
+  std::int64_t correct[3] = {0, 0, 0};
+};
+
+// Host-visible results of Device::softmax_cross_entropy, each optional (null).
+struct LossOutputs {
+  double* loss_sum = nullptr;           // += the loss rows' losses
+  std::int32_t* predictions = nullptr;  // argmax per row (logits.rows entries)
+  SplitCounts* split_counts = nullptr;  // += labeled and correctly predicted rows per split
+};
+
 // A device-resident array of 32-bit indices.
 struct Idx {
   const vertex_t* data = nullptr;
@@ -353,13 +366,15 @@ class Device {
   virtual void axpy(std::int64_t n, float alpha, const float* x, float* y) = 0;
 
   // ---- loss and prediction ----
-  // For each row i with labels[i] >= 0 and mask[i] != 0: loss_sum += -log softmax(logits_i)[y];
-  // grad_i = scale * (softmax(logits_i) - onehot(y)); other rows' grad = 0.
-  // predictions[i] = argmax_j logits_i (lowest index on ties). Host-visible results:
-  // *loss_sum (accumulated, double) and predictions (host int32 array, logits.rows entries)
-  // are valid after synchronize(). grad may be an empty Mat (evaluation).
+  // A row's mask holds its splits: bit 0 train (the rows of the loss), bit 1 valid, bit 2 test
+  // (an empty mask: every row trains). For each row i with 0 <= labels[i] < classes and bit 0:
+  // loss_sum += -log softmax(logits_i)[y]; grad_i = scale * (softmax(logits_i) - onehot(y));
+  // other rows' grad = 0. predictions[i] = argmax_j logits_i (lowest index on ties); split_counts
+  // count, per bit k, the labeled rows with bit k and those whose prediction is their label. The
+  // host-visible outputs (each optional) are valid after synchronize(). grad may be an empty Mat
+  // (evaluation).
   virtual void softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
-                                     double* loss_sum, std::int32_t* predictions) = 0;
+                                     const LossOutputs& out) = 0;
 
   // ---- GAT (docs/model-math.md); `a` is the chunk CSR whose row i starts with its self entry;
   //      z: a.cols x K*F (transformed merged rows); row_keys: dataset ids of the rows' vertices.

@@ -692,13 +692,16 @@ TEST_F(CpuOps, SoftmaxCrossEntropyHandValues) {
   Device& d = dev();
   // Row 0: [0, 0], label 0 -> loss ln 2, grad (p - onehot) * scale = [-.5, .5] * .5.
   // Row 1: [ln 3, 0], label 1 -> p = [.75, .25], loss = ln 4, grad = [.75, -.75] * .5.
-  // Row 2: label -1 (unlabeled) -> no loss, zero grad. Row 3: masked out.
+  // Row 2: label -1 (unlabeled) -> no loss, zero grad. Row 3: not a training row (mask bits:
+  // 1 train, 2 valid, 4 test; rows 0-3 are train, train + valid, test, valid).
   Mat logits = mat(4, 2, {0, 0, std::log(3.f), 0, 5, 1, 1, 2});
   Mat grad = mat(4, 2, Floats(8, 7.f));
   double loss = 1.0;
   std::int32_t predictions[4] = {-9, -9, -9, -9};
-  d.softmax_cross_entropy(logits, idx({0, 1, -1, 0}), idx({1, 1, 1, 0}), 0.5f, grad, &loss,
-                          predictions);
+  SplitCounts counts;
+  counts.labeled[2] = 5;  // accumulates
+  d.softmax_cross_entropy(logits, idx({0, 1, -1, 0}), idx({1, 3, 4, 2}), 0.5f, grad,
+                          LossOutputs{&loss, predictions, &counts});
   d.synchronize();
   EXPECT_NEAR(loss, 1.0 + std::log(2.0) + std::log(4.0), 1e-6);
   expect_near_all(get(grad), {-.25f, .25f, .375f, -.375f, 0, 0, 0, 0}, 1e-6);
@@ -706,10 +709,18 @@ TEST_F(CpuOps, SoftmaxCrossEntropyHandValues) {
   EXPECT_EQ(predictions[1], 0);
   EXPECT_EQ(predictions[2], 0);
   EXPECT_EQ(predictions[3], 1);
+  // Train: rows 0 (right) and 1 (wrong); valid: rows 1 and 3 (both wrong); test: row 2 has no
+  // label.
+  EXPECT_EQ(counts.labeled[0], 2);
+  EXPECT_EQ(counts.correct[0], 1);
+  EXPECT_EQ(counts.labeled[1], 2);
+  EXPECT_EQ(counts.correct[1], 0);
+  EXPECT_EQ(counts.labeled[2], 5);
+  EXPECT_EQ(counts.correct[2], 0);
   // Evaluation: empty grad, huge logits stay finite.
   Mat big = mat(1, 3, {1000, -1000, 999});
   double eval_loss = 0;
-  d.softmax_cross_entropy(big, idx({2}), Idx{}, 1.f, Mat{}, &eval_loss, predictions);
+  d.softmax_cross_entropy(big, idx({2}), Idx{}, 1.f, Mat{}, LossOutputs{&eval_loss, predictions});
   EXPECT_NEAR(eval_loss, 1.0 + std::log1p(std::exp(-1.0)), 1e-6);
   EXPECT_EQ(predictions[0], 0);
 }
@@ -723,16 +734,16 @@ TEST_F(CpuOps, SoftmaxCrossEntropyGradientMatchesFiniteDifferences) {
   Mat logits = mat(rows, classes, values);
   Mat grad = d.alloc(rows, classes, "grad");
   double unused = 0;
-  d.softmax_cross_entropy(logits, labels, mask, 1.f, grad, &unused, nullptr);
+  d.softmax_cross_entropy(logits, labels, mask, 1.f, grad, LossOutputs{&unused});
   const Floats g = get(grad);
   const float h = 1e-2f;
   for (std::int64_t i = 0; i < rows * classes; ++i) {
     const float saved = logits.data[i];
     double plus = 0, minus = 0;
     logits.data[i] = saved + h;
-    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, &plus, nullptr);
+    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, LossOutputs{&plus});
     logits.data[i] = saved - h;
-    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, &minus, nullptr);
+    d.softmax_cross_entropy(logits, labels, mask, 1.f, Mat{}, LossOutputs{&minus});
     logits.data[i] = saved;
     const double step = double(saved + h) - double(saved - h);
     EXPECT_NEAR(g[i], (plus - minus) / step, 2e-4) << "logit " << i;
@@ -1039,8 +1050,8 @@ TEST_F(CpuOps, OneLayerGcnMatchesTheReference) {
   Mat dz = d.alloc(n, c, "dZ"), dw = d.alloc(din, c, "dW"), db = d.alloc(1, c, "db");
   double loss = 0;
   std::vector<std::int32_t> labels(g.d.labels.begin(), g.d.labels.end());
-  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz, &loss,
-                          nullptr);
+  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz,
+                          LossOutputs{&loss});
   d.gemm(true, false, 1.f, agg, dz, 1.f, dw);
   d.add_column_sums(dz, db.data);
   EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);
@@ -1083,8 +1094,8 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
   Mat dsrc = d.alloc(1, K * F, "dsrc"), ddst = d.alloc(1, K * F, "ddst");
   double loss = 0;
   std::vector<std::int32_t> labels(g.d.labels.begin(), g.d.labels.end());
-  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz, &loss,
-                          nullptr);
+  d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz,
+                          LossOutputs{&loss});
   d.add_column_sums(dz, db.data);
   d.head_mean_backward(dz, int(K), d_o);
   d.gat_backward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, d_o, dzm,

@@ -273,10 +273,25 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
   start_timeline();
   Impl& m = *impl_;
   m.training = false;
+  for (auto& s : m.dev) s.split_counts = SplitCounts{};
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
-  // Predictions are host-visible after forward_layer's drain.
+  // Predictions and split counts are host-visible after forward_layer's drain.
   m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
   return m.predictions;
+}
+
+std::array<double, 3> Schedule::accuracies() const {
+  SplitCounts total;
+  for (const auto& s : impl_->dev)
+    for (int k = 0; k < 3; ++k) {
+      total.labeled[k] += s.split_counts.labeled[k];
+      total.correct[k] += s.split_counts.correct[k];
+    }
+  std::array<double, 3> out{};
+  for (int k = 0; k < 3; ++k)
+    out[std::size_t(k)] =
+        total.labeled[k] > 0 ? double(total.correct[k]) / double(total.labeled[k]) : 0.0;
+  return out;
 }
 
 Schedule::VertexOutputs Schedule::evaluate_outputs() {

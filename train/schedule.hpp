@@ -15,6 +15,7 @@
 // go back to host memory on the store lane while the compute lane computes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -187,6 +188,9 @@ class Schedule {
 
   // Forward without dropout; argmax predictions indexed by RENUMBERED vertex id.
   const std::vector<std::int32_t>& evaluate();
+  // Of the last evaluate(), per split (train, valid, test): the fraction of its labeled vertices
+  // predicted right (0 for a split without labeled vertices), counted on the devices.
+  std::array<double, 3> accuracies() const;
   // The same pass, returning every vertex's input of the last layer and its logits.
   struct VertexOutputs {
     std::int64_t hidden_width = 0, classes = 0;

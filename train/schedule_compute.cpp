@@ -102,8 +102,14 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
                                     rows_of(s.Z, ch.num_dst, layer.out_width));
   Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
   if (!training && captured_logits.data) d.store_block(Z, captured_logits, ch.dst_begin);
-  d.softmax_cross_entropy(Z, ch.labels, ch.train_mask, loss_scale, grad_logits, &s.loss_sum,
-                          predictions.data() + ch.dst_begin);
+  // Predictions and split counts come back from evaluations only.
+  LossOutputs out;
+  out.loss_sum = &s.loss_sum;
+  if (!training) {
+    out.predictions = predictions.data() + ch.dst_begin;
+    out.split_counts = &s.split_counts;
+  }
+  d.softmax_cross_entropy(Z, ch.labels, ch.split_bits, loss_scale, grad_logits, out);
 }
 
 // With two block sets the blocks were prefetched (prefetch()); else they load here. kFused (the

@@ -108,8 +108,8 @@ class PlanReplay {
   const ModelSpec& model_;
   const int P_;
   const vertex_t n_;
-  std::vector<std::int32_t> deg_plus_;  // in-degree + 1 by dataset id
-  std::vector<std::uint8_t> in_train_, covered_;
+  std::vector<std::int32_t> deg_plus_;              // in-degree + 1 by dataset id
+  std::vector<std::uint8_t> split_bits_, covered_;  // split_bits_: as ChunkLists::split_bits
   // Per partition: transition slot and remote slot contents (-1: empty), and the transition
   // slots the running batch reads.
   std::vector<std::vector<vertex_t>> slot_vertex_, remote_vertex_;
@@ -130,8 +130,12 @@ PlanReplay::PlanReplay(const Dataset& d, const Plan& plan, const ModelSpec& mode
   for (vertex_t o = 0; o < n_; ++o)
     for (edge_t e = d.indptr[o]; e < d.indptr[o + 1]; ++e)
       if (d.indices[std::size_t(e)] != o) ++deg_plus_[std::size_t(o)];
-  in_train_.assign(std::size_t(n_), 0);
-  for (vertex_t v : d.train) in_train_[std::size_t(v)] = 1;
+  split_bits_.assign(std::size_t(n_), 0);
+  int bit = 0;
+  for (const std::vector<vertex_t>* split : {&d.train, &d.valid, &d.test}) {
+    for (vertex_t v : *split) split_bits_[std::size_t(v)] |= std::uint8_t(1u << bit);
+    ++bit;
+  }
   covered_.assign(std::size_t(n_), 0);
   slot_vertex_.resize(std::size_t(P_));
   remote_vertex_.resize(std::size_t(P_));
@@ -311,7 +315,7 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
   out.self_columns.resize(std::size_t(rows));
   out.dst_keys.resize(std::size_t(rows));
   out.labels.resize(std::size_t(rows));
-  out.train_mask.resize(std::size_t(rows));
+  out.split_bits.resize(std::size_t(rows));
   auto check_row = [&](vertex_t i) {
     const vertex_t v = ch.dst_begin + i;
     const vertex_t o = plan_.new_to_old[std::size_t(v)];
@@ -340,7 +344,7 @@ void PlanReplay::check_csr(int c, int p, ChunkLists& out) {
     }
     out.dst_keys[std::size_t(i)] = o;
     out.labels[std::size_t(i)] = d_.labels.empty() ? -1 : d_.labels[std::size_t(o)];
-    out.train_mask[std::size_t(i)] = in_train_[std::size_t(o)];
+    out.split_bits[std::size_t(i)] = split_bits_[std::size_t(o)];
   };
   check_in_parallel(rows, 256, rows, [&](std::int64_t i) { check_row(vertex_t(i)); });
 }

@@ -33,7 +33,8 @@ struct ChunkLists {
   // into G^l, the rest (leave_store_count onwards) added.
   std::vector<vertex_t> leave_vertices, leave_rows, leave_keys;
   std::size_t leave_store_count = 0;
-  std::vector<vertex_t> dst_keys, labels, train_mask;
+  // Per destination row: dataset id, label, splits (bit 0 train, 1 valid, 2 test).
+  std::vector<vertex_t> dst_keys, labels, split_bits;
 };
 
 // The lists of every chunk (index batch * P + p) for `mode`, checking the plan against the

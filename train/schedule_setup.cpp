@@ -107,7 +107,7 @@ void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, const std
   check("leave keys", ch.leave_keys.size, li.leave_keys.size());
   check("destination keys", ch.dst_keys.size, li.dst_keys.size());
   check("labels", ch.labels.size, li.labels.size());
-  check("train mask", ch.train_mask.size, li.train_mask.size());
+  check("split bits", ch.split_bits.size, li.split_bits.size());
 }
 
 // A pull or push group's owner slots open the group (owners ascending, as in the lists); its
@@ -700,9 +700,8 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
     case BufferRole::kLabels:
       ch.labels = upload_list(d, b, li.labels, where);
       return;
-    case BufferRole::kTrainMask:
-      ch.train_mask = upload_list(
-          d, b, std::vector<vertex_t>(li.train_mask.begin(), li.train_mask.end()), where);
+    case BufferRole::kSplitBits:
+      ch.split_bits = upload_list(d, b, li.split_bits, where);
       return;
     default:
       SLUICE_FAIL("buffer layout: ", buffer_role_name(b.role), " is not a chunk constant");

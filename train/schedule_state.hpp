@@ -30,7 +30,7 @@ struct DeviceChunk {
   Idx remote_rows;
   Idx leave_vertices, leave_rows, leave_keys;
   std::int64_t leave_store_count = 0;
-  Idx dst_keys, labels, train_mask;
+  Idx dst_keys, labels, split_bits;
   // The previous backward pass's tail rows whose destinations are in this chunk (TailLists):
   // positions in dX (or the flush buffer) and in the block, the first tail_assign of them
   // copied over the block, the rest added to it.
@@ -137,6 +137,7 @@ struct DeviceState {
   // not kept.
   Mat evaluation_aggregation;
   double loss_sum = 0;
+  SplitCounts split_counts;  // of the running evaluation
 };
 
 // The weight blocks of a transform T = X W^t (Schedule::Impl::transform_blocks()): block i

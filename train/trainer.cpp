@@ -50,51 +50,6 @@ std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions)
   return make_cpu_backend(options);
 }
 
-// Labels and split membership by renumbered vertex: one pass over an evaluation's predictions,
-// in their order, gives the three accuracies.
-struct SplitLabels {
-  std::vector<std::int32_t> label;   // -1: unlabeled
-  std::vector<std::uint8_t> splits;  // bit 0: train, bit 1: valid, bit 2: test; 0 unlabeled
-};
-
-SplitLabels split_labels(const Dataset& dataset, const Plan& plan) {
-  SplitLabels out;
-  const std::size_t n = plan.old_to_new.size();
-  out.label.assign(n, -1);
-  out.splits.assign(n, 0);
-  if (dataset.labels.empty()) return out;
-  for (std::size_t v = 0; v < n; ++v)
-    out.label[std::size_t(plan.old_to_new[v])] = dataset.labels[v];
-  int bit = 0;
-  for (const std::vector<vertex_t>* split : {&dataset.train, &dataset.valid, &dataset.test}) {
-    for (const vertex_t v : *split)
-      if (dataset.labels[std::size_t(v)] >= 0)
-        out.splits[std::size_t(plan.old_to_new[std::size_t(v)])] |= std::uint8_t(1u << bit);
-    ++bit;
-  }
-  return out;
-}
-
-// Fraction correct over each split's labeled vertices (unlabeled ones carry no answer).
-std::array<double, 3> accuracies(const SplitLabels& labels,
-                                 const std::vector<std::int32_t>& predictions) {
-  // Branch-free: the splits and answers of consecutive rows follow no pattern, so branches
-  // on them would mispredict.
-  std::array<std::int64_t, 3> correct{}, labeled{};
-  for (std::size_t r = 0; r < labels.label.size(); ++r) {
-    const unsigned in = labels.splits[r];
-    const unsigned right = predictions[r] == labels.label[r] ? in : 0u;
-    for (int k = 0; k < 3; ++k) {
-      labeled[std::size_t(k)] += (in >> k) & 1u;
-      correct[std::size_t(k)] += (right >> k) & 1u;
-    }
-  }
-  std::array<double, 3> out{};
-  for (std::size_t k = 0; k < 3; ++k)
-    out[k] = labeled[k] > 0 ? double(correct[k]) / double(labeled[k]) : 0.0;
-  return out;
-}
-
 // Predictions (renumbered order) in dataset vertex order.
 std::vector<std::int32_t> by_dataset_vertex(const std::vector<std::int32_t>& predictions,
                                             const Plan& plan) {
@@ -589,7 +544,6 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
   TrainResult result;
   result.best_predictions.clear();
-  const SplitLabels labels = split_labels(dataset, plan);
   std::vector<std::int32_t> best_renumbered;  // predictions of the best-valid evaluation
   const std::int64_t total = config.epochs;
   std::optional<Progress> progress;
@@ -625,7 +579,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       const double eval_start = now_seconds();
       const auto& predictions = schedule.evaluate();
       record.evaluated = true;
-      const std::array<double, 3> correct = accuracies(labels, predictions);
+      const std::array<double, 3> correct = schedule.accuracies();
       record.train_accuracy = correct[0];
       record.valid_accuracy = correct[1];
       record.test_accuracy = correct[2];

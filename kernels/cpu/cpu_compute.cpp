@@ -212,7 +212,7 @@ void CpuDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {
 }
 
 void CpuDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
-                                      double* loss_sum, std::int32_t* predictions) {
+                                      const LossOutputs& out) {
   SLUICE_EXPECTS(labels.size == logits.rows, "softmax_cross_entropy: ", labels.size, " labels for ",
                  logits.rows, " rows");
   SLUICE_EXPECTS(mask.size == logits.rows || mask.size == 0, "softmax_cross_entropy: mask of ",
@@ -226,6 +226,7 @@ void CpuDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float sc
   constexpr std::int64_t kBlock = 256;
   const std::int64_t blocks = (logits.rows + kBlock - 1) / kBlock;
   std::vector<double> partial(std::size_t(blocks), 0.0);
+  std::vector<SplitCounts> partial_counts(out.split_counts ? std::size_t(blocks) : 0);
 #pragma omp parallel for schedule(static) if (logits.rows * classes > cpu::kParallelThreshold)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t end = std::min(logits.rows, (b + 1) * kBlock);
@@ -235,9 +236,18 @@ void CpuDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float sc
       std::int64_t best = 0;
       for (std::int64_t j = 1; j < classes; ++j)
         if (x[j] > x[best]) best = j;
-      if (predictions) predictions[i] = std::int32_t(best);
+      if (out.predictions) out.predictions[i] = std::int32_t(best);
       const std::int32_t y = labels.data[i];
-      const bool counted = y >= 0 && (mask.size == 0 || mask.data[i] != 0);
+      const vertex_t splits = mask.size == 0 ? 1 : mask.data[i];
+      if (out.split_counts && y >= 0 && classes > 0) {
+        SplitCounts& counts = partial_counts[std::size_t(b)];
+        for (int k = 0; k < 3; ++k)
+          if ((splits >> k) & 1) {
+            ++counts.labeled[k];
+            counts.correct[k] += best == y;
+          }
+      }
+      const bool counted = y >= 0 && (splits & 1) != 0;
       float* g = has_grad ? grad.data + i * grad.ld : nullptr;
       if (!counted || classes == 0) {
         if (g) std::fill_n(g, classes, 0.f);
@@ -259,7 +269,12 @@ void CpuDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float sc
   }
   double total = 0.0;
   for (double p : partial) total += p;
-  if (loss_sum) *loss_sum += total;
+  if (out.loss_sum) *out.loss_sum += total;
+  for (const SplitCounts& c : partial_counts)
+    for (int k = 0; k < 3; ++k) {
+      out.split_counts->labeled[k] += c.labeled[k];
+      out.split_counts->correct[k] += c.correct[k];
+    }
 }
 
 void CpuDevice::head_mean(Mat in, int heads, Mat out) {

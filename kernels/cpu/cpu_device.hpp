@@ -106,7 +106,7 @@ class CpuDevice final : public Device {
   void axpy(std::int64_t n, float alpha, const float* x, float* y) override;
 
   void softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
-                             double* loss_sum, std::int32_t* predictions) override;
+                             const LossOutputs& out) override;
 
   void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                    Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,

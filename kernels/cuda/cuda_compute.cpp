@@ -29,16 +29,22 @@ ActivationCode code(Activation act) {
 }
 
 struct LossTask {
-  const double* loss;               // pinned
-  double* loss_sum;                 // caller's
-  const std::int32_t* predictions;  // pinned
-  std::int32_t* caller_predictions;
+  const double* loss;                // pinned
+  const unsigned long long* counts;  // pinned, 6 (labeled, correct by split)
+  const std::int32_t* predictions;   // pinned
+  LossOutputs out;                   // the caller's
   std::int64_t rows;
   static void CUDART_CB run(void* arg) {
     std::unique_ptr<LossTask> task(static_cast<LossTask*>(arg));
-    if (task->loss_sum) *task->loss_sum += *task->loss;
-    if (task->caller_predictions && task->rows > 0)
-      std::memcpy(task->caller_predictions, task->predictions,
+    const LossOutputs& out = task->out;
+    if (out.loss_sum) *out.loss_sum += *task->loss;
+    if (out.split_counts)
+      for (int k = 0; k < 3; ++k) {
+        out.split_counts->labeled[k] += static_cast<std::int64_t>(task->counts[k]);
+        out.split_counts->correct[k] += static_cast<std::int64_t>(task->counts[3 + k]);
+      }
+    if (out.predictions && task->rows > 0)
+      std::memcpy(out.predictions, task->predictions,
                   static_cast<std::size_t>(task->rows) * sizeof(std::int32_t));
   }
 };
@@ -254,7 +260,7 @@ void CudaDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {
 // ---- loss ----
 
 void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float scale, Mat grad,
-                                       double* loss_sum, std::int32_t* predictions) {
+                                       const LossOutputs& out) {
   OpScope op(*this, "softmax_cross_entropy");
   const std::int64_t rows = logits.rows;
   SLUICE_EXPECTS(labels.size == rows || labels.size == 0, "softmax_cross_entropy: ", rows,
@@ -268,26 +274,32 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
                    "shape ",
                    grad.rows, " x ", grad.cols);
   DeviceGuard guard(gpu_);
-  auto* loss = loss_accumulator_.ensure_as<double>(1, account_, cur(), "loss accumulator");
+  // The device accumulators: the loss (a double), then 6 split counters.
+  constexpr std::int64_t kCounters = 6;
+  constexpr std::int64_t kBytes = 8 * (1 + kCounters);
+  auto* loss =
+      loss_accumulator_.ensure_as<double>(1 + kCounters, account_, cur(), "loss accumulator");
+  auto* counts = reinterpret_cast<unsigned long long*>(loss + 1);
   std::int32_t* device_predictions =
-      predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1), account_,
-                                                         cur(), "predictions")
-                  : nullptr;
-  auto* host_loss = static_cast<double*>(host_loss_.ensure(sizeof(double), cur()));
+      out.predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1),
+                                                             account_, cur(), "predictions")
+                      : nullptr;
+  auto* host_loss = static_cast<double*>(host_loss_.ensure(kBytes, cur()));
+  auto* host_counts = reinterpret_cast<const unsigned long long*>(host_loss + 1);
   auto* host_predictions = static_cast<std::int32_t*>(host_predictions_.ensure(
       std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)), cur()));
-  SLUICE_CUDA(cudaMemsetAsync(loss, 0, sizeof(double), cur()));
+  SLUICE_CUDA(cudaMemsetAsync(loss, 0, kBytes, cur()));
   launch_softmax_cross_entropy(logits.data, logits.ld, rows, logits.cols,
                                labels.size ? labels.data : nullptr, mask.size ? mask.data : nullptr,
                                scale, has_grad ? grad.data : nullptr, grad.ld, loss,
-                               device_predictions, cur());
-  SLUICE_CUDA(cudaMemcpyAsync(host_loss, loss, sizeof(double), cudaMemcpyDeviceToHost, cur()));
-  if (predictions && rows > 0)
+                               device_predictions, out.split_counts ? counts : nullptr, cur());
+  SLUICE_CUDA(cudaMemcpyAsync(host_loss, loss, kBytes, cudaMemcpyDeviceToHost, cur()));
+  if (out.predictions && rows > 0)
     SLUICE_CUDA(cudaMemcpyAsync(host_predictions, device_predictions,
                                 static_cast<std::size_t>(rows) * sizeof(std::int32_t),
                                 cudaMemcpyDeviceToHost, cur()));
-  auto task = std::make_unique<LossTask>(
-      LossTask{host_loss, loss_sum, host_predictions, predictions, rows});
+  auto task =
+      std::make_unique<LossTask>(LossTask{host_loss, host_counts, host_predictions, out, rows});
   SLUICE_CUDA(cudaLaunchHostFunc(cur(), &LossTask::run, task.get()));
   task.release();  // owned by the queued host function now
 }

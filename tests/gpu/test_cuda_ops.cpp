@@ -905,24 +905,32 @@ TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
   for (int c = 0; c < classes; ++c) logits[c] = 0.f;
   logits[2] = logits[5] = 3.f;
   std::vector<vertex_t> labels(rows), mask(rows);
-  std::uniform_int_distribution<int> label(-1, classes - 1), bit(0, 1);
-  for (std::int64_t i = 0; i < rows; ++i) labels[i] = label(rng_), mask[i] = bit(rng_);
+  // Mask bits: 1 train (the loss rows), 2 valid, 4 test.
+  std::uniform_int_distribution<int> label(-1, classes - 1), bits(0, 7);
+  for (std::int64_t i = 0; i < rows; ++i) labels[i] = label(rng_), mask[i] = bits(rng_);
   Mat dl = upload(rows, classes, logits);
   Mat grad = dev().alloc(rows, classes, "grad");
   dev().fill(grad, 7.f);
   const float scale = 1.f / 300.f;
   double loss = 1.5;  // accumulates
   std::vector<std::int32_t> predictions(rows, -7);
+  SplitCounts counts;
   dev().softmax_cross_entropy(dl, dev().upload(labels, "l"), dev().upload(mask, "m"), scale, grad,
-                              &loss, predictions.data());
+                              LossOutputs{&loss, predictions.data(), &counts});
   dev().synchronize();
   double want_loss = 1.5;
   std::vector<double> want_grad(rows * classes, 0.0);
+  SplitCounts want_counts;
   for (std::int64_t i = 0; i < rows; ++i) {
     const float* x = &logits[i * classes];
     const std::int32_t argmax = static_cast<std::int32_t>(std::max_element(x, x + classes) - x);
     ASSERT_EQ(predictions[i], argmax) << "row " << i;
-    if (labels[i] < 0 || !mask[i]) continue;
+    for (int k = 0; k < 3; ++k)
+      if (labels[i] >= 0 && ((mask[i] >> k) & 1)) {
+        ++want_counts.labeled[k];
+        want_counts.correct[k] += argmax == labels[i];
+      }
+    if (labels[i] < 0 || !(mask[i] & 1)) continue;
     double mx = *std::max_element(x, x + classes), s = 0;
     for (int c = 0; c < classes; ++c) s += std::exp(x[c] - mx);
     want_loss += -(x[labels[i]] - mx - std::log(s));
@@ -930,12 +938,17 @@ TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
       want_grad[i * classes + c] = scale * (std::exp(x[c] - mx) / s - (c == labels[i] ? 1 : 0));
   }
   EXPECT_EQ(predictions[0], 2);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(counts.labeled[k], want_counts.labeled[k]) << "split " << k;
+    EXPECT_EQ(counts.correct[k], want_counts.correct[k]) << "split " << k;
+  }
+  EXPECT_GT(want_counts.correct[1], 0);
   EXPECT_NEAR(loss, want_loss, 1e-5 * std::abs(want_loss));
   EXPECT_LT(relative_error(download(grad), want_grad), kTolerance);
   // Evaluation: no grad, no mask.
   double eval_loss = 0;
-  dev().softmax_cross_entropy(dl, dev().upload(labels, "l"), Idx{}, 1.f, Mat{}, &eval_loss,
-                              predictions.data());
+  dev().softmax_cross_entropy(dl, dev().upload(labels, "l"), Idx{}, 1.f, Mat{},
+                              LossOutputs{&eval_loss, predictions.data()});
   dev().synchronize();
   EXPECT_GT(eval_loss, 0.0);
 }

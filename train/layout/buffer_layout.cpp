@@ -430,7 +430,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.list(BufferRole::kLeaveKeys, s.leaves, c);
     add.list(BufferRole::kDestinationKeys, s.rows, c);
     add.list(BufferRole::kLabels, s.rows, c);
-    add.list(BufferRole::kTrainMask, s.rows, c);
+    add.list(BufferRole::kSplitBits, s.rows, c);
   }
   // The kept tail: in the flush buffer only where there is one.
   if (w.keep_tail && (!w.tail_in_flush_buffer || flush)) {
@@ -596,8 +596,8 @@ const char* buffer_role_name(BufferRole role) {
       return "destination keys";
     case BufferRole::kLabels:
       return "labels";
-    case BufferRole::kTrainMask:
-      return "train mask";
+    case BufferRole::kSplitBits:
+      return "split bits";
     case BufferRole::kTailRows:
       return "kept tail rows";
     case BufferRole::kTailPositions:

@@ -198,7 +198,7 @@ enum class BufferRole {
   kLeaveKeys,
   kDestinationKeys,
   kLabels,
-  kTrainMask,
+  kSplitBits,
   // The kept tail, per chunk, uploaded after every device's constants.
   kTailRows,
   kTailPositions,

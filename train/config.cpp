@@ -150,8 +150,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "first; the rest, and all of them under --comm baseline with several partitions, in host "
       "memory) | host (all in host memory, streamed every epoch)")(
       "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
-      "auto (GCN, SAGE with one partition: the first evaluation keeps layer 0's aggregation of "
-      "the features on the device where it fits, and later evaluations start from it) | off")(
+      "auto (GCN, SAGE: the first evaluation keeps layer 0's aggregation of each partition's "
+      "features on its device where it fits on every device, and later evaluations start from "
+      "it) | off")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),

@@ -152,8 +152,7 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
       "auto (GCN, SAGE: the first evaluation keeps layer 0's aggregation of each partition's "
       "features on its device where it fits on every device, and later evaluations start from "
-      "it) | off")(
-      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "it) | off")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(

@@ -62,8 +62,8 @@ class CudaDevice final : public Device {
   std::int64_t peak_bytes() const override { return account_.peak(); }
   void write(const float* host, std::int64_t count, float* device) override;
   void read(const float* device, std::int64_t count, float* host) override;
-  // Charged to the budget with the constants' headroom left; the pinned host matrix is freed.
   void release(Mat m) override;
+  // Charged to the budget with the constants' headroom left; the pinned host matrix stays.
   HostMat try_make_resident(HostMat m, const std::string& what) override;
   void read_matrix(const HostMat& m, void* out) override;
 

@@ -444,8 +444,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
 
   // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (derived weights,
   // permuted values) at setup, sized to the largest chunk; on first use the GAT backward's
-  // per-entry, per-source and per-destination gradients, the loss accumulator and the largest
-  // chunk's predictions.
+  // per-entry, per-source and per-destination gradients, the loss accumulator (the loss and 6
+  // split counters, 8 bytes each) and the largest chunk's predictions.
   add.scratch(BufferRole::kEntryValueScratch, BufferKind::kSetupScratch, 1, n.max_nnz);
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
@@ -454,7 +454,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.scratch(BufferRole::kGatSourceScoreGradients, first_use, n.merged_rows, w.heads);
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
   }
-  add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 1, sizeof(double));
+  add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 7, sizeof(double));
   add.scratch(BufferRole::kPredictions, BufferKind::kFirstUseScratch, D, 1, sizeof(std::int32_t));
   return layout;
 }

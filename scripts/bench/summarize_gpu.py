@@ -4,7 +4,8 @@
 Inputs: --runs gpu_runs.jsonl (one line per sluice-train run: name, dataset, model, gpus, comm,
 gpu_memory, rc, report, metrics), --pyg pyg.jsonl (scripts/bench/pyg_full_graph.py lines),
 --datasets datasets.jsonl (info --json, working set, cap). Per run: median epoch time over the
-epochs after the first (warm-up), mean phase breakdown and bytes per path over those epochs,
+epochs after the first (warm-up), the median evaluation time of those epochs (EVAL_EVERY=1; the
+first, which fills the evaluation cache, left out) and its ratio to the epoch, mean phase breakdown and bytes per path over those epochs,
 host-link busy % = H2D bytes moved in load phases / (load time x 55 GB/s x GPUs) (phase times are
 device time per lane, the slowest device's: with overlap the load phase holds the gathers and the
 backward's block prefetches; without it only the gathers, blocks loading inside compute), host-link
@@ -70,7 +71,10 @@ def run_stats(run):
     moved = t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"]
     epoch_busy = moved / (seconds * LINK * gpus) if seconds > 0 else 0
     report = run.get("report", {})
+    # Evaluations after the first epoch's (which fills the evaluation cache): EVAL_EVERY=1.
+    evals = [m["eval_seconds"] for m in ms if m.get("valid_accuracy") is not None]
     return {"seconds": seconds, "phases": phases, "t": t, "busy": busy, "epoch_busy": epoch_busy,
+            "eval": statistics.median(evals) if evals else None,
             "peak": max(m.get("peak_device_bytes", 0) for m in ms),
             "pc": f"{report.get('partitions', '?')}x{report.get('chunks', '?')}",
             "loss": report.get("final_loss")}
@@ -142,11 +146,12 @@ def main():
             one_gpu[(r["dataset"], r["model"], r["gpu_memory"] > 0, r.get("overlap", 1),
                      r.get("variant", ""))] = s["seconds"]
 
-    out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | load | p2p | compute | "
+    out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | evaluation (÷ epoch) "
+               "| load | p2p | compute | "
                "store | flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch "
                "| D2H GB/epoch | host link busy in load | host link busy over the epoch "
                "| peak GPU GiB | 2 GPUs vs 1 | PyG (1 GPU) s/epoch ÷ ours |")
-    out.append("|" + "---|" * 21)
+    out.append("|" + "---|" * 22)
     for r in runs:
         s = stats.get(r["name"])
         capped = r.get("gpu_memory", 0) > 0
@@ -157,7 +162,7 @@ def main():
             why = (errors[-1].split("error:", 1)[1].strip() if errors else why)
             why = "not run: " + why.replace("\n", "; ").replace("|", "/")
             out.append(f"| {r['dataset']} | {r.get('model', 'gcn+gat')} | {r['gpus']} | | "
-                       f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 14)
+                       f"{r.get('comm', '')} | {cap} | {why} |" + " |" * 15)
             continue
         p, t = s["phases"], s["t"]
         speed = ""
@@ -175,9 +180,11 @@ def main():
         comm = r["comm"] + ("" if r.get("overlap", 1) else " (no overlap)")
         if r.get("variant"):
             comm += f" ({r['variant']})"
+        evaluation = (f"{fmt_s(s['eval'])} ({s['eval'] / s['seconds']:.2f})"
+                      if s["eval"] is not None and s["seconds"] > 0 else "-")
         out.append(
             f"| {r['dataset']} | {r['model']} | {r['gpus']} | {s['pc']} | {comm} | {cap} "
-            f"| {fmt_s(s['seconds'])} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
+            f"| {fmt_s(s['seconds'])} | {evaluation} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
             f"| {fmt_s(p['compute'])} | {fmt_s(p['store'])} | {fmt_s(p['flush'])} "
             f"| {fmt_s(p['optimizer'])} "
             f"| {gb(t['h2d_gather_bytes'])} + {gb(t['h2d_block_bytes'])} | {gb(t['p2p_bytes'])} "

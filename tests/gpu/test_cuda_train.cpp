@@ -296,8 +296,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTrainAgreement, ::testing::ValuesIn(agreemen
 // Vertex data in device memory (--vertex-data auto) gives the numbers of the same run with every
 // matrix in host memory, whatever share of it the budget holds: from none (the least budget the
 // plan runs under) to all (none over the link); on one device and on two logical devices, each
-// holding its partition's rows. Budgets in between leave some matrices in host
-// memory; one of them must. The runs agree to float rounding, not bit for bit: the CUDA backend
+// holding its partition's rows. Budgets in between leave some matrices in host memory; one of
+// them must. The runs agree to float rounding, not bit for bit: the CUDA backend
 // chooses each transposed product's method by timing it, and a budget also moves constants.
 TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
   if (!cuda_backend_available())

@@ -219,8 +219,7 @@ void Schedule::Impl::aggregate_transformed(DeviceState& s, const DeviceChunk& ch
   }
   const std::int64_t F = layer.out_width;
   d.spmm(ch.csr, nullptr, T.col_block(F, F), Z);
-  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z,
-              /*add=*/true);
+  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z, kAddInto);
 }
 
 // Backward of aggregate_transformed() into dZm, which accumulates while its rows stay, as GAT's:

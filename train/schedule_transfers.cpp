@@ -14,13 +14,6 @@ namespace sluice {
 
 using namespace schedule_detail;
 
-namespace {
-
-// Device::copy_rows: copy over the destination rows, or add into them.
-constexpr bool kCopyOver = false, kAddInto = true;
-
-}  // namespace
-
 // Phase A: transition update (loads of L_c^p, dropout on arrivals; GAT: their transforms); in
 // a backward pass that flushes also zero the gradient rows of arrivals and of the chunk's
 // remote region (GAT: of dZm). With a stage the rows were gathered from host memory ahead

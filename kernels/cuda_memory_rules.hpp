@@ -31,6 +31,14 @@ constexpr std::int64_t long_degree_for(std::int64_t nnz) {
   return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
 }
 
+// GAT layers of at most 8 heads and 256 columns in all take the backward by source
+// (kernels/cuda/gat.hpp), which needs no transposed coefficients (atilde, nnz x K): its per-warp
+// staging of 4 x 32 x K floats keeps a block of 8 warps within 32 KiB of shared memory.
+inline constexpr int kGatBySourceMaxHeads = 8;
+constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
+  return heads > 0 && heads <= kGatBySourceMaxHeads && width > 0 && heads * width <= 256;
+}
+
 // A chunk CSR's counts that size its arrays on the device: rows and transposed rows (columns)
 // with more than long_degree_for(nnz) entries are listed for the GAT kernels.
 struct CsrCounts {

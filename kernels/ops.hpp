@@ -389,10 +389,13 @@ class Device {
   // rows of z that changed.
   virtual void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) = 0;
   // Given dout (a.rows x K*F, gradient w.r.t. concatenated O), accumulates: dz (a.cols x K*F)
-  // +=, d_att_src/d_att_dst (K*F each) +=. Uses the same inputs as gat_forward.
+  // +=, d_att_src/d_att_dst (K*F each) +=. Uses the same inputs as gat_forward, and its outputs
+  // el, er, alpha and out (O itself: a backend may take the softmax backward's per-row sums
+  // sum_k alpha_k d(alpha)_k as dO^h . O^h from it).
   virtual void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                            Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) = 0;
+                            Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,
+                            float* d_att_dst) = 0;
   // Output-layer helpers: out (rows x F) = mean over heads of in (rows x K*F), and its backward
   // din (rows x K*F) = dout / K broadcast to every head.
   virtual void head_mean(Mat in, int heads, Mat out) = 0;

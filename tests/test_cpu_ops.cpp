@@ -861,8 +861,8 @@ void check_gat(Device& d, const DropoutKey& key) {
   Mat dz = d.alloc(g.cols, KF, "dz");
   d.fill(dz, 0.5f);
   Floats dsrc(std::size_t(KF), 0.25f), ddst(std::size_t(KF), -0.25f);
-  d.gat_backward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, dout, dz, dsrc.data(),
-                 ddst.data());
+  d.gat_backward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, dout, dz,
+                 dsrc.data(), ddst.data());
   const Floats dzv = get(dz);
 
   // Central differences of L = sum(out * weights) in double.
@@ -946,7 +946,7 @@ TEST_F(CpuOps, LargeInputsGiveTheSameBitsForAnyThreadCount) {
     d.fill(acc, 0.f);
     Floats att_grads(std::size_t(2 * KF), 0.f), sums(std::size_t(KF), 0.f);
     d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out, false);
-    d.gat_backward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, dout, dz,
+    d.gat_backward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out, dout, dz,
                    att_grads.data(), att_grads.data() + KF);
     d.spmm_transpose_add(a, alpha.data, dout.col_block(0, 1), dx.col_block(0, 1));
     d.scatter_add_rows(small, target_idx, acc);
@@ -1098,7 +1098,7 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
                           LossOutputs{&loss});
   d.add_column_sums(dz, db.data);
   d.head_mean_backward(dz, int(K), d_o);
-  d.gat_backward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, d_o, dzm,
+  d.gat_backward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o, d_o, dzm,
                  dsrc.data, ddst.data);
   d.gemm(true, false, 1.f, x, dzm, 1.f, dw);
   EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);

@@ -153,7 +153,9 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
 
 // GAT: the attention backward into dZm, which accumulates over the batches a row stays (zeroed
 // on arrival, remote rows every batch). When the row leaves, flush_rows() sends it to G^l as
-// dT^l (layers above 0), and transform_flush() turns layer 0's into dW.
+// dT^l (layers above 0), and transform_flush() turns layer 0's into dW. The chunk's head
+// outputs O are still in s.gat: the fused pass's forward or backward_compute()'s recomputation
+// wrote them.
 void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
                                         const LayerSpec& layer, Mat dZ) {
   Device& d = *s.device;
@@ -166,9 +168,9 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
   d.gat_backward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                  s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                  attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), dO,
-                 rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
-                 s.grads.data + layer.att_dst_offset);
+                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads),
+                 rows_of(s.gat, nd, KF), dO, rows_of(s.dZm, M, KF),
+                 s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
 }
 
 // GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient

@@ -129,10 +129,14 @@ void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att
 
 void CpuDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                             Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
+                             Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,
+                             float* d_att_dst) {
   const CpuCsr& m = csr(a);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_backward");
   const std::int64_t K = shape.heads, F = shape.width;
+  // The reference sums alpha_k d(alpha)_k over each row's entries; out is only checked.
+  SLUICE_EXPECTS(out.rows == m.rows && out.cols == K * F, "gat_backward: out ", out.rows, " x ",
+                 out.cols);
   SLUICE_EXPECTS(dout.rows == m.rows && dout.cols == K * F, "gat_backward: dout ", dout.rows, " x ",
                  dout.cols);
   SLUICE_EXPECTS(dz.rows == m.cols && dz.cols == K * F, "gat_backward: dz ", dz.rows, " x ",

@@ -108,7 +108,7 @@ class CudaDevice final : public Device {
   void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) override;
   void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                     Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                    Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
+                    Mat out, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
   void head_mean(Mat in, int heads, Mat out) override;
   void head_mean_backward(Mat dout, int heads, Mat din) override;
 

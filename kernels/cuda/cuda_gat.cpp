@@ -13,6 +13,38 @@ AttentionDropout attention_dropout(const DropoutKey& key, Idx row_keys) {
   return AttentionDropout{key.seed, key.salt(), key.rate, key.rate > 0.f ? row_keys.data : nullptr};
 }
 
+// launch_gat_backward_by_source over chunk CSR m and its transpose.
+template <typename Index>
+void by_source(const DeviceCsr& m, Mat z, Mat el, Mat er, Mat alpha, Mat dout, Mat dz, int heads,
+               const AttentionDropout& drop, const float* row_sums, float* d_el, float* ds,
+               cudaStream_t stream) {
+  GatBySource<Index> p;
+  p.a = m.arrays<Index>();
+  p.t_indptr = m.t_indptr.as<Index>();
+  p.t_columns = m.t_columns.as<Index>();
+  p.t_perm = m.t_perm.as<Index>();
+  p.t_long_rows = m.transposed_long_rows();
+  p.z = z.data;
+  p.ldz = z.ld;
+  p.el = el.data;
+  p.ldel = el.ld;
+  p.er = er.data;
+  p.lder = er.ld;
+  p.alpha = alpha.data;
+  p.ldalpha = alpha.ld;
+  p.dout = dout.data;
+  p.lddout = dout.ld;
+  p.row_sums = row_sums;
+  p.heads = heads;
+  p.width = z.cols / heads;
+  p.dropout = drop;
+  p.dz = dz.data;
+  p.lddz = dz.ld;
+  p.d_el = d_el;
+  p.ds = ds;
+  launch_gat_backward_by_source(p, stream);
+}
+
 }  // namespace
 
 void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
@@ -66,7 +98,8 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
 
 void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                               Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                              Mat alpha, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) {
+                              Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,
+                              float* d_att_dst) {
   OpScope op(*this, "gat_backward");
   expect_compute_lane("gat_backward");
   DeviceGuard guard(gpu_);
@@ -74,35 +107,56 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
                  " columns do not split into ", heads, " heads");
   const std::int64_t width = z.cols / heads;
-  SLUICE_EXPECTS(
-      dout.rows == m.rows && dout.cols == z.cols && dz.rows == m.cols && dz.cols == z.cols,
-      "gat_backward shapes");
+  SLUICE_EXPECTS(dout.rows == m.rows && dout.cols == z.cols && out.rows == m.rows &&
+                     out.cols == z.cols && dz.rows == m.cols && dz.cols == z.cols,
+                 "gat_backward shapes");
   if (attention_key.rate > 0.f)
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_backward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
   cudaStream_t s = cur();
   const std::int64_t k = heads;
-  float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
-  float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
   float* d_el = gat_del_.ensure_as<float>(m.cols * k, account_, s, "GAT scratch");
   float* d_er = gat_der_.ensure_as<float>(m.rows * k, account_, s, "GAT scratch");
   if (m.cols > 0)
     SLUICE_CUDA(cudaMemsetAsync(d_el, 0, static_cast<std::size_t>(m.cols * k * kFloat), s));
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
-  // Entry-major coefficients (atilde[e * K + h]), then one transposed aggregation over all heads.
-  {
-    OpScope sub(*this, "gat_backward.edges");
-    if (m.wide) {
-      launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                                dalpha, atilde, d_el, d_er, s);
-    } else {
-      launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                                er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width, drop,
-                                dalpha, atilde, d_el, d_er, s);
+  if (gat_backward_by_source(heads, width) && m.t_perm.get() != nullptr) {
+    // One pass by source; the per-entry score gradients in dalpha's scratch, the per-row sums
+    // in d_er's until the destination sums replace them.
+    float* ds = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+    {
+      OpScope sub(*this, "gat_backward.rows");
+      launch_gat_row_sums(m.rows, dout.data, dout.ld, out.data, out.ld, heads, width, d_er, s);
     }
-  }
-  {
+    {
+      OpScope sub(*this, "gat_backward.sources");
+      if (m.wide)
+        by_source<std::int64_t>(m, z, el, er, alpha, dout, dz, heads, drop, d_er, d_el, ds, s);
+      else
+        by_source<std::int32_t>(m, z, el, er, alpha, dout, dz, heads, drop, d_er, d_el, ds, s);
+    }
+    OpScope sub(*this, "gat_backward.destinations");
+    if (m.wide)
+      launch_gat_destination_sums(m.arrays<std::int64_t>(), ds, heads, d_er, s);
+    else
+      launch_gat_destination_sums(m.arrays<std::int32_t>(), ds, heads, d_er, s);
+  } else {
+    float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+    float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
+    // Entry-major coefficients (atilde[e * K + h]), then one transposed aggregation over all
+    // heads.
+    {
+      OpScope sub(*this, "gat_backward.edges");
+      if (m.wide) {
+        launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                  er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width,
+                                  drop, dalpha, atilde, d_el, d_er, s);
+      } else {
+        launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
+                                  er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width,
+                                  drop, dalpha, atilde, d_el, d_er, s);
+      }
+    }
     OpScope sub(*this, "gat_backward.transposed");
     transposed_aggregate(m, atilde, heads, width, dout, dz);
   }

@@ -161,6 +161,36 @@ __device__ __forceinline__ void accumulate_row(float (&acc)[kColumnsPerLane],
   }
 }
 
+template <bool kVec4>
+__device__ __forceinline__ int lane_column(int lane, int t) {
+  return kVec4 ? 128 * (t / 4) + 4 * lane + t % 4 : lane + 32 * t;
+}
+
+// row[c] for the lane's columns c of the pass from column_base (0 beyond total_cols).
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void load_lane_columns(float (&v)[kColumnsPerLane], const float* row,
+                                                  std::int64_t column_base, int lane,
+                                                  std::int64_t total_cols) {
+  if constexpr (kVec4) {
+#pragma unroll
+    for (int g = 0; g < kColumnsPerLane / 4; ++g) {
+      const std::int64_t c = column_base + 128 * g + 4 * lane;
+      const float4 x = c < total_cols ? *reinterpret_cast<const float4*>(row + c)
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+      v[4 * g] = x.x;
+      v[4 * g + 1] = x.y;
+      v[4 * g + 2] = x.z;
+      v[4 * g + 3] = x.w;
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) {
+      const std::int64_t c = column_base + lane + 32 * t;
+      v[t] = c < total_cols ? row[c] : 0.f;
+    }
+  }
+}
+
 // How a finished pass reaches the output row: stored, or added to what it holds.
 enum class PassWrite { kStore, kAdd };
 
@@ -273,7 +303,21 @@ __device__ __forceinline__ void aggregate_chunks(
     }
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-    for (int j = 0; j < count; ++j) {
+    int j = 0;
+    // Two source rows in flight, added in entry order (the same sums as one at a time).
+    for (; j + 1 < count; j += 2) {
+      const std::int64_t u0 = __shfl_sync(0xffffffffu, u_mine, j);
+      const std::int64_t u1 = __shfl_sync(0xffffffffu, u_mine, j + 1);
+      float v0[kColumnsPerLane], v1[kColumnsPerLane];
+      load_lane_columns<kColumnsPerLane, kVec4>(v0, z + u0 * ldz, column_base, lane, total_cols);
+      load_lane_columns<kColumnsPerLane, kVec4>(v1, z + u1 * ldz, column_base, lane, total_cols);
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t) acc[t] += coef[j * heads + head_of[t]] * v0[t];
+#pragma unroll
+      for (int t = 0; t < kColumnsPerLane; ++t)
+        acc[t] += coef[(j + 1) * heads + head_of[t]] * v1[t];
+    }
+    if (j < count) {
       const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j);
       accumulate_row<kColumnsPerLane, kVec4>(acc, head_of, coef + j * heads, z + u * ldz,
                                              column_base, lane, total_cols);
@@ -811,6 +855,291 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
+// ---- Backward by source (gat.hpp, launch_gat_backward_by_source): a warp per transposed row u.
+// Layout of the lane's columns as in the column passes (kVec4: words of 4 columns); a word never
+// spans two heads (F % 4 == 0 with kVec4). kGrouped: a head's columns within a word are an
+// aligned group of `group` lanes (F / 4 with kVec4, F without), so the warp reduces each word's
+// dot product with log2(group) shuffles instead of a full warp sum per head.
+
+// Blocks of 8 warps resident per SM: registers for 4 (64 a thread) would spill.
+constexpr int kBySourceBlocksPerSm = 3;
+// Warps per long row: hub rows of RMAT graphs hold tens of thousands of entries. The kernel's
+// shared memory (by_source_long_shared()) then exceeds the default 48 KiB and is requested.
+constexpr int kBySourceLongWarps = 16;
+constexpr int kBySourceLongThreads = 32 * kBySourceLongWarps;
+
+// A warp's state for one source row u.
+template <int kColumnsPerLane, bool kVec4>
+struct SourceRow {
+  static constexpr int kPerWord = kVec4 ? 4 : 1;
+  static constexpr int kWords = kColumnsPerLane / kPerWord;
+  float z[kColumnsPerLane];    // Z_u
+  float acc[kColumnsPerLane];  // sum of alpha~ dO_i
+  float del[kWords];           // d_el[u, head of the word], on the word that leads its head
+  int head[kWords];            // -1: beyond the columns
+  bool leads[kWords];          // the word holds its head's first column
+};
+
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void start_source_row(SourceRow<kColumnsPerLane, kVec4>& r,
+                                                 const float* z_u, int lane, int total_cols,
+                                                 int width) {
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+  load_lane_columns<kColumnsPerLane, kVec4>(r.z, z_u, 0, lane, total_cols);
+#pragma unroll
+  for (int t = 0; t < kColumnsPerLane; ++t) r.acc[t] = 0.f;
+#pragma unroll
+  for (int w = 0; w < R::kWords; ++w) {
+    const int c = lane_column<kVec4>(lane, w * R::kPerWord);
+    r.del[w] = 0.f;
+    r.head[w] = c < total_cols ? c / width : -1;
+    r.leads[w] = c < total_cols && c % width == 0;
+  }
+}
+
+// One entry of source row r: destination row dO_i in dv, its coefficients staged at slot j
+// (stage: alpha~, alpha * S(i), LeakyReLU slope, ds; 32 x K each).
+template <int kColumnsPerLane, bool kVec4, bool kGrouped>
+__device__ __forceinline__ void by_source_entry(SourceRow<kColumnsPerLane, kVec4>& r,
+                                                const float (&dv)[kColumnsPerLane], int j,
+                                                int heads, int group, float* stage) {
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+  const float* at = stage;
+  const float* q = stage + 32 * heads;
+  const float* slope = q + 32 * heads;
+  float* ds = stage + 96 * heads;
+  float dot[R::kWords];
+#pragma unroll
+  for (int w = 0; w < R::kWords; ++w) {
+    float s = 0.f;
+#pragma unroll
+    for (int x = 0; x < R::kPerWord; ++x) s += dv[w * R::kPerWord + x] * r.z[w * R::kPerWord + x];
+    dot[w] = s;
+  }
+  if constexpr (kGrouped) {
+#pragma unroll
+    for (int w = 0; w < R::kWords; ++w)
+      for (int offset = group / 2; offset > 0; offset /= 2)
+        dot[w] += __shfl_xor_sync(0xffffffffu, dot[w], offset);
+  } else {
+    float reduced[R::kWords];
+    for (int h = 0; h < heads; ++h) {
+      float s = 0.f;
+#pragma unroll
+      for (int w = 0; w < R::kWords; ++w) s += r.head[w] == h ? dot[w] : 0.f;
+      s = detail::warp_sum(s);
+#pragma unroll
+      for (int w = 0; w < R::kWords; ++w)
+        if (r.head[w] == h) reduced[w] = s;
+    }
+#pragma unroll
+    for (int w = 0; w < R::kWords; ++w) dot[w] = reduced[w];
+  }
+#pragma unroll
+  for (int w = 0; w < R::kWords; ++w) {
+    const int h = r.head[w];
+    if (h < 0) continue;
+    const float a = at[j * heads + h];
+#pragma unroll
+    for (int x = 0; x < R::kPerWord; ++x) r.acc[w * R::kPerWord + x] += a * dv[w * R::kPerWord + x];
+    if (r.leads[w]) {
+      // d(alpha) = dot * mask, alpha d(alpha) = alpha~ dot; ds = LeakyReLU' alpha (d(alpha) - S).
+      const float d = slope[j * heads + h] * (a * dot[w] - q[j * heads + h]);
+      ds[j * heads + h] = d;
+      r.del[w] += d;
+    }
+  }
+}
+
+// Source row u's 32-entry chunks first_chunk, first_chunk + step, ...: lane j stages entry j's
+// coefficients for every head, then the warp takes the entries in order, two rows in flight.
+template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+__device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
+                                                 SourceRow<kColumnsPerLane, kVec4>& r,
+                                                 std::int64_t u, std::int64_t begin,
+                                                 std::int64_t degree, std::int64_t first_chunk,
+                                                 std::int64_t step, int group, float* stage) {
+  const int lane = lane_id();
+  const int heads = p.heads;
+  const int total_cols = static_cast<int>(heads * p.width);
+  for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
+    std::int64_t i_mine = 0, e_mine = 0;
+    if (chunk + lane < degree) {
+      i_mine = p.t_columns[begin + chunk + lane];
+      e_mine = p.t_perm[begin + chunk + lane];
+      const std::int64_t k = e_mine - p.a.indptr[i_mine];
+      const std::uint64_t prefix = attention_prefix(p.dropout, i_mine);
+      for (int h = 0; h < heads; ++h) {
+        const float a = p.alpha[e_mine * p.ldalpha + h];
+        const float pre = p.el[u * p.ldel + h] + p.er[i_mine * p.lder + h];
+        stage[lane * heads + h] = a * attention_scale(p.dropout, prefix, k, h);
+        stage[(32 + lane) * heads + h] = a * p.row_sums[i_mine * heads + h];
+        stage[(64 + lane) * heads + h] = pre > 0.f ? 1.f : kLeakySlope;
+      }
+    }
+    __syncwarp();
+    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+    int j = 0;
+    for (; j + 1 < count; j += 2) {
+      const std::int64_t i0 = __shfl_sync(0xffffffffu, i_mine, j);
+      const std::int64_t i1 = __shfl_sync(0xffffffffu, i_mine, j + 1);
+      float d0[kColumnsPerLane], d1[kColumnsPerLane];
+      load_lane_columns<kColumnsPerLane, kVec4>(d0, p.dout + i0 * p.lddout, 0, lane, total_cols);
+      load_lane_columns<kColumnsPerLane, kVec4>(d1, p.dout + i1 * p.lddout, 0, lane, total_cols);
+      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d0, j, heads, group, stage);
+      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d1, j + 1, heads, group, stage);
+    }
+    if (j < count) {
+      const std::int64_t i0 = __shfl_sync(0xffffffffu, i_mine, j);
+      float d0[kColumnsPerLane];
+      load_lane_columns<kColumnsPerLane, kVec4>(d0, p.dout + i0 * p.lddout, 0, lane, total_cols);
+      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d0, j, heads, group, stage);
+    }
+    __syncwarp();
+    if (chunk + lane < degree)
+      for (int h = 0; h < heads; ++h) p.ds[e_mine * heads + h] = stage[(96 + lane) * heads + h];
+    __syncwarp();
+  }
+}
+
+// One warp per transposed row (rows up to p.t_long_rows.degree entries). Shared: per warp
+// 4 x 32 x K floats of staged coefficients.
+template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+__global__ void __launch_bounds__(detail::kBlockThreads, kBySourceBlocksPerSm)
+    gat_by_source_kernel(GatBySource<Index> p, int group) {
+  extern __shared__ float shared[];
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+  const int lane = lane_id();
+  float* stage = shared + (threadIdx.x / 32) * (128 * p.heads);
+  const int total_cols = static_cast<int>(p.heads * p.width);
+  const int width = static_cast<int>(p.width);
+  for (std::int64_t u = global_warp(); u < p.a.cols; u += warp_count()) {
+    const std::int64_t begin = p.t_indptr[u];
+    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+    if (degree == 0 || degree > p.t_long_rows.degree) continue;
+    R r;
+    start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
+    by_source_chunks<Index, kColumnsPerLane, kVec4, kGrouped>(p, r, u, begin, degree, 0, 32, group,
+                                                              stage);
+    write_column_pass<kColumnsPerLane, kVec4, PassWrite::kAdd>(r.acc, p.dz + u * p.lddz, 0, lane,
+                                                               total_cols);
+#pragma unroll
+    for (int w = 0; w < R::kWords; ++w)
+      if (r.leads[w]) p.d_el[u * p.heads + r.head[w]] = r.del[w];
+  }
+}
+
+std::size_t by_source_long_shared(int heads, int columns_per_lane) {
+  return sizeof(float) * static_cast<std::size_t>(kBySourceLongWarps) *
+         (128 * static_cast<std::size_t>(heads) + 32 * columns_per_lane + heads);
+}
+
+// Long-row version: a block of kBySourceLongWarps warps per transposed row, the warps' sums
+// combined in warp order. Shared: by_source_long_shared().
+template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+__global__ void __launch_bounds__(kBySourceLongThreads)
+    gat_by_source_long_kernel(GatBySource<Index> p, int group) {
+  extern __shared__ float shared[];
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+  constexpr int kSpan = 32 * kColumnsPerLane;
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int heads = p.heads;
+  float* stage = shared + warp * (128 * heads);
+  float* partial = shared + kBySourceLongWarps * 128 * heads;  // [warp][kSpan]
+  float* part_del = partial + kBySourceLongWarps * kSpan;      // [warp][head]
+  const int total_cols = static_cast<int>(heads * p.width);
+  const int width = static_cast<int>(p.width);
+  for (std::int64_t r_index = blockIdx.x; r_index < p.t_long_rows.count; r_index += gridDim.x) {
+    const std::int64_t u = p.t_long_rows.rows[r_index];
+    const std::int64_t begin = p.t_indptr[u];
+    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+    R r;
+    start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
+    by_source_chunks<Index, kColumnsPerLane, kVec4, kGrouped>(
+        p, r, u, begin, degree, warp * 32, 32 * kBySourceLongWarps, group, stage);
+#pragma unroll
+    for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = r.acc[t];
+#pragma unroll
+    for (int w = 0; w < R::kWords; ++w)
+      if (r.leads[w]) part_del[warp * heads + r.head[w]] = r.del[w];
+    __syncthreads();
+    for (int x = static_cast<int>(threadIdx.x); x < kSpan; x += kBySourceLongThreads) {
+      const int c = lane_column<kVec4>(x % 32, x / 32);
+      if (c >= total_cols) continue;
+      float sum = 0.f;
+      for (int w = 0; w < kBySourceLongWarps; ++w) sum += partial[w * kSpan + x];
+      p.dz[u * p.lddz + c] += sum;
+    }
+    if (static_cast<int>(threadIdx.x) < heads) {
+      float sum = 0.f;
+      for (int w = 0; w < kBySourceLongWarps; ++w) sum += part_del[w * heads + threadIdx.x];
+      p.d_el[u * heads + threadIdx.x] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// sums[i * K + h] = dO_i^h . O_i^h, a warp per row.
+__global__ void gat_row_sums_kernel(std::int64_t rows, const float* __restrict__ dout,
+                                    std::int64_t lddout, const float* __restrict__ out,
+                                    std::int64_t ldout, int heads, std::int64_t width,
+                                    float* __restrict__ sums) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
+    for (int h = 0; h < heads; ++h) {
+      float s = 0.f;
+      for (std::int64_t f = lane; f < width; f += 32)
+        s += dout[i * lddout + h * width + f] * out[i * ldout + h * width + f];
+      s = detail::warp_sum(s);
+      if (lane == 0) sums[i * heads + h] = s;
+    }
+  }
+}
+
+// d_er[i, h] = sum of ds over row i's entries: a warp per row up to a.long_rows.degree entries.
+template <typename Index>
+__global__ void gat_destination_sums_kernel(CsrArrays<Index> a, const float* __restrict__ ds,
+                                            int heads, float* __restrict__ d_er) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    if (degree > a.long_rows.degree) continue;
+    for (int h = 0; h < heads; ++h) {
+      float s = 0.f;
+      for (std::int64_t k = lane; k < degree; k += 32) s += ds[(begin + k) * heads + h];
+      s = detail::warp_sum(s);
+      if (lane == 0) d_er[i * heads + h] = s;
+    }
+  }
+}
+
+// Long rows: a block of kLongWarps warps per row, summed in warp order.
+template <typename Index>
+__global__ void __launch_bounds__(kLongThreads)
+    gat_destination_sums_long_kernel(CsrArrays<Index> a, const float* __restrict__ ds, int heads,
+                                     float* __restrict__ d_er) {
+  __shared__ float part[kLongWarps];
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
+    const std::int64_t i = a.long_rows.rows[r];
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    for (int h = 0; h < heads; ++h) {
+      float s = 0.f;
+      for (std::int64_t k = threadIdx.x; k < degree; k += kLongThreads)
+        s += ds[(begin + k) * heads + h];
+      s = detail::warp_sum(s);
+      if (lane == 0) part[warp] = s;
+      __syncthreads();
+      if (threadIdx.x == 0) d_er[i * heads + h] = sum_over_warps(part, 1);
+      __syncthreads();
+    }
+  }
+}
+
 // Block (32, 8): x over columns, y over rows; the block reduces d_att over y.
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
                                            const vertex_t* __restrict__ row_map, std::int64_t rows,
@@ -1044,6 +1373,90 @@ void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_column
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
+void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddout,
+                         const float* out, std::int64_t ldout, int heads, std::int64_t width,
+                         float* sums, cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0) return;
+  gat_row_sums_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
+      rows, dout, lddout, out, ldout, heads, width, sums);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+namespace {
+
+template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+void launch_by_source_variant(const GatBySource<Index>& p, int group, cudaStream_t stream) {
+  const std::size_t shared =
+      sizeof(float) * static_cast<std::size_t>(detail::kWarpsPerBlock) * 128 * p.heads;
+  gat_by_source_kernel<Index, kColumnsPerLane, kVec4, kGrouped>
+      <<<warp_blocks(p.a.cols), detail::kBlockThreads, shared, stream>>>(p, group);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  if (p.t_long_rows.count == 0) return;
+  const auto long_kernel = gat_by_source_long_kernel<Index, kColumnsPerLane, kVec4, kGrouped>;
+  const std::size_t long_shared = by_source_long_shared(p.heads, kColumnsPerLane);
+  if (long_shared > kMaxLongShared)
+    SLUICE_CUDA(cudaFuncSetAttribute(long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(long_shared)));
+  long_kernel<<<long_blocks(p.t_long_rows.count), kBySourceLongThreads, long_shared, stream>>>(
+      p, group);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+template <typename Index, int kColumnsPerLane, bool kVec4>
+void launch_by_source_layout(const GatBySource<Index>& p, int group, cudaStream_t stream) {
+  if (group > 0) {
+    launch_by_source_variant<Index, kColumnsPerLane, kVec4, true>(p, group, stream);
+  } else {
+    launch_by_source_variant<Index, kColumnsPerLane, kVec4, false>(p, 0, stream);
+  }
+}
+
+bool power_of_two_up_to_32(std::int64_t n) {
+  return n > 0 && n <= 32 && (n & (n - 1)) == 0;
+}
+
+}  // namespace
+
+template <typename Index>
+void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
+  SLUICE_EXPECTS(gat_backward_by_source(p.heads, p.width) && p.t_perm != nullptr,
+                 "the GAT backward by source takes at most ", kGatBySourceMaxHeads,
+                 " heads of 256 columns in all and the transposed entry order");
+  if (p.a.cols <= 0 || p.a.nnz <= 0) return;
+  const std::int64_t total_cols = p.heads * p.width;
+  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const bool vec4 = per_lane >= 4 && p.width % 4 == 0 && rows_aligned16(p.z, p.ldz) &&
+                    rows_aligned16(p.dout, p.lddout) && rows_aligned16(p.dz, p.lddz);
+  // Lanes per head within a word: the word's head is a whole aligned group of lanes.
+  const std::int64_t lanes = vec4 ? p.width / 4 : p.width;
+  const int group = power_of_two_up_to_32(lanes) ? static_cast<int>(lanes) : 0;
+  if (per_lane == 2) {
+    launch_by_source_layout<Index, 2, false>(p, group, stream);
+  } else if (per_lane == 4) {
+    if (vec4)
+      launch_by_source_layout<Index, 4, true>(p, group, stream);
+    else
+      launch_by_source_layout<Index, 4, false>(p, group, stream);
+  } else if (vec4) {
+    launch_by_source_layout<Index, 8, true>(p, group, stream);
+  } else {
+    launch_by_source_layout<Index, 8, false>(p, group, stream);
+  }
+}
+
+template <typename Index>
+void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
+                                 cudaStream_t stream) {
+  if (a.rows <= 0 || heads <= 0) return;
+  gat_destination_sums_kernel<Index>
+      <<<warp_blocks(a.rows), detail::kBlockThreads, 0, stream>>>(a, ds, heads, d_er);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  if (a.long_rows.count == 0) return;
+  gat_destination_sums_long_kernel<Index>
+      <<<long_blocks(a.long_rows.count), kLongThreads, 0, stream>>>(a, ds, heads, d_er);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
                                 std::int64_t rows, int heads, std::int64_t width, const float* z,
                                 std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
@@ -1074,7 +1487,10 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
       std::int64_t, const AttentionDropout&, float*, float*, float*, float*, cudaStream_t);       \
   template void launch_gat_transpose_aggregate<Index>(                                            \
       const Index*, const Index*, const Index*, std::int64_t, const LongRows&, const float*, int, \
-      std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);
+      std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);              \
+  template void launch_gat_backward_by_source<Index>(const GatBySource<Index>&, cudaStream_t);    \
+  template void launch_gat_destination_sums<Index>(const CsrArrays<Index>&, const float*, int,    \
+                                                   float*, cudaStream_t);
 SLUICE_GAT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INSTANTIATE(std::int64_t)
 #undef SLUICE_GAT_INSTANTIATE

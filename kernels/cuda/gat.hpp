@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "common/types.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 
 namespace sluice::cuda {
 
@@ -80,6 +81,56 @@ void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_column
                                     const LongRows& t_long_rows, const float* atilde, int heads,
                                     std::int64_t width, const float* dout, std::int64_t lddout,
                                     float* dz, std::int64_t lddz, cudaStream_t stream);
+
+// The backward by source: for K <= 8 heads and K*F <= 256 columns (gat_backward_by_source_fits)
+// one pass over the transposed CSR does the work of launch_gat_backward_edges and
+// launch_gat_transpose_aggregate. A warp holds one source row's Z_u and reads each destination
+// row dO_i once, for both the entry's attention gradient dO_i^h . Z_u^h and dz[u] += alpha~ dO_i.
+// The softmax backward's S_h(i) = sum_k alpha_k d(alpha)_k equals dO_i^h . O_i^h (because
+// O_i^h = sum_k alpha~_k Z_k^h), which launch_gat_row_sums computes per destination row first.
+// (The rule that picks it: cuda::gat_backward_by_source(), kernels/cuda_memory_rules.hpp.)
+
+// sums[i * K + h] = dO_i^h . O_i^h for i < rows (out: the forward's concatenated head outputs).
+void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddout,
+                         const float* out, std::int64_t ldout, int heads, std::int64_t width,
+                         float* sums, cudaStream_t stream);
+
+template <typename Index>
+struct GatBySource {
+  CsrArrays<Index> a;  // the forward CSR: an entry's position in its row, e - indptr[i]
+  const Index* t_indptr = nullptr;
+  const Index* t_columns = nullptr;
+  const Index* t_perm = nullptr;  // transposed entry -> forward entry
+  LongRows t_long_rows;
+  const float* z = nullptr;
+  std::int64_t ldz = 0;
+  const float* el = nullptr;
+  std::int64_t ldel = 0;
+  const float* er = nullptr;
+  std::int64_t lder = 0;
+  const float* alpha = nullptr;  // before attention dropout, as gat_forward wrote it
+  std::int64_t ldalpha = 0;
+  const float* dout = nullptr;
+  std::int64_t lddout = 0;
+  const float* row_sums = nullptr;  // launch_gat_row_sums (a.rows x K)
+  int heads = 0;
+  std::int64_t width = 0;
+  AttentionDropout dropout;
+  float* dz = nullptr;  // a.cols x K*F, added to
+  std::int64_t lddz = 0;
+  float* d_el = nullptr;  // a.cols x K (ld K): stored for every source row with entries
+  float* ds = nullptr;    // nnz x K (ld K), forward entry order: each entry's score gradient
+};
+
+// The pass by source (see above); then launch_gat_destination_sums for d_er.
+template <typename Index>
+void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t stream);
+
+// d_er[i * K + h] = sum over row i's entries e of ds[e * K + h] (in entry order per lane, then
+// over lanes: deterministic).
+template <typename Index>
+void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
+                                 cudaStream_t stream);
 
 // Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic when
 // rows may share a target) and d_att[c] += sum_r dscore[r, h(c)] * z[map(r), c].

@@ -1370,8 +1370,8 @@ void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
 
   Mat ddout = up(a.rows, kf, dout), ddz = up(a.cols, kf, dz0), ddas = up(1, kf, das0),
       ddad = up(1, kf, dad0);
-  d.gat_backward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, ddout, ddz,
-                 ddas.data, ddad.data);
+  d.gat_backward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out, ddout,
+                 ddz, ddas.data, ddad.data);
   std::vector<double> gz, gas, gad;
   ref.backward(zd, asd, add, to_double(dout), gz, gas, gad);
   for (std::size_t i = 0; i < gz.size(); ++i) gz[i] += dz0[i];
@@ -1396,19 +1396,25 @@ TEST_F(CudaOps, GatForwardBackwardWithAttentionDropout) {
 TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
   check_gat(dev(), rng_, 1, 300, 0.2f);
 }
-// Wider heads (the benchmark's 4 x 64, and 96) take the lane-per-entry backward with 16-byte
-// reads; 10 columns take it with scalar reads; one head of 32 the warp-cooperative one.
-TEST_F(CudaOps, GatForwardBackwardLanePerEntryWidths) {
+// Up to 8 heads of 256 columns in all take the backward by source: 16-byte words with heads
+// reduced over lane groups (the benchmark's 4 x 64) or over the warp (2 x 96), scalar columns
+// with lane groups (1 x 32, 8 x 8) or the warp (3 x 10). Wider layers take the edge and
+// transposed kernels: lane per entry (1 x 300, 2 x 160), warp-cooperative for more heads of a
+// power of two (16 x 8).
+TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
   check_gat(dev(), rng_, 4, 64, 0.3f);
   check_gat(dev(), rng_, 2, 96, 0.f);
   check_gat(dev(), rng_, 3, 10, 0.2f);
   check_gat(dev(), rng_, 1, 32, 0.f);
+  check_gat(dev(), rng_, 2, 160, 0.2f);
+  check_gat(dev(), rng_, 16, 8, 0.3f);
 }
 
 // Rows with more entries than the long-row threshold (and transposed rows with more) get a block
 // of warps each: the hub chunk puts a quarter of its rows and its hub columns on that path, in
-// every kernel variant (warp-cooperative and lane-per-entry backward, scalar and 16-byte reads,
-// several column passes), and must still match the reference.
+// every kernel variant (backward by source with lane-group and warp reductions, warp-cooperative
+// and lane-per-entry backward, scalar and 16-byte reads, several column passes), and must still
+// match the reference.
 TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
   const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
   const auto [long_rows, long_columns] = long_rows_of(hubs);
@@ -1419,9 +1425,9 @@ TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
     std::int64_t width;
     float rate;
   };
-  for (const Shape& shape :
-       {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f}, Shape{1, 300, 0.2f},
-        Shape{2, 12, 0.f}, Shape{4, 64, 0.3f}, Shape{2, 96, 0.f}}) {
+  for (const Shape& shape : {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f},
+                             Shape{1, 300, 0.2f}, Shape{2, 12, 0.f}, Shape{4, 64, 0.3f},
+                             Shape{2, 96, 0.f}, Shape{16, 8, 0.3f}, Shape{2, 160, 0.f}}) {
     SCOPED_TRACE(cat(shape.heads, " heads x ", shape.width, ", attention dropout ", shape.rate));
     check_gat(dev(), hubs, rng_, shape.heads, shape.width, shape.rate);
   }
@@ -1462,8 +1468,8 @@ std::vector<Host> layer_pipeline(Backend& backend, const test::ChunkCsr& a, cons
   const DropoutKey attention{9, 2, 1, 0.3f};
   d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out, false);
   Mat dz = d.alloc(a.cols, kf, "dz"), das = d.alloc(1, kf, "das"), dad = d.alloc(1, kf, "dad");
-  d.gat_backward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, mdout, dz,
-                 das.data, dad.data);
+  d.gat_backward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out, mdout,
+                 dz, das.data, dad.data);
   std::vector<Host> results;
   for (Mat m : {x, agg, back, el, er, alpha, out, dz, das, dad})
     results.push_back(download_matrix(d, m));
@@ -1685,7 +1691,7 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   });
   const double t_gat_bwd = best_ms(dev(), [&] {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
-                       dz, datt.data, datt.data + kf);
+                       out, dz, datt.data, datt.data + kf);
   });
   std::printf("[bench] GAT 8 heads x 8, nnz %lld: forward %.2f ms, backward %.2f ms\n",
               static_cast<long long>(nnz), t_gat_fwd, t_gat_bwd);

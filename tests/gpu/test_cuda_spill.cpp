@@ -209,8 +209,8 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   d0.spmm_transpose_add(csr, values.data, dy, dx);
   d0.gat_forward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out,
                  false);
-  d0.gat_backward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, dout,
-                  dz, das.data, dad.data);
+  d0.gat_backward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out,
+                  dout, dz, das.data, dad.data);
   d0.scatter_add_rows(g, gather, s);
   d0.zero_rows(s, zero);
   d0.flush_add_rows(dx, flush_src, flush_host, hg);

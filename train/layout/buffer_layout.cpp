@@ -57,6 +57,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   // (aggregate_backward()), and the head-mean backward of GAT's last layer.
   std::int64_t aggregation_gradient_max = 0;
   int heads_max = 1;
+  std::int64_t transposed_coefficient_heads = 0;
   bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
   bool sage_transforms_first = false;
   for (const LayerShape& layer : model.layers) {
@@ -73,6 +74,10 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     aggregate_max = std::max(aggregate_max, layer.aggregate_width);
     transform_max = std::max(transform_max, layer.transform_width);
     heads_max = std::max(heads_max, layer.heads);
+    if (model.kind == ModelKind::kGat && layer.heads > 0 &&
+        !cuda::gat_backward_by_source(layer.heads, layer.transform_width / layer.heads))
+      transposed_coefficient_heads =
+          std::max<std::int64_t>(transposed_coefficient_heads, layer.heads);
     if (model.kind == ModelKind::kGat && layer.last)
       aggregation_gradient_max = std::max(aggregation_gradient_max, layer.transform_width);
     if (layer.index == 0) continue;
@@ -94,6 +99,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
       aggregation_gradient_max > 0 ? aligned_width(aggregation_gradient_max) : 0;
   w.transformed = any_transform ? aligned_width(transform_max) : 0;
   w.heads = gat ? heads_max : 0;
+  w.transposed_coefficient_heads = transposed_coefficient_heads;
   w.head_outputs = gat ? transform_max : 0;
   w.slice_inputs = any_arrival_transform ? aligned_width(arrival_in_max) : 0;
   w.slice_transformed = any_arrival_transform ? transform_max : 0;
@@ -450,7 +456,9 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
     add.scratch(BufferRole::kGatEntryGradients, first_use, n.max_nnz, w.heads);
-    add.scratch(BufferRole::kGatTransposedWeights, first_use, n.max_nnz, w.heads);
+    if (w.transposed_coefficient_heads > 0)
+      add.scratch(BufferRole::kGatTransposedWeights, first_use, n.max_nnz,
+                  w.transposed_coefficient_heads);
     add.scratch(BufferRole::kGatSourceScoreGradients, first_use, n.merged_rows, w.heads);
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
   }

@@ -77,8 +77,11 @@ struct BufferWidths {
   std::int64_t second_output_gradient = 0;  // dZ of block set 1 (not aligned)
   // dA: GCN/SAGE layers above 0 that aggregate first, and GAT's last layer (0: none).
   std::int64_t aggregation_gradient = 0;
-  std::int64_t transformed = 0;        // Zm and dZm
-  std::int64_t heads = 0;              // GAT: el, er, alpha (the most heads of a layer)
+  std::int64_t transformed = 0;  // Zm and dZm
+  std::int64_t heads = 0;        // GAT: el, er, alpha (the most heads of a layer)
+  // GAT: the most heads of a layer whose backward needs transposed coefficients (not by source,
+  // cuda::gat_backward_by_source()); 0: none.
+  std::int64_t transposed_coefficient_heads = 0;
   std::int64_t head_outputs = 0;       // GAT: per-head outputs
   std::int64_t slice_inputs = 0;       // row slices of layers transformed on arrival (aligned)
   std::int64_t slice_transformed = 0;  // their transforms (not aligned)

@@ -32,8 +32,8 @@ constexpr std::int64_t long_degree_for(std::int64_t nnz) {
 }
 
 // GAT layers of at most 8 heads and 256 columns in all take the backward by source
-// (kernels/cuda/gat.hpp), which needs no transposed coefficients (atilde, nnz x K): its per-warp
-// staging of 4 x 32 x K floats keeps a block of 8 warps within 32 KiB of shared memory.
+// (kernels/cuda/gat.hpp), which needs no transposed coefficients (atilde, nnz x K). The heads are
+// bounded by its shared memory: 4 x 32 x K floats per warp, and 16 warps on a long row.
 inline constexpr int kGatBySourceMaxHeads = 8;
 constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
   return heads > 0 && heads <= kGatBySourceMaxHeads && width > 0 && heads * width <= 256;

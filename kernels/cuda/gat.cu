@@ -4,7 +4,9 @@
 // longer than LongRows::degree get a block of warps instead: a short-row kernel and its long-row
 // version share their per-chunk loops (the device helpers below) and differ only in which chunks
 // a warp takes and in how the warps' partial results are combined.
+#include <algorithm>
 #include <cfloat>
+#include <climits>
 #include <cstdint>
 
 #include "common/hash.hpp"
@@ -19,6 +21,17 @@ using detail::lane_id;
 using detail::warp_count;
 
 constexpr float kLeakySlope = 0.2f;
+
+// The warp-per-row aggregations (forward, and the backward by source) run in blocks of 2 warps:
+// a block's slot on the multiprocessor frees only when its slowest warp is done, and the rows'
+// lengths vary by orders of magnitude. Their grid has a warp for every row (no grid-stride
+// loop), so that the rows in flight at once are neighbors, whose sources share the L2 cache.
+constexpr int kRowWarps = 2;
+constexpr int kRowThreads = 32 * kRowWarps;
+unsigned row_blocks(std::int64_t rows) {
+  const std::int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, INT32_MAX));
+}
 constexpr int kMaxHeads = 32;  // keeps the per-block shared memory under 48 KiB
 
 __device__ __forceinline__ float leaky_relu(float x) {
@@ -328,13 +341,12 @@ __device__ __forceinline__ void aggregate_chunks(
 
 // One warp per row (rows up to a.long_rows.degree entries).
 template <typename Index, int kColumnsPerLane, bool kVec4>
-__global__ void gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z,
-                                     std::int64_t ldz, const float* __restrict__ el,
-                                     std::int64_t ldel, const float* __restrict__ er,
-                                     std::int64_t lder, int heads, std::int64_t width,
-                                     AttentionDropout dropout, float* __restrict__ alpha,
-                                     std::int64_t ldalpha, float* __restrict__ out,
-                                     std::int64_t ldout) {
+__global__ void __launch_bounds__(kRowThreads)
+    gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
+                         const float* __restrict__ el, std::int64_t ldel,
+                         const float* __restrict__ er, std::int64_t lder, int heads,
+                         std::int64_t width, AttentionDropout dropout, float* __restrict__ alpha,
+                         std::int64_t ldalpha, float* __restrict__ out, std::int64_t ldout) {
   extern __shared__ float shared[];
   const int lane = lane_id();
   // Per warp: coefficients of 32 entries x heads, then the per-head max and 1/sum.
@@ -857,12 +869,12 @@ __global__ void __launch_bounds__(kLongThreads)
 
 // ---- Backward by source (gat.hpp, launch_gat_backward_by_source): a warp per transposed row u.
 // Layout of the lane's columns as in the column passes (kVec4: words of 4 columns); a word never
-// spans two heads (F % 4 == 0 with kVec4). kGrouped: a head's columns within a word are an
-// aligned group of `group` lanes (F / 4 with kVec4, F without), so the warp reduces each word's
+// spans two heads (F % 4 == 0 with kVec4). HeadSum::kLaneGroup: a head's columns within a word are
+// an aligned group of `group` lanes (F / 4 with kVec4, F without), so the warp reduces each word's
 // dot product with log2(group) shuffles instead of a full warp sum per head.
 
-// Blocks of 8 warps resident per SM: registers for 4 (64 a thread) would spill.
-constexpr int kBySourceBlocksPerSm = 3;
+// 24 warps resident per SM: registers for 32 (64 a thread) would spill.
+constexpr int kBySourceBlocksPerSm = 24 / kRowWarps;
 // Warps per long row: hub rows of RMAT graphs hold tens of thousands of entries. The kernel's
 // shared memory (by_source_long_shared()) then exceeds the default 48 KiB and is requested.
 constexpr int kBySourceLongWarps = 16;
@@ -897,51 +909,112 @@ __device__ __forceinline__ void start_source_row(SourceRow<kColumnsPerLane, kVec
   }
 }
 
-// One entry of source row r: destination row dO_i in dv, its coefficients staged at slot j
-// (stage: alpha~, alpha * S(i), LeakyReLU slope, ds; 32 x K each).
-template <int kColumnsPerLane, bool kVec4, bool kGrouped>
-__device__ __forceinline__ void by_source_entry(SourceRow<kColumnsPerLane, kVec4>& r,
-                                                const float (&dv)[kColumnsPerLane], int j,
-                                                int heads, int group, float* stage) {
+// How the lanes' shares of an entry's head dot products are summed: within aligned groups of
+// lanes that each hold one head of a word (kLaneGroup), over the whole warp head by head (kWarp),
+// or over the whole warp at once when the layer has one head (kWarpOneHead).
+enum class HeadSum { kLaneGroup, kWarp, kWarpOneHead };
+
+// Entries in flight per warp: narrow rows leave registers for more, and each entry waits on a
+// row load and a shuffle reduction, so several of them hide each other's latency.
+template <int kColumnsPerLane>
+constexpr int by_source_in_flight() {
+  return kColumnsPerLane <= 2 ? 8 : kColumnsPerLane <= 4 ? 4 : 2;
+}
+
+// The head dot products dO_i^h . Z_u^h of kIn entries (rows dv[x]), per word of the lane:
+// summed within the word, then over the head's lanes (kSum; kLaneGroup: groups of `group`
+// lanes). The reductions of the entries are independent steps.
+template <int kIn, int kColumnsPerLane, bool kVec4, HeadSum kSum>
+__device__ __forceinline__ void by_source_dots(
+    const SourceRow<kColumnsPerLane, kVec4>& r, const float (&dv)[kIn][kColumnsPerLane], int heads,
+    int group, float (&dot)[kIn][SourceRow<kColumnsPerLane, kVec4>::kWords]) {
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+#pragma unroll
+  for (int x = 0; x < kIn; ++x) {
+#pragma unroll
+    for (int w = 0; w < R::kWords; ++w) {
+      float s = 0.f;
+#pragma unroll
+      for (int y = 0; y < R::kPerWord; ++y)
+        s += dv[x][w * R::kPerWord + y] * r.z[w * R::kPerWord + y];
+      dot[x][w] = s;
+    }
+  }
+  if constexpr (kSum == HeadSum::kLaneGroup) {
+    for (int offset = group / 2; offset > 0; offset /= 2) {
+#pragma unroll
+      for (int x = 0; x < kIn; ++x) {
+#pragma unroll
+        for (int w = 0; w < R::kWords; ++w)
+          dot[x][w] += __shfl_xor_sync(0xffffffffu, dot[x][w], offset);
+      }
+    }
+  } else if constexpr (kSum == HeadSum::kWarpOneHead) {
+    float total[kIn];
+#pragma unroll
+    for (int x = 0; x < kIn; ++x) {
+      total[x] = 0.f;
+#pragma unroll
+      for (int w = 0; w < R::kWords; ++w) total[x] += dot[x][w];
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+      for (int x = 0; x < kIn; ++x) total[x] += __shfl_xor_sync(0xffffffffu, total[x], offset);
+    }
+#pragma unroll
+    for (int x = 0; x < kIn; ++x) {
+#pragma unroll
+      for (int w = 0; w < R::kWords; ++w) dot[x][w] = total[x];
+    }
+  } else {
+    float reduced[kIn][R::kWords];
+    for (int h = 0; h < heads; ++h) {
+      float s[kIn];
+#pragma unroll
+      for (int x = 0; x < kIn; ++x) {
+        s[x] = 0.f;
+#pragma unroll
+        for (int w = 0; w < R::kWords; ++w) s[x] += r.head[w] == h ? dot[x][w] : 0.f;
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+        for (int x = 0; x < kIn; ++x) s[x] += __shfl_xor_sync(0xffffffffu, s[x], offset);
+      }
+#pragma unroll
+      for (int x = 0; x < kIn; ++x) {
+#pragma unroll
+        for (int w = 0; w < R::kWords; ++w)
+          if (r.head[w] == h) reduced[x][w] = s[x];
+      }
+    }
+#pragma unroll
+    for (int x = 0; x < kIn; ++x) {
+#pragma unroll
+      for (int w = 0; w < R::kWords; ++w) dot[x][w] = reduced[x][w];
+    }
+  }
+}
+
+// One entry of source row r, given its row dO_i (dv) and head dot products: its coefficients
+// are staged at slot j (stage: alpha~, alpha * S(i), LeakyReLU slope, ds; 32 x K floats each).
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void by_source_apply(
+    SourceRow<kColumnsPerLane, kVec4>& r, const float (&dv)[kColumnsPerLane],
+    const float (&dot)[SourceRow<kColumnsPerLane, kVec4>::kWords], int j, int heads, float* stage) {
   using R = SourceRow<kColumnsPerLane, kVec4>;
   const float* at = stage;
   const float* q = stage + 32 * heads;
   const float* slope = q + 32 * heads;
   float* ds = stage + 96 * heads;
-  float dot[R::kWords];
-#pragma unroll
-  for (int w = 0; w < R::kWords; ++w) {
-    float s = 0.f;
-#pragma unroll
-    for (int x = 0; x < R::kPerWord; ++x) s += dv[w * R::kPerWord + x] * r.z[w * R::kPerWord + x];
-    dot[w] = s;
-  }
-  if constexpr (kGrouped) {
-#pragma unroll
-    for (int w = 0; w < R::kWords; ++w)
-      for (int offset = group / 2; offset > 0; offset /= 2)
-        dot[w] += __shfl_xor_sync(0xffffffffu, dot[w], offset);
-  } else {
-    float reduced[R::kWords];
-    for (int h = 0; h < heads; ++h) {
-      float s = 0.f;
-#pragma unroll
-      for (int w = 0; w < R::kWords; ++w) s += r.head[w] == h ? dot[w] : 0.f;
-      s = detail::warp_sum(s);
-#pragma unroll
-      for (int w = 0; w < R::kWords; ++w)
-        if (r.head[w] == h) reduced[w] = s;
-    }
-#pragma unroll
-    for (int w = 0; w < R::kWords; ++w) dot[w] = reduced[w];
-  }
 #pragma unroll
   for (int w = 0; w < R::kWords; ++w) {
     const int h = r.head[w];
     if (h < 0) continue;
     const float a = at[j * heads + h];
 #pragma unroll
-    for (int x = 0; x < R::kPerWord; ++x) r.acc[w * R::kPerWord + x] += a * dv[w * R::kPerWord + x];
+    for (int y = 0; y < R::kPerWord; ++y) r.acc[w * R::kPerWord + y] += a * dv[w * R::kPerWord + y];
     if (r.leads[w]) {
       // d(alpha) = dot * mask, alpha d(alpha) = alpha~ dot; ds = LeakyReLU' alpha (d(alpha) - S).
       const float d = slope[j * heads + h] * (a * dot[w] - q[j * heads + h]);
@@ -952,13 +1025,16 @@ __device__ __forceinline__ void by_source_entry(SourceRow<kColumnsPerLane, kVec4
 }
 
 // Source row u's 32-entry chunks first_chunk, first_chunk + step, ...: lane j stages entry j's
-// coefficients for every head, then the warp takes the entries in order, two rows in flight.
-template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+// coefficients for every head, then the warp takes the entries by_source_in_flight() at a time,
+// applying them in entry order.
+template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
 __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
                                                  SourceRow<kColumnsPerLane, kVec4>& r,
                                                  std::int64_t u, std::int64_t begin,
                                                  std::int64_t degree, std::int64_t first_chunk,
                                                  std::int64_t step, int group, float* stage) {
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+  constexpr int kIn = by_source_in_flight<kColumnsPerLane>();
   const int lane = lane_id();
   const int heads = p.heads;
   const int total_cols = static_cast<int>(heads * p.width);
@@ -979,21 +1055,24 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
     }
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-    int j = 0;
-    for (; j + 1 < count; j += 2) {
-      const std::int64_t i0 = __shfl_sync(0xffffffffu, i_mine, j);
-      const std::int64_t i1 = __shfl_sync(0xffffffffu, i_mine, j + 1);
-      float d0[kColumnsPerLane], d1[kColumnsPerLane];
-      load_lane_columns<kColumnsPerLane, kVec4>(d0, p.dout + i0 * p.lddout, 0, lane, total_cols);
-      load_lane_columns<kColumnsPerLane, kVec4>(d1, p.dout + i1 * p.lddout, 0, lane, total_cols);
-      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d0, j, heads, group, stage);
-      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d1, j + 1, heads, group, stage);
-    }
-    if (j < count) {
-      const std::int64_t i0 = __shfl_sync(0xffffffffu, i_mine, j);
-      float d0[kColumnsPerLane];
-      load_lane_columns<kColumnsPerLane, kVec4>(d0, p.dout + i0 * p.lddout, 0, lane, total_cols);
-      by_source_entry<kColumnsPerLane, kVec4, kGrouped>(r, d0, j, heads, group, stage);
+    for (int j0 = 0; j0 < count; j0 += kIn) {
+      float dv[kIn][kColumnsPerLane];
+#pragma unroll
+      for (int x = 0; x < kIn; ++x) {
+        const std::int64_t i = __shfl_sync(0xffffffffu, i_mine, (j0 + x) & 31);
+        if (j0 + x < count) {
+          load_lane_columns<kColumnsPerLane, kVec4>(dv[x], p.dout + i * p.lddout, 0, lane,
+                                                    total_cols);
+        } else {
+#pragma unroll
+          for (int t = 0; t < kColumnsPerLane; ++t) dv[x][t] = 0.f;
+        }
+      }
+      float dot[kIn][R::kWords];
+      by_source_dots<kIn, kColumnsPerLane, kVec4, kSum>(r, dv, heads, group, dot);
+#pragma unroll
+      for (int x = 0; x < kIn; ++x)
+        if (j0 + x < count) by_source_apply(r, dv[x], dot[x], j0 + x, heads, stage);
     }
     __syncwarp();
     if (chunk + lane < degree)
@@ -1004,8 +1083,8 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
 
 // One warp per transposed row (rows up to p.t_long_rows.degree entries). Shared: per warp
 // 4 x 32 x K floats of staged coefficients.
-template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
-__global__ void __launch_bounds__(detail::kBlockThreads, kBySourceBlocksPerSm)
+template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
+__global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
     gat_by_source_kernel(GatBySource<Index> p, int group) {
   extern __shared__ float shared[];
   using R = SourceRow<kColumnsPerLane, kVec4>;
@@ -1019,8 +1098,8 @@ __global__ void __launch_bounds__(detail::kBlockThreads, kBySourceBlocksPerSm)
     if (degree == 0 || degree > p.t_long_rows.degree) continue;
     R r;
     start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
-    by_source_chunks<Index, kColumnsPerLane, kVec4, kGrouped>(p, r, u, begin, degree, 0, 32, group,
-                                                              stage);
+    by_source_chunks<Index, kColumnsPerLane, kVec4, kSum>(p, r, u, begin, degree, 0, 32, group,
+                                                          stage);
     write_column_pass<kColumnsPerLane, kVec4, PassWrite::kAdd>(r.acc, p.dz + u * p.lddz, 0, lane,
                                                                total_cols);
 #pragma unroll
@@ -1036,7 +1115,7 @@ std::size_t by_source_long_shared(int heads, int columns_per_lane) {
 
 // Long-row version: a block of kBySourceLongWarps warps per transposed row, the warps' sums
 // combined in warp order. Shared: by_source_long_shared().
-template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
 __global__ void __launch_bounds__(kBySourceLongThreads)
     gat_by_source_long_kernel(GatBySource<Index> p, int group) {
   extern __shared__ float shared[];
@@ -1056,8 +1135,8 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
     const std::int64_t degree = p.t_indptr[u + 1] - begin;
     R r;
     start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
-    by_source_chunks<Index, kColumnsPerLane, kVec4, kGrouped>(
-        p, r, u, begin, degree, warp * 32, 32 * kBySourceLongWarps, group, stage);
+    by_source_chunks<Index, kColumnsPerLane, kVec4, kSum>(p, r, u, begin, degree, warp * 32,
+                                                          32 * kBySourceLongWarps, group, stage);
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = r.acc[t];
 #pragma unroll
@@ -1209,9 +1288,8 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   if (a.rows <= 0 || heads <= 0) return;
   SLUICE_EXPECTS(heads <= kMaxHeads, "GAT supports at most ", kMaxHeads, " heads, got ", heads);
   const std::int64_t total_cols = heads * width;
-  const unsigned blocks = warp_blocks(a.rows);
-  const std::size_t shared =
-      static_cast<std::size_t>(detail::kWarpsPerBlock) * 34 * heads * sizeof(float);
+  const unsigned blocks = row_blocks(a.rows);
+  const std::size_t shared = static_cast<std::size_t>(kRowWarps) * 34 * heads * sizeof(float);
   const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
   const std::size_t long_shared = aggregate_long_shared(heads, per_lane);
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
@@ -1220,19 +1298,19 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const bool vec4 =
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(out, ldout);
   if (per_lane == 2) {
-    gat_aggregate_kernel<Index, 2, false><<<blocks, detail::kBlockThreads, shared, stream>>>(
+    gat_aggregate_kernel<Index, 2, false><<<blocks, kRowThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else if (per_lane == 4 && vec4) {
-    gat_aggregate_kernel<Index, 4, true><<<blocks, detail::kBlockThreads, shared, stream>>>(
+    gat_aggregate_kernel<Index, 4, true><<<blocks, kRowThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else if (per_lane == 4) {
-    gat_aggregate_kernel<Index, 4, false><<<blocks, detail::kBlockThreads, shared, stream>>>(
+    gat_aggregate_kernel<Index, 4, false><<<blocks, kRowThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else if (vec4) {
-    gat_aggregate_kernel<Index, 8, true><<<blocks, detail::kBlockThreads, shared, stream>>>(
+    gat_aggregate_kernel<Index, 8, true><<<blocks, kRowThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else {
-    gat_aggregate_kernel<Index, 8, false><<<blocks, detail::kBlockThreads, shared, stream>>>(
+    gat_aggregate_kernel<Index, 8, false><<<blocks, kRowThreads, shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
@@ -1384,15 +1462,14 @@ void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddo
 
 namespace {
 
-template <typename Index, int kColumnsPerLane, bool kVec4, bool kGrouped>
+template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
 void launch_by_source_variant(const GatBySource<Index>& p, int group, cudaStream_t stream) {
-  const std::size_t shared =
-      sizeof(float) * static_cast<std::size_t>(detail::kWarpsPerBlock) * 128 * p.heads;
-  gat_by_source_kernel<Index, kColumnsPerLane, kVec4, kGrouped>
-      <<<warp_blocks(p.a.cols), detail::kBlockThreads, shared, stream>>>(p, group);
+  const std::size_t shared = sizeof(float) * static_cast<std::size_t>(kRowWarps) * 128 * p.heads;
+  gat_by_source_kernel<Index, kColumnsPerLane, kVec4, kSum>
+      <<<row_blocks(p.a.cols), kRowThreads, shared, stream>>>(p, group);
   SLUICE_CUDA_LAUNCH_CHECK();
   if (p.t_long_rows.count == 0) return;
-  const auto long_kernel = gat_by_source_long_kernel<Index, kColumnsPerLane, kVec4, kGrouped>;
+  const auto long_kernel = gat_by_source_long_kernel<Index, kColumnsPerLane, kVec4, kSum>;
   const std::size_t long_shared = by_source_long_shared(p.heads, kColumnsPerLane);
   if (long_shared > kMaxLongShared)
     SLUICE_CUDA(cudaFuncSetAttribute(long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1405,9 +1482,11 @@ void launch_by_source_variant(const GatBySource<Index>& p, int group, cudaStream
 template <typename Index, int kColumnsPerLane, bool kVec4>
 void launch_by_source_layout(const GatBySource<Index>& p, int group, cudaStream_t stream) {
   if (group > 0) {
-    launch_by_source_variant<Index, kColumnsPerLane, kVec4, true>(p, group, stream);
+    launch_by_source_variant<Index, kColumnsPerLane, kVec4, HeadSum::kLaneGroup>(p, group, stream);
+  } else if (p.heads == 1) {
+    launch_by_source_variant<Index, kColumnsPerLane, kVec4, HeadSum::kWarpOneHead>(p, 0, stream);
   } else {
-    launch_by_source_variant<Index, kColumnsPerLane, kVec4, false>(p, 0, stream);
+    launch_by_source_variant<Index, kColumnsPerLane, kVec4, HeadSum::kWarp>(p, 0, stream);
   }
 }
 

@@ -1397,12 +1397,13 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
   check_gat(dev(), rng_, 1, 300, 0.2f);
 }
 // Up to 8 heads of 256 columns in all take the backward by source: 16-byte words with heads
-// reduced over lane groups (the benchmark's 4 x 64) or over the warp (2 x 96), scalar columns
-// with lane groups (1 x 32, 8 x 8) or the warp (3 x 10). Wider layers take the edge and
-// transposed kernels: lane per entry (1 x 300, 2 x 160), warp-cooperative for more heads of a
-// power of two (16 x 8).
+// summed over lane groups (the benchmark's 4 x 64) or over the warp (2 x 96), scalar columns
+// with lane groups (1 x 32, 8 x 8), the warp head by head (3 x 10) or at once (one head of 47,
+// the benchmark's output layer). Wider layers take the edge and transposed kernels: lane per
+// entry (1 x 300, 2 x 160), warp-cooperative for more heads of a power of two (16 x 8).
 TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
   check_gat(dev(), rng_, 4, 64, 0.3f);
+  check_gat(dev(), rng_, 1, 47, 0.2f);
   check_gat(dev(), rng_, 2, 96, 0.f);
   check_gat(dev(), rng_, 3, 10, 0.2f);
   check_gat(dev(), rng_, 1, 32, 0.f);
@@ -1425,9 +1426,10 @@ TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
     std::int64_t width;
     float rate;
   };
-  for (const Shape& shape : {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f},
-                             Shape{1, 300, 0.2f}, Shape{2, 12, 0.f}, Shape{4, 64, 0.3f},
-                             Shape{2, 96, 0.f}, Shape{16, 8, 0.3f}, Shape{2, 160, 0.f}}) {
+  for (const Shape& shape :
+       {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f}, Shape{1, 300, 0.2f},
+        Shape{2, 12, 0.f}, Shape{4, 64, 0.3f}, Shape{2, 96, 0.f}, Shape{16, 8, 0.3f},
+        Shape{2, 160, 0.f}, Shape{1, 47, 0.2f}}) {
     SCOPED_TRACE(cat(shape.heads, " heads x ", shape.width, ", attention dropout ", shape.rate));
     check_gat(dev(), hubs, rng_, shape.heads, shape.width, shape.rate);
   }

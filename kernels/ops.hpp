@@ -385,6 +385,10 @@ class Device {
   virtual void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                            Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                            Mat out, bool source_scores_ready) = 0;
+  // gat_forward's el, er and alpha alone, bit for bit, without the weighted sums: for a backward
+  // pass that kept the layer's head outputs (alpha is before attention dropout, so no key).
+  virtual void gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
+                                Mat el, Mat er, Mat alpha, bool source_scores_ready) = 0;
   // el[rows[i], h] = z[rows[i], h*F .. h*F+F) . att_src[h*F .. h*F+F): the source scores of the
   // rows of z that changed.
   virtual void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) = 0;

@@ -847,6 +847,20 @@ void check_gat(Device& d, const DropoutKey& key) {
     d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2, true);
     EXPECT_EQ(get(scores), Floats(std::size_t(g.cols * K), 0.f));
   }
+  // gat_coefficients: the forward's el, er and alpha bit for bit, without the weighted sums (a
+  // backward pass that kept out), from scores it computes and from scores given.
+  {
+    Mat el2 = d.alloc(g.cols, K, "el (coefficients)"), er2 = d.alloc(g.rows, K, "er (coeff.)");
+    Mat alpha2 = d.alloc(nnz, K, "alpha (coefficients)");
+    d.fill(el2, -7.f);
+    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, false);
+    EXPECT_EQ(get(el2), get(el));
+    EXPECT_EQ(get(er2), get(er));
+    EXPECT_EQ(get(alpha2), get(alpha));
+    d.fill(alpha2, 0.f);
+    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, true);
+    EXPECT_EQ(get(alpha2), get(alpha));
+  }
   // alpha rows of each head sum to 1 per destination row (before dropout).
   for (std::int64_t i = 0; i < g.rows; ++i)
     for (std::int64_t h = 0; h < K; ++h) {

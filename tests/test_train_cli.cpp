@@ -381,7 +381,6 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--optimizer lbfgs", {"--optimizer", "lbfgs"});
   expect_error("--comm carrier-pigeon", {"--comm"});
   expect_error("--intermediates sometimes", {"--intermediates"});
-  expect_error("--model gat --intermediates cache", {"--intermediates cache", "gat"});
   expect_error("--feature-norm l2", {"--feature-norm"});
   expect_error("--no-such-option", {"no-such-option"});
 }

@@ -51,9 +51,6 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.evaluation_cache == "auto" || c.evaluation_cache == "off",
                      "unknown --evaluation-cache '", c.evaluation_cache,
                      "' (expected auto or off)");
-  SLUICE_INPUT_CHECK(!(c.intermediates == "cache" && c.model == "gat"),
-                     "--intermediates cache is not available for --model gat: GAT recomputes "
-                     "its layers in the backward pass (use auto or recompute)");
   SLUICE_INPUT_CHECK(c.device == "cpu" || c.device == "cuda", "unknown --device '", c.device,
                      "' (expected cpu or cuda)");
   SLUICE_INPUT_CHECK(c.threads >= 0, "--threads must be >= 0 (got ", c.threads, ")");
@@ -132,8 +129,9 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
   sched.add_options()("comm", po::value(&c.comm)->default_value(c.comm),
                       "transfer scheme: baseline | p2p | p2p+reuse")(
       "intermediates", po::value(&c.intermediates)->default_value(c.intermediates),
-      "auto (GCN/SAGE cache aggregations where host memory allows, GAT recomputes) | cache | "
-      "recompute")(
+      "what the backward pass takes from the forward instead of recomputing it (GCN/SAGE the "
+      "aggregations, GAT the head outputs below the last layer): auto (cache where host memory "
+      "allows) | cache | recompute")(
       "input-rows", po::value(&c.input_rows)->default_value(c.input_rows),
       "input rows of the layers transformed on arrival (GAT): keep (on the device) | reload "
       "(leaving rows read again from host memory for the weight gradient: less device memory, "

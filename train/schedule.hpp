@@ -53,7 +53,7 @@ enum class EvaluationCache { kNone, kDeviceWhereItFits };
 
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
-  bool cache_intermediates = true;  // GCN/SAGE: cache A^l (false: recompute the layer)
+  bool cache_intermediates = true;  // keep A^l for the backward pass (keeps_intermediates())
   float dropout = 0.f;
   float attention_dropout = 0.f;
   std::uint64_t seed = 0;
@@ -145,6 +145,12 @@ struct HostMatrixShape {
   HostPrecision precision = HostPrecision::kFp32;
   std::int64_t bytes() const { return rows * cols * element_bytes(precision); }
 };
+// Whether the backward pass of `layer` takes A^l from its forward pass instead of recomputing the
+// layer: GCN's and SAGE's aggregation, GAT's head outputs O^l below the last layer, with
+// cache_intermediates. GAT keeps O^l only in fp32 host data: its backward takes the softmax's
+// per-row sums as dO . O, which must be the O of the forward's coefficients, not O rounded.
+bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
+                         const LayerSpec& layer);
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes);

@@ -85,6 +85,8 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
     A = aggregate(s, ch, layer, set);
     if (writes_evaluation_aggregation(layer))
       d.copy(A, s.evaluation_aggregation.row_block(cache_row, ch.num_dst));
+  } else if (keeps_head_outputs(layer)) {
+    A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
   }
   // A forward pass keeps no pre-activation: the activation is applied with the bias.
   if (stores_transform(layer)) {
@@ -131,11 +133,19 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
     A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
                                    : rows_of(set.A, nd, layer.aggregate_width);
   }
-  // Layers below the last recompute the pre-activation (and, for GAT, the attention
-  // intermediates) for their activation's backward.
+  // Layers below the last compute the pre-activation again for their activation's backward:
+  // from the aggregation (recomputed or kept), GAT's from its head outputs O, recomputed with the
+  // attention intermediates, or kept (then only the coefficients are computed again).
+  Mat O = gat() ? rows_of(s.gat, nd, layer.transform_width) : Mat{};
   if (!fresh) {
-    const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
-                                      rows_of(s.Z, ch.num_dst, layer.out_width));
+    Mat Z;
+    if (gat() && !recompute(layer)) {
+      O = rows_of(set.A, nd, layer.aggregate_width);
+      Z = gat_kept_preactivation(s, ch, layer, O);
+    } else {
+      Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
+                              rows_of(s.Z, ch.num_dst, layer.out_width));
+    }
     if (stores_transform(layer))
       transform_outputs_backward(s, ch, layer, set, Z, dZ);
     else
@@ -145,7 +155,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   if (layer.transform_first) {
     aggregate_transformed_backward(s, ch, layer, dZ);
   } else if (gat()) {
-    gat_layer_backward(s, ch, layer, dZ);
+    gat_layer_backward(s, ch, layer, dZ, O);
   } else {
     aggregate_backward(s, ch, layer, A, dZ);
   }
@@ -153,11 +163,11 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
 
 // GAT: the attention backward into dZm, which accumulates over the batches a row stays (zeroed
 // on arrival, remote rows every batch). When the row leaves, flush_rows() sends it to G^l as
-// dT^l (layers above 0), and transform_flush() turns layer 0's into dW. The chunk's head
-// outputs O are still in s.gat: the fused pass's forward or backward_compute()'s recomputation
-// wrote them.
+// dT^l (layers above 0), and transform_flush() turns layer 0's into dW. O: the chunk's head
+// outputs (in s.gat from the fused pass's forward or backward_compute()'s recomputation, or
+// kept in the set's A block).
 void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
-                                        const LayerSpec& layer, Mat dZ) {
+                                        const LayerSpec& layer, Mat dZ, Mat O) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width, nd = ch.num_dst;
   Mat dO = dZ;
@@ -168,9 +178,9 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
   d.gat_backward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                  s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                  attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads),
-                 rows_of(s.gat, nd, KF), dO, rows_of(s.dZm, M, KF),
-                 s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
+                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O, dO,
+                 rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
+                 s.grads.data + layer.att_dst_offset);
 }
 
 // GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient
@@ -240,22 +250,44 @@ void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const Device
   d.scatter_add_rows(dZ, ch.self_columns, dT.col_block(0, F));
 }
 
+// Whether the merged rows' source scores el are current for this pass (the loads and pulls
+// score the rows they write), marking them current: the caller computes every row's otherwise.
+bool Schedule::Impl::take_source_scores(DeviceState& s) {
+  const bool ready = s.scores_pass == pass_serial && !s.scores_stale;
+  s.scores_pass = pass_serial;
+  s.scores_stale = false;
+  return ready;
+}
+
 // GAT layer up to the concatenated head outputs: attention over Zm (X W of the owned rows from
-// the load phase, remote rows pulled from their owners), O (nd x K*F).
-Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) {
+// the load phase, remote rows pulled from their owners) into O (nd x K*F), which it returns.
+Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                              Mat O) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
-  Mat Zm = rows_of(s.Zm, M, KF);
-  Mat O = rows_of(s.gat, ch.num_dst, KF);
-  const bool scores_ready = s.scores_pass == pass_serial && !s.scores_stale;
-  d.gat_forward(ch.csr, Zm, s.params.data + layer.att_src_offset,
+  const bool scores_ready = take_source_scores(s);
+  d.gat_forward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
                 rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O,
                 scores_ready);
-  s.scores_pass = pass_serial;  // every merged row's score is current now
-  s.scores_stale = false;
   return O;
+}
+
+// The backward pass of a GAT layer that kept its head outputs O: the attention coefficients
+// again (no weighted sums), and the pre-activation Z = O + b into s.Z, which it returns.
+Mat Schedule::Impl::gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch,
+                                           const LayerSpec& layer, Mat O) {
+  Device& d = *s.device;
+  const std::int64_t M = s.merged_rows, KF = layer.transform_width;
+  const bool scores_ready = take_source_scores(s);
+  d.gat_coefficients(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+                     s.params.data + layer.att_dst_offset, layer.heads,
+                     rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
+                     rows_of(s.alpha, ch.nnz, layer.heads), scores_ready);
+  const Mat Z = rows_of(s.Z, ch.num_dst, layer.out_width);
+  d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);
+  return Z;
 }
 
 // The layer's pre-activation for the chunk, `applied` to it (kNone: Z itself, for a backward
@@ -266,7 +298,8 @@ Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
   Device& d = *s.device;
   const float* bias = s.params.data + layer.b_offset;
   if (model.kind == ModelKind::kGat) {
-    Mat O = gat_layer(s, ch, layer);
+    // A, when given, is where the forward keeps the head outputs (keeps_head_outputs()).
+    Mat O = gat_layer(s, ch, layer, A.data ? A : rows_of(s.gat, ch.num_dst, layer.transform_width));
     if (layer.last) {
       d.head_mean(O, layer.heads, Z);
       d.bias_activation(Z, bias, applied, Z);

@@ -141,9 +141,16 @@ struct Schedule::Impl {
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const { return roles(layer).reloads_inputs; }
-  // GAT and transform-first layers have no aggregation to cache (aggregate_width 0).
+  // Layers whose backward pass recomputes the forward's intermediates (keeps_intermediates()).
   bool recompute(const LayerSpec& layer) const {
-    return layer.aggregate_width == 0 || !options.cache_intermediates;
+    return !keeps_intermediates(model, options, layer);
+  }
+  // Backward passes that load the layer's input rows: recomputing ones, and every GAT layer's,
+  // whose attention backward reads the merged transforms Zm also when O^l is kept.
+  bool backward_loads_inputs(const LayerSpec& layer) const { return recompute(layer) || gat(); }
+  // A GAT layer's training forward keeps its head outputs in the set's A block for A^l.
+  bool keeps_head_outputs(const LayerSpec& layer) const {
+    return gat() && training && !recompute(layer);
   }
   const LayerSpec* above(const LayerSpec& layer) const {
     return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
@@ -353,9 +360,12 @@ struct Schedule::Impl {
   void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, PassKind kind);
   void aggregate_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
                           Mat dZ);
-  void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ);
+  void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ,
+                          Mat O);
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
-  Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
+  Mat gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
+  bool take_source_scores(DeviceState& s);
   void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       Mat dZ);

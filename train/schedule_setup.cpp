@@ -316,6 +316,12 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   device_stage.finish();
 }
 
+bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
+                         const LayerSpec& layer) {
+  if (layer.aggregate_width == 0 || !options.cache_intermediates) return false;
+  return model.kind != ModelKind::kGat || options.host_precision == HostPrecision::kFp32;
+}
+
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes) {
@@ -338,7 +344,7 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
     else
       out.push_back(
           {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
-    if (layer.aggregate_width > 0 && options.cache_intermediates)
+    if (keeps_intermediates(model, options, layer))
       out.push_back(
           {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
   }
@@ -356,8 +362,8 @@ std::vector<double> vertex_data_priorities(const ModelSpec& model, const Schedul
       continue;
     }
     const LayerSpec& layer = model.layers[std::size_t(shape.layer)];
-    const bool reads_again =
-        !layer.last && (layer.aggregate_width == 0 || !options.cache_intermediates);
+    const bool reads_again = !layer.last && (model.kind == ModelKind::kGat ||
+                                             !keeps_intermediates(model, options, layer));
     const double reading_passes = 2. + (reads_again ? 1. : 0.);
     out.push_back(gathered * reading_passes + (shape.layer > 0 ? 2. : 0.));
   }

@@ -204,13 +204,13 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
   }
 }
 
-// The block rows from host memory: G[l+1] and, when cached, A^l.
+// The block rows from host memory: G[l+1] and, when kept, A^l (GAT: O^l).
 void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       BlockSet& set) {
   Device& d = *s.device;
   d.load_block(s.vertex.G[std::size_t(layer.index) + 1], ch.view_dst_begin,
                gradient_block(ch, layer, set));
-  if (model.kind != ModelKind::kGat && !recompute(layer))
+  if (!recompute(layer))
     d.load_block(s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin,
                  rows_of(set.A, ch.num_dst, layer.aggregate_width));
 }

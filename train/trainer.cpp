@@ -333,7 +333,7 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
       fits.push_back(cat(option, " (about ", format_bytes(double(bytes)), ")"));
     return bytes <= available;
   };
-  if (config.intermediates != "recompute" && config.model != "gat") {
+  if (config.intermediates != "recompute") {
     TrainConfig changed = config;
     changed.intermediates = "recompute";
     try_option(changed, "--intermediates recompute");
@@ -467,12 +467,11 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   else
     built.emplace(*backend, dataset, plan, model, options);
   Schedule& schedule = *built;
-  log_info(
-      "model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions, " x ",
-      plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
-      model.kind == ModelKind::kGat || fitted.intermediates == "recompute" ? "recompute" : "cache",
-      options.reload_inputs ? ", input rows reloaded" : "",
-      options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
+  log_info("model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions,
+           " x ", plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
+           fitted.intermediates == "recompute" ? "recompute" : "cache",
+           options.reload_inputs ? ", input rows reloaded" : "",
+           options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
 
   const bool adam = config.optimizer == "adam";
   const std::string fingerprint = config_fingerprint(config, plan);

@@ -21,8 +21,8 @@ struct GatShape {
   std::int64_t heads, width;  // K, F
 };
 
-GatShape check_gat(const CpuCsr& m, const Mat& z, int heads, const Idx& row_keys, const Mat& el,
-                   const Mat& er, const Mat& alpha, const char* what) {
+GatShape check_gat(const CpuCsr& m, const Mat& z, int heads, const Mat& el, const Mat& er,
+                   const Mat& alpha, const char* what) {
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, what, ": ", z.cols, " columns for ", heads,
                  " heads");
   SLUICE_EXPECTS(z.rows == m.cols, what, ": z has ", z.rows, " rows, A has ", m.cols, " columns");
@@ -30,10 +30,15 @@ GatShape check_gat(const CpuCsr& m, const Mat& z, int heads, const Idx& row_keys
   SLUICE_EXPECTS(er.rows == m.rows && er.cols == heads, what, ": er ", er.rows, " x ", er.cols);
   SLUICE_EXPECTS(alpha.rows == m.nnz && alpha.cols == heads, what, ": alpha ", alpha.rows, " x ",
                  alpha.cols);
+  return GatShape{heads, z.cols / heads};
+}
+
+GatShape check_gat(const CpuCsr& m, const Mat& z, int heads, const Idx& row_keys, const Mat& el,
+                   const Mat& er, const Mat& alpha, const char* what) {
   SLUICE_EXPECTS(row_keys.size == m.rows, what, ": ", row_keys.size, " row keys for ", m.rows,
                  " rows");
   cpu::expect_index(row_keys, what);
-  return GatShape{heads, z.cols / heads};
+  return check_gat(m, z, heads, el, er, alpha, what);
 }
 
 float dot(const float* a, const float* b, std::int64_t n) {
@@ -47,6 +52,63 @@ float attention_multiplier(const DropoutKey& key, std::int64_t row_key, std::int
                            std::int64_t h) {
   if (key.rate <= 0.f) return 1.f;
   return cpu::keep(key, 2, row_key, k * 256 + h) ? 1.f / (1.f - key.rate) : 0.f;
+}
+
+// gat_forward() with its weighted sums into *out, gat_coefficients() without (out null).
+void gat_attention(const CpuCsr& m, const Mat& z, const float* att_src, const float* att_dst,
+                   GatShape shape, const Idx& row_keys, const DropoutKey& attention_key,
+                   const Mat& el, const Mat& er, const Mat& alpha, const Mat* out,
+                   bool source_scores_ready) {
+  const std::int64_t K = shape.heads, F = shape.width;
+
+#pragma omp parallel for schedule(static) if (m.cols * K * F > cpu::kParallelThreshold)
+  for (std::int64_t u = 0; u < (source_scores_ready ? 0 : m.cols); ++u)
+    for (std::int64_t h = 0; h < K; ++h)
+      el.data[u * el.ld + h] = dot(z.data + u * z.ld + h * F, att_src + h * F, F);
+
+#pragma omp parallel if (m.nnz * K * F > cpu::kParallelThreshold)
+  {
+    std::vector<float> score;
+#pragma omp for schedule(dynamic, 32)
+    for (std::int64_t i = 0; i < m.rows; ++i) {
+      const edge_t begin = m.indptr[i], end = m.indptr[i + 1];
+      float* o = out ? out->data + i * out->ld : nullptr;
+      if (o) std::fill_n(o, K * F, 0.f);
+      if (begin == end) {
+        for (std::int64_t h = 0; h < K; ++h) er.data[i * er.ld + h] = 0.f;
+        continue;
+      }
+      const std::int64_t self = m.columns[begin];
+      score.resize(std::size_t(end - begin));
+      for (std::int64_t h = 0; h < K; ++h) {
+        const float right = dot(z.data + self * z.ld + h * F, att_dst + h * F, F);
+        er.data[i * er.ld + h] = right;
+        float top = -INFINITY;
+        for (edge_t e = begin; e < end; ++e) {
+          float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
+          s = s > 0.f ? s : kNegativeSlope * s;
+          score[std::size_t(e - begin)] = s;
+          top = std::max(top, s);
+        }
+        float sum = 0.f;
+        for (auto& s : score) {
+          s = std::exp(s - top);
+          sum += s;
+        }
+        for (edge_t e = begin; e < end; ++e) {
+          const float coefficient = score[std::size_t(e - begin)] / sum;
+          alpha.data[e * alpha.ld + h] = coefficient;
+          if (!o) continue;
+          const float weight =
+              coefficient * attention_multiplier(attention_key, row_keys.data[i], e - begin, h);
+          if (weight == 0.f) continue;
+          const float* zu = z.data + std::int64_t(m.columns[e]) * z.ld + h * F;
+          float* oh = o + h * F;
+          for (std::int64_t f = 0; f < F; ++f) oh[f] += weight * zu[f];
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -72,59 +134,20 @@ void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att
                             Mat alpha, Mat out, bool source_scores_ready) {
   const CpuCsr& m = csr(a);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_forward");
-  const std::int64_t K = shape.heads, F = shape.width;
-  SLUICE_EXPECTS(out.rows == m.rows && out.cols == K * F, "gat_forward: out ", out.rows, " x ",
-                 out.cols);
+  SLUICE_EXPECTS(out.rows == m.rows && out.cols == shape.heads * shape.width, "gat_forward: out ",
+                 out.rows, " x ", out.cols);
   SLUICE_EXPECTS(attention_key.rate >= 0.f && attention_key.rate < 1.f, "attention dropout ",
                  attention_key.rate, " not in [0, 1)");
+  gat_attention(m, z, att_src, att_dst, shape, row_keys, attention_key, el, er, alpha, &out,
+                source_scores_ready);
+}
 
-#pragma omp parallel for schedule(static) if (m.cols * K * F > cpu::kParallelThreshold)
-  for (std::int64_t u = 0; u < (source_scores_ready ? 0 : m.cols); ++u)
-    for (std::int64_t h = 0; h < K; ++h)
-      el.data[u * el.ld + h] = dot(z.data + u * z.ld + h * F, att_src + h * F, F);
-
-#pragma omp parallel if (m.nnz * K * F > cpu::kParallelThreshold)
-  {
-    std::vector<float> score;
-#pragma omp for schedule(dynamic, 32)
-    for (std::int64_t i = 0; i < m.rows; ++i) {
-      const edge_t begin = m.indptr[i], end = m.indptr[i + 1];
-      float* o = out.data + i * out.ld;
-      std::fill_n(o, K * F, 0.f);
-      if (begin == end) {
-        for (std::int64_t h = 0; h < K; ++h) er.data[i * er.ld + h] = 0.f;
-        continue;
-      }
-      const std::int64_t self = m.columns[begin];
-      score.resize(std::size_t(end - begin));
-      for (std::int64_t h = 0; h < K; ++h) {
-        const float right = dot(z.data + self * z.ld + h * F, att_dst + h * F, F);
-        er.data[i * er.ld + h] = right;
-        float top = -INFINITY;
-        for (edge_t e = begin; e < end; ++e) {
-          float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
-          s = s > 0.f ? s : kNegativeSlope * s;
-          score[std::size_t(e - begin)] = s;
-          top = std::max(top, s);
-        }
-        float sum = 0.f;
-        for (auto& s : score) {
-          s = std::exp(s - top);
-          sum += s;
-        }
-        float* oh = o + h * F;
-        for (edge_t e = begin; e < end; ++e) {
-          const float coefficient = score[std::size_t(e - begin)] / sum;
-          alpha.data[e * alpha.ld + h] = coefficient;
-          const float weight =
-              coefficient * attention_multiplier(attention_key, row_keys.data[i], e - begin, h);
-          if (weight == 0.f) continue;
-          const float* zu = z.data + std::int64_t(m.columns[e]) * z.ld + h * F;
-          for (std::int64_t f = 0; f < F; ++f) oh[f] += weight * zu[f];
-        }
-      }
-    }
-  }
+void CpuDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
+                                 int heads, Mat el, Mat er, Mat alpha, bool source_scores_ready) {
+  const CpuCsr& m = csr(a);
+  const GatShape shape = check_gat(m, z, heads, el, er, alpha, "gat_coefficients");
+  gat_attention(m, z, att_src, att_dst, shape, Idx{}, DropoutKey{}, el, er, alpha, nullptr,
+                source_scores_ready);
 }
 
 void CpuDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,

@@ -96,6 +96,33 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
   }
 }
 
+void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
+                                  int heads, Mat el, Mat er, Mat alpha, bool source_scores_ready) {
+  OpScope op(*this, "gat_coefficients");
+  expect_compute_lane("gat_coefficients");
+  finish_setup();
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a);
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_coefficients: ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  const std::int64_t width = z.cols / heads;
+  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
+                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads,
+                 "gat_coefficients shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  if (!source_scores_ready)
+    launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
+  launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
+                    er.ld, cur());
+  const AttentionDropout none;
+  if (m.wide) {
+    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, none, alpha.data, alpha.ld, nullptr, 0, cur());
+  } else {
+    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, none, alpha.data, alpha.ld, nullptr, 0, cur());
+  }
+}
+
 void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                               Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                               Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,

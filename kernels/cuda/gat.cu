@@ -289,11 +289,15 @@ __device__ __forceinline__ void write_long_column_pass(const float (&acc)[kColum
 
 // ---- Forward: attention coefficients and the weighted sum.
 
+// What the forward kernels write: alpha and the weighted sums (gat_forward), or alpha alone
+// (gat_coefficients), with the same coefficients bit for bit.
+enum class Aggregate { kWeightedSums, kCoefficientsOnly };
+
 // One column pass of row i over its 32-entry chunks first_chunk, first_chunk + step, ...: per
 // chunk, lane j computes the coefficients of the chunk's j-th entry for every head (softmax
 // with the row's head_max / head_inv, then attention dropout) into coef[j * K + h], storing
 // alpha on the first pass; then every lane adds the chunk's entries to its columns.
-template <typename Index, int kColumnsPerLane, bool kVec4>
+template <typename Index, int kColumnsPerLane, bool kVec4, Aggregate kWhat>
 __device__ __forceinline__ void aggregate_chunks(
     const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t degree,
     std::int64_t first_chunk, std::int64_t step, const float* z, std::int64_t ldz, const float* el,
@@ -311,9 +315,11 @@ __device__ __forceinline__ void aggregate_chunks(
         const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
         const float coefficient = expf(e - head_max[h]) * head_inv[h];
         if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-        coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
+        if constexpr (kWhat == Aggregate::kWeightedSums)
+          coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
       }
     }
+    if constexpr (kWhat == Aggregate::kCoefficientsOnly) continue;
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
     int j = 0;
@@ -340,7 +346,7 @@ __device__ __forceinline__ void aggregate_chunks(
 }
 
 // One warp per row (rows up to a.long_rows.degree entries).
-template <typename Index, int kColumnsPerLane, bool kVec4>
+template <typename Index, int kColumnsPerLane, bool kVec4, Aggregate kWhat>
 __global__ void __launch_bounds__(kRowThreads)
     gat_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
                          const float* __restrict__ el, std::int64_t ldel,
@@ -376,9 +382,10 @@ __global__ void __launch_bounds__(kRowThreads)
       float acc[kColumnsPerLane];
       int head_of[kColumnsPerLane];
       start_column_pass<kColumnsPerLane, kVec4>(acc, head_of, column_base, lane, width, total_cols);
-      aggregate_chunks<Index, kColumnsPerLane, kVec4>(
+      aggregate_chunks<Index, kColumnsPerLane, kVec4, kWhat>(
           a, i, begin, degree, 0, 32, z, ldz, el, ldel, er, lder, heads, dropout, prefix, head_max,
           head_inv, coef, alpha, ldalpha, column_base, total_cols, lane, acc, head_of);
+      if constexpr (kWhat == Aggregate::kCoefficientsOnly) break;  // alpha is written
       write_column_pass<kColumnsPerLane, kVec4, PassWrite::kStore>(acc, out + i * ldout,
                                                                    column_base, lane, total_cols);
     }
@@ -393,7 +400,7 @@ std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
 }
 
 // One block per long row (a.long_rows); shared memory: aggregate_long_shared().
-template <typename Index, int kColumnsPerLane>
+template <typename Index, int kColumnsPerLane, Aggregate kWhat>
 __global__ void __launch_bounds__(kLongThreads)
     gat_aggregate_long_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
                               const float* __restrict__ el, std::int64_t ldel,
@@ -441,9 +448,10 @@ __global__ void __launch_bounds__(kLongThreads)
       float acc[kColumnsPerLane];
       int head_of[kColumnsPerLane];
       start_column_pass<kColumnsPerLane, false>(acc, head_of, column_base, lane, width, total_cols);
-      aggregate_chunks<Index, kColumnsPerLane, false>(
+      aggregate_chunks<Index, kColumnsPerLane, false, kWhat>(
           a, i, begin, degree, warp * 32, step, z, ldz, el, ldel, er, lder, heads, dropout, prefix,
           head_max, head_inv, coef, alpha, ldalpha, column_base, total_cols, lane, acc, head_of);
+      if constexpr (kWhat == Aggregate::kCoefficientsOnly) break;  // alpha is written
       write_long_column_pass<kColumnsPerLane, PassWrite::kStore>(
           acc, partial, out + i * ldout, column_base, warp, lane, total_cols);
     }
@@ -1295,36 +1303,56 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
   CsrArrays<Index> short_rows = a;
   if (!long_path) short_rows.long_rows = LongRows{};  // one warp per row for every row
+  const unsigned long_grid = long_path ? long_blocks(a.long_rows.count) : 0;
+  if (out == nullptr) {  // the coefficients alone: rows split between the kernels as above
+    gat_aggregate_kernel<Index, 2, false, Aggregate::kCoefficientsOnly>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, nullptr, 0);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (long_path)
+      gat_aggregate_long_kernel<Index, 2, Aggregate::kCoefficientsOnly>
+          <<<long_grid, kLongThreads, aggregate_long_shared(heads, 2), stream>>>(
+              a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, nullptr, 0);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    return;
+  }
   const bool vec4 =
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(out, ldout);
   if (per_lane == 2) {
-    gat_aggregate_kernel<Index, 2, false><<<blocks, kRowThreads, shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_kernel<Index, 2, false, Aggregate::kWeightedSums>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, out, ldout);
   } else if (per_lane == 4 && vec4) {
-    gat_aggregate_kernel<Index, 4, true><<<blocks, kRowThreads, shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_kernel<Index, 4, true, Aggregate::kWeightedSums>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, out, ldout);
   } else if (per_lane == 4) {
-    gat_aggregate_kernel<Index, 4, false><<<blocks, kRowThreads, shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_kernel<Index, 4, false, Aggregate::kWeightedSums>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, out, ldout);
   } else if (vec4) {
-    gat_aggregate_kernel<Index, 8, true><<<blocks, kRowThreads, shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_kernel<Index, 8, true, Aggregate::kWeightedSums>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, out, ldout);
   } else {
-    gat_aggregate_kernel<Index, 8, false><<<blocks, kRowThreads, shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_kernel<Index, 8, false, Aggregate::kWeightedSums>
+        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                  width, dropout, alpha, ldalpha, out, ldout);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
   if (!long_path) return;
-  const unsigned long_grid = long_blocks(a.long_rows.count);
   if (per_lane == 2) {
-    gat_aggregate_long_kernel<Index, 2><<<long_grid, kLongThreads, long_shared, stream>>>(
-        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_long_kernel<Index, 2, Aggregate::kWeightedSums>
+        <<<long_grid, kLongThreads, long_shared, stream>>>(
+            a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else if (per_lane == 4) {
-    gat_aggregate_long_kernel<Index, 4><<<long_grid, kLongThreads, long_shared, stream>>>(
-        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_long_kernel<Index, 4, Aggregate::kWeightedSums>
+        <<<long_grid, kLongThreads, long_shared, stream>>>(
+            a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   } else {
-    gat_aggregate_long_kernel<Index, 8><<<long_grid, kLongThreads, long_shared, stream>>>(
-        a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
+    gat_aggregate_long_kernel<Index, 8, Aggregate::kWeightedSums>
+        <<<long_grid, kLongThreads, long_shared, stream>>>(
+            a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
   }
   SLUICE_CUDA_LAUNCH_CHECK();
 }

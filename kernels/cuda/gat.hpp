@@ -51,7 +51,7 @@ void launch_gat_scores_of_rows(const float* z, std::int64_t ldz, const vertex_t*
                                float* score, std::int64_t lds, cudaStream_t stream);
 
 // Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) and
-// out[i] = sum_k dropout(alpha_k) z[u_k] per head.
+// out[i] = sum_k dropout(alpha_k) z[u_k] per head; out null: alpha alone, the same bits.
 template <typename Index>
 void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_t ldz,
                           const float* el, std::int64_t ldel, const float* er, std::int64_t lder,

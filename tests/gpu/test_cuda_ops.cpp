@@ -1367,6 +1367,16 @@ void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
   EXPECT_LT(relative_error(download_matrix(d, er), w_er), kTolerance);
   EXPECT_LT(relative_error(download_matrix(d, alpha), w_alpha), kTolerance);
   EXPECT_LT(relative_error(download_matrix(d, out), w_out), kTolerance);
+  // gat_coefficients: the same el, er and alpha bit for bit, without the weighted sums.
+  {
+    Mat el2 = d.alloc(a.cols, heads, "el (coefficients)"),
+        er2 = d.alloc(a.rows, heads, "er (coefficients)"),
+        alpha2 = d.alloc(nnz, heads, "alpha (coefficients)");
+    d.gat_coefficients(csr, dzm, dasm.data, dadm.data, heads, el2, er2, alpha2, false);
+    EXPECT_EQ(download_matrix(d, el2), download_matrix(d, el));
+    EXPECT_EQ(download_matrix(d, er2), download_matrix(d, er));
+    EXPECT_EQ(download_matrix(d, alpha2), download_matrix(d, alpha));
+  }
 
   Mat ddout = up(a.rows, kf, dout), ddz = up(a.cols, kf, dz0), ddas = up(1, kf, das0),
       ddad = up(1, kf, dad0);

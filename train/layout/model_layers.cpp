@@ -43,6 +43,8 @@ ModelLayers model_layers(const ModelShape& shape) {
       const std::int64_t head_width = layer.last ? shape.classes : shape.hidden;
       layer.transform_width = layer.heads * head_width;
       layer.out_width = layer.last ? head_width : layer.transform_width;
+      // The head outputs O^l, which the backward pass below the last layer would recompute.
+      layer.aggregate_width = layer.last ? 0 : layer.transform_width;
       // W, b, att_src, att_dst.
       model.parameters +=
           width * layer.transform_width + layer.out_width + 2 * layer.transform_width;

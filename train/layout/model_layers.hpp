@@ -27,9 +27,12 @@ struct ModelShape {
 struct LayerShape {
   int index = 0;
   bool last = false;
-  std::int64_t in_width = 0;         // d_l
-  std::int64_t out_width = 0;        // d_{l+1}
-  std::int64_t aggregate_width = 0;  // GCN d_l, SAGE 2 d_l; 0 for GAT and transform-first layers
+  std::int64_t in_width = 0;   // d_l
+  std::int64_t out_width = 0;  // d_{l+1}
+  // What a layer's backward pass can take from its forward pass instead of recomputing it (A^l
+  // with --intermediates cache or auto): GCN's aggregation (d_l), SAGE's (2 d_l), GAT's head
+  // outputs below the last layer (K F); 0 for GAT's last layer and transform-first layers.
+  std::int64_t aggregate_width = 0;
   // GAT K F; transform-first layers: GCN d_{l+1}, SAGE 2 d_{l+1} (self and neighbor halves);
   // else 0.
   std::int64_t transform_width = 0;

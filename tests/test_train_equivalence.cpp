@@ -303,6 +303,34 @@ TEST_F(TrainEquivalence, OneChunkPlansPrefetchBlocksIntoTheirOnlySet) {
     }
 }
 
+// A one-chunk plan keeps layer L-2's A block (GCN's and SAGE's aggregation, GAT's head outputs)
+// in its block set from the forward pass to the backward pass when the last layer transforms:
+// with two layers, keeping A^0 then moves exactly the host bytes of recomputing (none for A^0);
+// with three, A^1 is kept on the device and A^0 crosses the link. The numbers are the
+// reference's either way (run_matrix's 1 x 1 plans, and ThreeLayersMatchReference).
+TEST_F(TrainEquivalence, OneChunkPlansKeepTheirLastABlockOnTheDevice) {
+  const Plan plan = test::make_plan(dataset(), plan_options(2, 1));
+  for (const std::string model : {"gcn", "sage", "gat"})
+    for (const int layers : {2, 3}) {
+      RunSetup s;
+      s.model = model;
+      s.layers = layers;
+      const std::string what = cat(model, " ", layers, " layers");
+      const TrainResult kept = train(dataset(), plan, train_config(s, 2).intermediates("auto"));
+      const TrainResult recomputed =
+          train(dataset(), plan, train_config(s, 2).intermediates("recompute"));
+      const TransferCounters& k = kept.records.back().transfers;
+      const TransferCounters& r = recomputed.records.back().transfers;
+      if (layers == 2) {
+        EXPECT_EQ(k.h2d_block_bytes, r.h2d_block_bytes) << what;
+        EXPECT_EQ(k.d2h_bytes, r.d2h_bytes) << what;
+      } else {
+        EXPECT_GT(k.h2d_block_bytes, r.h2d_block_bytes) << what;  // A^0
+        EXPECT_GT(k.d2h_bytes, r.d2h_bytes) << what;
+      }
+    }
+}
+
 // Bytes between host memory and the devices per epoch follow from the widths and the plan
 // (2 layers, 12 -> 8 -> 4): forward 0 stores T^1 = dropout(H^1) W_1, as every model's layer 1
 // transforms its rows (GCN's and SAGE's narrowing last layer, GAT): 4 wide, SAGE's 8

@@ -204,13 +204,14 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
   }
 }
 
-// The block rows from host memory: G[l+1] and, when kept, A^l (GAT: O^l).
+// The block rows from host memory: G[l+1] and, when kept, A^l (GAT: O^l) unless the set still
+// holds it (keeps_a_block()).
 void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       BlockSet& set) {
   Device& d = *s.device;
   d.load_block(s.vertex.G[std::size_t(layer.index) + 1], ch.view_dst_begin,
                gradient_block(ch, layer, set));
-  if (!recompute(layer))
+  if (!recompute(layer) && !keeps_a_block(layer))
     d.load_block(s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin,
                  rows_of(set.A, ch.num_dst, layer.aggregate_width));
 }
@@ -267,7 +268,7 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
   // fuses it with its backward).
   if (layer.last) return;
   Device& d = *s.device;
-  const bool store_a = training && !recompute(layer);
+  const bool store_a = training && !recompute(layer) && !keeps_a_block(layer);
   LaneScope lane(d, Lane::kStore);
   d.wait(kComputed + k);
   d.phase_begin(Phase::kStore, tag(c));

@@ -45,6 +45,17 @@ void by_source(const DeviceCsr& m, Mat z, Mat el, Mat er, Mat alpha, Mat dout, M
   launch_gat_backward_by_source(p, stream);
 }
 
+// The width F of z's heads, after checking the shapes of a GAT forward's operands over m.
+std::int64_t checked_head_width(const DeviceCsr& m, Mat z, int heads, Mat el, Mat er, Mat alpha,
+                                const char* what) {
+  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, what, ": ", z.cols,
+                 " columns do not split into ", heads, " heads");
+  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
+                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads,
+                 what, " shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  return z.cols / heads;
+}
+
 }  // namespace
 
 void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
@@ -67,13 +78,9 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a);
-  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_forward: ", z.cols,
-                 " columns do not split into ", heads, " heads");
-  const std::int64_t width = z.cols / heads;
-  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
-                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads &&
-                     out.rows == m.rows && out.cols == z.cols,
-                 "gat_forward shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_forward");
+  SLUICE_EXPECTS(out.rows == m.rows && out.cols == z.cols, "gat_forward: out ", out.rows, " x ",
+                 out.cols, " for ", m.rows, " rows of ", z.cols);
   if (attention_key.rate > 0.f)
     SLUICE_EXPECTS(row_keys.size == m.rows, "gat_forward: ", m.rows, " rows but ", row_keys.size,
                    " row keys");
@@ -103,12 +110,7 @@ void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const floa
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a);
-  SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_coefficients: ", z.cols,
-                 " columns do not split into ", heads, " heads");
-  const std::int64_t width = z.cols / heads;
-  SLUICE_EXPECTS(z.rows == m.cols && el.rows == m.cols && el.cols >= heads && er.rows == m.rows &&
-                     er.cols >= heads && alpha.rows == m.nnz && alpha.cols >= heads,
-                 "gat_coefficients shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ")");
+  const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_coefficients");
   if (!source_scores_ready)
     launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
   launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,

@@ -929,6 +929,16 @@ constexpr int by_source_in_flight() {
   return kColumnsPerLane <= 2 ? 8 : kColumnsPerLane <= 4 ? 4 : 2;
 }
 
+// s[x] summed over the warp for every x, the reductions of the kIn values interleaved.
+template <int kIn>
+__device__ __forceinline__ void warp_sums(float (&s)[kIn]) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+#pragma unroll
+    for (int x = 0; x < kIn; ++x) s[x] += __shfl_xor_sync(0xffffffffu, s[x], offset);
+  }
+}
+
 // The head dot products dO_i^h . Z_u^h of kIn entries (rows dv[x]), per word of the lane:
 // summed within the word, then over the head's lanes (kSum; kLaneGroup: groups of `group`
 // lanes). The reductions of the entries are independent steps.
@@ -965,11 +975,7 @@ __device__ __forceinline__ void by_source_dots(
 #pragma unroll
       for (int w = 0; w < R::kWords; ++w) total[x] += dot[x][w];
     }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-#pragma unroll
-      for (int x = 0; x < kIn; ++x) total[x] += __shfl_xor_sync(0xffffffffu, total[x], offset);
-    }
+    warp_sums(total);
 #pragma unroll
     for (int x = 0; x < kIn; ++x) {
 #pragma unroll
@@ -985,11 +991,7 @@ __device__ __forceinline__ void by_source_dots(
 #pragma unroll
         for (int w = 0; w < R::kWords; ++w) s[x] += r.head[w] == h ? dot[x][w] : 0.f;
       }
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) {
-#pragma unroll
-        for (int x = 0; x < kIn; ++x) s[x] += __shfl_xor_sync(0xffffffffu, s[x], offset);
-      }
+      warp_sums(s);
 #pragma unroll
       for (int x = 0; x < kIn; ++x) {
 #pragma unroll

@@ -174,6 +174,7 @@ __device__ __forceinline__ void accumulate_row(float (&acc)[kColumnsPerLane],
   }
 }
 
+// The column a lane holds in slot t of a pass from column 0, in either layout above.
 template <bool kVec4>
 __device__ __forceinline__ int lane_column(int lane, int t) {
   return kVec4 ? 128 * (t / 4) + 4 * lane + t % 4 : lane + 32 * t;

@@ -407,9 +407,9 @@ ModelSpec gcn_model(const Widths& widths, int layers) {
   return make_model(config);
 }
 
-// The schedule's host matrices for a two-layer GCN that narrows: H^0, then layer 0's gradients
-// dT^1 (T rows padded to 16 bytes) and its cached aggregation A^0, then T^1; recomputing drops
-// A^0.
+// The schedule's host matrices for a two-layer GCN that narrows, 4 chunks per partition: H^0,
+// then layer 0's gradients dT^1 (T rows padded to 16 bytes) and its cached aggregation A^0, then
+// T^1; recomputing drops A^0, and so does a plan of one chunk, whose devices keep A^0's block.
 TEST(HostMemory, HostMatricesOfANarrowingGcn) {
   const Dataset& d = dataset_of(kNarrowing);
   const ModelSpec model = gcn_model(kNarrowing, 2);
@@ -419,10 +419,16 @@ TEST(HostMemory, HostMatricesOfANarrowingGcn) {
     for (const HostMatrixShape& m : shapes) text += cat(m.name, " ", m.rows, "x", m.cols, "; ");
     return text;
   };
-  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes)),
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes, 4)),
             "H^0 (features) 240x37; dT^1 240x4; A^0 240x37; T^1 240x4; ");
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes, 1)),
+            "H^0 (features) 240x37; dT^1 240x4; T^1 240x4; ");
+  options.host_precision = HostPrecision::kBf16;
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes, 1)),
+            "H^0 (features) 240x37; dT^1 240x4; A^0 240x37; T^1 240x4; ");
+  options.host_precision = HostPrecision::kFp32;
   options.cache_intermediates = false;
-  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes)),
+  EXPECT_EQ(describe(host_matrix_shapes(model, options, d.num_nodes, 4)),
             "H^0 (features) 240x37; dT^1 240x4; T^1 240x4; ");
 }
 
@@ -434,10 +440,10 @@ TEST(HostMemory, VertexDataPrioritiesCountLinkRowsPerRow) {
   const Dataset& d = dataset_of(kNarrowing);
   const ModelSpec model = gcn_model(kNarrowing, 2);
   ScheduleOptions options;
-  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes),
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
             (std::vector<double>{6., 2., 2., 8.}));
   options.cache_intermediates = false;
-  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes),
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
             (std::vector<double>{9., 2., 8.}));
 }
 

@@ -16,7 +16,8 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
                                 bool device_is_host,
                                 const std::vector<PartitionProfile>* profiles) {
   HostMemoryPlan out;
-  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, dataset.num_nodes)) {
+  for (const HostMatrixShape& shape :
+       host_matrix_shapes(model, options, dataset.num_nodes, plan.chunks)) {
     out.host_matrices += shape.bytes();
     if (shape.role == HostMatrixRole::kInput && shape.layer == 0) out.first_matrix = shape.bytes();
     if (!out.matrices.empty()) out.matrices += ", ";

@@ -151,9 +151,17 @@ struct HostMatrixShape {
 // per-row sums as dO . O, which must be the O of the forward's coefficients, not O rounded.
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer);
+// Whether devices with `chunks` chunks each keep layer `layer`'s A block in their block set from
+// the training forward pass to the backward pass, so that A^l needs no host matrix: one chunk,
+// fp32 host data, the layer below the last keeping intermediates, and a last layer that writes
+// no A block (it transforms its rows: GAT, or GCN/SAGE when narrowing). With bf16 host data the
+// block goes through host memory, so that every plan rounds it alike.
+bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
+                   int chunks);
+// The vertex data in host memory of a plan with `chunks` chunks per partition.
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
-                                                std::int64_t num_nodes);
+                                                std::int64_t num_nodes, int chunks);
 
 // The host-link rows one epoch moves per row of each matrix of host_matrix_shapes() (same
 // order), the priority of each for device memory (VertexData::kDeviceWhereItFits): a layer's
@@ -163,7 +171,8 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
 // flushed and loaded once. Bytes saved per byte resident is the same ratio, as every row of a
 // matrix has the same width.
 std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
-                                           std::int64_t num_nodes, std::int64_t gathered_rows);
+                                           std::int64_t num_nodes, std::int64_t gathered_rows,
+                                           int chunks);
 
 class Schedule {
  public:

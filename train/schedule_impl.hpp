@@ -148,15 +148,10 @@ struct Schedule::Impl {
   // Backward passes that load the layer's input rows: recomputing ones, and every GAT layer's,
   // whose attention backward reads the merged transforms Zm also when O^l is kept.
   bool backward_loads_inputs(const LayerSpec& layer) const { return recompute(layer) || gat(); }
-  // A device with one chunk keeps layer L-2's A^l block in its block set from the training
-  // forward pass to the backward pass, when the fused last layer writes no A block (it
-  // transforms): the store to A^l and the load back are skipped. With bf16 host data the block
-  // still goes through host memory, so that every plan rounds it alike.
+  // The training passes keep layer L-2's A block in the block set (sluice::keeps_a_block()):
+  // no store to A^l and no load back.
   bool keeps_a_block(const LayerSpec& layer) const {
-    return training && C == 1 && !recompute(layer) &&
-           options.host_precision == HostPrecision::kFp32 &&
-           layer.index + 2 == static_cast<int>(model.layers.size()) &&
-           transforms(model.layers.back());
+    return training && sluice::keeps_a_block(model, options, layer, C);
   }
   // A GAT layer's training forward keeps its head outputs in the set's A block for A^l.
   bool keeps_head_outputs(const LayerSpec& layer) const {

@@ -322,9 +322,17 @@ bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
   return model.kind != ModelKind::kGat || options.host_precision == HostPrecision::kFp32;
 }
 
+bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
+                   int chunks) {
+  const bool last_transforms = model.kind == ModelKind::kGat || model.layers.back().transform_first;
+  return chunks == 1 && options.host_precision == HostPrecision::kFp32 && last_transforms &&
+         layer.index + 2 == static_cast<int>(model.layers.size()) &&
+         keeps_intermediates(model, options, layer);
+}
+
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
-                                                std::int64_t num_nodes) {
+                                                std::int64_t num_nodes, int chunks) {
   const ModelLayers shapes = model_layers(model);
   const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
   std::vector<HostMatrixShape> out;
@@ -344,7 +352,7 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
     else
       out.push_back(
           {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
-    if (keeps_intermediates(model, options, layer))
+    if (keeps_intermediates(model, options, layer) && !keeps_a_block(model, options, layer, chunks))
       out.push_back(
           {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
   }
@@ -353,10 +361,11 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
 }
 
 std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
-                                           std::int64_t num_nodes, std::int64_t gathered_rows) {
+                                           std::int64_t num_nodes, std::int64_t gathered_rows,
+                                           int chunks) {
   const double gathered = num_nodes > 0 ? double(gathered_rows) / double(num_nodes) : 0.;
   std::vector<double> out;
-  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, num_nodes)) {
+  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, num_nodes, chunks)) {
     if (shape.role != HostMatrixRole::kInput) {
       out.push_back(2.);  // A^l: stored, then loaded; G^l: flushed, then loaded
       continue;
@@ -376,7 +385,7 @@ std::vector<double> vertex_data_priorities(const ModelSpec& model, const Schedul
 // rows, ties in allocation order), each that fits beside what it holds already. A host matrix
 // whose rows every device holds is freed. Logs where each matrix lives.
 void Schedule::Impl::place_vertex_data() {
-  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n, C);
   for (DeviceState& s : dev)
     for (auto [views, whole] :
          {std::pair{&s.vertex.H, &H}, {&s.vertex.G, &G}, {&s.vertex.A, &A_cache}}) {
@@ -397,7 +406,7 @@ void Schedule::Impl::place_vertex_data() {
   for (const DeviceState& s : dev) {
     std::int64_t gathered_rows = 0;
     for (const DeviceChunk& ch : s.chunks) gathered_rows += ch.load_vertices.size;
-    priorities.push_back(vertex_data_priorities(model, options, s.vertex.rows, gathered_rows));
+    priorities.push_back(vertex_data_priorities(model, options, s.vertex.rows, gathered_rows, C));
   }
   std::vector<int> resident_on(shapes.size(), 0);
   for (int p = 0; p < P; ++p) {
@@ -485,7 +494,7 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
     if (releasable) std::vector<float>().swap(releasable->features);
   };
   const bool fill_first = releasable && !releasable->features.empty();
-  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n);
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n, C);
   for (const HostMatrixShape& shape : shapes) {
     StageTimer alloc_timer(cat("allocate ", shape.name));
     host_matrix(shape) = backend.alloc_host(shape.rows, shape.cols, precision, shape.name);

@@ -159,7 +159,8 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
       const std::int64_t rows =
           plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
       std::int64_t vertex_data = 0;
-      for (const HostMatrixShape& m : host_matrix_shapes(model, options, dataset().num_nodes))
+      for (const HostMatrixShape& m :
+           host_matrix_shapes(model, options, dataset().num_nodes, plan.chunks))
         vertex_data += cuda::rounded(rows * m.cols * element_bytes(m.precision));
       EXPECT_EQ(backend->device(p).bytes_in_use(),
                 estimates[std::size_t(p)].cuda_setup + vertex_data)

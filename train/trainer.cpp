@@ -467,10 +467,11 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   else
     built.emplace(*backend, dataset, plan, model, options);
   Schedule& schedule = *built;
+  bool keeps = false;  // some layer's backward takes A^l from its forward
+  for (const LayerSpec& layer : model.layers) keeps |= keeps_intermediates(model, options, layer);
   log_info("model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions,
            " x ", plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
-           fitted.intermediates == "recompute" ? "recompute" : "cache",
-           options.reload_inputs ? ", input rows reloaded" : "",
+           keeps ? "cache" : "recompute", options.reload_inputs ? ", input rows reloaded" : "",
            options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
 
   const bool adam = config.optimizer == "adam";

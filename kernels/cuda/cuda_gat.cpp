@@ -56,6 +56,29 @@ std::int64_t checked_head_width(const DeviceCsr& m, Mat z, int heads, Mat el, Ma
   return z.cols / heads;
 }
 
+// The scores of a GAT forward over m: el of every merged row (unless the caller kept them
+// current) and er of every chunk row.
+void launch_scores(const DeviceCsr& m, Mat z, int heads, std::int64_t width, const float* att_src,
+                   const float* att_dst, Mat el, Mat er, bool source_scores_ready,
+                   cudaStream_t stream) {
+  if (!source_scores_ready)
+    launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, stream);
+  launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
+                    er.ld, stream);
+}
+
+// launch_gat_aggregate over m in its index width; out null: the coefficients alone.
+void launch_aggregate(const DeviceCsr& m, Mat z, Mat el, Mat er, int heads, std::int64_t width,
+                      const AttentionDropout& drop, Mat alpha, float* out, std::int64_t ldout,
+                      cudaStream_t stream) {
+  if (m.wide)
+    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out, ldout, stream);
+  else
+    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+                         heads, width, drop, alpha.data, alpha.ld, out, ldout, stream);
+}
+
 }  // namespace
 
 void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
@@ -86,21 +109,11 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
                    " row keys");
   {
     OpScope sub(*this, "gat_forward.scores");
-    if (!source_scores_ready)
-      launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld,
-                        cur());
-    launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
-                      er.ld, cur());
+    launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready, cur());
   }
   OpScope sub(*this, "gat_forward.aggregate");
-  const AttentionDropout drop = attention_dropout(attention_key, row_keys);
-  if (m.wide) {
-    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
-  } else {
-    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, drop, alpha.data, alpha.ld, out.data, out.ld, cur());
-  }
+  launch_aggregate(m, z, el, er, heads, width, attention_dropout(attention_key, row_keys), alpha,
+                   out.data, out.ld, cur());
 }
 
 void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
@@ -111,18 +124,8 @@ void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const floa
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a);
   const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_coefficients");
-  if (!source_scores_ready)
-    launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, cur());
-  launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
-                    er.ld, cur());
-  const AttentionDropout none;
-  if (m.wide) {
-    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, none, alpha.data, alpha.ld, nullptr, 0, cur());
-  } else {
-    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, none, alpha.data, alpha.ld, nullptr, 0, cur());
-  }
+  launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready, cur());
+  launch_aggregate(m, z, el, er, heads, width, AttentionDropout{}, alpha, nullptr, 0, cur());
 }
 
 void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,

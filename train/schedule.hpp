@@ -151,6 +151,11 @@ struct HostMatrixShape {
 // per-row sums as dO . O, which must be the O of the forward's coefficients, not O rounded.
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer);
+// Whether the backward pass of `layer` loads the layer's input rows again: where it recomputes
+// the layer, and every GAT layer's, whose attention backward reads the merged transforms Zm also
+// when O^l is kept.
+bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& options,
+                           const LayerSpec& layer);
 // Whether devices with `chunks` chunks each keep layer `layer`'s A block in their block set from
 // the training forward pass to the backward pass, so that A^l needs no host matrix: one chunk,
 // fp32 host data, the layer below the last keeping intermediates, and a last layer that writes

@@ -145,9 +145,10 @@ struct Schedule::Impl {
   bool recompute(const LayerSpec& layer) const {
     return !keeps_intermediates(model, options, layer);
   }
-  // Backward passes that load the layer's input rows: recomputing ones, and every GAT layer's,
-  // whose attention backward reads the merged transforms Zm also when O^l is kept.
-  bool backward_loads_inputs(const LayerSpec& layer) const { return recompute(layer) || gat(); }
+  // Backward passes that load the layer's input rows (sluice::backward_reads_inputs()).
+  bool backward_loads_inputs(const LayerSpec& layer) const {
+    return backward_reads_inputs(model, options, layer);
+  }
   // The training passes keep layer L-2's A block in the block set (sluice::keeps_a_block()):
   // no store to A^l and no load back.
   bool keeps_a_block(const LayerSpec& layer) const {

@@ -322,6 +322,11 @@ bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
   return model.kind != ModelKind::kGat || options.host_precision == HostPrecision::kFp32;
 }
 
+bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& options,
+                           const LayerSpec& layer) {
+  return model.kind == ModelKind::kGat || !keeps_intermediates(model, options, layer);
+}
+
 bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
                    int chunks) {
   const bool last_transforms = model.kind == ModelKind::kGat || model.layers.back().transform_first;
@@ -371,8 +376,7 @@ std::vector<double> vertex_data_priorities(const ModelSpec& model, const Schedul
       continue;
     }
     const LayerSpec& layer = model.layers[std::size_t(shape.layer)];
-    const bool reads_again = !layer.last && (model.kind == ModelKind::kGat ||
-                                             !keeps_intermediates(model, options, layer));
+    const bool reads_again = !layer.last && backward_reads_inputs(model, options, layer);
     const double reading_passes = 2. + (reads_again ? 1. : 0.);
     out.push_back(gathered * reading_passes + (shape.layer > 0 ? 2. : 0.));
   }

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/memory.hpp"
 #include "kernels/cuda/resources.hpp"
+#include "kernels/cuda/row_spmm.hpp"
 #include "kernels/cuda/sparse.hpp"
 #include "kernels/ops.hpp"
 
@@ -159,11 +160,21 @@ class CudaDevice final : public Device {
   const DeviceCsr& resident_csr(Csr a, const float** values = nullptr);
   // The device-visible address of rows [first_row, first_row + rows) of a host matrix.
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
+  // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
+  // (after filling derived weights) or the row SpMM (row_spmm.hpp; 16-byte aligned rows only).
+  enum SpmmMethod { kSpmmCusparse = 0, kSpmmRows = 1 };
+  static constexpr int kSpmmMethods = 2;
+  // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
+  // its entry order (read through the transpose's permutation when walking the transpose), or
+  // null for derived weights (computed per entry).
+  void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
+                RowSpmmWrite write);
   // spmm_transpose_add's methods, chosen per (matrix, width) by measuring them on the first call:
-  // y += alpha A^T x by cuSPARSE over the transposed CSR (default algorithm or CSR_ALG3) or by
-  // the GAT warp-per-row transposed aggregation with one head (alpha 1 only), with optional
-  // timing events around the device work.
-  enum TransposeMethod { kTransposeCsr = 0, kTransposeWarp = 1, kTransposeCsrAlg3 = 2 };
+  // y += alpha A^T x by cuSPARSE over the transposed CSR (default algorithm or CSR_ALG3; values
+  // in `order`, as product_values gives them) or by the row SpMM over the transposed CSR (alpha 1
+  // only; values as spmm_transpose_add takes them: per call, or null for derived weights), with
+  // optional timing events around the device work.
+  enum TransposeMethod { kTransposeCsr = 0, kTransposeRows = 1, kTransposeCsrAlg3 = 2 };
   static constexpr int kTransposeMethods = 3;
   void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
                      EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end);
@@ -176,11 +187,17 @@ class CudaDevice final : public Device {
   // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
-  struct TransposeChoice {
-    int method = -1;     // chosen TransposeMethod (-1: not yet)
-    bool timed = false;  // the first call ran every method between events
-    Event events[2 * kTransposeMethods];
+  // A method chosen by measurement: the first call runs the methods 0 .. timed - 1 of kMethods
+  // between events (kExtraEvents more time work some methods need first, as spmm's weight fill);
+  // a later call reads the times and keeps one.
+  template <int kMethods, int kExtraEvents = 0>
+  struct MeasuredChoice {
+    int method = -1;  // chosen method (-1: not yet)
+    int timed = 0;    // methods the first call ran between events (0: no call yet)
+    Event events[2 * kMethods + kExtraEvents];
   };
+  using TransposeChoice = MeasuredChoice<kTransposeMethods, 2>;
+  using SpmmChoice = MeasuredChoice<kSpmmMethods, 2>;
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
@@ -268,6 +285,7 @@ class CudaDevice final : public Device {
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;
   std::map<std::pair<int, std::int64_t>, TransposeChoice> transpose_choices_;  // (matrix, width)
+  std::map<std::pair<int, std::int64_t>, SpmmChoice> spmm_choices_;            // (matrix, width)
   TransferCounters counters_;
 };
 

@@ -62,13 +62,23 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
                       key.rate, cur());
 }
 
-const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, EntryOrder order,
-                                        const char* op) {
+namespace {
+
+// A matrix of per-call values takes them; one of derived weights takes none.
+void check_product_values(const DeviceCsr& m, const float* values, const char* op) {
   if (m.weights == CsrWeights::kPerCall) {
     SLUICE_EXPECTS(values || m.nnz == 0, op, ": the matrix takes its values per call");
-    return values;
+  } else {
+    SLUICE_EXPECTS(!values, op, ": values passed for a matrix of ", csr_weights_name(m.weights));
   }
-  SLUICE_EXPECTS(!values, op, ": values passed for a matrix of ", csr_weights_name(m.weights));
+}
+
+}  // namespace
+
+const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, EntryOrder order,
+                                        const char* op) {
+  check_product_values(m, values, op);
+  if (m.weights == CsrWeights::kPerCall) return values;
   float* weights = entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values");
   fill_derived_weights(m, order, weights, cur());
   return weights;
@@ -80,11 +90,102 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, &values);
-  if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
+  check_product_values(m, values, "spmm");
+  const auto cusparse = [&](cudaEvent_t begin, cudaEvent_t end) {
+    run_spmm(cusparse_.get(), m, values, EntryOrder::kMatrix,
+             DenseView{x.data, x.rows, x.cols, x.ld}, DenseView{y.data, y.rows, y.cols, y.ld},
+             SpmmProduct::kForward, SpmmAlgorithm::kDefault, 1.f, nullptr, spmm_workspace_,
+             account_, cur(), begin, end);
+  };
+  if (m.nnz == 0 || y.rows == 0 || y.cols == 0) {
+    if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
+      values = product_values(m, values, EntryOrder::kMatrix, "spmm");
+    cusparse(nullptr, nullptr);
+    return;
+  }
+  // The first call for a (matrix, width) runs both methods once untimed (the first launch of a
+  // kernel loads its module, and cuSPARSE's first product of a shape prepares it), then both
+  // timed (cuSPARSE's time includes the fill of derived weights, which the row SpMM computes per
+  // entry); the second call keeps the faster. Every run stores y, the last the row SpMM's.
+  SpmmChoice& choice = spmm_choices_[{a.id, y.cols}];
+  if (choice.method < 0 && choice.timed > 0) {
+    SLUICE_CUDA(cudaEventSynchronize(choice.events[3].get()));
+    float fill = 0, ms[kSpmmMethods] = {};
+    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[4].get(), choice.events[5].get()));
+    for (int k = 0; k < kSpmmMethods; ++k)
+      SLUICE_CUDA(
+          cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
+    ms[kSpmmCusparse] += fill;
+    choice.method = ms[kSpmmRows] < ms[kSpmmCusparse] ? kSpmmRows : kSpmmCusparse;
+    log_debug(name_, ": SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
+              " entries) at width ", y.cols, ": cusparse ", ms[kSpmmCusparse], " ms, rows ",
+              ms[kSpmmRows], " ms -> ", choice.method == kSpmmRows ? "rows" : "cusparse");
+  }
+  if (choice.method == kSpmmRows) {
+    row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore);
+    return;
+  }
+  const float* given = values;
+  if (choice.method == kSpmmCusparse) {
     values = product_values(m, values, EntryOrder::kMatrix, "spmm");
-  run_spmm(cusparse_.get(), m, values, EntryOrder::kMatrix, DenseView{x.data, x.rows, x.cols, x.ld},
-           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kForward, SpmmAlgorithm::kDefault,
-           1.f, nullptr, spmm_workspace_, account_, cur());
+    cusparse(nullptr, nullptr);
+    return;
+  }
+  for (auto& event : choice.events) event = Event(gpu_, true);
+  row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
+  SLUICE_CUDA(cudaEventRecord(choice.events[4].get(), cur()));
+  values = product_values(m, given, EntryOrder::kMatrix, "spmm");
+  SLUICE_CUDA(cudaEventRecord(choice.events[5].get(), cur()));
+  cusparse(nullptr, nullptr);
+  cusparse(choice.events[0].get(), choice.events[1].get());
+  SLUICE_CUDA(cudaEventRecord(choice.events[2].get(), cur()));
+  row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
+  SLUICE_CUDA(cudaEventRecord(choice.events[3].get(), cur()));
+  choice.timed = kSpmmMethods;
+}
+
+namespace {
+
+template <typename Index>
+RowSpmmMatrix<Index> row_spmm_matrix(const DeviceCsr& m, RowSpmmOver over, const float* values) {
+  RowSpmmMatrix<Index> r;
+  r.over = over;
+  r.weights = m.weights;
+  r.values = values;
+  r.degrees = m.column_degrees.as<std::int32_t>();
+  if (over == RowSpmmOver::kMatrix) {
+    r.indptr = m.indptr.as<Index>();
+    r.columns = m.columns.as<Index>();
+    r.rows = m.rows;
+    r.long_rows = m.arrays<Index>().long_rows;
+  } else {
+    r.indptr = m.t_indptr.as<Index>();
+    r.columns = m.t_columns.as<Index>();
+    r.rows = m.cols;
+    r.long_rows = m.transposed_long_rows();
+    r.perm = m.t_perm.as<Index>();
+    r.self = m.self.as<vertex_t>();
+    r.matrix_indptr = m.indptr.as<Index>();
+  }
+  return r;
+}
+
+}  // namespace
+
+void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
+                          RowSpmmWrite write) {
+  SLUICE_EXPECTS((values != nullptr) == (m.weights == CsrWeights::kPerCall),
+                 "row SpMM: per-call values for a matrix of derived weights, or none for one of "
+                 "per-call values");
+  SLUICE_EXPECTS(over == RowSpmmOver::kMatrix || !values || m.t_perm.get(),
+                 "row SpMM: per-call values without the transpose's permutation");
+  if (m.wide) {
+    launch_row_spmm(row_spmm_matrix<std::int64_t>(m, over, values), x.data, x.ld, y.data, y.ld,
+                    y.cols, write, cur());
+  } else {
+    launch_row_spmm(row_spmm_matrix<std::int32_t>(m, over, values), x.data, x.ld, y.data, y.ld,
+                    y.cols, write, cur());
+  }
 }
 
 void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
@@ -97,53 +198,65 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
                  m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
                  ", dx is ", dx.rows, " x ", dx.cols);
   if (m.nnz == 0 || dx.cols == 0) return;
+  check_product_values(m, values, "spmm_transpose_add");
+  // cuSPARSE reads per-call values in the matrix's order (permuted per call) and derived weights
+  // filled in the transposed order; the row SpMM computes derived weights per entry.
   const EntryOrder order =
       m.weights == CsrWeights::kPerCall ? EntryOrder::kMatrix : EntryOrder::kTransposed;
-  values = product_values(m, values, order, "spmm_transpose_add");
-  // The first call for a (matrix, width) runs every method on the real operands, timed, with
-  // signs that add up to one transpose-add (+csr, +warp, -csr ALG3: the last removes its own
-  // result again, up to rounding); the second call picks the fastest, keeping the default unless
-  // another takes under 0.8 of its time.
-  TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
-  // CSR_ALG3 reads the dense rows with vector loads: only 16-byte aligned rows qualify (a
-  // misaligned address is a sticky CUDA error).
-  const auto aligned_rows = [](Mat v) {
-    return v.ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0;
+  const float* given = values;
+  const auto values_for = [&](int method) {
+    return method == kTransposeRows ? given : product_values(m, given, order, "spmm_transpose_add");
   };
-  const bool aligned = aligned_rows(dy) && aligned_rows(dx);
-  if (choice.method < 0 && choice.timed) {
-    SLUICE_CUDA(cudaEventSynchronize(choice.events[5].get()));
-    float ms[kTransposeMethods] = {};
-    for (int k = 0; k < kTransposeMethods; ++k)
+  // The first call for a (matrix, width) runs every method on the real operands, timed, with
+  // signs that add up to one transpose-add (+csr, +rows, -csr ALG3: the last removes its own
+  // result again, up to rounding; on rows that are not 16-byte aligned, which ALG3 cannot read,
+  // an untimed -csr does); the cuSPARSE methods' times include the fill of derived weights. The
+  // second call picks the fastest, keeping the default unless another takes under 0.8 of its
+  // time.
+  TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
+  // CSR_ALG3 reads the dense rows in 16-byte words: only aligned rows qualify (a misaligned
+  // address is a sticky CUDA error).
+  const bool aligned = row_spmm_aligned(dy.data, dy.ld, dx.data, dx.ld);
+  if (choice.method < 0 && choice.timed > 0) {
+    SLUICE_CUDA(cudaEventSynchronize(choice.events[2 * choice.timed - 1].get()));
+    float fill = 0, ms[kTransposeMethods] = {};
+    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[6].get(), choice.events[7].get()));
+    for (int k = 0; k < choice.timed; ++k) {
       SLUICE_CUDA(
           cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
+      if (k != kTransposeRows) ms[k] += fill;
+    }
     choice.method = kTransposeCsr;
-    for (int k = 1; k < kTransposeMethods; ++k)
+    for (int k = 1; k < choice.timed; ++k)
       if (ms[k] < 0.8f * ms[choice.method]) choice.method = k;
-    static const char* const names[] = {"csr", "warp", "csr ALG3"};
+    static const char* const names[] = {"csr", "rows", "csr ALG3"};
     log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", dy.cols, ": csr ", ms[0], " ms, warp ", ms[1],
-              " ms, csr ALG3 ", ms[2], " ms -> ", names[choice.method]);
+              " entries) at width ", dy.cols, ": csr ", ms[0], " ms, rows ", ms[1],
+              " ms, csr ALG3 ", choice.timed > kTransposeCsrAlg3 ? ms[2] : NAN, " ms -> ",
+              names[choice.method]);
   }
   if (choice.method >= 0) {
     const int method =
         choice.method == kTransposeCsrAlg3 && !aligned ? int(kTransposeCsr) : choice.method;
-    transpose_add(m, method, 1.f, values, order, dy, dx, nullptr, nullptr);
-    return;
-  }
-  if (!aligned) {
-    choice.method = kTransposeCsr;
-    transpose_add(m, kTransposeCsr, 1.f, values, order, dy, dx, nullptr, nullptr);
+    transpose_add(m, method, 1.f, values_for(method), order, dy, dx, nullptr, nullptr);
     return;
   }
   for (auto& event : choice.events) event = Event(gpu_, true);
-  transpose_add(m, kTransposeCsr, 1.f, values, order, dy, dx, choice.events[0].get(),
+  SLUICE_CUDA(cudaEventRecord(choice.events[6].get(), cur()));
+  const float* filled = values_for(kTransposeCsr);
+  SLUICE_CUDA(cudaEventRecord(choice.events[7].get(), cur()));
+  transpose_add(m, kTransposeCsr, 1.f, filled, order, dy, dx, choice.events[0].get(),
                 choice.events[1].get());
-  transpose_add(m, kTransposeWarp, 1.f, values, order, dy, dx, choice.events[2].get(),
+  transpose_add(m, kTransposeRows, 1.f, given, order, dy, dx, choice.events[2].get(),
                 choice.events[3].get());
-  transpose_add(m, kTransposeCsrAlg3, -1.f, values, order, dy, dx, choice.events[4].get(),
-                choice.events[5].get());
-  choice.timed = true;
+  if (aligned) {
+    transpose_add(m, kTransposeCsrAlg3, -1.f, filled, order, dy, dx, choice.events[4].get(),
+                  choice.events[5].get());
+    choice.timed = kTransposeMethods;
+  } else {
+    transpose_add(m, kTransposeCsr, -1.f, filled, order, dy, dx, nullptr, nullptr);
+    choice.timed = kTransposeRows + 1;
+  }
 }
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
@@ -162,13 +275,10 @@ void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, 
 
 void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
                                EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
-  if (method == kTransposeWarp) {
-    SLUICE_EXPECTS(alpha == 1.f, "the warp transposed SpMM only adds");
-    // It reads values through the permutation when there is one, else in the transposed order.
-    SLUICE_EXPECTS((order == EntryOrder::kMatrix) == (m.t_perm.get() != nullptr),
-                   "the warp transposed SpMM: values in the wrong entry order");
+  if (method == kTransposeRows) {
+    SLUICE_EXPECTS(alpha == 1.f, "the row SpMM of the transposed product only adds");
     if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
-    transposed_aggregate(m, values, 1, x.cols, x, y);
+    row_spmm(m, RowSpmmOver::kTransposed, values, x, y, RowSpmmWrite::kAdd);
     if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
     return;
   }

@@ -22,16 +22,11 @@ using detail::warp_count;
 
 constexpr float kLeakySlope = 0.2f;
 
-// The warp-per-row aggregations (forward, and the backward by source) run in blocks of 2 warps:
-// a block's slot on the multiprocessor frees only when its slowest warp is done, and the rows'
-// lengths vary by orders of magnitude. Their grid has a warp for every row (no grid-stride
-// loop), so that the rows in flight at once are neighbors, whose sources share the L2 cache.
-constexpr int kRowWarps = 2;
-constexpr int kRowThreads = 32 * kRowWarps;
-unsigned row_blocks(std::int64_t rows) {
-  const std::int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
-  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, INT32_MAX));
-}
+// The warp-per-row aggregations (forward, and the backward by source) run on row-local grids
+// (launch.cuh).
+using detail::kRowThreads;
+using detail::kRowWarps;
+using detail::row_blocks;
 constexpr int kMaxHeads = 32;  // keeps the per-block shared memory under 48 KiB
 
 __device__ __forceinline__ float leaky_relu(float x) {

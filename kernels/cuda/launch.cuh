@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 
 #include "common/types.hpp"
@@ -21,6 +22,17 @@ constexpr std::int64_t kMaxBlocks = 65535;
 inline unsigned blocks_for(std::int64_t items, std::int64_t per_block) {
   const std::int64_t blocks = (items + per_block - 1) / per_block;
   return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, kMaxBlocks));
+}
+
+// Row-local grids: blocks of 2 warps and a warp for every row (no grid-stride loop), so that the
+// rows in flight at once are neighbors, whose sources share the L2 cache; a block's slot on the
+// multiprocessor frees only when its slowest warp is done, and row lengths vary by orders of
+// magnitude, hence the small blocks.
+constexpr int kRowWarps = 2;
+constexpr int kRowThreads = kWarp * kRowWarps;
+inline unsigned row_blocks(std::int64_t rows) {
+  const std::int64_t blocks = (rows + kRowWarps - 1) / kRowWarps;
+  return static_cast<unsigned>(std::clamp<std::int64_t>(blocks, 1, INT32_MAX));
 }
 
 // Global warp index and warp count of a 1-D launch.

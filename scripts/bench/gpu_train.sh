@@ -33,7 +33,8 @@
 # CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1 writes each run's --trace
 # timeline to $OUT/traces/NAME.json), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
 # per-operation device times into gpu_train.log; scripts/bench/op_times.py gpu_train.log --runs A B
-# tabulates two runs side by side), EVAL_EVERY (1000: sluice-train --eval-every; the last epoch
+# tabulates two runs side by side), VERBOSE (0; 1 runs sluice-train with --verbose, which logs
+# among others the measured choice of each sparse product's method), EVAL_EVERY (1000: sluice-train --eval-every; the last epoch
 # always evaluates).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -119,6 +120,7 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
   ((overlap)) || extra=(--no-overlap)
   [[ -n $variant ]] && extra+=("$variant")
   ((${OP_TIMES:-0})) && extra+=(--op-times)
+  ((${VERBOSE:-0})) && extra+=(--verbose)
   local report=$dir/runs/$name.json metrics=$dir/runs/$name.jsonl
   rm -f "$report" "$metrics"
   if ((${TRACE:-0})); then

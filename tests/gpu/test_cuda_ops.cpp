@@ -1194,6 +1194,54 @@ TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
   }
 }
 
+// The measured forward product: the first call runs cuSPARSE and then the row SpMM (whose
+// result it leaves), later calls the method chosen; each call stores A x. Widths cover every
+// lane layout of the row SpMM (groups of 8, 16 and 32 lanes, several column passes, a last word
+// reaching into the padding), rows that are not 16-byte aligned (cuSPARSE only), and a matrix
+// whose long rows take the block-per-row kernel.
+TEST_F(CudaOps, MeasuredSpmmStoresTheProductEveryCall) {
+  Device& d = dev();
+  const test::ChunkCsr plain = test::random_chunk_csr(300, 500, 30, test::EmptyRows::kSome, rng_);
+  const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
+  ASSERT_GE(long_rows_of(hubs).first, 40);
+  for (const test::ChunkCsr* matrix : {&plain, &hubs}) {
+    const test::ChunkCsr& a = *matrix;
+    const char* what = matrix == &hubs ? "hub matrix" : "plain matrix";
+    const std::int64_t nnz = a.indptr.back();
+    const Host values = random_floats(nnz, rng_);
+    Mat dvalues = upload(1, nnz, values);
+    for (const std::int64_t f : {1, 8, 30, 47, 64, 100, 128, 256, 602, 39}) {
+      Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
+      // Leading dimensions: padded to 4 floats, or 41 (rows not 16-byte aligned) at width 39.
+      const std::int64_t ld = f == 39 ? 41 : (f + 3) / 4 * 4;
+      const Host xs = random_floats(a.cols * ld, rng_);
+      Mat x = upload(a.cols, ld, xs).col_block(0, f);
+      Mat ywide = d.alloc(a.rows, ld, "y");
+      d.fill(ywide, 7.f);  // the padding columns keep this
+      Mat y = ywide.col_block(0, f);
+      std::vector<double> want(a.rows * f, 0.0);
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+          for (std::int64_t c = 0; c < f; ++c)
+            want[r * f + c] += double(values[e]) * xs[a.columns[e] * ld + c];
+      for (int call = 1; call <= 3; ++call) {
+        d.fill(y, 123.f);  // overwritten
+        d.spmm(csr, dvalues.data, x, y);
+        d.synchronize();
+        Host got(a.rows * f);
+        for (std::int64_t r = 0; r < a.rows; ++r) d.read(y.data + r * y.ld, f, got.data() + r * f);
+        EXPECT_LT(relative_error(got, want), kTolerance)
+            << what << ", width " << f << " call " << call;
+      }
+      const Host all = download(ywide);
+      std::int64_t padding_changed = 0;
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        for (std::int64_t c = f; c < ld; ++c) padding_changed += all[r * ld + c] != 7.f;
+      EXPECT_EQ(padding_changed, 0) << what << ", width " << f;
+    }
+  }
+}
+
 // Double-precision GAT reference (docs/model-math.md) used by the GPU test and checked against
 // finite differences below.
 struct GatReference {

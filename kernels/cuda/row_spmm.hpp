@@ -1,0 +1,57 @@
+// The row SpMM: y = A x (or y += A x) with a warp per row of A, the method CudaDevice measures
+// against cuSPARSE for every (matrix, width) and keeps when faster. It reads the dense rows in
+// 16-byte words when x and y have 16-byte aligned rows (row_spmm_aligned), else a float at a
+// time; narrow products split the warp into groups of lanes that take different entries at
+// once. Derived weights
+// (GCN's symmetric norm, SAGE's mean) are computed per entry from the structure, bit for bit
+// those of kernels/entry_weights.hpp, so the product needs no weight array. Run over the
+// transposed CSR it is the transposed product. Every row's sum is taken in a fixed order
+// (deterministic).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gat.hpp"
+#include "kernels/ops.hpp"
+
+namespace sluice::cuda {
+
+// Which structure the row SpMM walks: a CSR's rows, or its transposed CSR's (whose entry (c, r)
+// is the CSR's entry (r, c): the transposed product).
+enum class RowSpmmOver { kMatrix, kTransposed };
+
+// The sparse operand: a CSR (or a transposed CSR) and where its entry weights come from.
+template <typename Index>
+struct RowSpmmMatrix {
+  const Index* indptr = nullptr;  // rows + 1 (of the structure walked)
+  const Index* columns = nullptr;
+  std::int64_t rows = 0;
+  LongRows long_rows;  // rows of more entries: a block of warps each
+  RowSpmmOver over = RowSpmmOver::kMatrix;
+  // kPerCall: values[perm ? perm[e] : e]. Derived, per entry (r, c) of the CSR:
+  // kSymmetricNorm from degrees (of c, and of row r's self column); kNeighborMean from row r's
+  // length (0 at its self entry). Walking the transpose, they also need the CSR's self columns
+  // and offsets.
+  CsrWeights weights = CsrWeights::kPerCall;
+  const float* values = nullptr;
+  const Index* perm = nullptr;
+  const std::int32_t* degrees = nullptr;
+  const vertex_t* self = nullptr;           // kTransposed, derived weights
+  const Index* matrix_indptr = nullptr;     // kTransposed, kNeighborMean
+};
+
+// Whether the product stores its rows or adds them to what y holds.
+enum class RowSpmmWrite { kStore, kAdd };
+
+// Whether x and y have 16-byte aligned rows (leading dimensions a multiple of 4, base addresses
+// 16-byte aligned): what the row SpMM's and cuSPARSE CSR_ALG3's vector loads need.
+bool row_spmm_aligned(const float* x, std::int64_t ldx, const float* y, std::int64_t ldy);
+
+// y[r, 0..cols) (=|+=) sum over row r's entries e of weight(e) x[columns[e], 0..cols).
+template <typename Index>
+void launch_row_spmm(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
+                     std::int64_t ldy, std::int64_t cols, RowSpmmWrite write, cudaStream_t stream);
+
+}  // namespace sluice::cuda

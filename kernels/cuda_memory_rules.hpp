@@ -39,6 +39,17 @@ constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
   return heads > 0 && heads <= kGatBySourceMaxHeads && width > 0 && heads * width <= 256;
 }
 
+// Column sums (bias and GAT attention-vector gradients) cut the rows into slices of 64 or more
+// rows, at most 256 slices (enough blocks to fill the GPU), each slice writing one partial sum
+// per column to scratch, added in slice order afterwards: deterministic, unlike atomic adds.
+constexpr std::int64_t column_sum_slices(std::int64_t rows) {
+  return std::clamp<std::int64_t>((rows + 63) / 64, 1, 256);
+}
+// The scratch floats of the partial sums of a column sum over `rows` x `cols`.
+constexpr std::int64_t column_sum_partials(std::int64_t rows, std::int64_t cols) {
+  return column_sum_slices(rows) * cols;
+}
+
 // A chunk CSR's counts that size its arrays on the device: rows and transposed rows (columns)
 // with more than long_degree_for(nnz) entries are listed for the GAT kernels.
 struct CsrCounts {

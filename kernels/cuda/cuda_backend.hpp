@@ -281,6 +281,7 @@ class CudaDevice final : public Device {
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch spmm_workspace_, entry_weights_, staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
+  Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;

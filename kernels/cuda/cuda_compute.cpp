@@ -359,7 +359,10 @@ void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx 
 void CudaDevice::add_column_sums(Mat m, float* out) {
   OpScope op(*this, "add_column_sums");
   DeviceGuard guard(gpu_);
-  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, cur());
+  if (m.rows <= 0 || m.cols <= 0) return;
+  float* partials = column_partials_.ensure_as<float>(column_sum_partials(m.rows, m.cols), account_,
+                                                      cur(), "column sum partials");
+  launch_add_column_sums(m.data, m.ld, m.rows, m.cols, out, partials, cur());
 }
 
 void CudaDevice::axpy(std::int64_t n, float alpha, const float* x, float* y) {

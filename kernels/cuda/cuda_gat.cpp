@@ -1,7 +1,10 @@
 // CudaDevice GAT operators (docs/model-math.md, "GAT layer"): the host side of the edge kernels
 // of gat.cu, with the attention-dropout key, the chunk CSR (staged to the device when it lives
 // in host memory) and the backward's scratch.
+#include <algorithm>
+
 #include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gat.hpp"
 
 namespace sluice::cuda {
@@ -193,10 +196,12 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     transposed_aggregate(m, atilde, heads, width, dout, dz);
   }
   OpScope sub(*this, "gat_backward.scores");
+  float* partials = column_partials_.ensure_as<float>(
+      column_sum_partials(std::max(m.rows, m.cols), z.cols), account_, s, "column sum partials");
   launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
-                             dz.ld, d_att_src, /*atomic_dz=*/false, s);
+                             dz.ld, d_att_src, partials, s);
   launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,
-                             att_dst, dz.data, dz.ld, d_att_dst, /*atomic_dz=*/true, s);
+                             att_dst, dz.data, dz.ld, d_att_dst, partials, s);
 }
 
 }  // namespace sluice::cuda

@@ -1,5 +1,6 @@
 // Dense elementwise kernels (see elementwise.hpp). 2-D launches put threads.x on columns and
 // threads.y on rows so that no index division is needed and accesses stay coalesced.
+#include <algorithm>
 #include <cstdint>
 
 #include "common/hash.hpp"
@@ -143,9 +144,9 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
 }
 
 // Block (32, 8): each thread sums a strided set of rows of one column; the block reduces over
-// threadIdx.y and adds one partial per column with an atomic.
+// threadIdx.y and writes its slice's partial sum per column (slice blockIdx.y).
 __global__ void column_sums_kernel(const float* __restrict__ m, std::int64_t ld, std::int64_t rows,
-                                   std::int64_t cols, float* out) {
+                                   std::int64_t cols, float* __restrict__ partials) {
   __shared__ float partial[8][33];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   float sum = 0.f;
@@ -158,8 +159,17 @@ __global__ void column_sums_kernel(const float* __restrict__ m, std::int64_t ld,
     float total = 0.f;
 #pragma unroll
     for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
-    atomicAdd(out + c, total);
+    partials[blockIdx.y * cols + c] = total;
   }
+}
+
+__global__ void add_slice_sums_kernel(const float* __restrict__ partials, std::int64_t slices,
+                                      std::int64_t cols, float* __restrict__ out) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  float total = 0.f;
+  for (std::int64_t y = 0; y < slices; ++y) total += partials[y * cols + c];
+  out[c] += total;
 }
 
 __global__ void axpy_kernel(std::int64_t n, float alpha, const float* __restrict__ x, float* y) {
@@ -264,14 +274,21 @@ void launch_activation_backward(const float* dout, std::int64_t ldd, const float
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
-void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
-                            float* out, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0) return;
-  // Up to 256 row slices per column tile: enough blocks to fill the GPU, few atomics.
-  const dim3 grid(detail::blocks_for(cols, 32),
-                  static_cast<unsigned>(std::min<std::int64_t>((rows + 63) / 64, 256)));
-  column_sums_kernel<<<grid, dim3(32, 8), 0, stream>>>(m, ld, rows, cols, out);
+void launch_add_slice_sums(const float* partials, std::int64_t slices, std::int64_t cols,
+                           float* out, cudaStream_t stream) {
+  if (slices <= 0 || cols <= 0) return;
+  add_slice_sums_kernel<<<detail::blocks_for(cols, 256), 256, 0, stream>>>(partials, slices, cols,
+                                                                           out);
   SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
+                            float* out, float* partials, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const dim3 grid(detail::blocks_for(cols, 32), static_cast<unsigned>(column_sum_slices(rows)));
+  column_sums_kernel<<<grid, dim3(32, 8), 0, stream>>>(m, ld, rows, cols, partials);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  launch_add_slice_sums(partials, grid.y, cols, out, stream);
 }
 
 void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/types.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 
 namespace sluice::cuda {
 
@@ -37,9 +38,17 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
                                         const vertex_t* keys, std::uint64_t seed,
                                         std::uint64_t salt, float rate, cudaStream_t stream);
 
-// out[j] += sum_i m[i, j].
+// Column sums in two deterministic steps: column_sum_slices(rows) slices of rows
+// (cuda_memory_rules.hpp) each write one partial sum per column into `partials`
+// (column_sum_partials(rows, cols) floats of device scratch), then one thread per column adds
+// the slices in order. No atomics: the same inputs give the same bits on every run.
+// out[j] += sum over slices s < slices of partials[s * cols + j], in slice order.
+void launch_add_slice_sums(const float* partials, std::int64_t slices, std::int64_t cols,
+                           float* out, cudaStream_t stream);
+
+// out[j] += sum_i m[i, j] (deterministic; partials: column_sum_partials(rows, cols) floats).
 void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, std::int64_t cols,
-                            float* out, cudaStream_t stream);
+                            float* out, float* partials, cudaStream_t stream);
 
 // y += alpha * x over n floats.
 void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);

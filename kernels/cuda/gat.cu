@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "common/hash.hpp"
+#include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gat.hpp"
 #include "kernels/cuda/launch.cuh"
 
@@ -1225,13 +1226,14 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
-// Block (32, 8): x over columns, y over rows; the block reduces d_att over y.
+// Block (32, 8): x over columns, y over rows; the block reduces d_att over y into its slice's
+// partial sums (slice blockIdx.y).
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
                                            const vertex_t* __restrict__ row_map, std::int64_t rows,
                                            std::int64_t width, std::int64_t total_cols,
                                            const float* __restrict__ z, std::int64_t ldz,
                                            const float* __restrict__ att, float* dz,
-                                           std::int64_t lddz, float* d_att, bool atomic_dz) {
+                                           std::int64_t lddz, float* __restrict__ partials) {
   __shared__ float partial[8][33];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   float sum = 0.f;
@@ -1244,7 +1246,7 @@ __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std
       if (target < 0) continue;
       const float d = dscore[r * lds + h];
       sum += d * z[target * ldz + c];
-      if (atomic_dz) {
+      if (row_map) {
         atomicAdd(dz + target * lddz + c, d * att_c);
       } else {
         dz[target * lddz + c] += d * att_c;
@@ -1257,7 +1259,7 @@ __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std
     float total = 0.f;
 #pragma unroll
     for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
-    atomicAdd(d_att + c, total);
+    partials[blockIdx.y * total_cols + c] = total;
   }
 }
 
@@ -1565,14 +1567,15 @@ void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
                                 std::int64_t rows, int heads, std::int64_t width, const float* z,
                                 std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
-                                float* d_att, bool atomic_dz, cudaStream_t stream) {
+                                float* d_att, float* partials, cudaStream_t stream) {
   const std::int64_t total_cols = heads * width;
   if (rows <= 0 || total_cols <= 0) return;
   const dim3 grid(detail::blocks_for(total_cols, 32),
-                  static_cast<unsigned>(std::min<std::int64_t>((rows + 63) / 64, 256)));
+                  static_cast<unsigned>(column_sum_slices(rows)));
   gat_scores_backward_kernel<<<grid, dim3(32, 8), 0, stream>>>(
-      dscore, lds, row_map, rows, width, total_cols, z, ldz, att, dz, lddz, d_att, atomic_dz);
+      dscore, lds, row_map, rows, width, total_cols, z, ldz, att, dz, lddz, partials);
   SLUICE_CUDA_LAUNCH_CHECK();
+  launch_add_slice_sums(partials, grid.y, total_cols, d_att, stream);
 }
 
 template void launch_gat_aggregate<std::int32_t>(const CsrArrays<std::int32_t>&, const float*,

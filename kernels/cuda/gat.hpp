@@ -132,11 +132,13 @@ template <typename Index>
 void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
                                  cudaStream_t stream);
 
-// Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic when
-// rows may share a target) and d_att[c] += sum_r dscore[r, h(c)] * z[map(r), c].
+// Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic through a
+// row map, whose rows might share a target) and d_att[c] += sum_r dscore[r, h(c)] *
+// z[map(r), c], summed in a fixed order through `partials` (column_sum_partials(rows, K * F)
+// floats of device scratch, cuda_memory_rules.hpp).
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
                                 std::int64_t rows, int heads, std::int64_t width, const float* z,
                                 std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
-                                float* d_att, bool atomic_dz, cudaStream_t stream);
+                                float* d_att, float* partials, cudaStream_t stream);
 
 }  // namespace sluice::cuda

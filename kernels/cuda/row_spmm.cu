@@ -44,20 +44,21 @@ struct Pass {
 // are [begin, end); row_degree: row_degree_of().
 template <typename Index>
 __device__ __forceinline__ float entry_weight(const RowSpmmMatrix<Index>& a, std::int64_t row,
-                                              std::int64_t e, std::int64_t begin,
-                                              std::int64_t end, std::int64_t column,
-                                              std::int32_t row_degree) {
+                                              std::int64_t e, std::int64_t begin, std::int64_t end,
+                                              std::int64_t column, std::int32_t row_degree) {
   if (a.weights == CsrWeights::kPerCall)
     return a.values[a.perm ? static_cast<std::int64_t>(a.perm[e]) : e];
   if (a.over == RowSpmmOver::kMatrix) {
-    if (a.weights == CsrWeights::kSymmetricNorm) return symmetric_norm(row_degree, a.degrees[column]);
+    if (a.weights == CsrWeights::kSymmetricNorm)
+      return symmetric_norm(row_degree, a.degrees[column]);
     return e == begin ? 0.f : neighbor_mean(end - begin);
   }
   // Transposed: `column` is the CSR's row r, `row` its column c.
   if (a.weights == CsrWeights::kSymmetricNorm)
     return symmetric_norm(a.degrees[a.self[column]], row_degree);
-  return a.self[column] == row ? 0.f
-                               : neighbor_mean(a.matrix_indptr[column + 1] - a.matrix_indptr[column]);
+  return a.self[column] == row
+             ? 0.f
+             : neighbor_mean(a.matrix_indptr[column + 1] - a.matrix_indptr[column]);
 }
 
 // The symmetric norm's per-row degree: of the row's first (self) entry's column, or, walking the
@@ -67,8 +68,8 @@ __device__ __forceinline__ std::int32_t row_degree_of(const RowSpmmMatrix<Index>
                                                       std::int64_t row, std::int64_t begin,
                                                       std::int64_t end) {
   if (a.weights != CsrWeights::kSymmetricNorm || begin == end) return 0;
-  return a.degrees[a.over == RowSpmmOver::kMatrix ? static_cast<std::int64_t>(a.columns[begin])
-                                                  : row];
+  return a
+      .degrees[a.over == RowSpmmOver::kMatrix ? static_cast<std::int64_t>(a.columns[begin]) : row];
 }
 
 template <int kFloats, int kGroupLanes, bool kVec4>
@@ -80,8 +81,8 @@ __device__ __forceinline__ void load_slots(float (&v)[kFloats], const float* row
     for (int t = 0; t < kFloats / 4; ++t) {
       const int c = column_base + P::column(group_lane, 4 * t);
       // A row's last word may reach past cols, never past ld (a multiple of 4).
-      const float4 w = c < cols ? *reinterpret_cast<const float4*>(row + c)
-                                : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 w =
+          c < cols ? *reinterpret_cast<const float4*>(row + c) : make_float4(0.f, 0.f, 0.f, 0.f);
       v[4 * t] = w.x;
       v[4 * t + 1] = w.y;
       v[4 * t + 2] = w.z;
@@ -100,13 +101,10 @@ __device__ __forceinline__ void load_slots(float (&v)[kFloats], const float* row
 // step, accumulated into each group's acc (group g takes entries g, g + G, g + 2G, ... of a
 // chunk, in order, kInFlight of them loaded at a time).
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4>
-__device__ __forceinline__ void accumulate_chunks(const RowSpmmMatrix<Index>& a,
-                                                  const float* __restrict__ x, std::int64_t ldx,
-                                                  std::int64_t row, std::int64_t begin,
-                                                  std::int64_t end, std::int64_t first,
-                                                  std::int64_t step,
-                                                  std::int32_t row_degree, int column_base,
-                                                  int cols, float (&acc)[kFloats]) {
+__device__ __forceinline__ void accumulate_chunks(
+    const RowSpmmMatrix<Index>& a, const float* __restrict__ x, std::int64_t ldx, std::int64_t row,
+    std::int64_t begin, std::int64_t end, std::int64_t first, std::int64_t step,
+    std::int32_t row_degree, int column_base, int cols, float (&acc)[kFloats]) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
   constexpr int G = P::kGroups;
   constexpr int kIn = P::kInFlight;
@@ -232,9 +230,8 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int32_t row_degree = row_degree_of(a, r, begin, end);
     for (int column_base = 0; column_base < cols; column_base += P::kSpan) {
       float acc[kFloats] = {};
-      accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, r, begin, end, 32 * warp,
-                                                            32 * kLongWarps, row_degree,
-                                                            column_base, cols, acc);
+      accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(
+          a, x, ldx, r, begin, end, 32 * warp, 32 * kLongWarps, row_degree, column_base, cols, acc);
       if (lane < kGroupLanes) {
 #pragma unroll
         for (int t = 0; t < kFloats; ++t) partial[warp][P::column(lane, t)] = acc[t];

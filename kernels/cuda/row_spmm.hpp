@@ -38,8 +38,8 @@ struct RowSpmmMatrix {
   const float* values = nullptr;
   const Index* perm = nullptr;
   const std::int32_t* degrees = nullptr;
-  const vertex_t* self = nullptr;           // kTransposed, derived weights
-  const Index* matrix_indptr = nullptr;     // kTransposed, kNeighborMean
+  const vertex_t* self = nullptr;        // kTransposed, derived weights
+  const Index* matrix_indptr = nullptr;  // kTransposed, kNeighborMean
 };
 
 // Whether the product stores its rows or adds them to what y holds.

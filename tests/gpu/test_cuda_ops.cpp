@@ -1194,6 +1194,24 @@ TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
   }
 }
 
+// Column sums (bias gradients) over many rows: per-slice partial sums added in a fixed order,
+// so two runs give the same bits, and the sums match a double reference.
+TEST_F(CudaOps, ColumnSumsAreReproducible) {
+  Device& d = dev();
+  const std::int64_t rows = 200000, cols = 67;
+  const Host values = random_floats(rows * cols, rng_);
+  Mat m = upload(rows, cols, values);
+  Mat first = upload(1, cols, Host(cols, 0.5f)), second = upload(1, cols, Host(cols, 0.5f));
+  d.add_column_sums(m, first.data);
+  d.add_column_sums(m, second.data);
+  std::vector<double> want(cols, 0.5);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) want[c] += values[r * cols + c];
+  const Host got = download(first);
+  EXPECT_LT(relative_error(got, want), kTolerance);
+  EXPECT_EQ(download(second), got);
+}
+
 // The measured forward product: the first call runs cuSPARSE and then the row SpMM (whose
 // result it leaves), later calls the method chosen; each call stores A x. Widths cover every
 // lane layout of the row SpMM (groups of 8, 16 and 32 lanes, several column passes, a last word
@@ -1437,6 +1455,15 @@ void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
   EXPECT_LT(relative_error(download_matrix(d, ddz), gz), kTolerance);
   EXPECT_LT(relative_error(download_matrix(d, ddas), gas), kTolerance);
   EXPECT_LT(relative_error(download_matrix(d, ddad), gad), kTolerance);
+  // The backward by source sums without atomics: a second run gives the same bits.
+  if (cuda::gat_backward_by_source(heads, width)) {
+    Mat ddz2 = up(a.cols, kf, dz0), ddas2 = up(1, kf, das0), ddad2 = up(1, kf, dad0);
+    d.gat_backward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out, ddout,
+                   ddz2, ddas2.data, ddad2.data);
+    EXPECT_EQ(download_matrix(d, ddz2), download_matrix(d, ddz));
+    EXPECT_EQ(download_matrix(d, ddas2), download_matrix(d, ddas));
+    EXPECT_EQ(download_matrix(d, ddad2), download_matrix(d, ddad));
+  }
 }
 
 // On a random chunk of 300 rows (1..46 entries, every row on one warp).

@@ -450,8 +450,9 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
 
   // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (derived weights,
   // permuted values) at setup, sized to the largest chunk; on first use the GAT backward's
-  // per-entry, per-source and per-destination gradients, the loss accumulator (the loss and 6
-  // split counters, 8 bytes each) and the largest chunk's predictions.
+  // per-entry, per-source and per-destination gradients, the per-slice column sums of the bias
+  // and attention-vector gradients (as wide as the widest such gradient), the loss accumulator
+  // (the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.
   add.scratch(BufferRole::kEntryValueScratch, BufferKind::kSetupScratch, 1, n.max_nnz);
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
@@ -462,6 +463,13 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.scratch(BufferRole::kGatSourceScoreGradients, first_use, n.merged_rows, w.heads);
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
   }
+  std::int64_t summed = 0;
+  for (const LayerShape& layer : model.layers)
+    summed = std::max({summed, layer.out_width, gat ? layer.transform_width : 0});
+  // Bias gradients sum a chunk's rows; GAT's attention vectors also the merged rows.
+  const std::int64_t summed_rows = gat ? std::max(n.merged_rows, n.chunk_rows) : n.chunk_rows;
+  add.scratch(BufferRole::kColumnSumPartials, BufferKind::kFirstUseScratch,
+              cuda::column_sum_slices(summed_rows), summed);
   add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 7, sizeof(double));
   add.scratch(BufferRole::kPredictions, BufferKind::kFirstUseScratch, D, 1, sizeof(std::int32_t));
   return layout;
@@ -617,6 +625,8 @@ const char* buffer_role_name(BufferRole role) {
     case BufferRole::kGatSourceScoreGradients:
     case BufferRole::kGatDestinationScoreGradients:
       return "GAT scratch";
+    case BufferRole::kColumnSumPartials:
+      return "column sum partials";
     case BufferRole::kLossAccumulator:
       return "loss accumulator";
     case BufferRole::kPredictions:

@@ -211,6 +211,7 @@ enum class BufferRole {
   kGatTransposedWeights,          // per entry and head
   kGatSourceScoreGradients,       // per merged row and head
   kGatDestinationScoreGradients,  // per chunk row and head
+  kColumnSumPartials,             // first column sum: per row slice and column
   kLossAccumulator,               // first loss
   kPredictions,                   // first evaluation: per chunk row
 };

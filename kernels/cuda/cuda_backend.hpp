@@ -161,7 +161,7 @@ class CudaDevice final : public Device {
   // The device-visible address of rows [first_row, first_row + rows) of a host matrix.
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
   // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
-  // (after filling derived weights) or the row SpMM (row_spmm.hpp; 16-byte aligned rows only).
+  // (after filling derived weights) or the row SpMM (row_spmm.hpp).
   enum SpmmMethod { kSpmmCusparse = 0, kSpmmRows = 1 };
   static constexpr int kSpmmMethods = 2;
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
@@ -170,12 +170,12 @@ class CudaDevice final : public Device {
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
                 RowSpmmWrite write);
   // spmm_transpose_add's methods, chosen per (matrix, width) by measuring them on the first call:
-  // y += alpha A^T x by cuSPARSE over the transposed CSR (default algorithm or CSR_ALG3; values
-  // in `order`, as product_values gives them) or by the row SpMM over the transposed CSR (alpha 1
-  // only; values as spmm_transpose_add takes them: per call, or null for derived weights), with
-  // optional timing events around the device work.
-  enum TransposeMethod { kTransposeCsr = 0, kTransposeRows = 1, kTransposeCsrAlg3 = 2 };
-  static constexpr int kTransposeMethods = 3;
+  // y += alpha A^T x by cuSPARSE over the transposed CSR (values in `order`, as product_values
+  // gives them) or by the row SpMM over the transposed CSR (alpha 1 only; values as
+  // spmm_transpose_add takes them: per call, or null for derived weights), with optional timing
+  // events around the device work.
+  enum TransposeMethod { kTransposeCsr = 0, kTransposeRows = 1 };
+  static constexpr int kTransposeMethods = 2;
   void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
                      EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end);
   // The values an SpMM of `m` reads in `order`: `values` for a matrix of per-call values (which
@@ -187,13 +187,13 @@ class CudaDevice final : public Device {
   // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
-  // A method chosen by measurement: the first call runs the methods 0 .. timed - 1 of kMethods
-  // between events (kExtraEvents more time work some methods need first, as spmm's weight fill);
-  // a later call reads the times and keeps one.
+  // A method chosen by measurement: the first calls run the kMethods methods between events
+  // (spmm all in its first call, spmm_transpose_add one per call; kExtraEvents more time work
+  // some methods need first, as the weight fill); a later call reads the times and keeps one.
   template <int kMethods, int kExtraEvents = 0>
   struct MeasuredChoice {
     int method = -1;  // chosen method (-1: not yet)
-    int timed = 0;    // methods the first call ran between events (0: no call yet)
+    int timed = 0;    // methods run between events so far
     Event events[2 * kMethods + kExtraEvents];
   };
   using TransposeChoice = MeasuredChoice<kTransposeMethods, 2>;

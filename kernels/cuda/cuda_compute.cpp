@@ -64,6 +64,11 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
 
 namespace {
 
+// The measured sparse products take cuSPARSE only when it needs under this share of the row
+// SpMM's time: the row SpMM sums every row in a fixed order (cuSPARSE's products differed in the
+// last bits from run to run), and the margin keeps close calls from flipping between runs.
+constexpr float kCusparseMargin = 0.8f;
+
 // A matrix of per-call values takes them; one of derived weights takes none.
 void check_product_values(const DeviceCsr& m, const float* values, const char* op) {
   if (m.weights == CsrWeights::kPerCall) {
@@ -94,8 +99,7 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   const auto cusparse = [&](cudaEvent_t begin, cudaEvent_t end) {
     run_spmm(cusparse_.get(), m, values, EntryOrder::kMatrix,
              DenseView{x.data, x.rows, x.cols, x.ld}, DenseView{y.data, y.rows, y.cols, y.ld},
-             SpmmProduct::kForward, SpmmAlgorithm::kDefault, 1.f, nullptr, spmm_workspace_,
-             account_, cur(), begin, end);
+             SpmmProduct::kForward, 1.f, nullptr, spmm_workspace_, account_, cur(), begin, end);
   };
   if (m.nnz == 0 || y.rows == 0 || y.cols == 0) {
     if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
@@ -106,7 +110,8 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   // The first call for a (matrix, width) runs both methods once untimed (the first launch of a
   // kernel loads its module, and cuSPARSE's first product of a shape prepares it), then both
   // timed (cuSPARSE's time includes the fill of derived weights, which the row SpMM computes per
-  // entry); the second call keeps the faster. Every run stores y, the last the row SpMM's.
+  // entry); the second call keeps the row SpMM unless cuSPARSE is clearly faster
+  // (kCusparseMargin). Every run stores y, the last the row SpMM's.
   SpmmChoice& choice = spmm_choices_[{a.id, y.cols}];
   if (choice.method < 0 && choice.timed > 0) {
     SLUICE_CUDA(cudaEventSynchronize(choice.events[3].get()));
@@ -116,7 +121,7 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
       SLUICE_CUDA(
           cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
     ms[kSpmmCusparse] += fill;
-    choice.method = ms[kSpmmRows] < ms[kSpmmCusparse] ? kSpmmRows : kSpmmCusparse;
+    choice.method = ms[kSpmmCusparse] < kCusparseMargin * ms[kSpmmRows] ? kSpmmCusparse : kSpmmRows;
     log_debug(name_, ": SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
               " entries) at width ", y.cols, ": cusparse ", ms[kSpmmCusparse], " ms, rows ",
               ms[kSpmmRows], " ms -> ", choice.method == kSpmmRows ? "rows" : "cusparse");
@@ -207,56 +212,43 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
   const auto values_for = [&](int method) {
     return method == kTransposeRows ? given : product_values(m, given, order, "spmm_transpose_add");
   };
-  // The first call for a (matrix, width) runs every method on the real operands, timed, with
-  // signs that add up to one transpose-add (+csr, +rows, -csr ALG3: the last removes its own
-  // result again, up to rounding; on rows that are not 16-byte aligned, which ALG3 cannot read,
-  // an untimed -csr does); the cuSPARSE methods' times include the fill of derived weights. The
-  // second call picks the fastest, keeping the default unless another takes under 0.8 of its
-  // time.
+  // The first two calls for a (matrix, width) run one method each, timed (the row SpMM, then
+  // cuSPARSE, whose time includes the fill of derived weights); the third keeps the row SpMM
+  // unless cuSPARSE was clearly faster (kCusparseMargin). One method per call: every call adds
+  // exactly one product (running both and subtracting one again would leave that product's
+  // rounding, which differs from run to run for cuSPARSE's).
   TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
-  // CSR_ALG3 reads the dense rows in 16-byte words: only aligned rows qualify (a misaligned
-  // address is a sticky CUDA error).
-  const bool aligned = row_spmm_aligned(dy.data, dy.ld, dx.data, dx.ld);
-  if (choice.method < 0 && choice.timed > 0) {
-    SLUICE_CUDA(cudaEventSynchronize(choice.events[2 * choice.timed - 1].get()));
+  if (choice.method < 0 && choice.timed == kTransposeMethods) {
+    SLUICE_CUDA(cudaEventSynchronize(choice.events[1].get()));
     float fill = 0, ms[kTransposeMethods] = {};
-    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[6].get(), choice.events[7].get()));
-    for (int k = 0; k < choice.timed; ++k) {
+    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[4].get(), choice.events[5].get()));
+    for (int k = 0; k < kTransposeMethods; ++k)
       SLUICE_CUDA(
           cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
-      if (k != kTransposeRows) ms[k] += fill;
-    }
-    choice.method = kTransposeCsr;
-    for (int k = 1; k < choice.timed; ++k)
-      if (ms[k] < 0.8f * ms[choice.method]) choice.method = k;
-    static const char* const names[] = {"csr", "rows", "csr ALG3"};
+    ms[kTransposeCsr] += fill;
+    choice.method =
+        ms[kTransposeCsr] < kCusparseMargin * ms[kTransposeRows] ? kTransposeCsr : kTransposeRows;
     log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", dy.cols, ": csr ", ms[0], " ms, rows ", ms[1],
-              " ms, csr ALG3 ", choice.timed > kTransposeCsrAlg3 ? ms[2] : NAN, " ms -> ",
-              names[choice.method]);
+              " entries) at width ", dy.cols, ": csr ", ms[kTransposeCsr], " ms, rows ",
+              ms[kTransposeRows], " ms -> ", choice.method == kTransposeRows ? "rows" : "csr");
   }
   if (choice.method >= 0) {
-    const int method =
-        choice.method == kTransposeCsrAlg3 && !aligned ? int(kTransposeCsr) : choice.method;
-    transpose_add(m, method, 1.f, values_for(method), order, dy, dx, nullptr, nullptr);
+    transpose_add(m, choice.method, 1.f, values_for(choice.method), order, dy, dx, nullptr,
+                  nullptr);
     return;
   }
-  for (auto& event : choice.events) event = Event(gpu_, true);
-  SLUICE_CUDA(cudaEventRecord(choice.events[6].get(), cur()));
-  const float* filled = values_for(kTransposeCsr);
-  SLUICE_CUDA(cudaEventRecord(choice.events[7].get(), cur()));
-  transpose_add(m, kTransposeCsr, 1.f, filled, order, dy, dx, choice.events[0].get(),
-                choice.events[1].get());
-  transpose_add(m, kTransposeRows, 1.f, given, order, dy, dx, choice.events[2].get(),
-                choice.events[3].get());
-  if (aligned) {
-    transpose_add(m, kTransposeCsrAlg3, -1.f, filled, order, dy, dx, choice.events[4].get(),
-                  choice.events[5].get());
-    choice.timed = kTransposeMethods;
+  if (choice.timed == 0) {
+    for (auto& event : choice.events) event = Event(gpu_, true);
+    transpose_add(m, kTransposeRows, 1.f, given, order, dy, dx, choice.events[2].get(),
+                  choice.events[3].get());
   } else {
-    transpose_add(m, kTransposeCsr, -1.f, filled, order, dy, dx, nullptr, nullptr);
-    choice.timed = kTransposeRows + 1;
+    SLUICE_CUDA(cudaEventRecord(choice.events[4].get(), cur()));
+    const float* filled = values_for(kTransposeCsr);
+    SLUICE_CUDA(cudaEventRecord(choice.events[5].get(), cur()));
+    transpose_add(m, kTransposeCsr, 1.f, filled, order, dy, dx, choice.events[0].get(),
+                  choice.events[1].get());
   }
+  ++choice.timed;
 }
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
@@ -287,9 +279,8 @@ void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, cons
           ? entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values")
           : nullptr;
   run_spmm(cusparse_.get(), m, values, order, DenseView{x.data, x.rows, x.cols, x.ld},
-           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kTransposeAdd,
-           method == kTransposeCsrAlg3 ? SpmmAlgorithm::kCsrAlg3 : SpmmAlgorithm::kDefault, alpha,
-           transposed, spmm_workspace_, account_, cur(), begin, end);
+           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kTransposeAdd, alpha, transposed,
+           spmm_workspace_, account_, cur(), begin, end);
 }
 
 void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,

@@ -1,8 +1,8 @@
 // The row SpMM: y = A x (or y += A x) with a warp per row of A, the method CudaDevice measures
-// against cuSPARSE for every (matrix, width) and keeps when faster. It reads the dense rows in
-// 16-byte words when x and y have 16-byte aligned rows (row_spmm_aligned), else a float at a
-// time; narrow products split the warp into groups of lanes that take different entries at
-// once. Derived weights
+// against cuSPARSE for every (matrix, width) and keeps unless cuSPARSE is clearly faster. It
+// reads the dense rows in 16-byte words when x and y have 16-byte aligned rows (leading
+// dimensions a multiple of 4, 16-byte aligned bases), else a float at a time; narrow products
+// split the warp into groups of lanes that take different entries at once. Derived weights
 // (GCN's symmetric norm, SAGE's mean) are computed per entry from the structure, bit for bit
 // those of kernels/entry_weights.hpp, so the product needs no weight array. Run over the
 // transposed CSR it is the transposed product. Every row's sum is taken in a fixed order
@@ -44,10 +44,6 @@ struct RowSpmmMatrix {
 
 // Whether the product stores its rows or adds them to what y holds.
 enum class RowSpmmWrite { kStore, kAdd };
-
-// Whether x and y have 16-byte aligned rows (leading dimensions a multiple of 4, base addresses
-// 16-byte aligned): what the row SpMM's and cuSPARSE CSR_ALG3's vector loads need.
-bool row_spmm_aligned(const float* x, std::int64_t ldx, const float* y, std::int64_t ldy);
 
 // y[r, 0..cols) (=|+=) sum over row r's entries e of weight(e) x[columns[e], 0..cols).
 template <typename Index>

@@ -149,9 +149,9 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
 }
 
 void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
-              DenseView x, DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
-              float* transposed_values, Scratch& workspace, MemoryAccount& account,
-              cudaStream_t stream, cudaEvent_t timed_begin, cudaEvent_t timed_end) {
+              DenseView x, DenseView y, SpmmProduct product, float alpha, float* transposed_values,
+              Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
+              cudaEvent_t timed_begin, cudaEvent_t timed_end) {
   const bool transpose = product == SpmmProduct::kTransposeAdd;
   const bool permute = transpose && order == EntryOrder::kMatrix;
   SLUICE_EXPECTS(transpose || order == EntryOrder::kMatrix,
@@ -179,8 +179,7 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
   const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;  // transposes are precomputed
   const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
   const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
-  const cusparseSpMMAlg_t alg =
-      algorithm == SpmmAlgorithm::kCsrAlg3 ? CUSPARSE_SPMM_CSR_ALG3 : CUSPARSE_SPMM_ALG_DEFAULT;
+  const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
   std::size_t bytes = 0;
   SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, op, &alpha, matrix.get(), dense_x.get(),
                                           &beta, dense_y.get(), CUDA_R_32F, alg, &bytes));

@@ -90,19 +90,14 @@ struct DenseView {
 // the precomputed transposed CSR, A's values permuted into its entry order first (deterministic,
 // unlike cuSPARSE's transpose operation).
 enum class SpmmProduct { kForward, kTransposeAdd };
-// cuSPARSE's CSR SpMM algorithm: its default, or CUSPARSE_SPMM_CSR_ALG3 (one of the measured
-// methods of the transposed product; reads the dense rows with 16-byte loads).
-enum class SpmmAlgorithm { kDefault, kCsrAlg3 };
-
 // One SpMM by cuSPARSE. `values`: nnz floats in `order` (kForward: kMatrix only); kTransposeAdd
 // with kMatrix values permutes them into `transposed_values` (nnz floats of scratch; unused
 // otherwise) through the transpose's permutation first. `workspace` grows as needed.
 // timed_begin / timed_end (may be null): events recorded around the device work, after any
 // workspace growth.
 void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
-              DenseView x, DenseView y, SpmmProduct product, SpmmAlgorithm algorithm, float alpha,
-              float* transposed_values, Scratch& workspace, MemoryAccount& account,
-              cudaStream_t stream, cudaEvent_t timed_begin = nullptr,
-              cudaEvent_t timed_end = nullptr);
+              DenseView x, DenseView y, SpmmProduct product, float alpha, float* transposed_values,
+              Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
+              cudaEvent_t timed_begin = nullptr, cudaEvent_t timed_end = nullptr);
 
 }  // namespace sluice::cuda

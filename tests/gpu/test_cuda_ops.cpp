@@ -1029,8 +1029,8 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
 }
 
-// The first transposed call measures every method (on strided, unaligned rows: the cuSPARSE
-// one only).
+// The first transposed call measures the row SpMM (here on strided rows that are not 16-byte
+// aligned, which it reads a float at a time).
 TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
   check_spmm(*backend_, rng_);
 }
@@ -1095,7 +1095,7 @@ TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
           want_y[r * f + c] += double(w[e]) * xs[a.columns[e] * f + c];
     EXPECT_LT(relative_error(got1, want_y), kTolerance);
     EXPECT_LT(relative_error(got2, want_y), kTolerance);
-    // Twice: the first transposed call measures the methods, the second runs the one chosen.
+    // Twice: the first two transposed calls measure one method each.
     std::vector<double> want(std::size_t(a.cols * f), 0.0);
     for (std::int64_t r = 0; r < a.rows; ++r)
       for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
@@ -1151,10 +1151,10 @@ std::pair<std::int64_t, std::int64_t> long_rows_of(const test::ChunkCsr& a) {
   return {rows, static_cast<std::int64_t>(columns)};
 }
 
-// The measured choice: the first call (every method, signs adding up to one) and the later
-// calls (the chosen method) each add A^T dy once; at two widths (a choice per width), on rows
-// that are not 16-byte aligned (ld 41: cuSPARSE's CSR_ALG3 is left out there), and on a matrix
-// with long rows and long transposed rows (the warp method's block-per-row path).
+// The measured choice: the first two calls (one method each, timed) and the later calls (the
+// chosen method) each add A^T dy once; at several widths (a choice per width),
+// on rows that are not 16-byte aligned (ld 41: the row SpMM's scalar reads), and on a matrix
+// with long rows and long transposed rows (the row SpMM's block-per-row path).
 TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
   Device& d = dev();
   const test::ChunkCsr plain = test::random_chunk_csr(300, 500, 30, test::EmptyRows::kSome, rng_);

@@ -162,6 +162,7 @@ class CudaDevice final : public Device {
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
   // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
   // (after filling derived weights) or the row SpMM (row_spmm.hpp).
+  // (Both choices number cuSPARSE 0 and the row SpMM 1, as measured_times() reads them.)
   enum SpmmMethod { kSpmmCusparse = 0, kSpmmRows = 1 };
   static constexpr int kSpmmMethods = 2;
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in

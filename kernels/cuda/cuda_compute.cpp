@@ -65,9 +65,24 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
 namespace {
 
 // The measured sparse products take cuSPARSE only when it needs under this share of the row
-// SpMM's time: the row SpMM sums every row in a fixed order (cuSPARSE's products differed in the
-// last bits from run to run), and the margin keeps close calls from flipping between runs.
+// SpMM's time: the row SpMM sums every row in a fixed order, and the margin keeps close calls
+// from flipping between runs.
 constexpr float kCusparseMargin = 0.8f;
+
+// The times of a measured choice between cuSPARSE (events 0 and 1, its weight fill 4 and 5) and
+// the row SpMM (events 2 and 3), once `last` (the event recorded last) has completed.
+struct ChoiceTimes {
+  float cusparse = 0, rows = 0;
+};
+ChoiceTimes measured_times(const Event* events, int last) {
+  SLUICE_CUDA(cudaEventSynchronize(events[last].get()));
+  const auto elapsed = [&](int begin) {
+    float ms = 0;
+    SLUICE_CUDA(cudaEventElapsedTime(&ms, events[begin].get(), events[begin + 1].get()));
+    return ms;
+  };
+  return ChoiceTimes{elapsed(0) + elapsed(4), elapsed(2)};
+}
 
 // A matrix of per-call values takes them; one of derived weights takes none.
 void check_product_values(const DeviceCsr& m, const float* values, const char* op) {
@@ -114,17 +129,11 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   // (kCusparseMargin). Every run stores y, the last the row SpMM's.
   SpmmChoice& choice = spmm_choices_[{a.id, y.cols}];
   if (choice.method < 0 && choice.timed > 0) {
-    SLUICE_CUDA(cudaEventSynchronize(choice.events[3].get()));
-    float fill = 0, ms[kSpmmMethods] = {};
-    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[4].get(), choice.events[5].get()));
-    for (int k = 0; k < kSpmmMethods; ++k)
-      SLUICE_CUDA(
-          cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
-    ms[kSpmmCusparse] += fill;
-    choice.method = ms[kSpmmCusparse] < kCusparseMargin * ms[kSpmmRows] ? kSpmmCusparse : kSpmmRows;
+    const ChoiceTimes t = measured_times(choice.events, 3);
+    choice.method = t.cusparse < kCusparseMargin * t.rows ? kSpmmCusparse : kSpmmRows;
     log_debug(name_, ": SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", y.cols, ": cusparse ", ms[kSpmmCusparse], " ms, rows ",
-              ms[kSpmmRows], " ms -> ", choice.method == kSpmmRows ? "rows" : "cusparse");
+              " entries) at width ", y.cols, ": cusparse ", t.cusparse, " ms, rows ", t.rows,
+              " ms -> ", choice.method == kSpmmRows ? "rows" : "cusparse");
   }
   if (choice.method == kSpmmRows) {
     row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore);
@@ -215,22 +224,14 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
   // The first two calls for a (matrix, width) run one method each, timed (the row SpMM, then
   // cuSPARSE, whose time includes the fill of derived weights); the third keeps the row SpMM
   // unless cuSPARSE was clearly faster (kCusparseMargin). One method per call: every call adds
-  // exactly one product (running both and subtracting one again would leave that product's
-  // rounding, which differs from run to run for cuSPARSE's).
+  // exactly one product, so dx does not depend on the measurement.
   TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
   if (choice.method < 0 && choice.timed == kTransposeMethods) {
-    SLUICE_CUDA(cudaEventSynchronize(choice.events[1].get()));
-    float fill = 0, ms[kTransposeMethods] = {};
-    SLUICE_CUDA(cudaEventElapsedTime(&fill, choice.events[4].get(), choice.events[5].get()));
-    for (int k = 0; k < kTransposeMethods; ++k)
-      SLUICE_CUDA(
-          cudaEventElapsedTime(&ms[k], choice.events[2 * k].get(), choice.events[2 * k + 1].get()));
-    ms[kTransposeCsr] += fill;
-    choice.method =
-        ms[kTransposeCsr] < kCusparseMargin * ms[kTransposeRows] ? kTransposeCsr : kTransposeRows;
+    const ChoiceTimes t = measured_times(choice.events, 1);
+    choice.method = t.cusparse < kCusparseMargin * t.rows ? kTransposeCsr : kTransposeRows;
     log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", dy.cols, ": csr ", ms[kTransposeCsr], " ms, rows ",
-              ms[kTransposeRows], " ms -> ", choice.method == kTransposeRows ? "rows" : "csr");
+              " entries) at width ", dy.cols, ": csr ", t.cusparse, " ms, rows ", t.rows, " ms -> ",
+              choice.method == kTransposeRows ? "rows" : "csr");
   }
   if (choice.method >= 0) {
     transpose_add(m, choice.method, 1.f, values_for(choice.method), order, dy, dx, nullptr,

@@ -103,6 +103,7 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
   options.comm = layout.comm;
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
+  options.cache_intermediates = layout.gat_head_outputs == GatHeadOutputs::kKept;
   options.evaluation_cache = EvaluationCache::kNone;  // an optional buffer beyond the estimate
   const Schedule schedule(*backend, d, plan, model, options);
   std::vector<std::int64_t> peaks;
@@ -111,13 +112,23 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
 }
 
 // Every model, depth, width profile, plan shape, transfer scheme and input-row choice (with and
-// without overlap buffers for two partitions): the estimate's device_bytes() is each device's
-// allocated peak, and the model's layers from its description are those make_model builds.
+// without overlap buffers for two partitions; GAT with its head outputs kept and recomputed):
+// the estimate's device_bytes() is each device's allocated peak, and the model's layers from
+// its description are those make_model builds.
 TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
   int cases = 0;
+  struct Variant {
+    std::string model;
+    GatHeadOutputs head_outputs;
+  };
+  const Variant variants[] = {{"gcn", GatHeadOutputs::kKept},
+                              {"sage", GatHeadOutputs::kKept},
+                              {"gat", GatHeadOutputs::kKept},
+                              {"gat", GatHeadOutputs::kRecomputed}};
   for (const Widths& widths : {kNarrowing, kWidening})
-    for (const std::string model : {"gcn", "sage", "gat"})
+    for (const Variant& variant : variants)
       for (int layers = 1; layers <= 3; ++layers) {
+        const std::string& model = variant.model;
         const ModelShape shape = shape_of(model, layers, widths);
         const ModelSpec spec = test::model_spec(shape);
         expect_same_layers(model_layers(shape), model_layers(spec));
@@ -128,10 +139,13 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
               for (const bool reload : {false, true})
                 for (const bool overlap : {true, false}) {
                   if (!overlap && P != 2) continue;
-                  const LayoutOptions layout{comm, overlap, reload};
+                  const LayoutOptions layout{comm, overlap, reload, variant.head_outputs};
                   SCOPED_TRACE(cat(model, " ", layers, " layers ", widths.name, ", P=", P, " C=", C,
                                    ", ", comm_mode_name(comm), reload ? ", reload" : ", keep",
-                                   overlap ? "" : ", no overlap"));
+                                   overlap ? "" : ", no overlap",
+                                   variant.head_outputs == GatHeadOutputs::kRecomputed
+                                       ? ", head outputs recomputed"
+                                       : ""));
                   const std::vector<std::int64_t> peaks =
                       setup_peaks(dataset_of(widths), plan, spec, layout);
                   for (int p = 0; p < P; ++p) {
@@ -150,7 +164,7 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
                 }
           }
       }
-  EXPECT_EQ(cases, 2 * 3 * 3 * 3 * 4 * 3 * 2 + 2 * 3 * 3 * 4 * 3 * 2);
+  EXPECT_EQ(cases, 2 * 4 * 3 * 3 * 4 * 3 * 2 + 2 * 4 * 3 * 4 * 3 * 2);
 }
 
 // One training epoch (training and evaluation) through train(): the trainer's peak is the
@@ -272,6 +286,22 @@ TEST(MemoryEstimate, SecondBlockSetOnlyWithTwoChunksOrMore) {
     EXPECT_EQ(stage, 1) << "C=" << C;
     EXPECT_EQ(second, C == 1 ? 0 : 3) << "C=" << C;
   }
+}
+
+// GAT's A buffer holds the hidden layers' head outputs (K x F = 2 x 16, 16-byte rows) only where
+// they are kept; recomputed (--intermediates recompute, bf16 host data) there is none. GCN's A
+// holds its aggregation either way.
+TEST(MemoryEstimate, GatAllocatesAnABufferOnlyForKeptHeadOutputs) {
+  const auto aggregation = [](const std::string& model, GatHeadOutputs head_outputs) {
+    const ModelShape shape = test::model_shape(model, 2).in_dim(12).hidden(16).classes(5).heads(2);
+    LayoutOptions options;
+    options.gat_head_outputs = head_outputs;
+    return layer_buffer_widths(model_layers(shape), options).aggregation;
+  };
+  EXPECT_EQ(aggregation("gat", GatHeadOutputs::kKept), 32);
+  EXPECT_EQ(aggregation("gat", GatHeadOutputs::kRecomputed), 0);
+  EXPECT_EQ(aggregation("gcn", GatHeadOutputs::kKept), 12);
+  EXPECT_EQ(aggregation("gcn", GatHeadOutputs::kRecomputed), 12);
 }
 
 // dA is as wide as the widest gradient of an aggregation that a backward pass reads: a GCN or

@@ -53,7 +53,7 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   // per-chunk constants, all of them as if in pinned host memory; with a host device (CPU),
   // every device buffer.
   const ModelLayers layers = model_layers(model);
-  const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
+  const LayoutOptions layout = layout_options(options);
   for (int p = 0; p < plan.partitions; ++p) {
     const GpuMemoryEstimate e = estimate_layout_memory(
         profiles ? partition_layout((*profiles)[std::size_t(p)], layers, layout)

@@ -163,6 +163,8 @@ bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& option
 // block goes through host memory, so that every plan rounds it alike.
 bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
                    int chunks);
+// The buffer layout's options (train/layout/buffer_layout.hpp) of a schedule with `options`.
+LayoutOptions layout_options(const ScheduleOptions& options);
 // The vertex data in host memory of a plan with `chunks` chunks per partition.
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,

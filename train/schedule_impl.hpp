@@ -111,7 +111,7 @@ struct Schedule::Impl {
         plan(p),
         model(m),
         options(o),
-        layout_options{o.comm, o.overlap, o.reload_inputs},
+        layout_options(::sluice::layout_options(o)),
         layer_shapes(model_layers(m)),
         tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes)) {
     for (const LayerSpec& layer : m.layers)

@@ -322,6 +322,19 @@ bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
   return model.kind != ModelKind::kGat || options.host_precision == HostPrecision::kFp32;
 }
 
+LayoutOptions layout_options(const ScheduleOptions& options) {
+  LayoutOptions layout;
+  layout.comm = options.comm;
+  layout.overlap = options.overlap;
+  layout.reload_inputs = options.reload_inputs;
+  // keeps_intermediates() of a GAT layer below the last.
+  layout.gat_head_outputs =
+      options.cache_intermediates && options.host_precision == HostPrecision::kFp32
+          ? GatHeadOutputs::kKept
+          : GatHeadOutputs::kRecomputed;
+  return layout;
+}
+
 bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& options,
                            const LayerSpec& layer) {
   return model.kind == ModelKind::kGat || !keeps_intermediates(model, options, layer);
@@ -339,7 +352,7 @@ std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes, int chunks) {
   const ModelLayers shapes = model_layers(model);
-  const LayoutOptions layout{options.comm, options.overlap, options.reload_inputs};
+  const LayoutOptions layout = layout_options(options);
   std::vector<HostMatrixShape> out;
   out.push_back(
       {HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes, model.layers.front().in_width});

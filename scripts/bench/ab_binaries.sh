@@ -6,10 +6,13 @@
 # A = $OLD, B = .device-bundle/sluice-train. A_ARGS / B_ARGS: extra sluice-train options for one
 # side (e.g. B_ARGS=--no-overlap with no OLD: one build, an option off and on).
 # Datasets and plans as scripts/bench/gpu_train.sh (same BENCH_DIR, generated when missing).
-# Environment: OLD (default: the B build), DATASETS ("products reddit"), MODELS ("gat"), PARTS
+# Environment: OLD (default: the B build), DATASETS ("products reddit"), MODELS ("gat"; gcn,
+# gcn3, sage, gat as in gpu_train.sh), PARTS
 # ("1": partitions; 2 needs 2 GPUs for GPU counts of 2), CHUNKS (4), EPOCHS (3), REPEAT (2).
 # Prints per run the median epoch time after the first epoch, the losses, the peak memory and
-# the last epoch's host-link bytes; writes $OUT/ab.jsonl.
+# the last epoch's host-link bytes (writes $OUT/ab.jsonl), then whether the repeats trained to
+# the same losses bit for bit: OLD=.device-bundle/sluice-train compares a build with itself, its
+# run-to-run reproducibility.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -38,8 +41,10 @@ for ds in ${DATASETS:-products reddit}; do
       --chunks "$chunks" --output "$plan" >/dev/null || exit 1
     ngpu=$((parts < gpus ? parts : gpus))
     for model in ${MODELS:-gat}; do
-      width=(--hidden 256)
-      [[ $model == gat ]] && width=(--hidden 64 --heads 4 --output-heads 1)
+      # MODELS names as scripts/bench/gpu_train.sh: gcn, gcn3 (3 layers), sage, gat.
+      width=(--model "$model" --layers 2 --hidden 256)
+      [[ $model == gcn3 ]] && width=(--model gcn --layers 3 --hidden 256)
+      [[ $model == gat ]] && width=(--model gat --layers 2 --hidden 64 --heads 4 --output-heads 1)
       for rep in $(seq "${REPEAT:-2}"); do
         for side in A B; do
           exe=$old
@@ -48,7 +53,7 @@ for ds in ${DATASETS:-products reddit}; do
           metrics=$dir/runs/ab-$ds-$model-P$parts-$side.jsonl
           rm -f "$metrics"
           # shellcheck disable=SC2086  # settings: option words
-          "$exe" $settings --dataset "$data" --plan "$plan" --model "$model" --layers 2 "${width[@]}" \
+          "$exe" $settings --dataset "$data" --plan "$plan" "${width[@]}" \
             --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 --dropout 0.5 \
             --device cuda --gpus "$ngpu" --no-progress --metrics "$metrics" >/dev/null 2>&1
           rc=$?
@@ -77,3 +82,29 @@ PY
     done
   done
 done
+# Run to run: whether the repeats of a side (and, with one build and no side options, both
+# sides) trained to the same losses bit for bit.
+same_build=""
+[[ $(realpath "$old") == "$(realpath "$new")" && -z ${A_ARGS:-}${B_ARGS:-} ]] && same_build=same
+python3 - "$out/ab.jsonl" "$same_build" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+same_build = sys.argv[2] == "same"
+groups = {}
+for r in rows:
+    if "losses" not in r:
+        continue
+    side = "A+B" if same_build else r["side"]
+    groups.setdefault((r["dataset"], r["model"], r["partitions"], side), []).append(r["losses"])
+for (ds, model, parts, side), runs in sorted(groups.items()):
+    if len(runs) < 2:
+        continue
+    # The reported loss is a double sum added atomically per block on the GPU: its last bits
+    # may differ where training itself is reproducible.
+    spread = max(abs(a - b) / max(abs(b), 1e-30) for run in runs for a, b in zip(run, runs[0]))
+    verdict = ("identical losses" if spread == 0 else
+               "same training (losses within the loss sum's rounding)" if spread < 1e-13 else
+               "training differs")
+    print(f"run to run: {ds} {model} P={parts} side {side}: {len(runs)} runs, {verdict} "
+          f"(largest loss difference {spread:.1e} relative)")
+PY

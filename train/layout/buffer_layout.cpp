@@ -71,7 +71,9 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     load_max = std::max(load_max, r.input_width);
     block_out_max = std::max(block_out_max, r.output_width);
     out_max = std::max(out_max, layer.out_width);
-    aggregate_max = std::max(aggregate_max, layer.aggregate_width);
+    // GAT's A buffer holds kept head outputs only.
+    if (model.kind != ModelKind::kGat || options.gat_head_outputs == GatHeadOutputs::kKept)
+      aggregate_max = std::max(aggregate_max, layer.aggregate_width);
     transform_max = std::max(transform_max, layer.transform_width);
     heads_max = std::max(heads_max, layer.heads);
     if (model.kind == ModelKind::kGat && layer.heads > 0 &&

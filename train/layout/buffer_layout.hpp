@@ -24,10 +24,16 @@ namespace sluice {
 
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same
 // names).
+// Whether GAT's layers below the last keep their head outputs O^l from the forward to the
+// backward pass (in the block set's A buffer, and as the host matrix A^l), or compute them again
+// (--intermediates recompute, bf16 host data: keeps_intermediates(), train/schedule.hpp).
+enum class GatHeadOutputs { kKept, kRecomputed };
+
 struct LayoutOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool overlap = true;         // allocate the overlap buffers where memory allows
   bool reload_inputs = false;  // layers transformed on arrival keep no input rows
+  GatHeadOutputs gat_head_outputs = GatHeadOutputs::kKept;  // recomputed: no A buffer for GAT
 };
 
 // A row width rounded up to a multiple of 4 floats: 16-byte rows, which the vectorized sparse

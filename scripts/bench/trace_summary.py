@@ -10,7 +10,8 @@ per device the busy time per lane (union of ranges) and per phase (sum of durati
 head (first range to first compute), tail (last compute end to last range end) and compute-lane
 idle time, and the load time spent on the pass during the previous pass (the schedule prefetches
 batch 0 of a pass during the last batch of the one before: such ranges count as "prefetched"
-and not in the pass's start, span or head); the gaps between passes; "host link busy" per device (union of load on the transfer
+and not in the pass's start, span or head; loads of a pass that begin after a later pass's
+first compute range are the next step's first blocks, counted apart); the gaps between passes; "host link busy" per device (union of load on the transfer
 lane, store/flush on the store lane, load/flush on the compute lane; an approximation of the
 ranges moving data over the host link) as a fraction of the wall time; and per pass, device and
 batch the compute start, compute time and the wait before the compute range (since the previous
@@ -100,10 +101,26 @@ def summarize(path, epoch):
     for r in ranges:
         if r[4] not in pass_names:
             pass_names.append(r[4])
+    # The step's last pass loads the next step's first blocks (the early next pass): loads of a
+    # pass that begin after a later pass's first compute range are the next step's, not this
+    # pass's.
+    first_compute = {}
+    for r in ranges:
+        if r[2] == "compute":
+            first_compute.setdefault(r[4], r[5])
+    next_step = []
+    for r in ranges:
+        later = pass_names[pass_names.index(r[4]) + 1:]
+        if r[2] in ("load", "p2p") and any(p in first_compute and r[5] >= first_compute[p]
+                                          for p in later):
+            next_step.append(r)
+    ranges = [r for r in ranges if r not in next_step]
+    out["next_step_loads_ms"] = sum(r[6] - r[5] for r in next_step)
     previous_end = None
     for p in pass_names:
-        # Passes run one after the other: a range of this pass that begins before the previous
-        # pass ended was prefetched during it.
+        # Passes run one after the other on the compute lane: a range of this pass that begins
+        # before the previous pass's last compute-lane range ended was prefetched during it (the
+        # previous pass's own transfers, as its last stores, may still run beside this one).
         early = [r for r in ranges if r[4] == p and previous_end is not None and r[5] < previous_end]
         in_pass = [r for r in ranges if r[4] == p and r not in early]
         if not in_pass:
@@ -112,7 +129,8 @@ def summarize(path, epoch):
                  "end_ms": max(r[6] for r in in_pass), "devices": [],
                  "prefetched_ms": sum(r[6] - r[5] for r in early)}
         entry["span_ms"] = entry["end_ms"] - entry["start_ms"]
-        previous_end = entry["end_ms"]
+        lane0_ends = [r[6] for r in in_pass if r[1] == COMPUTE_LANE]
+        previous_end = max(lane0_ends) if lane0_ends else entry["end_ms"]
         for d in device_ids:
             mine = [r for r in in_pass if r[0] == d]
             if not mine:
@@ -198,7 +216,8 @@ def print_text(s):
         print(table(["after", "before", "gap"], rows))
         total = sum(p["span_ms"] for p in s["passes"]) + sum(g["gap_ms"] for g in s["gaps"])
         print(f"\nPass spans + gaps: {ms(total)} ms of {ms(s['wall_ms'])} ms wall "
-              f"(after the last pass, optimizer etc.: {ms(s['after_last_pass_ms'])} ms)")
+              f"(after the last pass, optimizer etc.: {ms(s['after_last_pass_ms'])} ms); "
+              f"loads for the next step's first pass: {ms(s['next_step_loads_ms'])} ms")
     for p in s["passes"]:
         print(f"\n### Batches of {p['pass']} (ms; wait: since the previous compute-lane range)\n")
         print(table(["device", "batch", "compute start", "compute", "wait"],

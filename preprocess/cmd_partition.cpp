@@ -97,7 +97,7 @@ const char* kPartitionUsage =
 
 int run_partition(const std::vector<std::string>& args) {
   std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
-  std::string input_rows;
+  std::string input_rows, intermediates, host_precision;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 8, output_heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
@@ -138,8 +138,14 @@ int run_partition(const std::vector<std::string>& args) {
       "input-rows", po::value(&input_rows)->default_value("auto"),
       "keep | reload | auto, as sluice-train --input-rows (--gpu-memory): auto allows reloaded "
       "input rows when no C fits with kept ones")(
-      "verify", "verify the plan against the dataset after building it")("quiet,q", "no log lines")(
-      "verbose,v", "also log each stage's time and memory, and other details");
+      "intermediates", po::value(&intermediates)->default_value("auto"),
+      "auto | cache | recompute, as sluice-train --intermediates (--gpu-memory): GAT keeps "
+      "its head outputs on the GPU unless recompute")(
+      "host-precision", po::value(&host_precision)->default_value("fp32"),
+      "fp32 | bf16, as sluice-train --host-precision (--gpu-memory): GAT with bf16 recomputes "
+      "its head outputs")("verify", "verify the plan against the dataset after building it")(
+      "quiet,q", "no log lines")("verbose,v",
+                                 "also log each stage's time and memory, and other details");
   po::variables_map values;
   if (!parse(args, options, {}, values, kPartitionUsage)) return 0;
   check_outputs_do_not_clobber({{"--dataset", dataset_path}}, {{"--output", output}});
@@ -202,9 +208,17 @@ int run_partition(const std::vector<std::string>& args) {
   shape.output_heads = output_heads;
   SLUICE_INPUT_CHECK(input_rows == "auto" || input_rows == "keep" || input_rows == "reload",
                      "unknown --input-rows '", input_rows, "' (expected auto, keep or reload)");
+  SLUICE_INPUT_CHECK(
+      intermediates == "auto" || intermediates == "cache" || intermediates == "recompute",
+      "unknown --intermediates '", intermediates, "' (expected auto, cache or recompute)");
+  SLUICE_INPUT_CHECK(host_precision == "fp32" || host_precision == "bf16",
+                     "unknown --host-precision '", host_precision, "' (expected fp32 or bf16)");
   // The estimate assumes sluice-train's defaults: p2p+reuse transfers, overlap buffers.
   LayoutOptions layout;
   layout.reload_inputs = input_rows == "reload";
+  layout.gat_head_outputs = intermediates != "recompute" && host_precision == "fp32"
+                                ? GatHeadOutputs::kKept
+                                : GatHeadOutputs::kRecomputed;
   std::int64_t budget = 0;
   // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
   // only the required buffers).

@@ -4,7 +4,11 @@
 
 #include <hdf5.h>
 
+#include <cstdio>
 #include <limits>
+#include <map>
+#include <sstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -268,6 +272,77 @@ TEST(PlanCommands, GpuMemoryChoosesSmallestFittingChunks) {
                                    dir.file("plan2.h5")));
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_FALSE(test::file_exists(dir.file("plan2.h5")));
+}
+
+// The per-GPU estimates partition --gpu-memory prints ("  C=N estimated peak per GPU X"), in
+// bytes by chunk count.
+std::map<int, double> printed_estimates(const std::string& output) {
+  std::map<int, double> out;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    int chunks = 0;
+    double value = 0;
+    char unit[8] = {};
+    if (std::sscanf(line.c_str(), "  C=%d estimated peak per GPU %lf %7s", &chunks, &value, unit) !=
+        3)
+      continue;
+    const std::string u = unit;
+    const double scale = u == "KiB"   ? 1024.0
+                         : u == "MiB" ? 1024.0 * 1024
+                         : u == "GiB" ? 1 << 30
+                                      : 1;
+    out[chunks] = value * scale;
+  }
+  return out;
+}
+
+// GAT's chunk search follows sluice-train's --intermediates and --host-precision: recomputed head
+// outputs (either option) need no A buffer, so every chunk count the runs share is estimated
+// lower, and the chosen C is no larger (smaller when they share none). Unknown values are
+// refused.
+TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
+  test::ScratchDir dir;
+  auto r =
+      test::run_command(preprocess("generate --scale 11 --edge-factor 8 --features 16 "
+                                   "--classes 4 --seed 3 --output " +
+                                   dir.file("d.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string base = "partition --dataset " + dir.file("d.h5") +
+                           " --partitions 1 --gpu-memory 400K --model gat --hidden 16 --heads 4"
+                           " --layers 2 --output " +
+                           dir.file("plan.h5");
+  std::map<std::string, std::map<int, double>> estimates;
+  std::map<std::string, int> chosen;
+  for (const std::string extra : {"", " --host-precision bf16", " --intermediates recompute"}) {
+    r = test::run_command(preprocess(base + extra));
+    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
+    const std::size_t at = r.output.find("chose C=");
+    ASSERT_NE(at, std::string::npos) << r.output;
+    chosen[extra] = std::stoi(r.output.substr(at + 8));
+    estimates[extra] = printed_estimates(r.output);
+    ASSERT_FALSE(estimates[extra].empty()) << r.output;
+  }
+  for (const std::string recomputed : {" --host-precision bf16", " --intermediates recompute"}) {
+    EXPECT_LE(chosen[recomputed], chosen[""]) << recomputed;
+    int shared = 0;
+    for (const auto& [chunks, bytes] : estimates[recomputed]) {
+      const auto kept = estimates[""].find(chunks);
+      if (kept == estimates[""].end()) continue;
+      ++shared;
+      EXPECT_LT(bytes, kept->second) << recomputed << ", C=" << chunks;
+    }
+    // With no chunk count in common the search moved: to fewer chunks.
+    if (shared == 0) {
+      EXPECT_LT(chosen[recomputed], chosen[""]) << recomputed;
+    }
+  }
+  EXPECT_EQ(estimates[" --host-precision bf16"], estimates[" --intermediates recompute"]);
+  for (const std::string bad : {" --host-precision fp16", " --intermediates sometimes"}) {
+    r = test::run_command(preprocess(base + bad));
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find("unknown --"), std::string::npos) << r.output;
+  }
 }
 
 // Whatever the budget, the plan the command writes fits it: the chosen C's line, estimated from

@@ -243,6 +243,8 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   if (shape.model == "gat")
     message += cat(" --heads ", config.heads, " --output-heads ", config.output_heads);
   if (config.input_rows != "auto") message += cat(" --input-rows ", config.input_rows);
+  if (config.intermediates != "auto") message += cat(" --intermediates ", config.intermediates);
+  if (config.host_precision != "fp32") message += cat(" --host-precision ", config.host_precision);
   message += " --output PLAN";
   if (options.comm != CommMode::kP2pReuse || !options.overlap)
     message += " (it sizes the buffers of --comm p2p+reuse with overlap)";

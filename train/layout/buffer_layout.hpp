@@ -22,13 +22,13 @@
 
 namespace sluice {
 
-// The schedule options that change its device buffers (ScheduleOptions' fields of the same
-// names).
 // Whether GAT's layers below the last keep their head outputs O^l from the forward to the
 // backward pass (in the block set's A buffer, and as the host matrix A^l), or compute them again
 // (--intermediates recompute, bf16 host data: keeps_intermediates(), train/schedule.hpp).
 enum class GatHeadOutputs { kKept, kRecomputed };
 
+// The schedule options that change its device buffers (ScheduleOptions' fields of the same
+// names; gat_head_outputs from its cache_intermediates and host_precision: layout_options()).
 struct LayoutOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool overlap = true;         // allocate the overlap buffers where memory allows

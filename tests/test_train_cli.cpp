@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "common/log.hpp"
 #include "formats/checkpoint.hpp"
@@ -281,6 +282,31 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
     for (const auto& [host_begin, host_end] : host)
       inside |= begin >= host_begin - 1.0 && end <= host_end + 1.0;  // microseconds
     EXPECT_TRUE(inside) << begin << " .. " << end;
+  }
+}
+
+// scripts/bench/trace_summary.py reads a training step's passes in order from the trace, on the
+// 2 x 3 plan and on a one-chunk plan, whose last pass loads the next step's first blocks (ranges
+// named after the first pass) after every other pass has computed.
+TEST_F(TrainCli, TraceSummaryFindsEveryPassOfAStep) {
+  const std::string one_chunk = dir_->file("plan-1x1.h5");
+  write_plan(one_chunk, test::make_plan(small_dataset(80, 5), test::plan_options(1, 1)));
+  for (const std::string& plan : {dir_->file("plan.h5"), one_chunk}) {
+    SCOPED_TRACE(plan);
+    const std::string trace = dir_->file("summary-trace.json");
+    auto r = test::run_command(
+        test::bin("sluice-train") + " --dataset " + dir_->file("data.h5") + " --plan " + plan +
+        " --threads 1 --no-progress --model gcn --epochs 3 --trace " + trace);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    r = test::run_command(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                          "/scripts/bench/trace_summary.py --json " + trace);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto summary = nlohmann::json::parse(r.output)[trace];
+    EXPECT_EQ(summary["step"], "epoch 2 training step");
+    std::vector<std::string> passes;
+    for (const auto& pass : summary["passes"]) passes.push_back(pass["pass"]);
+    EXPECT_EQ(passes, (std::vector<std::string>{"forward 0", "fused 1", "backward 0"}));
+    EXPECT_GE(summary["next_step_loads_ms"].get<double>(), 0.0);
   }
 }
 

@@ -1115,7 +1115,7 @@ TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
 
 // A chunk with hub rows and hub columns: every 4th row holds 129..1100 entries (more than the
 // long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
-// GAT kernels and the warp transposed SpMM put those rows (and transposed rows) on a block of
+// GAT kernels and the row SpMM put those rows (and transposed rows) on a block of
 // warps, over several rounds of its 16 warps.
 test::ChunkCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
   test::ChunkCsr a{{0}, {}, rows, cols};

@@ -216,9 +216,9 @@ int run_partition(const std::vector<std::string>& args) {
   // The estimate assumes sluice-train's defaults: p2p+reuse transfers, overlap buffers.
   LayoutOptions layout;
   layout.reload_inputs = input_rows == "reload";
-  layout.gat_head_outputs = intermediates != "recompute" && host_precision == "fp32"
-                                ? GatHeadOutputs::kKept
-                                : GatHeadOutputs::kRecomputed;
+  layout.gat_head_outputs =
+      gat_head_outputs(intermediates != "recompute",
+                       host_precision == "bf16" ? HostPrecision::kBf16 : HostPrecision::kFp32);
   std::int64_t budget = 0;
   // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
   // only the required buffers).

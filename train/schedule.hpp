@@ -147,8 +147,8 @@ struct HostMatrixShape {
 };
 // Whether the backward pass of `layer` takes A^l from its forward pass instead of recomputing the
 // layer: GCN's and SAGE's aggregation, GAT's head outputs O^l below the last layer, with
-// cache_intermediates. GAT keeps O^l only in fp32 host data: its backward takes the softmax's
-// per-row sums as dO . O, which must be the O of the forward's coefficients, not O rounded.
+// cache_intermediates; GAT only where gat_head_outputs() (train/layout/buffer_layout.hpp) keeps
+// them, with fp32 host data.
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer);
 // Whether the backward pass of `layer` loads the layer's input rows again: where it recomputes

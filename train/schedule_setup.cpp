@@ -319,7 +319,9 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer) {
   if (layer.aggregate_width == 0 || !options.cache_intermediates) return false;
-  return model.kind != ModelKind::kGat || options.host_precision == HostPrecision::kFp32;
+  return model.kind != ModelKind::kGat ||
+         gat_head_outputs(options.cache_intermediates, options.host_precision) ==
+             GatHeadOutputs::kKept;
 }
 
 LayoutOptions layout_options(const ScheduleOptions& options) {
@@ -327,11 +329,7 @@ LayoutOptions layout_options(const ScheduleOptions& options) {
   layout.comm = options.comm;
   layout.overlap = options.overlap;
   layout.reload_inputs = options.reload_inputs;
-  // keeps_intermediates() of a GAT layer below the last.
-  layout.gat_head_outputs =
-      options.cache_intermediates && options.host_precision == HostPrecision::kFp32
-          ? GatHeadOutputs::kKept
-          : GatHeadOutputs::kRecomputed;
+  layout.gat_head_outputs = gat_head_outputs(options.cache_intermediates, options.host_precision);
   return layout;
 }
 

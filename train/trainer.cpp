@@ -384,11 +384,8 @@ LayoutOptions memory_layout_options(const TrainConfig& config) {
   options.reload_inputs = config.input_rows == "reload";
   // As layout_options() of the schedule's options: --intermediates auto counts as cache.
   options.gat_head_outputs =
-      config.intermediates != "recompute" &&
-              parse_host_precision(config.host_precision, "--host-precision") ==
-                  HostPrecision::kFp32
-          ? GatHeadOutputs::kKept
-          : GatHeadOutputs::kRecomputed;
+      gat_head_outputs(config.intermediates != "recompute",
+                       parse_host_precision(config.host_precision, "--host-precision"));
   return options;
 }
 

@@ -26,6 +26,12 @@ namespace sluice {
 // backward pass (in the block set's A buffer, and as the host matrix A^l), or compute them again
 // (--intermediates recompute, bf16 host data: keeps_intermediates(), train/schedule.hpp).
 enum class GatHeadOutputs { kKept, kRecomputed };
+// The one rule: kept with cached intermediates and fp32 host data (GAT's backward takes the
+// softmax's per-row sums as dO . O, which must be the forward's O, not O rounded to bf16).
+constexpr GatHeadOutputs gat_head_outputs(bool cache_intermediates, HostPrecision precision) {
+  return cache_intermediates && precision == HostPrecision::kFp32 ? GatHeadOutputs::kKept
+                                                                  : GatHeadOutputs::kRecomputed;
+}
 
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same
 // names; gat_head_outputs from its cache_intermediates and host_precision: layout_options()).

@@ -162,43 +162,28 @@ class CudaDevice final : public Device {
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
   // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
   // (after filling derived weights) or the row SpMM (row_spmm.hpp).
-  // (Both choices number cuSPARSE 0 and the row SpMM 1, as measured_times() reads them.)
   enum SpmmMethod { kSpmmCusparse = 0, kSpmmRows = 1 };
-  static constexpr int kSpmmMethods = 2;
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
   // its entry order (read through the transpose's permutation when walking the transpose), or
   // null for derived weights (computed per entry).
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
                 RowSpmmWrite write);
-  // spmm_transpose_add's methods, chosen per (matrix, width) by measuring them on the first call:
-  // y += alpha A^T x by cuSPARSE over the transposed CSR (values in `order`, as product_values
-  // gives them) or by the row SpMM over the transposed CSR (alpha 1 only; values as
-  // spmm_transpose_add takes them: per call, or null for derived weights), with optional timing
-  // events around the device work.
-  enum TransposeMethod { kTransposeCsr = 0, kTransposeRows = 1 };
-  static constexpr int kTransposeMethods = 2;
-  void transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
-                     EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end);
-  // The values an SpMM of `m` reads in `order`: `values` for a matrix of per-call values (which
+  // The values cuSPARSE's SpMM of `m` reads: `values` for a matrix of per-call values (which
   // must pass them), else its derived weights filled into entry_weights_ (which must pass none).
-  const float* product_values(const DeviceCsr& m, const float* values, EntryOrder order,
-                              const char* op);
+  const float* product_values(const DeviceCsr& m, const float* values, const char* op);
   // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over
   // the transposed CSR (the GAT warp-per-row kernels); weights in A's entry order when m has a
   // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
-  // A method chosen by measurement: the first calls run the kMethods methods between events
-  // (spmm all in its first call, spmm_transpose_add one per call; kExtraEvents more time work
-  // some methods need first, as the weight fill); a later call reads the times and keeps one.
-  template <int kMethods, int kExtraEvents = 0>
-  struct MeasuredChoice {
+  // spmm's choice for one (matrix, width): the first call runs both methods between events
+  // (cuSPARSE 0 and 1, its weight fill 4 and 5, the row SpMM 2 and 3); the next reads the times
+  // and keeps one.
+  struct SpmmChoice {
     int method = -1;  // chosen method (-1: not yet)
-    int timed = 0;    // methods run between events so far
-    Event events[2 * kMethods + kExtraEvents];
+    bool timed = false;
+    Event events[6];
   };
-  using TransposeChoice = MeasuredChoice<kTransposeMethods, 2>;
-  using SpmmChoice = MeasuredChoice<kSpmmMethods, 2>;
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
@@ -286,8 +271,7 @@ class CudaDevice final : public Device {
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;
-  std::map<std::pair<int, std::int64_t>, TransposeChoice> transpose_choices_;  // (matrix, width)
-  std::map<std::pair<int, std::int64_t>, SpmmChoice> spmm_choices_;            // (matrix, width)
+  std::map<std::pair<int, std::int64_t>, SpmmChoice> spmm_choices_;  // (matrix, width)
   TransferCounters counters_;
 };
 

@@ -69,13 +69,13 @@ namespace {
 // from flipping between runs.
 constexpr float kCusparseMargin = 0.8f;
 
-// The times of a measured choice between cuSPARSE (events 0 and 1, its weight fill 4 and 5) and
-// the row SpMM (events 2 and 3), once `last` (the event recorded last) has completed.
+// The times of spmm's measured choice between cuSPARSE (events 0 and 1, its weight fill 4 and 5)
+// and the row SpMM (events 2 and 3, recorded last).
 struct ChoiceTimes {
   float cusparse = 0, rows = 0;
 };
-ChoiceTimes measured_times(const Event* events, int last) {
-  SLUICE_CUDA(cudaEventSynchronize(events[last].get()));
+ChoiceTimes measured_times(const Event* events) {
+  SLUICE_CUDA(cudaEventSynchronize(events[3].get()));
   const auto elapsed = [&](int begin) {
     float ms = 0;
     SLUICE_CUDA(cudaEventElapsedTime(&ms, events[begin].get(), events[begin + 1].get()));
@@ -95,12 +95,11 @@ void check_product_values(const DeviceCsr& m, const float* values, const char* o
 
 }  // namespace
 
-const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, EntryOrder order,
-                                        const char* op) {
+const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, const char* op) {
   check_product_values(m, values, op);
   if (m.weights == CsrWeights::kPerCall) return values;
   float* weights = entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values");
-  fill_derived_weights(m, order, weights, cur());
+  fill_derived_weights(m, weights, cur());
   return weights;
 }
 
@@ -112,13 +111,11 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   const DeviceCsr& m = resident_csr(a, &values);
   check_product_values(m, values, "spmm");
   const auto cusparse = [&](cudaEvent_t begin, cudaEvent_t end) {
-    run_spmm(cusparse_.get(), m, values, EntryOrder::kMatrix,
-             DenseView{x.data, x.rows, x.cols, x.ld}, DenseView{y.data, y.rows, y.cols, y.ld},
-             SpmmProduct::kForward, 1.f, nullptr, spmm_workspace_, account_, cur(), begin, end);
+    run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
+             DenseView{y.data, y.rows, y.cols, y.ld}, spmm_workspace_, account_, cur(), begin, end);
   };
   if (m.nnz == 0 || y.rows == 0 || y.cols == 0) {
-    if (m.nnz > 0 && y.rows > 0 && y.cols > 0)
-      values = product_values(m, values, EntryOrder::kMatrix, "spmm");
+    if (m.nnz > 0 && y.rows > 0 && y.cols > 0) values = product_values(m, values, "spmm");
     cusparse(nullptr, nullptr);
     return;
   }
@@ -128,8 +125,8 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   // entry); the second call keeps the row SpMM unless cuSPARSE is clearly faster
   // (kCusparseMargin). Every run stores y, the last the row SpMM's.
   SpmmChoice& choice = spmm_choices_[{a.id, y.cols}];
-  if (choice.method < 0 && choice.timed > 0) {
-    const ChoiceTimes t = measured_times(choice.events, 3);
+  if (choice.method < 0 && choice.timed) {
+    const ChoiceTimes t = measured_times(choice.events);
     choice.method = t.cusparse < kCusparseMargin * t.rows ? kSpmmCusparse : kSpmmRows;
     log_debug(name_, ": SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
               " entries) at width ", y.cols, ": cusparse ", t.cusparse, " ms, rows ", t.rows,
@@ -141,21 +138,21 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   }
   const float* given = values;
   if (choice.method == kSpmmCusparse) {
-    values = product_values(m, values, EntryOrder::kMatrix, "spmm");
+    values = product_values(m, values, "spmm");
     cusparse(nullptr, nullptr);
     return;
   }
   for (auto& event : choice.events) event = Event(gpu_, true);
   row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
   SLUICE_CUDA(cudaEventRecord(choice.events[4].get(), cur()));
-  values = product_values(m, given, EntryOrder::kMatrix, "spmm");
+  values = product_values(m, given, "spmm");
   SLUICE_CUDA(cudaEventRecord(choice.events[5].get(), cur()));
   cusparse(nullptr, nullptr);
   cusparse(choice.events[0].get(), choice.events[1].get());
   SLUICE_CUDA(cudaEventRecord(choice.events[2].get(), cur()));
   row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
   SLUICE_CUDA(cudaEventRecord(choice.events[3].get(), cur()));
-  choice.timed = kSpmmMethods;
+  choice.timed = true;
 }
 
 namespace {
@@ -213,43 +210,10 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
                  ", dx is ", dx.rows, " x ", dx.cols);
   if (m.nnz == 0 || dx.cols == 0) return;
   check_product_values(m, values, "spmm_transpose_add");
-  // cuSPARSE reads per-call values in the matrix's order (permuted per call) and derived weights
-  // filled in the transposed order; the row SpMM computes derived weights per entry.
-  const EntryOrder order =
-      m.weights == CsrWeights::kPerCall ? EntryOrder::kMatrix : EntryOrder::kTransposed;
-  const float* given = values;
-  const auto values_for = [&](int method) {
-    return method == kTransposeRows ? given : product_values(m, given, order, "spmm_transpose_add");
-  };
-  // The first two calls for a (matrix, width) run one method each, timed (the row SpMM, then
-  // cuSPARSE, whose time includes the fill of derived weights); the third keeps the row SpMM
-  // unless cuSPARSE was clearly faster (kCusparseMargin). One method per call: every call adds
-  // exactly one product, so dx does not depend on the measurement.
-  TransposeChoice& choice = transpose_choices_[{a.id, dy.cols}];
-  if (choice.method < 0 && choice.timed == kTransposeMethods) {
-    const ChoiceTimes t = measured_times(choice.events, 1);
-    choice.method = t.cusparse < kCusparseMargin * t.rows ? kTransposeCsr : kTransposeRows;
-    log_debug(name_, ": transposed SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", dy.cols, ": csr ", t.cusparse, " ms, rows ", t.rows, " ms -> ",
-              choice.method == kTransposeRows ? "rows" : "csr");
-  }
-  if (choice.method >= 0) {
-    transpose_add(m, choice.method, 1.f, values_for(choice.method), order, dy, dx, nullptr,
-                  nullptr);
-    return;
-  }
-  if (choice.timed == 0) {
-    for (auto& event : choice.events) event = Event(gpu_, true);
-    transpose_add(m, kTransposeRows, 1.f, given, order, dy, dx, choice.events[2].get(),
-                  choice.events[3].get());
-  } else {
-    SLUICE_CUDA(cudaEventRecord(choice.events[4].get(), cur()));
-    const float* filled = values_for(kTransposeCsr);
-    SLUICE_CUDA(cudaEventRecord(choice.events[5].get(), cur()));
-    transpose_add(m, kTransposeCsr, 1.f, filled, order, dy, dx, choice.events[0].get(),
-                  choice.events[1].get());
-  }
-  ++choice.timed;
+  // Always the row SpMM over the transposed CSR: it sums each row in a fixed order, so the
+  // gradients repeat bit for bit, and it was the faster method on every measured graph
+  // (kernels/cuda/NOTES.md). cuSPARSE's product over the same CSR did not repeat run to run.
+  row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, RowSpmmWrite::kAdd);
 }
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
@@ -264,24 +228,6 @@ void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, 
                                    m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
                                    weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
                                    cur());
-}
-
-void CudaDevice::transpose_add(const DeviceCsr& m, int method, float alpha, const float* values,
-                               EntryOrder order, Mat x, Mat y, cudaEvent_t begin, cudaEvent_t end) {
-  if (method == kTransposeRows) {
-    SLUICE_EXPECTS(alpha == 1.f, "the row SpMM of the transposed product only adds");
-    if (begin) SLUICE_CUDA(cudaEventRecord(begin, cur()));
-    row_spmm(m, RowSpmmOver::kTransposed, values, x, y, RowSpmmWrite::kAdd);
-    if (end) SLUICE_CUDA(cudaEventRecord(end, cur()));
-    return;
-  }
-  float* transposed =
-      order == EntryOrder::kMatrix
-          ? entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values")
-          : nullptr;
-  run_spmm(cusparse_.get(), m, values, order, DenseView{x.data, x.rows, x.cols, x.ld},
-           DenseView{y.data, y.rows, y.cols, y.ld}, SpmmProduct::kTransposeAdd, alpha, transposed,
-           spmm_workspace_, account_, cur(), begin, end);
 }
 
 void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,

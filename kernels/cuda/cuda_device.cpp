@@ -164,7 +164,7 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
                            std::int64_t num_cols, const CsrWeighting& weighting,
                            const std::string& what) {
   DeviceGuard guard(gpu_);
-  // The entry values a product reads (derived weights, permuted per-call values): working
+  // The derived weights cuSPARSE's product reads (spmm's measured choice): working
   // scratch sized here, at setup, to the largest matrix, and before the structure so that the
   // scratch has the budget first (constants may spill).
   if (!indptr.empty() && indptr.back() > 0 && indptr.back() == static_cast<edge_t>(columns.size()))

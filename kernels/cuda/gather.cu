@@ -73,14 +73,6 @@ __global__ void fill_kernel(float* m, std::int64_t rows, std::int64_t cols, std:
       m[r * ld + c] = value;
 }
 
-template <typename Index>
-__global__ void permute_kernel(const float* __restrict__ in, const Index* __restrict__ perm,
-                               float* __restrict__ out, std::int64_t n) {
-  for (std::int64_t k = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; k < n;
-       k += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[k] = in[perm[k]];
-}
-
 unsigned warp_blocks(std::int64_t rows) {
   return detail::blocks_for(rows, detail::kWarpsPerBlock);
 }
@@ -125,20 +117,6 @@ void launch_fill(float* m, std::int64_t rows, std::int64_t cols, std::int64_t ld
   const dim3 block(32, 8);
   const dim3 grid(detail::blocks_for(cols, 32), detail::blocks_for(rows, 8 * 4));
   fill_kernel<<<grid, block, 0, stream>>>(m, rows, cols, ld, value);
-  SLUICE_CUDA_LAUNCH_CHECK();
-}
-
-void launch_permute(const float* in, const std::int32_t* perm, float* out, std::int64_t n,
-                    cudaStream_t stream) {
-  if (n <= 0) return;
-  permute_kernel<<<detail::blocks_for(n, 256 * 4), 256, 0, stream>>>(in, perm, out, n);
-  SLUICE_CUDA_LAUNCH_CHECK();
-}
-
-void launch_permute(const float* in, const std::int64_t* perm, float* out, std::int64_t n,
-                    cudaStream_t stream) {
-  if (n <= 0) return;
-  permute_kernel<<<detail::blocks_for(n, 256 * 4), 256, 0, stream>>>(in, perm, out, n);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

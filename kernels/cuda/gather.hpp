@@ -36,10 +36,4 @@ void launch_zero_rows(float* m, std::int64_t ld, const vertex_t* rows, std::int6
 void launch_fill(float* m, std::int64_t rows, std::int64_t cols, std::int64_t ld, float value,
                  cudaStream_t stream);
 
-// out[k] = in[perm[k]] for k < n (values of a transposed CSR).
-void launch_permute(const float* in, const std::int32_t* perm, float* out, std::int64_t n,
-                    cudaStream_t stream);
-void launch_permute(const float* in, const std::int64_t* perm, float* out, std::int64_t n,
-                    cudaStream_t stream);
-
 }  // namespace sluice::cuda

@@ -148,35 +148,21 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   return csr;
 }
 
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
-              DenseView x, DenseView y, SpmmProduct product, float alpha, float* transposed_values,
-              Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
+              DenseView y, Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
               cudaEvent_t timed_begin, cudaEvent_t timed_end) {
-  const bool transpose = product == SpmmProduct::kTransposeAdd;
-  const bool permute = transpose && order == EntryOrder::kMatrix;
-  SLUICE_EXPECTS(transpose || order == EntryOrder::kMatrix,
-                 "SpMM: a forward product takes values in the matrix's entry order");
-  SLUICE_EXPECTS(!permute || a.t_perm.get() || a.nnz == 0,
-                 "SpMM: the transpose of a matrix of derived weights has no permutation; pass "
-                 "its values in the transposed order");
-  const std::int64_t out_rows = transpose ? a.cols : a.rows;
-  const std::int64_t in_rows = transpose ? a.rows : a.cols;
-  SLUICE_EXPECTS(x.rows == in_rows && y.rows == out_rows && x.cols == y.cols, "SpMM shapes: A is ",
-                 a.rows, " x ", a.cols, (transpose ? " (transposed)" : ""), ", x is ", x.rows,
-                 " x ", x.cols, ", y is ", y.rows, " x ", y.cols);
+  SLUICE_EXPECTS(x.rows == a.cols && y.rows == a.rows && x.cols == y.cols, "SpMM shapes: A is ",
+                 a.rows, " x ", a.cols, ", x is ", x.rows, " x ", x.cols, ", y is ", y.rows, " x ",
+                 y.cols);
   if (y.rows == 0 || y.cols == 0) return;
   if (a.nnz == 0) {
-    if (!transpose) launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, stream);
+    launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, stream);
     return;
   }
-  const float beta = transpose ? 1.f : 0.f;
-  float* entry_values = permute ? transposed_values : const_cast<float*>(values);
-  const SparseMatrixDescriptor matrix =
-      transpose ? SparseMatrixDescriptor(a.cols, a.rows, a.nnz, a.t_indptr.get(), a.t_columns.get(),
-                                         entry_values, a.index_type())
-                : SparseMatrixDescriptor(a.rows, a.cols, a.nnz, a.indptr.get(), a.columns.get(),
-                                         entry_values, a.index_type());
-  const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;  // transposes are precomputed
+  const float alpha = 1.f, beta = 0.f;
+  const SparseMatrixDescriptor matrix(a.rows, a.cols, a.nnz, a.indptr.get(), a.columns.get(),
+                                      const_cast<float*>(values), a.index_type());
+  const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
   const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
   const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
   const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
@@ -187,13 +173,6 @@ void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, 
                                   "cuSPARSE SpMM workspace");
   // Timed from here: the workspace is in place (growing it may block the host).
   if (timed_begin) SLUICE_CUDA(cudaEventRecord(timed_begin, stream));
-  if (permute) {
-    if (a.wide) {
-      launch_permute(values, a.t_perm.as<std::int64_t>(), transposed_values, a.nnz, stream);
-    } else {
-      launch_permute(values, a.t_perm.as<std::int32_t>(), transposed_values, a.nnz, stream);
-    }
-  }
   SLUICE_CUSPARSE(cusparseSpMM(handle, op, op, &alpha, matrix.get(), dense_x.get(), &beta,
                                dense_y.get(), CUDA_R_32F, alg, buffer));
   if (timed_end) SLUICE_CUDA(cudaEventRecord(timed_end, stream));

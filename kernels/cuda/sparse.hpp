@@ -73,12 +73,10 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
                             std::int64_t long_degree, CsrUploadSeconds* seconds = nullptr,
                             CsrUploadScratch* scratch = nullptr);
 
-// Which entry order a value array follows: the matrix's, or its transpose's.
-enum class EntryOrder { kMatrix, kTransposed };
-// out[e] = the derived weight (kernels/entry_weights.hpp) of entry e of `a` in `order` (nnz
-// floats, device memory); `a` must not be of CsrWeights::kPerCall and its arrays must be
-// device-resident (CudaDevice::resident_csr).
-void fill_derived_weights(const DeviceCsr& a, EntryOrder order, float* out, cudaStream_t stream);
+// out[e] = the derived weight (kernels/entry_weights.hpp) of entry e of `a` (nnz floats, device
+// memory, the matrix's entry order); `a` must not be of CsrWeights::kPerCall and its arrays must
+// be device-resident (CudaDevice::resident_csr).
+void fill_derived_weights(const DeviceCsr& a, float* out, cudaStream_t stream);
 
 // One dense operand of an SpMM (row-major, leading dimension ld).
 struct DenseView {
@@ -86,18 +84,11 @@ struct DenseView {
   std::int64_t rows = 0, cols = 0, ld = 0;
 };
 
-// The product run_spmm computes: y = alpha A x (beta 0), or y += alpha A^T x as a plain SpMM over
-// the precomputed transposed CSR, A's values permuted into its entry order first (deterministic,
-// unlike cuSPARSE's transpose operation).
-enum class SpmmProduct { kForward, kTransposeAdd };
-// One SpMM by cuSPARSE. `values`: nnz floats in `order` (kForward: kMatrix only); kTransposeAdd
-// with kMatrix values permutes them into `transposed_values` (nnz floats of scratch; unused
-// otherwise) through the transpose's permutation first. `workspace` grows as needed.
-// timed_begin / timed_end (may be null): events recorded around the device work, after any
-// workspace growth.
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, EntryOrder order,
-              DenseView x, DenseView y, SpmmProduct product, float alpha, float* transposed_values,
-              Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
+// y = A x by cuSPARSE's CSR SpMM; `values`: nnz floats in the matrix's entry order. `workspace`
+// grows as needed. timed_begin / timed_end (may be null): events recorded around the device work,
+// after any workspace growth.
+void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
+              DenseView y, Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
               cudaEvent_t timed_begin = nullptr, cudaEvent_t timed_end = nullptr);
 
 }  // namespace sluice::cuda

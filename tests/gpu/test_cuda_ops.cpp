@@ -1029,16 +1029,16 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
 }
 
-// The first transposed call measures the row SpMM (here on strided rows that are not 16-byte
+// The transposed product is the row SpMM's (here on strided rows that are not 16-byte
 // aligned, which it reads a float at a time).
-TEST_F(CudaOps, SpmmAndMeasuredTranspose) {
+TEST_F(CudaOps, SpmmAndTransposedProduct) {
   check_spmm(*backend_, rng_);
 }
 
 // Matrices of derived weights (GCN's symmetric norm, SAGE's mean) give what the same matrix
 // gives with those weights, written out on the host, passed per call, and both products match a
 // double reference (the CPU backend's test checks the weights bit for bit). The hub rows take
-// the long-row paths of the warp kernels that the transposed product measures.
+// the long-row paths of the row SpMM.
 TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
   Device& d = dev();
   test::ChunkCsr a = test::random_chunk_csr(900, 1300, 30, test::EmptyRows::kSome, rng_);
@@ -1095,7 +1095,7 @@ TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
           want_y[r * f + c] += double(w[e]) * xs[a.columns[e] * f + c];
     EXPECT_LT(relative_error(got1, want_y), kTolerance);
     EXPECT_LT(relative_error(got2, want_y), kTolerance);
-    // Twice: the first two transposed calls measure one method each.
+    // Twice: each call adds once.
     std::vector<double> want(std::size_t(a.cols * f), 0.0);
     for (std::int64_t r = 0; r < a.rows; ++r)
       for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
@@ -1151,11 +1151,10 @@ std::pair<std::int64_t, std::int64_t> long_rows_of(const test::ChunkCsr& a) {
   return {rows, static_cast<std::int64_t>(columns)};
 }
 
-// The measured choice: the first two calls (one method each, timed) and the later calls (the
-// chosen method) each add A^T dy once; at several widths (a choice per width),
-// on rows that are not 16-byte aligned (ld 41: the row SpMM's scalar reads), and on a matrix
-// with long rows and long transposed rows (the row SpMM's block-per-row path).
-TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
+// Every call adds A^T dy once; at several widths, on rows that are not 16-byte aligned (ld 41:
+// the row SpMM's scalar reads), and on a matrix with long rows and long transposed rows (the row
+// SpMM's block-per-row path).
+TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
   Device& d = dev();
   const test::ChunkCsr plain = test::random_chunk_csr(300, 500, 30, test::EmptyRows::kSome, rng_);
   const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
@@ -1189,6 +1188,44 @@ TEST_F(CudaOps, MeasuredTransposeAddsOncePerCall) {
         for (double& w : want) w *= call;
         EXPECT_LT(relative_error(download(dx), want), kTolerance)
             << what << ", width " << f << " call " << call;
+      }
+    }
+  }
+}
+
+// The sparse products repeat bit for bit: the transposed product on every call, the forward
+// product on its measuring first call (which leaves the row SpMM's result), for derived weights
+// and per-call values, on a fresh upload each time (a fresh measured choice).
+TEST_F(CudaOps, SparseProductsRepeatBitForBit) {
+  Device& d = dev();
+  const test::ChunkCsr a = hub_csr(400, 1500, rng_);
+  const std::int64_t nnz = a.indptr.back();
+  Mat dvalues = upload(1, nnz, random_floats(nnz, rng_));
+  std::vector<std::int32_t> degrees(std::size_t(a.cols));
+  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
+  for (const std::int64_t f : {47, 256}) {
+    Mat x = upload(a.cols, f, random_floats(a.cols * f, rng_));
+    Mat dy = upload(a.rows, f, random_floats(a.rows * f, rng_));
+    for (CsrWeights kind : {CsrWeights::kPerCall, CsrWeights::kSymmetricNorm}) {
+      SCOPED_TRACE(std::string(csr_weights_name(kind)) + ", width " + std::to_string(f));
+      const float* values = kind == CsrWeights::kPerCall ? dvalues.data : nullptr;
+      Host first_y, first_dx;
+      for (int run = 0; run < 2; ++run) {
+        Csr csr = kind == CsrWeights::kPerCall
+                      ? d.upload_csr(a.indptr, a.columns, a.cols, "A")
+                      : d.upload_csr(a.indptr, a.columns, a.cols, CsrWeighting{kind, degrees}, "A");
+        Mat y = d.alloc(a.rows, f, "y"), dx = d.alloc(a.cols, f, "dx");
+        d.spmm(csr, values, x, y);
+        d.fill(dx, 0.f);
+        for (int call = 0; call < 3; ++call) d.spmm_transpose_add(csr, values, dy, dx);
+        const Host got_y = download(y), got_dx = download(dx);
+        if (run == 0) {
+          first_y = got_y;
+          first_dx = got_dx;
+        } else {
+          EXPECT_EQ(got_y, first_y);
+          EXPECT_EQ(got_dx, first_dx);
+        }
       }
     }
   }

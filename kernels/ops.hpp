@@ -350,8 +350,8 @@ class Device {
                     Mat c) = 0;
   // out = act(z + bias) row-wise (bias: z.cols floats on device, may be null); out may alias z.
   virtual void bias_activation(Mat z, const float* bias, Activation act, Mat out) = 0;
-  // dz = dout * act'(.) where `value` is the activation's input z for kElu/kRelu
-  // (dz may alias dout).
+  // dz = dout * act'(.) where `value` is the activation's input z for kElu/kRelu; for kRelu its
+  // output relu(z) gives the same dz (the same sign test). dz may alias dout.
   virtual void activation_backward(Mat dout, Mat value, Activation act, Mat dz) = 0;
   // The backward of H = dropout(act(Z)) for a chunk's rows, with one mask for both results (row
   // i keyed keys[i], as dropout_rows keys it; key.rate 0: no dropout): dh = act'(z) *
@@ -360,6 +360,12 @@ class Device {
   // dropout_rows(z) in one pass.
   virtual void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
                                            const DropoutKey& key) = 0;
+  // The same backward for act = kRelu from the forward's H = dropout(relu(Z)) instead of Z:
+  // dh = relu'(z) * dropout(dh) with relu'(z) read as h > 0 (h is positive exactly where the
+  // mask keeps a positive z), the dh dropout_activation_backward(dh, z, kRelu, keys, key) gives,
+  // bit for bit; h is only read.
+  virtual void dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys,
+                                                 const DropoutKey& key) = 0;
   // out[j] += sum_i m[i, j] (out: m.cols floats on device).
   virtual void add_column_sums(Mat m, float* out) = 0;
   // y += alpha * x elementwise over n floats (device).

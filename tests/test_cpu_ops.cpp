@@ -457,6 +457,43 @@ TEST_F(CpuOps, DropoutActivationBackwardEqualsItsParts) {
     }
 }
 
+// The ReLU backward from the forward's kept H = dropout(relu(Z)) gives the fused backward's dh
+// from Z bit for bit (signed zeros included), with and without dropout, and leaves H as it was.
+TEST_F(CpuOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
+  const std::int64_t rows = 37, cols = 45, ld = 48;
+  const Floats gradient = random_floats(std::size_t(rows * ld), 5, -2.f, 2.f);
+  const Floats value = random_floats(std::size_t(rows * ld), 6, -2.f, 2.f);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
+    positions[std::size_t(i)] = vertex_t(i);
+  }
+  for (const float rate : {0.f, 0.5f}) {
+    SCOPED_TRACE(cat("rate ", rate));
+    const DropoutKey key{42, 3, 1, rate};
+    const Mat dh_from_z = mat(rows, ld, gradient).col_block(0, cols);
+    const Mat z = mat(rows, ld, value).col_block(0, cols);
+    dev().dropout_activation_backward(dh_from_z, z, Activation::kRelu, idx(keys), key);
+    const Mat dh = mat(rows, ld, gradient).col_block(0, cols);
+    const Mat h = mat(rows, ld, value).col_block(0, cols);  // the forward: relu, then dropout
+    dev().bias_activation(h, nullptr, Activation::kRelu, h);
+    if (rate > 0) dev().dropout_rows(h, idx(positions), idx(keys), key);
+    const Floats kept = get(h);
+    dev().dropout_relu_backward_from_output(dh, h, idx(keys), key);
+    const Floats got = get(dh), want = get(dh_from_z);
+    ASSERT_EQ(got.size(), want.size());
+    std::int64_t zeros = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(std::signbit(got[i]), std::signbit(want[i])) << i;
+      ASSERT_EQ(got[i], want[i]) << i;
+      zeros += got[i] == 0.f;
+    }
+    EXPECT_EQ(get(h), kept);
+    EXPECT_EQ(get(z), kept);  // the fused backward's H
+    EXPECT_GT(zeros, rows * cols / (rate > 0 ? 2 : 4));
+  }
+}
+
 // ---------------------------------------------------------------- sparse
 
 // A (3 x 4), entries (column, value):

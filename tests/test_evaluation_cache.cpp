@@ -116,6 +116,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
     std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
     ScheduleOptions options;
     options.evaluation_cache = cache;
+    options.layer_outputs = LayerOutputs::kRecomputed;  // the cache's bytes alone
     Schedule schedule(*backend, d, plan, spec, options);
     for (int p = 0; p < 2; ++p)
       (cache == EvaluationCache::kNone ? base : full)[p] = backend->device(p).bytes_in_use();
@@ -134,6 +135,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   ScheduleOptions options;
   options.evaluation_cache = EvaluationCache::kDeviceWhereItFits;
+  options.layer_outputs = LayerOutputs::kRecomputed;
   Schedule schedule(*backend, d, plan, spec, options);
   for (int p = 0; p < 2; ++p) EXPECT_EQ(backend->device(p).bytes_in_use(), base[p]) << p;
   schedule.set_parameters(init_parameters(spec, 3));

@@ -51,6 +51,9 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.evaluation_cache == "auto" || c.evaluation_cache == "off",
                      "unknown --evaluation-cache '", c.evaluation_cache,
                      "' (expected auto or off)");
+  SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
+                     "unknown --layer-outputs '", c.layer_outputs,
+                     "' (expected auto or recompute)");
   SLUICE_INPUT_CHECK(c.device == "cpu" || c.device == "cuda", "unknown --device '", c.device,
                      "' (expected cpu or cuda)");
   SLUICE_INPUT_CHECK(c.threads >= 0, "--threads must be >= 0 (got ", c.threads, ")");
@@ -150,7 +153,12 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
       "auto (GCN, SAGE: the first evaluation keeps layer 0's aggregation of each partition's "
       "features on its device where it fits on every device, and later evaluations start from "
-      "it) | off")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "it) | off")(
+      "layer-outputs", po::value(&c.layer_outputs)->default_value(c.layer_outputs),
+      "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
+      "device for its backward pass where they fit after everything else, instead of computing "
+      "them again; same results) | recompute")(
+      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(
@@ -231,7 +239,7 @@ std::string describe_config(const TrainConfig& c) {
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
-      << " device=" << c.device << " threads=" << c.threads;
+      << " layer_outputs=" << c.layer_outputs << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

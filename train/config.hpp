@@ -58,6 +58,9 @@ struct TrainConfig {
   // Whether evaluations keep layer 0's aggregation of the features on the device
   // (ScheduleOptions::evaluation_cache): auto (one partition, where it fits) | off.
   std::string evaluation_cache = "auto";
+  // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
+  // auto (where they fit) | recompute.
+  std::string layer_outputs = "auto";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

@@ -51,6 +51,15 @@ enum class VertexData { kHost, kDeviceWhereItFits };
 // nothing.
 enum class EvaluationCache { kNone, kDeviceWhereItFits };
 
+// Whether training keeps the output rows H = dropout(relu(Z)) of a GCN or SAGE layer whose
+// outputs the next layer transforms (the forward pass turns them into the next layer's T = H W
+// right away, so they are in no host matrix). With kDeviceWhereItFits each device keeps its
+// partition's rows in its memory where they fit after the vertex data and the evaluation cache,
+// and the backward pass reads them instead of computing Z = A W + b, its activation and its
+// dropout again (a GEMM and two passes over the rows per chunk). The results are the same bits
+// either way.
+enum class LayerOutputs { kRecomputed, kDeviceWhereItFits };
+
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // keep A^l for the backward pass (keeps_intermediates())
@@ -90,6 +99,7 @@ struct ScheduleOptions {
   HostSetup host_setup = HostSetup::kAfterLists;
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
   EvaluationCache evaluation_cache = EvaluationCache::kDeviceWhereItFits;
+  LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
   // the constructor only.

@@ -90,8 +90,10 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   }
   // A forward pass keeps no pre-activation: the activation is applied with the bias.
   if (stores_transform(layer)) {
-    const Mat H = layer_preactivation(s, ch, layer, A, layer.activation,
-                                      rows_of(s.Z, ch.num_dst, layer.out_width));
+    const Mat kept = kept_output_rows(s, ch, layer);
+    const Mat H =
+        layer_preactivation(s, ch, layer, A, layer.activation,
+                            kept.empty() ? rows_of(s.Z, ch.num_dst, layer.out_width) : kept);
     transform_outputs(s, ch, layer, H, set);
     return;
   }
@@ -135,9 +137,17 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   }
   // Layers below the last compute the pre-activation again for their activation's backward:
   // from the aggregation (recomputed or kept), GAT's from its head outputs O, recomputed with the
-  // attention intermediates, or kept (then only the coefficients are computed again).
+  // attention intermediates, or kept (then only the coefficients are computed again). A ReLU
+  // layer reads its outputs instead where they are on the device: kept by the forward
+  // (LayerOutputs), or its rows of H^{l+1} (relu(Z), whose sign is Z's).
   Mat O = gat() ? rows_of(s.gat, nd, layer.transform_width) : Mat{};
-  if (!fresh) {
+  const Mat kept = fresh ? Mat{} : kept_output_rows(s, ch, layer);
+  const Mat stored = fresh || !kept.empty() ? Mat{} : resident_output_rows(s, ch, layer);
+  if (!kept.empty()) {
+    transform_outputs_backward(s, ch, layer, set, kept, OutputRows::kKeptOutputs, dZ);
+  } else if (!stored.empty()) {
+    d.activation_backward(dZ, stored, Activation::kRelu, dZ);
+  } else if (!fresh) {
     Mat Z;
     if (gat() && !recompute(layer)) {
       O = rows_of(set.A, nd, layer.aggregate_width);
@@ -147,7 +157,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
                               rows_of(s.Z, ch.num_dst, layer.out_width));
     }
     if (stores_transform(layer))
-      transform_outputs_backward(s, ch, layer, set, Z, dZ);
+      transform_outputs_backward(s, ch, layer, set, Z, OutputRows::kPreactivation, dZ);
     else
       d.activation_backward(dZ, Z, layer.activation, dZ);
   }
@@ -331,20 +341,25 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
             rows_of(set.out, ch.num_dst, next.transform_width));
 }
 
-// Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and the
-// recomputed pre-activation Z: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT with H
-// recomputed in Z's place. Each vertex's dT row is complete here: the layer above flushed every
-// stay's share into G[l+1].
+// Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and
+// `rows`: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT. kPreactivation: rows is the
+// recomputed Z, turned into H in place; kKeptOutputs: rows is the H the forward kept (a ReLU
+// layer's). Each vertex's dT row is complete here: the layer above flushed every stay's share
+// into G[l+1].
 void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChunk& ch,
-                                                const LayerSpec& layer, BlockSet& set, Mat Z,
-                                                Mat dZ) {
+                                                const LayerSpec& layer, BlockSet& set, Mat rows,
+                                                OutputRows kind, Mat dZ) {
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
   const DropoutKey key = feature_key(next.index);
   transform_input_gradient(d, transform_blocks(s, next, Weights::kParameters), dT, dZ);
-  d.dropout_activation_backward(dZ, Z, layer.activation, ch.dst_keys, key);
-  add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), Z, dT);
+  if (kind == OutputRows::kKeptOutputs) {
+    d.dropout_relu_backward_from_output(dZ, rows, ch.dst_keys, key);
+  } else {
+    d.dropout_activation_backward(dZ, rows, layer.activation, ch.dst_keys, key);
+  }
+  add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), rows, dT);
 }
 
 // Layer 0 of a transforming model: Zm rows of the batch's arrivals = their X rows W. Rows that

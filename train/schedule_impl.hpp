@@ -46,6 +46,11 @@ enum class NextInputs { kWrittenByThisPass, kComplete };
 // (Schedule::Impl::preload_next_blocks()).
 enum class BlockRows { kFromHost, kPreloaded };
 
+// What a backward pass reads of a layer's forward rows
+// (Schedule::Impl::transform_outputs_backward): the pre-activation Z computed again, or the outputs
+// H = dropout(act(Z)) the forward kept.
+enum class OutputRows { kPreactivation, kKeptOutputs };
+
 struct DeviceSizes;  // schedule_setup.cpp
 
 }  // namespace schedule_detail
@@ -53,6 +58,7 @@ struct DeviceSizes;  // schedule_setup.cpp
 struct Schedule::Impl {
   using BatchSteps = schedule_detail::BatchSteps;
   using BlockRows = schedule_detail::BlockRows;
+  using OutputRows = schedule_detail::OutputRows;
   using BlockSet = schedule_detail::BlockSet;
   using ChunkLists = schedule_detail::ChunkLists;
   using DeviceChunk = schedule_detail::DeviceChunk;
@@ -311,6 +317,30 @@ struct Schedule::Impl {
   // partition, or the p2p modes (VertexViews).
   bool reads_own_rows_only() const { return P == 1 || options.comm != CommMode::kBaseline; }
   void place_evaluation_aggregation();
+  void place_kept_outputs();
+  // Layers whose training forward may keep its output rows for the backward pass
+  // (LayerOutputs): GCN's and SAGE's ReLU layers whose outputs the next layer transforms.
+  bool may_keep_outputs(const LayerSpec& layer) const {
+    return !gat() && stores_transform(layer) && layer.activation == Activation::kRelu;
+  }
+  // A GCN or SAGE ReLU layer's output rows for the chunk where the forward stored them into a
+  // device-resident fp32 H^{l+1} (the next layer aggregates them as they are); empty otherwise.
+  Mat resident_output_rows(const DeviceState& s, const DeviceChunk& ch,
+                           const LayerSpec& layer) const {
+    if (!training || gat() || layer.last || stores_transform(layer) ||
+        layer.activation != Activation::kRelu)
+      return Mat{};
+    const HostMat& h = s.vertex.H[std::size_t(layer.index) + 1];
+    if (h.residence != Residence::kDevice || h.precision != HostPrecision::kFp32) return Mat{};
+    return Mat{h.fp32() + std::int64_t(ch.view_dst_begin) * h.ld, ch.num_dst, layer.out_width,
+               h.ld};
+  }
+  // The chunk's rows of the layer's kept outputs in a training pass; empty where not kept.
+  Mat kept_output_rows(const DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {
+    const std::size_t i = std::size_t(layer.index);
+    if (!training || i >= s.kept_outputs.size() || s.kept_outputs[i].empty()) return Mat{};
+    return s.kept_outputs[i].row_block(ch.dst_begin - s.kept_first_row, ch.num_dst);
+  }
   // Whether this forward pass of `layer` takes its aggregation from the evaluation cache, and
   // whether it writes the cache.
   bool reads_evaluation_aggregation(const LayerSpec& layer) const {
@@ -380,7 +410,7 @@ struct Schedule::Impl {
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,
                          BlockSet& set);
   void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
-                                  BlockSet& set, Mat Z, Mat dZ);
+                                  BlockSet& set, Mat rows, OutputRows kind, Mat dZ);
   void transform_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
   void transform_reloaded_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                    int c);

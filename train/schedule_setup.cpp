@@ -250,6 +250,33 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
   }
   place_vertex_data();
   place_evaluation_aggregation();
+  place_kept_outputs();
+}
+
+// With LayerOutputs::kDeviceWhereItFits: on every device a matrix of its partition's rows for
+// the outputs of each layer that may keep them (may_keep_outputs()), lowest layer first, where
+// it fits after the vertex data and the evaluation cache (an optional buffer). Each device
+// decides for itself: the backward pass gives the same bits either way.
+void Schedule::Impl::place_kept_outputs() {
+  for (DeviceState& s : dev) s.kept_outputs.assign(model.layers.size(), Mat{});
+  if (options.layer_outputs != LayerOutputs::kDeviceWhereItFits) return;
+  for (const LayerSpec& layer : model.layers) {
+    if (!may_keep_outputs(layer)) continue;
+    int kept = 0;
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      s.kept_first_row = plan.partition_offsets[std::size_t(p)];
+      const std::int64_t rows = plan.partition_offsets[std::size_t(p) + 1] - s.kept_first_row;
+      if (rows == 0) continue;
+      Mat& m = s.kept_outputs[std::size_t(layer.index)];
+      m = s.device->try_alloc(rows, layer.out_width, "kept layer outputs");
+      kept += !m.empty();
+    }
+    log_info("layer ", layer.index, "'s outputs (",
+             format_bytes(double(n) * double(layer.out_width) * double(sizeof(float))),
+             "): kept for the backward pass on ", kept, " of ", P,
+             " devices, computed again on the others");
+  }
 }
 
 // Every device's buffers and chunk constants, from the index lists (released as they go up).

@@ -136,6 +136,10 @@ struct DeviceState {
   // written by the first evaluation and read by the later ones (EvaluationCache); empty when
   // not kept.
   Mat evaluation_aggregation;
+  // Per layer: the training forward's output rows H of the partition's vertices (from vertex
+  // kept_first_row on), kept for the backward pass (LayerOutputs); empty where not kept.
+  std::vector<Mat> kept_outputs;
+  std::int64_t kept_first_row = 0;
   double loss_sum = 0;
   SplitCounts split_counts;  // of the running evaluation
 };

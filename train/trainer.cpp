@@ -295,6 +295,8 @@ ScheduleOptions schedule_options(const Dataset& dataset,
       config.vertex_data == "host" ? VertexData::kHost : VertexData::kDeviceWhereItFits;
   options.evaluation_cache = config.evaluation_cache == "off" ? EvaluationCache::kNone
                                                               : EvaluationCache::kDeviceWhereItFits;
+  options.layer_outputs = config.layer_outputs == "recompute" ? LayerOutputs::kRecomputed
+                                                              : LayerOutputs::kDeviceWhereItFits;
   options.profiles = &profiles;
   return options;
 }

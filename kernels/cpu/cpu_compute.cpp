@@ -186,6 +186,29 @@ void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx k
   }
 }
 
+void CpuDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) {
+  expect_same_shape(dh, h, "dropout_relu_backward_from_output");
+  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_relu_backward_from_output: ", dh.rows, " rows, ",
+                 keys.size, " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  const bool drop = key.rate > 0.f;
+  if (drop) cpu::expect_index(keys, "dropout_relu_backward_from_output keys");
+  const float scale = drop ? 1.f / (1.f - key.rate) : 1.f;
+#pragma omp parallel for schedule(static) if (dh.rows * dh.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < dh.rows; ++i) {
+    float* g = dh.data + i * dh.ld;
+    const float* v = h.data + i * h.ld;
+    const std::uint64_t prefix =
+        drop ? key_hash_prefix(key.seed, 1, key.salt(), std::uint64_t(keys.data[i])) : 0;
+    for (std::int64_t j = 0; j < dh.cols; ++j) {
+      const bool keep =
+          !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate;
+      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
+      g[j] = gradient * (v[j] > 0.f ? 1.f : 0.f);
+    }
+  }
+}
+
 void CpuDevice::add_column_sums(Mat m, float* out) {
   if (m.empty()) return;
   // Partial sums over fixed row blocks (double), then added in block order: deterministic.

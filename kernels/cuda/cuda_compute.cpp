@@ -294,6 +294,18 @@ void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx 
                                      keys.data, key.seed, key.salt(), key.rate, cur());
 }
 
+void CudaDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) {
+  OpScope op(*this, "dropout_relu_backward_from_output");
+  SLUICE_EXPECTS(dh.rows == h.rows && dh.cols == h.cols,
+                 "dropout_relu_backward_from_output shapes");
+  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_relu_backward_from_output: ", dh.rows, " rows but ",
+                 keys.size, " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  DeviceGuard guard(gpu_);
+  launch_dropout_relu_backward_from_output(dh.data, dh.ld, h.data, h.ld, dh.rows, dh.cols,
+                                           keys.data, key.seed, key.salt(), key.rate, cur());
+}
+
 void CudaDevice::add_column_sums(Mat m, float* out) {
   OpScope op(*this, "add_column_sums");
   DeviceGuard guard(gpu_);

@@ -37,6 +37,12 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
                                         std::int64_t rows, std::int64_t cols, ActivationCode act,
                                         const vertex_t* keys, std::uint64_t seed,
                                         std::uint64_t salt, float rate, cudaStream_t stream);
+// The same dh for act = relu from h = dropout(relu(z)) instead of z: relu'(z) read as h > 0.
+void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const float* h,
+                                              std::int64_t ldh, std::int64_t rows,
+                                              std::int64_t cols, const vertex_t* keys,
+                                              std::uint64_t seed, std::uint64_t salt, float rate,
+                                              cudaStream_t stream);
 
 // Column sums in two deterministic steps: column_sum_slices(rows) slices of rows
 // (cuda_memory_rules.hpp) each write one partial sum per column into `partials`

@@ -104,7 +104,8 @@ ScheduleOptions schedule_options(const LayoutOptions& layout,
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
   options.vertex_data = vertex_data;
-  options.evaluation_cache = EvaluationCache::kNone;
+  options.evaluation_cache = EvaluationCache::kNone;  // optional buffers beyond the estimate
+  options.layer_outputs = LayerOutputs::kRecomputed;
   return options;
 }
 

@@ -747,6 +747,44 @@ TEST_F(CudaOps, DropoutActivationBackwardEqualsItsParts) {
     }
 }
 
+// The ReLU backward from the forward's kept H = dropout(relu(Z)) gives the fused backward's dh
+// from Z bit for bit (signed zeros included) and leaves H as it was, with and without dropout.
+TEST_F(CudaOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
+  const std::int64_t rows = 300, cols = 45, ld = 48;
+  const Host gradient = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+  const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
+    positions[std::size_t(i)] = vertex_t(i);
+  }
+  Device& d = dev();
+  const Idx key_rows = d.upload(keys, "keys"), rows_idx = d.upload(positions, "positions");
+  for (const float rate : {0.f, 0.5f}) {
+    SCOPED_TRACE(cat("rate ", rate));
+    const DropoutKey key{42, 3, 1, rate};
+    const Mat dh_from_z = upload(d, rows, ld, gradient).col_block(0, cols);
+    const Mat z = upload(d, rows, ld, value).col_block(0, cols);
+    d.dropout_activation_backward(dh_from_z, z, Activation::kRelu, key_rows, key);
+    const Mat dh = upload(d, rows, ld, gradient).col_block(0, cols);
+    const Mat h = upload(d, rows, ld, value).col_block(0, cols);  // the forward's relu, dropout
+    d.bias_activation(h, nullptr, Activation::kRelu, h);
+    if (rate > 0) d.dropout_rows(h, rows_idx, key_rows, key);
+    const Host kept = download_matrix(d, h);
+    d.dropout_relu_backward_from_output(dh, h, key_rows, key);
+    const Host got = download_matrix(d, dh), want = download_matrix(d, dh_from_z);
+    ASSERT_EQ(got.size(), want.size());
+    std::int64_t zeros = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(fp32_bits(got[i]), fp32_bits(want[i])) << i;
+      zeros += got[i] == 0.f;
+    }
+    EXPECT_EQ(download_matrix(d, h), kept);
+    EXPECT_EQ(download_matrix(d, z), kept);  // the fused backward's H
+    EXPECT_GT(zeros, rows * cols / (rate > 0 ? 2 : 4));
+  }
+}
+
 TEST_F(CudaOps, GemmAllTransposeCombinations) {
   const std::int64_t m = 37, n = 29, k = 53;
   for (int ta = 0; ta < 2; ++ta)

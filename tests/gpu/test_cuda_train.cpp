@@ -237,6 +237,58 @@ TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
   EXPECT_NE(cpu.losses.front(), cpu.losses.back());
 }
 
+// Three-layer GCN and SAGE read their layers' outputs in the backward pass where they are on the
+// GPU (layer 1's kept by the forward, --layer-outputs; layer 0's in the resident H^1,
+// --vertex-data auto) instead of computing them again, and train as recomputing everything from
+// host memory does (within 1e-6: the same sums, unless the forward products' measured choice
+// between cuSPARSE and the row SpMM differs between the runs on such small chunks) and as the
+// CPU backend does.
+TEST(CudaLayerOutputs, ReadOrRecomputedTrainTheSameBits) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
+  const Dataset& d = CudaTrainAgreement::dataset();
+  for (const std::string model : {"gcn", "sage"})
+    for (const auto& [partitions, chunks] : {std::pair{1, 1}, std::pair{2, 3}}) {
+      SCOPED_TRACE(cat(model, " ", partitions, " x ", chunks));
+      const Plan& plan = CudaTrainAgreement::plan(partitions, chunks);
+      const auto config = [&](const std::string& device, const std::string& place,
+                              const std::string& outputs) {
+        return test::train_config()
+            .model(model)
+            .layers(3)
+            .hidden(16)
+            .epochs(4)
+            .optimizer("adam")
+            .lr(0.02)
+            .dropout(0.5)
+            .device(device)
+            .gpus(1)
+            .vertex_data(place)
+            .layer_outputs(outputs)
+            .config();
+      };
+      const TrainResult recomputed = train(d, plan, config("cuda", "host", "recompute"));
+      const TrainResult read = train(d, plan, config("cuda", "auto", "auto"));
+      const TrainResult cpu = train(d, plan, config("cpu", "auto", "auto"));
+      ASSERT_EQ(read.losses.size(), recomputed.losses.size());
+      for (std::size_t e = 0; e < read.losses.size(); ++e)
+        EXPECT_LE(std::abs(read.losses[e] - recomputed.losses[e]) / std::abs(recomputed.losses[e]),
+                  1e-6)
+            << "epoch " << e;
+      ASSERT_EQ(read.parameters.size(), recomputed.parameters.size());
+      for (std::size_t i = 0; i < read.parameters.size(); ++i)
+        EXPECT_LE(relative_error(read.parameters[i].second, recomputed.parameters[i].second), 1e-6)
+            << read.parameters[i].first;
+      ASSERT_EQ(read.losses.size(), cpu.losses.size());
+      for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+        EXPECT_LE(std::abs(read.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance)
+            << "epoch " << e;
+      for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
+        EXPECT_LE(relative_error(read.parameters[i].second, cpu.parameters[i].second), kTolerance)
+            << cpu.parameters[i].first;
+    }
+}
+
 std::vector<Case> agreement_cases() {
   std::vector<Case> cases;
   for (const char* model : {"gcn", "sage", "gat"}) {

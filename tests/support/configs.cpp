@@ -96,6 +96,11 @@ TrainConfigBuilder& TrainConfigBuilder::input_rows(const std::string& mode) {
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::layer_outputs(const std::string& mode) {
+  config_.layer_outputs = mode;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode) {
   config_.evaluation_cache = mode;
   return *this;

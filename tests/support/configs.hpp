@@ -46,6 +46,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& host_precision(const std::string& name);    // fp32 | bf16
   TrainConfigBuilder& vertex_data(const std::string& place);      // auto | host
   TrainConfigBuilder& evaluation_cache(const std::string& mode);  // auto | off
+  TrainConfigBuilder& layer_outputs(const std::string& mode);     // auto | recompute
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

@@ -84,8 +84,8 @@ TEST(LayerOutputs, KeptOutputsTrainTheSameBits) {
           EXPECT_EQ(kept.parameters, reference.parameters);
           // One layer keeps its outputs: the one below the narrowing last layer.
           for (int p = 0; p < partitions; ++p) {
-            const std::int64_t rows = plan.partition_offsets[std::size_t(p) + 1] -
-                                      plan.partition_offsets[std::size_t(p)];
+            const std::int64_t rows =
+                plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
             EXPECT_EQ(kept.bytes_in_use[std::size_t(p)] - recomputed.bytes_in_use[std::size_t(p)],
                       rows * hidden * std::int64_t(sizeof(float)))
                 << "device " << p;
@@ -103,25 +103,21 @@ TEST(LayerOutputs, KeptOnlyWhereTheyFitAndNeverForGat) {
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(16).classes(d.num_classes));
   const Training recomputed =
       train_three_steps(d, plan, gcn, LayerOutputs::kRecomputed, VertexData::kDeviceWhereItFits);
-  const std::int64_t budget =
-      std::max(recomputed.bytes_in_use[0], recomputed.bytes_in_use[1]) + 64;
+  const std::int64_t budget = std::max(recomputed.bytes_in_use[0], recomputed.bytes_in_use[1]) + 64;
   const Training capped = train_three_steps(d, plan, gcn, LayerOutputs::kDeviceWhereItFits,
                                             VertexData::kDeviceWhereItFits, budget);
   EXPECT_EQ(capped.bytes_in_use, recomputed.bytes_in_use);
   EXPECT_EQ(capped.losses, recomputed.losses);
   EXPECT_EQ(capped.parameters, recomputed.parameters);
 
-  const ModelSpec gat = test::model_spec(test::model_shape("gat", 2)
-                                             .in_dim(d.feature_dim)
-                                             .hidden(8)
-                                             .classes(d.num_classes)
-                                             .heads(2));
-  EXPECT_EQ(train_three_steps(d, plan, gat, LayerOutputs::kDeviceWhereItFits,
-                              VertexData::kDeviceWhereItFits)
-                .bytes_in_use,
-            train_three_steps(d, plan, gat, LayerOutputs::kRecomputed,
-                              VertexData::kDeviceWhereItFits)
-                .bytes_in_use);
+  const ModelSpec gat = test::model_spec(
+      test::model_shape("gat", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
+  EXPECT_EQ(
+      train_three_steps(d, plan, gat, LayerOutputs::kDeviceWhereItFits,
+                        VertexData::kDeviceWhereItFits)
+          .bytes_in_use,
+      train_three_steps(d, plan, gat, LayerOutputs::kRecomputed, VertexData::kDeviceWhereItFits)
+          .bytes_in_use);
 }
 
 }  // namespace

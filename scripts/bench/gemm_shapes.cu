@@ -31,23 +31,23 @@
 #include <cstring>
 #include <vector>
 
-#define CUDA_CHECK(x)                                                                     \
-  do {                                                                                    \
-    cudaError_t e_ = (x);                                                                 \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: CUDA error %d (%s) in %s\n", __FILE__, __LINE__,       \
-                   (int)e_, cudaGetErrorString(e_), #x);                                  \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CUDA_CHECK(x)                                                                        \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d: CUDA error %d (%s) in %s\n", __FILE__, __LINE__, (int)e_, \
+                   cudaGetErrorString(e_), #x);                                              \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (0)
-#define CUBLAS_CHECK(x)                                                                   \
-  do {                                                                                    \
-    cublasStatus_t s_ = (x);                                                              \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                    \
-      std::fprintf(stderr, "%s:%d: cuBLAS status %d (%s) in %s\n", __FILE__, __LINE__,    \
-                   (int)s_, cublasGetStatusString(s_), #x);                               \
-      std::exit(1);                                                                       \
-    }                                                                                     \
+#define CUBLAS_CHECK(x)                                                                         \
+  do {                                                                                          \
+    cublasStatus_t s_ = (x);                                                                    \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                          \
+      std::fprintf(stderr, "%s:%d: cuBLAS status %d (%s) in %s\n", __FILE__, __LINE__, (int)s_, \
+                   cublasGetStatusString(s_), #x);                                              \
+      std::exit(1);                                                                             \
+    }                                                                                           \
   } while (0)
 
 struct Shape {
@@ -61,7 +61,10 @@ __global__ void fill_kernel(float* p, long long count, uint32_t seed) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
        i += (long long)gridDim.x * blockDim.x) {
     uint64_t h = (uint64_t)i * 0x9E3779B97F4A7C15ull ^ ((uint64_t)seed << 32 | seed);
-    h ^= h >> 33; h *= 0xFF51AFD7ED558CCDull; h ^= h >> 33; h *= 0xC4CEB9FE1A85EC53ull;
+    h ^= h >> 33;
+    h *= 0xFF51AFD7ED558CCDull;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ull;
     h ^= h >> 33;
     p[i] = (float)((h >> 40) * (2.0 / 16777216.0) - 1.0);  // 24 bits -> [-1, 1)
   }
@@ -156,12 +159,12 @@ int main(int argc, char** argv) {
               prop.major, prop.minor, R);
 
   const Shape shapes[] = {
-      {"XW 100->256", 0, 0, -1, 100, 256},  {"XW 200->256", 0, 0, -1, 200, 256},
-      {"XW 256->256", 0, 0, -1, 256, 256},  {"HW 256->48", 0, 0, -1, 256, 48},
-      {"HW 256->96", 0, 0, -1, 256, 96},    {"dW 100x256 = X^T dZ", 1, 0, 100, -1, 256},
-      {"dW 200x256", 1, 0, 200, -1, 256},   {"dW 256x256", 1, 0, 256, -1, 256},
-      {"dW 256x48", 1, 0, 256, -1, 48},     {"dX = dZ W^T 48->256", 0, 1, -1, 48, 256},
-      {"dX 256->256", 0, 1, -1, 256, 256},  {"dX 96->256", 0, 1, -1, 96, 256},
+      {"XW 100->256", 0, 0, -1, 100, 256}, {"XW 200->256", 0, 0, -1, 200, 256},
+      {"XW 256->256", 0, 0, -1, 256, 256}, {"HW 256->48", 0, 0, -1, 256, 48},
+      {"HW 256->96", 0, 0, -1, 256, 96},   {"dW 100x256 = X^T dZ", 1, 0, 100, -1, 256},
+      {"dW 200x256", 1, 0, 200, -1, 256},  {"dW 256x256", 1, 0, 256, -1, 256},
+      {"dW 256x48", 1, 0, 256, -1, 48},    {"dX = dZ W^T 48->256", 0, 1, -1, 48, 256},
+      {"dX 256->256", 0, 1, -1, 256, 256}, {"dX 96->256", 0, 1, -1, 96, 256},
   };
   const int kSlices = 64;
   const size_t kWorkspace = 64ull << 20;
@@ -197,8 +200,8 @@ int main(int argc, char** argv) {
     const long long countC = s.m * s.n;
     const cublasOperation_t opA = s.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opB = s.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    std::printf("\n== [%d] %s  ta=%d tb=%d m=%lld k=%lld n=%lld  A %lldx%lld  B %lldx%lld\n",
-                idx, s.name, s.ta, s.tb, s.m, s.k, s.n, rowsA, colsA, rowsB, colsB);
+    std::printf("\n== [%d] %s  ta=%d tb=%d m=%lld k=%lld n=%lld  A %lldx%lld  B %lldx%lld\n", idx,
+                s.name, s.ta, s.tb, s.m, s.k, s.n, rowsA, colsA, rowsB, colsB);
 
     fill_kernel<<<4096, 256>>>(A, rowsA * colsA, 2u * idx + 1);
     CUDA_CHECK(cudaGetLastError());
@@ -213,15 +216,17 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaMemset(C, 0xFF, countC * sizeof(float)));
     sgemm(C);
     const CompareResult base_rep = compare(C, Cref, countC);
-    std::printf("  %-58s %9.3f ms %7.2f TFLOPS  repeat-identical %s\n", "sgemm (baseline)",
-                base_ms, tflops(s, base_ms), base_rep.mismatches ? "no" : "yes");
+    std::printf("  %-58s %9.3f ms %7.2f TFLOPS  repeat-identical %s\n", "sgemm (baseline)", base_ms,
+                tflops(s, base_ms), base_rep.mismatches ? "no" : "yes");
 
     // ---- b. cublasLtMatmul, every heuristic algorithm
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, lc;  // la describes B (first operand), lb describes A
     CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)));
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof(opB)));
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof(opA)));
     // A row-major r x c matrix with ld = c is a column-major c x r matrix with the same ld.
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, colsB, rowsB, ldb));
     CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, colsA, rowsA, lda));
@@ -243,18 +248,24 @@ int main(int argc, char** argv) {
       int32_t id = 0, splitk = 0;
       uint32_t tile = 0, stages = 0, red = 0;
       size_t got = 0;
-      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &got));
-      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &got));
-      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &got));
-      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof(splitk), &got));
-      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof(red), &got));
+      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_ID, &id,
+                                                        sizeof(id), &got));
+      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile,
+                                                        sizeof(tile), &got));
+      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_STAGES_ID,
+                                                        &stages, sizeof(stages), &got));
+      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                        &splitk, sizeof(splitk), &got));
+      CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                                        &red, sizeof(red), &got));
       auto run = [&](float* out) {
         return cublasLtMatmul(lt, op, &alpha, B, la, A, lb, &beta, out, lc, out, lc, algo, ws,
                               heur[i].workspaceSize, 0);
       };
       char label[160];
-      std::snprintf(label, sizeof(label), "lt#%-2d id=%d tile=%u stages=%u splitK=%d red=%u ws=%zuK",
-                    i, id, tile, stages, splitk, red, heur[i].workspaceSize >> 10);
+      std::snprintf(label, sizeof(label),
+                    "lt#%-2d id=%d tile=%u stages=%u splitK=%d red=%u ws=%zuK", i, id, tile, stages,
+                    splitk, red, heur[i].workspaceSize >> 10);
       const cublasStatus_t first = run(C);  // an algo the heuristic offers may still refuse
       if (first != CUBLAS_STATUS_SUCCESS) {
         std::printf("  %-58s launch failed: %s (skipped)\n", label, cublasGetStatusString(first));
@@ -289,13 +300,14 @@ int main(int argc, char** argv) {
       const long long mn = countC;
       auto sliced = [&] {
         if (full > 0)
-          CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opB, opA, n, m, (int)L, &alpha,
-                                                 B, ldb, L * ldb, A, lda, L * lda, &beta,
-                                                 P, ldc, mn, (int)full));
+          CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opB, opA, n, m, (int)L, &alpha, B, ldb,
+                                                 L * ldb, A, lda, L * lda, &beta, P, ldc, mn,
+                                                 (int)full));
         if (rem > 0)
           CUBLAS_CHECK(cublasSgemm(handle, opB, opA, n, m, (int)rem, &alpha, B + full * L * ldb,
                                    ldb, A + full * L * lda, lda, &beta, P + full * mn, ldc));
-        sum_partials_kernel<<<(int)std::min<long long>((mn + 255) / 256, 4096), 256>>>(P, nparts, mn, C);
+        sum_partials_kernel<<<(int)std::min<long long>((mn + 255) / 256, 4096), 256>>>(P, nparts,
+                                                                                       mn, C);
         CUDA_CHECK(cudaGetLastError());
       };
       const float ms = time_median(sliced);
@@ -313,8 +325,8 @@ int main(int argc, char** argv) {
 
   CUBLAS_CHECK(cublasLtDestroy(lt));
   CUBLAS_CHECK(cublasDestroy(handle));
-  for (void* p : {(void*)A, (void*)B, (void*)Cref, (void*)C, (void*)C2, (void*)P, ws,
-                  (void*)g_mism, (void*)g_max})
+  for (void* p : {(void*)A, (void*)B, (void*)Cref, (void*)C, (void*)C2, (void*)P, ws, (void*)g_mism,
+                  (void*)g_max})
     CUDA_CHECK(cudaFree(p));
   return 0;
 }

@@ -321,6 +321,10 @@ class Device {
   virtual void gather_rows(Mat src, Idx rows, Mat dst) = 0;
   // dst[rows[i]] = src_i (device-local scatter of a compact matrix; rows unique).
   virtual void scatter_rows(Mat src, Idx rows, Mat dst) = 0;
+  // The same with dropout: dst[rows[i], j] = src[i, j] * keep(key, keys[i], j) / (1 - rate), what
+  // scatter_rows then dropout_rows(dst, rows, keys, key) give, in one pass.
+  virtual void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys,
+                                    const DropoutKey& key) = 0;
   // dst[rows[i]] += src_i (device-local scatter-add of a compact matrix; rows may repeat).
   virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
   // dst[dst_rows[i]] = src[src_rows[i]], or += with `add` (device-local; dst_rows unique).
@@ -350,6 +354,10 @@ class Device {
                     Mat c) = 0;
   // out = act(z + bias) row-wise (bias: z.cols floats on device, may be null); out may alias z.
   virtual void bias_activation(Mat z, const float* bias, Activation act, Mat out) = 0;
+  // The same, then dropout of row i keyed keys[i] (dropout_rows' mask): what bias_activation and
+  // dropout_rows(out, 0..rows-1, keys, key) give, in one pass.
+  virtual void bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
+                                       const DropoutKey& key) = 0;
   // dz = dout * act'(.) where `value` is the activation's input z for kElu/kRelu; for kRelu its
   // output relu(z) gives the same dz (the same sign test). dz may alias dout.
   virtual void activation_backward(Mat dout, Mat value, Activation act, Mat dz) = 0;

@@ -494,6 +494,48 @@ TEST_F(CpuOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
   }
 }
 
+// The fused forward passes give what their parts give, bit for bit: bias + activation + dropout
+// (for every activation) and a scatter with dropout, with dropout and without (rate 0).
+TEST_F(CpuOps, FusedDropoutPassesEqualTheirParts) {
+  const std::int64_t rows = 37, cols = 45, ld = 48;
+  const Floats value = random_floats(std::size_t(rows * ld), 7, -2.f, 2.f);
+  const Floats bias = random_floats(std::size_t(cols), 8, -1.f, 1.f);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
+  std::vector<vertex_t> targets(keys.size());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    keys[std::size_t(i)] = vertex_t(2000 + 3 * i);
+    positions[std::size_t(i)] = vertex_t(i);
+    targets[std::size_t(i)] = vertex_t((i * 7) % rows);  // a permutation of the rows
+  }
+  for (const float rate : {0.f, 0.5f}) {
+    const DropoutKey key{42, 3, 1, rate};
+    for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu}) {
+      SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
+      const Mat fused = mat(rows, ld, Floats(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+      dev().bias_activation_dropout(mat(rows, ld, value).col_block(0, cols), bias.data(), act,
+                                    fused, idx(keys), key);
+      const Mat parts = mat(rows, ld, value).col_block(0, cols);
+      dev().bias_activation(parts, bias.data(), act, parts);
+      dev().dropout_rows(parts, idx(positions), idx(keys), key);
+      EXPECT_EQ(get(fused), get(parts));
+    }
+    SCOPED_TRACE(cat("scatter, rate ", rate));
+    const Mat fused = mat(rows, ld, Floats(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+    dev().scatter_dropout_rows(mat(rows, ld, value).col_block(0, cols), idx(targets), fused,
+                               idx(keys), key);
+    const Mat parts = mat(rows, ld, Floats(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+    dev().scatter_rows(mat(rows, ld, value).col_block(0, cols), idx(targets), parts);
+    dev().dropout_rows(parts, idx(targets), idx(keys), key);
+    const Floats got = get(fused);
+    EXPECT_EQ(got, get(parts));
+    std::int64_t zeros = 0;
+    for (const float x : got) zeros += x == 0.f;
+    if (rate > 0) {
+      EXPECT_GT(zeros, rows * cols / 4);
+    }
+  }
+}
+
 // ---------------------------------------------------------------- sparse
 
 // A (3 x 4), entries (column, value):

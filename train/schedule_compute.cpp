@@ -88,12 +88,14 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   } else if (keeps_head_outputs(layer)) {
     A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
   }
-  // A forward pass keeps no pre-activation: the activation is applied with the bias.
+  // A forward pass keeps no pre-activation: the activation is applied with the bias, and with
+  // the dropout of the next layer's inputs where this pass transforms them.
   if (stores_transform(layer)) {
     const Mat kept = kept_output_rows(s, ch, layer);
     const Mat H =
         layer_preactivation(s, ch, layer, A, layer.activation,
-                            kept.empty() ? rows_of(s.Z, ch.num_dst, layer.out_width) : kept);
+                            kept.empty() ? rows_of(s.Z, ch.num_dst, layer.out_width) : kept,
+                            feature_key(above(layer)->index));
     transform_outputs(s, ch, layer, H, set);
     return;
   }
@@ -301,42 +303,49 @@ Mat Schedule::Impl::gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch
 }
 
 // The layer's pre-activation for the chunk, `applied` to it (kNone: Z itself, for a backward
-// pass; the layer's activation: its output rows, for a forward pass), into Z (nd x out_width),
-// which it returns. The bias and the activation are one pass over the rows.
+// pass; the layer's activation: its output rows, for a forward pass), and then `dropout` (row i
+// keyed by the chunk's destination i), into Z (nd x out_width), which it returns. The bias, the
+// activation and the dropout are one pass over the rows.
 Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
-                                        const LayerSpec& layer, Mat A, Activation applied, Mat Z) {
+                                        const LayerSpec& layer, Mat A, Activation applied, Mat Z,
+                                        const DropoutKey& dropout) {
   Device& d = *s.device;
   const float* bias = s.params.data + layer.b_offset;
+  const auto bias_activation = [&](Mat in) {
+    if (dropout.rate > 0) {
+      d.bias_activation_dropout(in, bias, applied, Z, ch.dst_keys, dropout);
+    } else {
+      d.bias_activation(in, bias, applied, Z);
+    }
+  };
   if (model.kind == ModelKind::kGat) {
     // A, when given, is where the forward keeps the head outputs (keeps_head_outputs()).
     Mat O = gat_layer(s, ch, layer, A.data ? A : rows_of(s.gat, ch.num_dst, layer.transform_width));
     if (layer.last) {
       d.head_mean(O, layer.heads, Z);
-      d.bias_activation(Z, bias, applied, Z);
+      bias_activation(Z);
     } else {
-      d.bias_activation(O, bias, applied, Z);
+      bias_activation(O);
     }
   } else if (layer.transform_first) {
     aggregate_transformed(s, ch, layer, Z);
-    d.bias_activation(Z, bias, applied, Z);
+    bias_activation(Z);
   } else {
     multiply(d, A, param(s, layer.w_offset, layer.w_rows, layer.w_cols), Z);
-    d.bias_activation(Z, bias, applied, Z);
+    bias_activation(Z);
   }
   return Z;
 }
 
 // The next layer's inputs for the chunk's rows, transformed (pretransformed()), from the layer's
-// output rows H = act(Z): their dropout in place (keyed as the next layer's loads would apply
-// it), then T = H W_{l+1} into the set's output rows for store_blocks().
+// output rows H = dropout(act(Z)) (the dropout keyed as the next layer's loads would apply it;
+// evaluations have none): T = H W_{l+1} into the set's output rows for store_blocks().
 void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
                                        const LayerSpec& layer, Mat H, BlockSet& set) {
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   if (!training && next.last && captured_hidden.data)
     d.store_block(H, captured_hidden, ch.dst_begin);
-  const DropoutKey key = feature_key(next.index);
-  if (key.rate > 0) d.dropout_rows(H, part(s.chunk_iota, 0, ch.num_dst), ch.dst_keys, key);
   transform(d, transform_blocks(s, next, Weights::kParameters), H,
             rows_of(set.out, ch.num_dst, next.transform_width));
 }

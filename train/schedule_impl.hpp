@@ -406,7 +406,7 @@ struct Schedule::Impl {
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       Mat dZ);
   Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
-                          Activation applied, Mat Z);
+                          Activation applied, Mat Z, const DropoutKey& dropout = DropoutKey{});
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,
                          BlockSet& set);
   void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,

@@ -109,7 +109,7 @@ struct DeviceState {
   bool stores_running = false;
   Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
   Idx iota;                         // 0, 1, ... (positions in `leave`)
-  Idx chunk_iota;                   // 0, 1, ... (chunk rows: transform_outputs())
+  Idx chunk_iota;                   // 0, 1, ... (chunk rows)
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
   // GAT: rows [0, transform_region) of Zm may be transformed in one GEMM (the transition slots;

@@ -30,17 +30,17 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     d.phase_begin(Phase::kLoad, tag(c));
     if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
+      // T rows had their dropout before the transform (forward_compute()).
+      const DropoutKey key = pretransformed(layer) ? DropoutKey{} : feature_key(layer.index);
       if (!s.stage.empty()) {
         d.wait(kStageReady);
-        d.scatter_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X);
+        d.scatter_dropout_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X,
+                               ch.load_keys, key);
         d.mark(kStageFree);
       } else {
         d.load_rows(s.vertex.H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
+        if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
-      // T rows had their dropout before the transform (transform_outputs()).
-      const DropoutKey key = feature_key(layer.index);
-      if (key.rate > 0 && !pretransformed(layer))
-        d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
     }
     if (steps.flush_gradients) {
       Mat dX = exchanged_gradient(s, layer);

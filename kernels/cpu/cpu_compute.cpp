@@ -148,6 +148,30 @@ void CpuDevice::bias_activation(Mat z, const float* bias, Activation act, Mat ou
   }
 }
 
+void CpuDevice::bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
+                                        const DropoutKey& key) {
+  expect_same_shape(z, out, "bias_activation_dropout");
+  SLUICE_EXPECTS(keys.size == z.rows, "bias_activation_dropout: ", z.rows, " rows, ", keys.size,
+                 " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  const bool drop = key.rate > 0.f;
+  if (drop) cpu::expect_index(keys, "bias_activation_dropout keys");
+  const float scale = drop ? 1.f / (1.f - key.rate) : 1.f;
+#pragma omp parallel for schedule(static) if (z.rows * z.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < z.rows; ++i) {
+    const float* in = z.data + i * z.ld;
+    float* o = out.data + i * out.ld;
+    const std::uint64_t prefix =
+        drop ? key_hash_prefix(key.seed, 1, key.salt(), std::uint64_t(keys.data[i])) : 0;
+    for (std::int64_t j = 0; j < z.cols; ++j) {
+      const float h = activate(in[j] + (bias ? bias[j] : 0.f), act);
+      o[j] = !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate
+                 ? (drop ? h * scale : h)
+                 : 0.f;
+    }
+  }
+}
+
 void CpuDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz) {
   expect_same_shape(dout, value, "activation_backward");
   expect_same_shape(dout, dz, "activation_backward");

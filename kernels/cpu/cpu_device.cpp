@@ -280,6 +280,15 @@ void CpuDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
   cpu::copy_indexed_rows(src, nullptr, dst, rows.data, rows.size);
 }
 
+void CpuDevice::scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) {
+  cpu::expect_index(rows, "rows");
+  SLUICE_EXPECTS(src.rows == rows.size && dst.cols == src.cols && keys.size == rows.size,
+                 "scatter_dropout_rows: ", src.rows, " x ", src.cols, " with ", rows.size,
+                 " rows and ", keys.size, " keys into width ", dst.cols);
+  scatter_rows(src, rows, dst);
+  dropout_rows(dst, rows, keys, key);
+}
+
 void CpuDevice::phase_begin(Phase phase, std::int32_t tag) {
   open_[int(phase)] = PhaseRange{phase, Lane::kCompute, tag, now_seconds() - time_origin_, 0};
 }

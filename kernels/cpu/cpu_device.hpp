@@ -83,6 +83,7 @@ class CpuDevice final : public Device {
   void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
+  void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void zero_rows(Mat m, Idx rows) override;
@@ -99,6 +100,8 @@ class CpuDevice final : public Device {
   void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
             Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
+  void bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
+                               const DropoutKey& key) override;
   void activation_backward(Mat dout, Mat value, Activation act, Mat dz) override;
   void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
                                    const DropoutKey& key) override;

@@ -272,6 +272,18 @@ void CudaDevice::bias_activation(Mat z, const float* bias, Activation act, Mat o
   launch_bias_activation(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols, cur());
 }
 
+void CudaDevice::bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out,
+                                         Idx keys, const DropoutKey& key) {
+  OpScope op(*this, "bias_activation_dropout");
+  SLUICE_EXPECTS(z.rows == out.rows && z.cols == out.cols, "bias_activation_dropout shapes");
+  SLUICE_EXPECTS(keys.size == z.rows, "bias_activation_dropout: ", z.rows, " rows but ", keys.size,
+                 " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  DeviceGuard guard(gpu_);
+  launch_bias_activation_dropout(z.data, z.ld, bias, code(act), out.data, out.ld, z.rows, z.cols,
+                                 keys.data, key.seed, key.salt(), key.rate, cur());
+}
+
 void CudaDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz) {
   OpScope op(*this, "activation_backward");
   SLUICE_EXPECTS(dout.rows == dz.rows && dout.cols == dz.cols, "activation_backward shapes");

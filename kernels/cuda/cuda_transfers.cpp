@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gather.hpp"
 #include "kernels/cuda/host_rows.hpp"
 
@@ -326,6 +327,23 @@ void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {
   DeviceGuard guard(gpu_);
   launch_gather_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size, src.cols,
                      cur());
+}
+
+void CudaDevice::scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) {
+  OpScope op(*this, "scatter_dropout_rows");
+  SLUICE_EXPECTS(src.cols == dst.cols && src.rows == rows.size && keys.size == rows.size,
+                 "scatter_dropout_rows: ", src.rows, " x ", src.cols, " with ", rows.size,
+                 " rows and ", keys.size, " keys into width ", dst.cols);
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  if (rows.size == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  if (key.rate <= 0.f) {
+    launch_gather_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size, src.cols,
+                       cur());
+    return;
+  }
+  launch_scatter_dropout_rows(src.data, src.ld, rows.data, dst.data, dst.ld, rows.size, src.cols,
+                              keys.data, key.seed, key.salt(), key.rate, cur());
 }
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {

@@ -104,6 +104,47 @@ __global__ void bias_activation4_kernel(const float4* z, std::int64_t ldz4,
   }
 }
 
+// bias_activation_kernel, then dropout_rows_kernel's mask on row r (keyed keys[r]): a warp per
+// row, the row's key prefix once.
+__global__ void bias_activation_dropout_kernel(const float* z, std::int64_t ldz,
+                                               const float* __restrict__ bias, ActivationCode act,
+                                               float* out, std::int64_t ldo, std::int64_t rows,
+                                               std::int64_t cols, const vertex_t* __restrict__ keys,
+                                               std::uint64_t seed, std::uint64_t salt, float rate,
+                                               float scale) {
+  const int lane = lane_id();
+  for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
+    const std::uint64_t prefix = key_hash_prefix(
+        seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[r])));
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      const float h = activate(z[r * ldz + c] + (bias ? bias[c] : 0.f), act);
+      const bool keep =
+          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+      out[r * ldo + c] = keep ? h * scale : 0.f;
+    }
+  }
+}
+
+// dst[rows[i]] = src_i with dropout_rows_kernel's mask (keyed keys[i]): a warp per row.
+__global__ void scatter_dropout_rows_kernel(const float* __restrict__ src, std::int64_t lds,
+                                            const vertex_t* __restrict__ rows, float* dst,
+                                            std::int64_t ldd, std::int64_t n, std::int64_t cols,
+                                            const vertex_t* __restrict__ keys, std::uint64_t seed,
+                                            std::uint64_t salt, float rate, float scale) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const float* in = src + i * lds;
+    float* o = dst + static_cast<std::int64_t>(rows[i]) * ldd;
+    const std::uint64_t prefix = key_hash_prefix(
+        seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])));
+    for (std::int64_t c = lane; c < cols; c += 32) {
+      const bool keep =
+          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+      o[c] = keep ? in[c] * scale : 0.f;
+    }
+  }
+}
+
 __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, const float* value,
                                            std::int64_t ldv, ActivationCode act, float* dz,
                                            std::int64_t ldz, std::int64_t rows, std::int64_t cols) {
@@ -298,6 +339,34 @@ void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias,
     const Grid2D g = grid_2d(rows, cols);
     bias_activation_kernel<<<g.grid, g.block, 0, stream>>>(z, ldz, bias, act, out, ldo, rows, cols);
   }
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const float* bias,
+                                    ActivationCode act, float* out, std::int64_t ldo,
+                                    std::int64_t rows, std::int64_t cols, const vertex_t* keys,
+                                    std::uint64_t seed, std::uint64_t salt, float rate,
+                                    cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  if (rate <= 0.f) {
+    launch_bias_activation(z, ldz, bias, act, out, ldo, rows, cols, stream);
+    return;
+  }
+  bias_activation_dropout_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
+                                   detail::kBlockThreads, 0, stream>>>(
+      z, ldz, bias, act, out, ldo, rows, cols, keys, seed, salt, rate, 1.f / (1.f - rate));
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const vertex_t* rows,
+                                 float* dst, std::int64_t ldd, std::int64_t n, std::int64_t cols,
+                                 const vertex_t* keys, std::uint64_t seed, std::uint64_t salt,
+                                 float rate, cudaStream_t stream) {
+  if (n <= 0 || cols <= 0) return;
+  scatter_dropout_rows_kernel<<<detail::blocks_for(n, detail::kWarpsPerBlock),
+                                detail::kBlockThreads, 0, stream>>>(
+      src, lds, rows, dst, ldd, n, cols, keys, seed, salt, rate,
+      rate > 0.f ? 1.f / (1.f - rate) : 1.f);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -785,6 +785,59 @@ TEST_F(CudaOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
   }
 }
 
+// The fused forward passes give what their parts give on the GPU, bit for bit (bias + activation
+// + dropout for every activation, a scatter with dropout, rates 0 and 0.5), and what the CPU
+// backend's fused passes give (within float rounding of expm1f).
+TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
+  const std::int64_t rows = 300, cols = 45, ld = 48;
+  const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+  const Host bias = random_floats(std::size_t(cols), rng_, -1.f, 1.f);
+  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
+  std::vector<vertex_t> targets(keys.size());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    keys[std::size_t(i)] = vertex_t(2000 + 3 * i);
+    positions[std::size_t(i)] = vertex_t(i);
+    targets[std::size_t(i)] = vertex_t((i * 7) % rows);  // a permutation of the rows
+  }
+  auto cpu = make_cpu_backend(test::backend_options(1));
+  Device& reference = cpu->device(0);
+  for (const float rate : {0.f, 0.5f}) {
+    const DropoutKey key{42, 3, 1, rate};
+    for (int op = 0; op < 4; ++op) {  // bias + activation + dropout per activation, scatter
+      const Activation act = op == 0   ? Activation::kNone
+                             : op == 1 ? Activation::kRelu
+                                       : Activation::kElu;
+      SCOPED_TRACE(cat(op == 3 ? "scatter" : "bias activation", " ", op, ", rate ", rate));
+      std::vector<Host> results;
+      for (Device* d : {&dev(), &dev(), &reference}) {
+        const bool parts = results.size() == 1;
+        const Mat in = upload(*d, rows, ld, value).col_block(0, cols);
+        const Mat out = upload(*d, rows, ld, Host(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+        const Idx key_rows = d->upload(keys, "keys");
+        const Idx positions_idx = d->upload(positions, "positions");
+        const Idx targets_idx = d->upload(targets, "targets");
+        const float* dbias = upload(*d, 1, cols, bias).data;
+        if (op == 3 && parts) {
+          d->scatter_rows(in, targets_idx, out);
+          d->dropout_rows(out, targets_idx, key_rows, key);
+        } else if (op == 3) {
+          d->scatter_dropout_rows(in, targets_idx, out, key_rows, key);
+        } else if (parts) {
+          d->bias_activation(in, dbias, act, out);
+          d->dropout_rows(out, positions_idx, key_rows, key);
+        } else {
+          d->bias_activation_dropout(in, dbias, act, out, key_rows, key);
+        }
+        results.push_back(download_matrix(*d, out));
+      }
+      for (std::size_t i = 0; i < results[0].size(); ++i) {
+        ASSERT_EQ(fp32_bits(results[0][i]), fp32_bits(results[1][i])) << i;
+        ASSERT_NEAR(results[0][i], results[2][i], 1e-6 * (1 + std::fabs(results[2][i]))) << i;
+      }
+    }
+  }
+}
+
 TEST_F(CudaOps, GemmAllTransposeCombinations) {
   const std::int64_t m = 37, n = 29, k = 53;
   for (int ta = 0; ta < 2; ++ta)

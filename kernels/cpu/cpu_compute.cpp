@@ -184,14 +184,20 @@ void CpuDevice::activation_backward(Mat dout, Mat value, Activation act, Mat dz)
   }
 }
 
-void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
-                                            const DropoutKey& key) {
-  expect_same_shape(dh, z, "dropout_activation_backward");
-  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_activation_backward: ", dh.rows, " rows, ",
-                 keys.size, " keys");
+namespace {
+
+// What the backward of H = dropout(act(Z)) reads of the forward's rows: Z (then it also turns Z
+// into H), or for ReLU the output H itself (h > 0 exactly where the mask keeps a positive z).
+enum class BackwardFrom { kPreactivation, kReluOutput };
+
+template <BackwardFrom kFrom>
+void dropout_activation_backward_rows(Mat dh, Mat z, Activation act, Idx keys,
+                                      const DropoutKey& key, const char* op) {
+  expect_same_shape(dh, z, op);
+  SLUICE_EXPECTS(keys.size == dh.rows, op, ": ", dh.rows, " rows, ", keys.size, " keys");
   SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
   const bool drop = key.rate > 0.f;
-  if (drop) cpu::expect_index(keys, "dropout_activation_backward keys");
+  if (drop) cpu::expect_index(keys, op);
   const float scale = drop ? 1.f / (1.f - key.rate) : 1.f;
 #pragma omp parallel for schedule(static) if (dh.rows * dh.cols > cpu::kParallelThreshold)
   for (std::int64_t i = 0; i < dh.rows; ++i) {
@@ -203,34 +209,28 @@ void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx k
       const bool keep =
           !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate;
       const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
-      g[j] = gradient * activation_derivative(v[j], act);
-      const float h = activate(v[j] + 0.f, act);
-      v[j] = drop ? (keep ? h * scale : 0.f) : h;
+      if constexpr (kFrom == BackwardFrom::kReluOutput) {
+        g[j] = gradient * (v[j] > 0.f ? 1.f : 0.f);
+      } else {
+        g[j] = gradient * activation_derivative(v[j], act);
+        const float h = activate(v[j] + 0.f, act);
+        v[j] = drop ? (keep ? h * scale : 0.f) : h;
+      }
     }
   }
 }
 
+}  // namespace
+
+void CpuDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
+                                            const DropoutKey& key) {
+  dropout_activation_backward_rows<BackwardFrom::kPreactivation>(dh, z, act, keys, key,
+                                                                 "dropout_activation_backward");
+}
+
 void CpuDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) {
-  expect_same_shape(dh, h, "dropout_relu_backward_from_output");
-  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_relu_backward_from_output: ", dh.rows, " rows, ",
-                 keys.size, " keys");
-  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
-  const bool drop = key.rate > 0.f;
-  if (drop) cpu::expect_index(keys, "dropout_relu_backward_from_output keys");
-  const float scale = drop ? 1.f / (1.f - key.rate) : 1.f;
-#pragma omp parallel for schedule(static) if (dh.rows * dh.cols > cpu::kParallelThreshold)
-  for (std::int64_t i = 0; i < dh.rows; ++i) {
-    float* g = dh.data + i * dh.ld;
-    const float* v = h.data + i * h.ld;
-    const std::uint64_t prefix =
-        drop ? key_hash_prefix(key.seed, 1, key.salt(), std::uint64_t(keys.data[i])) : 0;
-    for (std::int64_t j = 0; j < dh.cols; ++j) {
-      const bool keep =
-          !drop || hash_to_unit(key_hash_finish(prefix, std::uint64_t(j))) >= key.rate;
-      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
-      g[j] = gradient * (v[j] > 0.f ? 1.f : 0.f);
-    }
-  }
+  dropout_activation_backward_rows<BackwardFrom::kReluOutput>(
+      dh, h, Activation::kRelu, keys, key, "dropout_relu_backward_from_output");  // reads h only
 }
 
 void CpuDevice::add_column_sums(Mat m, float* out) {

@@ -157,6 +157,11 @@ __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, 
   }
 }
 
+// What the backward of H = dropout(act(Z)) reads of the forward's rows: Z (then it also turns Z
+// into H), or for ReLU the output H itself (h > 0 exactly where the mask keeps a positive z).
+enum class BackwardFrom { kPreactivation, kReluOutput };
+
+template <BackwardFrom kFrom>
 __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, float* z,
                                                    std::int64_t ldz, std::int64_t rows,
                                                    std::int64_t cols, ActivationCode act,
@@ -177,33 +182,13 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
           !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
       const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
       const float value = v[j];
-      g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
-      const float h = activate(value + 0.f, act);
-      v[j] = drop ? (keep ? h * scale : 0.f) : h;
-    }
-  }
-}
-
-// dropout_activation_backward_kernel's dh for relu, from h = dropout(relu(z)): h > 0 exactly
-// where the mask keeps a positive z.
-__global__ void dropout_relu_backward_from_output_kernel(
-    float* dh, std::int64_t ldd, const float* __restrict__ h, std::int64_t ldh, std::int64_t rows,
-    std::int64_t cols, const vertex_t* __restrict__ keys, std::uint64_t seed, std::uint64_t salt,
-    float rate, float scale) {
-  const int lane = lane_id();
-  const bool drop = rate > 0.f;
-  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
-    float* g = dh + i * ldd;
-    const float* v = h + i * ldh;
-    const std::uint64_t prefix =
-        drop ? key_hash_prefix(seed, 1, salt,
-                               static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
-             : 0;
-    for (std::int64_t j = lane; j < cols; j += 32) {
-      const bool keep =
-          !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
-      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
-      g[j] = gradient * (v[j] > 0.f ? 1.f : 0.f);
+      if constexpr (kFrom == BackwardFrom::kReluOutput) {
+        g[j] = gradient * (value > 0.f ? 1.f : 0.f);
+      } else {
+        g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+        const float h = activate(value + 0.f, act);
+        v[j] = drop ? (keep ? h * scale : 0.f) : h;
+      }
     }
   }
 }
@@ -306,9 +291,9 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
                                         std::uint64_t salt, float rate, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
-  dropout_activation_backward_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
-                                       detail::kBlockThreads, 0, stream>>>(
-      dh, ldd, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
+  dropout_activation_backward_kernel<BackwardFrom::kPreactivation>
+      <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
+          dh, ldd, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -319,9 +304,11 @@ void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const
                                               cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
-  dropout_relu_backward_from_output_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
-                                             detail::kBlockThreads, 0, stream>>>(
-      dh, ldd, h, ldh, rows, cols, keys, seed, salt, rate, scale);
+  // kReluOutput only reads h.
+  dropout_activation_backward_kernel<BackwardFrom::kReluOutput>
+      <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
+          dh, ldd, const_cast<float*>(h), ldh, rows, cols, ActivationCode::kRelu, keys, seed, salt,
+          rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

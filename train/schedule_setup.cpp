@@ -272,10 +272,14 @@ void Schedule::Impl::place_kept_outputs() {
       m = s.device->try_alloc(rows, layer.out_width, "kept layer outputs");
       kept += !m.empty();
     }
+    const std::string where = kept == P ? std::string("kept for the backward pass on every device")
+                              : kept == 0
+                                  ? std::string("computed again in the backward pass (no room)")
+                                  : cat("kept for the backward pass on ", kept, " of ", P,
+                                        " devices, computed again on the others");
     log_info("layer ", layer.index, "'s outputs (",
              format_bytes(double(n) * double(layer.out_width) * double(sizeof(float))),
-             "): kept for the backward pass on ", kept, " of ", P,
-             " devices, computed again on the others");
+             "): ", where);
   }
 }
 

@@ -258,14 +258,17 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
 // it fits after the vertex data and the evaluation cache (an optional buffer). Each device
 // decides for itself: the backward pass gives the same bits either way.
 void Schedule::Impl::place_kept_outputs() {
-  for (DeviceState& s : dev) s.kept_outputs.assign(model.layers.size(), Mat{});
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    s.kept_outputs.assign(model.layers.size(), Mat{});
+    s.kept_first_row = plan.partition_offsets[std::size_t(p)];
+  }
   if (options.layer_outputs != LayerOutputs::kDeviceWhereItFits) return;
   for (const LayerSpec& layer : model.layers) {
     if (!may_keep_outputs(layer)) continue;
     int kept = 0;
     for (int p = 0; p < P; ++p) {
       DeviceState& s = dev[std::size_t(p)];
-      s.kept_first_row = plan.partition_offsets[std::size_t(p)];
       const std::int64_t rows = plan.partition_offsets[std::size_t(p) + 1] - s.kept_first_row;
       if (rows == 0) continue;
       Mat& m = s.kept_outputs[std::size_t(layer.index)];

@@ -450,8 +450,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     }
   }
 
-  // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (derived weights,
-  // permuted values) at setup, sized to the largest chunk; on first use the GAT backward's
+  // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (the derived weights
+  // cuSPARSE's product reads) at setup, sized to the largest chunk; on first use the GAT backward's
   // per-entry, per-source and per-destination gradients, the per-slice column sums of the bias
   // and attention-vector gradients (as wide as the widest such gradient), the loss accumulator
   // (the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.

@@ -68,7 +68,7 @@ constexpr bool wide_csr(std::int64_t nnz) {
 // separate allocation: the long rows, offsets, columns, one self entry per row, the precomputed
 // transpose (offsets over the columns, rows, with per-call values the entry permutation), with
 // the symmetric norm one degree per column, and the long transposed rows. The same bytes are
-// staged when the arrays stay in host memory (CudaDevice::resident_csr()).
+// staged when the arrays stay in host memory (CudaDevice::prefetch_csr(), resident_csr()).
 constexpr std::int64_t csr_bytes(const CsrCounts& csr) {
   const std::int64_t index = wide_csr(csr.nnz) ? 8 : 4;
   const std::int64_t vertex = sizeof(vertex_t);
@@ -91,5 +91,15 @@ constexpr std::int64_t csr_bytes(const CsrCounts& csr) {
 // logical devices on it).
 inline constexpr std::int64_t kBudgetHeadroomDivisor = 8;
 inline constexpr std::int64_t kGpuHeadroomDivisor = 16;
+
+// softmax_cross_entropy's device accumulators (CudaDevice): per slot the loss (a double) and 6
+// split counters, one slot per target between two synchronize() calls.
+inline constexpr std::int64_t kLossSlots = 4;
+inline constexpr std::int64_t kLossSlotWords = 7;
+
+// CSRs kept in host memory are staged into this many device slots, each sized for the largest
+// (CudaDevice::prefetch_csr(), resident_csr()): one for the batch computing, one filling for the
+// next.
+inline constexpr std::int64_t kStagedCsrSlots = 2;
 
 }  // namespace sluice::cuda

@@ -148,6 +148,10 @@ enum class CsrWeights {
 };
 const char* csr_weights_name(CsrWeights weights);
 
+// What a sparse product reads of a chunk CSR: its rows (spmm, gat_forward, gat_coefficients),
+// its transpose (spmm_transpose_add), or both (gat_backward).
+enum class CsrAccess { kRows, kTransposed, kBoth };
+
 // A CSR's weighting as upload_csr takes it.
 struct CsrWeighting {
   CsrWeights kind = CsrWeights::kPerCall;
@@ -190,7 +194,10 @@ struct DropoutKey {
 // count in resident_bytes alone.
 struct TransferCounters {
   std::int64_t h2d_gather_rows = 0, h2d_gather_bytes = 0;  // load_rows
-  std::int64_t h2d_block_bytes = 0;                        // load_block
+  std::int64_t h2d_block_bytes = 0;                        // load_block, staged chunk CSRs
+  // Of h2d_block_bytes: chunk CSR arrays copied from host memory before products read them,
+  // and of those the ones a product copied on the compute lane (no prefetch_csr() had).
+  std::int64_t h2d_csr_bytes = 0, h2d_csr_in_line_bytes = 0;
   std::int64_t d2h_bytes = 0;                // store_block, flush_add_rows, flush_store_rows
   std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows
   std::int64_t resident_bytes = 0;           // the same operations on resident matrices
@@ -302,6 +309,12 @@ class Device {
   virtual void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) = 0;
   // dst = src rows [src_row, src_row + dst.rows) (contiguous host -> device).
   virtual void load_block(HostMat src, std::int64_t src_row, Mat dst) = 0;
+  // Ahead of the products that read `access` of chunk CSR `a`, on the transfer lane: a backend
+  // that keeps chunk structures in host memory copies those arrays into device memory now, so
+  // the products find them there instead of copying them on the compute lane. CUDA keeps two
+  // such copies, so a call may replace the copy of the call before the last; the products work
+  // without it (the CPU backend ignores it).
+  virtual void prefetch_csr(Csr /*a*/, CsrAccess /*access*/) {}
   // dst rows [dst_row, dst_row + src.rows) = src (contiguous device -> host).
   virtual void store_block(Mat src, HostMat dst, std::int64_t dst_row) = 0;
   // dst[dst_rows[i]] = owner_buf[owner_rows[i]] where owner_buf lives on `owner` (P2P pull).

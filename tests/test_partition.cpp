@@ -237,12 +237,12 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //   only the largest chunk's constants (batch 0's 21 granules: 6 CSR arrays, 15 lists; batch
   //   1's take 19, no pulls): 64 - 40 + 21 = 45 granules = 11520 B, ceil(11520 x 8 / 7) =
   //   13166; but the constants fill the device up to seven eighths first, so the free eighth
-  //   must hold the scratch: first use 768 B, a chunk's CSR arrays staged before use 6 granules
-  //   = 1536 B, the SpMM entry values 256 B: 8 x 2560 = 20480. total = min(18725, 20480) =
-  //   18725.
+  //   must hold the scratch: first use 768 B, two slots for a chunk's CSR arrays staged before
+  //   use, 6 granules each = 3072 B, the SpMM entry values 256 B: 8 x 4096 = 32768. total =
+  //   min(18725, 32768) = 18725.
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
   //   pass's list: 7 granules; the kept tail lives in dZm and stays): 38 granules, ceil(9728 x
-  //   8 / 7) = 11118, again below the free eighth's 20480: minimum = total = 18725.
+  //   8 / 7) = 11118, again below the free eighth's 32768: minimum = total = 18725.
   ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1360);
@@ -254,7 +254,7 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   EXPECT_EQ(gpu0.cuda_chunk_constants, 40 * 256);
   EXPECT_EQ(gpu0.cuda_largest_chunk, 21 * 256);
   EXPECT_EQ(gpu0.all_constants, 18725);
-  EXPECT_EQ(gpu0.cuda_staging, 6 * 256);
+  EXPECT_EQ(gpu0.cuda_staging, 2 * 6 * 256);
   EXPECT_EQ(gpu0.cuda_setup_scratch, 256);
   EXPECT_EQ(gpu0.total, 18725);
   EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 18725);

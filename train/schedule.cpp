@@ -69,6 +69,7 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
   const bool caches = writes_evaluation_aggregation(layer);
   BatchSteps steps;
   steps.load_inputs = !cached;
+  steps.products = products_read(layer, kind);
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {
     load_phase(layer, c, steps);
@@ -117,6 +118,7 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   steps.load_blocks = !fused;
   // Transforming layers flush at every layer: leaving rows carry the weight gradient too.
   steps.flush_gradients = layer.index > 0 || transforms(layer);
+  steps.products = products_read(layer, kind);
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {
     load_phase(layer, c, steps);
@@ -349,6 +351,8 @@ TransferCounters Schedule::counters() const {
     total.h2d_gather_rows += c.h2d_gather_rows;
     total.h2d_gather_bytes += c.h2d_gather_bytes;
     total.h2d_block_bytes += c.h2d_block_bytes;
+    total.h2d_csr_bytes += c.h2d_csr_bytes;
+    total.h2d_csr_in_line_bytes += c.h2d_csr_in_line_bytes;
     total.d2h_bytes += c.d2h_bytes;
     total.p2p_rows += c.p2p_rows;
     total.p2p_bytes += c.p2p_bytes;

@@ -70,6 +70,32 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
   phase_boundary();
 }
 
+// What compute_phase() reads of the chunk CSR in a pass of `kind` over `layer`: the forward's
+// aggregation (aggregate(), aggregate_transformed(), gat_layer()) reads its rows unless an
+// evaluation takes layer 0's aggregation from the cache; the backward the transpose
+// (aggregate_backward() above layer 0, aggregate_transformed_backward()), GAT's both, and a
+// recomputed aggregation the rows again.
+std::optional<CsrAccess> Schedule::Impl::products_read(const LayerSpec& layer,
+                                                       PassKind kind) const {
+  bool rows = false, transposed = false;
+  if (kind != PassKind::kBackward)
+    rows = gat() || transforms(layer) || !reads_evaluation_aggregation(layer);
+  if (kind == PassKind::kBackward || kind == PassKind::kFused) {
+    if (gat()) {
+      rows = transposed = true;
+    } else if (transforms(layer)) {
+      transposed = true;
+    } else {
+      rows = rows || (kind == PassKind::kBackward && recompute(layer));
+      transposed = layer.index > 0;
+    }
+  }
+  if (rows && transposed) return CsrAccess::kBoth;
+  if (rows) return CsrAccess::kRows;
+  if (transposed) return CsrAccess::kTransposed;
+  return std::nullopt;
+}
+
 // Computes into `set`; store_blocks() writes the results to host memory.
 void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
   DeviceState& s = dev[std::size_t(p)];

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct BatchSteps {
   // Backward passes with gradient rows to flush: zero the arrivals' gradient rows, push the remote
   // rows' gradients to their owners and flush the leaving rows.
   bool flush_gradients = false;
+  // What the batch's sparse products read of the chunk CSR (Schedule::Impl::products_read()),
+  // prefetched with the batch's rows; none: the batch runs no sparse product.
+  std::optional<CsrAccess> products;
 };
 
 // Where the pass after the running one reads its first batch's rows: rows the running (forward)
@@ -392,6 +396,7 @@ struct Schedule::Impl {
   // ---- Chunk compute (schedule_compute.cpp) ----
 
   void compute_phase(const LayerSpec& layer, int c, PassKind kind);
+  std::optional<CsrAccess> products_read(const LayerSpec& layer, PassKind kind) const;
   void forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set);
   void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, PassKind kind);
   void aggregate_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,

@@ -63,9 +63,9 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
   phase_boundary();
 }
 
-// On the transfer lane: batch c's loads into the stage and (backward) chunk c's G^{l+1} and
-// cached A^l blocks into its block set. Reads only host matrices complete since the last
-// layer boundary.
+// On the transfer lane: batch c's loads into the stage, (backward) chunk c's G^{l+1} and
+// cached A^l blocks into its block set, and the arrays its sparse products read of its CSR. Reads
+// only host matrices complete since the last layer boundary.
 void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& steps) {
   if (c >= C) return;
   for (int p = 0; p < P; ++p) {
@@ -78,7 +78,8 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
                        (!prefetched || s.head.pending_end > s.head.pending_begin);
     const bool set = steps.load_blocks && s.prefetch_blocks && ch.num_dst > 0;
-    if (!stage && !set && !s.stores_running) continue;
+    const bool csr = steps.products && ch.num_dst > 0;
+    if (!stage && !set && !csr && !s.stores_running) continue;
     LaneScope lane(d, Lane::kTransfer);
     if (stage) {
       d.wait(kStageFree);
@@ -108,6 +109,7 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
       d.phase_end(Phase::kLoad);
       d.mark(kSetReady + k);
     }
+    if (csr) d.prefetch_csr(ch.csr, *steps.products);
   }
 }
 

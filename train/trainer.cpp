@@ -97,6 +97,8 @@ json transfers_json(const TransferCounters& c) {
   return json{{"h2d_gather_rows", c.h2d_gather_rows},
               {"h2d_gather_bytes", c.h2d_gather_bytes},
               {"h2d_block_bytes", c.h2d_block_bytes},
+              {"h2d_csr_bytes", c.h2d_csr_bytes},
+              {"h2d_csr_in_line_bytes", c.h2d_csr_in_line_bytes},
               {"d2h_bytes", c.d2h_bytes},
               {"p2p_rows", c.p2p_rows},
               {"p2p_bytes", c.p2p_bytes},

@@ -70,6 +70,7 @@ class CudaDevice final : public Device {
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
+  void prefetch_csr(Csr a, CsrAccess access) override;
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
@@ -156,12 +157,26 @@ class CudaDevice final : public Device {
     Event done;  // recorded on the owner's stream
   };
   const DeviceCsr& csr(Csr a) const;
-  // The matrix for an operator on the compute lane, with every array kept in pinned host memory
-  // (and *values, GCN's entry values, when they are) copied into device scratch first: one bulk
-  // copy per matrix and use instead of zero-copy reads by every kernel, which are latency-bound
-  // (capped products runs: half the epoch). The copy is reused while the same matrix comes back
-  // (a GAT layer's forward and backward kernels).
-  const DeviceCsr& resident_csr(Csr a, const float** values = nullptr);
+  // Chunk CSR arrays copied from pinned host memory into device scratch: one bulk copy per array
+  // instead of zero-copy reads by every kernel, which are latency-bound. Each array sits at its
+  // offset in the matrix's full layout, so arrays a later product reads join those already there.
+  struct StagedCsr {
+    Scratch buffer;
+    int id = -1;
+    unsigned arrays = 0;                   // bit i: array i of kStagedArrays is there
+    const float* values_source = nullptr;  // the per-call values staged with it (host memory)
+    const float* values = nullptr;         // their staged copy
+    std::unique_ptr<DeviceCsr> view;
+    Event ready;  // prefetch slots: recorded on the transfer lane after the copies
+  };
+  // Copies the arrays in `arrays` that `slot` lacks (and host `values` when given) on `stream`.
+  void stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const float* values,
+                        cudaStream_t stream);
+  // The matrix for a product on the compute lane that reads `access`, with every array it reads
+  // in device memory (and *values, per-call entry values, when kept in host memory): from a
+  // prefetch slot (the compute lane waits for its copy), else staged on the compute lane into
+  // compute_csr_, kept while the same matrix comes back.
+  const DeviceCsr& resident_csr(Csr a, CsrAccess access, const float** values = nullptr);
   // The device-visible address of rows [first_row, first_row + rows) of a host matrix.
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
   // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
@@ -259,19 +274,36 @@ class CudaDevice final : public Device {
   std::vector<AccountedBuffer> allocations_;
   std::vector<AccountedBuffer> resident_matrices_;  // try_make_resident()
   std::vector<std::unique_ptr<DeviceCsr>> csrs_;
-  // resident_csr(): the staged copy (matrix id, its values' source) and its view.
-  Scratch csr_staging_;
+  // resident_csr(), prefetch_csr(): two slots, each sized for the largest matrix; a prefetch
+  // takes next_staged_ (the slot it did not take last).
+  StagedCsr staged_csr_[2];
+  int next_staged_ = 0;
+  std::int64_t staged_slot_bytes_ = 0;
   double csr_prepare_seconds_ = 0;  // upload_csr's time besides placing its arrays
   CsrUploadSeconds csr_seconds_;
-  std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;  // freed by finish_setup()
-  int staged_csr_ = -1;
-  const float* staged_values_source_ = nullptr;
-  const float* staged_values_ = nullptr;
-  std::unique_ptr<DeviceCsr> staged_view_;
+  std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;    // freed by finish_setup()
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch spmm_workspace_, entry_weights_, staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
   Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
+  // softmax_cross_entropy()'s results stay on the device until synchronize() hands them over
+  // (deliver_losses()), so no call waits on a host function: a slot of accumulators (the loss,
+  // then 6 split counters) per distinct target, and the evaluation's predictions copied into
+  // pinned staging.
+  struct LossTarget {
+    double* loss_sum = nullptr;
+    SplitCounts* split_counts = nullptr;
+  };
+  struct PendingPredictions {
+    std::int32_t* to = nullptr;
+    std::int64_t offset = 0, rows = 0;
+  };
+  void deliver_losses();                  // after the compute lane finished every pending call
+  std::vector<LossTarget> loss_targets_;  // slot k's target; empty: the slots need zeroing
+  std::vector<PendingPredictions> pending_predictions_;
+  std::int64_t pending_prediction_rows_ = 0;
+  double* loss_sums_ = nullptr;  // kLossSlots x kLossSlotWords in loss_accumulator_
+  static constexpr std::int64_t kIndexBytes = sizeof(std::int32_t);
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;

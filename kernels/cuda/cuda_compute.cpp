@@ -28,27 +28,6 @@ ActivationCode code(Activation act) {
   }
 }
 
-struct LossTask {
-  const double* loss;                // pinned
-  const unsigned long long* counts;  // pinned, 6 (labeled, correct by split)
-  const std::int32_t* predictions;   // pinned
-  LossOutputs out;                   // the caller's
-  std::int64_t rows;
-  static void CUDART_CB run(void* arg) {
-    std::unique_ptr<LossTask> task(static_cast<LossTask*>(arg));
-    const LossOutputs& out = task->out;
-    if (out.loss_sum) *out.loss_sum += *task->loss;
-    if (out.split_counts)
-      for (int k = 0; k < 3; ++k) {
-        out.split_counts->labeled[k] += static_cast<std::int64_t>(task->counts[k]);
-        out.split_counts->correct[k] += static_cast<std::int64_t>(task->counts[3 + k]);
-      }
-    if (out.predictions && task->rows > 0)
-      std::memcpy(out.predictions, task->predictions,
-                  static_cast<std::size_t>(task->rows) * sizeof(std::int32_t));
-  }
-};
-
 }  // namespace
 
 void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) {
@@ -108,7 +87,7 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   expect_compute_lane("spmm");
   finish_setup();
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a, &values);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows, &values);
   check_product_values(m, values, "spmm");
   const auto cusparse = [&](cudaEvent_t begin, cudaEvent_t end) {
     run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
@@ -204,7 +183,7 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
   expect_compute_lane("spmm_transpose_add");
   finish_setup();
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a, &values);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kTransposed, &values);
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dy.cols == dx.cols, "SpMM shapes: A is ",
                  m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
                  ", dx is ", dx.rows, " x ", dx.cols);
@@ -349,34 +328,84 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
                    "shape ",
                    grad.rows, " x ", grad.cols);
   DeviceGuard guard(gpu_);
-  // The device accumulators: the loss (a double), then 6 split counters.
-  constexpr std::int64_t kCounters = 6;
-  constexpr std::int64_t kBytes = 8 * (1 + kCounters);
-  auto* loss =
-      loss_accumulator_.ensure_as<double>(1 + kCounters, account_, cur(), "loss accumulator");
-  auto* counts = reinterpret_cast<unsigned long long*>(loss + 1);
+  const bool wants_sums = out.loss_sum != nullptr || out.split_counts != nullptr;
+  auto same_target = [&](const LossTarget& t) {
+    return t.loss_sum == out.loss_sum && t.split_counts == out.split_counts;
+  };
+  auto slot = std::find_if(loss_targets_.begin(), loss_targets_.end(), same_target);
+  if (wants_sums && slot == loss_targets_.end() &&
+      static_cast<int>(loss_targets_.size()) == kLossSlots) {
+    SLUICE_CUDA(cudaStreamSynchronize(cur()));
+    deliver_losses();
+    slot = loss_targets_.end();
+  }
+  double* sums = loss_sums_ = loss_accumulator_.ensure_as<double>(
+      kLossSlots * kLossSlotWords, account_, cur(), "loss accumulator");
+  if (wants_sums && slot == loss_targets_.end()) {
+    if (loss_targets_.empty())
+      SLUICE_CUDA(cudaMemsetAsync(sums, 0, kLossSlots * kLossSlotWords * 8, cur()));
+    loss_targets_.push_back(LossTarget{out.loss_sum, out.split_counts});
+    slot = loss_targets_.end() - 1;
+  }
+  double* loss = wants_sums ? sums + (slot - loss_targets_.begin()) * kLossSlotWords : nullptr;
   std::int32_t* device_predictions =
       out.predictions ? predictions_.ensure_as<std::int32_t>(std::max<std::int64_t>(rows, 1),
                                                              account_, cur(), "predictions")
                       : nullptr;
-  auto* host_loss = static_cast<double*>(host_loss_.ensure(kBytes, cur()));
-  auto* host_counts = reinterpret_cast<const unsigned long long*>(host_loss + 1);
-  auto* host_predictions = static_cast<std::int32_t*>(host_predictions_.ensure(
-      std::max<std::int64_t>(rows, 1) * static_cast<std::int64_t>(sizeof(std::int32_t)), cur()));
-  SLUICE_CUDA(cudaMemsetAsync(loss, 0, kBytes, cur()));
-  launch_softmax_cross_entropy(logits.data, logits.ld, rows, logits.cols,
-                               labels.size ? labels.data : nullptr, mask.size ? mask.data : nullptr,
-                               scale, has_grad ? grad.data : nullptr, grad.ld, loss,
-                               device_predictions, out.split_counts ? counts : nullptr, cur());
-  SLUICE_CUDA(cudaMemcpyAsync(host_loss, loss, kBytes, cudaMemcpyDeviceToHost, cur()));
-  if (out.predictions && rows > 0)
-    SLUICE_CUDA(cudaMemcpyAsync(host_predictions, device_predictions,
-                                static_cast<std::size_t>(rows) * sizeof(std::int32_t),
-                                cudaMemcpyDeviceToHost, cur()));
-  auto task =
-      std::make_unique<LossTask>(LossTask{host_loss, host_counts, host_predictions, out, rows});
-  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &LossTask::run, task.get()));
-  task.release();  // owned by the queued host function now
+  launch_softmax_cross_entropy(
+      logits.data, logits.ld, rows, logits.cols, labels.size ? labels.data : nullptr,
+      mask.size ? mask.data : nullptr, scale, has_grad ? grad.data : nullptr, grad.ld, loss,
+      device_predictions,
+      out.split_counts ? reinterpret_cast<unsigned long long*>(loss + 1) : nullptr, cur());
+  if (!out.predictions || rows == 0) return;
+  if (!host_predictions_.fits((pending_prediction_rows_ + rows) * kIndexBytes)) {
+    if (!pending_predictions_.empty()) {
+      SLUICE_CUDA(cudaStreamSynchronize(cur()));
+      deliver_losses();
+    }
+    // Doubling: an evaluation's calls fill the staging a chunk at a time.
+    host_predictions_.ensure(std::max(2 * host_predictions_.bytes(),
+                                      2 * (pending_prediction_rows_ + rows) * kIndexBytes),
+                             cur());
+  }
+  auto* staging = static_cast<std::int32_t*>(host_predictions_.get());
+  SLUICE_CUDA(cudaMemcpyAsync(staging + pending_prediction_rows_, device_predictions,
+                              static_cast<std::size_t>(rows * kIndexBytes), cudaMemcpyDeviceToHost,
+                              cur()));
+  pending_predictions_.push_back(
+      PendingPredictions{out.predictions, pending_prediction_rows_, rows});
+  pending_prediction_rows_ += rows;
+}
+
+void CudaDevice::deliver_losses() {
+  if (!loss_targets_.empty()) {
+    const std::int64_t words = static_cast<std::int64_t>(loss_targets_.size()) * kLossSlotWords;
+    auto* host = static_cast<double*>(
+        host_loss_.ensure(kLossSlots * kLossSlotWords * 8, lanes_[int(Lane::kCompute)].get()));
+    const cudaStream_t compute = lanes_[static_cast<int>(Lane::kCompute)].get();
+    SLUICE_CUDA(cudaMemcpyAsync(host, loss_sums_, static_cast<std::size_t>(words * 8),
+                                cudaMemcpyDeviceToHost, compute));
+    SLUICE_CUDA(cudaStreamSynchronize(compute));
+    for (std::size_t k = 0; k < loss_targets_.size(); ++k) {
+      const double* slot = host + k * kLossSlotWords;
+      const auto* counts = reinterpret_cast<const unsigned long long*>(slot + 1);
+      const LossTarget& t = loss_targets_[k];
+      if (t.loss_sum) *t.loss_sum += slot[0];
+      if (t.split_counts)
+        for (int s = 0; s < 3; ++s) {
+          t.split_counts->labeled[s] += static_cast<std::int64_t>(counts[s]);
+          t.split_counts->correct[s] += static_cast<std::int64_t>(counts[3 + s]);
+        }
+    }
+    loss_targets_.clear();
+  }
+  if (!pending_predictions_.empty()) {
+    const auto* staging = static_cast<const std::int32_t*>(host_predictions_.get());
+    for (const PendingPredictions& p : pending_predictions_)
+      std::memcpy(p.to, staging + p.offset, static_cast<std::size_t>(p.rows * kIndexBytes));
+    pending_predictions_.clear();
+    pending_prediction_rows_ = 0;
+  }
 }
 
 void CudaDevice::head_mean(Mat in, int heads, Mat out) {

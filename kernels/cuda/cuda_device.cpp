@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 #include "common/log.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
@@ -36,6 +37,7 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   lanes_[static_cast<int>(Lane::kStore)] = Stream(gpu_, lowest);
   event_ = Event(gpu_);
   for (auto& marker : markers_) marker = Event(gpu_);
+  for (auto& slot : staged_csr_) slot.ready = Event(gpu_);
   time_origin_ = Event(gpu_, true);
   cublas_ = CublasHandle(gpu_, cur());
   cusparse_ = CusparseHandle(gpu_, cur());
@@ -192,57 +194,162 @@ const DeviceCsr& CudaDevice::csr(Csr a) const {
   return m;
 }
 
-const DeviceCsr& CudaDevice::resident_csr(Csr a, const float** values) {
-  const DeviceCsr& m = csr(a);
-  const auto host_values =
-      values && *values ? host_values_bytes_.find(*values) : host_values_bytes_.end();
-  const bool stage_values = host_values != host_values_bytes_.end();
-  ConstantBuffer DeviceCsr::*const arrays[] = {
-      &DeviceCsr::indptr,         &DeviceCsr::columns,   &DeviceCsr::self,
-      &DeviceCsr::t_indptr,       &DeviceCsr::t_columns, &DeviceCsr::t_perm,
-      &DeviceCsr::column_degrees, &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
-  std::int64_t bytes = stage_values ? rounded(host_values->second) : 0;
-  for (const auto array : arrays)
+namespace {
+
+using CsrArray = ConstantBuffer DeviceCsr::*;
+// The arrays a staged CSR copies, in the order of its layout (the entry values follow them).
+constexpr CsrArray kStagedArrays[] = {
+    &DeviceCsr::indptr,         &DeviceCsr::columns,   &DeviceCsr::self,
+    &DeviceCsr::t_indptr,       &DeviceCsr::t_columns, &DeviceCsr::t_perm,
+    &DeviceCsr::column_degrees, &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
+constexpr int kNumStagedArrays = static_cast<int>(std::size(kStagedArrays));
+constexpr unsigned array_bit(int i) {
+  return 1u << i;
+}
+
+// The arrays a product of `access` reads (row_spmm_matrix(), the GAT kernels): over the rows
+// indptr, columns and the long rows; over the transpose its own three arrays and long rows, and
+// indptr (GraphSAGE's mean weights by row length); both the self entries and column degrees.
+unsigned arrays_read(CsrAccess access) {
+  constexpr unsigned both = array_bit(2) | array_bit(6);
+  constexpr unsigned rows = both | array_bit(0) | array_bit(1) | array_bit(7);
+  constexpr unsigned transposed =
+      both | array_bit(0) | array_bit(3) | array_bit(4) | array_bit(5) | array_bit(8);
+  switch (access) {
+    case CsrAccess::kRows:
+      return rows;
+    case CsrAccess::kTransposed:
+      return transposed;
+    case CsrAccess::kBoth:
+      return rows | transposed;
+  }
+  return rows | transposed;
+}
+
+// The arrays of `m` kept in pinned host memory.
+unsigned host_arrays(const DeviceCsr& m) {
+  unsigned out = 0;
+  for (int i = 0; i < kNumStagedArrays; ++i)
+    if ((m.*kStagedArrays[i]).on_host()) out |= array_bit(i);
+  return out;
+}
+
+// Bytes of the staged layout of `m`: its host arrays, then `values_bytes` of entry values.
+std::int64_t staged_bytes(const DeviceCsr& m, std::int64_t values_bytes) {
+  std::int64_t bytes = rounded(values_bytes);
+  for (const CsrArray array : kStagedArrays)
     if ((m.*array).on_host()) bytes += rounded((m.*array).bytes());
-  if (bytes == 0) return m;
-  expect_compute_lane("resident_csr");
-  if (staged_csr_ == a.id && staged_values_source_ == (stage_values ? *values : nullptr)) {
-    if (stage_values) *values = staged_values_;
-    return *staged_view_;
+  return bytes;
+}
+
+}  // namespace
+
+void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const float* values,
+                                  cudaStream_t stream) {
+  const DeviceCsr& m = csr(a);
+  const auto host_values = values ? host_values_bytes_.find(values) : host_values_bytes_.end();
+  const std::int64_t values_bytes =
+      host_values != host_values_bytes_.end() ? host_values->second : 0;
+  // Sized once for the largest matrix, so no slot grows while a lane may read it.
+  std::int64_t largest = staged_bytes(m, values_bytes);
+  for (const auto& other : csrs_) largest = std::max(largest, staged_bytes(*other, 0));
+  if (staged_slot_bytes_ < largest) {
+    for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
+    for (StagedCsr* each : {&staged_csr_[0], &staged_csr_[1]}) {
+      each->buffer.ensure(largest, account_, stream, "staged host CSR");
+      each->id = -1;
+    }
+    staged_slot_bytes_ = largest;
   }
-  // Growing waits for the stream (earlier kernels may still read the old copy).
-  char* base = csr_staging_.ensure_as<char>(bytes, account_, cur(), "staged host CSR");
-  auto view = std::make_unique<DeviceCsr>();
-  view->rows = m.rows;
-  view->cols = m.cols;
-  view->nnz = m.nnz;
-  view->wide = m.wide;
-  view->weights = m.weights;
-  view->long_degree = m.long_degree;
-  view->num_long = m.num_long;
-  view->num_t_long = m.num_t_long;
+  char* base = static_cast<char*>(slot.buffer.ensure(largest, account_, stream, "staged host CSR"));
+  if (slot.id != a.id) {
+    slot.id = a.id;
+    slot.arrays = 0;
+    slot.values_source = slot.values = nullptr;
+    slot.view = std::make_unique<DeviceCsr>();
+    DeviceCsr& view = *slot.view;
+    view.rows = m.rows;
+    view.cols = m.cols;
+    view.nnz = m.nnz;
+    view.wide = m.wide;
+    view.weights = m.weights;
+    view.long_degree = m.long_degree;
+    view.num_long = m.num_long;
+    view.num_t_long = m.num_t_long;
+    for (const CsrArray array : kStagedArrays)
+      view.*array = ConstantBuffer::view((m.*array).get(), (m.*array).bytes());
+  }
   std::int64_t offset = 0;
-  const auto copy = [&](const void* source, std::int64_t size) {
-    void* target = base + offset;
+  const auto copy = [&](void* target, const void* source, std::int64_t size) {
     SLUICE_CUDA(
-        cudaMemcpyAsync(target, source, static_cast<std::size_t>(size), cudaMemcpyDefault, cur()));
-    offset += rounded(size);
+        cudaMemcpyAsync(target, source, static_cast<std::size_t>(size), cudaMemcpyDefault, stream));
     counters_.h2d_block_bytes += size;
-    return target;
+    counters_.h2d_csr_bytes += size;
   };
-  for (const auto array : arrays) {
-    const ConstantBuffer& from = m.*array;
-    (*view).*array = from.on_host()
-                         ? ConstantBuffer::view(copy(from.get(), from.bytes()), from.bytes())
-                         : ConstantBuffer::view(from.get(), from.bytes());
+  for (int i = 0; i < kNumStagedArrays; ++i) {
+    const ConstantBuffer& from = m.*kStagedArrays[i];
+    if (!from.on_host()) continue;
+    if ((arrays & array_bit(i)) && !(slot.arrays & array_bit(i))) {
+      copy(base + offset, from.get(), from.bytes());
+      (*slot.view).*kStagedArrays[i] = ConstantBuffer::view(base + offset, from.bytes());
+      slot.arrays |= array_bit(i);
+    }
+    offset += rounded(from.bytes());
   }
-  staged_values_ =
-      stage_values ? static_cast<const float*>(copy(*values, host_values->second)) : nullptr;
-  staged_values_source_ = stage_values ? *values : nullptr;
-  staged_csr_ = a.id;
-  staged_view_ = std::move(view);
-  if (stage_values) *values = staged_values_;
-  return *staged_view_;
+  if (values_bytes > 0 && slot.values_source != values) {
+    copy(base + offset, values, values_bytes);
+    slot.values_source = values;
+    slot.values = reinterpret_cast<const float*>(base + offset);
+  }
+}
+
+void CudaDevice::prefetch_csr(Csr a, CsrAccess access) {
+  const unsigned wanted = arrays_read(access) & host_arrays(csr(a));
+  if (wanted == 0) return;
+  OpScope op(*this, "prefetch_csr");
+  DeviceGuard guard(gpu_);
+  for (int k = 0; k < 2; ++k) {
+    if (staged_csr_[k].id != a.id) continue;
+    if ((staged_csr_[k].arrays & wanted) != wanted) {
+      stage_csr_arrays(staged_csr_[k], a, wanted, nullptr, cur());
+      SLUICE_CUDA(cudaEventRecord(staged_csr_[k].ready.get(), cur()));
+    }
+    next_staged_ = 1 - k;
+    return;
+  }
+  StagedCsr& slot = staged_csr_[next_staged_];
+  next_staged_ = 1 - next_staged_;
+  // The compute lane's reads of the slot's matrix were all issued before this call.
+  SLUICE_CUDA(cudaEventRecord(event_.get(), stream()));
+  SLUICE_CUDA(cudaStreamWaitEvent(cur(), event_.get(), 0));
+  stage_csr_arrays(slot, a, wanted, nullptr, cur());
+  SLUICE_CUDA(cudaEventRecord(slot.ready.get(), cur()));
+}
+
+const DeviceCsr& CudaDevice::resident_csr(Csr a, CsrAccess access, const float** values) {
+  const DeviceCsr& m = csr(a);
+  const bool stage_values = values && *values && host_values_bytes_.count(*values) > 0;
+  const unsigned wanted = arrays_read(access) & host_arrays(m);
+  if (wanted == 0 && !stage_values) return m;
+  expect_compute_lane("resident_csr");
+  // A slot holding the matrix (prefetched, or staged by an earlier product), else the one the
+  // next prefetch would take: the one it took before holds the matrix of the batch ahead.
+  int k = next_staged_;
+  for (int i = 0; i < 2; ++i)
+    if (staged_csr_[i].id == a.id) k = i;
+  StagedCsr& slot = staged_csr_[k];
+  // After the transfer lane's copies into the slot.
+  SLUICE_CUDA(cudaStreamWaitEvent(cur(), slot.ready.get(), 0));
+  const bool complete = slot.id == a.id && (slot.arrays & wanted) == wanted &&
+                        (!stage_values || slot.values_source == *values);
+  if (!complete) {
+    const std::int64_t before = counters_.h2d_csr_bytes;
+    stage_csr_arrays(slot, a, wanted, stage_values ? *values : nullptr, cur());
+    counters_.h2d_csr_in_line_bytes += counters_.h2d_csr_bytes - before;
+    SLUICE_CUDA(cudaEventRecord(slot.ready.get(), cur()));
+  }
+  if (stage_values) *values = slot.values;
+  return *slot.view;
 }
 
 void CudaDevice::log_host_constants() {
@@ -280,6 +387,7 @@ void CudaDevice::synchronize() {
   finish_setup();
   DeviceGuard guard(gpu_);
   for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
+  deliver_losses();
 }
 
 void CudaDevice::synchronize_lane(Lane lane) {

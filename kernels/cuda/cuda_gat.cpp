@@ -103,7 +103,7 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
   expect_compute_lane("gat_forward");
   finish_setup();
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
   const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_forward");
   SLUICE_EXPECTS(out.rows == m.rows && out.cols == z.cols, "gat_forward: out ", out.rows, " x ",
                  out.cols, " for ", m.rows, " rows of ", z.cols);
@@ -125,7 +125,7 @@ void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const floa
   expect_compute_lane("gat_coefficients");
   finish_setup();
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
   const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_coefficients");
   launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready, cur());
   launch_aggregate(m, z, el, er, heads, width, AttentionDropout{}, alpha, nullptr, 0, cur());
@@ -138,7 +138,7 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   OpScope op(*this, "gat_backward");
   expect_compute_lane("gat_backward");
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kBoth);
   SLUICE_EXPECTS(heads > 0 && z.cols % heads == 0, "gat_backward: ", z.cols,
                  " columns do not split into ", heads, " heads");
   const std::int64_t width = z.cols / heads;

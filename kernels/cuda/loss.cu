@@ -87,7 +87,7 @@ __global__ void softmax_cross_entropy_kernel(const float* __restrict__ logits, s
   if (threadIdx.x == 0) {
     double total = 0.0;
     for (int w = 0; w < detail::kWarpsPerBlock; ++w) total += block_loss[w];
-    if (total != 0.0) atomicAdd(loss, total);
+    if (loss && total != 0.0) atomicAdd(loss, total);
   }
   if (split_counts && threadIdx.x < kSplitCounters) {
     unsigned long long count = 0;

@@ -159,6 +159,11 @@ class Scratch {
 class PinnedScratch {
  public:
   void* ensure(std::int64_t bytes, cudaStream_t stream);
+  void* get() const { return buffer_.get(); }
+  std::int64_t bytes() const { return static_cast<std::int64_t>(buffer_.bytes()); }
+  bool fits(std::int64_t bytes) const {
+    return bytes <= static_cast<std::int64_t>(buffer_.bytes());
+  }
   // The device-visible address of the buffer (mapped memory: kernels write it zero-copy).
   void* device_pointer() const { return buffer_.device_pointer(); }
 

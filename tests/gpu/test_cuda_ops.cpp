@@ -1044,6 +1044,59 @@ TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
   EXPECT_GT(eval_loss, 0.0);
 }
 
+// softmax_cross_entropy's host-visible results may wait on the device until synchronize(): more
+// targets than the device keeps accumulators for, targets that come back, and predictions of
+// calls that outgrow their staging, with no synchronize between the calls, give what the same
+// calls give with a synchronize after each.
+TEST_F(CudaOps, LossResultsArriveAtSynchronize) {
+  const std::int64_t classes = 5;
+  const std::vector<std::int64_t> sizes = {3, 10, 40, 200, 700, 1500, 64, 2200};
+  const std::int64_t rows = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
+  const Host logits = random_floats(rows * classes, rng_, -4, 4);
+  std::vector<vertex_t> labels(rows), mask(rows);
+  std::uniform_int_distribution<int> label(-1, classes - 1), bits(0, 7);
+  for (std::int64_t i = 0; i < rows; ++i) labels[i] = label(rng_), mask[i] = bits(rng_);
+  const Mat dl = upload(rows, classes, logits);
+  const Idx dlabels = dev().upload(labels, "labels"), dmask = dev().upload(mask, "mask");
+  constexpr int kTargets = 6;
+  struct Results {
+    std::vector<double> loss = std::vector<double>(kTargets, 0.5);
+    std::vector<SplitCounts> counts = std::vector<SplitCounts>(kTargets);
+    std::vector<std::int32_t> predictions;
+  };
+  const auto run = [&](bool synchronize_each) {
+    Results r;
+    r.predictions.assign(rows, -1);
+    std::int64_t first = 0;
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const std::size_t t = i % kTargets;  // the last two calls add to targets 0 and 1 again
+      dev().softmax_cross_entropy(
+          dl.row_block(first, sizes[i]), Idx{dlabels.data + first, sizes[i]},
+          Idx{dmask.data + first, sizes[i]}, 1.f, Mat{},
+          LossOutputs{&r.loss[t], r.predictions.data() + first, &r.counts[t]});
+      if (synchronize_each) dev().synchronize();
+      first += sizes[i];
+    }
+    dev().synchronize();
+    return r;
+  };
+  const Results once = run(false), each = run(true);  // once first: its calls grow the staging
+  for (int t = 0; t < kTargets; ++t) {
+    EXPECT_GT(each.loss[t], 0.5) << "target " << t;
+    EXPECT_NEAR(once.loss[t], each.loss[t], 1e-9 * each.loss[t]) << "target " << t;
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(once.counts[t].labeled[k], each.counts[t].labeled[k]) << "target " << t;
+      EXPECT_EQ(once.counts[t].correct[k], each.counts[t].correct[k]) << "target " << t;
+    }
+  }
+  EXPECT_GT(each.counts[0].labeled[0], 0);
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const float* x = &logits[i * classes];
+    ASSERT_EQ(once.predictions[i], std::max_element(x, x + classes) - x) << "row " << i;
+    ASSERT_EQ(each.predictions[i], once.predictions[i]) << "row " << i;
+  }
+}
+
 TEST_F(CudaOps, SgdAndAdamStepsFollowPyTorch) {
   const std::int64_t n = 3000;
   const Host w0 = random_floats(n, rng_), g0 = random_floats(n, rng_),

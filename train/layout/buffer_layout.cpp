@@ -453,8 +453,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (the derived weights
   // cuSPARSE's product reads) at setup, sized to the largest chunk; on first use the GAT backward's
   // per-entry, per-source and per-destination gradients, the per-slice column sums of the bias
-  // and attention-vector gradients (as wide as the widest such gradient), the loss accumulator
-  // (the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.
+  // and attention-vector gradients (as wide as the widest such gradient), the loss accumulators
+  // (per slot the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.
   add.scratch(BufferRole::kEntryValueScratch, BufferKind::kSetupScratch, 1, n.max_nnz);
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
@@ -472,7 +472,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   const std::int64_t summed_rows = gat ? std::max(n.merged_rows, n.chunk_rows) : n.chunk_rows;
   add.scratch(BufferRole::kColumnSumPartials, BufferKind::kFirstUseScratch,
               cuda::column_sum_slices(summed_rows), summed);
-  add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, 1, 7, sizeof(double));
+  add.scratch(BufferRole::kLossAccumulator, BufferKind::kFirstUseScratch, cuda::kLossSlots,
+              cuda::kLossSlotWords, sizeof(double));
   add.scratch(BufferRole::kPredictions, BufferKind::kFirstUseScratch, D, 1, sizeof(std::int32_t));
   return layout;
 }

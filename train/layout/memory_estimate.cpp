@@ -46,6 +46,7 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   for (const auto& [chunk, bytes] : chunk_bytes)
     e.cuda_largest_chunk = std::max(e.cuda_largest_chunk, bytes);
   for (const auto& [chunk, bytes] : chunk_staging) e.cuda_staging = std::max(e.cuda_staging, bytes);
+  e.cuda_staging *= cuda::kStagedCsrSlots;
 
   // The CUDA backend places constants and overlap buffers in device memory only while an eighth
   // of the budget stays free, and allocates working buffers and scratch without that check. Not

@@ -38,8 +38,8 @@ struct GpuMemoryEstimate {
   std::int64_t cuda_scratch = 0;
   // The per-chunk constants' share of cuda_setup, and the largest chunk's.
   std::int64_t cuda_chunk_constants = 0, cuda_largest_chunk = 0;
-  // The scratch a chunk whose constants live in host memory is staged into before use (its CSR
-  // arrays), the largest over chunks.
+  // The scratch chunks whose constants live in host memory are staged into before use (their
+  // CSR arrays): kStagedCsrSlots slots of the largest chunk's.
   std::int64_t cuda_staging = 0;
   // The overlap buffers' share of cuda_setup, with the constants allocated with them (head
   // rows, flush positions, a kept tail that lives in the flush buffer).

@@ -361,7 +361,7 @@ TEST(PlanCommands, GpuMemoryPlanFitsWhetherReorganizedOrNot) {
                                    dir.file("d.h5")));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   int reorganized = 0, refused = 0;
-  for (const std::string budget : {"210K", "260K", "300K", "400K"}) {
+  for (const std::string budget : {"200K", "283K", "300K", "400K"}) {
     r = test::run_command(
         preprocess("partition --dataset " + dir.file("d.h5") + " --partitions 2 --gpu-memory " +
                    budget + " --model gcn --hidden 32 --layers 2 --output " + dir.file("plan.h5")));

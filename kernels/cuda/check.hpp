@@ -1,4 +1,4 @@
-// Checking macros for the CUDA libraries: one per library (runtime, cuSPARSE, cuBLAS, NCCL),
+// Checking macros for the CUDA libraries: one per library (runtime, cuBLAS, NCCL),
 // each throwing sluice::Error with the call text, file:line and the library's error string.
 // The *_NOTHROW variants log instead of throwing (for destructors). SLUICE_CUDA_LAUNCH_CHECK()
 // follows every kernel launch.
@@ -6,7 +6,6 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <cusparse.h>
 
 #include <string>
 
@@ -48,22 +47,6 @@ void report_library_error(const char* library, const char* call, const char* fil
 
 // After every kernel launch: reports launch-configuration errors at the launch site.
 #define SLUICE_CUDA_LAUNCH_CHECK() SLUICE_CUDA(cudaPeekAtLastError())
-
-#define SLUICE_CUSPARSE(call)                                                      \
-  do {                                                                             \
-    const cusparseStatus_t sluice_status_ = (call);                                \
-    if (sluice_status_ != CUSPARSE_STATUS_SUCCESS)                                 \
-      ::sluice::cuda::throw_library_error("cuSPARSE", #call, __FILE__, __LINE__,   \
-                                          cusparseGetErrorString(sluice_status_)); \
-  } while (0)
-
-#define SLUICE_CUSPARSE_NOTHROW(call)                                               \
-  do {                                                                              \
-    const cusparseStatus_t sluice_status_ = (call);                                 \
-    if (sluice_status_ != CUSPARSE_STATUS_SUCCESS)                                  \
-      ::sluice::cuda::report_library_error("cuSPARSE", #call, __FILE__, __LINE__,   \
-                                           cusparseGetErrorString(sluice_status_)); \
-  } while (0)
 
 #define SLUICE_CUBLAS(call)                                                                      \
   do {                                                                                           \

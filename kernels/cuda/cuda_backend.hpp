@@ -1,5 +1,5 @@
 // The CUDA implementation of kernels/ops.hpp: CudaDevice (one logical device = one partition,
-// with its own streams, cuBLAS/cuSPARSE handles and accounted memory) and CudaBackend (P logical
+// with its own streams, cuBLAS handle and accounted memory) and CudaBackend (P logical
 // devices mapped round-robin onto the physical GPUs, pinned host matrices, NCCL all-reduce).
 // CudaDevice is defined by concern, as CpuDevice is: cuda_device.cpp (construction, memory,
 // lanes and timers), cuda_transfers.cpp, cuda_compute.cpp and cuda_gat.cpp.
@@ -41,7 +41,7 @@ class CudaDevice final : public Device {
   int index() const override { return index_; }
   std::string name() const override { return name_; }
   int gpu() const { return gpu_; }
-  // The compute lane's stream (cuBLAS/cuSPARSE, barriers, all-reduce).
+  // The compute lane's stream (cuBLAS, barriers, all-reduce).
   cudaStream_t stream() const { return lanes_[0].get(); }
   cudaEvent_t event() const { return event_.get(); }
 
@@ -147,7 +147,7 @@ class CudaDevice final : public Device {
   Mat keep_matrix(AccountedBuffer buffer, std::int64_t rows, std::int64_t cols);
   // The current lane's stream: every operation is issued there.
   cudaStream_t cur() const { return lanes_[lane_].get(); }
-  // cuBLAS, cuSPARSE and the GAT scratch are bound to the compute lane.
+  // cuBLAS and the GAT scratch are bound to the compute lane.
   void expect_compute_lane(const char* operation) const {
     SLUICE_EXPECTS(lane_ == 0, operation, " must be issued on the compute lane");
   }
@@ -179,30 +179,16 @@ class CudaDevice final : public Device {
   const DeviceCsr& resident_csr(Csr a, CsrAccess access, const float** values = nullptr);
   // The device-visible address of rows [first_row, first_row + rows) of a host matrix.
   void* host_device_pointer(const HostMat& m, std::int64_t first_row, std::int64_t rows) const;
-  // spmm's methods, chosen per (matrix, width) by measuring them on the first call: cuSPARSE
-  // (after filling derived weights) or the row SpMM (row_spmm.hpp).
-  enum SpmmMethod { kSpmmCusparse = 0, kSpmmRows = 1 };
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
   // its entry order (read through the transpose's permutation when walking the transpose), or
   // null for derived weights (computed per entry).
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
                 RowSpmmWrite write);
-  // The values cuSPARSE's SpMM of `m` reads: `values` for a matrix of per-call values (which
-  // must pass them), else its derived weights filled into entry_weights_ (which must pass none).
-  const float* product_values(const DeviceCsr& m, const float* values, const char* op);
   // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over
   // the transposed CSR (the GAT warp-per-row kernels); weights in A's entry order when m has a
   // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
-  // spmm's choice for one (matrix, width): the first call runs both methods between events
-  // (cuSPARSE 0 and 1, its weight fill 4 and 5, the row SpMM 2 and 3); the next reads the times
-  // and keeps one.
-  struct SpmmChoice {
-    int method = -1;  // chosen method (-1: not yet)
-    bool timed = false;
-    Event events[6];
-  };
   PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
@@ -270,7 +256,6 @@ class CudaDevice final : public Device {
   std::size_t timers_used_ = 0;
   int open_timer_[kPhases] = {-1, -1, -1, -1, -1};
   CublasHandle cublas_;
-  CusparseHandle cusparse_;
   std::vector<AccountedBuffer> allocations_;
   std::vector<AccountedBuffer> resident_matrices_;  // try_make_resident()
   std::vector<std::unique_ptr<DeviceCsr>> csrs_;
@@ -283,7 +268,7 @@ class CudaDevice final : public Device {
   CsrUploadSeconds csr_seconds_;
   std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;    // freed by finish_setup()
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
-  Scratch spmm_workspace_, entry_weights_, staging_, peer_source_;
+  Scratch staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
   Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
   // softmax_cross_entropy()'s results stay on the device until synchronize() hands them over
@@ -307,7 +292,6 @@ class CudaDevice final : public Device {
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;
-  std::map<std::pair<int, std::int64_t>, SpmmChoice> spmm_choices_;  // (matrix, width)
   TransferCounters counters_;
 };
 

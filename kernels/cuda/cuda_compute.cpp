@@ -1,6 +1,5 @@
-// CudaDevice compute: dropout, sparse products (cuSPARSE, and the measured choice of method for
-// the transposed one), dense products (cuBLAS), elementwise operators, the loss, the head mean
-// of GAT output layers and the optimizers.
+// CudaDevice compute: dropout, sparse products (the row SpMM), dense products (cuBLAS),
+// elementwise operators, the loss, the head mean of GAT output layers and the optimizers.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -43,26 +42,6 @@ void CudaDevice::dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) 
 
 namespace {
 
-// The measured sparse products take cuSPARSE only when it needs under this share of the row
-// SpMM's time: the row SpMM sums every row in a fixed order, and the margin keeps close calls
-// from flipping between runs.
-constexpr float kCusparseMargin = 0.8f;
-
-// The times of spmm's measured choice between cuSPARSE (events 0 and 1, its weight fill 4 and 5)
-// and the row SpMM (events 2 and 3, recorded last).
-struct ChoiceTimes {
-  float cusparse = 0, rows = 0;
-};
-ChoiceTimes measured_times(const Event* events) {
-  SLUICE_CUDA(cudaEventSynchronize(events[3].get()));
-  const auto elapsed = [&](int begin) {
-    float ms = 0;
-    SLUICE_CUDA(cudaEventElapsedTime(&ms, events[begin].get(), events[begin + 1].get()));
-    return ms;
-  };
-  return ChoiceTimes{elapsed(0) + elapsed(4), elapsed(2)};
-}
-
 // A matrix of per-call values takes them; one of derived weights takes none.
 void check_product_values(const DeviceCsr& m, const float* values, const char* op) {
   if (m.weights == CsrWeights::kPerCall) {
@@ -74,64 +53,24 @@ void check_product_values(const DeviceCsr& m, const float* values, const char* o
 
 }  // namespace
 
-const float* CudaDevice::product_values(const DeviceCsr& m, const float* values, const char* op) {
-  check_product_values(m, values, op);
-  if (m.weights == CsrWeights::kPerCall) return values;
-  float* weights = entry_weights_.ensure_as<float>(m.nnz, account_, cur(), "SpMM entry values");
-  fill_derived_weights(m, weights, cur());
-  return weights;
-}
-
 void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   OpScope op(*this, "spmm");
   expect_compute_lane("spmm");
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, CsrAccess::kRows, &values);
+  SLUICE_EXPECTS(x.rows == m.cols && y.rows == m.rows && x.cols == y.cols, "SpMM shapes: A is ",
+                 m.rows, " x ", m.cols, ", x is ", x.rows, " x ", x.cols, ", y is ", y.rows, " x ",
+                 y.cols);
+  if (y.rows == 0 || y.cols == 0) return;
   check_product_values(m, values, "spmm");
-  const auto cusparse = [&](cudaEvent_t begin, cudaEvent_t end) {
-    run_spmm(cusparse_.get(), m, values, DenseView{x.data, x.rows, x.cols, x.ld},
-             DenseView{y.data, y.rows, y.cols, y.ld}, spmm_workspace_, account_, cur(), begin, end);
-  };
-  if (m.nnz == 0 || y.rows == 0 || y.cols == 0) {
-    if (m.nnz > 0 && y.rows > 0 && y.cols > 0) values = product_values(m, values, "spmm");
-    cusparse(nullptr, nullptr);
+  if (m.nnz == 0) {
+    launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, cur());
     return;
   }
-  // The first call for a (matrix, width) runs both methods once untimed (the first launch of a
-  // kernel loads its module, and cuSPARSE's first product of a shape prepares it), then both
-  // timed (cuSPARSE's time includes the fill of derived weights, which the row SpMM computes per
-  // entry); the second call keeps the row SpMM unless cuSPARSE is clearly faster
-  // (kCusparseMargin). Every run stores y, the last the row SpMM's.
-  SpmmChoice& choice = spmm_choices_[{a.id, y.cols}];
-  if (choice.method < 0 && choice.timed) {
-    const ChoiceTimes t = measured_times(choice.events);
-    choice.method = t.cusparse < kCusparseMargin * t.rows ? kSpmmCusparse : kSpmmRows;
-    log_debug(name_, ": SpMM of matrix ", a.id, " (", m.rows, " x ", m.cols, ", ", m.nnz,
-              " entries) at width ", y.cols, ": cusparse ", t.cusparse, " ms, rows ", t.rows,
-              " ms -> ", choice.method == kSpmmRows ? "rows" : "cusparse");
-  }
-  if (choice.method == kSpmmRows) {
-    row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore);
-    return;
-  }
-  const float* given = values;
-  if (choice.method == kSpmmCusparse) {
-    values = product_values(m, values, "spmm");
-    cusparse(nullptr, nullptr);
-    return;
-  }
-  for (auto& event : choice.events) event = Event(gpu_, true);
-  row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
-  SLUICE_CUDA(cudaEventRecord(choice.events[4].get(), cur()));
-  values = product_values(m, given, "spmm");
-  SLUICE_CUDA(cudaEventRecord(choice.events[5].get(), cur()));
-  cusparse(nullptr, nullptr);
-  cusparse(choice.events[0].get(), choice.events[1].get());
-  SLUICE_CUDA(cudaEventRecord(choice.events[2].get(), cur()));
-  row_spmm(m, RowSpmmOver::kMatrix, given, x, y, RowSpmmWrite::kStore);
-  SLUICE_CUDA(cudaEventRecord(choice.events[3].get(), cur()));
-  choice.timed = true;
+  // Always the row SpMM: it sums each row in a fixed order, so products repeat bit for bit, and
+  // it was faster than cuSPARSE's on every measured matrix and width (kernels/cuda/NOTES.md).
+  row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore);
 }
 
 namespace {
@@ -189,9 +128,7 @@ void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) 
                  ", dx is ", dx.rows, " x ", dx.cols);
   if (m.nnz == 0 || dx.cols == 0) return;
   check_product_values(m, values, "spmm_transpose_add");
-  // Always the row SpMM over the transposed CSR: it sums each row in a fixed order, so the
-  // gradients repeat bit for bit, and it was the faster method on every measured graph
-  // (kernels/cuda/NOTES.md). cuSPARSE's product over the same CSR did not repeat run to run.
+  // The row SpMM over the transposed CSR, like spmm().
   row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, RowSpmmWrite::kAdd);
 }
 

@@ -40,7 +40,6 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   for (auto& slot : staged_csr_) slot.ready = Event(gpu_);
   time_origin_ = Event(gpu_, true);
   cublas_ = CublasHandle(gpu_, cur());
-  cusparse_ = CusparseHandle(gpu_, cur());
   SLUICE_CUBLAS(cublasSetMathMode(
       cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   int sms = 0;
@@ -166,11 +165,6 @@ Csr CudaDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<
                            std::int64_t num_cols, const CsrWeighting& weighting,
                            const std::string& what) {
   DeviceGuard guard(gpu_);
-  // The derived weights cuSPARSE's product reads (spmm's measured choice): working
-  // scratch sized here, at setup, to the largest matrix, and before the structure so that the
-  // scratch has the budget first (constants may spill).
-  if (!indptr.empty() && indptr.back() > 0 && indptr.back() == static_cast<edge_t>(columns.size()))
-    entry_weights_.ensure_as<float>(indptr.back(), account_, cur(), "SpMM entry values");
   if (!csr_upload_scratch_) csr_upload_scratch_ = std::make_unique<CsrUploadScratch>();
   const double start = now_seconds();
   const double placing = constants_.pin_seconds() + constants_.copy_seconds();

@@ -1,12 +1,11 @@
 // Move-only owners of every CUDA resource Sluice creates: device memory, pinned host memory,
-// streams, events, cuBLAS/cuSPARSE handles, cuSPARSE descriptors and NCCL communicators.
+// streams, events, cuBLAS handles and NCCL communicators.
 // Nothing outside these types frees or destroys a CUDA resource. Destructors never throw; they
 // make the owning GPU current while they release (handles are per device).
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
-#include <cusparse.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -94,18 +93,6 @@ struct EventTraits {
 struct CublasTraits {
   using type = cublasHandle_t;
   static void destroy(cublasHandle_t h) { SLUICE_CUBLAS_NOTHROW(cublasDestroy(h)); }
-};
-struct CusparseTraits {
-  using type = cusparseHandle_t;
-  static void destroy(cusparseHandle_t h) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroy(h)); }
-};
-struct SpMatTraits {
-  using type = cusparseSpMatDescr_t;
-  static void destroy(cusparseSpMatDescr_t d) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroySpMat(d)); }
-};
-struct DnMatTraits {
-  using type = cusparseDnMatDescr_t;
-  static void destroy(cusparseDnMatDescr_t d) { SLUICE_CUSPARSE_NOTHROW(cusparseDestroyDnMat(d)); }
 };
 
 // Device memory of `bytes` bytes on `device` (cudaMalloc; 256-byte aligned).
@@ -249,53 +236,6 @@ class CublasHandle {
 
  private:
   Owner<CublasTraits> handle_;
-};
-
-class CusparseHandle {
- public:
-  CusparseHandle() = default;
-  CusparseHandle(int device, cudaStream_t stream) {
-    DeviceGuard guard(device);
-    cusparseHandle_t h = nullptr;
-    SLUICE_CUSPARSE(cusparseCreate(&h));
-    handle_ = Owner<CusparseTraits>(h, device);
-    SLUICE_CUSPARSE(cusparseSetStream(h, stream));
-  }
-  cusparseHandle_t get() const { return handle_.get(); }
-
- private:
-  Owner<CusparseTraits> handle_;
-};
-
-// A CSR descriptor (float values) over device arrays owned elsewhere.
-class SparseMatrixDescriptor {
- public:
-  SparseMatrixDescriptor(std::int64_t rows, std::int64_t cols, std::int64_t nnz, void* offsets,
-                         void* columns, void* values, cusparseIndexType_t index_type) {
-    cusparseSpMatDescr_t d = nullptr;
-    SLUICE_CUSPARSE(cusparseCreateCsr(&d, rows, cols, nnz, offsets, columns, values, index_type,
-                                      index_type, CUSPARSE_INDEX_BASE_ZERO, CUDA_R_32F));
-    descriptor_ = Owner<SpMatTraits>(d, -1);
-  }
-  cusparseSpMatDescr_t get() const { return descriptor_.get(); }
-
- private:
-  Owner<SpMatTraits> descriptor_;
-};
-
-// A row-major dense descriptor (float) over device memory owned elsewhere.
-class DenseMatrixDescriptor {
- public:
-  DenseMatrixDescriptor(std::int64_t rows, std::int64_t cols, std::int64_t ld, float* values) {
-    cusparseDnMatDescr_t d = nullptr;
-    SLUICE_CUSPARSE(
-        cusparseCreateDnMat(&d, rows, cols, ld, values, CUDA_R_32F, CUSPARSE_ORDER_ROW));
-    descriptor_ = Owner<DnMatTraits>(d, -1);
-  }
-  cusparseDnMatDescr_t get() const { return descriptor_.get(); }
-
- private:
-  Owner<DnMatTraits> descriptor_;
 };
 
 #if defined(SLUICE_HAVE_NCCL)

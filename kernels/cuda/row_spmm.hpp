@@ -1,5 +1,5 @@
-// The row SpMM: y = A x (or y += A x) with a warp per row of A, the method CudaDevice measures
-// against cuSPARSE for every (matrix, width) and keeps unless cuSPARSE is clearly faster. It
+// The row SpMM: y = A x (or y += A x) with a warp per row of A, every sparse product of
+// CudaDevice (faster than cuSPARSE's on every measured matrix and width, kernels/cuda/NOTES.md). It
 // reads the dense rows in 16-byte words when x and y have 16-byte aligned rows (leading
 // dimensions a multiple of 4, 16-byte aligned bases), else a float at a time; narrow products
 // split the warp into groups of lanes that take different entries at once. Derived weights

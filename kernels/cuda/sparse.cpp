@@ -148,34 +148,4 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   return csr;
 }
 
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
-              cudaEvent_t timed_begin, cudaEvent_t timed_end) {
-  SLUICE_EXPECTS(x.rows == a.cols && y.rows == a.rows && x.cols == y.cols, "SpMM shapes: A is ",
-                 a.rows, " x ", a.cols, ", x is ", x.rows, " x ", x.cols, ", y is ", y.rows, " x ",
-                 y.cols);
-  if (y.rows == 0 || y.cols == 0) return;
-  if (a.nnz == 0) {
-    launch_fill(y.data, y.rows, y.cols, y.ld, 0.f, stream);
-    return;
-  }
-  const float alpha = 1.f, beta = 0.f;
-  const SparseMatrixDescriptor matrix(a.rows, a.cols, a.nnz, a.indptr.get(), a.columns.get(),
-                                      const_cast<float*>(values), a.index_type());
-  const cusparseOperation_t op = CUSPARSE_OPERATION_NON_TRANSPOSE;
-  const DenseMatrixDescriptor dense_x(x.rows, x.cols, x.ld, x.data);
-  const DenseMatrixDescriptor dense_y(y.rows, y.cols, y.ld, y.data);
-  const cusparseSpMMAlg_t alg = CUSPARSE_SPMM_ALG_DEFAULT;
-  std::size_t bytes = 0;
-  SLUICE_CUSPARSE(cusparseSpMM_bufferSize(handle, op, op, &alpha, matrix.get(), dense_x.get(),
-                                          &beta, dense_y.get(), CUDA_R_32F, alg, &bytes));
-  void* buffer = workspace.ensure(static_cast<std::int64_t>(bytes), account, stream,
-                                  "cuSPARSE SpMM workspace");
-  // Timed from here: the workspace is in place (growing it may block the host).
-  if (timed_begin) SLUICE_CUDA(cudaEventRecord(timed_begin, stream));
-  SLUICE_CUSPARSE(cusparseSpMM(handle, op, op, &alpha, matrix.get(), dense_x.get(), &beta,
-                               dense_y.get(), CUDA_R_32F, alg, buffer));
-  if (timed_end) SLUICE_CUDA(cudaEventRecord(timed_end, stream));
-}
-
 }  // namespace sluice::cuda

@@ -1,12 +1,10 @@
-// Device CSR matrices for cuSPARSE SpMM: uploaded once (32-bit indices when nnz < 2^31, else
-// 64-bit), with the self-entry column of every row, a precomputed transposed structure, for
-// matrices of per-call values the permutation that carries those values to it (the transposed
-// products and the GAT backward read it), for GCN's symmetric norm the column degrees, and the
-// lists of long rows for the GAT kernels. Derived weights (CsrWeights) are computed on the device
-// before each product (fill_derived_weights), so such a matrix stores no value at all.
+// Device CSR matrices: uploaded once (32-bit indices when nnz < 2^31, else 64-bit), with the
+// self-entry column of every row, a precomputed transposed structure, for matrices of per-call
+// values the permutation that carries those values to it (the transposed products and the GAT
+// backward read it), for GCN's symmetric norm the column degrees, and the lists of long rows for
+// the row SpMM and the GAT kernels. The products compute derived weights (CsrWeights) per entry
+// (row_spmm.hpp), so such a matrix stores no value at all.
 #pragma once
-
-#include <cusparse.h>
 
 #include <cstdint>
 #include <string>
@@ -33,7 +31,6 @@ struct DeviceCsr {
   std::int64_t long_degree = INT64_MAX, num_long = 0, num_t_long = 0;
   ConstantBuffer long_rows, t_long_rows;
 
-  cusparseIndexType_t index_type() const { return wide ? CUSPARSE_INDEX_64I : CUSPARSE_INDEX_32I; }
   template <typename Index>
   CsrArrays<Index> arrays() const {
     return CsrArrays<Index>{indptr.as<Index>(),
@@ -72,23 +69,5 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
                             ConstantStore& store, cudaStream_t stream, const std::string& what,
                             std::int64_t long_degree, CsrUploadSeconds* seconds = nullptr,
                             CsrUploadScratch* scratch = nullptr);
-
-// out[e] = the derived weight (kernels/entry_weights.hpp) of entry e of `a` (nnz floats, device
-// memory, the matrix's entry order); `a` must not be of CsrWeights::kPerCall and its arrays must
-// be device-resident (CudaDevice::resident_csr).
-void fill_derived_weights(const DeviceCsr& a, float* out, cudaStream_t stream);
-
-// One dense operand of an SpMM (row-major, leading dimension ld).
-struct DenseView {
-  float* data = nullptr;
-  std::int64_t rows = 0, cols = 0, ld = 0;
-};
-
-// y = A x by cuSPARSE's CSR SpMM; `values`: nnz floats in the matrix's entry order. `workspace`
-// grows as needed. timed_begin / timed_end (may be null): events recorded around the device work,
-// after any workspace growth.
-void run_spmm(cusparseHandle_t handle, const DeviceCsr& a, const float* values, DenseView x,
-              DenseView y, Scratch& workspace, MemoryAccount& account, cudaStream_t stream,
-              cudaEvent_t timed_begin = nullptr, cudaEvent_t timed_end = nullptr);
 
 }  // namespace sluice::cuda

@@ -1312,7 +1312,7 @@ TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
     const Host values = random_floats(nnz, rng_);
     Mat dvalues = upload(1, nnz, values);
     for (const std::int64_t f : {8, 40, 39}) {
-      Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
+      Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");
       const Host dys = random_floats(a.rows * f, rng_);
       Mat dy = f == 39 ? upload(a.rows, 41, random_floats(a.rows * 41, rng_)).col_block(1, f)
                        : upload(a.rows, f, dys);
@@ -1393,12 +1393,11 @@ TEST_F(CudaOps, ColumnSumsAreReproducible) {
   EXPECT_EQ(download(second), got);
 }
 
-// The measured forward product: the first call runs cuSPARSE and then the row SpMM (whose
-// result it leaves), later calls the method chosen; each call stores A x. Widths cover every
-// lane layout of the row SpMM (groups of 8, 16 and 32 lanes, several column passes, a last word
-// reaching into the padding), rows that are not 16-byte aligned (cuSPARSE only), and a matrix
-// whose long rows take the block-per-row kernel.
-TEST_F(CudaOps, MeasuredSpmmStoresTheProductEveryCall) {
+// The forward product stores A x on every call. Widths cover every lane layout of the row SpMM
+// (groups of 8, 16 and 32 lanes, several column passes, a last word reaching into the padding),
+// rows that are not 16-byte aligned (the scalar path), and a matrix whose long rows take the
+// block-per-row kernel.
+TEST_F(CudaOps, SpmmStoresTheProductEveryCall) {
   Device& d = dev();
   const test::ChunkCsr plain = test::random_chunk_csr(300, 500, 30, test::EmptyRows::kSome, rng_);
   const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);

@@ -240,9 +240,8 @@ TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
 // Three-layer GCN and SAGE read their layers' outputs in the backward pass where they are on the
 // GPU (layer 1's kept by the forward, --layer-outputs; layer 0's in the resident H^1,
 // --vertex-data auto) instead of computing them again, and train as recomputing everything from
-// host memory does (within 1e-6: the same sums, unless the forward products' measured choice
-// between cuSPARSE and the row SpMM differs between the runs on such small chunks) and as the
-// CPU backend does.
+// host memory does (within 1e-6: with several partitions the host adds some gradient rows in
+// another order) and as the CPU backend does.
 TEST(CudaLayerOutputs, ReadOrRecomputedTrainTheSameBits) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";

@@ -450,12 +450,10 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     }
   }
 
-  // CUDA scratch (kernels/cuda/cuda_device.cpp): the SpMM entry values (the derived weights
-  // cuSPARSE's product reads) at setup, sized to the largest chunk; on first use the GAT backward's
+  // CUDA scratch (kernels/cuda/cuda_device.cpp), sized on first use: the GAT backward's
   // per-entry, per-source and per-destination gradients, the per-slice column sums of the bias
   // and attention-vector gradients (as wide as the widest such gradient), the loss accumulators
   // (per slot the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.
-  add.scratch(BufferRole::kEntryValueScratch, BufferKind::kSetupScratch, 1, n.max_nnz);
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
     add.scratch(BufferRole::kGatEntryGradients, first_use, n.max_nnz, w.heads);
@@ -497,7 +495,6 @@ bool per_chunk_constant(const BufferSpec& b) {
 
 std::int64_t device_bytes(const BufferSpec& b) {
   switch (b.kind) {
-    case BufferKind::kSetupScratch:
     case BufferKind::kFirstUseScratch:
       return 0;
     default:
@@ -621,8 +618,6 @@ const char* buffer_role_name(BufferRole role) {
       return "kept tail rows";
     case BufferRole::kTailPositions:
       return "kept tail block positions";
-    case BufferRole::kEntryValueScratch:
-      return "SpMM entry values";
     case BufferRole::kGatEntryGradients:
     case BufferRole::kGatTransposedWeights:
     case BufferRole::kGatSourceScoreGradients:

@@ -218,7 +218,6 @@ enum class BufferRole {
   kTailRows,
   kTailPositions,
   // CUDA backend scratch.
-  kEntryValueScratch,             // at setup: one float per entry of the largest chunk
   kGatEntryGradients,             // first GAT backward: per entry and head
   kGatTransposedWeights,          // per entry and head
   kGatSourceScoreGradients,       // per merged row and head
@@ -233,7 +232,6 @@ enum class BufferKind {
   kRequired,         // Device::alloc: must fit
   kOverlap,          // Device::try_alloc: allocated only where memory allows
   kConstant,         // Device::upload*: read-only; may stay in host memory when the budget is full
-  kSetupScratch,     // CUDA only: scratch sized while the constants are uploaded
   kFirstUseScratch,  // CUDA only: scratch sized by the first operation that needs it
 };
 

@@ -28,9 +28,6 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
       case BufferKind::kConstant:
         e.constants += device_bytes(b);
         break;
-      case BufferKind::kSetupScratch:
-        e.cuda_setup_scratch += cuda;
-        break;
       case BufferKind::kFirstUseScratch:
         e.cuda_scratch += cuda;
         continue;
@@ -60,12 +57,11 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   e.all_constants =
       std::max(cuda_budget_with_headroom(e.cuda_setup), e.cuda_setup + e.cuda_scratch);
   // Constants spilling to host memory: they fill the device up to seven eighths of the budget in
-  // upload order, the SpMM entry-value scratch may grow after them, and the first-use scratch and
-  // a chunk's staged CSR must then fit the free eighth. Seven eighths hold the working and
-  // overlap buffers with the largest chunk's constants, so that the need falls with C.
+  // upload order, and the first-use scratch and the staged CSRs must then fit the free eighth.
+  // Seven eighths hold the working and overlap buffers with the largest chunk's constants, so that
+  // the need falls with C.
   const std::int64_t setup = e.cuda_setup - e.cuda_chunk_constants + e.cuda_largest_chunk;
-  const std::int64_t free_eighth =
-      cuda::kBudgetHeadroomDivisor * (e.cuda_scratch + e.cuda_staging + e.cuda_setup_scratch);
+  const std::int64_t free_eighth = cuda::kBudgetHeadroomDivisor * (e.cuda_scratch + e.cuda_staging);
   e.total = std::min(e.all_constants, std::max(cuda_budget_with_headroom(setup), free_eighth));
   e.minimum =
       std::min(e.total, std::max(cuda_budget_with_headroom(setup - e.cuda_overlap), free_eighth));

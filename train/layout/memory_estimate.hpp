@@ -29,11 +29,8 @@ struct GpuMemoryEstimate {
   // lists, and the position lists and kept-tail lists of the schedule.
   std::int64_t constants = 0;
   // CUDA at setup: the buffers above and every constant in 256-byte granules, CSRs in the CUDA
-  // layout, and the SpMM entry-value scratch (one float per entry of the largest chunk):
-  // CudaDevice::bytes_in_use() after the schedule's setup without a budget.
+  // layout: CudaDevice::bytes_in_use() after the schedule's setup without a budget.
   std::int64_t cuda_setup = 0;
-  // The SpMM entry values' share of cuda_setup (scratch, placed without the headroom check).
-  std::int64_t cuda_setup_scratch = 0;
   // CUDA scratch sized on first use: GAT backward scratch, loss accumulator, predictions.
   std::int64_t cuda_scratch = 0;
   // The per-chunk constants' share of cuda_setup, and the largest chunk's.
@@ -50,7 +47,7 @@ struct GpuMemoryEstimate {
   // The budget --gpu-memory is checked against: the run gets every overlap buffer and room for
   // the largest chunk's constants, the others may be read from pinned host memory. The least of
   // all_constants and max(cuda_budget_with_headroom(cuda_setup with only the largest chunk's
-  // constants), 8 x (cuda_scratch + cuda_staging + cuda_setup_scratch)): constants fill the
+  // constants), 8 x (cuda_scratch + cuda_staging)): constants fill the
   // device up to seven eighths of the budget, so the scratch must fit the free eighth.
   std::int64_t total = 0;
   // The least budget the run fits at all: `total` without the overlap buffers, which the

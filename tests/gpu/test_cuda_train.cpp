@@ -450,13 +450,11 @@ TEST(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
     const TrainConfig config = test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda"))
                                    .layers(v.layers)
                                    .eval_every(1);
-    ModelShape shape;
-    shape.model = v.model;
-    shape.layers = v.layers;
-    shape.in_dim = d.feature_dim;
-    shape.hidden = c.hidden;
-    shape.classes = d.num_classes;
-    shape.heads = 2;
+    const ModelShape shape = test::model_shape(v.model, v.layers)
+                                 .in_dim(d.feature_dim)
+                                 .hidden(c.hidden)
+                                 .classes(d.num_classes)
+                                 .heads(2);
     const LayoutOptions options = memory_layout_options(config);
     const GpuMemoryEstimate e = estimate_gpu_memory(plan, 0, shape, options);
     ASSERT_LT(e.total, e.all_constants) << what << ": every constant fits the estimated budget";

@@ -1337,9 +1337,8 @@ TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
   }
 }
 
-// The sparse products repeat bit for bit: the transposed product on every call, the forward
-// product on its measuring first call (which leaves the row SpMM's result), for derived weights
-// and per-call values, on a fresh upload each time (a fresh measured choice).
+// The sparse products repeat bit for bit: the forward and the transposed product, for derived
+// weights and per-call values, on a fresh upload each time.
 TEST_F(CudaOps, SparseProductsRepeatBitForBit) {
   Device& d = dev();
   const test::ChunkCsr a = hub_csr(400, 1500, rng_);

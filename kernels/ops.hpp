@@ -196,7 +196,9 @@ struct TransferCounters {
   std::int64_t h2d_gather_rows = 0, h2d_gather_bytes = 0;  // load_rows
   std::int64_t h2d_block_bytes = 0;                        // load_block, staged chunk CSRs
   // Of h2d_block_bytes: chunk CSR arrays copied from host memory before products read them,
-  // and of those the ones a product copied on the compute lane (no prefetch_csr() had).
+  // and of those the ones a product copied on the compute lane (no prefetch_csr() had). The CPU
+  // backend counts in h2d_csr_in_line_bytes what products read unannounced, as if every CSR
+  // lived in host memory.
   std::int64_t h2d_csr_bytes = 0, h2d_csr_in_line_bytes = 0;
   std::int64_t d2h_bytes = 0;                // store_block, flush_add_rows, flush_store_rows
   std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows

@@ -79,7 +79,7 @@ const float* product_values(const CpuCsr& m, const float* values, const char* op
 }  // namespace
 
 void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
-  const CpuCsr& m = csr(a);
+  const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   values = product_values(m, values, "spmm");
   SLUICE_EXPECTS(y.rows == m.rows && x.rows == m.cols && x.cols == y.cols, "spmm: A ", m.rows,
                  " x ", m.cols, ", x ", x.rows, " x ", x.cols, ", y ", y.rows, " x ", y.cols);
@@ -97,7 +97,7 @@ void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
 }
 
 void CpuDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
-  const CpuCsr& m = csr(a);
+  const CpuCsr& m = product_csr(a, CsrAccess::kTransposed);
   values = product_values(m, values, "spmm_transpose_add");
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dx.cols == dy.cols,
                  "spmm_transpose_add: A ", m.rows, " x ", m.cols, ", dy ", dy.rows, " x ", dy.cols,

@@ -175,6 +175,40 @@ const CpuCsr& CpuDevice::csr(const Csr& a) const {
   return m;
 }
 
+void CpuDevice::prefetch_csr(Csr a, CsrAccess access) {
+  csr(a);
+  const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
+  for (int k = 0; k < 2; ++k) {
+    AnnouncedCsr& slot = announced_[k];
+    if (slot.id != a.id) continue;
+    slot.rows = slot.rows || rows;
+    slot.transposed = slot.transposed || transposed;
+    next_announced_ = 1 - k;
+    return;
+  }
+  announced_[next_announced_] = AnnouncedCsr{a.id, rows, transposed};
+  next_announced_ = 1 - next_announced_;
+}
+
+const CpuCsr& CpuDevice::product_csr(const Csr& a, CsrAccess access) {
+  const CpuCsr& m = csr(a);
+  const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
+  // As CudaDevice::resident_csr(): the slot holding the matrix, else the one the next
+  // announcement would take.
+  int k = next_announced_;
+  for (int i = 0; i < 2; ++i)
+    if (announced_[i].id == a.id) k = i;
+  AnnouncedCsr& slot = announced_[k];
+  if (slot.id != a.id) slot = AnnouncedCsr{a.id, false, false};
+  const std::int64_t offset = sizeof(edge_t), index = sizeof(vertex_t);
+  if (rows && !slot.rows) counters_.h2d_csr_in_line_bytes += (m.rows + 1) * offset + m.nnz * index;
+  if (transposed && !slot.transposed)
+    counters_.h2d_csr_in_line_bytes += (m.cols + 1) * offset + m.nnz * index;
+  slot.rows = slot.rows || rows;
+  slot.transposed = slot.transposed || transposed;
+  return m;
+}
+
 void CpuDevice::write(const float* host, std::int64_t count, float* device) {
   if (count > 0) std::memcpy(device, host, std::size_t(count) * sizeof(float));
 }

@@ -75,6 +75,7 @@ class CpuDevice final : public Device {
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
+  void prefetch_csr(Csr a, CsrAccess access) override;
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
@@ -143,6 +144,11 @@ class CpuDevice final : public Device {
   // Accounts a read-only constant; over the budget it is counted in host_constant_bytes_.
   void account_constant(std::int64_t bytes, const std::string& what);
   const CpuCsr& csr(const Csr& a) const;
+  // The matrix for a product that reads `access`. prefetch_csr()'s announcements are kept as the
+  // CUDA backend keeps its two staging slots; a product that finds its access in neither counts
+  // what it reads of the CSR in h2d_csr_in_line_bytes, as if every CSR lived in host memory, so
+  // that the schedule's announcements are checked without a GPU.
+  const CpuCsr& product_csr(const Csr& a, CsrAccess access);
   // host[host_rows[i]] (+)= src[src_rows[i]]: flush_add_rows (add) and flush_store_rows.
   void flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows, HostMat host,
                   bool add);
@@ -163,6 +169,12 @@ class CpuDevice final : public Device {
   std::vector<PhaseRange> ranges_;
   std::mutex push_mutex_;       // serializes pushes from other devices into this device's buffers
   std::vector<float> scratch_;  // per-entry temporaries of gat_backward (not device memory)
+  struct AnnouncedCsr {
+    int id = -1;
+    bool rows = false, transposed = false;
+  };
+  AnnouncedCsr announced_[2];  // prefetch_csr(); the next announcement takes next_announced_
+  int next_announced_ = 0;
 };
 
 // The CPU backend: P CpuDevices and zero-initialized host matrices.

@@ -132,7 +132,7 @@ void CpuDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int hea
 void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                             Mat alpha, Mat out, bool source_scores_ready) {
-  const CpuCsr& m = csr(a);
+  const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_forward");
   SLUICE_EXPECTS(out.rows == m.rows && out.cols == shape.heads * shape.width, "gat_forward: out ",
                  out.rows, " x ", out.cols);
@@ -144,7 +144,7 @@ void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att
 
 void CpuDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
                                  int heads, Mat el, Mat er, Mat alpha, bool source_scores_ready) {
-  const CpuCsr& m = csr(a);
+  const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   const GatShape shape = check_gat(m, z, heads, el, er, alpha, "gat_coefficients");
   gat_attention(m, z, att_src, att_dst, shape, Idx{}, DropoutKey{}, el, er, alpha, nullptr,
                 source_scores_ready);
@@ -154,7 +154,7 @@ void CpuDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* at
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                              Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,
                              float* d_att_dst) {
-  const CpuCsr& m = csr(a);
+  const CpuCsr& m = product_csr(a, CsrAccess::kBoth);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_backward");
   const std::int64_t K = shape.heads, F = shape.width;
   // The reference sums alpha_k d(alpha)_k over each row's entries; out is only checked.

@@ -418,66 +418,91 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
 // prefetched on the transfer lane (none is copied on the compute lane, which would mean the
 // schedule's products_read() missed one), and the numbers are those of device-resident
 // structures. GCN, SAGE and GAT, two and three layers, aggregations cached and recomputed, one
-// partition and two on one GPU, evaluating every epoch.
-TEST(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
+// partition and two on one GPU, evaluating every epoch; one case each, so that a sanitizer run
+// can take one.
+struct ChunkStructureCase {
+  const char* model;
+  int layers;
+  const char* intermediates;
+  int partitions;
+};
+
+class CudaChunkStructures : public ::testing::TestWithParam<ChunkStructureCase> {
+ protected:
+  static constexpr int kChunks = 24;
+  // The CSRs outweigh the vertex rows (8 features, hidden 16), and 24 chunks keep the two
+  // staging slots of the largest chunk's CSR within the budget's free eighth.
+  static const Dataset& dataset() {
+    static const Dataset d =
+        test::random_dataset(3000, 30, 8, 5, 23, test::ReverseEdgesIntoSources::kAdd);
+    return d;
+  }
+  static const Plan& plan(int partitions) {
+    static std::map<int, Plan> plans;
+    auto it = plans.find(partitions);
+    if (it == plans.end())
+      it = plans
+               .emplace(partitions,
+                        test::make_plan(dataset(), test::plan_options(partitions, kChunks).seed(3)))
+               .first;
+    return it->second;
+  }
+};
+
+TEST_P(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
                     "(scripts/device-test.sh)";
-  // The CSRs outweigh the vertex rows (8 features, hidden 16), and 24 chunks keep the two
-  // staging slots of the largest chunk's CSR within the budget's free eighth.
-  const Dataset d = test::random_dataset(3000, 30, 8, 5, 23, test::ReverseEdgesIntoSources::kAdd);
-  constexpr int kChunks = 24;
-  struct Variant {
-    const char* model;
-    int layers;
-    const char* intermediates;
-    int partitions;
-  };
-  const Variant variants[] = {{"gcn", 2, "auto", 1},       {"gcn", 3, "auto", 2},
-                              {"gcn", 2, "recompute", 1},  {"sage", 2, "auto", 1},
-                              {"sage", 3, "recompute", 2}, {"gat", 2, "auto", 1},
-                              {"gat", 3, "auto", 2}};
-  std::map<int, Plan> plans;
-  for (const Variant& v : variants) {
-    Case c{v.model, v.partitions, kChunks, 1, "p2p+reuse"};
-    c.intermediates = v.intermediates;
-    c.vertex_data = "host";
-    const std::string what = cat(case_name(c), ", ", v.layers, " layers");
-    if (!plans.count(v.partitions))
-      plans.emplace(v.partitions,
-                    test::make_plan(d, test::plan_options(v.partitions, kChunks).seed(3)));
-    const Plan& plan = plans.at(v.partitions);
-    const TrainConfig config = test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda"))
-                                   .layers(v.layers)
-                                   .eval_every(1);
-    const ModelShape shape = test::model_shape(v.model, v.layers)
-                                 .in_dim(d.feature_dim)
-                                 .hidden(c.hidden)
-                                 .classes(d.num_classes)
-                                 .heads(2);
-    const LayoutOptions options = memory_layout_options(config);
-    const GpuMemoryEstimate e = estimate_gpu_memory(plan, 0, shape, options);
-    ASSERT_LT(e.total, e.all_constants) << what << ": every constant fits the estimated budget";
-    const TrainResult resident = train(d, plan, config);
-    const TrainResult capped = train(
-        d, plan,
-        test::TrainConfigBuilder(config).gpu_memory(estimate_peak_gpu_bytes(plan, shape, options)));
-    const TransferCounters& t = capped.records.back().transfers;
-    EXPECT_EQ(resident.records.back().transfers.h2d_csr_bytes, 0) << what;
-    EXPECT_GT(t.h2d_csr_bytes, 0) << what << ": no CSR in host memory under the budget";
-    EXPECT_EQ(t.h2d_csr_in_line_bytes, 0) << what;
-    ASSERT_EQ(capped.losses.size(), resident.losses.size()) << what;
-    for (std::size_t e = 0; e < resident.losses.size(); ++e)
-      EXPECT_LE(std::abs(capped.losses[e] - resident.losses[e]) / resident.losses[e], kTolerance)
-          << what << ", epoch " << e;
-    EXPECT_LE(relative_error(capped.flat_parameters, resident.flat_parameters), kTolerance) << what;
-    EXPECT_NEAR(capped.records.back().valid_accuracy, resident.records.back().valid_accuracy, 0.01)
-        << what;
-    EXPECT_GT(capped.records.back().valid_accuracy, 0.0) << what;
-    std::printf("[csr prefetch] %-48s staged %lld B per epoch\n", what.c_str(),
-                static_cast<long long>(t.h2d_csr_bytes));
-  }
+  const ChunkStructureCase& v = GetParam();
+  const Dataset& d = dataset();
+  Case c{v.model, v.partitions, kChunks, 1, "p2p+reuse"};
+  c.intermediates = v.intermediates;
+  c.vertex_data = "host";
+  const std::string what = cat(case_name(c), ", ", v.layers, " layers");
+  const Plan& p = plan(v.partitions);
+  const TrainConfig config = test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda"))
+                                 .layers(v.layers)
+                                 .eval_every(1);
+  const ModelShape shape = test::model_shape(v.model, v.layers)
+                               .in_dim(d.feature_dim)
+                               .hidden(c.hidden)
+                               .classes(d.num_classes)
+                               .heads(2);
+  const LayoutOptions options = memory_layout_options(config);
+  const GpuMemoryEstimate e = estimate_gpu_memory(p, 0, shape, options);
+  ASSERT_LT(e.total, e.all_constants) << what << ": every constant fits the estimated budget";
+  const TrainResult resident = train(d, p, config);
+  const TrainResult capped = train(
+      d, p,
+      test::TrainConfigBuilder(config).gpu_memory(estimate_peak_gpu_bytes(p, shape, options)));
+  const TransferCounters& t = capped.records.back().transfers;
+  EXPECT_EQ(resident.records.back().transfers.h2d_csr_bytes, 0) << what;
+  EXPECT_GT(t.h2d_csr_bytes, 0) << what << ": no CSR in host memory under the budget";
+  EXPECT_EQ(t.h2d_csr_in_line_bytes, 0) << what;
+  ASSERT_EQ(capped.losses.size(), resident.losses.size()) << what;
+  for (std::size_t i = 0; i < resident.losses.size(); ++i)
+    EXPECT_LE(std::abs(capped.losses[i] - resident.losses[i]) / resident.losses[i], kTolerance)
+        << what << ", epoch " << i;
+  EXPECT_LE(relative_error(capped.flat_parameters, resident.flat_parameters), kTolerance) << what;
+  EXPECT_NEAR(capped.records.back().valid_accuracy, resident.records.back().valid_accuracy, 0.01)
+      << what;
+  EXPECT_GT(capped.records.back().valid_accuracy, 0.0) << what;
+  std::printf("[csr prefetch] %-48s staged %lld B per epoch\n", what.c_str(),
+              static_cast<long long>(t.h2d_csr_bytes));
 }
+
+INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkStructures,
+                         ::testing::Values(ChunkStructureCase{"gcn", 2, "auto", 1},
+                                           ChunkStructureCase{"gcn", 3, "auto", 2},
+                                           ChunkStructureCase{"gcn", 2, "recompute", 1},
+                                           ChunkStructureCase{"sage", 2, "auto", 1},
+                                           ChunkStructureCase{"sage", 3, "recompute", 2},
+                                           ChunkStructureCase{"gat", 2, "auto", 1},
+                                           ChunkStructureCase{"gat", 3, "auto", 2}),
+                         [](const ::testing::TestParamInfo<ChunkStructureCase>& info) {
+                           const ChunkStructureCase& v = info.param;
+                           return cat(v.model, v.layers, "_", v.intermediates, "_P", v.partitions);
+                         });
 
 // ---- Backend::barrier: event-only ordering between logical devices ----
 

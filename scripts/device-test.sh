@@ -8,6 +8,9 @@
 #   --sanitize FILTER   also run compute-sanitizer memcheck and racecheck on every gpu_test_*
 #                       executable that has tests matching the gtest filter FILTER (keep it
 #                       small, e.g. 'CudaOps.Gemm*:*gat_P4xC3_1gpu_p2p_reuse')
+#   --sanitize-timeout S  stop each compute-sanitizer run after S seconds (default 200; the tools
+#                       slow training tests 50x and more, and a device call that outlasts its
+#                       limit brings nothing back); a stopped run counts as failed (rc 124)
 #   --filter FILTER     gtest filter for the gpu_test_* runs (default: all)
 #   --bench             also run the transfer bandwidth and operator timing reports
 #                       (SLUICE_GPU_BENCH=1)
@@ -23,11 +26,13 @@ bundle=$root/.device-bundle
 run_cpu=0
 run_train=0
 sanitize_filter=""
+sanitize_timeout=200
 filter="*"
 while (($# > 0)); do
   case "$1" in
     --cpu) run_cpu=1 ;;
     --sanitize) sanitize_filter=$2; shift ;;
+    --sanitize-timeout) sanitize_timeout=$2; shift ;;
     --filter) filter=$2; shift ;;
     --bench) export SLUICE_GPU_BENCH=1 ;;
     --train) run_train=1 ;;
@@ -96,8 +101,8 @@ if [[ -n "$sanitize_filter" ]]; then
       # access may already be enabled; both are expected and handled.
       api=()
       [[ $tool == memcheck ]] && api=(--report-api-errors no)
-      run_one "sanitize-$tool-$name" compute-sanitizer --tool "$tool" "${api[@]}" --error-exitcode 99 \
-        "$exe" --gtest_brief=1 --gtest_filter="$sanitize_filter"
+      run_one "sanitize-$tool-$name" timeout "$sanitize_timeout" compute-sanitizer --tool "$tool" \
+        "${api[@]}" --error-exitcode 99 "$exe" --gtest_brief=1 --gtest_filter="$sanitize_filter"
       grep -h 'ERROR SUMMARY\|RACECHECK SUMMARY' "$logs/sanitize-$tool-$name.log" | sed "s/^/[sanitize] $tool $name: /"
     done
   done

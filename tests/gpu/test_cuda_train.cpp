@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -426,6 +427,11 @@ struct ChunkStructureCase {
   const char* intermediates;
   int partitions;
 };
+
+void PrintTo(const ChunkStructureCase& c, std::ostream* os) {
+  *os << c.model << ", " << c.layers << " layers, intermediates " << c.intermediates
+      << ", P = " << c.partitions;
+}
 
 class CudaChunkStructures : public ::testing::TestWithParam<ChunkStructureCase> {
  protected:

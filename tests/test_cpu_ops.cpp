@@ -424,11 +424,8 @@ TEST_F(CpuOps, DropoutActivationBackwardEqualsItsParts) {
   const std::int64_t rows = 37, cols = 45, ld = 48;
   const Floats gradient = random_floats(std::size_t(rows * ld), 3, -2.f, 2.f);
   const Floats value = random_floats(std::size_t(rows * ld), 4, -2.f, 2.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
   for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu})
     for (const float rate : {0.f, 0.5f}) {
       SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
@@ -463,11 +460,8 @@ TEST_F(CpuOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
   const std::int64_t rows = 37, cols = 45, ld = 48;
   const Floats gradient = random_floats(std::size_t(rows * ld), 5, -2.f, 2.f);
   const Floats value = random_floats(std::size_t(rows * ld), 6, -2.f, 2.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
   for (const float rate : {0.f, 0.5f}) {
     SCOPED_TRACE(cat("rate ", rate));
     const DropoutKey key{42, 3, 1, rate};
@@ -500,13 +494,10 @@ TEST_F(CpuOps, FusedDropoutPassesEqualTheirParts) {
   const std::int64_t rows = 37, cols = 45, ld = 48;
   const Floats value = random_floats(std::size_t(rows * ld), 7, -2.f, 2.f);
   const Floats bias = random_floats(std::size_t(cols), 8, -1.f, 1.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  std::vector<vertex_t> targets(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(2000 + 3 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-    targets[std::size_t(i)] = vertex_t((i * 7) % rows);  // a permutation of the rows
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 2000, 3);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
+  std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
+  for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
   for (const float rate : {0.f, 0.5f}) {
     const DropoutKey key{42, 3, 1, rate};
     for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu}) {

@@ -709,11 +709,8 @@ TEST_F(CudaOps, DropoutActivationBackwardEqualsItsParts) {
   const std::int64_t rows = 300, cols = 45, ld = 48;
   const Host gradient = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
   const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
   auto cpu = make_cpu_backend(test::backend_options(1));
   Device& reference = cpu->device(0);
   for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu})
@@ -753,11 +750,8 @@ TEST_F(CudaOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
   const std::int64_t rows = 300, cols = 45, ld = 48;
   const Host gradient = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
   const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(1000 + 7 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
   Device& d = dev();
   const Idx key_rows = d.upload(keys, "keys"), rows_idx = d.upload(positions, "positions");
   for (const float rate : {0.f, 0.5f}) {
@@ -792,13 +786,10 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
   const std::int64_t rows = 300, cols = 45, ld = 48;
   const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
   const Host bias = random_floats(std::size_t(cols), rng_, -1.f, 1.f);
-  std::vector<vertex_t> keys(static_cast<std::size_t>(rows)), positions(keys.size());
-  std::vector<vertex_t> targets(keys.size());
-  for (std::int64_t i = 0; i < rows; ++i) {
-    keys[std::size_t(i)] = vertex_t(2000 + 3 * i);
-    positions[std::size_t(i)] = vertex_t(i);
-    targets[std::size_t(i)] = vertex_t((i * 7) % rows);  // a permutation of the rows
-  }
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 2000, 3);
+  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
+  std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
+  for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
   auto cpu = make_cpu_backend(test::backend_options(1));
   Device& reference = cpu->device(0);
   for (const float rate : {0.f, 0.5f}) {

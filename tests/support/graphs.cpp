@@ -174,4 +174,10 @@ ChunkCsr random_chunk_csr(std::int64_t rows, std::int64_t cols, int max_degree,
   return a;
 }
 
+std::vector<vertex_t> id_sequence(std::int64_t count, vertex_t first, vertex_t step) {
+  std::vector<vertex_t> ids(static_cast<std::size_t>(count));
+  for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = first + vertex_t(i) * step;
+  return ids;
+}
+
 }  // namespace sluice::test

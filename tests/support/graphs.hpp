@@ -104,4 +104,10 @@ enum class EmptyRows { kNone, kSome };
 ChunkCsr random_chunk_csr(std::int64_t rows, std::int64_t cols, int max_degree,
                           EmptyRows empty_rows, std::mt19937& rng);
 
+// ---- row lists for operator tests
+
+// `count` ids first, first + step, first + 2 step, ...: row positions (0, 1) or the dataset ids
+// of the rows' vertices that key their dropout.
+std::vector<vertex_t> id_sequence(std::int64_t count, vertex_t first, vertex_t step);
+
 }  // namespace sluice::test

@@ -264,6 +264,8 @@ class CudaDevice final : public Device {
   StagedCsr staged_csr_[2];
   int next_staged_ = 0;
   std::int64_t staged_slot_bytes_ = 0;
+  std::int64_t largest_staged_csr_ = 0;  // over csrs_[0, staged_csrs_measured_)
+  std::size_t staged_csrs_measured_ = 0;
   double csr_prepare_seconds_ = 0;  // upload_csr's time besides placing its arrays
   CsrUploadSeconds csr_seconds_;
   std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;    // freed by finish_setup()
@@ -287,7 +289,6 @@ class CudaDevice final : public Device {
   std::vector<LossTarget> loss_targets_;  // slot k's target; empty: the slots need zeroing
   std::vector<PendingPredictions> pending_predictions_;
   std::int64_t pending_prediction_rows_ = 0;
-  double* loss_sums_ = nullptr;  // kLossSlots x kLossSlotWords in loss_accumulator_
   static constexpr std::int64_t kIndexBytes = sizeof(std::int32_t);
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;

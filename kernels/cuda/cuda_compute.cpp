@@ -276,8 +276,8 @@ void CudaDevice::softmax_cross_entropy(Mat logits, Idx labels, Idx mask, float s
     deliver_losses();
     slot = loss_targets_.end();
   }
-  double* sums = loss_sums_ = loss_accumulator_.ensure_as<double>(
-      kLossSlots * kLossSlotWords, account_, cur(), "loss accumulator");
+  double* sums = loss_accumulator_.ensure_as<double>(kLossSlots * kLossSlotWords, account_, cur(),
+                                                     "loss accumulator");
   if (wants_sums && slot == loss_targets_.end()) {
     if (loss_targets_.empty())
       SLUICE_CUDA(cudaMemsetAsync(sums, 0, kLossSlots * kLossSlotWords * 8, cur()));
@@ -320,7 +320,7 @@ void CudaDevice::deliver_losses() {
     auto* host = static_cast<double*>(
         host_loss_.ensure(kLossSlots * kLossSlotWords * 8, lanes_[int(Lane::kCompute)].get()));
     const cudaStream_t compute = lanes_[static_cast<int>(Lane::kCompute)].get();
-    SLUICE_CUDA(cudaMemcpyAsync(host, loss_sums_, static_cast<std::size_t>(words * 8),
+    SLUICE_CUDA(cudaMemcpyAsync(host, loss_accumulator_.get(), static_cast<std::size_t>(words * 8),
                                 cudaMemcpyDeviceToHost, compute));
     SLUICE_CUDA(cudaStreamSynchronize(compute));
     for (std::size_t k = 0; k < loss_targets_.size(); ++k) {

@@ -244,9 +244,12 @@ void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const
   const auto host_values = values ? host_values_bytes_.find(values) : host_values_bytes_.end();
   const std::int64_t values_bytes =
       host_values != host_values_bytes_.end() ? host_values->second : 0;
-  // Sized once for the largest matrix, so no slot grows while a lane may read it.
-  std::int64_t largest = staged_bytes(m, values_bytes);
-  for (const auto& other : csrs_) largest = std::max(largest, staged_bytes(*other, 0));
+  // Sized once for the largest matrix, so no slot grows while a lane may read it (matrices
+  // uploaded since the last call are measured once).
+  for (; staged_csrs_measured_ < csrs_.size(); ++staged_csrs_measured_)
+    largest_staged_csr_ =
+        std::max(largest_staged_csr_, staged_bytes(*csrs_[staged_csrs_measured_], 0));
+  const std::int64_t largest = std::max(largest_staged_csr_, staged_bytes(m, values_bytes));
   if (staged_slot_bytes_ < largest) {
     for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
     for (StagedCsr* each : {&staged_csr_[0], &staged_csr_[1]}) {

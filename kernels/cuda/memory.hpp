@@ -150,6 +150,7 @@ class Scratch {
     return static_cast<T*>(
         ensure(count * static_cast<std::int64_t>(sizeof(T)), account, stream, what));
   }
+  void* get() const { return buffer_.get(); }
 
  private:
   AccountedBuffer buffer_;

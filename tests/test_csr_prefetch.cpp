@@ -44,9 +44,8 @@ TEST(CsrPrefetch, EveryProductIsAnnouncedAhead) {
                                                       .hidden(8)
                                                       .classes(d.num_classes)
                                                       .heads(2));
-          BackendOptions backend_options;
-          backend_options.partitions = plan.partitions;
-          std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+          std::unique_ptr<Backend> backend =
+              make_cpu_backend(test::backend_options(plan.partitions));
           ScheduleOptions options;
           options.dropout = 0.3f;
           options.seed = 5;
@@ -71,9 +70,7 @@ TEST(CsrPrefetch, EveryProductIsAnnouncedAhead) {
 // that needs the transpose after only the rows were, and a matrix announced two matrices ago
 // (its slot taken since).
 TEST(CsrPrefetch, UnannouncedProductsCount) {
-  BackendOptions backend_options;
-  backend_options.partitions = 1;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(1));
   Device& d = backend->device(0);
   // 2 x 3, entries (0,0) (0,2) (1,1): rows 3 offsets + 3 columns, transpose 4 + 3 (8-byte
   // offsets, 4-byte indices).

@@ -980,12 +980,18 @@ TEST_F(CudaOps, ColumnSumsAxpyHeadMean) {
                         got_mean[r * width + f] / heads);
 }
 
-TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
-  const std::int64_t rows = 1000, classes = 7;
+// Every kernel layout of the loss (loss.cu): lane groups of 4, 8, 16 and 32 lanes, and a warp
+// per row above 256 classes.
+class CudaLoss : public CudaOps, public ::testing::WithParamInterface<std::int64_t> {};
+
+TEST_P(CudaLoss, SoftmaxCrossEntropyLossGradPredictions) {
+  const std::int64_t rows = 1001, classes = GetParam();  // 1001: groups past the last row
   Host logits = random_floats(rows * classes, rng_, -4, 4);
-  // Ties: row 0 has its maximum at classes 2 and 5 -> prediction 2.
-  for (int c = 0; c < classes; ++c) logits[c] = 0.f;
+  // Ties: row 0 has its maximum at classes 2 and 5 -> prediction 2; row 1 at classes 1 and
+  // classes - 1 (another lane, another slot) -> prediction 1.
+  for (int c = 0; c < classes; ++c) logits[c] = logits[classes + c] = 0.f;
   logits[2] = logits[5] = 3.f;
+  logits[classes + 1] = logits[classes + classes - 1] = 5.f;
   std::vector<vertex_t> labels(rows), mask(rows);
   // Mask bits: 1 train (the loss rows), 2 valid, 4 test.
   std::uniform_int_distribution<int> label(-1, classes - 1), bits(0, 7);
@@ -1020,6 +1026,7 @@ TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
       want_grad[i * classes + c] = scale * (std::exp(x[c] - mx) / s - (c == labels[i] ? 1 : 0));
   }
   EXPECT_EQ(predictions[0], 2);
+  EXPECT_EQ(predictions[1], 1);
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(counts.labeled[k], want_counts.labeled[k]) << "split " << k;
     EXPECT_EQ(counts.correct[k], want_counts.correct[k]) << "split " << k;
@@ -1034,6 +1041,11 @@ TEST_F(CudaOps, SoftmaxCrossEntropyLossGradPredictions) {
   dev().synchronize();
   EXPECT_GT(eval_loss, 0.0);
 }
+
+INSTANTIATE_TEST_SUITE_P(Classes, CudaLoss, ::testing::Values(7, 32, 47, 100, 172, 256, 300),
+                         [](const ::testing::TestParamInfo<std::int64_t>& info) {
+                           return "classes" + std::to_string(info.param);
+                         });
 
 // softmax_cross_entropy's host-visible results may wait on the device until synchronize(): more
 // targets than the device keeps accumulators for, targets that come back, and predictions of
@@ -1908,6 +1920,41 @@ TEST_F(CudaOps, ChunkGemmTimingReport) {
         "[bench] GEMM nd %lld: dW1 = A(256)^T dZ(47) %.2f ms, dW0 = A(100)^T dZ(256) %.2f ms, "
         "dA = dZ W^T %.2f ms, Z = A W %.2f ms\n",
         static_cast<long long>(nd), dw1, dw0, da1, z1);
+  }
+}
+
+// The loss on a products-like output (2.1 M rows, 47 classes; printed, not asserted;
+// SLUICE_GPU_BENCH=1): its time against the bytes it must read and write.
+TEST_F(CudaOps, LossTimingReport) {
+  if (!std::getenv("SLUICE_GPU_BENCH")) GTEST_SKIP() << "set SLUICE_GPU_BENCH=1 to measure";
+  const std::int64_t rows = std::int64_t(1) << 21;
+  for (const std::int64_t classes : {std::int64_t(47), std::int64_t(41), std::int64_t(172)}) {
+    Mat logits = dev().alloc(rows, classes, "logits");
+    Mat grad_block = dev().alloc(rows, 2 * classes, "grad");
+    const Mat grad = grad_block.col_block(0, classes);
+    dev().fill(logits, 0.25f);
+    std::vector<vertex_t> labels(static_cast<std::size_t>(rows)), mask(labels.size());
+    for (std::int64_t i = 0; i < rows; ++i) {
+      labels[std::size_t(i)] = vertex_t(i % classes);
+      mask[std::size_t(i)] = vertex_t(1 + i % 7);
+    }
+    const Idx l = dev().upload(labels, "labels"), m = dev().upload(mask, "mask");
+    double loss = 0;
+    SplitCounts counts;
+    const double train = best_ms(dev(), [&] {
+      dev().softmax_cross_entropy(logits, l, m, 1.f, grad, LossOutputs{&loss, nullptr, nullptr});
+    });
+    std::vector<std::int32_t> predictions(static_cast<std::size_t>(rows));
+    const double eval = best_ms(dev(), [&] {
+      dev().softmax_cross_entropy(logits, l, m, 1.f, Mat{},
+                                  LossOutputs{&loss, predictions.data(), &counts});
+    });
+    const double bytes = double(rows) * double(classes) * 4;
+    std::printf(
+        "[bench] loss %lld x %lld: with gradient %.3f ms (%.0f GB/s), evaluation with "
+        "predictions %.3f ms\n",
+        static_cast<long long>(rows), static_cast<long long>(classes), train,
+        2 * bytes / train * 1e-6, eval);
   }
 }
 

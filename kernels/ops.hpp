@@ -228,6 +228,9 @@ struct PhaseRange {
   Lane lane = Lane::kCompute;
   std::int32_t tag = 0;  // the caller's label given to phase_begin
   double begin = 0, end = 0;
+  // Set: the range of one operation (a backend's operation timers, e.g. CUDA's --op-times), not
+  // of a phase; `phase` is then meaningless and `tag` is that of the lane's latest phase range.
+  const char* operation = nullptr;
 };
 
 // Thrown when an allocation would exceed the device's memory budget.

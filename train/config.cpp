@@ -94,7 +94,7 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "/hidden, /logits, /original_ids)")(
       "trace", po::value(&c.trace),
       "write a timeline of every device lane's phases per batch to FILE (Chrome trace JSON: "
-      "open in Perfetto or chrome://tracing)")(
+      "open in Perfetto or chrome://tracing); with --op-times also every operation")(
       "checkpoint", po::value(&c.checkpoint),
       "HDF5 checkpoint FILE (model, optimizer state, epoch, best model)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
@@ -171,7 +171,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "path is broken)")(
       "op-times", po::bool_switch(&c.op_times),
       "CUDA: log every operation's device time, summed per name over the run (the first "
-      "training step left out as warm-up); adds a pair of timing events per operation")(
+      "training step left out as warm-up); adds a pair of timing events per operation; with "
+      "--trace also writes each operation's range into the timeline")(
       "phase-timing", po::bool_switch(&c.phase_timing),
       "block the host at every phase boundary (debugging; per-phase times come from device "
       "timers either way)")(

@@ -149,7 +149,8 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
     for (const PhaseRange& r : ranges) {
       const std::int32_t pass = r.tag / kTagBatches;
       timeline->push_back(TimelineRange{int(p), PassKind(pass / kTagLayers), pass % kTagLayers,
-                                        r.tag % kTagBatches, r.phase, r.lane, r.begin, r.end});
+                                        r.tag % kTagBatches, r.phase, r.lane, r.begin, r.end,
+                                        r.operation});
     }
     for (int k = 0; k < kPhases; ++k) slowest[k] = std::max(slowest[k], seconds[k]);
     PhaseTimes& mine = per_device[p];

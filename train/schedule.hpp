@@ -133,6 +133,7 @@ struct TimelineRange {
   Phase phase = Phase::kLoad;
   Lane lane = Lane::kCompute;
   double begin = 0, end = 0;
+  const char* operation = nullptr;  // as PhaseRange::operation
 };
 const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
 

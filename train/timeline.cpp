@@ -15,10 +15,17 @@ TraceRecorder::TraceRecorder(int devices, double run_start)
 
 void TraceRecorder::add_device_ranges(const std::vector<TimelineRange>& ranges, double origin) {
   const double shift = origin - run_start_;
-  for (const TimelineRange& r : ranges)
+  for (const TimelineRange& r : ranges) {
+    if (r.operation) {  // on a track of its own below the lane's
+      events_.push_back(Event{r.operation, cat("op ", pass_kind_name(r.pass), " ", r.layer),
+                              r.device, kLanes + int(r.lane), shift + r.begin, shift + r.end,
+                              r.batch});
+      continue;
+    }
     events_.push_back(Event{cat(phase_name(r.phase), " ", r.batch),
                             cat(pass_kind_name(r.pass), " ", r.layer), r.device, int(r.lane),
                             shift + r.begin, shift + r.end, r.batch});
+  }
 }
 
 void TraceRecorder::add_host_range(const std::string& name, double begin, double end) {
@@ -36,11 +43,13 @@ void TraceRecorder::write(const std::string& path) const {
         {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}});
     if (p == devices_) continue;
     for (int lane = 0; lane < kLanes; ++lane)
-      events.push_back({{"name", "thread_name"},
-                        {"ph", "M"},
-                        {"pid", p},
-                        {"tid", lane},
-                        {"args", {{"name", cat(lane_name(Lane(lane)), " lane")}}}});
+      for (const bool ops : {false, true})
+        events.push_back(
+            {{"name", "thread_name"},
+             {"ph", "M"},
+             {"pid", p},
+             {"tid", ops ? kLanes + lane : lane},
+             {"args", {{"name", cat(lane_name(Lane(lane)), ops ? " lane operations" : " lane")}}}});
   }
   for (const Event& e : events_) {
     json event{{"name", e.name},

@@ -1,7 +1,9 @@
 // The device timeline of a training run (sluice-train --trace FILE) as a Chrome trace ("Trace
 // Event Format", JSON; opens in Perfetto or chrome://tracing): one process per device, one
 // thread per lane, one complete event per timed phase range (named "<phase> <batch>", category
-// "<pass> <layer>"), plus a host track with the epochs' training steps and evaluations.
+// "<pass> <layer>"), plus a host track with the epochs' training steps and evaluations. With
+// operation times on (--op-times) each lane gets a second thread (lane + kLanes) of one event per
+// operation (named after it, category "op <pass> <layer>").
 #pragma once
 
 #include <string>

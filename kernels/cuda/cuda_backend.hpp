@@ -228,6 +228,7 @@ class CudaDevice final : public Device {
     Event begin, end;
     const char* name = nullptr;
     int lane = 0;
+    std::int32_t tag = 0;  // of the lane's latest phase range
   };
   class OpScope {
    public:
@@ -255,6 +256,7 @@ class CudaDevice final : public Device {
   bool has_time_origin_ = false;
   std::size_t timers_used_ = 0;
   int open_timer_[kPhases] = {-1, -1, -1, -1, -1};
+  std::int32_t lane_tags_[kLanes] = {};  // each lane's latest phase_begin tag
   CublasHandle cublas_;
   std::vector<AccountedBuffer> allocations_;
   std::vector<AccountedBuffer> resident_matrices_;  // try_make_resident()

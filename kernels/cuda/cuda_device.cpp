@@ -427,6 +427,7 @@ void CudaDevice::phase_begin(Phase phase, std::int32_t tag) {
   range.phase = k;
   range.lane = lane_;
   range.tag = tag;
+  lane_tags_[lane_] = tag;
   SLUICE_CUDA(cudaEventRecord(range.begin.get(), cur()));
   open_timer_[k] = static_cast<int>(timers_used_++);
 }
@@ -461,6 +462,17 @@ void CudaDevice::take_phase_times(double seconds[kPhases], std::vector<PhaseRang
                                    double(begin_ms + ms) * 1e-3});
   }
   timers_used_ = 0;
+  if (timeline && has_time_origin_)
+    for (std::size_t i = 0; i < op_used_; ++i) {
+      const OpRange& range = op_ranges_[i];
+      float begin_ms = 0.f, ms = 0.f;
+      SLUICE_CUDA(cudaEventElapsedTime(&begin_ms, time_origin_.get(), range.begin.get()));
+      SLUICE_CUDA(cudaEventElapsedTime(&ms, range.begin.get(), range.end.get()));
+      PhaseRange op{Phase::kCompute, static_cast<Lane>(range.lane), range.tag,
+                    double(begin_ms) * 1e-3, double(begin_ms + ms) * 1e-3};
+      op.operation = range.name;
+      timeline->push_back(op);
+    }
   collect_op_times();
 }
 
@@ -472,6 +484,7 @@ int CudaDevice::op_begin(const char* name) {
   OpRange& range = op_ranges_[op_used_];
   range.name = name;
   range.lane = lane_;
+  range.tag = lane_tags_[lane_];
   SLUICE_CUDA(cudaEventRecord(range.begin.get(), cur()));
   return static_cast<int>(op_used_++);
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarizes one training step of a Chrome trace written by `sluice-train --trace FILE`.
 
-Usage: scripts/bench/trace_summary.py [--epoch N] [--json] trace.json [trace2.json ...]
+Usage: scripts/bench/trace_summary.py [--epoch N] [--json | --ops] trace.json [trace2.json ...]
 
 For the chosen step (host event "epoch N training step", N counted from 0 as in the trace;
 default: the last one) and the device ranges inside it, prints in milliseconds: the wall time;
@@ -16,6 +16,8 @@ lane, store/flush on the store lane, load/flush on the compute lane; an approxim
 ranges moving data over the host link) as a fraction of the wall time; and per pass, device and
 batch the compute start, compute time and the wait before the compute range (since the previous
 range end on the compute lane). --json prints the same numbers as one JSON object keyed by file.
+--ops lists the step's operation ranges instead (a trace of --trace with --op-times), in time
+order with each one's idle time on its lane before it.
 Standard library only.
 """
 import argparse
@@ -26,6 +28,7 @@ import sys
 
 STEP = re.compile(r"epoch (\d+) training step$")
 COMPUTE_LANE, TRANSFER_LANE, STORE_LANE = 0, 1, 2
+LANE_NAMES = {COMPUTE_LANE: "compute", TRANSFER_LANE: "transfer", STORE_LANE: "store"}
 HOST_LINK = {TRANSFER_LANE: ("load",), STORE_LANE: ("store", "flush"), COMPUTE_LANE: ("load", "flush")}
 
 
@@ -54,8 +57,13 @@ def read_trace(path):
             lanes[(e["pid"], e["tid"])] = e["args"]["name"]
     complete = [e for e in events if e.get("ph") == "X"]
     host = [e for e in complete if e.get("cat") == "host"]
-    ranges = [e for e in complete if e.get("cat") != "host"]
+    # Operation ranges (--op-times with --trace) lie on tracks of their own, category "op ...".
+    ranges = [e for e in complete if e.get("cat") != "host" and not is_operation(e)]
     return devices, lanes, host, ranges
+
+
+def is_operation(event):
+    return event.get("cat", "").startswith("op ")
 
 
 def choose_step(host, epoch, path):
@@ -226,12 +234,45 @@ def print_text(s):
     print()
 
 
+def print_operations(path, epoch):
+    """The chosen step's operation ranges: start and duration (ms from the step start), device,
+    lane, pass and name, and per lane the idle time before the range."""
+    with open(path) as f:
+        data = json.load(f)
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    complete = [e for e in events if e.get("ph") == "X"]
+    step = choose_step([e for e in complete if e.get("cat") == "host"], epoch, path)
+    t0, t1 = step["ts"], step["ts"] + step["dur"]
+    ops = sorted((e for e in complete if is_operation(e) and t0 <= e["ts"] <= t1),
+                 key=lambda e: e["ts"])
+    if not ops:
+        sys.exit(f"{path}: no operation ranges in {step['name']} (run with --trace and --op-times)")
+    print(f"## {os.path.basename(path)}: {step['name']}, {step['dur'] / 1e3:.2f} ms\n")
+    print("| start | ms | idle before | device | lane | pass | operation |")
+    print("|---|---|---|---|---|---|---|")
+    lane_end = {}
+    for e in ops:
+        key = (e["pid"], e["tid"])
+        idle = (e["ts"] - lane_end[key]) / 1e3 if key in lane_end else 0.0
+        lane_end[key] = max(lane_end.get(key, 0), e["ts"] + e["dur"])
+        lane = LANE_NAMES.get(e["tid"] % 3, str(e["tid"]))
+        print(f"| {(e['ts'] - t0) / 1e3:.2f} | {e['dur'] / 1e3:.3f} | {max(idle, 0):.2f} | "
+              f"{e['pid']} | {lane} | {e['cat'][3:]} | {e['name']} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("traces", nargs="+", help="Chrome trace JSON from sluice-train --trace")
     parser.add_argument("--epoch", type=int, help="epoch N (from 0) of 'epoch N training step'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--ops", action="store_true",
+                        help="list the step's operation ranges in time order instead (traces of "
+                        "sluice-train --trace with --op-times)")
     args = parser.parse_args()
+    if args.ops:
+        for path in args.traces:
+            print_operations(path, args.epoch)
+        return
     summaries = [summarize(path, args.epoch) for path in args.traces]
     if args.json:
         print(json.dumps({s["file"]: rounded(s) for s in summaries}, indent=1))

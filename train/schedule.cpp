@@ -84,6 +84,18 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
     drain();
 }
 
+void Schedule::Impl::lay_weights_side_by_side() {
+  const LayerSpec& layer = model.layers.back();
+  const std::int64_t d = layer.in_width, f = layer.out_width;
+  for (DeviceState& s : dev) {
+    if (s.side_by_side_w.empty()) continue;
+    const Mat side{s.side_by_side_w.data, d, 2 * f, aligned_width(2 * f)};
+    float* stacked = s.params.data + layer.w_offset;
+    s.device->copy(Mat{stacked, d, f, f}, side.col_block(0, f));
+    s.device->copy(Mat{stacked + d * f, d, f, f}, side.col_block(f, f));
+  }
+}
+
 // A forward pass that ends without waiting for its last stores (ends_early()): the next pass
 // orders its host reads after the stores on the devices (prefetch()); the host waits only for
 // the compute and transfer lanes, so the cross-device order at the pass boundary (pulls of the
@@ -238,6 +250,7 @@ double Schedule::forward_backward(std::int64_t epoch) {
     s.loss_sum = 0;
     s.device->fill(s.grads, 0.f);
   }
+  m.lay_weights_side_by_side();
   // Forward below the last layer, the last layer's forward and backward, backward to layer 0.
   for (int l = 0; l + 1 < L; ++l) m.forward_layer(m.model.layers[std::size_t(l)]);
   m.backward_layer(m.model.layers.back(), PassKind::kFused);
@@ -278,6 +291,7 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
   Impl& m = *impl_;
   m.training = false;
   for (auto& s : m.dev) s.split_counts = SplitCounts{};
+  m.lay_weights_side_by_side();
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
   // Predictions and split counts are host-visible after forward_layer's drain.
   m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);

@@ -240,13 +240,22 @@ struct Schedule::Impl {
   // A transforming layer's T = X W^t (W^t: d_l x transform_width) as the blocks of W^t side by
   // side, from the parameters (Weights::kParameters) or their gradients (kGradients): GAT's and
   // GCN's W is W^t; SAGE's W stacks W_self over W_neigh (2 d_l x d_{l+1}) and
-  // T = [X W_self | X W_neigh].
+  // T = [X W_self | X W_neigh]: the parameters as one block, the side-by-side copy, where the
+  // device has one (DeviceState::side_by_side_w), else as two; the gradients as two (one
+  // product X^T [dT_self | dT_neigh] ran slower than two in cuBLAS on products-like shapes).
   enum class Weights { kParameters, kGradients };
   schedule_detail::TransformBlocks transform_blocks(DeviceState& s, const LayerSpec& layer,
                                                     Weights weights) const {
     float* base = (weights == Weights::kParameters ? s.params.data : s.grads.data) + layer.w_offset;
     schedule_detail::TransformBlocks t;
-    if (model.kind == ModelKind::kSage) {
+    if (model.kind == ModelKind::kSage && weights == Weights::kParameters &&
+        !s.side_by_side_w.empty()) {
+      const std::int64_t width = 2 * layer.out_width, ld = aligned_width(width);
+      SLUICE_EXPECTS(s.side_by_side_w.cols == layer.in_width * ld, "side-by-side weights of ",
+                     s.side_by_side_w.cols, " floats for a ", layer.in_width, " x ", width,
+                     " transform");
+      t.block[0] = Mat{s.side_by_side_w.data, layer.in_width, width, ld};
+    } else if (model.kind == ModelKind::kSage) {
       const std::int64_t d = layer.in_width, f = layer.out_width;
       t.count = 2;
       t.block[0] = Mat{base, d, f, f};
@@ -266,6 +275,9 @@ struct Schedule::Impl {
   // ---- Passes and their order (schedule.cpp) ----
 
   void forward_layer(const LayerSpec& layer);
+  // SAGE's transform-first layer (DeviceState::side_by_side_w): lays W_self and W_neigh side by
+  // side for a training step or an evaluation.
+  void lay_weights_side_by_side();
   void backward_layer(const LayerSpec& layer, PassKind kind);
   void end_forward_early();
   void take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_device,

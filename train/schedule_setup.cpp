@@ -174,6 +174,8 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
       return {&s.adam_m, 1};
     case BufferRole::kAdamSecondMoment:
       return {&s.adam_v, 1};
+    case BufferRole::kSideBySideWeights:
+      return {&s.side_by_side_w, 1};
     case BufferRole::kSliceInputs:
       return {&s.slice_x, slices};
     case BufferRole::kSliceTransformed:

@@ -120,6 +120,11 @@ struct DeviceState {
   Mat slice_x, slice_z;
   Idx slice_iota;
   Mat params, grads, adam_m, adam_v;
+  // SAGE's transform-first layer: W^t = [W_self | W_neigh] (d_l x 2 d_{l+1}, rows 16-byte
+  // aligned) laid side by side from the stacked parameters at the start of each pass sequence
+  // (Schedule::Impl::transform_blocks()), so that T = X W^t and its input gradient are one
+  // product each. Empty otherwise.
+  Mat side_by_side_w;
   // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
   // in the flush buffer) for layer 0's G^1 blocks (Schedule::Impl::keeps_tail()).
   bool keep_tail = false;

@@ -60,12 +60,15 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   std::int64_t transposed_coefficient_heads = 0;
   bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
   bool sage_transforms_first = false;
+  std::int64_t side_by_side = 0;
   for (const LayerShape& layer : model.layers) {
     const LayerRoles r = layer_roles(model, layer.index, options);
     any_transform |= r.transforms;
     any_arrival_transform |= r.transforms_on_arrival;
     any_stored_transform |= r.stores_transform;
     sage_transforms_first |= model.kind == ModelKind::kSage && layer.transform_first;
+    if (model.kind == ModelKind::kSage && layer.transform_first)
+      side_by_side = layer.in_width * aligned_width(layer.transform_width);
     if (r.transforms_on_arrival) arrival_in_max = std::max(arrival_in_max, layer.in_width);
     if (!r.pretransformed && !r.reloads_inputs) in_max = std::max(in_max, layer.in_width);
     load_max = std::max(load_max, r.input_width);
@@ -108,6 +111,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.load_stage = load_max;
   w.flush = grad_in_max;
   w.parameters = std::max<std::int64_t>(model.parameters, 1);
+  w.side_by_side_weights = side_by_side;
   // Forward passes that store transforms apply the next layer's dropout to a chunk's rows;
   // SAGE's transform-first layer adds the rows' own T_self to theirs.
   w.chunk_row_positions = any_stored_transform || sage_transforms_first;
@@ -386,6 +390,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   add.required(BufferRole::kGradients, 1, w.parameters);
   add.required(BufferRole::kAdamFirstMoment, 1, w.parameters);
   add.required(BufferRole::kAdamSecondMoment, 1, w.parameters);
+  add.required(BufferRole::kSideBySideWeights, 1, w.side_by_side_weights);
   add.required(BufferRole::kSliceInputs, n.slice_rows, w.slice_inputs);
   add.required(BufferRole::kSliceTransformed, n.slice_rows, w.slice_transformed);
   add.list(BufferRole::kSlicePositions, n.slice_rows);
@@ -560,6 +565,8 @@ const char* buffer_role_name(BufferRole role) {
       return "Adam m";
     case BufferRole::kAdamSecondMoment:
       return "Adam v";
+    case BufferRole::kSideBySideWeights:
+      return "side-by-side weights";
     case BufferRole::kSliceInputs:
       return "transform row slice";
     case BufferRole::kSliceTransformed:

@@ -100,6 +100,9 @@ struct BufferWidths {
   std::int64_t load_stage = 0;         // every layer's loads
   std::int64_t flush = 0;              // gradients flushed by layers above 0
   std::int64_t parameters = 1;         // parameters, gradients, Adam moments (at least 1)
+  // SAGE's transform-first layer: its W_self and W_neigh side by side (d_l rows of
+  // aligned_width(2 d_{l+1}); DeviceState::side_by_side_w).
+  std::int64_t side_by_side_weights = 0;
   // 0..rows-1 per chunk, when some layer stores transforms or SAGE's last layer transforms first.
   bool chunk_row_positions = false;
   bool tail_in_flush_buffer = false;
@@ -185,6 +188,7 @@ enum class BufferRole {
   kGradients,
   kAdamFirstMoment,
   kAdamSecondMoment,
+  kSideBySideWeights,
   kSliceInputs,
   kSliceTransformed,
   kSlicePositions,     // constant

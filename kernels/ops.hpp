@@ -347,6 +347,14 @@ class Device {
   virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
   // dst[dst_rows[i]] = src[src_rows[i]], or += with `add` (device-local; dst_rows unique).
   virtual void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) = 0;
+  // dst[dst_rows[i]] = src[src_rows[i]] with scatter_dropout_rows' dropout of row i (keyed
+  // keys[i]): what copy_rows then dropout_rows(dst, dst_rows, keys, key) give (the default), in
+  // one pass where a backend fuses them.
+  virtual void copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, Idx keys,
+                                 const DropoutKey& key) {
+    copy_rows(src, src_rows, dst_rows, dst, false);
+    if (key.rate > 0) dropout_rows(dst, dst_rows, keys, key);
+  }
   virtual void zero_rows(Mat m, Idx rows) = 0;
   // m[i, j] = round_to_bf16(m[i, j]) (kernels/bfloat16.hpp) when `precision` is kBf16, nothing
   // for kFp32: device rows that stand in for a round trip through a host matrix of that

@@ -391,6 +391,7 @@ struct Schedule::Impl {
                        std::int64_t end);
   void prefetch_next_head();
   void copy_head_rows(DeviceState& s, const LayerSpec& layer);
+  void load_head_from_block(DeviceState& s, const LayerSpec& layer, Mat X, const DropoutKey& key);
   bool ends_early(const LayerSpec& layer) const;
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
                    BlockRows rows);

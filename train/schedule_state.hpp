@@ -79,6 +79,10 @@ struct NextPassHead {
   // forward pass ends early (Schedule::Impl::ends_early(); empty without a stage or in baseline
   // mode).
   Idx block_rows;
+  // The pending rows wait in the output block for batch 0's load phase, which copies them
+  // straight into X on the compute lane (fp32 host matrices: nothing to round first), instead of
+  // into the stage on the transfer lane (Schedule::Impl::copy_head_rows()).
+  bool pending_in_block = false;
 };
 
 // A device's views of the vertex matrices (Schedule::Impl::H, G, A_cache, same indices). When

@@ -34,8 +34,12 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
       const DropoutKey key = pretransformed(layer) ? DropoutKey{} : feature_key(layer.index);
       if (!s.stage.empty()) {
         d.wait(kStageReady);
-        d.scatter_dropout_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X,
-                               ch.load_keys, key);
+        if (c == 0 && s.head.pending_in_block) {
+          load_head_from_block(s, layer, X, key);
+        } else {
+          d.scatter_dropout_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X,
+                                 ch.load_keys, key);
+        }
         d.mark(kStageFree);
       } else {
         d.load_rows(s.vertex.H[std::size_t(layer.index)], ch.load_vertices, ch.load_rows, X);
@@ -84,7 +88,9 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     if (stage) {
       d.wait(kStageFree);
       d.phase_begin(Phase::kLoad, tag(c));
-      if (prefetched && s.stores_running)
+      if (prefetched && s.stores_running && options.host_precision == HostPrecision::kFp32)
+        s.head.pending_in_block = true;  // load_head_from_block()
+      else if (prefetched && s.stores_running)
         copy_head_rows(s, layer);
       else if (prefetched)
         load_stage_part(s, 0, layer, s.head.pending_begin, s.head.pending_end);
@@ -167,6 +173,32 @@ void Schedule::Impl::copy_head_rows(DeviceState& s, const LayerSpec& layer) {
   s.device->gather_rows(rows_of(s.sets[last % s.num_sets].out, ch.num_dst, width),
                         s.head.block_rows, rows);
   s.device->round_to_host_precision(rows, options.host_precision);
+}
+
+// Batch 0's load from the stage but for its pending rows, which come straight from the last
+// forward chunk's output block (NextPassHead::pending_in_block): one copy on the compute lane,
+// behind that chunk's compute, instead of a copy into the stage on the transfer lane and one out
+// of it.
+void Schedule::Impl::load_head_from_block(DeviceState& s, const LayerSpec& layer, Mat X,
+                                          const DropoutKey& key) {
+  Device& d = *s.device;
+  const DeviceChunk& ch = s.chunks[0];
+  const DeviceChunk& last = s.chunks[std::size_t(C) - 1];
+  const std::int64_t n = ch.load_rows.size;
+  const std::int64_t begin = s.head.pending_begin, end = s.head.pending_end;
+  const auto from_stage = [&](std::int64_t b, std::int64_t e) {
+    if (e > b)
+      d.scatter_dropout_rows(s.stage.row_block(b, e - b).col_block(0, X.cols),
+                             part(ch.load_rows, b, e), X, part(ch.load_keys, b, e), key);
+  };
+  from_stage(0, begin);
+  from_stage(end, n);
+  SLUICE_EXPECTS(X.cols == input_width(layer), "batch 0 loads ", X.cols, " columns of ",
+                 input_width(layer));
+  d.copy_dropout_rows(rows_of(s.sets[(C - 1) % s.num_sets].out, last.num_dst, X.cols),
+                      s.head.block_rows, part(ch.load_rows, begin, end), X,
+                      part(ch.load_keys, begin, end), key);
+  s.head.pending_in_block = false;
 }
 
 // Whether the forward pass of `layer` may end without waiting for its last stores: the next

@@ -82,6 +82,8 @@ class CudaDevice final : public Device {
   void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
+  void copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, Idx keys,
+                         const DropoutKey& key) override;
   void zero_rows(Mat m, Idx rows) override;
   void round_to_host_precision(Mat m, HostPrecision precision) override;
   void round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) override;

@@ -342,8 +342,8 @@ void CudaDevice::scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, cons
                        cur());
     return;
   }
-  launch_scatter_dropout_rows(src.data, src.ld, rows.data, dst.data, dst.ld, rows.size, src.cols,
-                              keys.data, key.seed, key.salt(), key.rate, cur());
+  launch_scatter_dropout_rows(src.data, src.ld, nullptr, rows.data, dst.data, dst.ld, rows.size,
+                              src.cols, keys.data, key.seed, key.salt(), key.rate, cur());
 }
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
@@ -380,6 +380,26 @@ void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool ad
     launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
                        src_rows.size, dst.cols, cur());
   }
+}
+
+void CudaDevice::copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, Idx keys,
+                                   const DropoutKey& key) {
+  OpScope op(*this, "copy_dropout_rows");
+  SLUICE_EXPECTS(
+      src_rows.size == dst_rows.size && keys.size == dst_rows.size && src.cols == dst.cols,
+      "copy_dropout_rows: ", src_rows.size, " source rows of width ", src.cols, " and ", keys.size,
+      " keys into ", dst_rows.size, " rows of width ", dst.cols);
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  if (src_rows.size == 0 || dst.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  if (key.rate <= 0.f) {
+    launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
+                       src_rows.size, dst.cols, cur());
+    return;
+  }
+  launch_scatter_dropout_rows(src.data, src.ld, src_rows.data, dst_rows.data, dst.data, dst.ld,
+                              src_rows.size, dst.cols, keys.data, key.seed, key.salt(), key.rate,
+                              cur());
 }
 
 void CudaDevice::zero_rows(Mat m, Idx rows) {

@@ -125,16 +125,18 @@ __global__ void bias_activation_dropout_kernel(const float* z, std::int64_t ldz,
   }
 }
 
-// dst[rows[i]] = src_i with dropout_rows_kernel's mask (keyed keys[i]): a warp per row.
+// dst[dst_rows[i]] = src[src_rows[i]] (src_rows null: row i) with dropout_rows_kernel's mask
+// (keyed keys[i]): a warp per row.
 __global__ void scatter_dropout_rows_kernel(const float* __restrict__ src, std::int64_t lds,
-                                            const vertex_t* __restrict__ rows, float* dst,
+                                            const vertex_t* __restrict__ src_rows,
+                                            const vertex_t* __restrict__ dst_rows, float* dst,
                                             std::int64_t ldd, std::int64_t n, std::int64_t cols,
                                             const vertex_t* __restrict__ keys, std::uint64_t seed,
                                             std::uint64_t salt, float rate, float scale) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const float* in = src + i * lds;
-    float* o = dst + static_cast<std::int64_t>(rows[i]) * ldd;
+    const float* in = detail::indexed_row(src, lds, src_rows, i);
+    float* o = dst + static_cast<std::int64_t>(dst_rows[i]) * ldd;
     const std::uint64_t prefix = key_hash_prefix(
         seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])));
     for (std::int64_t c = lane; c < cols; c += 32) {
@@ -345,14 +347,15 @@ void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const floa
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
-void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const vertex_t* rows,
-                                 float* dst, std::int64_t ldd, std::int64_t n, std::int64_t cols,
-                                 const vertex_t* keys, std::uint64_t seed, std::uint64_t salt,
-                                 float rate, cudaStream_t stream) {
+void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const vertex_t* src_rows,
+                                 const vertex_t* dst_rows, float* dst, std::int64_t ldd,
+                                 std::int64_t n, std::int64_t cols, const vertex_t* keys,
+                                 std::uint64_t seed, std::uint64_t salt, float rate,
+                                 cudaStream_t stream) {
   if (n <= 0 || cols <= 0) return;
   scatter_dropout_rows_kernel<<<detail::blocks_for(n, detail::kWarpsPerBlock),
                                 detail::kBlockThreads, 0, stream>>>(
-      src, lds, rows, dst, ldd, n, cols, keys, seed, salt, rate,
+      src, lds, src_rows, dst_rows, dst, ldd, n, cols, keys, seed, salt, rate,
       rate > 0.f ? 1.f / (1.f - rate) : 1.f);
   SLUICE_CUDA_LAUNCH_CHECK();
 }

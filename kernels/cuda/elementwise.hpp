@@ -43,11 +43,12 @@ void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const floa
                                     std::int64_t rows, std::int64_t cols, const vertex_t* keys,
                                     std::uint64_t seed, std::uint64_t salt, float rate,
                                     cudaStream_t stream);
-// dst[rows[i]] = dropout(src_i), keyed keys[i].
-void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const vertex_t* rows,
-                                 float* dst, std::int64_t ldd, std::int64_t n, std::int64_t cols,
-                                 const vertex_t* keys, std::uint64_t seed, std::uint64_t salt,
-                                 float rate, cudaStream_t stream);
+// dst[dst_rows[i]] = dropout(src[src_rows[i]]), keyed keys[i] (src_rows null: row i).
+void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const vertex_t* src_rows,
+                                 const vertex_t* dst_rows, float* dst, std::int64_t ldd,
+                                 std::int64_t n, std::int64_t cols, const vertex_t* keys,
+                                 std::uint64_t seed, std::uint64_t salt, float rate,
+                                 cudaStream_t stream);
 // The same dh for act = relu from h = dropout(relu(z)) instead of z: relu'(z) read as h > 0.
 void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const float* h,
                                               std::int64_t ldh, std::int64_t rows,

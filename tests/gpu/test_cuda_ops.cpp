@@ -780,8 +780,9 @@ TEST_F(CudaOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
 }
 
 // The fused forward passes give what their parts give on the GPU, bit for bit (bias + activation
-// + dropout for every activation, a scatter with dropout, rates 0 and 0.5), and what the CPU
-// backend's fused passes give (within float rounding of expm1f).
+// + dropout for every activation, a scatter with dropout, a copy between indexed rows with
+// dropout, rates 0 and 0.5), and what the CPU backend's fused passes give (within float rounding
+// of expm1f).
 TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
   const std::int64_t rows = 300, cols = 45, ld = 48;
   const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
@@ -790,15 +791,20 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
   const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
   std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
   for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
+  const std::vector<vertex_t> sources(targets.rbegin(), targets.rend());  // another one
   auto cpu = make_cpu_backend(test::backend_options(1));
   Device& reference = cpu->device(0);
   for (const float rate : {0.f, 0.5f}) {
     const DropoutKey key{42, 3, 1, rate};
-    for (int op = 0; op < 4; ++op) {  // bias + activation + dropout per activation, scatter
+    // bias + activation + dropout per activation, scatter, copy between indexed rows
+    for (int op = 0; op < 5; ++op) {
       const Activation act = op == 0   ? Activation::kNone
                              : op == 1 ? Activation::kRelu
                                        : Activation::kElu;
-      SCOPED_TRACE(cat(op == 3 ? "scatter" : "bias activation", " ", op, ", rate ", rate));
+      SCOPED_TRACE(cat(op == 3   ? "scatter"
+                       : op == 4 ? "copy"
+                                 : "bias activation",
+                       " ", op, ", rate ", rate));
       std::vector<Host> results;
       for (Device* d : {&dev(), &dev(), &reference}) {
         const bool parts = results.size() == 1;
@@ -808,7 +814,12 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
         const Idx positions_idx = d->upload(positions, "positions");
         const Idx targets_idx = d->upload(targets, "targets");
         const float* dbias = upload(*d, 1, cols, bias).data;
-        if (op == 3 && parts) {
+        if (op == 4 && parts) {
+          d->copy_rows(in, d->upload(sources, "sources"), targets_idx, out, /*add=*/false);
+          d->dropout_rows(out, targets_idx, key_rows, key);
+        } else if (op == 4) {
+          d->copy_dropout_rows(in, d->upload(sources, "sources"), targets_idx, out, key_rows, key);
+        } else if (op == 3 && parts) {
           d->scatter_rows(in, targets_idx, out);
           d->dropout_rows(out, targets_idx, key_rows, key);
         } else if (op == 3) {

@@ -471,8 +471,8 @@ void Schedule::Impl::update_source_scores(DeviceState& s, const LayerSpec& layer
 
 // Layer 0 of a transforming model, leaving rows: the dZm they accumulated while they stayed
 // (this device's batches and its peers' pushes) gives the weight gradient of Zm = X W once per
-// stay, dW += X^T dZm, in slices of leaving rows gathered on the compute lane (layer 0 has no
-// input gradient).
+// stay, dW += X^T dZm, in slices of leaving rows gathered on the compute lane, or in one product
+// when every row of the transform region leaves (layer 0 has no input gradient).
 void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                      int c) {
   SLUICE_EXPECTS(layer.index == 0, "only layer 0 transforms its rows on arrival");
@@ -484,6 +484,13 @@ void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, cons
   const Mat dZm = s.dZm.col_block(0, KF);
   const DropoutKey key = feature_key(layer.index);
   d.phase_begin(Phase::kCompute, tag(c));
+  if (!reloads_inputs(layer) && n == s.transform_region) {
+    // Every row of the region leaves (unique rows: all of them, as in a one-chunk plan): one
+    // product over the region instead of gathered slices.
+    add_transform_gradient(d, dW, X.row_block(0, n), dZm.row_block(0, n));
+    d.phase_end(Phase::kCompute);
+    return;
+  }
   for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
     const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
     const Idx rows = part(ch.leave_rows, b, e), positions = part(s.slice_iota, 0, len);

@@ -157,11 +157,14 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   Device& d = *s.device;
   const std::int64_t nd = ch.num_dst;
   if (!s.prefetch_blocks && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
-  Mat dZ = rows_of(set.dZ, nd, layer.out_width);
+  // The loss gradient (fresh), the gradient through the next layer's transform, or G^{l+1}.
+  Mat dZ = fresh || stores_transform(layer) ? rows_of(set.dZ, nd, layer.out_width)
+                                            : gradient_block(s, ch, layer, set);
   Mat A;
   if (!transforms(layer)) {
-    A = recompute(layer) && !fresh ? aggregate(s, ch, layer, set)
-                                   : rows_of(set.A, nd, layer.aggregate_width);
+    A = fresh              ? rows_of(set.A, nd, layer.aggregate_width)
+        : recompute(layer) ? aggregate(s, ch, layer, set)
+                           : aggregation_block(s, ch, layer, set);
   }
   // Layers below the last compute the pre-activation again for their activation's backward:
   // from the aggregation (recomputed or kept), GAT's from its head outputs O, recomputed with the
@@ -178,7 +181,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   } else if (!fresh) {
     Mat Z;
     if (gat() && !recompute(layer)) {
-      O = rows_of(set.A, nd, layer.aggregate_width);
+      O = aggregation_block(s, ch, layer, set);
       Z = gat_kept_preactivation(s, ch, layer, O);
     } else {
       Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
@@ -386,7 +389,7 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
                                                 OutputRows kind, Mat dZ) {
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
-  const Mat dT = rows_of(set.out, ch.num_dst, next.transform_width);
+  const Mat dT = gradient_block(s, ch, layer, set).col_block(0, next.transform_width);
   const DropoutKey key = feature_key(next.index);
   transform_input_gradient(d, transform_blocks(s, next, Weights::kParameters), dT, dZ);
   if (kind == OutputRows::kKeptOutputs) {

@@ -208,12 +208,34 @@ struct Schedule::Impl {
     return transforms(layer) ? s.dZm.col_block(0, layer.transform_width)
                              : s.dX.col_block(0, layer.in_width);
   }
-  // Where a chunk's G[l+1] block goes: dT^{l+1} blocks to the set's output rows
-  // (transform_outputs_backward()), G^{l+1} blocks to its dZ.
-  Mat gradient_block(const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set) const {
+  // A chunk's rows of a vertex matrix the device holds in its memory in fp32, as a device
+  // matrix the backward reads (and changes) in place; empty for a host matrix or a bf16 one.
+  static Mat resident_rows(const HostMat& m, const DeviceChunk& ch) {
+    if (m.residence != Residence::kDevice || m.precision != HostPrecision::kFp32 || m.empty())
+      return Mat{};
+    const HostMat rows = m.row_block(ch.view_dst_begin, ch.num_dst);
+    return Mat{rows.fp32(), rows.rows, rows.cols, rows.ld};
+  }
+  // A backward chunk's G[l+1] block: its rows of G^{l+1} where they are resident (no copy: the
+  // backward of layer l is their last reader in the step), else the block they load into:
+  // dT^{l+1} blocks the set's output rows (transform_outputs_backward()), G^{l+1} blocks its dZ.
+  Mat gradient_block(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                     BlockSet& set) const {
+    const Mat resident = resident_rows(s.vertex.G[std::size_t(layer.index) + 1], ch);
+    if (!resident.empty()) return resident;
     return stores_transform(layer)
                ? schedule_detail::rows_of(set.out, ch.num_dst, output_width(layer))
                : schedule_detail::rows_of(set.dZ, ch.num_dst, layer.out_width);
+  }
+  // A backward chunk's A^l block (GAT: O^l): its rows of the resident A^l, else the set's A
+  // rows (loaded, or kept from the forward pass: keeps_a_block()).
+  Mat aggregation_block(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                        BlockSet& set) const {
+    if (!keeps_a_block(layer)) {
+      const Mat resident = resident_rows(s.vertex.A[std::size_t(layer.index)], ch);
+      if (!resident.empty()) return resident;
+    }
+    return schedule_detail::rows_of(set.A, ch.num_dst, layer.aggregate_width);
   }
   // Layer 1's backward pass keeps the rows leaving in its last batch on the device: their
   // gradients are complete there, and the only reader of G^1 is layer 0's backward pass, which

@@ -230,7 +230,7 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
   Device& d = *s.device;
   if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set);
   if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
-    const Mat kept = tail_rows(s), dst = gradient_block(ch, layer, set).col_block(0, kept.cols);
+    const Mat kept = tail_rows(s), dst = gradient_block(s, ch, layer, set).col_block(0, kept.cols);
     const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
     d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
     d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, kAddInto);
@@ -239,15 +239,17 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
 }
 
 // The block rows from host memory: G[l+1] and, when kept, A^l (GAT: O^l) unless the set still
-// holds it (keeps_a_block()).
+// holds it (keeps_a_block()); none of a matrix resident in fp32, which the backward reads in
+// place (gradient_block(), aggregation_block()).
 void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       BlockSet& set) {
   Device& d = *s.device;
-  d.load_block(s.vertex.G[std::size_t(layer.index) + 1], ch.view_dst_begin,
-               gradient_block(ch, layer, set));
-  if (!recompute(layer) && !keeps_a_block(layer))
-    d.load_block(s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin,
-                 rows_of(set.A, ch.num_dst, layer.aggregate_width));
+  const HostMat& G = s.vertex.G[std::size_t(layer.index) + 1];
+  if (resident_rows(G, ch).empty())
+    d.load_block(G, ch.view_dst_begin, gradient_block(s, ch, layer, set));
+  const HostMat& A = s.vertex.A[std::size_t(layer.index)];
+  if (!recompute(layer) && !keeps_a_block(layer) && resident_rows(A, ch).empty())
+    d.load_block(A, ch.view_dst_begin, rows_of(set.A, ch.num_dst, layer.aggregate_width));
 }
 
 // The fused pass of a two-layer model whose layer 1 is pretransformed, during its last batch:

@@ -80,6 +80,21 @@ struct FlushTask {
   }
 };
 
+// dst[dst_rows[i]] = src[src_rows[i]] (src_rows null: row i) for i < n, each row with the
+// dropout keyed keys[i] (scatter_dropout_rows, copy_dropout_rows; the caller set the device).
+void move_rows_with_dropout(Mat src, const vertex_t* src_rows, const vertex_t* dst_rows,
+                            std::int64_t n, Mat dst, Idx keys, const DropoutKey& key,
+                            cudaStream_t stream) {
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  if (n == 0 || dst.cols == 0) return;
+  if (key.rate <= 0.f) {
+    launch_gather_rows(src.data, src.ld, src_rows, dst.data, dst.ld, dst_rows, n, dst.cols, stream);
+    return;
+  }
+  launch_scatter_dropout_rows(src.data, src.ld, src_rows, dst_rows, dst.data, dst.ld, n, dst.cols,
+                              keys.data, key.seed, key.salt(), key.rate, stream);
+}
+
 }  // namespace
 
 void* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
@@ -334,16 +349,8 @@ void CudaDevice::scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, cons
   SLUICE_EXPECTS(src.cols == dst.cols && src.rows == rows.size && keys.size == rows.size,
                  "scatter_dropout_rows: ", src.rows, " x ", src.cols, " with ", rows.size,
                  " rows and ", keys.size, " keys into width ", dst.cols);
-  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
-  if (rows.size == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
-  if (key.rate <= 0.f) {
-    launch_gather_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size, src.cols,
-                       cur());
-    return;
-  }
-  launch_scatter_dropout_rows(src.data, src.ld, nullptr, rows.data, dst.data, dst.ld, rows.size,
-                              src.cols, keys.data, key.seed, key.salt(), key.rate, cur());
+  move_rows_with_dropout(src, nullptr, rows.data, rows.size, dst, keys, key, cur());
 }
 
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
@@ -389,17 +396,8 @@ void CudaDevice::copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst,
       src_rows.size == dst_rows.size && keys.size == dst_rows.size && src.cols == dst.cols,
       "copy_dropout_rows: ", src_rows.size, " source rows of width ", src.cols, " and ", keys.size,
       " keys into ", dst_rows.size, " rows of width ", dst.cols);
-  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
-  if (src_rows.size == 0 || dst.cols == 0) return;
   DeviceGuard guard(gpu_);
-  if (key.rate <= 0.f) {
-    launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
-                       src_rows.size, dst.cols, cur());
-    return;
-  }
-  launch_scatter_dropout_rows(src.data, src.ld, src_rows.data, dst_rows.data, dst.data, dst.ld,
-                              src_rows.size, dst.cols, keys.data, key.seed, key.salt(), key.rate,
-                              cur());
+  move_rows_with_dropout(src, src_rows.data, dst_rows.data, dst_rows.size, dst, keys, key, cur());
 }
 
 void CudaDevice::zero_rows(Mat m, Idx rows) {

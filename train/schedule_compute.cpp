@@ -127,7 +127,7 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   }
   if (!layer.last) {
     layer_preactivation(s, ch, layer, A, layer.activation,
-                        rows_of(set.out, ch.num_dst, layer.out_width));
+                        forward_output_block(s, ch, layer, set).col_block(0, layer.out_width));
     return;
   }
   const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
@@ -376,7 +376,7 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
   if (!training && next.last && captured_hidden.data)
     d.store_block(H, captured_hidden, ch.dst_begin);
   transform(d, transform_blocks(s, next, Weights::kParameters), H,
-            rows_of(set.out, ch.num_dst, next.transform_width));
+            forward_output_block(s, ch, layer, set).col_block(0, next.transform_width));
 }
 
 // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and

@@ -216,6 +216,34 @@ struct Schedule::Impl {
     const HostMat rows = m.row_block(ch.view_dst_begin, ch.num_dst);
     return Mat{rows.fp32(), rows.rows, rows.cols, rows.ld};
   }
+  // A forward chunk's output rows (H^{l+1}, or T^{l+1} where the next layer is pretransformed)
+  // written in place into the resident fp32 matrix, so that no store copies them; empty where
+  // the matrix is in host memory, is bf16, or has columns the forward leaves unwritten (T rows
+  // padded to 16 bytes), and for the last layer.
+  Mat output_in_place(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {
+    if (layer.last) return Mat{};
+    const HostMat& H = s.vertex.H[std::size_t(layer.index) + 1];
+    const std::int64_t written =
+        stores_transform(layer) ? above(layer)->transform_width : layer.out_width;
+    return H.cols == written ? resident_rows(H, ch) : Mat{};
+  }
+  // A forward chunk's output block: its rows of H^{l+1} in place (output_in_place()), or the
+  // set's output rows, which store_blocks() copies to H^{l+1}.
+  Mat forward_output_block(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                           BlockSet& set) const {
+    const Mat in_place = output_in_place(s, ch, layer);
+    if (!in_place.empty()) return in_place;
+    return schedule_detail::rows_of(set.out, ch.num_dst, output_width(layer));
+  }
+  // The output block of the device's last chunk in the pass before `layer`'s (the rows a forward
+  // pass that ends early leaves for the next pass's batch 0), `width` columns.
+  Mat last_output_block(DeviceState& s, const LayerSpec& layer, std::int64_t width) const {
+    SLUICE_EXPECTS(layer.index > 0, "layer 0 reads no layer's outputs");
+    const LayerSpec& producer = model.layers[std::size_t(layer.index) - 1];
+    return forward_output_block(s, s.chunks[std::size_t(C) - 1], producer,
+                                s.sets[(C - 1) % s.num_sets])
+        .col_block(0, width);
+  }
   // A backward chunk's G[l+1] block: its rows of G^{l+1} where they are resident (no copy: the
   // backward of layer l is their last reader in the step), else the block they load into:
   // dT^{l+1} blocks the set's output rows (transform_outputs_backward()), G^{l+1} blocks its dZ.

@@ -165,13 +165,11 @@ void Schedule::Impl::prefetch_next_head() {
 // the host precision, as a load of what the store wrote would give them.
 void Schedule::Impl::copy_head_rows(DeviceState& s, const LayerSpec& layer) {
   const int last = C - 1;
-  const DeviceChunk& ch = s.chunks[std::size_t(last)];
   const std::int64_t width = input_width(layer);
   const std::int64_t begin = s.head.pending_begin, n = s.head.pending_end - begin;
   const Mat rows = s.stage.row_block(begin, n).col_block(0, width);
   s.device->wait(kComputed + last % s.num_sets);
-  s.device->gather_rows(rows_of(s.sets[last % s.num_sets].out, ch.num_dst, width),
-                        s.head.block_rows, rows);
+  s.device->gather_rows(last_output_block(s, layer, width), s.head.block_rows, rows);
   s.device->round_to_host_precision(rows, options.host_precision);
 }
 
@@ -183,7 +181,6 @@ void Schedule::Impl::load_head_from_block(DeviceState& s, const LayerSpec& layer
                                           const DropoutKey& key) {
   Device& d = *s.device;
   const DeviceChunk& ch = s.chunks[0];
-  const DeviceChunk& last = s.chunks[std::size_t(C) - 1];
   const std::int64_t n = ch.load_rows.size;
   const std::int64_t begin = s.head.pending_begin, end = s.head.pending_end;
   const auto from_stage = [&](std::int64_t b, std::int64_t e) {
@@ -195,9 +192,8 @@ void Schedule::Impl::load_head_from_block(DeviceState& s, const LayerSpec& layer
   from_stage(end, n);
   SLUICE_EXPECTS(X.cols == input_width(layer), "batch 0 loads ", X.cols, " columns of ",
                  input_width(layer));
-  d.copy_dropout_rows(rows_of(s.sets[(C - 1) % s.num_sets].out, last.num_dst, X.cols),
-                      s.head.block_rows, part(ch.load_rows, begin, end), X,
-                      part(ch.load_keys, begin, end), key);
+  d.copy_dropout_rows(last_output_block(s, layer, X.cols), s.head.block_rows,
+                      part(ch.load_rows, begin, end), X, part(ch.load_keys, begin, end), key);
   s.head.pending_in_block = false;
 }
 
@@ -312,8 +308,9 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
     d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
                   s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin);
   const std::int64_t width = output_width(layer);  // T^{l+1} or H^{l+1}
-  d.store_block(rows_of(set.out, ch.num_dst, width), s.vertex.H[std::size_t(layer.index) + 1],
-                ch.view_dst_begin);
+  if (output_in_place(s, ch, layer).empty())
+    d.store_block(rows_of(set.out, ch.num_dst, width), s.vertex.H[std::size_t(layer.index) + 1],
+                  ch.view_dst_begin);
   d.phase_end(Phase::kStore);
   d.mark(kStored + k);
 }

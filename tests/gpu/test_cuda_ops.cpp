@@ -601,6 +601,65 @@ TEST_F(CudaOps, LanesOrderedByMarkers) {
   EXPECT_EQ(timeline.size(), 9u);
 }
 
+// With operation times on (--op-times), take_phase_times() hands out each operation's range too
+// (PhaseRange::operation): named, on the lane that ran it, tagged with that lane's phase, inside
+// the phase's range; the phase ranges stay as they were.
+TEST_F(CudaOps, OperationRangesJoinTheTimeline) {
+  auto backend = make_cuda_backend(one_gpu(1).op_times(true));
+  Device& d = backend->device(0);
+  const std::int64_t rows = 2048, cols = 32;
+  HostMat source = backend->alloc_host(rows, cols, "source");
+  const Host values = random_floats(rows * cols, rng_);
+  std::copy(values.begin(), values.end(), source.fp32());
+  const std::vector<vertex_t> picked = test::id_sequence(rows / 2, 0, 2);
+  const Idx picked_idx = d.upload(picked, "picked");
+  Mat x = d.alloc(rows / 2, cols, "x"), y = d.alloc(rows, cols, "y");
+  backend->synchronize_all();
+  d.set_time_origin();
+  {
+    LaneScope lane(d, Lane::kTransfer);
+    d.phase_begin(Phase::kLoad, 8);
+    d.load_rows(source, picked_idx, Idx{}, x);
+    d.phase_end(Phase::kLoad);
+    d.mark(0);
+  }
+  d.wait(0);
+  d.phase_begin(Phase::kCompute, 7);
+  d.fill(y, 0.f);
+  d.scatter_rows(x, picked_idx, y);
+  d.phase_end(Phase::kCompute);
+  backend->synchronize_all();
+  double seconds[kPhases] = {};
+  std::vector<PhaseRange> timeline;
+  d.take_phase_times(seconds, &timeline);
+  std::vector<const PhaseRange*> phases, operations;
+  for (const PhaseRange& r : timeline) (r.operation ? operations : phases).push_back(&r);
+  ASSERT_EQ(phases.size(), 2u);
+  ASSERT_EQ(operations.size(), 3u);
+  const auto phase_of = [&](Lane lane) {
+    for (const PhaseRange* r : phases)
+      if (r->lane == lane) return r;
+    return static_cast<const PhaseRange*>(nullptr);
+  };
+  const std::pair<const char*, Lane> expected[] = {
+      {"load_rows", Lane::kTransfer}, {"fill", Lane::kCompute}, {"scatter_rows", Lane::kCompute}};
+  for (const auto& [name, lane] : expected) {
+    SCOPED_TRACE(name);
+    const auto found = std::find_if(operations.begin(), operations.end(), [&](const PhaseRange* r) {
+      return std::string(r->operation) == name;
+    });
+    ASSERT_NE(found, operations.end());
+    const PhaseRange& op = **found;
+    const PhaseRange* phase = phase_of(lane);
+    ASSERT_NE(phase, nullptr);
+    EXPECT_EQ(op.lane, lane);
+    EXPECT_EQ(op.tag, phase->tag);
+    EXPECT_GT(op.end, op.begin);
+    EXPECT_GE(op.begin, phase->begin - 1e-6);
+    EXPECT_LE(op.end, phase->end + 1e-6);
+  }
+}
+
 TEST_F(CudaOps, ComputeOperationsRefuseOtherLanes) {
   Mat a = upload(4, 4, random_floats(16, rng_));
   LaneScope lane(dev(), Lane::kTransfer);

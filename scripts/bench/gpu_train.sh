@@ -33,7 +33,8 @@
 # CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1 writes each run's --trace
 # timeline to $OUT/traces/NAME.json), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
 # per-operation device times into gpu_train.log; scripts/bench/op_times.py gpu_train.log --runs A B
-# tabulates two runs side by side), VERBOSE (0; 1 runs sluice-train with --verbose: debug lines
+# tabulates two runs side by side; with TRACE=1 the timelines hold every operation too, listed by
+# scripts/bench/trace_summary.py --ops), VERBOSE (0; 1 runs sluice-train with --verbose: debug lines
 # such as the constants' placement), EVAL_EVERY (1000: sluice-train --eval-every; the last epoch
 # always evaluates).
 set -uo pipefail

@@ -23,6 +23,18 @@ constexpr int kSplitCounters = 6;
 constexpr int kSlots = 8;
 constexpr std::int64_t kGroupRowClasses = 32 * kSlots;
 
+// A labeled row's split counts: per split bit k of `splits`, one more labeled row (counter k),
+// and one more right prediction (3 + k) when `right`.
+__device__ __forceinline__ void count_splits(std::int32_t splits, bool right,
+                                             unsigned (&counts)[kSplitCounters]) {
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    const unsigned in = (static_cast<unsigned>(splits) >> k) & 1u;
+    counts[k] += in;
+    counts[3 + k] += in & (right ? 1u : 0u);
+  }
+}
+
 // Adds the block's loss and split counts (one value per lane) to the device totals: warps in
 // shuffles, the block in shared memory, then one atomic per total.
 __device__ __forceinline__ void add_block_totals(double lane_loss,
@@ -124,15 +136,7 @@ __global__ void __launch_bounds__(detail::kBlockThreads)
       lane_loss += static_cast<double>(log_sum) - picked;
     if (in_range && group_lane == 0) {
       if (predictions) predictions[i] = best_column;
-      if (labeled) {
-        const unsigned right = best_column == label ? 1u : 0u;
-#pragma unroll
-        for (int k = 0; k < 3; ++k) {
-          const unsigned in = (static_cast<unsigned>(splits) >> k) & 1u;
-          lane_counts[k] += in;
-          lane_counts[3 + k] += in & right;
-        }
-      }
+      if (labeled) count_splits(splits, best_column == label, lane_counts);
     }
     if (grad && in_range) {
       float* g = grad + i * ldg;
@@ -188,15 +192,7 @@ __global__ void __launch_bounds__(detail::kBlockThreads) softmax_cross_entropy_w
     if (lane == 0) {
       if (predictions) predictions[i] = static_cast<std::int32_t>(best_index);
       if (counted) warp_loss += static_cast<double>(log_sum) - (x[label] - best);
-      if (labeled) {
-        const unsigned right = best_index == label ? 1u : 0u;
-#pragma unroll
-        for (int k = 0; k < 3; ++k) {
-          const unsigned in = (static_cast<unsigned>(splits) >> k) & 1u;
-          warp_counts[k] += in;
-          warp_counts[3 + k] += in & right;
-        }
-      }
+      if (labeled) count_splits(splits, best_index == label, warp_counts);
     }
     if (grad) {
       float* g = grad + i * ldg;

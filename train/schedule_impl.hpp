@@ -396,10 +396,8 @@ struct Schedule::Impl {
     if (!training || gat() || layer.last || stores_transform(layer) ||
         layer.activation != Activation::kRelu)
       return Mat{};
-    const HostMat& h = s.vertex.H[std::size_t(layer.index) + 1];
-    if (h.residence != Residence::kDevice || h.precision != HostPrecision::kFp32) return Mat{};
-    return Mat{h.fp32() + std::int64_t(ch.view_dst_begin) * h.ld, ch.num_dst, layer.out_width,
-               h.ld};
+    const Mat rows = resident_rows(s.vertex.H[std::size_t(layer.index) + 1], ch);
+    return rows.empty() ? rows : rows.col_block(0, layer.out_width);
   }
   // The chunk's rows of the layer's kept outputs in a training pass; empty where not kept.
   Mat kept_output_rows(const DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {

@@ -28,9 +28,7 @@ Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::
                                  CommMode comm = CommMode::kP2pReuse) {
   const ModelSpec spec = test::model_spec(
       test::model_shape(model, 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
-  BackendOptions backend_options;
-  backend_options.partitions = plan.partitions;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   ScheduleOptions options;
   options.dropout = 0.3f;
   options.seed = 5;
@@ -111,9 +109,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
   std::int64_t base[2] = {0, 0}, full[2] = {0, 0};
   for (const EvaluationCache cache :
        {EvaluationCache::kNone, EvaluationCache::kDeviceWhereItFits}) {
-    BackendOptions backend_options;
-    backend_options.partitions = 2;
-    std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+    std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(2));
     ScheduleOptions options;
     options.evaluation_cache = cache;
     options.layer_outputs = LayerOutputs::kRecomputed;  // the cache's bytes alone

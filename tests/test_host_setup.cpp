@@ -34,9 +34,7 @@ Outcome run(const std::string& dataset_path, const Plan& built, const std::strin
   Plan plan = built;
   const ModelSpec spec = test::model_spec(
       test::model_shape(model, 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
-  BackendOptions backend_options;
-  backend_options.partitions = plan.partitions;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   ScheduleOptions options;
   options.dropout = 0.3f;
   options.seed = 5;
@@ -70,9 +68,7 @@ TEST(HostSetup, BesideTheIndexListsEqualsAfterThem) {
 std::string setup_error(const Dataset& d, const Plan& plan) {
   const ModelSpec spec = test::model_spec(
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
-  BackendOptions backend_options;
-  backend_options.partitions = plan.partitions;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   try {
     Schedule schedule(*backend, d, plan, spec, ScheduleOptions{});
   } catch (const InputError& error) {

@@ -29,10 +29,8 @@ struct Training {
 Training train_three_steps(const Dataset& d, const Plan& plan, const ModelSpec& spec,
                            LayerOutputs outputs, VertexData vertex_data,
                            std::int64_t memory_budget = 0) {
-  BackendOptions backend_options;
-  backend_options.partitions = plan.partitions;
-  backend_options.memory_budget = memory_budget;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend =
+      make_cpu_backend(test::backend_options(plan.partitions).memory_budget(memory_budget));
   ScheduleOptions options;
   options.dropout = 0.5f;
   options.seed = 11;

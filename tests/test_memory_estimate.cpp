@@ -95,10 +95,8 @@ void expect_same_layers(const ModelLayers& a, const ModelLayers& b) {
 // CPU backend allocates nothing after setup (EpochAllocatesNothingBeyondSetup).
 std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const ModelSpec& model,
                                       const LayoutOptions& layout) {
-  BackendOptions backend_options;
-  backend_options.partitions = plan.partitions;
-  backend_options.threads = 1;
-  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
+  std::unique_ptr<Backend> backend =
+      make_cpu_backend(test::backend_options(plan.partitions).threads(1));
   ScheduleOptions options;
   options.comm = layout.comm;
   options.overlap = layout.overlap;

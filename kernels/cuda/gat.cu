@@ -1031,6 +1031,40 @@ __device__ __forceinline__ void by_source_apply(
   }
 }
 
+// Lane `lane` stages entry chunk + lane of source row u (when the row has it): its destination
+// row i_mine and forward entry e_mine, and per head alpha~ (alpha with its attention dropout),
+// alpha * S(i) and the LeakyReLU slope at the entry's score, into stage (4 x 32 x K floats:
+// alpha~, alpha * S(i), slope, then room for the score gradients ds).
+template <typename Index>
+__device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& p, std::int64_t u,
+                                                      std::int64_t begin, std::int64_t degree,
+                                                      std::int64_t chunk, int lane, float* stage,
+                                                      std::int64_t& i_mine, std::int64_t& e_mine) {
+  if (chunk + lane >= degree) return;
+  const int heads = p.heads;
+  i_mine = p.t_columns[begin + chunk + lane];
+  e_mine = p.t_perm[begin + chunk + lane];
+  const std::int64_t k = e_mine - p.a.indptr[i_mine];
+  const std::uint64_t prefix = attention_prefix(p.dropout, i_mine);
+  for (int h = 0; h < heads; ++h) {
+    const float a = p.alpha[e_mine * p.ldalpha + h];
+    const float pre = p.el[u * p.ldel + h] + p.er[i_mine * p.lder + h];
+    stage[lane * heads + h] = a * attention_scale(p.dropout, prefix, k, h);
+    stage[(32 + lane) * heads + h] = a * p.row_sums[i_mine * heads + h];
+    stage[(64 + lane) * heads + h] = pre > 0.f ? 1.f : kLeakySlope;
+  }
+}
+
+// The staged score gradients of the chunk's entries to ds, in forward entry order.
+template <typename Index>
+__device__ __forceinline__ void write_by_source_ds(const GatBySource<Index>& p, std::int64_t degree,
+                                                   std::int64_t chunk, int lane, const float* stage,
+                                                   std::int64_t e_mine) {
+  if (chunk + lane >= degree) return;
+  const int heads = p.heads;
+  for (int h = 0; h < heads; ++h) p.ds[e_mine * heads + h] = stage[(96 + lane) * heads + h];
+}
+
 // Source row u's 32-entry chunks first_chunk, first_chunk + step, ...: lane j stages entry j's
 // coefficients for every head, then the warp takes the entries by_source_in_flight() at a time,
 // applying them in entry order.
@@ -1047,19 +1081,7 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
   const int total_cols = static_cast<int>(heads * p.width);
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     std::int64_t i_mine = 0, e_mine = 0;
-    if (chunk + lane < degree) {
-      i_mine = p.t_columns[begin + chunk + lane];
-      e_mine = p.t_perm[begin + chunk + lane];
-      const std::int64_t k = e_mine - p.a.indptr[i_mine];
-      const std::uint64_t prefix = attention_prefix(p.dropout, i_mine);
-      for (int h = 0; h < heads; ++h) {
-        const float a = p.alpha[e_mine * p.ldalpha + h];
-        const float pre = p.el[u * p.ldel + h] + p.er[i_mine * p.lder + h];
-        stage[lane * heads + h] = a * attention_scale(p.dropout, prefix, k, h);
-        stage[(32 + lane) * heads + h] = a * p.row_sums[i_mine * heads + h];
-        stage[(64 + lane) * heads + h] = pre > 0.f ? 1.f : kLeakySlope;
-      }
-    }
+    stage_by_source_entry(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
     for (int j0 = 0; j0 < count; j0 += kIn) {
@@ -1082,8 +1104,7 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
         if (j0 + x < count) by_source_apply(r, dv[x], dot[x], j0 + x, heads, stage);
     }
     __syncwarp();
-    if (chunk + lane < degree)
-      for (int h = 0; h < heads; ++h) p.ds[e_mine * heads + h] = stage[(96 + lane) * heads + h];
+    write_by_source_ds(p, degree, chunk, lane, stage, e_mine);
     __syncwarp();
   }
 }
@@ -1161,6 +1182,191 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
       float sum = 0.f;
       for (int w = 0; w < kBySourceLongWarps; ++w) sum += part_del[w * heads + threadIdx.x];
       p.d_el[u * heads + threadIdx.x] = sum;
+    }
+    __syncthreads();
+  }
+}
+
+// ---- Backward by source, one narrow head (K = 1, F <= 4 x 16): the warp of transposed row u
+// splits into 32 / kGroup groups of kGroup lanes. Lane g of a group holds Z_u's columns g,
+// g + kGroup, g + 2 kGroup, g + 3 kGroup; group s takes the chunk's entries s, s + 32 / kGroup,
+// ..., so the warp works on 32 / kGroup entries at once and sums each dot product over
+// log2(kGroup) lanes instead of 32. The groups' sums are combined in a fixed tree at the end.
+constexpr int kNarrowColumnsPerLane = 4;
+constexpr int kNarrowMaxColumns = 16 * kNarrowColumnsPerLane;
+
+template <int kGroup>
+struct NarrowSourceRow {
+  float z[kNarrowColumnsPerLane];    // Z_u
+  float acc[kNarrowColumnsPerLane];  // the group's sum of alpha~ dO_i
+  float del = 0.f;                   // the group's d_el[u], on its first lane
+};
+
+template <int kGroup>
+__device__ __forceinline__ void load_narrow_columns(float (&v)[kNarrowColumnsPerLane],
+                                                    const float* row, int g, int columns) {
+#pragma unroll
+  for (int t = 0; t < kNarrowColumnsPerLane; ++t) {
+    const int c = g + kGroup * t;
+    v[t] = c < columns ? row[c] : 0.f;
+  }
+}
+
+// Source row u's chunks first_chunk, first_chunk + step, ...: the chunk's entries are staged
+// as in by_source_chunks(), then each group takes two of its entries per step.
+template <typename Index, int kGroup>
+__device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>& p,
+                                                        NarrowSourceRow<kGroup>& r, std::int64_t u,
+                                                        std::int64_t begin, std::int64_t degree,
+                                                        std::int64_t first_chunk, std::int64_t step,
+                                                        float* stage) {
+  constexpr int kSlots = 32 / kGroup;
+  const int lane = lane_id();
+  const int g = lane % kGroup, slot = lane / kGroup;
+  const int columns = static_cast<int>(p.width);
+  const float* at = stage;
+  const float* q = stage + 32;
+  const float* slope = stage + 64;
+  float* ds = stage + 96;
+  for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
+    std::int64_t i_mine = 0, e_mine = 0;
+    stage_by_source_entry(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
+    __syncwarp();
+    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+    for (int j0 = 0; j0 < count; j0 += 2 * kSlots) {
+      float dv[2][kNarrowColumnsPerLane];
+      float dot[2];
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int j = j0 + x * kSlots + slot;
+        const std::int64_t i = __shfl_sync(0xffffffffu, i_mine, j & 31);
+        if (j < count) {
+          load_narrow_columns<kGroup>(dv[x], p.dout + i * p.lddout, g, columns);
+        } else {
+#pragma unroll
+          for (int t = 0; t < kNarrowColumnsPerLane; ++t) dv[x][t] = 0.f;
+        }
+        dot[x] = 0.f;
+#pragma unroll
+        for (int t = 0; t < kNarrowColumnsPerLane; ++t) dot[x] += dv[x][t] * r.z[t];
+      }
+#pragma unroll
+      for (int offset = kGroup / 2; offset > 0; offset /= 2) {
+#pragma unroll
+        for (int x = 0; x < 2; ++x) dot[x] += __shfl_xor_sync(0xffffffffu, dot[x], offset);
+      }
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const int j = j0 + x * kSlots + slot;
+        if (j >= count) continue;
+        const float a = at[j];
+#pragma unroll
+        for (int t = 0; t < kNarrowColumnsPerLane; ++t) r.acc[t] += a * dv[x][t];
+        if (g == 0) {
+          const float d = slope[j] * (a * dot[x] - q[j]);
+          ds[j] = d;
+          r.del += d;
+        }
+      }
+    }
+    __syncwarp();
+    write_by_source_ds(p, degree, chunk, lane, stage, e_mine);
+    __syncwarp();
+  }
+}
+
+// Starts row u: Z_u's columns of the lane, zero sums.
+template <int kGroup>
+__device__ __forceinline__ void start_narrow_row(NarrowSourceRow<kGroup>& r, const float* z_u,
+                                                 int lane, int columns) {
+  load_narrow_columns<kGroup>(r.z, z_u, lane % kGroup, columns);
+#pragma unroll
+  for (int t = 0; t < kNarrowColumnsPerLane; ++t) r.acc[t] = 0.f;
+  r.del = 0.f;
+}
+
+// Sums the groups' acc and del over the warp (a fixed tree): every group then holds the warp's.
+template <int kGroup>
+__device__ __forceinline__ void combine_narrow_groups(NarrowSourceRow<kGroup>& r) {
+#pragma unroll
+  for (int offset = kGroup; offset < 32; offset *= 2) {
+#pragma unroll
+    for (int t = 0; t < kNarrowColumnsPerLane; ++t)
+      r.acc[t] += __shfl_xor_sync(0xffffffffu, r.acc[t], offset);
+    r.del += __shfl_xor_sync(0xffffffffu, r.del, offset);
+  }
+}
+
+// One warp per transposed row (rows up to p.t_long_rows.degree entries); shared memory as
+// gat_by_source_kernel's with one head.
+template <typename Index, int kGroup>
+__global__ void __launch_bounds__(kRowThreads) gat_narrow_by_source_kernel(GatBySource<Index> p) {
+  extern __shared__ float shared[];
+  const int lane = lane_id();
+  float* stage = shared + (threadIdx.x / 32) * 128;
+  const int columns = static_cast<int>(p.width);
+  for (std::int64_t u = global_warp(); u < p.a.cols; u += warp_count()) {
+    const std::int64_t begin = p.t_indptr[u];
+    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+    if (degree == 0 || degree > p.t_long_rows.degree) continue;
+    NarrowSourceRow<kGroup> r;
+    start_narrow_row(r, p.z + u * p.ldz, lane, columns);
+    narrow_by_source_chunks<Index, kGroup>(p, r, u, begin, degree, 0, 32, stage);
+    combine_narrow_groups(r);
+    if (lane < kGroup) {
+#pragma unroll
+      for (int t = 0; t < kNarrowColumnsPerLane; ++t) {
+        const int c = lane + kGroup * t;
+        if (c < columns) p.dz[u * p.lddz + c] += r.acc[t];
+      }
+    }
+    if (lane == 0) p.d_el[u] = r.del;
+  }
+}
+
+std::size_t narrow_by_source_long_shared(int group) {
+  return sizeof(float) * static_cast<std::size_t>(kBySourceLongWarps) *
+         (128 + static_cast<std::size_t>(group) * kNarrowColumnsPerLane + 1);
+}
+
+// Long-row version: a block of kBySourceLongWarps warps per transposed row, the warps' sums
+// combined in warp order. Shared: narrow_by_source_long_shared().
+template <typename Index, int kGroup>
+__global__ void __launch_bounds__(kBySourceLongThreads)
+    gat_narrow_by_source_long_kernel(GatBySource<Index> p) {
+  extern __shared__ float shared[];
+  constexpr int kSpan = kGroup * kNarrowColumnsPerLane;
+  const int lane = lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  float* stage = shared + warp * 128;
+  float* partial = shared + kBySourceLongWarps * 128;      // [warp][kSpan]
+  float* part_del = partial + kBySourceLongWarps * kSpan;  // [warp]
+  const int columns = static_cast<int>(p.width);
+  for (std::int64_t r_index = blockIdx.x; r_index < p.t_long_rows.count; r_index += gridDim.x) {
+    const std::int64_t u = p.t_long_rows.rows[r_index];
+    const std::int64_t begin = p.t_indptr[u];
+    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+    NarrowSourceRow<kGroup> r;
+    start_narrow_row(r, p.z + u * p.ldz, lane, columns);
+    narrow_by_source_chunks<Index, kGroup>(p, r, u, begin, degree, warp * 32,
+                                           32 * kBySourceLongWarps, stage);
+    combine_narrow_groups(r);
+    if (lane < kGroup) {
+#pragma unroll
+      for (int t = 0; t < kNarrowColumnsPerLane; ++t)
+        partial[warp * kSpan + lane + kGroup * t] = r.acc[t];
+    }
+    if (lane == 0) part_del[warp] = r.del;
+    __syncthreads();
+    for (int c = static_cast<int>(threadIdx.x); c < columns; c += kBySourceLongThreads) {
+      float sum = 0.f;
+      for (int w = 0; w < kBySourceLongWarps; ++w) sum += partial[w * kSpan + c];
+      p.dz[u * p.lddz + c] += sum;
+    }
+    if (threadIdx.x == 0) {
+      float sum = 0.f;
+      for (int w = 0; w < kBySourceLongWarps; ++w) sum += part_del[w];
+      p.d_el[u] = sum;
     }
     __syncthreads();
   }
@@ -1518,6 +1724,22 @@ void launch_by_source_layout(const GatBySource<Index>& p, int group, cudaStream_
   }
 }
 
+template <typename Index, int kGroup>
+void launch_narrow_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
+  const std::size_t shared = sizeof(float) * static_cast<std::size_t>(kRowWarps) * 128;
+  gat_narrow_by_source_kernel<Index, kGroup>
+      <<<row_blocks(p.a.cols), kRowThreads, shared, stream>>>(p);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  if (p.t_long_rows.count == 0) return;
+  const auto long_kernel = gat_narrow_by_source_long_kernel<Index, kGroup>;
+  const std::size_t long_shared = narrow_by_source_long_shared(kGroup);
+  if (long_shared > kMaxLongShared)
+    SLUICE_CUDA(cudaFuncSetAttribute(long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(long_shared)));
+  long_kernel<<<long_blocks(p.t_long_rows.count), kBySourceLongThreads, long_shared, stream>>>(p);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
 bool power_of_two_up_to_32(std::int64_t n) {
   return n > 0 && n <= 32 && (n & (n - 1)) == 0;
 }
@@ -1531,6 +1753,17 @@ void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t str
                  " heads of 256 columns in all and the transposed entry order");
   if (p.a.cols <= 0 || p.a.nnz <= 0) return;
   const std::int64_t total_cols = p.heads * p.width;
+  if (p.heads == 1 && total_cols <= kNarrowMaxColumns) {
+    // Groups of 4, 8 or 16 lanes per entry, 4 columns a lane.
+    if (total_cols <= 4 * kNarrowColumnsPerLane) {
+      launch_narrow_by_source<Index, 4>(p, stream);
+    } else if (total_cols <= 8 * kNarrowColumnsPerLane) {
+      launch_narrow_by_source<Index, 8>(p, stream);
+    } else {
+      launch_narrow_by_source<Index, 16>(p, stream);
+    }
+    return;
+  }
   const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
   const bool vec4 = per_lane >= 4 && p.width % 4 == 0 && rows_aligned16(p.z, p.ldz) &&
                     rows_aligned16(p.dout, p.lddout) && rows_aligned16(p.dz, p.lddz);

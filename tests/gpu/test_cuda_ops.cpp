@@ -1735,24 +1735,31 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
 }
 // Up to 8 heads of 256 columns in all take the backward by source: 16-byte words with heads
 // summed over lane groups (the benchmark's 4 x 64) or over the warp (2 x 96), scalar columns
-// with lane groups (1 x 32, 8 x 8), the warp head by head (3 x 10) or at once (one head of 47,
-// the benchmark's output layer). Wider layers take the edge and transposed kernels: lane per
-// entry (1 x 300, 2 x 160), warp-cooperative for more heads of a power of two (16 x 8).
+// with lane groups (8 x 8), the warp head by head (3 x 10) or at once (one head of 100). One
+// head of at most 64 columns takes groups of 16 lanes per entry (1 x 47, the benchmark's output
+// layer; 1 x 64), of 8 (1 x 32, 1 x 20) or of 4 (1 x 16, 1 x 7). Wider layers take the edge and
+// transposed kernels: lane per entry (1 x 300, 2 x 160), warp-cooperative for more heads of a
+// power of two (16 x 8).
 TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
   check_gat(dev(), rng_, 4, 64, 0.3f);
   check_gat(dev(), rng_, 1, 47, 0.2f);
+  check_gat(dev(), rng_, 1, 64, 0.f);
+  check_gat(dev(), rng_, 1, 32, 0.f);
+  check_gat(dev(), rng_, 1, 20, 0.3f);
+  check_gat(dev(), rng_, 1, 16, 0.2f);
+  check_gat(dev(), rng_, 1, 7, 0.f);
+  check_gat(dev(), rng_, 1, 100, 0.2f);
   check_gat(dev(), rng_, 2, 96, 0.f);
   check_gat(dev(), rng_, 3, 10, 0.2f);
-  check_gat(dev(), rng_, 1, 32, 0.f);
   check_gat(dev(), rng_, 2, 160, 0.2f);
   check_gat(dev(), rng_, 16, 8, 0.3f);
 }
 
 // Rows with more entries than the long-row threshold (and transposed rows with more) get a block
 // of warps each: the hub chunk puts a quarter of its rows and its hub columns on that path, in
-// every kernel variant (backward by source with lane-group and warp reductions, warp-cooperative
-// and lane-per-entry backward, scalar and 16-byte reads, several column passes), and must still
-// match the reference.
+// every kernel variant (backward by source with lane-group, warp and narrow-head reductions,
+// warp-cooperative and lane-per-entry backward, scalar and 16-byte reads, several column passes),
+// and must still match the reference.
 TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
   const test::ChunkCsr hubs = hub_csr(200, 1500, rng_);
   const auto [long_rows, long_columns] = long_rows_of(hubs);
@@ -1766,7 +1773,8 @@ TEST_F(CudaOps, GatLongRowsSplitAcrossWarps) {
   for (const Shape& shape :
        {Shape{8, 8, 0.f}, Shape{8, 8, 0.5f}, Shape{4, 16, 0.5f}, Shape{1, 300, 0.2f},
         Shape{2, 12, 0.f}, Shape{4, 64, 0.3f}, Shape{2, 96, 0.f}, Shape{16, 8, 0.3f},
-        Shape{2, 160, 0.f}, Shape{1, 47, 0.2f}}) {
+        Shape{2, 160, 0.f}, Shape{1, 47, 0.2f}, Shape{1, 20, 0.f}, Shape{1, 7, 0.3f},
+        Shape{1, 100, 0.2f}}) {
     SCOPED_TRACE(cat(shape.heads, " heads x ", shape.width, ", attention dropout ", shape.rate));
     check_gat(dev(), hubs, rng_, shape.heads, shape.width, shape.rate);
   }

@@ -892,7 +892,7 @@ struct SourceRow {
   static constexpr int kWords = kColumnsPerLane / kPerWord;
   float z[kColumnsPerLane];    // Z_u
   float acc[kColumnsPerLane];  // sum of alpha~ dO_i
-  float del[kWords];           // d_el[u, head of the word], on the word that leads its head
+  float del;                   // d_el[u, h] on lane h (h < K)
   int head[kWords];            // -1: beyond the columns
   bool leads[kWords];          // the word holds its head's first column
 };
@@ -905,10 +905,10 @@ __device__ __forceinline__ void start_source_row(SourceRow<kColumnsPerLane, kVec
   load_lane_columns<kColumnsPerLane, kVec4>(r.z, z_u, 0, lane, total_cols);
 #pragma unroll
   for (int t = 0; t < kColumnsPerLane; ++t) r.acc[t] = 0.f;
+  r.del = 0.f;
 #pragma unroll
   for (int w = 0; w < R::kWords; ++w) {
     const int c = lane_column<kVec4>(lane, w * R::kPerWord);
-    r.del[w] = 0.f;
     r.head[w] = c < total_cols ? c / width : -1;
     r.leads[w] = c < total_cols && c % width == 0;
   }
@@ -956,7 +956,10 @@ __device__ __forceinline__ void by_source_dots(
     }
   }
   if constexpr (kSum == HeadSum::kLaneGroup) {
-    for (int offset = group / 2; offset > 0; offset /= 2) {
+    // Unrolled over every possible step; the group size (uniform) skips the wider ones.
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      if (offset >= group) continue;
 #pragma unroll
       for (int x = 0; x < kIn; ++x) {
 #pragma unroll
@@ -1004,37 +1007,31 @@ __device__ __forceinline__ void by_source_dots(
   }
 }
 
-// One entry of source row r, given its row dO_i (dv) and head dot products: its coefficients
-// are staged at slot j (stage: alpha~, alpha * S(i), LeakyReLU slope, ds; 32 x K floats each).
+// One entry (slot j of the chunk) of source row r, given its row dO_i (dv) and head dot
+// products: dZ_u += alpha~ dO_i, and the word that leads a head stages the head's dot product
+// for finish_by_source_chunk() (stage: alpha~, alpha * S(i), slope, dot; 32 x K floats each).
 template <int kColumnsPerLane, bool kVec4>
 __device__ __forceinline__ void by_source_apply(
     SourceRow<kColumnsPerLane, kVec4>& r, const float (&dv)[kColumnsPerLane],
     const float (&dot)[SourceRow<kColumnsPerLane, kVec4>::kWords], int j, int heads, float* stage) {
   using R = SourceRow<kColumnsPerLane, kVec4>;
-  const float* at = stage;
-  const float* q = stage + 32 * heads;
-  const float* slope = q + 32 * heads;
-  float* ds = stage + 96 * heads;
+  const float* at = stage + j * heads;
+  float* dots = stage + (96 + j) * heads;
 #pragma unroll
   for (int w = 0; w < R::kWords; ++w) {
     const int h = r.head[w];
     if (h < 0) continue;
-    const float a = at[j * heads + h];
+    const float a = at[h];
 #pragma unroll
     for (int y = 0; y < R::kPerWord; ++y) r.acc[w * R::kPerWord + y] += a * dv[w * R::kPerWord + y];
-    if (r.leads[w]) {
-      // d(alpha) = dot * mask, alpha d(alpha) = alpha~ dot; ds = LeakyReLU' alpha (d(alpha) - S).
-      const float d = slope[j * heads + h] * (a * dot[w] - q[j * heads + h]);
-      ds[j * heads + h] = d;
-      r.del[w] += d;
-    }
+    if (r.leads[w]) dots[h] = dot[w];
   }
 }
 
 // Lane `lane` stages entry chunk + lane of source row u (when the row has it): its destination
 // row i_mine and forward entry e_mine, and per head alpha~ (alpha with its attention dropout),
 // alpha * S(i) and the LeakyReLU slope at the entry's score, into stage (4 x 32 x K floats:
-// alpha~, alpha * S(i), slope, then room for the score gradients ds).
+// alpha~, alpha * S(i), slope, then room for the dot products dO_i^h . Z_u^h).
 template <typename Index>
 __device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& p, std::int64_t u,
                                                       std::int64_t begin, std::int64_t degree,
@@ -1055,14 +1052,28 @@ __device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& 
   }
 }
 
-// The staged score gradients of the chunk's entries to ds, in forward entry order.
+// Ends a chunk: lane j turns entry j's staged dot products into its score
+// gradients, ds = LeakyReLU' (alpha~ dot - alpha S(i)) (d(alpha) = dot * mask, and alpha
+// d(alpha) = alpha~ dot), written in forward entry order; the warp sums them per head into
+// `del` on lane h.
 template <typename Index>
-__device__ __forceinline__ void write_by_source_ds(const GatBySource<Index>& p, std::int64_t degree,
-                                                   std::int64_t chunk, int lane, const float* stage,
-                                                   std::int64_t e_mine) {
-  if (chunk + lane >= degree) return;
+__device__ __forceinline__ void finish_by_source_chunk(const GatBySource<Index>& p,
+                                                       std::int64_t degree, std::int64_t chunk,
+                                                       int lane, const float* stage,
+                                                       std::int64_t e_mine, float& del) {
   const int heads = p.heads;
-  for (int h = 0; h < heads; ++h) p.ds[e_mine * heads + h] = stage[(96 + lane) * heads + h];
+  const bool mine = chunk + lane < degree;
+  for (int h = 0; h < heads; ++h) {
+    float d = 0.f;
+    if (mine) {
+      const int x = lane * heads + h;
+      d = stage[64 * heads + x] * (stage[x] * stage[96 * heads + x] - stage[32 * heads + x]);
+      p.ds[e_mine * heads + h] = d;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) d += __shfl_xor_sync(0xffffffffu, d, offset);
+    if (lane == h) del += d;
+  }
 }
 
 // Source row u's 32-entry chunks first_chunk, first_chunk + step, ...: lane j stages entry j's
@@ -1104,7 +1115,7 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
         if (j0 + x < count) by_source_apply(r, dv[x], dot[x], j0 + x, heads, stage);
     }
     __syncwarp();
-    write_by_source_ds(p, degree, chunk, lane, stage, e_mine);
+    finish_by_source_chunk(p, degree, chunk, lane, stage, e_mine, r.del);
     __syncwarp();
   }
 }
@@ -1130,9 +1141,7 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
                                                           stage);
     write_column_pass<kColumnsPerLane, kVec4, PassWrite::kAdd>(r.acc, p.dz + u * p.lddz, 0, lane,
                                                                total_cols);
-#pragma unroll
-    for (int w = 0; w < R::kWords; ++w)
-      if (r.leads[w]) p.d_el[u * p.heads + r.head[w]] = r.del[w];
+    if (lane < p.heads) p.d_el[u * p.heads + lane] = r.del;
   }
 }
 
@@ -1167,9 +1176,7 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
                                                           32 * kBySourceLongWarps, group, stage);
 #pragma unroll
     for (int t = 0; t < kColumnsPerLane; ++t) partial[warp * kSpan + lane + 32 * t] = r.acc[t];
-#pragma unroll
-    for (int w = 0; w < R::kWords; ++w)
-      if (r.leads[w]) part_del[warp * heads + r.head[w]] = r.del[w];
+    if (lane < heads) part_del[warp * heads + lane] = r.del;
     __syncthreads();
     for (int x = static_cast<int>(threadIdx.x); x < kSpan; x += kBySourceLongThreads) {
       const int c = lane_column<kVec4>(x % 32, x / 32);
@@ -1199,7 +1206,7 @@ template <int kGroup>
 struct NarrowSourceRow {
   float z[kNarrowColumnsPerLane];    // Z_u
   float acc[kNarrowColumnsPerLane];  // the group's sum of alpha~ dO_i
-  float del = 0.f;                   // the group's d_el[u], on its first lane
+  float del = 0.f;                   // d_el[u], on lane 0
 };
 
 template <int kGroup>
@@ -1213,7 +1220,7 @@ __device__ __forceinline__ void load_narrow_columns(float (&v)[kNarrowColumnsPer
 }
 
 // Source row u's chunks first_chunk, first_chunk + step, ...: the chunk's entries are staged
-// as in by_source_chunks(), then each group takes two of its entries per step.
+// and finished as in by_source_chunks(); between, each group takes two of its entries per step.
 template <typename Index, int kGroup>
 __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>& p,
                                                         NarrowSourceRow<kGroup>& r, std::int64_t u,
@@ -1225,9 +1232,7 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
   const int g = lane % kGroup, slot = lane / kGroup;
   const int columns = static_cast<int>(p.width);
   const float* at = stage;
-  const float* q = stage + 32;
-  const float* slope = stage + 64;
-  float* ds = stage + 96;
+  float* dots = stage + 96;
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     std::int64_t i_mine = 0, e_mine = 0;
     stage_by_source_entry(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
@@ -1262,15 +1267,11 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
         const float a = at[j];
 #pragma unroll
         for (int t = 0; t < kNarrowColumnsPerLane; ++t) r.acc[t] += a * dv[x][t];
-        if (g == 0) {
-          const float d = slope[j] * (a * dot[x] - q[j]);
-          ds[j] = d;
-          r.del += d;
-        }
+        if (g == 0) dots[j] = dot[x];
       }
     }
     __syncwarp();
-    write_by_source_ds(p, degree, chunk, lane, stage, e_mine);
+    finish_by_source_chunk(p, degree, chunk, lane, stage, e_mine, r.del);
     __syncwarp();
   }
 }
@@ -1285,7 +1286,7 @@ __device__ __forceinline__ void start_narrow_row(NarrowSourceRow<kGroup>& r, con
   r.del = 0.f;
 }
 
-// Sums the groups' acc and del over the warp (a fixed tree): every group then holds the warp's.
+// Sums the groups' acc over the warp (a fixed tree): every group then holds the warp's.
 template <int kGroup>
 __device__ __forceinline__ void combine_narrow_groups(NarrowSourceRow<kGroup>& r) {
 #pragma unroll
@@ -1293,7 +1294,6 @@ __device__ __forceinline__ void combine_narrow_groups(NarrowSourceRow<kGroup>& r
 #pragma unroll
     for (int t = 0; t < kNarrowColumnsPerLane; ++t)
       r.acc[t] += __shfl_xor_sync(0xffffffffu, r.acc[t], offset);
-    r.del += __shfl_xor_sync(0xffffffffu, r.del, offset);
   }
 }
 

@@ -111,7 +111,8 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
 }
 
 // Every model, depth, width profile, plan shape, transfer scheme and input-row choice (with and
-// without overlap buffers for two partitions; GAT with its head outputs kept and recomputed):
+// without overlap buffers for two partitions; GAT with its head outputs kept and recomputed, and
+// on one chunk with its last layer's own attention buffers):
 // the estimate's device_bytes() is each device's allocated peak, and the model's layers from
 // its description are those make_model builds.
 TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
@@ -153,9 +154,13 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
                     // The CUDA layout charges at least what the Device interface accounts.
                     EXPECT_GE(e.cuda_setup, e.device_bytes());
                     EXPECT_GE(e.all_constants, e.cuda_setup + e.cuda_scratch);
-                    EXPECT_EQ(e.overlap > 0, overlap);
+                    // Optional buffers: the overlap buffers, and without them GAT's last layer's
+                    // own attention buffers on one chunk (with its head outputs kept).
+                    const bool kept_attention = model == "gat" && layers >= 2 && C == 1 &&
+                                                variant.head_outputs == GatHeadOutputs::kKept;
+                    EXPECT_EQ(e.overlap > 0, overlap || kept_attention);
                     EXPECT_LE(e.minimum, e.total);
-                    if (!overlap) {
+                    if (!overlap && !kept_attention) {
                       EXPECT_EQ(e.minimum, e.total);
                     }
                   }

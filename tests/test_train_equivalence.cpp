@@ -331,6 +331,33 @@ TEST_F(TrainEquivalence, OneChunkPlansKeepTheirLastABlockOnTheDevice) {
     }
 }
 
+// GAT on one chunk per partition: the fused last layer works in its own attention buffers, so
+// layer L-2's Zm, el, er and alpha stay from its forward to its backward pass, which then
+// transforms, pulls and scores nothing again. The numbers are the reference's, and the backward
+// pass's pulls are gone: fewer peer bytes than recomputing the layer (which pulls its remote rows
+// in the forward pass and again in the backward pass).
+TEST_F(TrainEquivalence, OneChunkGatKeepsLayerAttentionThroughTheFusedPass) {
+  const Plan plan = test::make_plan(dataset(), plan_options(2, 1));
+  for (const int layers : {2, 3}) {
+    RunSetup s;
+    s.model = "gat";
+    s.layers = layers;
+    s.hidden = 6;
+    s.heads = 2;
+    const std::string what = cat("gat ", layers, " layers");
+    SCOPED_TRACE(what);
+    const auto ref = test::train_reference(dataset(), reference_config(s), 4);
+    const TrainResult kept = train(dataset(), plan, train_config(s, 4));
+    expect_matches_reference(kept, ref, what);
+    const TrainResult recomputed =
+        train(dataset(), plan, train_config(s, 4).intermediates("recompute"));
+    expect_matches_reference(recomputed, ref, what);
+    EXPECT_LT(kept.records.back().transfers.p2p_bytes,
+              recomputed.records.back().transfers.p2p_bytes);
+    EXPECT_GT(kept.records.back().transfers.p2p_bytes, 0);
+  }
+}
+
 // Bytes between host memory and the devices per epoch follow from the widths and the plan
 // (2 layers, 12 -> 8 -> 4): forward 0 stores T^1 = dropout(H^1) W_1, as every model's layer 1
 // transforms its rows (GCN's and SAGE's narrowing last layer, GAT): 4 wide, SAGE's 8

@@ -124,6 +124,7 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   } else {
     set_next_head(&model.layers[0], PassKind::kForward, NextInputs::kComplete);
   }
+  if (fused && gat()) swap_last_layer_attention();
   begin_pass(kind, layer.index);
   BatchSteps steps;
   steps.load_inputs = fused || backward_loads_inputs(layer);
@@ -143,6 +144,7 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
     }
   }
   drain();
+  if (fused && gat()) swap_last_layer_attention();
   if (!fused)
     for (auto& s : dev) s.first_blocks_preloaded = false;
 }

@@ -114,7 +114,8 @@ struct Schedule::Impl {
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
-  int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
+  int pass_serial = 0;                      // passes begun (begin_pass()): DeviceState::scores_pass
+  PassKind pass_kind = PassKind::kForward;  // of the pass begun last
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b),
@@ -167,6 +168,13 @@ struct Schedule::Impl {
   // A GAT layer's training forward keeps its head outputs in the set's A block for A^l.
   bool keeps_head_outputs(const LayerSpec& layer) const {
     return gat() && training && !recompute(layer);
+  }
+  // The backward pass of GAT layer L-2 on a device with the last layer's own attention buffers
+  // (one chunk): the fused pass between left the layer's Zm, el, er and alpha as its forward
+  // wrote them, so the pass transforms no arrivals, pulls no rows and computes no coefficients.
+  bool attention_kept(const DeviceState& s, const LayerSpec& layer) const {
+    return pass_kind == PassKind::kBackward && C == 1 && keeps_head_outputs(layer) &&
+           layer.index + 2 == int(model.layers.size()) && s.last_layer_attention.allocated();
   }
   const LayerSpec* above(const LayerSpec& layer) const {
     return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];
@@ -337,7 +345,20 @@ struct Schedule::Impl {
   }
   void begin_pass(PassKind kind, int layer) {
     pass_tag = pass_tag_of(kind, layer);
+    pass_kind = kind;
     ++pass_serial;
+  }
+  // The fused pass of a GAT model works in each device's last-layer attention buffers where it
+  // has them (DeviceState::last_layer_attention): swapped in before the pass, out after it.
+  void swap_last_layer_attention() {
+    for (DeviceState& s : dev) {
+      DeviceState::AttentionBuffers& kept = s.last_layer_attention;
+      if (!kept.allocated()) continue;
+      std::swap(s.Zm, kept.Zm);
+      std::swap(s.el, kept.el);
+      std::swap(s.er, kept.er);
+      std::swap(s.alpha, kept.alpha);
+    }
   }
   std::int32_t tag(int c) const { return pass_tag + c; }
   // The pass after the one about to run (nullptr: none, or it loads nothing).

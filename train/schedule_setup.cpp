@@ -190,6 +190,14 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
       return {&s.sets[1].dZ, D};
     case BufferRole::kSecondAggregation:
       return {&s.sets[1].A, D};
+    case BufferRole::kLastLayerTransformedRows:
+      return {&s.last_layer_attention.Zm, M};
+    case BufferRole::kLastLayerSourceScores:
+      return {&s.last_layer_attention.el, M};
+    case BufferRole::kLastLayerDestinationScores:
+      return {&s.last_layer_attention.er, D};
+    case BufferRole::kLastLayerAttention:
+      return {&s.last_layer_attention.alpha, std::max<std::int64_t>(sizes.max_nnz, 1)};
     default:
       SLUICE_FAIL("buffer layout: ", buffer_role_name(role), " is not a working buffer");
   }
@@ -564,18 +572,19 @@ void Schedule::Impl::allocate_host_matrices(const Dataset& dataset, Dataset* rel
 // The layout's buffers of one device before its first chunk constant: the working buffers every
 // pass needs (parameters and optimizer state included), then the overlap buffers where memory
 // allows: the load stage (prefetch of the next batch's rows, and the next pass's first), the
-// flush buffer (flushes behind the next batch) and a second block set (stores and backward block
-// loads behind compute), each with the constants that serve it. A refused overlap buffer leaves
-// out the rest of its group (what the group already got stays allocated), and a refused load
-// stage every overlap group: they serve the prefetching the stage does. Returns the position of
-// the first chunk constant.
+// flush buffer (flushes behind the next batch), a second block set (stores and backward block
+// loads behind compute), each with the constants that serve it, and the fused last layer's own
+// attention buffers (one-chunk GAT). A refused overlap buffer leaves out the rest of its group
+// (what the group already got stays allocated), and a refused load stage the flush buffer and
+// the second set: they serve the prefetching the stage does. Returns the position of the first
+// chunk constant.
 std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
                                                     const PartitionLayout& layout,
                                                     const DeviceSizes& sizes,
                                                     const std::vector<vertex_t>& head_block_rows) {
   Device& d = *s.device;
   const std::string where = cat("device ", p, " ");
-  constexpr int kGroups = int(OverlapGroup::kSecondBlockSet) + 1;
+  constexpr int kGroups = int(OverlapGroup::kKeptAttention) + 1;
   bool refused[kGroups] = {};
   std::string allocated;  // for the log
   // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
@@ -606,7 +615,8 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
     if (m.empty()) {  // an overlap buffer that does not fit
       refused[int(b.group)] = true;
       if (b.group == OverlapGroup::kLoadStage)
-        for (int g = int(OverlapGroup::kLoadStage); g < kGroups; ++g) refused[g] = true;
+        for (int g = int(OverlapGroup::kLoadStage); g <= int(OverlapGroup::kSecondBlockSet); ++g)
+          refused[g] = true;
       continue;
     }
     *slot.buffer = m;

@@ -116,6 +116,13 @@ struct DeviceState {
   Idx chunk_iota;                   // 0, 1, ... (chunk rows)
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
+  // GAT on a one-chunk device, where memory allows (OverlapGroup::kKeptAttention): the fused last
+  // layer's own Zm, el, er and alpha, swapped with the four above for that pass, so that layer
+  // L-2's stay from its forward to its backward pass (Schedule::Impl::attention_kept()).
+  struct AttentionBuffers {
+    Mat Zm, el, er, alpha;
+    bool allocated() const { return !Zm.empty() && !el.empty() && !er.empty() && !alpha.empty(); }
+  } last_layer_attention;
   // GAT: rows [0, transform_region) of Zm may be transformed in one GEMM (the transition slots;
   // every merged row in baseline mode, where no remote row is kept between batches); slices of at
   // most slice_x.rows gathered rows (transforms of arrivals, flush-time products) and their

@@ -106,6 +106,11 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.heads = gat ? heads_max : 0;
   w.transposed_coefficient_heads = transposed_coefficient_heads;
   w.head_outputs = gat ? transform_max : 0;
+  if (gat && model.layers.size() >= 2 && options.gat_head_outputs == GatHeadOutputs::kKept) {
+    const LayerShape& last = model.layers.back();
+    w.last_layer_transformed = aligned_width(last.transform_width);
+    w.last_layer_heads = last.heads;
+  }
   w.slice_inputs = any_arrival_transform ? aligned_width(arrival_in_max) : 0;
   w.slice_transformed = any_arrival_transform ? transform_max : 0;
   w.load_stage = load_max;
@@ -418,6 +423,19 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
           std::pair{BufferRole::kSecondAggregation, w.aggregation}})
       add.add(role, BufferKind::kOverlap, D, width, OverlapGroup::kSecondBlockSet);
   }
+  // GAT's fused last layer on a one-chunk partition: its own Zm, el, er and alpha, so that layer
+  // L-2's attention intermediates stay from its forward to its backward pass (no transform of
+  // the arrivals, pulls or coefficients again; Schedule::Impl::attention_kept()).
+  if (chunks == 1 && w.last_layer_heads > 0) {
+    const OverlapGroup kept = OverlapGroup::kKeptAttention;
+    add.add(BufferRole::kLastLayerTransformedRows, BufferKind::kOverlap, M,
+            w.last_layer_transformed, kept);
+    add.add(BufferRole::kLastLayerSourceScores, BufferKind::kOverlap, M, w.last_layer_heads, kept);
+    add.add(BufferRole::kLastLayerDestinationScores, BufferKind::kOverlap, D, w.last_layer_heads,
+            kept);
+    add.add(BufferRole::kLastLayerAttention, BufferKind::kOverlap,
+            std::max<std::int64_t>(n.max_nnz, 1), w.last_layer_heads, kept);
+  }
 
   // Per-chunk constants.
   for (int c = 0; c < chunks; ++c) {
@@ -589,6 +607,14 @@ const char* buffer_role_name(BufferRole role) {
       return "dZ (second set)";
     case BufferRole::kSecondAggregation:
       return "aggregation A (second set)";
+    case BufferRole::kLastLayerTransformedRows:
+      return "last layer's transformed rows Zm";
+    case BufferRole::kLastLayerSourceScores:
+      return "last layer's GAT source scores";
+    case BufferRole::kLastLayerDestinationScores:
+      return "last layer's GAT destination scores";
+    case BufferRole::kLastLayerAttention:
+      return "last layer's GAT attention";
     case BufferRole::kCsr:
       return "CSR";
     case BufferRole::kSelfColumns:

@@ -94,7 +94,11 @@ struct BufferWidths {
   // GAT: the most heads of a layer whose backward needs transposed coefficients (not by source,
   // cuda::gat_backward_by_source()); 0: none.
   std::int64_t transposed_coefficient_heads = 0;
-  std::int64_t head_outputs = 0;       // GAT: per-head outputs
+  std::int64_t head_outputs = 0;  // GAT: per-head outputs
+  // GAT with two layers or more and kept head outputs: the last layer's Zm width and heads, for
+  // the fused pass's own attention buffers on a one-chunk partition (0: none).
+  std::int64_t last_layer_transformed = 0;
+  std::int64_t last_layer_heads = 0;
   std::int64_t slice_inputs = 0;       // row slices of layers transformed on arrival (aligned)
   std::int64_t slice_transformed = 0;  // their transforms (not aligned)
   std::int64_t load_stage = 0;         // every layer's loads
@@ -201,6 +205,11 @@ enum class BufferRole {
   kSecondLayerOutput,
   kSecondOutputGradient,
   kSecondAggregation,
+  // The fused last layer's own attention intermediates (GAT, one chunk): its Zm, el, er, alpha.
+  kLastLayerTransformedRows,
+  kLastLayerSourceScores,
+  kLastLayerDestinationScores,
+  kLastLayerAttention,
   // Per-chunk constants, in upload order.
   kCsr,
   kSelfColumns,
@@ -239,8 +248,10 @@ enum class BufferKind {
   kFirstUseScratch,  // CUDA only: scratch sized by the first operation that needs it
 };
 
-// The overlap buffer a buffer is allocated with: it exists only where that one does.
-enum class OverlapGroup { kNone, kLoadStage, kFlushBuffer, kSecondBlockSet };
+// The overlap buffer a buffer is allocated with: it exists only where that one does. The last
+// group saves computation instead of overlapping transfers: the fused last layer's attention
+// buffers, with which layer L-2 keeps its own from its forward to its backward pass.
+enum class OverlapGroup { kNone, kLoadStage, kFlushBuffer, kSecondBlockSet, kKeptAttention };
 
 struct BufferSpec {
   BufferRole role = BufferRole::kTransition;

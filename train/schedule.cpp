@@ -119,15 +119,15 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   // dropout is applied after the load), so forward 0 (or an evaluation) starts without a load.
   if (layer.index > 0) {
     const LayerSpec& below = model.layers[std::size_t(layer.index) - 1];
-    set_next_head(backward_loads_inputs(below) ? &below : nullptr, PassKind::kBackward,
-                  NextInputs::kComplete);
+    set_next_head(backward_loads_inputs(below) && !keeps_attention(below) ? &below : nullptr,
+                  PassKind::kBackward, NextInputs::kComplete);
   } else {
     set_next_head(&model.layers[0], PassKind::kForward, NextInputs::kComplete);
   }
   if (fused && gat()) swap_last_layer_attention();
   begin_pass(kind, layer.index);
   BatchSteps steps;
-  steps.load_inputs = fused || backward_loads_inputs(layer);
+  steps.load_inputs = fused || (backward_loads_inputs(layer) && !keeps_attention(layer));
   steps.load_blocks = !fused;
   // Transforming layers flush at every layer: leaving rows carry the weight gradient too.
   steps.flush_gradients = layer.index > 0 || transforms(layer);

@@ -180,7 +180,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
     d.activation_backward(dZ, stored, Activation::kRelu, dZ);
   } else if (!fresh) {
     Mat Z;
-    if (attention_kept(s, layer)) {
+    if (keeps_attention(layer)) {
       O = aggregation_block(s, ch, layer, set);
       Z = rows_of(s.Z, nd, layer.out_width);
       d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);

@@ -116,6 +116,7 @@ struct Schedule::Impl {
   std::int32_t pass_tag = 0;
   int pass_serial = 0;                      // passes begun (begin_pass()): DeviceState::scores_pass
   PassKind pass_kind = PassKind::kForward;  // of the pass begun last
+  bool attention_buffers_everywhere = false;  // every device has last_layer_attention
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b),
@@ -169,12 +170,13 @@ struct Schedule::Impl {
   bool keeps_head_outputs(const LayerSpec& layer) const {
     return gat() && training && !recompute(layer);
   }
-  // The backward pass of GAT layer L-2 on a device with the last layer's own attention buffers
-  // (one chunk): the fused pass between left the layer's Zm, el, er and alpha as its forward
-  // wrote them, so the pass transforms no arrivals, pulls no rows and computes no coefficients.
-  bool attention_kept(const DeviceState& s, const LayerSpec& layer) const {
-    return pass_kind == PassKind::kBackward && C == 1 && keeps_head_outputs(layer) &&
-           layer.index + 2 == int(model.layers.size()) && s.last_layer_attention.allocated();
+  // GAT layer L-2 of a one-chunk plan, every device with the last layer's own attention buffers
+  // (DeviceState::last_layer_attention): the fused pass between the layer's forward and backward
+  // passes leaves its Zm, el, er, alpha and input rows as the forward wrote them, so the backward
+  // pass loads, pulls, transforms and scores nothing again.
+  bool keeps_attention(const LayerSpec& layer) const {
+    return attention_buffers_everywhere && C == 1 && keeps_head_outputs(layer) &&
+           layer.index + 2 == int(model.layers.size());
   }
   const LayerSpec* above(const LayerSpec& layer) const {
     return layer.last ? nullptr : &model.layers[std::size_t(layer.index) + 1];

@@ -343,6 +343,9 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
               " allocated, merged ", s.merged_rows, " rows");
   }
   link_peers();
+  attention_buffers_everywhere = std::all_of(dev.begin(), dev.end(), [](const DeviceState& s) {
+    return s.last_layer_attention.allocated();
+  });
   if (options.overlap) {
     int staged = 0, flushed = 0, prefetched = 0;
     for (const DeviceState& s : dev) {

@@ -52,15 +52,14 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
       if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
     }
     d.phase_end(Phase::kLoad);
-    const bool kept = attention_kept(s, layer);  // Zm and el as the forward left them
-    if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0 && !kept) {
+    if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0) {
       transform_reloaded_arrivals(s, ch, layer, c);
-    } else if (transforms_on_arrival(layer) && load_inputs && ch.load_rows.size > 0 && !kept) {
+    } else if (transforms_on_arrival(layer) && load_inputs && ch.load_rows.size > 0) {
       d.phase_begin(Phase::kCompute, tag(c));
       transform_arrivals(s, ch, layer);
       d.phase_end(Phase::kCompute);
     }
-    if (load_inputs && !kept) update_source_scores(s, layer, ch.load_rows, c);
+    if (load_inputs) update_source_scores(s, layer, ch.load_rows, c);
     d.mark(kLoaded);
   }
   prefetch(layer, c + 1, steps);
@@ -277,9 +276,7 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
-    // The remote rows of a kept layer's Zm are still the ones its forward pass pulled.
-    static const std::vector<DevicePeerRows> kNone;
-    const auto& pulls = attention_kept(s, layer) ? kNone : s.chunks[std::size_t(c)].pulls;
+    const auto& pulls = s.chunks[std::size_t(c)].pulls;
     for (const auto& pull : pulls) d.wait_peer(*dev[std::size_t(pull.owner)].device, kLoaded);
     d.phase_begin(Phase::kP2p, tag(c));
     for (const auto& pull : pulls) {

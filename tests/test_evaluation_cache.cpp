@@ -87,14 +87,17 @@ TEST(EvaluationCache, LaterEvaluationsLoadNoFeaturesAndPredictTheSame) {
   }
 }
 
-// GAT aggregates transformed rows and keeps nothing.
+// GAT aggregates transformed rows and keeps nothing: every evaluation loads as much as the one
+// before. (Each one ends by prefetching the next step's first batch, which the next evaluation
+// finds: the first evaluation loads those rows twice, the later ones once.)
 TEST(EvaluationCache, GatLoadsEveryTime) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   for (const int partitions : {1, 2}) {
     const Plan plan = test::make_plan(d, test::plan_options(partitions, 3));
     const Evaluations kept = evaluate_three_times(d, plan, "gat", HostPrecision::kFp32,
                                                   EvaluationCache::kDeviceWhereItFits);
-    EXPECT_EQ(kept.transfers[1].h2d_gather_rows, kept.transfers[0].h2d_gather_rows) << partitions;
+    EXPECT_EQ(kept.transfers[2].h2d_gather_rows, kept.transfers[1].h2d_gather_rows) << partitions;
+    EXPECT_GT(kept.transfers[0].h2d_gather_rows, kept.transfers[1].h2d_gather_rows) << partitions;
     EXPECT_GT(kept.transfers[1].h2d_gather_rows, 0) << partitions;
   }
 }

@@ -57,8 +57,11 @@ std::string comm_mode_name(CommMode mode) {
 // Drained at the end (H^{l+1}, the loss and predictions complete), unless it may end early.
 void Schedule::Impl::forward_layer(const LayerSpec& layer) {
   const PassKind kind = training ? PassKind::kForward : PassKind::kEvaluate;
-  if (layer.last) {  // evaluation: the last pass
-    set_next_head(nullptr, kind, NextInputs::kComplete);
+  if (layer.last) {
+    // Evaluation: its last pass prefetches the next training step's first batch (features are
+    // constant), as layer 0's backward pass does for the next forward pass or evaluation; an
+    // evaluation that follows instead, or none, leaves it unused.
+    set_next_head(&model.layers[0], PassKind::kForward, NextInputs::kComplete);
   } else {
     const LayerSpec& next = *above(layer);
     set_next_head(&next, fuses(next) ? PassKind::kFused : kind, NextInputs::kWrittenByThisPass);

@@ -19,8 +19,8 @@ AttentionDropout attention_dropout(const DropoutKey& key, Idx row_keys) {
 // launch_gat_backward_by_source over chunk CSR m and its transpose.
 template <typename Index>
 void by_source(const DeviceCsr& m, Mat z, Mat el, Mat er, Mat alpha, Mat dout, Mat dz, int heads,
-               const AttentionDropout& drop, const float* row_sums, float* d_el, float* ds,
-               cudaStream_t stream) {
+               const float* att_src, const AttentionDropout& drop, const float* row_sums,
+               float* d_el, float* ds, cudaStream_t stream) {
   GatBySource<Index> p;
   p.a = m.arrays<Index>();
   p.t_indptr = m.t_indptr.as<Index>();
@@ -43,6 +43,7 @@ void by_source(const DeviceCsr& m, Mat z, Mat el, Mat er, Mat alpha, Mat dout, M
   p.dropout = drop;
   p.dz = dz.data;
   p.lddz = dz.ld;
+  p.att_src = att_src;
   p.d_el = d_el;
   p.ds = ds;
   launch_gat_backward_by_source(p, stream);
@@ -155,7 +156,8 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   if (m.cols > 0)
     SLUICE_CUDA(cudaMemsetAsync(d_el, 0, static_cast<std::size_t>(m.cols * k * kFloat), s));
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
-  if (gat_backward_by_source(heads, width) && m.t_perm.get() != nullptr) {
+  const bool by_source_pass = gat_backward_by_source(heads, width) && m.t_perm.get() != nullptr;
+  if (by_source_pass) {
     // One pass by source; the per-entry score gradients in dalpha's scratch, the per-row sums
     // in d_er's until the destination sums replace them.
     float* ds = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
@@ -166,9 +168,11 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     {
       OpScope sub(*this, "gat_backward.sources");
       if (m.wide)
-        by_source<std::int64_t>(m, z, el, er, alpha, dout, dz, heads, drop, d_er, d_el, ds, s);
+        by_source<std::int64_t>(m, z, el, er, alpha, dout, dz, heads, att_src, drop, d_er, d_el, ds,
+                                s);
       else
-        by_source<std::int32_t>(m, z, el, er, alpha, dout, dz, heads, drop, d_er, d_el, ds, s);
+        by_source<std::int32_t>(m, z, el, er, alpha, dout, dz, heads, att_src, drop, d_er, d_el, ds,
+                                s);
     }
     OpScope sub(*this, "gat_backward.destinations");
     if (m.wide)
@@ -198,8 +202,9 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
   OpScope sub(*this, "gat_backward.scores");
   float* partials = column_partials_.ensure_as<float>(
       column_sum_partials(std::max(m.rows, m.cols), z.cols), account_, s, "column sum partials");
-  launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src, dz.data,
-                             dz.ld, d_att_src, partials, s);
+  // The pass by source added the source scores' share of dz (GatBySource::att_src).
+  launch_gat_scores_backward(d_el, k, nullptr, m.cols, heads, width, z.data, z.ld, att_src,
+                             by_source_pass ? nullptr : dz.data, dz.ld, d_att_src, partials, s);
   launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,
                              att_dst, dz.data, dz.ld, d_att_dst, partials, s);
 }

@@ -1122,6 +1122,26 @@ __device__ __forceinline__ void by_source_chunks(const GatBySource<Index>& p,
   }
 }
 
+// The source scores' backward into the row's sums: acc[c] += d_el[u, h(c)] * att_src[c], with
+// d_el[u, h] on lane h (r.del).
+template <int kColumnsPerLane, bool kVec4>
+__device__ __forceinline__ void add_source_score_terms(SourceRow<kColumnsPerLane, kVec4>& r,
+                                                       const float* att_src, int lane,
+                                                       int total_cols) {
+  using R = SourceRow<kColumnsPerLane, kVec4>;
+#pragma unroll
+  for (int w = 0; w < R::kWords; ++w) {
+    const int h = r.head[w];
+    const float del = __shfl_sync(0xffffffffu, r.del, h < 0 ? 0 : h);
+    if (h < 0) continue;
+#pragma unroll
+    for (int y = 0; y < R::kPerWord; ++y) {
+      const int c = lane_column<kVec4>(lane, w * R::kPerWord + y);
+      if (c < total_cols) r.acc[w * R::kPerWord + y] += del * att_src[c];
+    }
+  }
+}
+
 // One warp per transposed row (rows up to p.t_long_rows.degree entries). Shared: per warp
 // 4 x 32 x K floats of staged coefficients.
 template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
@@ -1141,6 +1161,7 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
     start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
     by_source_chunks<Index, kColumnsPerLane, kVec4, kSum>(p, r, u, begin, degree, 0, 32, group,
                                                           stage);
+    add_source_score_terms<kColumnsPerLane, kVec4>(r, p.att_src, lane, total_cols);
     write_column_pass<kColumnsPerLane, kVec4, PassWrite::kAdd>(r.acc, p.dz + u * p.lddz, 0, lane,
                                                                total_cols);
     if (lane < p.heads) p.d_el[u * p.heads + lane] = r.del;
@@ -1183,9 +1204,10 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
     for (int x = static_cast<int>(threadIdx.x); x < kSpan; x += kBySourceLongThreads) {
       const int c = lane_column<kVec4>(x % 32, x / 32);
       if (c >= total_cols) continue;
-      float sum = 0.f;
+      float sum = 0.f, del = 0.f;
       for (int w = 0; w < kBySourceLongWarps; ++w) sum += partial[w * kSpan + x];
-      p.dz[u * p.lddz + c] += sum;
+      for (int w = 0; w < kBySourceLongWarps; ++w) del += part_del[w * heads + c / width];
+      p.dz[u * p.lddz + c] += sum + del * p.att_src[c];
     }
     if (static_cast<int>(threadIdx.x) < heads) {
       float sum = 0.f;
@@ -1316,11 +1338,12 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
     start_narrow_row(r, p.z + u * p.ldz, lane, columns);
     narrow_by_source_chunks<Index, kGroup>(p, r, u, begin, degree, 0, 32, stage);
     combine_narrow_groups(r);
+    const float del = __shfl_sync(0xffffffffu, r.del, 0);
     if (lane < kGroup) {
 #pragma unroll
       for (int t = 0; t < kNarrowColumnsPerLane; ++t) {
         const int c = lane + kGroup * t;
-        if (c < columns) p.dz[u * p.lddz + c] += r.acc[t];
+        if (c < columns) p.dz[u * p.lddz + c] += r.acc[t] + del * p.att_src[c];
       }
     }
     if (lane == 0) p.d_el[u] = r.del;
@@ -1362,9 +1385,10 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
     if (lane == 0) part_del[warp] = r.del;
     __syncthreads();
     for (int c = static_cast<int>(threadIdx.x); c < columns; c += kBySourceLongThreads) {
-      float sum = 0.f;
+      float sum = 0.f, del = 0.f;
       for (int w = 0; w < kBySourceLongWarps; ++w) sum += partial[w * kSpan + c];
-      p.dz[u * p.lddz + c] += sum;
+      for (int w = 0; w < kBySourceLongWarps; ++w) del += part_del[w];
+      p.dz[u * p.lddz + c] += sum + del * p.att_src[c];
     }
     if (threadIdx.x == 0) {
       float sum = 0.f;
@@ -1455,6 +1479,7 @@ __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std
       if (target < 0) continue;
       const float d = dscore[r * lds + h];
       sum += d * z[target * ldz + c];
+      if (dz == nullptr) continue;  // the caller added d * att to dz already
       if (row_map) {
         atomicAdd(dz + target * lddz + c, d * att_c);
       } else {
@@ -1751,9 +1776,10 @@ bool power_of_two_up_to_32(std::int64_t n) {
 
 template <typename Index>
 void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
-  SLUICE_EXPECTS(gat_backward_by_source(p.heads, p.width) && p.t_perm != nullptr,
-                 "the GAT backward by source takes at most ", kGatBySourceMaxHeads,
-                 " heads of 256 columns in all and the transposed entry order");
+  SLUICE_EXPECTS(
+      gat_backward_by_source(p.heads, p.width) && p.t_perm != nullptr && p.att_src != nullptr,
+      "the GAT backward by source takes at most ", kGatBySourceMaxHeads,
+      " heads of 256 columns in all and the transposed entry order");
   if (p.a.cols <= 0 || p.a.nnz <= 0) return;
   const std::int64_t total_cols = p.heads * p.width;
   if (p.heads == 1 && total_cols <= kNarrowMaxColumns) {

@@ -118,6 +118,9 @@ struct GatBySource {
   AttentionDropout dropout;
   float* dz = nullptr;  // a.cols x K*F, added to
   std::int64_t lddz = 0;
+  // The source attention vector (K*F): dz[u] also gets d_el[u, h(c)] * att_src[c], the source
+  // scores' share of launch_gat_scores_backward (whose call for d_el then passes no dz).
+  const float* att_src = nullptr;
   float* d_el = nullptr;  // a.cols x K (ld K): stored for every source row with entries
   float* ds = nullptr;    // nnz x K (ld K), forward entry order: each entry's score gradient
 };
@@ -135,7 +138,8 @@ void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int
 // Backward of launch_gat_scores: dz[map(r), c] += dscore[r, h(c)] * att[c] (atomic through a
 // row map, whose rows might share a target) and d_att[c] += sum_r dscore[r, h(c)] *
 // z[map(r), c], summed in a fixed order through `partials` (column_sum_partials(rows, K * F)
-// floats of device scratch, cuda_memory_rules.hpp).
+// floats of device scratch, cuda_memory_rules.hpp). dz null: d_att alone (the pass by source
+// adds the source scores' share of dz itself).
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,
                                 std::int64_t rows, int heads, std::int64_t width, const float* z,
                                 std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,

@@ -47,6 +47,7 @@ struct RunSetup {
   int layers = 2;
   int hidden = 8;
   int heads = 2;
+  int output_heads = 1;  // GAT
   double dropout = 0.5;
   double lr = 0.2;
   double weight_decay = 5e-4;
@@ -60,7 +61,7 @@ test::TrainConfigBuilder train_config(const RunSetup& s, int epochs) {
       .layers(s.layers)
       .hidden(s.hidden)
       .heads(s.heads)
-      .output_heads(1)
+      .output_heads(s.output_heads)
       .dropout(s.dropout)
       .lr(s.lr)
       .weight_decay(s.weight_decay)
@@ -76,7 +77,7 @@ test::ReferenceConfig reference_config(const RunSetup& s) {
   r.layers = s.layers;
   r.hidden = s.hidden;
   r.heads = s.heads;
-  r.output_heads = 1;
+  r.output_heads = s.output_heads;
   r.dropout = s.dropout;
   r.seed = s.seed;
   r.lr = s.lr;
@@ -183,6 +184,24 @@ TEST_F(TrainEquivalence, GatTwoHeadsMatchesReference) {
   s.heads = 2;
   s.hidden = 6;
   run_matrix(dataset(), s, {"auto", "recompute"});
+}
+
+// GAT's output layer averages its heads (one head: the head itself, no averaging pass).
+TEST_F(TrainEquivalence, GatOutputHeadsAveragedMatchReference) {
+  for (const int output_heads : {1, 3}) {
+    RunSetup s;
+    s.model = "gat";
+    s.hidden = 6;
+    s.output_heads = output_heads;
+    const auto ref = test::train_reference(dataset(), reference_config(s), 4);
+    for (const auto& shape : {std::pair{1, 1}, std::pair{2, 3}}) {
+      const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
+      const std::string what =
+          cat(output_heads, " output heads, P=", shape.first, " C=", shape.second);
+      SCOPED_TRACE(what);
+      expect_matches_reference(train(dataset(), plan, train_config(s, 4)), ref, what);
+    }
+  }
 }
 
 // One layer: the fused pass is the whole epoch, and GCN's only layer (12 -> 4) transforms first

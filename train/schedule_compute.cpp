@@ -215,8 +215,8 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
                                         const LayerSpec& layer, Mat dZ, Mat O) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width, nd = ch.num_dst;
-  Mat dO = dZ;
-  if (layer.last) {
+  Mat dO = dZ;  // a hidden layer's, or one output head's (the mean of one head is the head)
+  if (layer.last && layer.heads > 1) {
     dO = rows_of(s.dA, nd, KF);
     d.head_mean_backward(dZ, layer.heads, dO);
   }
@@ -354,10 +354,10 @@ Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
   if (model.kind == ModelKind::kGat) {
     // A, when given, is where the forward keeps the head outputs (keeps_head_outputs()).
     Mat O = gat_layer(s, ch, layer, A.data ? A : rows_of(s.gat, ch.num_dst, layer.transform_width));
-    if (layer.last) {
+    if (layer.last && layer.heads > 1) {
       d.head_mean(O, layer.heads, Z);
       bias_activation(Z);
-    } else {
+    } else {  // a hidden layer, or one output head, whose mean is the head itself
       bias_activation(O);
     }
   } else if (layer.transform_first) {

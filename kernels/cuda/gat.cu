@@ -1350,6 +1350,85 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
   }
 }
 
+// One narrow head (K = 1, F <= 64): the warp of row i in groups of kGroup lanes, each group
+// adding every (32 / kGroup)-th entry of a chunk over 4 columns a lane (as the narrow pass by
+// source below), the groups' sums combined in a fixed tree at the end of the row. The
+// coefficients are gat_aggregate_kernel's, with the row's softmax statistics of lane 0.
+template <typename Index, int kGroup>
+__global__ void __launch_bounds__(kRowThreads)
+    gat_narrow_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
+                                const float* __restrict__ el, std::int64_t ldel,
+                                const float* __restrict__ er, std::int64_t lder, int columns,
+                                AttentionDropout dropout, float* __restrict__ alpha,
+                                std::int64_t ldalpha, float* __restrict__ out, std::int64_t ldout) {
+  extern __shared__ float shared[];
+  constexpr int kSlots = 32 / kGroup;
+  constexpr int kPerLane = 4;
+  const int lane = lane_id();
+  const int g = lane % kGroup, slot = lane / kGroup;
+  float* coef = shared + (threadIdx.x / 32) * 32;
+  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+    const std::int64_t begin = a.indptr[i];
+    const std::int64_t degree = a.indptr[i + 1] - begin;
+    if (degree > a.long_rows.degree) continue;  // gat_aggregate_long_kernel's row
+    const std::uint64_t prefix = attention_prefix(dropout, i);
+    const float er_i = er[i * lder];
+    float m, s;
+    softmax_stats_entries(a.columns, begin, degree, 0, 32, el, ldel, 0, er_i, m, s);
+    m = __shfl_sync(0xffffffffu, m, 0);
+    s = __shfl_sync(0xffffffffu, s, 0);
+    const float inv = s > 0.f ? 1.f / s : 0.f;
+    float acc[kPerLane] = {0.f, 0.f, 0.f, 0.f};
+    for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
+      const std::int64_t k = chunk + lane;
+      std::int64_t u_mine = 0;
+      if (k < degree) {
+        u_mine = a.columns[begin + k];
+        const float coefficient = expf(leaky_relu(el[u_mine * ldel] + er_i) - m) * inv;
+        alpha[(begin + k) * ldalpha] = coefficient;
+        coef[lane] = coefficient * attention_scale(dropout, prefix, k, 0);
+      }
+      __syncwarp();
+      const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
+      for (int j0 = 0; j0 < count; j0 += 2 * kSlots) {
+        float v[2][kPerLane];
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int j = j0 + x * kSlots + slot;
+          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j & 31);
+          if (j < count) {
+            load_narrow_columns<kGroup>(v[x], z + u * ldz, g, columns);
+          } else {
+#pragma unroll
+            for (int t = 0; t < kPerLane; ++t) v[x][t] = 0.f;
+          }
+        }
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int j = j0 + x * kSlots + slot;
+          if (j >= count) continue;
+          const float c = coef[j];
+#pragma unroll
+          for (int t = 0; t < kPerLane; ++t) acc[t] += c * v[x][t];
+        }
+      }
+      __syncwarp();
+    }
+#pragma unroll
+    for (int offset = kGroup; offset < 32; offset *= 2) {
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], offset);
+    }
+    if (lane < kGroup) {
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t) {
+        const int c = lane + kGroup * t;
+        if (c < columns) out[i * ldout + c] = acc[t];
+      }
+    }
+  }
+}
+
 std::size_t narrow_by_source_long_shared(int group) {
   return sizeof(float) * static_cast<std::size_t>(kBySourceLongWarps) *
          (128 + static_cast<std::size_t>(group) * kNarrowColumnsPerLane + 1);
@@ -1552,7 +1631,18 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   }
   const bool vec4 =
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(out, ldout);
-  if (per_lane == 2) {
+  const std::size_t narrow_shared = static_cast<std::size_t>(kRowWarps) * 32 * sizeof(float);
+  const int columns = static_cast<int>(total_cols);
+  if (heads == 1 && total_cols <= 4 * 4) {
+    gat_narrow_aggregate_kernel<Index, 4><<<blocks, kRowThreads, narrow_shared, stream>>>(
+        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+  } else if (heads == 1 && total_cols <= 8 * 4) {
+    gat_narrow_aggregate_kernel<Index, 8><<<blocks, kRowThreads, narrow_shared, stream>>>(
+        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+  } else if (heads == 1 && total_cols <= 16 * 4) {
+    gat_narrow_aggregate_kernel<Index, 16><<<blocks, kRowThreads, narrow_shared, stream>>>(
+        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+  } else if (per_lane == 2) {
     gat_aggregate_kernel<Index, 2, false, Aggregate::kWeightedSums>
         <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
                                                   width, dropout, alpha, ldalpha, out, ldout);

@@ -276,6 +276,7 @@ class CudaDevice final : public Device {
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
+  float* merged_row_scratch(const DeviceCsr& m, int heads);  // gat_del_ (cuda_gat.cpp)
   Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
   // softmax_cross_entropy()'s results stay on the device until synchronize() hands them over
   // (deliver_losses()), so no call waits on a host function: a slot of accumulators (the loss,

@@ -62,13 +62,20 @@ std::int64_t checked_head_width(const DeviceCsr& m, Mat z, int heads, Mat el, Ma
 
 // The scores of a GAT forward over m: el of every merged row (unless the caller kept them
 // current) and er of every chunk row.
+// Scores of the chunk: er of its rows and, unless they are current, el of every merged row. Then
+// one read of z gives both, the destination scores of every merged row going to row_scores (m.cols
+// x K of scratch) and from there to the chunk's rows; the same bits as scoring the rows alone.
 void launch_scores(const DeviceCsr& m, Mat z, int heads, std::int64_t width, const float* att_src,
                    const float* att_dst, Mat el, Mat er, bool source_scores_ready,
-                   cudaStream_t stream) {
-  if (!source_scores_ready)
-    launch_gat_scores(z.data, z.ld, nullptr, m.cols, heads, width, att_src, el.data, el.ld, stream);
-  launch_gat_scores(z.data, z.ld, m.self.as<vertex_t>(), m.rows, heads, width, att_dst, er.data,
-                    er.ld, stream);
+                   float* row_scores, cudaStream_t stream) {
+  const vertex_t* self = m.self.as<vertex_t>();
+  if (source_scores_ready) {
+    launch_gat_scores(z.data, z.ld, self, m.rows, heads, width, att_dst, er.data, er.ld, stream);
+    return;
+  }
+  launch_gat_both_scores(z.data, z.ld, m.cols, heads, width, att_src, el.data, el.ld, att_dst,
+                         row_scores, stream);
+  launch_gat_gather_scores(row_scores, heads, self, m.rows, er.data, er.ld, stream);
 }
 
 // launch_gat_aggregate over m in its index width; out null: the coefficients alone.
@@ -113,11 +120,18 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
                    " row keys");
   {
     OpScope sub(*this, "gat_forward.scores");
-    launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready, cur());
+    launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready,
+                  source_scores_ready ? nullptr : merged_row_scratch(m, heads), cur());
   }
   OpScope sub(*this, "gat_forward.aggregate");
   launch_aggregate(m, z, el, er, heads, width, attention_dropout(attention_key, row_keys), alpha,
                    out.data, out.ld, cur());
+}
+
+// A value per merged row and head: the destination scores of every merged row in a forward
+// pass, d_el in a backward pass (GAT scratch, kGatSourceScoreGradients in the layout).
+float* CudaDevice::merged_row_scratch(const DeviceCsr& m, int heads) {
+  return gat_del_.ensure_as<float>(m.cols * heads, account_, cur(), "GAT scratch");
 }
 
 void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
@@ -128,7 +142,8 @@ void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const floa
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
   const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_coefficients");
-  launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready, cur());
+  launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready,
+                source_scores_ready ? nullptr : merged_row_scratch(m, heads), cur());
   launch_aggregate(m, z, el, er, heads, width, AttentionDropout{}, alpha, nullptr, 0, cur());
 }
 
@@ -151,7 +166,7 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
                    " row keys");
   cudaStream_t s = cur();
   const std::int64_t k = heads;
-  float* d_el = gat_del_.ensure_as<float>(m.cols * k, account_, s, "GAT scratch");
+  float* d_el = merged_row_scratch(m, heads);
   float* d_er = gat_der_.ensure_as<float>(m.rows * k, account_, s, "GAT scratch");
   if (m.cols > 0)
     SLUICE_CUDA(cudaMemsetAsync(d_el, 0, static_cast<std::size_t>(m.cols * k * kFloat), s));

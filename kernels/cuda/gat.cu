@@ -51,26 +51,94 @@ __device__ __forceinline__ float attention_scale(const AttentionDropout& d, std:
   return hash_to_unit(key_hash_finish(prefix, element)) >= d.rate ? 1.f / (1.f - d.rate) : 0.f;
 }
 
+// The head dot products of one row of Z (zr) with one or two attention vectors (att_b null: one),
+// written by the lane that ends with each sum into out_a[h] (and out_b[h]). Each vector's sums
+// are the same bits whether or not the other is computed beside it. kQuads: 16-byte words of
+// 4 columns a lane, 128 columns a step, a head (width a divisor of 128 and a multiple of 4) being
+// an aligned group of width / 4 lanes summed over that group alone; else a lane per column and
+// a warp sum per head.
+template <bool kQuads>
+__device__ __forceinline__ void row_scores(const float* zr, int heads, int width,
+                                           const float* att_a, float* out_a, const float* att_b,
+                                           float* out_b, int lane) {
+  if constexpr (kQuads) {
+    const int total = heads * width, group = width / 4;
+    for (int c0 = 0; c0 < total; c0 += 128) {
+      const int c = c0 + 4 * lane;
+      float sa = 0.f, sb = 0.f;
+      if (c < total) {
+        const float4 v = *reinterpret_cast<const float4*>(zr + c);
+        const float4 a = *reinterpret_cast<const float4*>(att_a + c);
+        sa = v.x * a.x + v.y * a.y + v.z * a.z + v.w * a.w;
+        if (att_b != nullptr) {
+          const float4 b = *reinterpret_cast<const float4*>(att_b + c);
+          sb = v.x * b.x + v.y * b.y + v.z * b.z + v.w * b.w;
+        }
+      }
+#pragma unroll
+      for (int offset = 16; offset > 0; offset /= 2) {
+        if (offset >= group) continue;
+        sa += __shfl_xor_sync(0xffffffffu, sa, offset);
+        sb += __shfl_xor_sync(0xffffffffu, sb, offset);
+      }
+      if (c < total && lane % group == 0) {
+        out_a[c / width] = sa;
+        if (att_b != nullptr) out_b[c / width] = sb;
+      }
+    }
+  } else {
+    for (int h = 0; h < heads; ++h) {
+      float sa = 0.f, sb = 0.f;
+      for (int f = lane; f < width; f += 32) {
+        const float v = zr[h * width + f];
+        sa += v * att_a[h * width + f];
+        if (att_b != nullptr) sb += v * att_b[h * width + f];
+      }
+      sa = detail::warp_sum(sa);
+      sb = detail::warp_sum(sb);
+      if (lane == 0) {
+        out_a[h] = sa;
+        if (att_b != nullptr) out_b[h] = sb;
+      }
+    }
+  }
+}
+
+// Scores of rows i (Z row row_map[i], or i) with att_a into score_a (and att_b into score_b),
+// a warp per row; the output row is i, or the Z row when map_output. A row mapped to -1 (an
+// empty row, no self entry) scores 0.
+template <bool kQuads>
 __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
                                   const vertex_t* __restrict__ row_map, std::int64_t rows,
-                                  int heads, std::int64_t width, const float* __restrict__ att,
-                                  float* __restrict__ score, std::int64_t lds, bool map_output) {
+                                  int heads, int width, const float* __restrict__ att_a,
+                                  float* __restrict__ score_a, std::int64_t ld_a,
+                                  const float* __restrict__ att_b, float* __restrict__ score_b,
+                                  std::int64_t ld_b, bool map_output) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
     const std::int64_t source = row_map ? row_map[i] : i;
     const std::int64_t r = map_output ? source : i;
-    if (source < 0) {  // an empty row (no self entry): no score
-      for (int h = lane; h < heads; h += 32) score[r * lds + h] = 0.f;
+    if (source < 0) {
+      for (int h = lane; h < heads; h += 32) {
+        score_a[r * ld_a + h] = 0.f;
+        if (att_b != nullptr) score_b[r * ld_b + h] = 0.f;
+      }
       continue;
     }
-    const float* zr = z + source * ldz;
-    for (int h = 0; h < heads; ++h) {
-      float sum = 0.f;
-      for (std::int64_t f = lane; f < width; f += 32) sum += zr[h * width + f] * att[h * width + f];
-      sum = detail::warp_sum(sum);
-      if (lane == 0) score[r * lds + h] = sum;
-    }
+    row_scores<kQuads>(z + source * ldz, heads, width, att_a, score_a + r * ld_a, att_b,
+                       att_b != nullptr ? score_b + r * ld_b : nullptr, lane);
   }
+}
+
+// out[i * ldout + h] = scores[row_map[i] * heads + h] (0 where row_map[i] < 0), a thread per value.
+__global__ void gat_gather_scores_kernel(const float* __restrict__ scores, int heads,
+                                         const vertex_t* __restrict__ row_map, std::int64_t rows,
+                                         float* __restrict__ out, std::int64_t ldout) {
+  const std::int64_t x = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (x >= rows * heads) return;
+  const std::int64_t i = x / heads, h = x % heads;
+  const std::int64_t source = row_map[i];
+  out[i * ldout + h] = source < 0 ? 0.f : scores[source * heads + h];
 }
 
 // Every row of a matrix (base p, leading dimension ld floats) starts on a 16-byte boundary: the
@@ -1582,12 +1650,55 @@ unsigned warp_blocks(std::int64_t rows) {
 
 }  // namespace
 
+namespace {
+
+bool aligned16(const float* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+// The scores kernel in 16-byte words where the layout allows (row_scores()).
+void launch_scores_kernel(const float* z, std::int64_t ldz, const vertex_t* row_map,
+                          std::int64_t rows, int heads, std::int64_t width, const float* att_a,
+                          float* score_a, std::int64_t ld_a, const float* att_b, float* score_b,
+                          std::int64_t ld_b, bool map_output, cudaStream_t stream) {
+  const bool quads = width % 4 == 0 && 128 % width == 0 && rows_aligned16(z, ldz) &&
+                     aligned16(att_a) && (att_b == nullptr || aligned16(att_b));
+  const int w = static_cast<int>(width);
+  if (quads) {
+    gat_scores_kernel<true><<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
+        z, ldz, row_map, rows, heads, w, att_a, score_a, ld_a, att_b, score_b, ld_b, map_output);
+  } else {
+    gat_scores_kernel<false><<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
+        z, ldz, row_map, rows, heads, w, att_a, score_a, ld_a, att_b, score_b, ld_b, map_output);
+  }
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
 void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map, std::int64_t rows,
                        int heads, std::int64_t width, const float* att, float* score,
                        std::int64_t lds, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0) return;
-  gat_scores_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
-      z, ldz, row_map, rows, heads, width, att, score, lds, false);
+  launch_scores_kernel(z, ldz, row_map, rows, heads, width, att, score, lds, nullptr, nullptr, 0,
+                       false, stream);
+}
+
+void launch_gat_both_scores(const float* z, std::int64_t ldz, std::int64_t rows, int heads,
+                            std::int64_t width, const float* att_src, float* el, std::int64_t ldel,
+                            const float* att_dst, float* row_scores, cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0) return;
+  launch_scores_kernel(z, ldz, nullptr, rows, heads, width, att_src, el, ldel, att_dst, row_scores,
+                       heads, false, stream);
+}
+
+void launch_gat_gather_scores(const float* row_scores, int heads, const vertex_t* row_map,
+                              std::int64_t rows, float* out, std::int64_t ldout,
+                              cudaStream_t stream) {
+  if (rows <= 0 || heads <= 0) return;
+  gat_gather_scores_kernel<<<detail::blocks_for(rows * heads, detail::kBlockThreads),
+                             detail::kBlockThreads, 0, stream>>>(row_scores, heads, row_map, rows,
+                                                                 out, ldout);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -1595,9 +1706,8 @@ void launch_gat_scores_of_rows(const float* z, std::int64_t ldz, const vertex_t*
                                std::int64_t count, int heads, std::int64_t width, const float* att,
                                float* score, std::int64_t lds, cudaStream_t stream) {
   if (count <= 0 || heads <= 0) return;
-  gat_scores_kernel<<<warp_blocks(count), detail::kBlockThreads, 0, stream>>>(
-      z, ldz, rows, count, heads, width, att, score, lds, true);
-  SLUICE_CUDA_LAUNCH_CHECK();
+  launch_scores_kernel(z, ldz, rows, count, heads, width, att, score, lds, nullptr, nullptr, 0,
+                       true, stream);
 }
 
 template <typename Index>

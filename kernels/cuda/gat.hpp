@@ -45,6 +45,15 @@ struct AttentionDropout {
 void launch_gat_scores(const float* z, std::int64_t ldz, const vertex_t* row_map, std::int64_t rows,
                        int heads, std::int64_t width, const float* att, float* score,
                        std::int64_t lds, cudaStream_t stream);
+// el[r, h] = z[r, head h] . att_src[head h] and row_scores[r * K + h] = z[r, head h] .
+// att_dst[head h] for r < rows, in one read of z; each the same bits as launch_gat_scores's.
+void launch_gat_both_scores(const float* z, std::int64_t ldz, std::int64_t rows, int heads,
+                            std::int64_t width, const float* att_src, float* el, std::int64_t ldel,
+                            const float* att_dst, float* row_scores, cudaStream_t stream);
+// out[i, h] = row_scores[row_map[i] * K + h] (0 where row_map[i] < 0) for i < rows.
+void launch_gat_gather_scores(const float* row_scores, int heads, const vertex_t* row_map,
+                              std::int64_t rows, float* out, std::int64_t ldout,
+                              cudaStream_t stream);
 // score[rows[i], h] = z[rows[i], h*F .. h*F+F) . att[h*F .. h*F+F) for i < count.
 void launch_gat_scores_of_rows(const float* z, std::int64_t ldz, const vertex_t* rows,
                                std::int64_t count, int heads, std::int64_t width, const float* att,

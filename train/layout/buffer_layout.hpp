@@ -233,7 +233,7 @@ enum class BufferRole {
   // CUDA backend scratch.
   kGatEntryGradients,             // first GAT backward: per entry and head
   kGatTransposedWeights,          // per entry and head
-  kGatSourceScoreGradients,       // per merged row and head
+  kGatSourceScoreGradients,       // first GAT pass: per merged row and head
   kGatDestinationScoreGradients,  // per chunk row and head
   kColumnSumPartials,             // first column sum: per row slice and column
   kLossAccumulator,               // first loss

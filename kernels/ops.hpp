@@ -394,6 +394,14 @@ class Device {
   // dropout_rows(z) in one pass.
   virtual void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
                                            const DropoutKey& key) = 0;
+  // The same backward from a pre-activation given as in + bias (the bias added to every row),
+  // writing H = dropout(act(z)) into h and leaving `in` as it is: exactly bias_activation(in,
+  // bias, kNone, h), then dropout_activation_backward(dh, h, act, keys, key).
+  virtual void dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act,
+                                                Idx keys, const DropoutKey& key, Mat h) {
+    bias_activation(in, bias, Activation::kNone, h);
+    dropout_activation_backward(dh, h, act, keys, key);
+  }
   // The same backward for act = kRelu from the forward's H = dropout(relu(Z)) instead of Z:
   // dh = relu'(z) * dropout(dh) with relu'(z) read as h > 0 (h is positive exactly where the
   // mask keeps a positive z), the dh dropout_activation_backward(dh, z, kRelu, keys, key) gives,

@@ -178,19 +178,21 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
     transform_outputs_backward(s, ch, layer, set, kept, OutputRows::kKeptOutputs, dZ);
   } else if (!stored.empty()) {
     d.activation_backward(dZ, stored, Activation::kRelu, dZ);
-  } else if (!fresh) {
-    Mat Z;
-    if (keeps_attention(layer)) {
-      O = aggregation_block(s, ch, layer, set);
-      Z = rows_of(s.Z, nd, layer.out_width);
-      d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);
-    } else if (gat() && !recompute(layer)) {
-      O = aggregation_block(s, ch, layer, set);
-      Z = gat_kept_preactivation(s, ch, layer, O);
+  } else if (!fresh && gat() && !recompute(layer)) {
+    // GAT with its head outputs kept: the coefficients again unless the layer's attention stayed
+    // (keeps_attention()); the pre-activation is O + b.
+    O = aggregation_block(s, ch, layer, set);
+    if (!keeps_attention(layer)) gat_coefficients_again(s, ch, layer);
+    if (stores_transform(layer)) {
+      transform_outputs_backward(s, ch, layer, set, O, OutputRows::kHeadOutputs, dZ);
     } else {
-      Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
-                              rows_of(s.Z, ch.num_dst, layer.out_width));
+      const Mat Z = rows_of(s.Z, nd, layer.out_width);
+      d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);
+      d.activation_backward(dZ, Z, layer.activation, dZ);
     }
+  } else if (!fresh) {
+    const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
+                                      rows_of(s.Z, ch.num_dst, layer.out_width));
     if (stores_transform(layer))
       transform_outputs_backward(s, ch, layer, set, Z, OutputRows::kPreactivation, dZ);
     else
@@ -319,10 +321,10 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
   return O;
 }
 
-// The backward pass of a GAT layer that kept its head outputs O: the attention coefficients
-// again (no weighted sums), and the pre-activation Z = O + b into s.Z, which it returns.
-Mat Schedule::Impl::gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch,
-                                           const LayerSpec& layer, Mat O) {
+// The backward pass of a GAT layer that kept its head outputs: the attention coefficients again
+// (no weighted sums), the forward's bits.
+void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& ch,
+                                            const LayerSpec& layer) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const bool scores_ready = take_source_scores(s);
@@ -330,9 +332,6 @@ Mat Schedule::Impl::gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch
                      s.params.data + layer.att_dst_offset, layer.heads,
                      rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
                      rows_of(s.alpha, ch.nnz, layer.heads), scores_ready);
-  const Mat Z = rows_of(s.Z, ch.num_dst, layer.out_width);
-  d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);
-  return Z;
 }
 
 // The layer's pre-activation for the chunk, `applied` to it (kNone: Z itself, for a backward
@@ -386,8 +385,8 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
 // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and
 // `rows`: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT. kPreactivation: rows is the
 // recomputed Z, turned into H in place; kKeptOutputs: rows is the H the forward kept (a ReLU
-// layer's). Each vertex's dT row is complete here: the layer above flushed every stay's share
-// into G[l+1].
+// layer's); kHeadOutputs: rows is GAT's kept O, Z = O + b, and H goes to s.Z. Each vertex's dT
+// row is complete here: the layer above flushed every stay's share into G[l+1].
 void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChunk& ch,
                                                 const LayerSpec& layer, BlockSet& set, Mat rows,
                                                 OutputRows kind, Mat dZ) {
@@ -396,12 +395,17 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
   const Mat dT = gradient_block(s, ch, layer, set).col_block(0, next.transform_width);
   const DropoutKey key = feature_key(next.index);
   transform_input_gradient(d, transform_blocks(s, next, Weights::kParameters), dT, dZ);
+  Mat H = rows;
   if (kind == OutputRows::kKeptOutputs) {
     d.dropout_relu_backward_from_output(dZ, rows, ch.dst_keys, key);
+  } else if (kind == OutputRows::kHeadOutputs) {
+    H = rows_of(s.Z, ch.num_dst, layer.out_width);
+    d.dropout_bias_activation_backward(dZ, rows, s.params.data + layer.b_offset, layer.activation,
+                                       ch.dst_keys, key, H);
   } else {
     d.dropout_activation_backward(dZ, rows, layer.activation, ch.dst_keys, key);
   }
-  add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), rows, dT);
+  add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), H, dT);
 }
 
 // Layer 0 of a transforming model: Zm rows of the batch's arrivals = their X rows W. Rows that

@@ -51,9 +51,9 @@ enum class NextInputs { kWrittenByThisPass, kComplete };
 enum class BlockRows { kFromHost, kPreloaded };
 
 // What a backward pass reads of a layer's forward rows
-// (Schedule::Impl::transform_outputs_backward): the pre-activation Z computed again, or the outputs
-// H = dropout(act(Z)) the forward kept.
-enum class OutputRows { kPreactivation, kKeptOutputs };
+// (Schedule::Impl::transform_outputs_backward): the pre-activation Z computed again, the outputs
+// H = dropout(act(Z)) the forward kept, or GAT's kept head outputs O (Z = O + b).
+enum class OutputRows { kPreactivation, kKeptOutputs, kHeadOutputs };
 
 struct DeviceSizes;  // schedule_setup.cpp
 
@@ -489,7 +489,7 @@ struct Schedule::Impl {
                           Mat O);
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
-  Mat gat_kept_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
+  void gat_coefficients_again(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
   bool take_source_scores(DeviceState& s);
   void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,

@@ -103,6 +103,8 @@ class CudaDevice final : public Device {
   void activation_backward(Mat dout, Mat value, Activation act, Mat dz) override;
   void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
                                    const DropoutKey& key) override;
+  void dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act, Idx keys,
+                                        const DropoutKey& key, Mat h) override;
   void dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) override;
   void add_column_sums(Mat m, float* out) override;
   void axpy(std::int64_t n, float alpha, const float* x, float* y) override;

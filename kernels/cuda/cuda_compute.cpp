@@ -222,6 +222,21 @@ void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx 
                                      keys.data, key.seed, key.salt(), key.rate, cur());
 }
 
+void CudaDevice::dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act,
+                                                  Idx keys, const DropoutKey& key, Mat h) {
+  OpScope op(*this, "dropout_bias_activation_backward");
+  SLUICE_EXPECTS(dh.rows == in.rows && dh.cols == in.cols && h.rows == in.rows &&
+                     h.cols == in.cols && bias != nullptr,
+                 "dropout_bias_activation_backward shapes");
+  SLUICE_EXPECTS(keys.size == dh.rows, "dropout_bias_activation_backward: ", dh.rows, " rows but ",
+                 keys.size, " keys");
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  DeviceGuard guard(gpu_);
+  launch_dropout_bias_activation_backward(dh.data, dh.ld, in.data, in.ld, bias, h.data, h.ld,
+                                          dh.rows, dh.cols, code(act), keys.data, key.seed,
+                                          key.salt(), key.rate, cur());
+}
+
 void CudaDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) {
   OpScope op(*this, "dropout_relu_backward_from_output");
   SLUICE_EXPECTS(dh.rows == h.rows && dh.cols == h.cols,

@@ -195,6 +195,35 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
   }
 }
 
+// dropout_activation_backward_kernel's kPreactivation step with z = in + bias, H written to out
+// (in stays).
+__global__ void dropout_bias_activation_backward_kernel(
+    float* dh, std::int64_t ldd, const float* __restrict__ in, std::int64_t ldin,
+    const float* __restrict__ bias, float* __restrict__ out, std::int64_t ldout, std::int64_t rows,
+    std::int64_t cols, ActivationCode act, const vertex_t* __restrict__ keys, std::uint64_t seed,
+    std::uint64_t salt, float rate, float scale) {
+  const int lane = lane_id();
+  const bool drop = rate > 0.f;
+  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
+    float* g = dh + i * ldd;
+    const float* x = in + i * ldin;
+    float* o = out + i * ldout;
+    const std::uint64_t prefix =
+        drop ? key_hash_prefix(seed, 1, salt,
+                               static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
+             : 0;
+    for (std::int64_t j = lane; j < cols; j += 32) {
+      const bool keep =
+          !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
+      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
+      const float value = x[j] + bias[j];
+      g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+      const float h = activate(value + 0.f, act);
+      o[j] = drop ? (keep ? h * scale : 0.f) : h;
+    }
+  }
+}
+
 // Block (32, 8): each thread sums a strided set of rows of one column; the block reduces over
 // threadIdx.y and writes its slice's partial sum per column (slice blockIdx.y).
 __global__ void column_sums_kernel(const float* __restrict__ m, std::int64_t ld, std::int64_t rows,
@@ -296,6 +325,20 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
   dropout_activation_backward_kernel<BackwardFrom::kPreactivation>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
           dh, ldd, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_dropout_bias_activation_backward(float* dh, std::int64_t ldd, const float* in,
+                                             std::int64_t ldin, const float* bias, float* out,
+                                             std::int64_t ldout, std::int64_t rows,
+                                             std::int64_t cols, ActivationCode act,
+                                             const vertex_t* keys, std::uint64_t seed,
+                                             std::uint64_t salt, float rate, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0) return;
+  const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
+  dropout_bias_activation_backward_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
+                                            detail::kBlockThreads, 0, stream>>>(
+      dh, ldd, in, ldin, bias, out, ldout, rows, cols, act, keys, seed, salt, rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

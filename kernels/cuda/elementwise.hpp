@@ -37,6 +37,13 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
                                         std::int64_t rows, std::int64_t cols, ActivationCode act,
                                         const vertex_t* keys, std::uint64_t seed,
                                         std::uint64_t salt, float rate, cudaStream_t stream);
+// The same with z = in + bias (per column), H written to out and `in` left as it is.
+void launch_dropout_bias_activation_backward(float* dh, std::int64_t ldd, const float* in,
+                                             std::int64_t ldin, const float* bias, float* out,
+                                             std::int64_t ldout, std::int64_t rows,
+                                             std::int64_t cols, ActivationCode act,
+                                             const vertex_t* keys, std::uint64_t seed,
+                                             std::uint64_t salt, float rate, cudaStream_t stream);
 // out = dropout(act(z + bias)), row r keyed keys[r] (rate 0: launch_bias_activation).
 void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const float* bias,
                                     ActivationCode act, float* out, std::int64_t ldo,

@@ -899,6 +899,49 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
   }
 }
 
+// The backward of H = dropout(act(O + b)) from GAT's kept head outputs O in one pass equals
+// bias_activation into H, then dropout_activation_backward, bit for bit (and the CPU backend's
+// to rounding); O stays as it was.
+TEST_F(CudaOps, FusedBiasActivationBackwardEqualsItsParts) {
+  const std::int64_t rows = 300, cols = 45, ld = 48;
+  const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+  const Host grad = random_floats(std::size_t(rows * ld), rng_, -1.f, 1.f);
+  const Host bias = random_floats(std::size_t(cols), rng_, -1.f, 1.f);
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 2000, 3);
+  auto cpu = make_cpu_backend(test::backend_options(1));
+  Device& reference = cpu->device(0);
+  for (const float rate : {0.f, 0.5f})
+    for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu}) {
+      SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
+      const DropoutKey key{42, 3, 1, rate};
+      std::vector<Host> dh, h, in_after;
+      for (Device* d : {&dev(), &dev(), &reference}) {
+        const bool parts = dh.size() == 1;
+        const Mat in = upload(*d, rows, ld, value).col_block(0, cols);
+        const Mat g = upload(*d, rows, ld, grad).col_block(0, cols);
+        const Mat out = upload(*d, rows, ld, Host(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+        const Idx key_rows = d->upload(keys, "keys");
+        const float* dbias = upload(*d, 1, cols, bias).data;
+        if (parts) {
+          d->bias_activation(in, dbias, Activation::kNone, out);
+          d->dropout_activation_backward(g, out, act, key_rows, key);
+        } else {
+          d->dropout_bias_activation_backward(g, in, dbias, act, key_rows, key, out);
+        }
+        dh.push_back(download_matrix(*d, g));
+        h.push_back(download_matrix(*d, out));
+        in_after.push_back(download_matrix(*d, in));
+      }
+      for (std::size_t i = 0; i < dh[0].size(); ++i) {
+        ASSERT_EQ(fp32_bits(dh[0][i]), fp32_bits(dh[1][i])) << i;
+        ASSERT_EQ(fp32_bits(h[0][i]), fp32_bits(h[1][i])) << i;
+        ASSERT_NEAR(dh[0][i], dh[2][i], 1e-6 * (1 + std::fabs(dh[2][i]))) << i;
+        ASSERT_NEAR(h[0][i], h[2][i], 1e-6 * (1 + std::fabs(h[2][i]))) << i;
+      }
+      EXPECT_EQ(in_after[0], in_after[2]);  // O unchanged (the CPU's is the upload)
+    }
+}
+
 TEST_F(CudaOps, GemmAllTransposeCombinations) {
   const std::int64_t m = 37, n = 29, k = 53;
   for (int ta = 0; ta < 2; ++ta)

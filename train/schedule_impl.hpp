@@ -114,8 +114,7 @@ struct Schedule::Impl {
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
-  int pass_serial = 0;                      // passes begun (begin_pass()): DeviceState::scores_pass
-  PassKind pass_kind = PassKind::kForward;  // of the pass begun last
+  int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
   bool attention_buffers_everywhere = false;  // every device has last_layer_attention
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
@@ -347,7 +346,6 @@ struct Schedule::Impl {
   }
   void begin_pass(PassKind kind, int layer) {
     pass_tag = pass_tag_of(kind, layer);
-    pass_kind = kind;
     ++pass_serial;
   }
   // The fused pass of a GAT model works in each device's last-layer attention buffers where it

@@ -160,12 +160,16 @@ __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, 
 }
 
 // What the backward of H = dropout(act(Z)) reads of the forward's rows: Z (then it also turns Z
-// into H), or for ReLU the output H itself (h > 0 exactly where the mask keeps a positive z).
-enum class BackwardFrom { kPreactivation, kReluOutput };
+// into H), for ReLU the output H itself (h > 0 exactly where the mask keeps a positive z), or
+// Z as in + bias (then H goes to out and `in` stays).
+enum class BackwardFrom { kPreactivation, kReluOutput, kBiasedInput };
 
+// A warp per row. Rows of `in` (ldin): Z, H or the biased input by kFrom; `out` (ldout): where H
+// goes (kPreactivation: `in` itself; kReluOutput: none); bias: kBiasedInput's.
 template <BackwardFrom kFrom>
-__global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, float* z,
-                                                   std::int64_t ldz, std::int64_t rows,
+__global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, const float* in,
+                                                   std::int64_t ldin, const float* bias, float* out,
+                                                   std::int64_t ldout, std::int64_t rows,
                                                    std::int64_t cols, ActivationCode act,
                                                    const vertex_t* __restrict__ keys,
                                                    std::uint64_t seed, std::uint64_t salt,
@@ -174,7 +178,7 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
   const bool drop = rate > 0.f;
   for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
     float* g = dh + i * ldd;
-    float* v = z + i * ldz;
+    const float* x = in + i * ldin;
     const std::uint64_t prefix =
         drop ? key_hash_prefix(seed, 1, salt,
                                static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
@@ -183,43 +187,14 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
       const bool keep =
           !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
       const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
-      const float value = v[j];
       if constexpr (kFrom == BackwardFrom::kReluOutput) {
-        g[j] = gradient * (value > 0.f ? 1.f : 0.f);
+        g[j] = gradient * (x[j] > 0.f ? 1.f : 0.f);
       } else {
+        const float value = kFrom == BackwardFrom::kBiasedInput ? x[j] + bias[j] : x[j];
         g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
         const float h = activate(value + 0.f, act);
-        v[j] = drop ? (keep ? h * scale : 0.f) : h;
+        out[i * ldout + j] = drop ? (keep ? h * scale : 0.f) : h;
       }
-    }
-  }
-}
-
-// dropout_activation_backward_kernel's kPreactivation step with z = in + bias, H written to out
-// (in stays).
-__global__ void dropout_bias_activation_backward_kernel(
-    float* dh, std::int64_t ldd, const float* __restrict__ in, std::int64_t ldin,
-    const float* __restrict__ bias, float* __restrict__ out, std::int64_t ldout, std::int64_t rows,
-    std::int64_t cols, ActivationCode act, const vertex_t* __restrict__ keys, std::uint64_t seed,
-    std::uint64_t salt, float rate, float scale) {
-  const int lane = lane_id();
-  const bool drop = rate > 0.f;
-  for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
-    float* g = dh + i * ldd;
-    const float* x = in + i * ldin;
-    float* o = out + i * ldout;
-    const std::uint64_t prefix =
-        drop ? key_hash_prefix(seed, 1, salt,
-                               static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
-             : 0;
-    for (std::int64_t j = lane; j < cols; j += 32) {
-      const bool keep =
-          !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
-      const float gradient = drop ? (keep ? g[j] * scale : 0.f) : g[j];
-      const float value = x[j] + bias[j];
-      g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
-      const float h = activate(value + 0.f, act);
-      o[j] = drop ? (keep ? h * scale : 0.f) : h;
     }
   }
 }
@@ -324,7 +299,7 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
   dropout_activation_backward_kernel<BackwardFrom::kPreactivation>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
-          dh, ldd, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
+          dh, ldd, z, ldz, nullptr, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -336,9 +311,9 @@ void launch_dropout_bias_activation_backward(float* dh, std::int64_t ldd, const 
                                              std::uint64_t salt, float rate, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
-  dropout_bias_activation_backward_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
-                                            detail::kBlockThreads, 0, stream>>>(
-      dh, ldd, in, ldin, bias, out, ldout, rows, cols, act, keys, seed, salt, rate, scale);
+  dropout_activation_backward_kernel<BackwardFrom::kBiasedInput>
+      <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
+          dh, ldd, in, ldin, bias, out, ldout, rows, cols, act, keys, seed, salt, rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -349,10 +324,9 @@ void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const
                                               cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
-  // kReluOutput only reads h.
   dropout_activation_backward_kernel<BackwardFrom::kReluOutput>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
-          dh, ldd, const_cast<float*>(h), ldh, rows, cols, ActivationCode::kRelu, keys, seed, salt,
+          dh, ldd, h, ldh, nullptr, nullptr, 0, rows, cols, ActivationCode::kRelu, keys, seed, salt,
           rate, scale);
   SLUICE_CUDA_LAUNCH_CHECK();
 }

@@ -141,10 +141,14 @@ __global__ void gat_gather_scores_kernel(const float* __restrict__ scores, int h
   out[i * ldout + h] = source < 0 ? 0.f : scores[source * heads + h];
 }
 
+bool aligned16(const float* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
 // Every row of a matrix (base p, leading dimension ld floats) starts on a 16-byte boundary: the
 // float4 kernels' condition.
 bool rows_aligned16(const float* p, std::int64_t ld) {
-  return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+  return ld % 4 == 0 && aligned16(p);
 }
 
 // acc[0..3] += w * x[0..3], x read as one 16-byte word (the kVec4 kernels' inner step).
@@ -1651,10 +1655,6 @@ unsigned warp_blocks(std::int64_t rows) {
 }  // namespace
 
 namespace {
-
-bool aligned16(const float* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
 
 // The scores kernel in 16-byte words where the layout allows (row_scores()).
 void launch_scores_kernel(const float* z, std::int64_t ldz, const vertex_t* row_map,

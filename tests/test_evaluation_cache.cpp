@@ -116,6 +116,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
     ScheduleOptions options;
     options.evaluation_cache = cache;
     options.layer_outputs = LayerOutputs::kRecomputed;  // the cache's bytes alone
+    options.remote_features = RemoteFeatures::kPulled;
     Schedule schedule(*backend, d, plan, spec, options);
     for (int p = 0; p < 2; ++p)
       (cache == EvaluationCache::kNone ? base : full)[p] = backend->device(p).bytes_in_use();
@@ -135,6 +136,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
   ScheduleOptions options;
   options.evaluation_cache = EvaluationCache::kDeviceWhereItFits;
   options.layer_outputs = LayerOutputs::kRecomputed;
+  options.remote_features = RemoteFeatures::kPulled;
   Schedule schedule(*backend, d, plan, spec, options);
   for (int p = 0; p < 2; ++p) EXPECT_EQ(backend->device(p).bytes_in_use(), base[p]) << p;
   schedule.set_parameters(init_parameters(spec, 3));

@@ -103,6 +103,7 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
   options.reload_inputs = layout.reload_inputs;
   options.cache_intermediates = layout.gat_head_outputs == GatHeadOutputs::kKept;
   options.evaluation_cache = EvaluationCache::kNone;  // an optional buffer beyond the estimate
+  options.remote_features = RemoteFeatures::kPulled;  // the same
   options.layer_outputs = LayerOutputs::kRecomputed;  // so are kept layer outputs
   const Schedule schedule(*backend, d, plan, model, options);
   std::vector<std::int64_t> peaks;
@@ -191,16 +192,26 @@ TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
     const TrainResult result = train(d, plan, config);
     ASSERT_EQ(result.records.size(), 1u);
     // Beside the estimate, optional buffers placed last: the evaluation cache (GCN, SAGE: layer
-    // 0's aggregation of each partition's vertices) and layer 0's kept outputs (GCN, SAGE: the
-    // last layer narrows, so it transforms layer 0's outputs).
+    // 0's aggregation of each partition's vertices), layer 0's kept outputs (GCN, SAGE: the
+    // last layer narrows, so it transforms layer 0's outputs) and the copies of the remote
+    // feature rows with their keys (GCN, SAGE: one per row the partition pulls in a pass).
     const LayerSpec first = test::model_spec(memory_shape(d, config)).layers.front();
     std::int64_t estimated = 0;
     for (int p = 0; p < plan.partitions; ++p) {
       const std::int64_t rows =
           plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
-      const std::int64_t cache = model == "gat" ? 0
-                                                : rows * (first.aggregate_width + first.out_width) *
-                                                      std::int64_t(sizeof(float));
+      std::int64_t pulled = 0;
+      for (int c = 0; c < plan.chunks; ++c) {
+        const std::vector<std::uint8_t>& pulls = plan.chunk(c, p).remote_pull;
+        pulled += std::count(pulls.begin(), pulls.end(), 1);
+      }
+      ASSERT_GT(pulled, 0);
+      const std::int64_t cache =
+          model == "gat"
+              ? 0
+              : rows * (first.aggregate_width + first.out_width) * std::int64_t(sizeof(float)) +
+                    pulled * (first.in_width * std::int64_t(sizeof(float)) +
+                              std::int64_t(sizeof(vertex_t)));
       estimated = std::max(estimated, estimate_gpu_memory(plan, p, memory_shape(d, config),
                                                           memory_layout_options(config))
                                               .device_bytes() +

@@ -54,6 +54,8 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
                      "unknown --layer-outputs '", c.layer_outputs,
                      "' (expected auto or recompute)");
+  SLUICE_INPUT_CHECK(c.remote_features == "auto" || c.remote_features == "pull",
+                     "unknown --remote-features '", c.remote_features, "' (expected auto or pull)");
   SLUICE_INPUT_CHECK(c.device == "cpu" || c.device == "cuda", "unknown --device '", c.device,
                      "' (expected cpu or cuda)");
   SLUICE_INPUT_CHECK(c.threads >= 0, "--threads must be >= 0 (got ", c.threads, ")");
@@ -158,6 +160,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
       "device for its backward pass where they fit after everything else, instead of computing "
       "them again; same results) | recompute")(
+      "remote-features", po::value(&c.remote_features)->default_value(c.remote_features),
+      "auto (GCN, SAGE on several GPUs: each GPU keeps its own copy of the feature rows it reads "
+      "from other partitions where it fits after everything else, instead of pulling them from "
+      "their owners in every pass that reads the features; same results) | pull")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
@@ -240,7 +246,8 @@ std::string describe_config(const TrainConfig& c) {
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
-      << " layer_outputs=" << c.layer_outputs << " device=" << c.device << " threads=" << c.threads;
+      << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
+      << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

@@ -61,6 +61,9 @@ struct TrainConfig {
   // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
   // auto (where they fit) | recompute.
   std::string layer_outputs = "auto";
+  // Where a GPU gets other partitions' feature rows that layer 0 reads
+  // (ScheduleOptions::remote_features): auto (its own copy, where it fits) | pull.
+  std::string remote_features = "auto";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

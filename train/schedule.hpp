@@ -60,6 +60,15 @@ enum class EvaluationCache { kNone, kDeviceWhereItFits };
 // either way.
 enum class LayerOutputs { kRecomputed, kDeviceWhereItFits };
 
+// How a device gets the feature rows of other partitions' vertices that layer 0 reads (GCN,
+// SAGE on several partitions): pulled from their owners' transition buffers in every pass that
+// loads layer 0's inputs, or, with kDeviceCopyWhereItFits, copied from the device's own copy of
+// those rows, made at setup where it fits after everything else (the features never change;
+// dropout applies on the device with the same keys the owner's load uses). The copy runs in the
+// device's memory, neither waits for the owner's load nor takes the peer link; the results are
+// the same bits either way. Each device decides for itself.
+enum class RemoteFeatures { kPulled, kDeviceCopyWhereItFits };
+
 struct ScheduleOptions {
   CommMode comm = CommMode::kP2pReuse;
   bool cache_intermediates = true;  // keep A^l for the backward pass (keeps_intermediates())
@@ -100,6 +109,7 @@ struct ScheduleOptions {
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
   EvaluationCache evaluation_cache = EvaluationCache::kDeviceWhereItFits;
   LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
+  RemoteFeatures remote_features = RemoteFeatures::kDeviceCopyWhereItFits;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
   // the constructor only.

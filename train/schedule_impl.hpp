@@ -405,6 +405,14 @@ struct Schedule::Impl {
   bool reads_own_rows_only() const { return P == 1 || options.comm != CommMode::kBaseline; }
   void place_evaluation_aggregation();
   void place_kept_outputs();
+  // Layers whose pulls a device may take from its own copy of the remote feature rows
+  // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE) between partitions.
+  bool pulls_features(const LayerSpec& layer) const {
+    return layer.index == 0 && P > 1 && options.comm != CommMode::kBaseline && !transforms(layer);
+  }
+  void place_remote_features();
+  // Frees every host matrix whose rows all devices hold (place_vertex_data()).
+  void release_resident_host_matrices();
   // Layers whose training forward may keep its output rows for the backward pass
   // (LayerOutputs): GCN's and SAGE's ReLU layers whose outputs the next layer transforms.
   bool may_keep_outputs(const LayerSpec& layer) const {

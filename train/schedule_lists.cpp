@@ -18,15 +18,19 @@ namespace sluice::schedule_detail {
 
 namespace {
 
+// Rows by owner, in list order within each owner; `vertices` (the rows' vertices, for pulls) may
+// be empty.
 std::vector<PeerRows> group_by_owner(const std::vector<int>& owners,
                                      const std::vector<vertex_t>& owner_rows,
-                                     const std::vector<vertex_t>& local_rows, int partitions) {
+                                     const std::vector<vertex_t>& local_rows,
+                                     const std::vector<vertex_t>& vertices, int partitions) {
   std::vector<PeerRows> groups(static_cast<std::size_t>(partitions));
   for (std::size_t i = 0; i < owners.size(); ++i) {
     auto& g = groups[std::size_t(owners[i])];
     g.owner = owners[i];
     g.owner_rows.push_back(owner_rows[i]);
     g.local_rows.push_back(local_rows[i]);
+    if (!vertices.empty()) g.vertices.push_back(vertices[i]);
   }
   std::vector<PeerRows> out;
   for (auto& g : groups)
@@ -391,7 +395,7 @@ void PlanReplay::scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lis
       continue;
     }
     out.remote_rows = local;
-    out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, P_);
+    out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, {}, P_);
     if (mode == CommMode::kP2p) {
       // Every occupied transition slot from host memory; every row leaves; every remote row
       // pulled.
@@ -402,7 +406,7 @@ void PlanReplay::scheme_lists(int c, CommMode mode, std::vector<ChunkLists>& lis
       out.leave_vertices = out.load_vertices;
       out.leave_rows = out.load_rows;
       out.leave_keys = out.load_keys;
-      out.pulls = out.pushes;
+      out.pulls = group_by_owner(owners, ch.remote_owner_slots, local, ch.remote_vertices, P_);
       continue;
     }
     SLUICE_FAIL("p2p+reuse lists come from reuse_lists()");
@@ -418,7 +422,7 @@ void reuse_lists(const Plan& plan, int c, int p, ChunkLists& out) {
   std::vector<vertex_t> local(remotes);
   for (std::size_t i = 0; i < remotes; ++i) local[i] = TR + ch.remote_slots[i];
   const std::vector<int> owners(ch.remote_owner.begin(), ch.remote_owner.end());
-  out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, plan.partitions);
+  out.pushes = group_by_owner(owners, ch.remote_owner_slots, local, {}, plan.partitions);
   const auto keys = [&](const std::vector<vertex_t>& vertices) {
     std::vector<vertex_t> out_keys(vertices.size());
     for (std::size_t i = 0; i < vertices.size(); ++i)
@@ -432,14 +436,16 @@ void reuse_lists(const Plan& plan, int c, int p, ChunkLists& out) {
   out.leave_rows = ch.leave_slots;
   out.leave_keys = keys(ch.leave_vertices);
   std::vector<int> pull_owners;
-  std::vector<vertex_t> pull_owner_rows, pull_local;
+  std::vector<vertex_t> pull_owner_rows, pull_local, pull_vertices;
   for (std::size_t i = 0; i < remotes; ++i)
     if (ch.remote_pull[i]) {
       pull_owners.push_back(owners[i]);
       pull_owner_rows.push_back(ch.remote_owner_slots[i]);
       pull_local.push_back(local[i]);
+      pull_vertices.push_back(ch.remote_vertices[i]);
     }
-  out.pulls = group_by_owner(pull_owners, pull_owner_rows, pull_local, plan.partitions);
+  out.pulls =
+      group_by_owner(pull_owners, pull_owner_rows, pull_local, pull_vertices, plan.partitions);
   out.remote_rows = std::move(local);
 }
 

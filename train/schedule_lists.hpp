@@ -14,10 +14,11 @@
 
 namespace sluice::schedule_detail {
 
-// Rows moved between two devices: owner positions and local positions.
+// Rows moved between two devices: owner positions and local positions; for pulls also the rows'
+// vertices (renumbered ids).
 struct PeerRows {
   int owner = 0;
-  std::vector<vertex_t> owner_rows, local_rows;
+  std::vector<vertex_t> owner_rows, local_rows, vertices;
 };
 
 // Host-side index lists of one chunk (p, c) under one transfer scheme.

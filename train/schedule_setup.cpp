@@ -16,6 +16,7 @@
 
 #include "common/log.hpp"
 #include "common/parallel.hpp"
+#include "kernels/bfloat16.hpp"
 #include "train/host_features.hpp"
 #include "train/schedule_impl.hpp"
 
@@ -261,6 +262,8 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
   place_vertex_data();
   place_evaluation_aggregation();
   place_kept_outputs();
+  place_remote_features();  // reads H^0 in host memory
+  release_resident_host_matrices();
 }
 
 // With LayerOutputs::kDeviceWhereItFits: on every device a matrix of its partition's rows for
@@ -470,7 +473,6 @@ void Schedule::Impl::place_vertex_data() {
     for (const DeviceChunk& ch : s.chunks) gathered_rows += ch.load_vertices.size;
     priorities.push_back(vertex_data_priorities(model, options, s.vertex.rows, gathered_rows, C));
   }
-  std::vector<int> resident_on(shapes.size(), 0);
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     const std::vector<double>& priority = priorities[std::size_t(p)];
@@ -484,7 +486,6 @@ void Schedule::Impl::place_vertex_data() {
       HostMat& view = vertex_view(s, shape);
       view = s.device->try_make_resident(view, shape.name);
       const bool placed = view.residence == Residence::kDevice;
-      resident_on[i] += placed;
       std::string& list = placed ? resident : host;
       list += cat(list.empty() ? "" : ", ", shape.name, " (",
                   format_bytes(double(view.rows * view.cols * view.element_bytes())), ")");
@@ -494,12 +495,73 @@ void Schedule::Impl::place_vertex_data() {
              resident.empty() ? std::string("none") : resident,
              "; in host memory: ", host.empty() ? std::string("none") : host);
   }
-  for (std::size_t i = 0; i < shapes.size(); ++i)
-    if (resident_on[i] == P) {
-      HostMat& whole = host_matrix(shapes[i]);
-      backend.release_host(whole);
-      whole = HostMat{};
+}
+
+void Schedule::Impl::release_resident_host_matrices() {
+  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, n, C)) {
+    HostMat& whole = host_matrix(shape);
+    if (whole.empty() || !std::all_of(dev.begin(), dev.end(), [&](DeviceState& s) {
+          return vertex_view(s, shape).residence == Residence::kDevice;
+        }))
+      continue;
+    backend.release_host(whole);
+    whole = HostMat{};
+  }
+}
+
+// With RemoteFeatures::kDeviceCopyWhereItFits, where layer 0 pulls feature rows
+// (pulls_features()): on each device that pulls any, a copy of its pulled rows in pull order and
+// their dropout keys (the vertices' dataset ids, as the owners' load keys), where they fit after
+// everything else (an optional buffer). Each device decides for itself.
+void Schedule::Impl::place_remote_features() {
+  const LayerSpec& first = model.layers.front();
+  std::string pulls;  // devices without room
+  int copies = 0;
+  std::int64_t bytes = 0;
+  for (DeviceState& s : dev) {
+    std::vector<vertex_t> vertices;
+    vertices.swap(s.pulled_vertices);
+    if (vertices.empty()) continue;
+    Device& d = *s.device;
+    const std::int64_t rows = std::int64_t(vertices.size()), width = first.in_width;
+    const Mat copy = d.try_alloc(rows, width, "remote feature rows");
+    if (copy.empty()) {
+      pulls += cat(pulls.empty() ? "" : ", ", d.name());
+      continue;
     }
+    // In blocks of rows, widened from the host precision as a load widens them.
+    const HostMat& features = H[0];
+    const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t(64) << 20) / (4 * width));
+    std::vector<float> rows_here;
+    for (std::int64_t begin = 0; begin < rows; begin += block) {
+      const std::int64_t count = std::min(block, rows - begin);
+      rows_here.resize(std::size_t(count * width));
+#pragma omp parallel for schedule(static) if (worth_parallel(count * width))
+      for (std::int64_t i = 0; i < count; ++i) {
+        const std::int64_t v = vertices[std::size_t(begin + i)];
+        float* out = rows_here.data() + i * width;
+        if (features.precision == HostPrecision::kFp32) {
+          const float* in = static_cast<const float*>(features.at(v, 0));
+          std::copy(in, in + width, out);
+        } else {
+          const bf16_t* in = static_cast<const bf16_t*>(features.at(v, 0));
+          for (std::int64_t j = 0; j < width; ++j) out[j] = float_from_bf16(in[j]);
+        }
+      }
+      d.write(rows_here.data(), count * width, copy.row_block(begin, count).data);
+    }
+    std::vector<vertex_t> keys(vertices.size());
+    for (std::size_t i = 0; i < keys.size(); ++i)
+      keys[i] = plan.new_to_old[std::size_t(vertices[i])];
+    s.remote_feature_keys = d.upload(keys, "remote feature keys");
+    s.remote_features = copy;
+    bytes += rows * width * std::int64_t(sizeof(float));
+    ++copies;
+  }
+  if (copies > 0 || !pulls.empty())
+    log_info("layer 0's feature rows of other partitions: copied on ", copies, " of ", P,
+             " devices (", format_bytes(double(bytes)), ")",
+             pulls.empty() ? std::string() : cat("; pulled on ", pulls, " (no room)"));
 }
 
 // With EvaluationCache::kDeviceWhereItFits and a layer 0 that aggregates its input rows (GCN,
@@ -701,6 +763,11 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     if (ch.csr.id < 0) SLUICE_FAIL("buffer layout: ", where, "has no CSR");
     const double start = now_seconds();
     check_chunk_uploaded(ch, li, where);
+    ch.remote_features_first = std::int64_t(s.pulled_vertices.size());
+    if (options.remote_features == RemoteFeatures::kDeviceCopyWhereItFits &&
+        pulls_features(model.layers.front()))
+      for (const PeerRows& g : li.pulls)
+        s.pulled_vertices.insert(s.pulled_vertices.end(), g.vertices.begin(), g.vertices.end());
     li = ChunkLists{};
     if (release_plan) {  // the constants hold what the schedule needs of the chunk's plan
       ChunkPlan& released = release_plan->chunk(c, p);

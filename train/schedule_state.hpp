@@ -27,6 +27,8 @@ struct DeviceChunk {
   Idx self_columns;
   Idx load_vertices, load_rows, load_keys;
   std::vector<DevicePeerRows> pulls, pushes;
+  // The first row of the chunk's pulls in DeviceState::remote_features (pull order).
+  std::int64_t remote_features_first = 0;
   Idx remote_rows;
   Idx leave_vertices, leave_rows, leave_keys;
   std::int64_t leave_store_count = 0;
@@ -156,6 +158,12 @@ struct DeviceState {
   // kept_first_row on), kept for the backward pass (LayerOutputs); empty where not kept.
   std::vector<Mat> kept_outputs;
   std::int64_t kept_first_row = 0;
+  // The feature rows this device pulls in layer 0, one per pulled row in pull order (chunk by
+  // chunk, owner by owner), and their dropout keys (RemoteFeatures); empty where they are pulled.
+  // pulled_vertices: those rows' vertices, on the host from the index lists until placement.
+  Mat remote_features;
+  Idx remote_feature_keys;
+  std::vector<vertex_t> pulled_vertices;
   double loss_sum = 0;
   SplitCounts split_counts;  // of the running evaluation
 };

@@ -271,12 +271,29 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
   }
 }
 
-// Phase B: remote rows from the owners' transition buffers, once each owner has loaded them.
+// Phase B: remote rows from the owners' transition buffers, once each owner has loaded them; or
+// a device's copies of the remote feature rows (place_remote_features()), with the dropout the
+// owners' loads apply.
 void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
-    const auto& pulls = s.chunks[std::size_t(c)].pulls;
+    const DeviceChunk& ch = s.chunks[std::size_t(c)];
+    const auto& pulls = ch.pulls;
+    if (!s.remote_features.empty() && pulls_features(layer)) {
+      d.phase_begin(Phase::kLoad, tag(c));
+      std::int64_t first = ch.remote_features_first;
+      for (const auto& pull : pulls) {
+        const std::int64_t count = pull.local_rows.size;
+        d.scatter_dropout_rows(
+            s.remote_features.row_block(first, count), pull.local_rows, exchanged_rows(s, layer),
+            part(s.remote_feature_keys, first, first + count), feature_key(layer.index));
+        first += count;
+      }
+      d.phase_end(Phase::kLoad);
+      d.mark(kPulled);
+      continue;
+    }
     for (const auto& pull : pulls) d.wait_peer(*dev[std::size_t(pull.owner)].device, kLoaded);
     d.phase_begin(Phase::kP2p, tag(c));
     for (const auto& pull : pulls) {

@@ -299,6 +299,9 @@ ScheduleOptions schedule_options(const Dataset& dataset,
                                                               : EvaluationCache::kDeviceWhereItFits;
   options.layer_outputs = config.layer_outputs == "recompute" ? LayerOutputs::kRecomputed
                                                               : LayerOutputs::kDeviceWhereItFits;
+  options.remote_features = config.remote_features == "pull"
+                                ? RemoteFeatures::kPulled
+                                : RemoteFeatures::kDeviceCopyWhereItFits;
   options.profiles = &profiles;
   return options;
 }

@@ -100,6 +100,7 @@ ScheduleOptions schedule_options(const LayoutOptions& layout,
   options.reload_inputs = layout.reload_inputs;
   options.vertex_data = vertex_data;
   options.evaluation_cache = EvaluationCache::kNone;  // optional buffers beyond the estimate
+  options.remote_features = RemoteFeatures::kPulled;  // the same
   options.layer_outputs = LayerOutputs::kRecomputed;
   return options;
 }

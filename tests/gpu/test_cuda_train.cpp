@@ -67,10 +67,11 @@ struct Case {
   std::string comm;
   std::string intermediates = "auto";
   Overlap overlap = Overlap::kOn;
-  std::string input_rows = "auto";      // --input-rows
-  std::string host_precision = "fp32";  // --host-precision
-  std::string vertex_data = "auto";     // --vertex-data
-  int hidden = 16;                      // --hidden
+  std::string input_rows = "auto";       // --input-rows
+  std::string host_precision = "fp32";   // --host-precision
+  std::string vertex_data = "auto";      // --vertex-data
+  int hidden = 16;                       // --hidden
+  std::string remote_features = "auto";  // --remote-features
 };
 
 std::string case_name(const Case& c) {
@@ -82,7 +83,8 @@ std::string case_name(const Case& c) {
              c.input_rows == "auto" ? "" : "_" + c.input_rows,
              c.host_precision == "fp32" ? "" : "_" + c.host_precision,
              c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data,
-             c.hidden == 16 ? "" : cat("_hidden", c.hidden));
+             c.hidden == 16 ? "" : cat("_hidden", c.hidden),
+             c.remote_features == "auto" ? "" : "_remote_features_" + c.remote_features);
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -127,6 +129,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
         .input_rows(c.input_rows)
         .host_precision(c.host_precision)
         .vertex_data(c.vertex_data)
+        .remote_features(c.remote_features)
         .device(device)
         .gpus(c.gpus)
         .tf32(false);
@@ -337,6 +340,14 @@ std::vector<Case> agreement_cases() {
   cases.push_back({"gcn", 1, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "auto", "bf16", "host"});
   cases.push_back({"gcn", 4, 3, 1, "p2p", "auto", Overlap::kOn, "auto", "bf16", "host"});
   cases.push_back({"gat", 4, 2, 2, "p2p+reuse", "auto", Overlap::kOn, "reload", "fp32", "host"});
+  // Several devices keep their own copies of the remote feature rows by default (GCN, SAGE):
+  // the same plans pulling them from their owners, on one GPU and on two.
+  for (const char* model : {"gcn", "sage"})
+    for (const int gpus : {1, 2}) {
+      Case c{model, 2, 3, gpus, gpus == 1 ? "p2p+reuse" : "p2p"};
+      c.remote_features = "pull";
+      cases.push_back(c);
+    }
   return cases;
 }
 

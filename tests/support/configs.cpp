@@ -106,6 +106,11 @@ TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::remote_features(const std::string& mode) {
+  config_.remote_features = mode;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::vertex_data(const std::string& place) {
   config_.vertex_data = place;
   return *this;

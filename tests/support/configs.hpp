@@ -47,6 +47,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& vertex_data(const std::string& place);      // auto | host
   TrainConfigBuilder& evaluation_cache(const std::string& mode);  // auto | off
   TrainConfigBuilder& layer_outputs(const std::string& mode);     // auto | recompute
+  TrainConfigBuilder& remote_features(const std::string& mode);   // auto | pull
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

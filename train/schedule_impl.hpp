@@ -258,6 +258,8 @@ struct Schedule::Impl {
   // dT^{l+1} blocks the set's output rows (transform_outputs_backward()), G^{l+1} blocks its dZ.
   Mat gradient_block(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                      BlockSet& set) const {
+    const Mat in_place = tail_block(s, ch, layer);
+    if (!in_place.empty()) return in_place;
     const Mat resident = resident_rows(s.vertex.G[std::size_t(layer.index) + 1], ch);
     if (!resident.empty()) return resident;
     return stores_transform(layer)
@@ -281,6 +283,13 @@ struct Schedule::Impl {
   // passes would (they accumulate the next layer's dX), so only layer 1 keeps its tail.
   bool keeps_tail(const DeviceState& s, const LayerSpec& layer, int c) const {
     return s.keep_tail && layer.index == 1 && c + 1 == C;
+  }
+  // Layer 0's G^1 block of a chunk whose kept tail is the whole block in block order
+  // (DeviceChunk::tail_block_first): those rows of the tail buffer, which layer 0's backward
+  // reads (and changes) in place instead of a copy; empty otherwise.
+  Mat tail_block(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {
+    if (layer.index != 0 || !s.keep_tail || ch.tail_block_first < 0) return Mat{};
+    return tail_rows(s).row_block(ch.tail_block_first, ch.num_dst);
   }
   // Where layer 1's backward pass keeps its tail: in the flush buffer when layer 0 writes the
   // buffer the rows accumulate in (GAT's dZm), else in that buffer (dX, or dZm of a

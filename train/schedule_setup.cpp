@@ -889,10 +889,27 @@ void Schedule::Impl::link_peers() {
 
 // The kept tail's lists (the layout's tail entries), for the devices that keep it (GAT: those
 // with a flush buffer).
+namespace {
+
+// The first row of the tail buffer (`rows` rows) that holds a chunk's whole G^1 block in block
+// order, when the chunk's tail rows are exactly that (every block row once, at one offset from
+// its tail position, each flushed for the first time); -1 otherwise.
+std::int64_t tail_block_first(const TailLists& t, std::int64_t block_rows, std::int64_t rows) {
+  const std::int64_t n = std::int64_t(t.src.size());
+  if (n == 0 || n != block_rows || std::int64_t(t.assign) != n) return -1;
+  const std::int64_t first = std::int64_t(t.src[0]) - t.dst[0];
+  if (first < 0 || first + n > rows) return -1;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::int64_t(t.src[std::size_t(i)]) - t.dst[std::size_t(i)] != first) return -1;
+  return first;  // n distinct block positions (tail_lists()) at one offset: all of them
+}
+
+}  // namespace
+
 void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tails,
                                   const std::vector<std::vector<BufferSpec>>& tail_buffers) {
   int keeping = 0;
-  std::int64_t kept_rows = 0, kept_first = 0;
+  std::int64_t kept_rows = 0, kept_first = 0, in_place = 0;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     if (!s.keep_tail) continue;
@@ -904,6 +921,8 @@ void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tai
       if (b.role == BufferRole::kTailRows) {
         ch.tail_src = upload_list(*s.device, b, t.src, where);
         ch.tail_assign = std::int64_t(t.assign);
+        ch.tail_block_first = tail_block_first(t, ch.num_dst, tail_rows(s).rows);
+        in_place += ch.tail_block_first >= 0 ? ch.num_dst : 0;
         kept_rows += std::int64_t(t.src.size());
         kept_first += std::int64_t(t.assign);
       } else {
@@ -922,7 +941,7 @@ void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tai
   if (keeping > 0)
     log_debug("backward tail: layer 1's last batch keeps ", kept_rows, " gradient rows (",
               kept_first, " flushed for the first time) on the devices for layer 0 (", keeping, "/",
-              P, " devices)");
+              P, " devices), ", in_place, " of them read in place as whole blocks");
 }
 
 }  // namespace sluice

@@ -38,6 +38,10 @@ struct DeviceChunk {
   // copied over the block, the rest added to it.
   Idx tail_src, tail_dst;
   std::int64_t tail_assign = 0;
+  // Where the tail rows are the whole block in block order, every one of them flushed for the
+  // first time (a one-chunk device): the block is rows [tail_block_first, + num_dst) of the tail
+  // buffer, read in place (Schedule::Impl::tail_block()); -1 otherwise.
+  std::int64_t tail_block_first = -1;
   // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
   // into its dX (cross-device order: wait_peer).
   std::vector<int> pulled_by, pushed_by;

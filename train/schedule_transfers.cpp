@@ -225,7 +225,7 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
                                  BlockSet& set, BlockRows rows) {
   Device& d = *s.device;
   if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set);
-  if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0) {
+  if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0 && tail_block(s, ch, layer).empty()) {
     const Mat kept = tail_rows(s), dst = gradient_block(s, ch, layer, set).col_block(0, kept.cols);
     const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
     d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
@@ -241,7 +241,7 @@ void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, con
                                       BlockSet& set) {
   Device& d = *s.device;
   const HostMat& G = s.vertex.G[std::size_t(layer.index) + 1];
-  if (resident_rows(G, ch).empty())
+  if (resident_rows(G, ch).empty() && tail_block(s, ch, layer).empty())
     d.load_block(G, ch.view_dst_begin, gradient_block(s, ch, layer, set));
   const HostMat& A = s.vertex.A[std::size_t(layer.index)];
   if (!recompute(layer) && !keeps_a_block(layer) && resident_rows(A, ch).empty())

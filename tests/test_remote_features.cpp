@@ -38,8 +38,8 @@ struct Setting {
 // Three Adam steps with dropout, then an evaluation (no evaluation cache: it pulls too).
 Training train_three_steps(const Dataset& d, const Plan& plan, const ModelSpec& spec,
                            RemoteFeatures remote, const Setting& setting) {
-  std::unique_ptr<Backend> backend = make_cpu_backend(
-      test::backend_options(plan.partitions).memory_budget(setting.memory_budget));
+  std::unique_ptr<Backend> backend =
+      make_cpu_backend(test::backend_options(plan.partitions).memory_budget(setting.memory_budget));
   ScheduleOptions options;
   options.comm = setting.comm;
   options.host_precision = setting.precision;
@@ -83,8 +83,7 @@ void expect_same_bits(const Training& a, const Training& b) {
 
 class RemoteFeaturesTest : public ::testing::Test {
  protected:
-  const Dataset d_ =
-      test::random_dataset(600, 5, 12, 5, 31, test::ReverseEdgesIntoSources::kAdd);
+  const Dataset d_ = test::random_dataset(600, 5, 12, 5, 31, test::ReverseEdgesIntoSources::kAdd);
   ModelSpec spec(const std::string& model, int layers) const {
     return test::model_spec(test::model_shape(model, layers)
                                 .in_dim(d_.feature_dim)
@@ -101,8 +100,7 @@ class RemoteFeaturesTest : public ::testing::Test {
 TEST_F(RemoteFeaturesTest, CopiesTrainAndPredictTheSameBitsAsPulls) {
   for (const std::string model : {"gcn", "sage"})
     for (const int layers : {2, 3})
-      for (const auto& [partitions, chunks] :
-           {std::pair{2, 1}, std::pair{2, 3}, std::pair{3, 2}})
+      for (const auto& [partitions, chunks] : {std::pair{2, 1}, std::pair{2, 3}, std::pair{3, 2}})
         for (const CommMode comm : {CommMode::kP2pReuse, CommMode::kP2p})
           for (const HostPrecision precision : {HostPrecision::kFp32, HostPrecision::kBf16}) {
             SCOPED_TRACE(model + " " + std::to_string(layers) + " layers, " +
@@ -168,11 +166,10 @@ TEST_F(RemoteFeaturesTest, NoCopyForGatOrOnePartition) {
   EXPECT_EQ(gat_auto.p2p_bytes, gat_pulled.p2p_bytes);
   expect_same_bits(gat_auto, gat_pulled);
   const Plan one = test::make_plan(d_, test::plan_options(1, 3));
-  EXPECT_EQ(train_three_steps(d_, one, spec("gcn", 2), RemoteFeatures::kDeviceCopyWhereItFits,
-                              Setting{})
-                .bytes_in_use,
-            train_three_steps(d_, one, spec("gcn", 2), RemoteFeatures::kPulled, Setting{})
-                .bytes_in_use);
+  EXPECT_EQ(
+      train_three_steps(d_, one, spec("gcn", 2), RemoteFeatures::kDeviceCopyWhereItFits, Setting{})
+          .bytes_in_use,
+      train_three_steps(d_, one, spec("gcn", 2), RemoteFeatures::kPulled, Setting{}).bytes_in_use);
 }
 
 }  // namespace

@@ -538,6 +538,14 @@ class Backend {
   // one device and read by another). Host-visible results (loss sums, predictions) and host writes
   // to memory the devices use still need synchronize_all(). Default: synchronize_all().
   virtual void barrier() { synchronize_all(); }
+  // The bytes device `index` may hold in all before its optional placements (overlap buffers,
+  // resident vertex data) stop for want of room: its budget less the share it keeps free, else
+  // its share of its GPU's free memory less the share kept free there; -1 where placements are
+  // not bounded by device memory (the CPU backend, which keeps no resident copies).
+  virtual std::int64_t placement_capacity(int index) const {
+    (void)index;
+    return -1;
+  }
 };
 
 // How the CUDA backend moves rows between logical devices (pull_rows, push_add_rows).

@@ -456,6 +456,41 @@ ModelSpec gcn_model(const Widths& widths, int layers) {
 // The schedule's host matrices for a two-layer GCN that narrows, 4 chunks per partition: H^0,
 // then layer 0's gradients dT^1 (T rows padded to 16 bytes) and its cached aggregation A^0, then
 // T^1; recomputing drops A^0, and so does a plan of one chunk, whose devices keep A^0's block.
+// The residency rule of sluice-train (choose_residency()): the overlap buffers, then also the
+// cached intermediates, are given up only where that lets every partition hold all of its
+// vertex data, never what the run does not have, and the cached intermediates only when they
+// may change.
+TEST(MemoryEstimate, ResidencyGivesUpOverlapThenCachingOnlyToHoldEverything) {
+  // Setup 50 (10 of it overlap buffers), vertex data 30 cached and 20 recomputed.
+  const std::vector<ResidencyNeed> cached = {{50, 10, 30}, {50, 10, 30}};
+  const std::vector<ResidencyNeed> recomputed = {{50, 10, 20}, {50, 10, 20}};
+  const ResidencyChoice both{true, true};
+  const auto choose = [&](std::vector<std::int64_t> capacity,
+                          ResidencyChoice current = {true, true}, bool may_recompute = true) {
+    const ResidencyChoice c =
+        choose_residency(cached, recomputed, capacity, current, may_recompute);
+    return std::pair{c.overlap, c.cache_intermediates};
+  };
+  using Choice = std::pair<bool, bool>;             // overlap, cached intermediates
+  EXPECT_EQ(choose({-1, -1}), Choice(true, true));  // unbounded
+  EXPECT_EQ(choose({80, 80}), Choice(true, true));
+  EXPECT_EQ(choose({79, 79}), Choice(false, true));  // 40 + 30 fits, 50 + 30 does not
+  EXPECT_EQ(choose({70, 70}), Choice(false, true));
+  EXPECT_EQ(choose({69, 69}), Choice(false, false));  // 40 + 20; 50 + 20 does not fit either
+  EXPECT_EQ(choose({60, 60}), Choice(false, false));
+  EXPECT_EQ(choose({59, 59}), Choice(true, true));    // nothing holds everything: as configured
+  EXPECT_EQ(choose({80, 69}), Choice(false, false));  // every partition must fit
+  EXPECT_EQ(choose({69, 69}, both, false), Choice(true, true));     // caching may not change
+  EXPECT_EQ(choose({79, 79}, {false, true}), Choice(false, true));  // overlap off already
+  EXPECT_EQ(choose({59, 59}, {false, true}), Choice(false, true));
+  EXPECT_EQ(choose({80, 80}, {true, false}), Choice(true, false));  // never caches anew
+  // Overlap buffers smaller than the cached intermediates: where giving them up is not enough,
+  // recomputing keeps them.
+  const ResidencyChoice c = choose_residency({{50, 5, 30}}, {{50, 5, 20}}, {70}, both, true);
+  EXPECT_TRUE(c.overlap);
+  EXPECT_FALSE(c.cache_intermediates);
+}
+
 TEST(HostMemory, HostMatricesOfANarrowingGcn) {
   const Dataset& d = dataset_of(kNarrowing);
   const ModelSpec model = gcn_model(kNarrowing, 2);

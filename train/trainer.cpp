@@ -277,6 +277,66 @@ bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& 
   return true;
 }
 
+// Where the vertex matrices could all live on the GPUs only without the overlap buffers or
+// without cached intermediates (choose_residency()), gives those up: a run whose vertex data
+// are all on its devices streams nothing over the host link, and there the overlap buffers
+// serve no transfer and recomputing an aggregation from resident rows is cheaper than storing it
+// to host memory and loading it back. Only with --vertex-data auto on devices bounded by their
+// memory (Backend::placement_capacity()), where each reads its own partition's rows; the cached
+// intermediates only with --intermediates auto.
+void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan& plan,
+                      const ModelSpec& model, const std::vector<PartitionProfile>& profiles,
+                      const TrainConfig& config, ScheduleOptions& options) {
+  const int P = plan.partitions;
+  if (options.vertex_data != VertexData::kDeviceWhereItFits ||
+      (P > 1 && options.comm == CommMode::kBaseline))
+    return;
+  std::vector<std::int64_t> capacities;
+  for (int p = 0; p < P; ++p) {
+    capacities.push_back(backend.placement_capacity(p));
+    if (capacities.back() < 0) return;
+  }
+  const ModelShape shape = memory_shape(dataset, config);
+  const ModelLayers layers = model_layers(shape);
+  const auto needs = [&](bool cache) {
+    ScheduleOptions o = options;
+    o.cache_intermediates = cache;
+    LayoutOptions layout = memory_layout_options(config);
+    layout.overlap = true;  // the overlap buffers' share is what giving them up frees
+    layout.reload_inputs = o.reload_inputs;
+    layout.gat_head_outputs = gat_head_outputs(cache, o.host_precision);
+    const std::vector<HostMatrixShape> matrices =
+        host_matrix_shapes(model, o, dataset.num_nodes, plan.chunks);
+    std::vector<ResidencyNeed> out;
+    for (int p = 0; p < P; ++p) {
+      const GpuMemoryEstimate e =
+          estimate_layout_memory(partition_layout(profiles[std::size_t(p)], layers, layout));
+      ResidencyNeed need{e.cuda_setup + e.cuda_scratch, e.cuda_overlap, 0};
+      const std::int64_t rows =
+          plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
+      for (const HostMatrixShape& m : matrices)
+        need.vertex += rows * m.cols * element_bytes(o.host_precision);
+      out.push_back(need);
+    }
+    return out;
+  };
+  const ResidencyChoice current{options.overlap, options.cache_intermediates};
+  const ResidencyChoice choice =
+      choose_residency(needs(current.cache_intermediates), needs(false), capacities, current,
+                       config.intermediates == "auto");
+  if (choice.overlap == current.overlap &&
+      choice.cache_intermediates == current.cache_intermediates)
+    return;
+  std::string given_up;
+  if (!choice.overlap && options.overlap) given_up = "the overlap buffers";
+  if (!choice.cache_intermediates && options.cache_intermediates)
+    given_up += cat(given_up.empty() ? "" : " and ", "the cached intermediates (recomputed)");
+  log_info("vertex data: every matrix fits on the GPU", P > 1 ? "s" : "", " without ", given_up,
+           ", which the run therefore does without (nothing streams over the host link)");
+  options.overlap = choice.overlap;
+  options.cache_intermediates = choice.cache_intermediates;
+}
+
 // The schedule's options, all from the command line (config.hpp); `profiles` (the plan's
 // partition profiles under --comm) must outlive them.
 ScheduleOptions schedule_options(const Dataset& dataset,
@@ -474,6 +534,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       "; ", available >= 0 ? format_bytes(double(available)) : std::string("unknown"),
       " available");
   std::unique_ptr<Backend> backend = make_backend(config, plan.partitions);
+  prefer_residency(*backend, dataset, plan, model, profiles, fitted, options);
   std::optional<Schedule> built;
   if (releasable)
     built.emplace(*backend, *releasable, *releasable_plan, model, options, release);

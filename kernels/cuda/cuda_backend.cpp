@@ -2,9 +2,12 @@
 // matrices, and the weight-gradient all-reduce (local sums per GPU, then NCCL across GPUs).
 #include "kernels/cuda/cuda_backend.hpp"
 
+#include <algorithm>
+
 #include "common/log.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/cuda/elementwise.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 
 namespace sluice {
 
@@ -58,6 +61,20 @@ void setup_peer_access(BackendShared& shared) {
 }
 
 }  // namespace
+
+std::int64_t CudaBackend::placement_capacity(int index) const {
+  SLUICE_EXPECTS(index >= 0 && index < num_devices(), "no logical device ", index);
+  const std::int64_t budget = shared_->options.memory_budget;
+  if (budget > 0) return budget - budget / kBudgetHeadroomDivisor;
+  const int gpu = devices_[std::size_t(index)]->gpu();
+  const auto sharing = std::count_if(devices_.begin(), devices_.end(),
+                                     [&](const auto& d) { return d->gpu() == gpu; });
+  DeviceGuard guard(gpu);
+  std::size_t free = 0, total = 0;
+  SLUICE_CUDA(cudaMemGetInfo(&free, &total));
+  const std::int64_t usable = std::int64_t(free) - std::int64_t(total) / kGpuHeadroomDivisor;
+  return std::max<std::int64_t>(0, usable) / sharing;
+}
 
 CudaBackend::CudaBackend(const BackendOptions& options)
     : shared_(std::make_unique<BackendShared>()) {

@@ -319,6 +319,9 @@ class CudaBackend final : public Backend {
   // Event-only cross-stream barrier: one event recorded on every device's stream, then every
   // stream waits on every other device's event (no host blocking).
   void barrier() override;
+  // ConstantStore::leaves_headroom()'s bound: a budget less its eighth, else the GPU's free
+  // memory at the call less a sixteenth of its total, split evenly among its logical devices.
+  std::int64_t placement_capacity(int index) const override;
 
  private:
   std::unique_ptr<BackendShared> shared_;

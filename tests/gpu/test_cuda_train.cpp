@@ -359,9 +359,12 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaTrainAgreement, ::testing::ValuesIn(agreemen
 // Vertex data in device memory (--vertex-data auto) gives the numbers of the same run with every
 // matrix in host memory, whatever share of it the budget holds: from none (the least budget the
 // plan runs under) to all (none over the link); on one device and on two logical devices, each
-// holding its partition's rows. Budgets in between leave some matrices in host memory; one of
-// them must. The runs agree to float rounding, not bit for bit: the CUDA backend
-// chooses each transposed product's method by timing it, and a budget also moves constants.
+// holding its partition's rows. Budgets in between leave some matrices in host memory where the
+// run has nothing to give up for them (no overlap buffers, cached intermediates asked for: one
+// such budget must), and hold them all where giving up the overlap buffers or the cached
+// intermediates makes room (prefer_residency()). The runs agree to float rounding, not bit for
+// bit: the CUDA backend chooses each transposed product's method by timing it, and a budget also
+// moves constants.
 TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
@@ -397,23 +400,28 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
         shape.classes = d.num_classes;
         shape.heads = 2;
         const std::int64_t least = estimate_peak_gpu_bytes(plan, shape);
+        const std::int64_t least_without_overlap = estimate_minimum_gpu_bytes(plan, shape);
         const std::int64_t most = (all_peak + all_peak / 7) + 4096;
         ASSERT_GT(most, least) << what;
-        for (int step = 0; step <= 8; ++step) {
-          const std::int64_t budget = least + (most - least) * step / 8;
-          const TrainResult r = train(
-              d, plan,
-              test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
+        for (int step = 0; step <= 16; ++step) {
+          // Even steps as configured, odd ones with nothing to give up.
+          const bool pinned = step % 2 == 1;
+          const std::int64_t from = pinned ? least_without_overlap : least;
+          const std::int64_t budget = from + (most - from) * (step / 2) / 8;
+          test::TrainConfigBuilder config(CudaTrainAgreement::config(c, "cuda"));
+          if (pinned) config.no_overlap(true).intermediates("cache");
+          const TrainResult r = train(d, plan, config.gpu_memory(budget));
           const TransferCounters& t = r.records.back().transfers;
-          some_in_each |= t.resident_bytes > 0 && t.h2d_gather_bytes + t.h2d_block_bytes > 0;
+          const bool split = t.resident_bytes > 0 && t.h2d_gather_bytes + t.h2d_block_bytes > 0;
+          some_in_each |= pinned && split;
           ASSERT_EQ(r.losses.size(), host.losses.size()) << what;
           for (std::size_t e = 0; e < host.losses.size(); ++e)
             EXPECT_LE(std::abs(r.losses[e] - host.losses[e]) / host.losses[e], tolerance)
                 << what << ", budget " << budget << ", epoch " << e;
           EXPECT_LE(relative_error(r.flat_parameters, host.flat_parameters), tolerance)
               << what << ", budget " << budget;
-          std::printf("[resident] %-32s budget %9lld: resident %9lld B, link %9lld B per epoch\n",
-                      what.c_str(), static_cast<long long>(budget),
+          std::printf("[resident] %-32s budget %9lld%s: resident %9lld B, link %9lld B per epoch\n",
+                      what.c_str(), static_cast<long long>(budget), pinned ? " pinned" : "",
                       static_cast<long long>(t.resident_bytes),
                       static_cast<long long>(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes));
         }
@@ -432,6 +440,46 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
 // structures. GCN, SAGE and GAT, two and three layers, aggregations cached and recomputed, one
 // partition and two on one GPU, evaluating every epoch; one case each, so that a sanitizer run
 // can take one.
+// A budget that holds every vertex matrix beside the required buffers but not beside the overlap
+// buffers as well: sluice-train gives up the overlap buffers (prefer_residency()), keeps all the
+// vertex data on the device and moves nothing over the host link, with the numbers of the run
+// that streams them. One and two logical devices.
+TEST(CudaResidentVertexData, GivesUpOverlapBuffersToHoldEverything) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
+                    "(scripts/device-test.sh)";
+  for (const int partitions : {1, 2}) {
+    Case c{"gcn", partitions, 3, 1, "p2p+reuse"};
+    const std::string what = case_name(c);
+    const Dataset& d = CudaTrainAgreement::dataset();
+    const Plan& plan = CudaTrainAgreement::plan(partitions, 3);
+    c.vertex_data = "host";
+    const TrainResult host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+    c.vertex_data = "auto";
+    const TrainResult all = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+    const TrainResult lean = train(
+        d, plan, test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).no_overlap(true));
+    const std::int64_t all_peak = all.records.back().peak_device_bytes;
+    const std::int64_t lean_peak = lean.records.back().peak_device_bytes;
+    ASSERT_GT(all_peak, lean_peak + 8192) << what << ": overlap buffers too small to tell apart";
+    // Room for the lean run and half the overlap buffers, beside the eighth the budget keeps free.
+    const std::int64_t capacity = lean_peak + (all_peak - lean_peak) / 2;
+    const std::int64_t budget = capacity + capacity / 7 + 8;
+    const TrainResult r =
+        train(d, plan,
+              test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
+    const TransferCounters& t = r.records.back().transfers;
+    EXPECT_EQ(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes, 0) << what;
+    EXPECT_GT(t.resident_bytes, 0) << what;
+    EXPECT_LE(r.records.back().peak_device_bytes, capacity) << what;
+    ASSERT_EQ(r.losses.size(), host.losses.size()) << what;
+    for (std::size_t e = 0; e < host.losses.size(); ++e)
+      EXPECT_LE(std::abs(r.losses[e] - host.losses[e]) / host.losses[e], kTolerance)
+          << what << ", epoch " << e;
+    EXPECT_LE(relative_error(r.flat_parameters, host.flat_parameters), kTolerance) << what;
+  }
+}
+
 struct ChunkStructureCase {
   const char* model;
   int layers;

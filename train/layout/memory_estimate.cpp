@@ -158,6 +158,32 @@ std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutO
   return rules_bytes(plan, shape, options, {rule}).front();
 }
 
+ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
+                                 const std::vector<ResidencyNeed>& recomputed,
+                                 const std::vector<std::int64_t>& capacities,
+                                 const ResidencyChoice& current, bool may_recompute) {
+  SLUICE_EXPECTS(cached.size() == capacities.size() && recomputed.size() == capacities.size(),
+                 "choose_residency: ", cached.size(), " and ", recomputed.size(), " needs for ",
+                 capacities.size(), " partitions");
+  const auto fits = [&](const ResidencyChoice& choice) {
+    for (std::size_t p = 0; p < capacities.size(); ++p) {
+      const ResidencyNeed& n = choice.cache_intermediates ? cached[p] : recomputed[p];
+      const std::int64_t bytes = n.setup - (choice.overlap ? 0 : n.overlap) + n.vertex;
+      if (capacities[p] >= 0 && bytes > capacities[p]) return false;
+    }
+    return true;
+  };
+  const ResidencyChoice candidates[] = {{true, true}, {false, true}, {true, false}, {false, false}};
+  for (const ResidencyChoice& choice : candidates) {
+    if ((choice.overlap && !current.overlap) ||
+        (choice.cache_intermediates && !current.cache_intermediates) ||
+        (!choice.cache_intermediates && current.cache_intermediates && !may_recompute))
+      continue;
+    if (fits(choice)) return choice;
+  }
+  return current;
+}
+
 std::string describe_estimate(const Plan& plan, const ModelShape& shape,
                               const LayoutOptions& options) {
   return describe_estimate(plan_profiles(plan, options.comm), shape, options);

@@ -109,6 +109,32 @@ std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profi
                                       const ModelShape& shape, const LayoutOptions& options,
                                       const std::vector<BudgetRule>& rules);
 
+// A partition's device memory for one choice of cached intermediates, bytes: what its setup
+// allocates with every overlap buffer (GpuMemoryEstimate::cuda_setup + cuda_scratch), the
+// overlap buffers' share of it, and its rows of the vertex matrices (the features, the layer
+// inputs, the gradients and the cached intermediates A^l where they are cached).
+struct ResidencyNeed {
+  std::int64_t setup = 0, overlap = 0, vertex = 0;
+};
+// What a run gives up so that every partition holds all of its vertex data, where it could not
+// otherwise: the overlap buffers (they serve transfers, and a run whose vertex data are all on
+// the devices streams nothing), and with them or without the cached intermediates (the backward
+// pass computes them again from resident rows instead of a store and a load over the host link).
+struct ResidencyChoice {
+  bool overlap = true;
+  bool cache_intermediates = true;
+};
+// The first of (overlap, cache), (no overlap, cache), (overlap, recompute), (no overlap,
+// recompute) under which every partition's setup and vertex data fit its capacity
+// (Backend::placement_capacity(); -1: unbounded), among those that keep or give up what
+// `current` has (the cached intermediates only with may_recompute); `current` when none fits:
+// the vertex data then stream as placement leaves them. cached[p] and recomputed[p]: partition
+// p's needs with and without cached intermediates.
+ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
+                                 const std::vector<ResidencyNeed>& recomputed,
+                                 const std::vector<std::int64_t>& capacities,
+                                 const ResidencyChoice& current, bool may_recompute);
+
 // What makes up the peak partition's estimate, for logs and errors: "partition 0: transition
 // buffer 262144 rows, largest chunk 12 rows / 93113 entries; working buffers 1.2 GiB, ...".
 std::string describe_estimate(const Plan& plan, const ModelShape& shape,

@@ -887,8 +887,6 @@ void Schedule::Impl::link_peers() {
     }
 }
 
-// The kept tail's lists (the layout's tail entries), for the devices that keep it (GAT: those
-// with a flush buffer).
 namespace {
 
 // The first row of the tail buffer (`rows` rows) that holds a chunk's whole G^1 block in block
@@ -906,6 +904,8 @@ std::int64_t tail_block_first(const TailLists& t, std::int64_t block_rows, std::
 
 }  // namespace
 
+// The kept tail's lists (the layout's tail entries), for the devices that keep it (GAT: those
+// with a flush buffer).
 void Schedule::Impl::upload_tails(const std::vector<std::vector<TailLists>>& tails,
                                   const std::vector<std::vector<BufferSpec>>& tail_buffers) {
   int keeping = 0;

@@ -302,16 +302,22 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
     ScheduleOptions o = options;
     o.cache_intermediates = cache;
     LayoutOptions layout = memory_layout_options(config);
-    layout.overlap = true;  // the overlap buffers' share is what giving them up frees
     layout.reload_inputs = o.reload_inputs;
     layout.gat_head_outputs = gat_head_outputs(cache, o.host_precision);
     const std::vector<HostMatrixShape> matrices =
         host_matrix_shapes(model, o, dataset.num_nodes, plan.chunks);
     std::vector<ResidencyNeed> out;
     for (int p = 0; p < P; ++p) {
-      const GpuMemoryEstimate e =
-          estimate_layout_memory(partition_layout(profiles[std::size_t(p)], layers, layout));
-      ResidencyNeed need{e.cuda_setup + e.cuda_scratch, e.cuda_overlap, 0};
+      // What giving up the overlap buffers frees: the difference of the two layouts (a one-chunk
+      // GAT keeps its own last-layer attention buffers either way).
+      const auto setup = [&](bool overlap) {
+        layout.overlap = overlap;
+        const GpuMemoryEstimate e =
+            estimate_layout_memory(partition_layout(profiles[std::size_t(p)], layers, layout));
+        return e.cuda_setup + e.cuda_scratch;
+      };
+      const std::int64_t with = setup(true);
+      ResidencyNeed need{with, with - setup(false), 0};
       const std::int64_t rows =
           plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
       for (const HostMatrixShape& m : matrices)

@@ -110,9 +110,10 @@ std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profi
                                       const std::vector<BudgetRule>& rules);
 
 // A partition's device memory for one choice of cached intermediates, bytes: what its setup
-// allocates with every overlap buffer (GpuMemoryEstimate::cuda_setup + cuda_scratch), the
-// overlap buffers' share of it, and its rows of the vertex matrices (the features, the layer
-// inputs, the gradients and the cached intermediates A^l where they are cached).
+// allocates with every overlap buffer (GpuMemoryEstimate::cuda_setup + cuda_scratch), what a
+// layout without overlap (LayoutOptions::overlap) allocates less, and its rows of the vertex
+// matrices (the features, the layer inputs, the gradients and the cached intermediates A^l where
+// they are cached).
 struct ResidencyNeed {
   std::int64_t setup = 0, overlap = 0, vertex = 0;
 };

@@ -39,6 +39,17 @@ constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
   return heads > 0 && heads <= kGatBySourceMaxHeads && width > 0 && heads * width <= 256;
 }
 
+// GAT's layer 0 attending over its input rows (gat_input_forward, gat_input_backward; the rule
+// sluice-train's --gat-layer-zero auto follows on either backend): at most 8 heads of input rows
+// up to 256 floats wide, a head count (at least 4) times 16-byte words a lane at most 8 (the
+// backward keeps a row's dO W^T and its sums for every head in registers). The backward's
+// kGatInputWarps warps each write 2 K D partial sums, added in warp order afterwards.
+inline constexpr std::int64_t kGatInputWarps = 2048;
+constexpr bool gat_inputs_fit(std::int64_t heads, std::int64_t width) {
+  return heads > 0 && heads <= 8 && width > 0 && width <= 256 &&
+         std::max<std::int64_t>(heads, 4) * ((width + 127) / 128) <= 8;
+}
+
 // Column sums (bias and GAT attention-vector gradients) cut the rows into slices of 64 or more
 // rows, at most 256 slices (enough blocks to fill the GPU), each slice writing one partial sum
 // per column to scratch, added in slice order afterwards: deterministic, unlike atomic adds.

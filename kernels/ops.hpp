@@ -448,6 +448,25 @@ class Device {
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                             Mat alpha, Mat out, Mat dout, Mat dz, float* d_att_src,
                             float* d_att_dst) = 0;
+  // ---- GAT over input rows (a layer 0 that attends before it transforms, docs/model-math.md):
+  //      x: a.cols x D (the merged input rows, after dropout); el (a.cols x K) and er (a.rows x K)
+  //      are the scores x_u W^h a_src^h and x_self W^h a_dst^h, given (the caller multiplies).
+  // Writes alpha (nnz x K, after softmax, BEFORE attention dropout, the coefficients gat_forward
+  // would compute from the same scores) and agg (a.rows x K*D): agg_i^h = sum_k alpha~_k^h x[u_k],
+  // from which O^h = agg^h W^h.
+  virtual void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
+                                 const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                 Mat agg) = 0;
+  // Its backward up to the scores. out and dout: O and dL/dO (a.rows x K*F); g (a.rows x K*D):
+  // dout^h W^hT, so that dL/dalpha~_ik^h = g_i^h . x[u_k]. With the entry score gradients
+  // ds_ik^h = LeakyReLU'(e_ik^h) alpha_ik^h (m_ik^h g_i^h . x[u_k] - dout_i^h . out_i^h)
+  // (m the attention-dropout scale), writes sums (2K x D): row h = sum over entries ds x[u_k]
+  // (the source scores' share), row K + h = sum over rows (sum_k ds_ik^h) x[self_i] (the
+  // destination scores'). Then dL/da_src^h = sums_h W^h, dW^h += sums_h^T a_src^h, and the same
+  // with row K + h and a_dst.
+  virtual void gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
+                                  const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                  Mat out, Mat dout, Mat g, Mat sums) = 0;
   // Output-layer helpers: out (rows x F) = mean over heads of in (rows x K*F), and its backward
   // din (rows x K*F) = dout / K broadcast to every head.
   virtual void head_mean(Mat in, int heads, Mat out) = 0;

@@ -379,6 +379,66 @@ TEST_F(TrainEquivalence, OneChunkGatKeepsLayerAttentionThroughTheFusedPass) {
   }
 }
 
+// GAT's layer 0 attending over its input rows (--gat-layer-zero attend: the per-head weighted
+// sums of X, then O^h = agg^h W^h, the scores through the attention vectors folded into W, the
+// backward by destination) computes the reference's model: one partition, one to eight chunks,
+// reorganized or not, cached or recomputed head outputs, with and without overlap, 2 and 3
+// layers, 2 and 4 heads, one and three output heads. It moves the bytes of the transforming layer
+// 0, and auto picks it where the rows are narrower than the heads (12 < 2 x 8) on one partition.
+TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
+  struct Case {
+    int layers, heads, hidden, output_heads;
+  };
+  for (const Case& c : {Case{2, 2, 8, 1}, Case{3, 4, 4, 3}}) {
+    RunSetup s;
+    s.model = "gat";
+    s.layers = c.layers;
+    s.heads = c.heads;
+    s.hidden = c.hidden;
+    s.output_heads = c.output_heads;
+    const auto ref = test::train_reference(dataset(), reference_config(s), 4);
+    for (const int C : {1, 3, 8})
+      for (const test::Reorganize reorganize : {test::Reorganize::kOff, test::Reorganize::kOn}) {
+        const Plan plan = test::make_plan(dataset(), plan_options(1, C).reorganize(reorganize));
+        for (const std::string intermediates : {"auto", "recompute"})
+          for (const bool overlap : {true, false}) {
+            const std::string what =
+                cat(c.layers, " layers, ", c.heads, " heads, C=", C,
+                    reorganize == test::Reorganize::kOn ? " reorganized " : " ", intermediates,
+                    overlap ? "" : " no overlap");
+            SCOPED_TRACE(what);
+            test::TrainConfigBuilder config =
+                train_config(s, 4).intermediates(intermediates).no_overlap(!overlap);
+            const TrainResult attend = train(dataset(), plan, config.gat_layer_zero("attend"));
+            expect_matches_reference(attend, ref, what);
+            const TrainResult transform =
+                train(dataset(), plan, config.gat_layer_zero("transform"));
+            const TransferCounters& a = attend.records.back().transfers;
+            const TransferCounters& t = transform.records.back().transfers;
+            EXPECT_EQ(a.h2d_gather_bytes, t.h2d_gather_bytes);
+            EXPECT_EQ(a.h2d_block_bytes, t.h2d_block_bytes);
+            EXPECT_EQ(a.d2h_bytes, t.d2h_bytes);
+            if (C == 3 && intermediates == "auto" && overlap)
+              expect_identical(train(dataset(), plan, config.gat_layer_zero("auto")), attend,
+                               what + " auto");
+          }
+      }
+  }
+  RunSetup s;
+  s.model = "gat";
+  const Plan two = test::make_plan(dataset(), plan_options(2, 3));
+  EXPECT_THROW(train(dataset(), two, train_config(s, 1).gat_layer_zero("attend")), InputError);
+  // Auto keeps the transform first on several partitions, and where the rows are not narrower
+  // (12 = 2 x 6).
+  expect_identical(train(dataset(), two, train_config(s, 2)),
+                   train(dataset(), two, train_config(s, 2).gat_layer_zero("transform")), "P=2");
+  s.hidden = 6;
+  const Plan one = test::make_plan(dataset(), plan_options(1, 3));
+  expect_identical(train(dataset(), one, train_config(s, 2)),
+                   train(dataset(), one, train_config(s, 2).gat_layer_zero("transform")),
+                   "12 = 2 x 6");
+}
+
 // Bytes between host memory and the devices per epoch follow from the widths and the plan
 // (2 layers, 12 -> 8 -> 4): forward 0 stores T^1 = dropout(H^1) W_1, as every model's layer 1
 // transforms its rows (GCN's and SAGE's narrowing last layer, GAT): 4 wide, SAGE's 8

@@ -56,6 +56,12 @@ void validate_config(const TrainConfig& c) {
                      "' (expected auto or recompute)");
   SLUICE_INPUT_CHECK(c.remote_features == "auto" || c.remote_features == "pull",
                      "unknown --remote-features '", c.remote_features, "' (expected auto or pull)");
+  SLUICE_INPUT_CHECK(
+      c.gat_layer_zero == "auto" || c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
+      "unknown --gat-layer-zero '", c.gat_layer_zero, "' (expected auto, transform or attend)");
+  SLUICE_INPUT_CHECK(!(c.gat_layer_zero == "attend" && c.input_rows == "reload"),
+                     "--gat-layer-zero attend reads the input rows of every chunk: it needs them "
+                     "kept (--input-rows auto or keep, not reload)");
   SLUICE_INPUT_CHECK(c.device == "cpu" || c.device == "cuda", "unknown --device '", c.device,
                      "' (expected cpu or cuda)");
   SLUICE_INPUT_CHECK(c.threads >= 0, "--threads must be >= 0 (got ", c.threads, ")");
@@ -164,6 +170,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "auto (GCN, SAGE on several GPUs: each GPU keeps its own copy of the feature rows it reads "
       "from other partitions where it fits after everything else, instead of pulling them from "
       "their owners in every pass that reads the features; same results) | pull")(
+      "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
+      "auto (GAT on one partition with at least two layers: layer 0 attends over its input rows "
+      "and transforms each head's weighted sum, where its input rows are narrower than its "
+      "heads together; the same model up to rounding) | transform (Z = X W first) | attend")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
@@ -247,7 +257,8 @@ std::string describe_config(const TrainConfig& c) {
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
       << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
-      << " device=" << c.device << " threads=" << c.threads;
+      << " gat_layer_zero=" << c.gat_layer_zero << " device=" << c.device
+      << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

@@ -133,7 +133,8 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   steps.load_inputs = fused || (backward_loads_inputs(layer) && !keeps_attention(layer));
   steps.load_blocks = !fused;
   // Transforming layers flush at every layer: leaving rows carry the weight gradient too.
-  steps.flush_gradients = layer.index > 0 || transforms(layer);
+  // (Not GAT's layer 0 attending over its inputs: its weight gradient comes from its chunks.)
+  steps.flush_gradients = layer.index > 0 || (transforms(layer) && !attends_inputs(layer));
   steps.products = products_read(layer, kind);
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {

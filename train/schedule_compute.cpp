@@ -77,6 +77,7 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
 // recomputed aggregation the rows again.
 std::optional<CsrAccess> Schedule::Impl::products_read(const LayerSpec& layer,
                                                        PassKind kind) const {
+  if (attends_inputs(layer)) return CsrAccess::kRows;  // both passes attend by destination
   bool rows = false, transposed = false;
   if (kind != PassKind::kBackward)
     rows = gat() || transforms(layer) || !reads_evaluation_aggregation(layer);
@@ -217,6 +218,10 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
                                         const LayerSpec& layer, Mat dZ, Mat O) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width, nd = ch.num_dst;
+  if (attends_inputs(layer)) {
+    gat_input_layer_backward(s, ch, layer, dZ, O);
+    return;
+  }
   Mat dO = dZ;  // a hidden layer's, or one output head's (the mean of one head is the head)
   if (layer.last && layer.heads > 1) {
     dO = rows_of(s.dA, nd, KF);
@@ -310,6 +315,7 @@ bool Schedule::Impl::take_source_scores(DeviceState& s) {
 // the load phase, remote rows pulled from their owners) into O (nd x K*F), which it returns.
 Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                               Mat O) {
+  if (attends_inputs(layer)) return gat_input_layer(s, ch, layer, O);
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const bool scores_ready = take_source_scores(s);
@@ -325,6 +331,11 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
 // (no weighted sums), the forward's bits.
 void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& ch,
                                             const LayerSpec& layer) {
+  if (attends_inputs(layer)) {
+    // The weighted sums too: the weight gradient reads them.
+    gat_input_layer(s, ch, layer, Mat{});
+    return;
+  }
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const bool scores_ready = take_source_scores(s);
@@ -332,6 +343,82 @@ void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& c
                      s.params.data + layer.att_dst_offset, layer.heads,
                      rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
                      rows_of(s.alpha, ch.nnz, layer.heads), scores_ready);
+}
+
+// GAT's layer 0 attending over its input rows: the scores of the merged rows and the chunk's rows
+// from X, through the attention vectors folded into W (el_u^h = x_u (W^h a_src^h), er likewise
+// with a_dst and the row's self column): D x 2K products instead of a transform of every row.
+void Schedule::Impl::gat_input_scores(DeviceState& s, const DeviceChunk& ch,
+                                      const LayerSpec& layer) {
+  Device& d = *s.device;
+  const int K = layer.heads;
+  const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
+  const Mat W = param(s, layer.w_offset, D, K * F);
+  const Mat folded{s.input_attention.data, D, 2 * K, 2 * K};
+  for (int h = 0; h < K; ++h) {
+    const Mat Wh = W.col_block(h * F, F);
+    multiply(d, Wh, param(s, layer.att_src_offset + h * F, F, 1), folded.col_block(h, 1));
+    multiply(d, Wh, param(s, layer.att_dst_offset + h * F, F, 1), folded.col_block(K + h, 1));
+  }
+  const Mat X = rows_of(s.X, s.merged_rows, D);
+  multiply(d, X, folded.col_block(0, K), rows_of(s.el, s.merged_rows, K));
+  // The chunk rows' own input rows, for a moment where their weighted sums go next.
+  const Mat self = rows_of(s.input_sums, nd, D);
+  d.gather_rows(X, ch.self_columns, self);
+  multiply(d, self, folded.col_block(K, K), rows_of(s.er, nd, K));
+}
+
+// GAT's layer 0 attending over its input rows: per head the weighted sums agg^h of the chunk
+// rows' X rows (in s.input_sums), and O^h = agg^h W^h into O (nd x K F) unless O is empty (the
+// backward's recomputation of the coefficients, which needs agg too). Returns O.
+Mat Schedule::Impl::gat_input_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                    Mat O) {
+  Device& d = *s.device;
+  const int K = layer.heads;
+  const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
+  gat_input_scores(s, ch, layer);
+  const Mat agg = rows_of(s.input_sums, nd, K * D);
+  d.gat_input_forward(ch.csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+                      attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
+                      rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), agg);
+  if (O.empty()) return O;
+  const Mat W = param(s, layer.w_offset, D, K * F);
+  for (int h = 0; h < K; ++h)
+    multiply(d, agg.col_block(h * D, D), W.col_block(h * F, F), O.col_block(h * F, F));
+  return O;
+}
+
+// Backward of gat_input_layer() from dO (nd x K F), with the weighted sums, scores and
+// coefficients of the chunk's forward current: dW^h += agg^hT dO^h; then g^h = dO^h W^hT in
+// agg's place, gat_input_backward()'s score sums s (2K x D), and from them the attention-vector
+// gradients s_h W^h and their share of dW^h, s_h^T a^h. Layer 0: no input gradient.
+void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk& ch,
+                                              const LayerSpec& layer, Mat dO, Mat O) {
+  Device& d = *s.device;
+  const int K = layer.heads;
+  const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
+  const Mat W = param(s, layer.w_offset, D, K * F);
+  const Mat dW = grad(s, layer.w_offset, D, K * F);
+  const Mat agg = rows_of(s.input_sums, nd, K * D);
+  for (int h = 0; h < K; ++h)
+    add_transposed_product(d, agg.col_block(h * D, D), dO.col_block(h * F, F),
+                           dW.col_block(h * F, F));
+  for (int h = 0; h < K; ++h)
+    multiply_by_transpose(d, dO.col_block(h * F, F), W.col_block(h * F, F),
+                          agg.col_block(h * D, D));
+  const Mat sums{s.input_attention.data + 2 * K * D, 2 * K, D, D};
+  d.gat_input_backward(ch.csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+                       attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
+                       rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), O, dO, agg, sums);
+  for (int h = 0; h < K; ++h) {
+    const Mat Wh = W.col_block(h * F, F), dWh = dW.col_block(h * F, F);
+    for (const auto& [row, offset] :
+         {std::pair{h, layer.att_src_offset}, std::pair{K + h, layer.att_dst_offset}}) {
+      const Mat sum = sums.row_block(row, 1);
+      d.gemm(false, false, 1.f, sum, Wh, 1.f, grad(s, offset + h * F, 1, F));
+      add_transposed_product(d, sum, param(s, offset + h * F, 1, F), dWh);
+    }
+  }
 }
 
 // The layer's pre-activation for the chunk, `applied` to it (kNone: Z itself, for a backward
@@ -471,7 +558,9 @@ void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChu
 // GAT: the source scores of merged rows whose Zm the batch wrote (arrivals, pulled rows), once
 // the pass's scores are current (the first chunk's gat_layer() computes every row's).
 void Schedule::Impl::update_source_scores(DeviceState& s, const LayerSpec& layer, Idx rows, int c) {
-  if (!gat() || rows.size == 0 || s.scores_pass != pass_serial || s.scores_stale) return;
+  if (!gat() || attends_inputs(layer) || rows.size == 0 || s.scores_pass != pass_serial ||
+      s.scores_stale)
+    return;
   Device& d = *s.device;
   d.phase_begin(Phase::kCompute, tag(c));
   d.gat_source_scores(rows_of(s.Zm, s.merged_rows, layer.transform_width), rows,

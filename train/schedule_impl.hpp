@@ -149,6 +149,10 @@ struct Schedule::Impl {
   bool transforms_on_arrival(const LayerSpec& layer) const {
     return roles(layer).transforms_on_arrival;
   }
+  // GAT's layer 0 attending over its input rows (GatLayerZero::kAttendInputs): its arrivals are
+  // not transformed and its backward flushes nothing; gat_input_layer() and
+  // gat_input_layer_backward() read X.
+  bool attends_inputs(const LayerSpec& layer) const { return roles(layer).attends_inputs; }
   // Layers whose input rows are not kept in X (ScheduleOptions::reload_inputs): they transform
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const { return roles(layer).reloads_inputs; }
@@ -505,6 +509,10 @@ struct Schedule::Impl {
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
   void gat_coefficients_again(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  void gat_input_scores(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  Mat gat_input_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
+  void gat_input_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                Mat dO, Mat O);
   bool take_source_scores(DeviceState& s);
   void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,

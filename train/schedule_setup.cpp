@@ -167,6 +167,10 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
       return {&s.alpha, std::max<std::int64_t>(sizes.max_nnz, 1)};
     case BufferRole::kHeadOutputs:
       return {&s.gat, D};
+    case BufferRole::kInputAggregation:
+      return {&s.input_sums, D};
+    case BufferRole::kInputAttention:
+      return {&s.input_attention, 1};
     case BufferRole::kParameters:
       return {&s.params, 1};
     case BufferRole::kGradients:
@@ -212,6 +216,9 @@ using namespace schedule_detail;
 void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan) {
   release_plan = releasable_plan;
   P = plan.partitions;
+  SLUICE_EXPECTS(!(gat() && options.gat_layer_zero == GatLayerZero::kAttendInputs && P > 1),
+                 "GAT's layer 0 attends over its input rows on one partition only (this plan has ",
+                 P, ")");
   C = plan.chunks;
   n = dataset.num_nodes;
   SLUICE_INPUT_CHECK(backend.num_devices() == P, "the backend has ", backend.num_devices(),
@@ -380,6 +387,7 @@ LayoutOptions layout_options(const ScheduleOptions& options) {
   layout.overlap = options.overlap;
   layout.reload_inputs = options.reload_inputs;
   layout.gat_head_outputs = gat_head_outputs(options.cache_intermediates, options.host_precision);
+  layout.gat_layer_zero = options.gat_layer_zero;
   return layout;
 }
 

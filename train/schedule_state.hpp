@@ -122,6 +122,10 @@ struct DeviceState {
   Idx chunk_iota;                   // 0, 1, ... (chunk rows)
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
+  // GAT's layer 0 attending over its input rows: the chunk rows' per-head weighted sums of X
+  // (then, in the backward, dO^h W^hT in their place), and 4 K D floats: the attention vectors
+  // folded into W (D x 2K: W^h a_src^h, then W^h a_dst^h) and the score sums (2K x D).
+  Mat input_sums, input_attention;
   // GAT on a one-chunk device, where memory allows (OverlapGroup::kKeptAttention): the fused last
   // layer's own Zm, el, er and alpha, swapped with the four above for that pass, so that layer
   // L-2's stay from its forward to its backward pass (Schedule::Impl::attention_kept()).

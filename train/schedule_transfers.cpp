@@ -54,7 +54,8 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     d.phase_end(Phase::kLoad);
     if (reloads_inputs(layer) && load_inputs && ch.load_rows.size > 0) {
       transform_reloaded_arrivals(s, ch, layer, c);
-    } else if (transforms_on_arrival(layer) && load_inputs && ch.load_rows.size > 0) {
+    } else if (transforms_on_arrival(layer) && !attends_inputs(layer) && load_inputs &&
+               ch.load_rows.size > 0) {
       d.phase_begin(Phase::kCompute, tag(c));
       transform_arrivals(s, ch, layer);
       d.phase_end(Phase::kCompute);

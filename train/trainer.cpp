@@ -277,6 +277,37 @@ bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& 
   return true;
 }
 
+// --gat-layer-zero: auto has GAT's layer 0 attend over its input rows first where the run allows
+// it (one partition, two layers or more, input rows kept), its rows are narrower than its heads
+// together (D < K F: fewer floats read per entry), the kernels take its shape
+// (cuda::gat_inputs_fit(), on either backend, so that both compute the same model), and under
+// --gpu-memory the memory estimate of that layout fits.
+GatLayerZero gat_layer_zero(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
+                            const TrainConfig& config, bool reload_inputs) {
+  if (config.model != "gat" || config.gat_layer_zero == "transform")
+    return GatLayerZero::kTransformFirst;
+  const bool allowed = profiles.size() == 1 && config.layers >= 2 && !reload_inputs;
+  if (config.gat_layer_zero == "attend") {
+    SLUICE_INPUT_CHECK(allowed,
+                       "--gat-layer-zero attend needs one partition, at least two layers and kept "
+                       "input rows (the plan has ",
+                       profiles.size(), " partitions; --layers ", config.layers,
+                       reload_inputs ? "; input rows reloaded" : "", ")");
+    return GatLayerZero::kAttendInputs;
+  }
+  const std::int64_t D = dataset.feature_dim, K = config.heads, F = config.hidden;
+  if (!allowed || D >= K * F || !cuda::gat_inputs_fit(K, D)) return GatLayerZero::kTransformFirst;
+  if (config.gpu_memory > 0) {
+    LayoutOptions layout = memory_layout_options(config);
+    layout.reload_inputs = reload_inputs;
+    layout.gat_layer_zero = GatLayerZero::kAttendInputs;
+    const GpuMemoryEstimate e = estimate_layout_memory(
+        partition_layout(profiles.front(), model_layers(memory_shape(dataset, config)), layout));
+    if (e.total > config.gpu_memory) return GatLayerZero::kTransformFirst;
+  }
+  return GatLayerZero::kAttendInputs;
+}
+
 // Where the vertex matrices could all live on the GPUs only without the overlap buffers or
 // without cached intermediates (choose_residency()), gives those up: a run whose vertex data
 // are all on its devices streams nothing over the host link, and there the overlap buffers
@@ -303,6 +334,7 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
     o.cache_intermediates = cache;
     LayoutOptions layout = memory_layout_options(config);
     layout.reload_inputs = o.reload_inputs;
+    layout.gat_layer_zero = o.gat_layer_zero;
     layout.gat_head_outputs = gat_head_outputs(cache, o.host_precision);
     const std::vector<HostMatrixShape> matrices =
         host_matrix_shapes(model, o, dataset.num_nodes, plan.chunks);
@@ -368,6 +400,7 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.remote_features = config.remote_features == "pull"
                                 ? RemoteFeatures::kPulled
                                 : RemoteFeatures::kDeviceCopyWhereItFits;
+  options.gat_layer_zero = gat_layer_zero(dataset, profiles, config, options.reload_inputs);
   options.profiles = &profiles;
   return options;
 }

@@ -260,4 +260,146 @@ void CpuDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* at
   }
 }
 
+namespace {
+
+// The shapes of a GAT layer over input rows x (a.cols x D) with K heads; returns D.
+std::int64_t check_gat_inputs(const CpuCsr& m, const Mat& x, int heads, const Idx& row_keys,
+                              const DropoutKey& key, const Mat& el, const Mat& er, const Mat& alpha,
+                              const char* what) {
+  SLUICE_EXPECTS(heads > 0, what, ": ", heads, " heads");
+  SLUICE_EXPECTS(x.rows == m.cols, what, ": x has ", x.rows, " rows, A has ", m.cols, " columns");
+  SLUICE_EXPECTS(el.rows == m.cols && el.cols == heads, what, ": el ", el.rows, " x ", el.cols);
+  SLUICE_EXPECTS(er.rows == m.rows && er.cols == heads, what, ": er ", er.rows, " x ", er.cols);
+  SLUICE_EXPECTS(alpha.rows == m.nnz && alpha.cols == heads, what, ": alpha ", alpha.rows, " x ",
+                 alpha.cols);
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, what, ": attention dropout ", key.rate,
+                 " not in [0, 1)");
+  if (key.rate > 0.f) {
+    SLUICE_EXPECTS(row_keys.size == m.rows, what, ": ", row_keys.size, " row keys for ", m.rows,
+                   " rows");
+    cpu::expect_index(row_keys, what);
+  }
+  return x.cols;
+}
+
+}  // namespace
+
+void CpuDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
+                                  const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                  Mat agg) {
+  const CpuCsr& m = product_csr(a, CsrAccess::kRows);
+  const std::int64_t D =
+      check_gat_inputs(m, x, heads, row_keys, attention_key, el, er, alpha, "gat_input_forward");
+  const std::int64_t K = heads;
+  SLUICE_EXPECTS(agg.rows == m.rows && agg.cols == K * D, "gat_input_forward: agg ", agg.rows,
+                 " x ", agg.cols, " for ", m.rows, " rows of ", K, " x ", D);
+#pragma omp parallel if (m.nnz * K * D > cpu::kParallelThreshold)
+  {
+    std::vector<float> score;
+#pragma omp for schedule(dynamic, 32)
+    for (std::int64_t i = 0; i < m.rows; ++i) {
+      const edge_t begin = m.indptr[i], end = m.indptr[i + 1];
+      float* o = agg.data + i * agg.ld;
+      std::fill_n(o, K * D, 0.f);
+      score.resize(std::size_t(end - begin));
+      for (std::int64_t h = 0; h < K; ++h) {
+        const float right = er.data[i * er.ld + h];
+        float top = -INFINITY;
+        for (edge_t e = begin; e < end; ++e) {
+          float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
+          s = s > 0.f ? s : kNegativeSlope * s;
+          score[std::size_t(e - begin)] = s;
+          top = std::max(top, s);
+        }
+        float sum = 0.f;
+        for (auto& s : score) {
+          s = std::exp(s - top);
+          sum += s;
+        }
+        float* oh = o + h * D;
+        for (edge_t e = begin; e < end; ++e) {
+          const float coefficient = score[std::size_t(e - begin)] / sum;
+          alpha.data[e * alpha.ld + h] = coefficient;
+          const float weight =
+              coefficient * attention_multiplier(attention_key,
+                                                 attention_key.rate > 0.f ? row_keys.data[i] : 0,
+                                                 e - begin, h);
+          if (weight == 0.f) continue;
+          const float* xu = x.data + std::int64_t(m.columns[e]) * x.ld;
+          for (std::int64_t f = 0; f < D; ++f) oh[f] += weight * xu[f];
+        }
+      }
+    }
+  }
+}
+
+void CpuDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
+                                   const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                   Mat out, Mat dout, Mat g, Mat sums) {
+  const CpuCsr& m = product_csr(a, CsrAccess::kRows);
+  const std::int64_t D =
+      check_gat_inputs(m, x, heads, row_keys, attention_key, el, er, alpha, "gat_input_backward");
+  const std::int64_t K = heads;
+  // The softmax backward's row sums are taken as sum_k alpha_k d(alpha)_k, as gat_backward's;
+  // out is only checked.
+  SLUICE_EXPECTS(
+      out.rows == m.rows && dout.rows == m.rows && out.cols == dout.cols && out.cols % K == 0,
+      "gat_input_backward: out ", out.rows, " x ", out.cols, ", dout ", dout.rows, " x ",
+      dout.cols);
+  SLUICE_EXPECTS(g.rows == m.rows && g.cols == K * D, "gat_input_backward: g ", g.rows, " x ",
+                 g.cols);
+  SLUICE_EXPECTS(sums.rows == 2 * K && sums.cols == D, "gat_input_backward: sums ", sums.rows,
+                 " x ", sums.cols);
+  // Per fixed block of rows, the sums in double, then added over the blocks in order: the same
+  // bits for any thread count.
+  constexpr std::int64_t kBlock = 256;
+  const std::int64_t blocks = (m.rows + kBlock - 1) / kBlock, width = 2 * K * D;
+  std::vector<double> partial(std::size_t(blocks * width), 0.0);
+#pragma omp parallel if (m.nnz * K * D > cpu::kParallelThreshold)
+  {
+    std::vector<float> d_alpha;
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      double* p_src = partial.data() + b * width;
+      double* p_dst = p_src + K * D;
+      for (std::int64_t i = b * kBlock; i < std::min(m.rows, (b + 1) * kBlock); ++i) {
+        const edge_t begin = m.indptr[i], end = m.indptr[i + 1];
+        if (begin == end) continue;
+        d_alpha.resize(std::size_t(end - begin));
+        const float* x_self = x.data + std::int64_t(m.columns[begin]) * x.ld;
+        const std::int64_t key = attention_key.rate > 0.f ? row_keys.data[i] : 0;
+        for (std::int64_t h = 0; h < K; ++h) {
+          const float* gh = g.data + i * g.ld + h * D;
+          const float right = er.data[i * er.ld + h];
+          float weighted = 0.f;
+          for (edge_t e = begin; e < end; ++e) {
+            const float keep = attention_multiplier(attention_key, key, e - begin, h);
+            const float* xu = x.data + std::int64_t(m.columns[e]) * x.ld;
+            const float da = keep == 0.f ? 0.f : keep * dot(gh, xu, D);
+            d_alpha[std::size_t(e - begin)] = da;
+            weighted += alpha.data[e * alpha.ld + h] * da;
+          }
+          double row_sum = 0.0;
+          for (edge_t e = begin; e < end; ++e) {
+            const std::int64_t u = m.columns[e];
+            const float s = el.data[u * el.ld + h] + right;
+            const float d_e =
+                alpha.data[e * alpha.ld + h] * (d_alpha[std::size_t(e - begin)] - weighted);
+            const float d_s = s > 0.f ? d_e : kNegativeSlope * d_e;
+            row_sum += d_s;
+            const float* xu = x.data + u * x.ld;
+            for (std::int64_t f = 0; f < D; ++f) p_src[h * D + f] += double(d_s) * xu[f];
+          }
+          for (std::int64_t f = 0; f < D; ++f) p_dst[h * D + f] += row_sum * x_self[f];
+        }
+      }
+    }
+  }
+  for (std::int64_t j = 0; j < width; ++j) {
+    double total = 0.0;
+    for (std::int64_t b = 0; b < blocks; ++b) total += partial[std::size_t(b * width + j)];
+    sums.data[(j / D) * sums.ld + j % D] = float(total);
+  }
+}
+
 }  // namespace sluice

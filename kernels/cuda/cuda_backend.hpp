@@ -121,6 +121,10 @@ class CudaDevice final : public Device {
   void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                     Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                     Mat out, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
+  void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,
+                         Mat el, Mat er, Mat alpha, Mat agg) override;
+  void gat_input_backward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,
+                          Mat el, Mat er, Mat alpha, Mat out, Mat dout, Mat g, Mat sums) override;
   void head_mean(Mat in, int heads, Mat out) override;
   void head_mean_backward(Mat dout, int heads, Mat din) override;
 
@@ -278,6 +282,7 @@ class CudaDevice final : public Device {
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
+  Scratch gat_input_partials_;                               // gat_input_backward's per-warp sums
   float* merged_row_scratch(const DeviceCsr& m, int heads);  // gat_del_ (cuda_gat.cpp)
   Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
   // softmax_cross_entropy()'s results stay on the device until synchronize() hands them over

@@ -90,6 +90,22 @@ void launch_aggregate(const DeviceCsr& m, Mat z, Mat el, Mat er, int heads, std:
                          heads, width, drop, alpha.data, alpha.ld, out, ldout, stream);
 }
 
+// GAT's layer 0 attending over its input rows: the shapes of x, el, er and alpha over m, and
+// the row keys where attention dropout is on; returns D.
+std::int64_t checked_input_width(const DeviceCsr& m, Mat x, int heads, Idx row_keys,
+                                 const DropoutKey& key, Mat el, Mat er, Mat alpha,
+                                 const char* what) {
+  SLUICE_EXPECTS(heads > 0 && x.rows == m.cols && el.rows == m.cols && el.cols >= heads &&
+                     er.rows == m.rows && er.cols >= heads && alpha.rows == m.nnz &&
+                     alpha.cols >= heads,
+                 what, " shapes (A ", m.rows, " x ", m.cols, ", nnz ", m.nnz, ", x ", x.rows, " x ",
+                 x.cols, ", ", heads, " heads)");
+  if (key.rate > 0.f)
+    SLUICE_EXPECTS(row_keys.size == m.rows, what, ": ", m.rows, " rows but ", row_keys.size,
+                   " row keys");
+  return x.cols;
+}
+
 }  // namespace
 
 void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
@@ -222,6 +238,57 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
                              by_source_pass ? nullptr : dz.data, dz.ld, d_att_src, partials, s);
   launch_gat_scores_backward(d_er, k, m.self.as<vertex_t>(), m.rows, heads, width, z.data, z.ld,
                              att_dst, dz.data, dz.ld, d_att_dst, partials, s);
+}
+
+void CudaDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
+                                   const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                   Mat agg) {
+  OpScope op(*this, "gat_input_forward");
+  expect_compute_lane("gat_input_forward");
+  finish_setup();
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
+  const std::int64_t width =
+      checked_input_width(m, x, heads, row_keys, attention_key, el, er, alpha, "gat_input_forward");
+  SLUICE_EXPECTS(agg.rows == m.rows && agg.cols == heads * width, "gat_input_forward: agg ",
+                 agg.rows, " x ", agg.cols, " for ", m.rows, " rows of ", heads, " x ", width);
+  const AttentionDropout drop = attention_dropout(attention_key, row_keys);
+  if (m.wide)
+    launch_gat_input_forward(m.arrays<std::int64_t>(), x.data, x.ld, width, el.data, el.ld, er.data,
+                             er.ld, heads, drop, alpha.data, alpha.ld, agg.data, agg.ld, cur());
+  else
+    launch_gat_input_forward(m.arrays<std::int32_t>(), x.data, x.ld, width, el.data, el.ld, er.data,
+                             er.ld, heads, drop, alpha.data, alpha.ld, agg.data, agg.ld, cur());
+}
+
+void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
+                                    const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
+                                    Mat out, Mat dout, Mat g, Mat sums) {
+  OpScope op(*this, "gat_input_backward");
+  expect_compute_lane("gat_input_backward");
+  DeviceGuard guard(gpu_);
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
+  const std::int64_t width = checked_input_width(m, x, heads, row_keys, attention_key, el, er,
+                                                 alpha, "gat_input_backward");
+  SLUICE_EXPECTS(out.rows == m.rows && dout.rows == m.rows && out.cols == dout.cols &&
+                     out.cols % heads == 0 && g.rows == m.rows && g.cols == heads * width &&
+                     sums.rows == 2 * heads && sums.cols == width,
+                 "gat_input_backward shapes");
+  cudaStream_t s = cur();
+  float* partials = gat_input_partials_.ensure_as<float>(kGatInputWarps * 2 * heads * width,
+                                                         account_, s, "GAT scratch");
+  const AttentionDropout drop = attention_dropout(attention_key, row_keys);
+  const std::int64_t head_width = out.cols / heads;
+  if (m.wide)
+    launch_gat_input_backward(m.arrays<std::int64_t>(), x.data, x.ld, width, el.data, el.ld,
+                              er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
+                              dout.ld, head_width, g.data, g.ld, heads, drop, partials, sums.data,
+                              sums.ld, s);
+  else
+    launch_gat_input_backward(m.arrays<std::int32_t>(), x.data, x.ld, width, el.data, el.ld,
+                              er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
+                              dout.ld, head_width, g.data, g.ld, heads, drop, partials, sums.data,
+                              sums.ld, s);
 }
 
 }  // namespace sluice::cuda

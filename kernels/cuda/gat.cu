@@ -12,6 +12,7 @@
 #include "common/hash.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/gat_device.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace sluice::cuda {
@@ -20,8 +21,12 @@ namespace {
 using detail::global_warp;
 using detail::lane_id;
 using detail::warp_count;
-
-constexpr float kLeakySlope = 0.2f;
+using gat_detail::attention_prefix;
+using gat_detail::attention_scale;
+using gat_detail::kLeakySlope;
+using gat_detail::leaky_relu;
+using gat_detail::merge_softmax_stats;
+using gat_detail::softmax_stats_entries;
 
 // The warp-per-row aggregations (forward, and the backward by source) run on row-local grids
 // (launch.cuh).
@@ -29,27 +34,6 @@ using detail::kRowThreads;
 using detail::kRowWarps;
 using detail::row_blocks;
 constexpr int kMaxHeads = 32;  // keeps the per-block shared memory under 48 KiB
-
-__device__ __forceinline__ float leaky_relu(float x) {
-  return x > 0.f ? x : kLeakySlope * x;
-}
-
-// Attention dropout of row i's entries: the row's hash prefix (computed once per row) and the
-// keep scale of its k-th entry, head h: key_hash(seed, 2, salt, key_i, k * 256 + h), split as
-// key_hash_prefix / key_hash_finish so that each entry costs one mixing step.
-__device__ __forceinline__ std::uint64_t attention_prefix(const AttentionDropout& d,
-                                                          std::int64_t row) {
-  if (d.rate <= 0.f) return 0;
-  const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(d.row_keys[row]));
-  return key_hash_prefix(d.seed, 2, d.salt, key);
-}
-__device__ __forceinline__ float attention_scale(const AttentionDropout& d, std::uint64_t prefix,
-                                                 std::int64_t k, int h) {
-  if (d.rate <= 0.f) return 1.f;
-  const std::uint64_t element =
-      static_cast<std::uint64_t>(k) * 256u + static_cast<std::uint64_t>(h);
-  return hash_to_unit(key_hash_finish(prefix, element)) >= d.rate ? 1.f / (1.f - d.rate) : 0.f;
-}
 
 // The head dot products of one row of Z (zr) with one or two attention vectors (att_b null: one),
 // written by the lane that ends with each sum into out_a[h] (and out_b[h]). Each vector's sums
@@ -158,44 +142,6 @@ __device__ __forceinline__ void add_scaled4(float* acc, float w, const float* x)
   acc[1] += w * v.y;
   acc[2] += w * v.z;
   acc[3] += w * v.w;
-}
-
-// Combines online-softmax statistics (m, s) with (m_other, s_other).
-__device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
-                                                    float s_other) {
-  const float m_new = fmaxf(m, m_other);
-  s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
-      (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
-  m = m_new;
-}
-
-// Online softmax statistics of head h over row entries first + lane, first + lane + step, ...
-// (the warp's share of the row), reduced over the warp into (m, s).
-template <typename Index>
-__device__ __forceinline__ void softmax_stats_entries(const Index* columns, std::int64_t begin,
-                                                      std::int64_t degree, std::int64_t first,
-                                                      std::int64_t step,
-                                                      const float* __restrict__ el,
-                                                      std::int64_t ldel, int h, float er_ih,
-                                                      float& m, float& s) {
-  m = -FLT_MAX;
-  s = 0.f;
-  for (std::int64_t k = first + lane_id(); k < degree; k += step) {
-    const std::int64_t u = columns[begin + k];
-    const float e = leaky_relu(el[u * ldel + h] + er_ih);
-    if (e > m) {
-      s = s * expf(m - e) + 1.f;
-      m = e;
-    } else {
-      s += expf(e - m);
-    }
-  }
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
-    const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
-    merge_softmax_stats(m, s, m_other, s_other);
-  }
 }
 
 // ---- Column passes. A warp accumulates one row of its output 32 * kColumnsPerLane columns at a

@@ -154,4 +154,31 @@ void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const ver
                                 std::int64_t ldz, const float* att, float* dz, std::int64_t lddz,
                                 float* d_att, float* partials, cudaStream_t stream);
 
+// ---- GAT's layer 0 attending over its input rows (gat_inputs.cu; shapes: gat_inputs_fit(),
+// kernels/cuda_memory_rules.hpp). x: a.cols x D rows, 16-byte aligned (ldx a multiple of 4).
+
+// Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) (the
+// bits of launch_gat_aggregate's) and agg[i, h*D .. h*D+D) = sum_k dropout(alpha_k^h) x[u_k].
+template <typename Index>
+void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
+                              std::int64_t width, const float* el, std::int64_t ldel,
+                              const float* er, std::int64_t lder, int heads,
+                              const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
+                              float* agg, std::int64_t ldagg, cudaStream_t stream);
+
+// The backward's score sums (Device::gat_input_backward): per entry and head
+// ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums (2K x D, ld
+// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. Each of
+// kGatInputWarps warps sums its rows into `partials` (kGatInputWarps x 2 K D floats), added in
+// warp order afterwards: deterministic.
+template <typename Index>
+void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
+                               std::int64_t width, const float* el, std::int64_t ldel,
+                               const float* er, std::int64_t lder, const float* alpha,
+                               std::int64_t ldalpha, const float* out, std::int64_t ldout,
+                               const float* dout, std::int64_t lddout, std::int64_t head_width,
+                               const float* g, std::int64_t ldg, int heads,
+                               const AttentionDropout& dropout, float* partials, float* sums,
+                               std::int64_t ldsums, cudaStream_t stream);
+
 }  // namespace sluice::cuda

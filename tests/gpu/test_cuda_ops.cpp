@@ -1798,6 +1798,112 @@ TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
   check_gat(dev(), rng_, 16, 8, 0.3f);
 }
 
+// GAT's layer 0 attending over its input rows (gat_input_forward, gat_input_backward), checked
+// through the identity it rests on: with Z = X W and the scores the caller gives (el = Z a_src,
+// er = Z_self a_dst per head), its coefficients are GatReference's, O^h = agg^h W^h is its
+// output, and the gradients it leads to, dW^h = agg^hT dO^h + s_h^T a_src^h + s_{K+h}^T a_dst^h,
+// d a_src^h = s_h W^h and d a_dst^h = s_{K+h} W^h, are X^T dZ and the reference's. A second
+// backward gives the same bits (its per-warp sums are added in order).
+void check_gat_inputs(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
+                      std::int64_t in_width, std::int64_t width, float rate) {
+  const std::int64_t K = heads, D = in_width, F = width, kf = K * F, nnz = a.indptr.back();
+  SCOPED_TRACE(cat(K, " heads, D = ", D, ", F = ", F, ", dropout ", rate));
+  GatReference ref{a, heads, width, DropoutKey{11, 4, 2, rate}, {}};
+  for (std::int64_t v = 0; v < a.rows; ++v)
+    ref.row_keys.push_back(static_cast<vertex_t>(v * 13 + 2));
+  const Host x = random_floats(a.cols * D, rng), w = random_floats(D * kf, rng),
+             as = random_floats(kf, rng), ad = random_floats(kf, rng),
+             dout = random_floats(a.rows * kf, rng);
+  std::vector<double> z(a.cols * kf, 0.0);
+  for (std::int64_t u = 0; u < a.cols; ++u)
+    for (std::int64_t j = 0; j < D; ++j)
+      for (std::int64_t c = 0; c < kf; ++c) z[u * kf + c] += double(x[u * D + j]) * w[j * kf + c];
+  std::vector<double> w_el, w_er, w_alpha, w_out;
+  ref.forward(z, to_double(as), to_double(ad), w_el, w_er, w_alpha, w_out);
+
+  Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "chunk");
+  auto up = [&](std::int64_t r, std::int64_t c, const Host& v) {
+    Mat m = d.alloc(r, c, "gat inputs");
+    d.write(v.data(), r * c, m.data);
+    return m;
+  };
+  // x in rows of a multiple of 4 floats, as the transition buffer.
+  const std::int64_t ldx = (D + 3) / 4 * 4;
+  Host x_padded(a.cols * ldx, 0.f);
+  for (std::int64_t u = 0; u < a.cols; ++u)
+    std::copy_n(x.begin() + u * D, D, x_padded.begin() + u * ldx);
+  const Mat xm = up(a.cols, ldx, x_padded).col_block(0, D);
+  const Mat el = up(a.cols, K, Host(w_el.begin(), w_el.end())),
+            er = up(a.rows, K, Host(w_er.begin(), w_er.end()));
+  const Mat alpha = d.alloc(nnz, K, "alpha"), agg = d.alloc(a.rows, K * D, "agg");
+  const Idx keys = d.upload(ref.row_keys, "keys");
+  d.gat_input_forward(csr, xm, heads, keys, ref.key, el, er, alpha, agg);
+  EXPECT_LT(relative_error(download_matrix(d, alpha), w_alpha), kTolerance);
+  const Host agg_host = download_matrix(d, agg);
+  std::vector<double> out(a.rows * kf, 0.0);
+  for (std::int64_t i = 0; i < a.rows; ++i)
+    for (std::int64_t h = 0; h < K; ++h)
+      for (std::int64_t j = 0; j < D; ++j)
+        for (std::int64_t f = 0; f < F; ++f)
+          out[i * kf + h * F + f] +=
+              double(agg_host[i * K * D + h * D + j]) * w[j * kf + h * F + f];
+  EXPECT_LT(relative_error(Host(out.begin(), out.end()), w_out), kTolerance);
+
+  // g^h = dO^h W^hT; the backward.
+  Host g(a.rows * K * D, 0.f);
+  for (std::int64_t i = 0; i < a.rows; ++i)
+    for (std::int64_t h = 0; h < K; ++h)
+      for (std::int64_t j = 0; j < D; ++j) {
+        double sum = 0;
+        for (std::int64_t f = 0; f < F; ++f)
+          sum += double(dout[i * kf + h * F + f]) * w[j * kf + h * F + f];
+        g[i * K * D + h * D + j] = float(sum);
+      }
+  const Mat outm = up(a.rows, kf, Host(w_out.begin(), w_out.end())), doutm = up(a.rows, kf, dout),
+            gm = up(a.rows, K * D, g);
+  const Mat sums = d.alloc(2 * K, D, "sums");
+  d.gat_input_backward(csr, xm, heads, keys, ref.key, el, er, alpha, outm, doutm, gm, sums);
+  const Host s = download_matrix(d, sums);
+  std::vector<double> gz, gas, gad;
+  ref.backward(z, to_double(as), to_double(ad), to_double(dout), gz, gas, gad);
+  std::vector<double> dw_want(D * kf, 0.0), dw(D * kf, 0.0), das(kf, 0.0), dad(kf, 0.0);
+  for (std::int64_t u = 0; u < a.cols; ++u)
+    for (std::int64_t j = 0; j < D; ++j)
+      for (std::int64_t c = 0; c < kf; ++c)
+        dw_want[j * kf + c] += double(x[u * D + j]) * gz[u * kf + c];
+  for (std::int64_t h = 0; h < K; ++h)
+    for (std::int64_t j = 0; j < D; ++j)
+      for (std::int64_t f = 0; f < F; ++f) {
+        const std::int64_t c = h * F + f;
+        double sum = double(s[h * D + j]) * as[c] + double(s[(K + h) * D + j]) * ad[c];
+        for (std::int64_t i = 0; i < a.rows; ++i)
+          sum += double(agg_host[i * K * D + h * D + j]) * dout[i * kf + c];
+        dw[j * kf + c] = sum;
+        das[c] += double(s[h * D + j]) * w[j * kf + c];
+        dad[c] += double(s[(K + h) * D + j]) * w[j * kf + c];
+      }
+  EXPECT_LT(relative_error(Host(dw.begin(), dw.end()), dw_want), kTolerance);
+  EXPECT_LT(relative_error(Host(das.begin(), das.end()), gas), kTolerance);
+  EXPECT_LT(relative_error(Host(dad.begin(), dad.end()), gad), kTolerance);
+  const Mat again = d.alloc(2 * K, D, "sums again");
+  d.gat_input_backward(csr, xm, heads, keys, ref.key, el, er, alpha, outm, doutm, gm, again);
+  EXPECT_EQ(download_matrix(d, again), s);
+}
+
+// Every kernel variant: 4 padded heads of one 16-byte word a lane (the benchmark's 4 heads of
+// 100 columns; 2 x 12; one head of 10, whose last word is partial), of two (3 x 200), and 8 heads
+// (8 x 128); with and without attention dropout; and on a chunk with hub rows of 1500 entries,
+// which stay on one warp.
+TEST_F(CudaOps, GatOverInputRowsMatchesTheTransformFirstReference) {
+  const test::ChunkCsr a = test::random_chunk_csr(300, 420, 45, test::EmptyRows::kNone, rng_);
+  check_gat_inputs(dev(), a, rng_, 4, 100, 64, 0.3f);
+  check_gat_inputs(dev(), a, rng_, 2, 12, 8, 0.f);
+  check_gat_inputs(dev(), a, rng_, 1, 10, 20, 0.2f);
+  check_gat_inputs(dev(), a, rng_, 3, 200, 32, 0.2f);
+  check_gat_inputs(dev(), a, rng_, 8, 128, 16, 0.f);
+  check_gat_inputs(dev(), hub_csr(200, 1500, rng_), rng_, 4, 100, 64, 0.3f);
+}
+
 // Rows with more entries than the long-row threshold (and transposed rows with more) get a block
 // of warps each: the hub chunk puts a quarter of its rows and its hub columns on that path, in
 // every kernel variant (backward by source with lane-group, warp and narrow-head reductions,

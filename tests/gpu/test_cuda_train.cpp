@@ -72,6 +72,7 @@ struct Case {
   std::string vertex_data = "auto";      // --vertex-data
   int hidden = 16;                       // --hidden
   std::string remote_features = "auto";  // --remote-features
+  std::string gat_layer_zero = "auto";   // --gat-layer-zero
 };
 
 std::string case_name(const Case& c) {
@@ -84,7 +85,8 @@ std::string case_name(const Case& c) {
              c.host_precision == "fp32" ? "" : "_" + c.host_precision,
              c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data,
              c.hidden == 16 ? "" : cat("_hidden", c.hidden),
-             c.remote_features == "auto" ? "" : "_remote_features_" + c.remote_features);
+             c.remote_features == "auto" ? "" : "_remote_features_" + c.remote_features,
+             c.gat_layer_zero == "auto" ? "" : "_gat_layer_zero_" + c.gat_layer_zero);
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -130,6 +132,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
         .host_precision(c.host_precision)
         .vertex_data(c.vertex_data)
         .remote_features(c.remote_features)
+        .gat_layer_zero(c.gat_layer_zero)
         .device(device)
         .gpus(c.gpus)
         .tf32(false);
@@ -346,6 +349,16 @@ std::vector<Case> agreement_cases() {
     for (const int gpus : {1, 2}) {
       Case c{model, 2, 3, gpus, gpus == 1 ? "p2p+reuse" : "p2p"};
       c.remote_features = "pull";
+      cases.push_back(c);
+    }
+  // GAT on one partition attends over its input rows in layer 0 (24 < 2 x 16, the cases above);
+  // the same plans transforming first, and one chunk (the attention kept through the fused
+  // pass) both ways.
+  for (const std::string order : {"auto", "transform"})
+    for (const int chunks : {1, 3}) {
+      if (order == "auto" && chunks == 3) continue;  // above
+      Case c{"gat", 1, chunks, 1, "p2p+reuse"};
+      c.gat_layer_zero = order;
       cases.push_back(c);
     }
   return cases;

@@ -106,6 +106,11 @@ TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::gat_layer_zero(const std::string& mode) {
+  config_.gat_layer_zero = mode;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::remote_features(const std::string& mode) {
   config_.remote_features = mode;
   return *this;

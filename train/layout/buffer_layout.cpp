@@ -30,6 +30,10 @@ LayerRoles layer_roles(const ModelLayers& model, int l, const LayoutOptions& opt
   r.pretransformed = pretransformed(layer);
   r.transforms_on_arrival = r.transforms && !r.pretransformed;
   r.reloads_inputs = options.reload_inputs && r.transforms_on_arrival;
+  r.attends_inputs = model.kind == ModelKind::kGat && l == 0 && !layer.last &&
+                     options.gat_layer_zero == GatLayerZero::kAttendInputs;
+  SLUICE_EXPECTS(!(r.attends_inputs && r.reloads_inputs),
+                 "GAT's layer 0 attends over its input rows only where it keeps them");
   const LayerShape* above = layer.last ? nullptr : &model.layers[std::size_t(l) + 1];
   r.stores_transform = above && pretransformed(*above);
   r.input_width = r.pretransformed ? aligned_width(layer.transform_width) : layer.in_width;
@@ -53,6 +57,7 @@ bool keeps_tail(const ModelLayers& model, const LayoutOptions& options) {
 BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& options) {
   std::int64_t in_max = 0, arrival_in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0;
   std::int64_t block_out_max = 0, out_max = 0, aggregate_max = 0, transform_max = 0;
+  std::int64_t transformed_max = 0;  // of the layers with rows in Zm
   // dA: the gradient of an aggregation whose input gradient a layer above 0 computes
   // (aggregate_backward()), and the head-mean backward of GAT's last layer.
   std::int64_t aggregation_gradient_max = 0;
@@ -61,8 +66,26 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   bool any_transform = false, any_arrival_transform = false, any_stored_transform = false;
   bool sage_transforms_first = false;
   std::int64_t side_by_side = 0;
+  std::int64_t input_aggregation = 0, input_attention = 0, input_heads = 0, input_width = 0;
   for (const LayerShape& layer : model.layers) {
     const LayerRoles r = layer_roles(model, layer.index, options);
+    // Its head outputs are as wide as a transform-first layer's.
+    transform_max = std::max(transform_max, layer.transform_width);
+    if (r.attends_inputs) {
+      input_heads = layer.heads;
+      input_width = layer.in_width;
+      input_aggregation = aligned_width(layer.heads * layer.in_width);
+      input_attention = 4 * layer.heads * layer.in_width;
+      in_max = std::max(in_max, layer.in_width);
+      load_max = std::max(load_max, r.input_width);
+      block_out_max = std::max(block_out_max, r.output_width);
+      out_max = std::max(out_max, layer.out_width);
+      if (options.gat_head_outputs == GatHeadOutputs::kKept)
+        aggregate_max = std::max(aggregate_max, layer.aggregate_width);
+      heads_max = std::max(heads_max, layer.heads);
+      any_stored_transform |= r.stores_transform;
+      continue;  // no Zm, dZm, slices or transposed coefficients; layer 0: no input gradient
+    }
     any_transform |= r.transforms;
     any_arrival_transform |= r.transforms_on_arrival;
     any_stored_transform |= r.stores_transform;
@@ -77,7 +100,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     // GAT's A buffer holds kept head outputs only.
     if (model.kind != ModelKind::kGat || options.gat_head_outputs == GatHeadOutputs::kKept)
       aggregate_max = std::max(aggregate_max, layer.aggregate_width);
-    transform_max = std::max(transform_max, layer.transform_width);
+    transformed_max = std::max(transformed_max, layer.transform_width);
     heads_max = std::max(heads_max, layer.heads);
     if (model.kind == ModelKind::kGat && layer.heads > 0 &&
         !cuda::gat_backward_by_source(layer.heads, layer.transform_width / layer.heads))
@@ -102,7 +125,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.second_output_gradient = out_max;
   w.aggregation_gradient =
       aggregation_gradient_max > 0 ? aligned_width(aggregation_gradient_max) : 0;
-  w.transformed = any_transform ? aligned_width(transform_max) : 0;
+  w.transformed = any_transform ? aligned_width(transformed_max) : 0;
   w.heads = gat ? heads_max : 0;
   w.transposed_coefficient_heads = transposed_coefficient_heads;
   w.head_outputs = gat ? transform_max : 0;
@@ -112,7 +135,11 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     w.last_layer_heads = last.heads;
   }
   w.slice_inputs = any_arrival_transform ? aligned_width(arrival_in_max) : 0;
-  w.slice_transformed = any_arrival_transform ? transform_max : 0;
+  w.slice_transformed = any_arrival_transform ? transformed_max : 0;
+  w.input_aggregation = input_aggregation;
+  w.input_attention = input_attention;
+  w.input_heads = input_heads;
+  w.input_width = input_width;
   w.load_stage = load_max;
   w.flush = grad_in_max;
   w.parameters = std::max<std::int64_t>(model.parameters, 1);
@@ -391,6 +418,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   add.required(BufferRole::kDestinationScores, D, w.heads);
   add.required(BufferRole::kAttention, std::max<std::int64_t>(n.max_nnz, 1), w.heads);
   add.required(BufferRole::kHeadOutputs, D, w.head_outputs);
+  add.required(BufferRole::kInputAggregation, D, w.input_aggregation);
+  add.required(BufferRole::kInputAttention, 1, w.input_attention);
   add.required(BufferRole::kParameters, 1, w.parameters);
   add.required(BufferRole::kGradients, 1, w.parameters);
   add.required(BufferRole::kAdamFirstMoment, 1, w.parameters);
@@ -485,6 +514,9 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
                   w.transposed_coefficient_heads);
     add.scratch(BufferRole::kGatSourceScoreGradients, first_use, n.merged_rows, w.heads);
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
+    if (w.input_heads > 0)
+      add.scratch(BufferRole::kGatInputScoreSums, first_use, cuda::kGatInputWarps,
+                  2 * w.input_heads * w.input_width);
   }
   std::int64_t summed = 0;
   for (const LayerShape& layer : model.layers)
@@ -575,6 +607,10 @@ const char* buffer_role_name(BufferRole role) {
       return "GAT attention";
     case BufferRole::kHeadOutputs:
       return "GAT head outputs";
+    case BufferRole::kInputAggregation:
+      return "GAT per-head input sums";
+    case BufferRole::kInputAttention:
+      return "GAT folded attention vectors";
     case BufferRole::kParameters:
       return "parameters";
     case BufferRole::kGradients:
@@ -655,6 +691,7 @@ const char* buffer_role_name(BufferRole role) {
     case BufferRole::kGatTransposedWeights:
     case BufferRole::kGatSourceScoreGradients:
     case BufferRole::kGatDestinationScoreGradients:
+    case BufferRole::kGatInputScoreSums:
       return "GAT scratch";
     case BufferRole::kColumnSumPartials:
       return "column sum partials";

@@ -33,6 +33,14 @@ constexpr GatHeadOutputs gat_head_outputs(bool cache_intermediates, HostPrecisio
                                                                   : GatHeadOutputs::kRecomputed;
 }
 
+// How GAT's layer 0 orders its transform and its attention (docs/model-math.md, "GAT layer 0
+// over its input rows"): transform first, as every GAT layer (Z = X W, attention over Z rows), or
+// attend over the input rows first and transform each head's weighted sum (O^h = agg^h W^h).
+// Attending first reads D-wide rows per entry instead of K F-wide ones, and its backward needs no
+// pass by source (layer 0 has no input gradient); every merged row's input row must be on the
+// device, so it takes one partition that keeps its input rows (gat_layer_zero_fits()).
+enum class GatLayerZero { kTransformFirst, kAttendInputs };
+
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same
 // names; gat_head_outputs from its cache_intermediates and host_precision: layout_options()).
 struct LayoutOptions {
@@ -40,6 +48,7 @@ struct LayoutOptions {
   bool overlap = true;         // allocate the overlap buffers where memory allows
   bool reload_inputs = false;  // layers transformed on arrival keep no input rows
   GatHeadOutputs gat_head_outputs = GatHeadOutputs::kKept;  // recomputed: no A buffer for GAT
+  GatLayerZero gat_layer_zero = GatLayerZero::kTransformFirst;
 };
 
 // A row width rounded up to a multiple of 4 floats: 16-byte rows, which the vectorized sparse
@@ -60,6 +69,9 @@ struct LayerRoles {
   bool transforms_on_arrival = false;
   // Keeps no input rows in X (LayoutOptions::reload_inputs, for layers transformed on arrival).
   bool reloads_inputs = false;
+  // GAT's layer 0 attending over its input rows (GatLayerZero::kAttendInputs): it transforms no
+  // rows on arrival and flushes no gradient rows; its forward and backward read X.
+  bool attends_inputs = false;
   // The forward pass stores the next layer's T rows; the backward pass takes dT blocks.
   bool stores_transform = false;
   std::int64_t input_width = 0;    // rows of H[l] and of loads (T rows padded to 16 bytes)
@@ -95,6 +107,12 @@ struct BufferWidths {
   // cuda::gat_backward_by_source()); 0: none.
   std::int64_t transposed_coefficient_heads = 0;
   std::int64_t head_outputs = 0;  // GAT: per-head outputs
+  // GAT's layer 0 attending over its inputs (K heads of its D-wide rows): the per-head weighted
+  // sums (aligned K D, block rows) and its folded attention vectors and score sums (4 K D).
+  std::int64_t input_aggregation = 0;
+  std::int64_t input_attention = 0;
+  // That layer's K and D (gat_input_backward's per-warp sums, CUDA scratch).
+  std::int64_t input_heads = 0, input_width = 0;
   // GAT with two layers or more and kept head outputs: the last layer's Zm width and heads, for
   // the fused pass's own attention buffers on a one-chunk partition (0: none).
   std::int64_t last_layer_transformed = 0;
@@ -188,6 +206,8 @@ enum class BufferRole {
   kDestinationScores,    // GAT er
   kAttention,            // GAT alpha
   kHeadOutputs,          // GAT per-head outputs
+  kInputAggregation,     // GAT layer 0 attending over its inputs: per-head weighted sums
+  kInputAttention,       // and its folded attention vectors and score sums
   kParameters,
   kGradients,
   kAdamFirstMoment,
@@ -235,6 +255,7 @@ enum class BufferRole {
   kGatTransposedWeights,          // per entry and head
   kGatSourceScoreGradients,       // first GAT pass: per merged row and head
   kGatDestinationScoreGradients,  // per chunk row and head
+  kGatInputScoreSums,             // per warp of gat_input_backward
   kColumnSumPartials,             // first column sum: per row slice and column
   kLossAccumulator,               // first loss
   kPredictions,                   // first evaluation: per chunk row

@@ -1,0 +1,76 @@
+// Device helpers the GAT kernel files share (gat.cu, gat_inputs.cu; never included by
+// g++-compiled code): LeakyReLU, the attention-dropout scale of an entry and head, and the
+// online softmax statistics of a row.
+#pragma once
+
+#include <cfloat>
+#include <cstdint>
+
+#include "common/hash.hpp"
+#include "kernels/cuda/gat.hpp"
+#include "kernels/cuda/launch.cuh"
+
+namespace sluice::cuda::gat_detail {
+
+constexpr float kLeakySlope = 0.2f;
+
+__device__ __forceinline__ float leaky_relu(float x) {
+  return x > 0.f ? x : kLeakySlope * x;
+}
+
+// Attention dropout of row i's entries: the row's hash prefix (computed once per row) and the
+// keep scale of its k-th entry, head h: key_hash(seed, 2, salt, key_i, k * 256 + h), split as
+// key_hash_prefix / key_hash_finish so that each entry costs one mixing step.
+__device__ __forceinline__ std::uint64_t attention_prefix(const AttentionDropout& d,
+                                                          std::int64_t row) {
+  if (d.rate <= 0.f) return 0;
+  const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(d.row_keys[row]));
+  return key_hash_prefix(d.seed, 2, d.salt, key);
+}
+__device__ __forceinline__ float attention_scale(const AttentionDropout& d, std::uint64_t prefix,
+                                                 std::int64_t k, int h) {
+  if (d.rate <= 0.f) return 1.f;
+  const std::uint64_t element =
+      static_cast<std::uint64_t>(k) * 256u + static_cast<std::uint64_t>(h);
+  return hash_to_unit(key_hash_finish(prefix, element)) >= d.rate ? 1.f / (1.f - d.rate) : 0.f;
+}
+
+// Combines online-softmax statistics (m, s) with (m_other, s_other).
+__device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
+                                                    float s_other) {
+  const float m_new = fmaxf(m, m_other);
+  s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
+      (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
+  m = m_new;
+}
+
+// Online softmax statistics of head h over row entries first + lane, first + lane + step, ...
+// (the warp's share of the row), reduced over the warp into (m, s).
+template <typename Index>
+__device__ __forceinline__ void softmax_stats_entries(const Index* columns, std::int64_t begin,
+                                                      std::int64_t degree, std::int64_t first,
+                                                      std::int64_t step,
+                                                      const float* __restrict__ el,
+                                                      std::int64_t ldel, int h, float er_ih,
+                                                      float& m, float& s) {
+  m = -FLT_MAX;
+  s = 0.f;
+  for (std::int64_t k = first + detail::lane_id(); k < degree; k += step) {
+    const std::int64_t u = columns[begin + k];
+    const float e = leaky_relu(el[u * ldel + h] + er_ih);
+    if (e > m) {
+      s = s * expf(m - e) + 1.f;
+      m = e;
+    } else {
+      s += expf(e - m);
+    }
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float m_other = __shfl_xor_sync(0xffffffffu, m, offset);
+    const float s_other = __shfl_xor_sync(0xffffffffu, s, offset);
+    merge_softmax_stats(m, s, m_other, s_other);
+  }
+}
+
+}  // namespace sluice::cuda::gat_detail

@@ -102,6 +102,7 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
   options.overlap = layout.overlap;
   options.reload_inputs = layout.reload_inputs;
   options.cache_intermediates = layout.gat_head_outputs == GatHeadOutputs::kKept;
+  options.gat_layer_zero = layout.gat_layer_zero;
   options.evaluation_cache = EvaluationCache::kNone;  // an optional buffer beyond the estimate
   options.remote_features = RemoteFeatures::kPulled;  // the same
   options.layer_outputs = LayerOutputs::kRecomputed;  // so are kept layer outputs
@@ -170,6 +171,38 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
           }
       }
   EXPECT_EQ(cases, 2 * 4 * 3 * 3 * 4 * 3 * 2 + 2 * 4 * 3 * 4 * 3 * 2);
+}
+
+// GAT's layer 0 attending over its input rows (one partition): its per-head sums and folded
+// attention vectors in place of the layer's Zm, dZm and row slices, counted as the CPU backend
+// allocates them, for 2 and 3 layers, both width profiles, 1 to 4 chunks, every transfer scheme,
+// head outputs kept and recomputed, with and without overlap buffers.
+TEST(MemoryEstimate, GatAttendingOverItsInputsEqualsTheCpuBackendsPeak) {
+  int cases = 0;
+  for (const Widths& widths : {kNarrowing, kWidening})
+    for (int layers = 2; layers <= 3; ++layers) {
+      const ModelShape shape = shape_of("gat", layers, widths);
+      const ModelSpec spec = test::model_spec(shape);
+      for (int C = 1; C <= 4; ++C)
+        for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse})
+          for (const GatHeadOutputs outputs : {GatHeadOutputs::kKept, GatHeadOutputs::kRecomputed})
+            for (const bool overlap : {true, false}) {
+              LayoutOptions layout{comm, overlap, false, outputs};
+              layout.gat_layer_zero = GatLayerZero::kAttendInputs;
+              SCOPED_TRACE(cat(layers, " layers ", widths.name, ", C=", C, ", ",
+                               comm_mode_name(comm), overlap ? "" : ", no overlap",
+                               outputs == GatHeadOutputs::kRecomputed ? ", recomputed" : ""));
+              const Plan& plan = plan_of(widths, 1, C);
+              const std::int64_t peak = setup_peaks(dataset_of(widths), plan, spec, layout)[0];
+              const GpuMemoryEstimate e = estimate_gpu_memory(plan, 0, shape, layout);
+              EXPECT_EQ(e.device_bytes(), peak);
+              LayoutOptions transform = layout;
+              transform.gat_layer_zero = GatLayerZero::kTransformFirst;
+              EXPECT_NE(estimate_gpu_memory(plan, 0, shape, transform).device_bytes(), peak);
+              ++cases;
+            }
+    }
+  EXPECT_EQ(cases, 2 * 2 * 4 * 3 * 2 * 2);
 }
 
 // One training epoch (training and evaluation) through train(): the trainer's peak is the

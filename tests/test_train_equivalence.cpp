@@ -384,7 +384,7 @@ TEST_F(TrainEquivalence, OneChunkGatKeepsLayerAttentionThroughTheFusedPass) {
 // backward by destination) computes the reference's model: one partition, one to eight chunks,
 // reorganized or not, cached or recomputed head outputs, with and without overlap, 2 and 3
 // layers, 2 and 4 heads, one and three output heads. It moves the bytes of the transforming layer
-// 0, and auto picks it where the rows are narrower than the heads (12 < 2 x 8) on one partition.
+// 0, and it is refused on several partitions.
 TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   struct Case {
     int layers, heads, hidden, output_heads;
@@ -418,9 +418,6 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
             EXPECT_EQ(a.h2d_gather_bytes, t.h2d_gather_bytes);
             EXPECT_EQ(a.h2d_block_bytes, t.h2d_block_bytes);
             EXPECT_EQ(a.d2h_bytes, t.d2h_bytes);
-            if (C == 3 && intermediates == "auto" && overlap)
-              expect_identical(train(dataset(), plan, config.gat_layer_zero("auto")), attend,
-                               what + " auto");
           }
       }
   }
@@ -428,15 +425,9 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   s.model = "gat";
   const Plan two = test::make_plan(dataset(), plan_options(2, 3));
   EXPECT_THROW(train(dataset(), two, train_config(s, 1).gat_layer_zero("attend")), InputError);
-  // Auto keeps the transform first on several partitions, and where the rows are not narrower
-  // (12 = 2 x 6).
-  expect_identical(train(dataset(), two, train_config(s, 2)),
-                   train(dataset(), two, train_config(s, 2).gat_layer_zero("transform")), "P=2");
-  s.hidden = 6;
-  const Plan one = test::make_plan(dataset(), plan_options(1, 3));
-  expect_identical(train(dataset(), one, train_config(s, 2)),
-                   train(dataset(), one, train_config(s, 2).gat_layer_zero("transform")),
-                   "12 = 2 x 6");
+  EXPECT_THROW(train(dataset(), test::make_plan(dataset(), plan_options(1, 3)),
+                     train_config(s, 1).gat_layer_zero("attend").input_rows("reload")),
+               InputError);
 }
 
 // Bytes between host memory and the devices per epoch follow from the widths and the plan

@@ -65,9 +65,8 @@ struct TrainConfig {
   // (ScheduleOptions::remote_features): auto (its own copy, where it fits) | pull.
   std::string remote_features = "auto";
   // How GAT's layer 0 orders its transform and attention (ScheduleOptions::gat_layer_zero):
-  // auto (attend over the input rows first where that reads fewer floats per entry and the run
-  // allows it) | transform | attend.
-  std::string gat_layer_zero = "auto";
+  // transform (first) | attend (over its input rows first).
+  std::string gat_layer_zero = "transform";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

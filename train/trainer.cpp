@@ -277,34 +277,23 @@ bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& 
   return true;
 }
 
-// --gat-layer-zero: auto has GAT's layer 0 attend over its input rows first where the run allows
-// it (one partition, two layers or more, input rows kept), its rows are narrower than its heads
-// together (D < K F: fewer floats read per entry), the kernels take its shape
-// (cuda::gat_inputs_fit(), on either backend, so that both compute the same model), and under
-// --gpu-memory the memory estimate of that layout fits.
+// --gat-layer-zero attend: GAT's layer 0 attends over its input rows first, where the run allows
+// it (one partition, two layers or more, input rows kept) and, on CUDA, its kernels take the
+// shape (cuda::gat_inputs_fit()).
 GatLayerZero gat_layer_zero(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
                             const TrainConfig& config, bool reload_inputs) {
-  if (config.model != "gat" || config.gat_layer_zero == "transform")
+  if (config.model != "gat" || config.gat_layer_zero != "attend")
     return GatLayerZero::kTransformFirst;
-  const bool allowed = profiles.size() == 1 && config.layers >= 2 && !reload_inputs;
-  if (config.gat_layer_zero == "attend") {
-    SLUICE_INPUT_CHECK(allowed,
-                       "--gat-layer-zero attend needs one partition, at least two layers and kept "
-                       "input rows (the plan has ",
-                       profiles.size(), " partitions; --layers ", config.layers,
-                       reload_inputs ? "; input rows reloaded" : "", ")");
-    return GatLayerZero::kAttendInputs;
-  }
-  const std::int64_t D = dataset.feature_dim, K = config.heads, F = config.hidden;
-  if (!allowed || D >= K * F || !cuda::gat_inputs_fit(K, D)) return GatLayerZero::kTransformFirst;
-  if (config.gpu_memory > 0) {
-    LayoutOptions layout = memory_layout_options(config);
-    layout.reload_inputs = reload_inputs;
-    layout.gat_layer_zero = GatLayerZero::kAttendInputs;
-    const GpuMemoryEstimate e = estimate_layout_memory(
-        partition_layout(profiles.front(), model_layers(memory_shape(dataset, config)), layout));
-    if (e.total > config.gpu_memory) return GatLayerZero::kTransformFirst;
-  }
+  SLUICE_INPUT_CHECK(profiles.size() == 1 && config.layers >= 2 && !reload_inputs,
+                     "--gat-layer-zero attend needs one partition, at least two layers and kept "
+                     "input rows (the plan has ",
+                     profiles.size(), " partitions; --layers ", config.layers,
+                     reload_inputs ? "; input rows reloaded" : "", ")");
+  SLUICE_INPUT_CHECK(
+      config.device != "cuda" || cuda::gat_inputs_fit(config.heads, dataset.feature_dim),
+      "--gat-layer-zero attend on CUDA takes at most 8 heads of input rows up to "
+      "256 floats (8 x 128 in all); this run has ",
+      config.heads, " heads of ", dataset.feature_dim);
   return GatLayerZero::kAttendInputs;
 }
 
@@ -585,7 +574,10 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   log_info("model ", config.model, ": ", model.num_parameters, " parameters, ", plan.partitions,
            " x ", plan.chunks, " chunks, comm ", config.comm, ", intermediates ",
            keeps ? "cache" : "recompute", options.reload_inputs ? ", input rows reloaded" : "",
-           options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data");
+           options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data",
+           options.gat_layer_zero == GatLayerZero::kAttendInputs
+               ? ", layer 0 attends over its input rows"
+               : "");
 
   const bool adam = config.optimizer == "adam";
   const std::string fingerprint = config_fingerprint(config, plan);

@@ -275,8 +275,8 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
                      sums.rows == 2 * heads && sums.cols == width,
                  "gat_input_backward shapes");
   cudaStream_t s = cur();
-  float* partials = gat_input_partials_.ensure_as<float>(kGatInputWarps * 2 * heads * width,
-                                                         account_, s, "GAT scratch");
+  float* partials = gat_input_partials_.ensure_as<float>(
+      gat_input_partials(m.rows, m.num_long) * 2 * heads * width, account_, s, "GAT scratch");
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
   const std::int64_t head_width = out.cols / heads;
   if (m.wide)

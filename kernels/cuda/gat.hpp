@@ -169,8 +169,8 @@ void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::in
 // The backward's score sums (Device::gat_input_backward): per entry and head
 // ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums (2K x D, ld
 // ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. Each of
-// kGatInputWarps warps sums its rows into `partials` (kGatInputWarps x 2 K D floats), added in
-// warp order afterwards: deterministic.
+// the gat_input_partials(a.rows, a.long_rows.count) blocks sums its rows into `partials` (2 K D
+// floats a block), added in block order afterwards: deterministic.
 template <typename Index>
 void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
                                std::int64_t width, const float* el, std::int64_t ldel,

@@ -67,12 +67,12 @@ struct Case {
   std::string comm;
   std::string intermediates = "auto";
   Overlap overlap = Overlap::kOn;
-  std::string input_rows = "auto";       // --input-rows
-  std::string host_precision = "fp32";   // --host-precision
-  std::string vertex_data = "auto";      // --vertex-data
-  int hidden = 16;                       // --hidden
-  std::string remote_features = "auto";  // --remote-features
-  std::string gat_layer_zero = "auto";   // --gat-layer-zero
+  std::string input_rows = "auto";           // --input-rows
+  std::string host_precision = "fp32";       // --host-precision
+  std::string vertex_data = "auto";          // --vertex-data
+  int hidden = 16;                           // --hidden
+  std::string remote_features = "auto";      // --remote-features
+  std::string gat_layer_zero = "transform";  // --gat-layer-zero
 };
 
 std::string case_name(const Case& c) {
@@ -86,7 +86,7 @@ std::string case_name(const Case& c) {
              c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data,
              c.hidden == 16 ? "" : cat("_hidden", c.hidden),
              c.remote_features == "auto" ? "" : "_remote_features_" + c.remote_features,
-             c.gat_layer_zero == "auto" ? "" : "_gat_layer_zero_" + c.gat_layer_zero);
+             c.gat_layer_zero == "transform" ? "" : "_gat_layer_zero_" + c.gat_layer_zero);
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -351,16 +351,18 @@ std::vector<Case> agreement_cases() {
       c.remote_features = "pull";
       cases.push_back(c);
     }
-  // GAT on one partition attends over its input rows in layer 0 (24 < 2 x 16, the cases above);
-  // the same plans transforming first, and one chunk (the attention kept through the fused
-  // pass) both ways.
-  for (const std::string order : {"auto", "transform"})
-    for (const int chunks : {1, 3}) {
-      if (order == "auto" && chunks == 3) continue;  // above
-      Case c{"gat", 1, chunks, 1, "p2p+reuse"};
-      c.gat_layer_zero = order;
-      cases.push_back(c);
-    }
+  // GAT's layer 0 attending over its input rows (one partition): one chunk (the attention kept
+  // through the fused pass) and three, fp32 and bf16 host data, head outputs recomputed.
+  for (const int chunks : {1, 3}) {
+    Case c{"gat", 1, chunks, 1, "p2p+reuse"};
+    c.gat_layer_zero = "attend";
+    cases.push_back(c);
+  }
+  for (Case c : {Case{"gat", 1, 3, 1, "p2p+reuse", "recompute"},
+                 Case{"gat", 1, 3, 1, "p2p+reuse", "auto", Overlap::kOn, "auto", "bf16"}}) {
+    c.gat_layer_zero = "attend";
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -157,8 +157,8 @@ void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const ver
 // ---- GAT's layer 0 attending over its input rows (gat_inputs.cu; shapes: gat_inputs_fit(),
 // kernels/cuda_memory_rules.hpp). x: a.cols x D rows, 16-byte aligned (ldx a multiple of 4).
 
-// Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) (the
-// bits of launch_gat_aggregate's) and agg[i, h*D .. h*D+D) = sum_k dropout(alpha_k^h) x[u_k].
+// Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) and
+// agg[i, h*D .. h*D+D) = sum_k dropout(alpha_k^h) x[u_k].
 template <typename Index>
 void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
                               std::int64_t width, const float* el, std::int64_t ldel,

@@ -275,19 +275,24 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
                      sums.rows == 2 * heads && sums.cols == width,
                  "gat_input_backward shapes");
   cudaStream_t s = cur();
-  float* partials = gat_input_partials_.ensure_as<float>(
-      gat_input_partials(m.rows, m.num_long) * 2 * heads * width, account_, s, "GAT scratch");
+  // The GAT backward's scratch: per-row sums and d_er in gat_der_, the entries' shares of d_er in
+  // gat_dalpha_ (kGatDestinationScoreGradients, kGatEntryGradients), the partial sums beside.
+  GatInputScratch scratch;
+  scratch.rows = gat_der_.ensure_as<float>(m.rows * heads, account_, s, "GAT scratch");
+  scratch.entries = gat_dalpha_.ensure_as<float>(m.nnz * heads, account_, s, "GAT scratch");
+  scratch.partials = gat_input_partials_.ensure_as<float>(
+      gat_input_partials(m.nnz, m.rows) * 2 * heads * width, account_, s, "GAT scratch");
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
   const std::int64_t head_width = out.cols / heads;
   if (m.wide)
     launch_gat_input_backward(m.arrays<std::int64_t>(), x.data, x.ld, width, el.data, el.ld,
                               er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
-                              dout.ld, head_width, g.data, g.ld, heads, drop, partials, sums.data,
+                              dout.ld, head_width, g.data, g.ld, heads, drop, scratch, sums.data,
                               sums.ld, s);
   else
     launch_gat_input_backward(m.arrays<std::int32_t>(), x.data, x.ld, width, el.data, el.ld,
                               er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
-                              dout.ld, head_width, g.data, g.ld, heads, drop, partials, sums.data,
+                              dout.ld, head_width, g.data, g.ld, heads, drop, scratch, sums.data,
                               sums.ld, s);
 }
 

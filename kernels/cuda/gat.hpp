@@ -166,11 +166,20 @@ void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::in
                               const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream);
 
+// The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
+// d_er), entries (nnz x K: each entry's share of d_er) and partials
+// (gat_input_partials(nnz, rows) x 2 K D floats).
+struct GatInputScratch {
+  float* rows = nullptr;
+  float* entries = nullptr;
+  float* partials = nullptr;
+};
+
 // The backward's score sums (Device::gat_input_backward): per entry and head
 // ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums (2K x D, ld
-// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. Each of
-// the gat_input_partials(a.rows, a.long_rows.count) blocks sums its rows into `partials` (2 K D
-// floats a block), added in block order afterwards: deterministic.
+// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. Blocks
+// over the entries and slices of the rows each write one partial, added in order afterwards:
+// deterministic. D a multiple of 4, g's rows 16-byte aligned.
 template <typename Index>
 void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
                                std::int64_t width, const float* el, std::int64_t ldel,
@@ -178,7 +187,7 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::i
                                std::int64_t ldalpha, const float* out, std::int64_t ldout,
                                const float* dout, std::int64_t lddout, std::int64_t head_width,
                                const float* g, std::int64_t ldg, int heads,
-                               const AttentionDropout& dropout, float* partials, float* sums,
-                               std::int64_t ldsums, cudaStream_t stream);
+                               const AttentionDropout& dropout, const GatInputScratch& scratch,
+                               float* sums, std::int64_t ldsums, cudaStream_t stream);
 
 }  // namespace sluice::cuda

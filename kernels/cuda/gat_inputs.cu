@@ -4,12 +4,11 @@
 // - Forward: per 32-entry chunk of the row, lane j computes the chunk's j-th coefficients for
 //   every head into shared memory; then every lane adds the chunk's x rows, each read once, to
 //   all K heads' sums.
-// - Backward: 32 / K entries at a time (K padded to 4 or 8), each lane takes the partial dot
-//   products of the row's g^h with its columns of those entries' x rows; one transposing
-//   reduction over the warp leaves each lane the full dot product of one entry and head, from
-//   which it computes that entry's score gradient; the lanes then add the score gradients times
-//   the x rows they still hold to their per-warp sums. No pass by source: layer 0 has no input
-//   gradient.
+// - Backward: per 32-entry chunk, lane j forms entry j's dot products with the row's g (held in
+//   shared memory) from the entry's whole x row, and from them its score gradients; the lanes
+//   then add the chunk's x rows times those gradients to their sums, as the forward does. No
+//   pass by source: layer 0 has no input gradient.
+// Rows longer than long_degree_for(nnz) take a block of warps in both passes.
 #include <algorithm>
 
 #include "kernels/cuda/gat_device.cuh"
@@ -71,29 +70,6 @@ __device__ __forceinline__ void load_heads(float (&w)[kHeads], const float* from
     w[h + 2] = v.z;
     w[h + 3] = v.w;
   }
-}
-
-// One step of transpose_sum(): lanes with bit kHalf set keep values kHalf .. 2 kHalf - 1 (moved
-// to 0 .. kHalf - 1), the others 0 .. kHalf - 1, each adding its partner's copy.
-template <int kHalf>
-__device__ __forceinline__ void transpose_step(float (&v)[32], int lane) {
-  const bool upper = (lane & kHalf) != 0;
-#pragma unroll
-  for (int j = 0; j < kHalf; ++j) {
-    const float send = upper ? v[j] : v[j + kHalf];
-    const float keep = upper ? v[j + kHalf] : v[j];
-    v[j] = keep + __shfl_xor_sync(kFullMask, send, kHalf);
-  }
-}
-
-// Sums v[j] over the warp for all 32 j at once (31 shuffles): lane l ends with the sum of v[l]
-// in v[0]. The steps are spelled out so that every index is a constant (v stays in registers).
-__device__ __forceinline__ void transpose_sum(float (&v)[32], int lane) {
-  transpose_step<16>(v, lane);
-  transpose_step<8>(v, lane);
-  transpose_step<4>(v, lane);
-  transpose_step<2>(v, lane);
-  transpose_step<1>(v, lane);
 }
 
 // A forward pass over row i's 32-entry chunks first_chunk, first_chunk + step, ... with the row's
@@ -277,133 +253,7 @@ __global__ void __launch_bounds__(32 * kLongInputWarps)
   }
 }
 
-// The backward's per-row values of row i for a warp: the lane's head's softmax sum
-// dO_i^h . O_i^h and destination score, and g_i in the lane's columns.
-template <int kHeads, int kQuads>
-struct BackwardRow {
-  float my_sum = 0.f, my_er = 0.f;
-  float g[kHeads][4 * kQuads];
-};
-
-template <int kHeads, int kQuads>
-__device__ __forceinline__ void backward_row(std::int64_t i, const float* __restrict__ er,
-                                             std::int64_t lder, const float* __restrict__ out,
-                                             std::int64_t ldout, const float* __restrict__ dout,
-                                             std::int64_t lddout, std::int64_t head_width,
-                                             const float* __restrict__ g, std::int64_t ldg,
-                                             std::int64_t width, int heads, int lane, int my_head,
-                                             BackwardRow<kHeads, kQuads>& row) {
-  for (int h = 0; h < heads; ++h) {
-    float s = 0.f;
-    for (std::int64_t f = lane; f < head_width; f += 32)
-      s += dout[i * lddout + h * head_width + f] * out[i * ldout + h * head_width + f];
-    s = warp_sum(s);
-    if (h == my_head) row.my_sum = s;
-  }
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-    if (h < heads) {
-      load_columns<kQuads>(row.g[h], g + i * ldg + h * width, lane, width);
-    } else {
-#pragma unroll
-      for (int t = 0; t < 4 * kQuads; ++t) row.g[h][t] = 0.f;
-    }
-  }
-  row.my_er = my_head < heads ? er[i * lder + my_head] : 0.f;
-}
-
-// The backward over row i's steps of 32 / kHeads entries first, first + step, ...: the score
-// gradients of each step's entries (one per lane), their x rows' share of source_sums, and in
-// my_row_sum the lane's head's share of the row's destination score gradient.
-template <typename Index, int kHeads, int kQuads>
-__device__ __forceinline__ void backward_steps(
-    const CsrArrays<Index>& a, std::int64_t begin, std::int64_t degree, std::int64_t first_step,
-    std::int64_t step, const float* __restrict__ x, std::int64_t ldx, std::int64_t width,
-    const float* __restrict__ el, std::int64_t ldel, const float* __restrict__ alpha,
-    std::int64_t ldalpha, int heads, const AttentionDropout& dropout, std::uint64_t prefix,
-    const BackwardRow<kHeads, kQuads>& row, float* step_ds, int lane, int my_entry, int my_head,
-    float& my_row_sum, float (&source_sums)[kHeads][4 * kQuads]) {
-  constexpr int kEntries = 32 / kHeads;
-  for (std::int64_t first = first_step; first < degree; first += step) {
-    // The lane's entry and head: its coefficient, score side and dropout scale, loaded before the
-    // x rows so that both loads are in flight together.
-    const std::int64_t k = first + my_entry;
-    const bool mine = k < degree && my_head < heads;
-    float my_alpha = 0.f, my_scale = 0.f;
-    bool positive = true;
-    if (mine) {
-      const std::int64_t u = a.columns[begin + k];
-      my_alpha = alpha[(begin + k) * ldalpha + my_head];
-      positive = el[u * ldel + my_head] + row.my_er > 0.f;
-      my_scale = attention_scale(dropout, prefix, k, my_head);
-    }
-    float xv[kEntries][4 * kQuads];
-    float part[32];
-#pragma unroll
-    for (int e = 0; e < kEntries; ++e) {
-      if (first + e < degree) {
-        const std::int64_t u = a.columns[begin + first + e];
-        load_words<kQuads>(xv[e], x + u * ldx, lane, width);
-      } else {
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) xv[e][t] = 0.f;
-      }
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        float s = 0.f;
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) s += row.g[h][t] * xv[e][t];
-        part[e * kHeads + h] = s;
-      }
-    }
-    transpose_sum(part, lane);
-    float ds = 0.f;
-    if (mine) {
-      const float d_e = my_alpha * (my_scale * part[0] - row.my_sum);
-      if (positive) {
-        ds = d_e;
-      } else {
-        ds = kLeakySlope * d_e;
-        // The row's sum of ds is that of d_e, which is 0 (sum_k alpha_k d_e,k = S - S sum_k
-        // alpha_k), plus (slope - 1) d_e of the entries on the negative side: summed so, it keeps
-        // none of the rounding of the terms that cancel.
-        my_row_sum += (kLeakySlope - 1.f) * d_e;
-      }
-    }
-    step_ds[lane] = ds;
-    __syncwarp();
-#pragma unroll
-    for (int e = 0; e < kEntries; ++e) {
-      float w[kHeads];
-      load_heads<kHeads>(w, step_ds + e * kHeads);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h)
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) source_sums[h][t] += w[h] * xv[e][t];
-    }
-    __syncwarp();
-  }
-}
-
-// The end of a warp's share of row i: my_row_sum summed over the lanes of each head, times the
-// row's own x row, into row_sums.
-template <typename Index, int kHeads, int kQuads>
-__device__ __forceinline__ void backward_row_end(const CsrArrays<Index>& a, std::int64_t begin,
-                                                 const float* __restrict__ x, std::int64_t ldx,
-                                                 std::int64_t width, int lane, float my_row_sum,
-                                                 float (&row_sums)[kHeads][4 * kQuads]) {
-#pragma unroll
-  for (int offset = 16; offset >= kHeads; offset /= 2)
-    my_row_sum += __shfl_xor_sync(kFullMask, my_row_sum, offset);
-  float self[4 * kQuads];
-  load_words<kQuads>(self, x + static_cast<std::int64_t>(a.columns[begin]) * ldx, lane, width);
-#pragma unroll
-  for (int h = 0; h < kHeads; ++h) {
-    const float d = __shfl_sync(kFullMask, my_row_sum, h);
-#pragma unroll
-    for (int t = 0; t < 4 * kQuads; ++t) row_sums[h][t] += d * self[t];
-  }
-}
+constexpr int kBackwardWarps = static_cast<int>(kGatInputBlockWarps);
 
 // The block's warps' sums added in warp order (through `combine`, 2 K D floats of shared
 // memory) into the block's partials slot. Called by the whole block.
@@ -436,82 +286,167 @@ __device__ __forceinline__ void write_block_partials(float* slot, float* combine
   for (std::int64_t v = threadIdx.x; v < 2 * heads * width; v += blockDim.x) slot[v] = combine[v];
 }
 
-constexpr int kBackwardWarps = static_cast<int>(kGatInputBlockWarps);
+// ---- Backward, entry-parallel: each warp takes a contiguous range of the chunk's entries, 32 at
+// a time, whatever rows they belong to (a row's own work would leave most lanes idle on the many
+// short rows and keep one warp on a hub row). Lane j takes entry j of a group alone: its row
+// (found by a binary search among the rows the group can span), its x row in 16-byte words and
+// its row's g (mostly the same rows for neighboring lanes, so the loads broadcast), every head's
+// dot product g^h . x without any sum across lanes, and from them the entry's score gradients.
+// The softmax backward's per-row sums S come from launch_gat_row_sums first. Then, as in the
+// forward, the lanes add the group's x rows times those gradients to their columns of the source
+// sums. The destination side keeps, per entry, only (slope - 1) d_e of the entries on the
+// negative side (the rest sum to 0 over a row); launch_gat_destination_sums adds them per row,
+// and gat_input_row_sums_kernel multiplies those by the rows' own x rows.
 
-// Rows of at most a.long_rows.degree entries, one warp each, gat_input_blocks(a.rows) blocks; the
-// sums into partials slot blockIdx.x.
-template <typename Index, int kHeads, int kQuads>
-__global__ void __launch_bounds__(32 * kBackwardWarps)
-    gat_input_backward_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
-                              std::int64_t width, const float* __restrict__ el, std::int64_t ldel,
-                              const float* __restrict__ er, std::int64_t lder,
-                              const float* __restrict__ alpha, std::int64_t ldalpha,
-                              const float* __restrict__ out, std::int64_t ldout,
-                              const float* __restrict__ dout, std::int64_t lddout,
-                              std::int64_t head_width, const float* __restrict__ g,
-                              std::int64_t ldg, int heads, AttentionDropout dropout,
-                              float* __restrict__ partials) {
-  __shared__ __align__(16) float shared[kBackwardWarps * 32];
-  const int lane = lane_id();
-  float* step_ds = shared + (threadIdx.x / 32) * 32;
-  const int my_entry = lane / kHeads, my_head = lane % kHeads;
-  float source_sums[kHeads][4 * kQuads] = {}, row_sums[kHeads][4 * kQuads] = {};
-  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
-    const std::int64_t begin = a.indptr[i];
-    const std::int64_t degree = a.indptr[i + 1] - begin;
-    if (degree == 0 || degree > a.long_rows.degree) continue;
-    BackwardRow<kHeads, kQuads> row;
-    backward_row<kHeads, kQuads>(i, er, lder, out, ldout, dout, lddout, head_width, g, ldg, width,
-                                 heads, lane, my_head, row);
-    float my_row_sum = 0.f;
-    backward_steps<Index, kHeads, kQuads>(a, begin, degree, 0, 32 / kHeads, x, ldx, width, el, ldel,
-                                          alpha, ldalpha, heads, dropout,
-                                          attention_prefix(dropout, i), row, step_ds, lane,
-                                          my_entry, my_head, my_row_sum, source_sums);
-    backward_row_end<Index, kHeads, kQuads>(a, begin, x, ldx, width, lane, my_row_sum, row_sums);
+// The row of entry e, given that it lies in rows [lo, hi] (indptr[lo] <= e < indptr[hi + 1]).
+template <typename Index>
+__device__ __forceinline__ std::int64_t row_of_entry(const Index* indptr, std::int64_t e,
+                                                     std::int64_t lo, std::int64_t hi) {
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (static_cast<std::int64_t>(indptr[mid]) <= e)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-  extern __shared__ float combine[];
-  write_block_partials<kHeads, kQuads>(partials + blockIdx.x * 2 * heads * width, combine,
-                                       kBackwardWarps, heads, width, lane, source_sums, row_sums);
+  return lo;
 }
 
-// Long rows: kGatInputLongBlocks blocks of kLongBackwardWarps warps, a block per row, its warps
-// taking the row's steps in turn; each warp sums its share (the destination score gradient is a
-// sum over the row's entries too), and the block's sums go to partials slot blockIdx.x.
-constexpr int kLongBackwardWarps = 4;
-
 template <typename Index, int kHeads, int kQuads>
-__global__ void __launch_bounds__(32 * kLongBackwardWarps) gat_input_backward_long_kernel(
-    CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx, std::int64_t width,
-    const float* __restrict__ el, std::int64_t ldel, const float* __restrict__ er,
-    std::int64_t lder, const float* __restrict__ alpha, std::int64_t ldalpha,
-    const float* __restrict__ out, std::int64_t ldout, const float* __restrict__ dout,
-    std::int64_t lddout, std::int64_t head_width, const float* __restrict__ g, std::int64_t ldg,
-    int heads, AttentionDropout dropout, float* __restrict__ partials) {
-  constexpr int kEntries = 32 / kHeads;
-  __shared__ __align__(16) float shared[kLongBackwardWarps * 32];
+__global__ void __launch_bounds__(32 * kBackwardWarps)
+    gat_input_backward_kernel(CsrArrays<Index> a, std::int64_t per_warp,
+                              const float* __restrict__ x, std::int64_t ldx, std::int64_t width,
+                              const float* __restrict__ el, std::int64_t ldel,
+                              const float* __restrict__ er, std::int64_t lder,
+                              const float* __restrict__ alpha, std::int64_t ldalpha,
+                              const float* __restrict__ row_sums, const float* __restrict__ g,
+                              std::int64_t ldg, int heads, AttentionDropout dropout,
+                              float* __restrict__ row_parts, float* __restrict__ partials) {
+  __shared__ __align__(16) float coefs[kBackwardWarps * 32 * kHeads];
+  extern __shared__ float combine[];  // 2 K D floats
   const int lane = lane_id(), warp = static_cast<int>(threadIdx.x / 32);
-  float* step_ds = shared + warp * 32;
-  const int my_entry = lane / kHeads, my_head = lane % kHeads;
-  float source_sums[kHeads][4 * kQuads] = {}, row_sums[kHeads][4 * kQuads] = {};
-  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
-    const std::int64_t i = a.long_rows.rows[r];
-    const std::int64_t begin = a.indptr[i];
-    const std::int64_t degree = a.indptr[i + 1] - begin;
-    BackwardRow<kHeads, kQuads> row;
-    backward_row<kHeads, kQuads>(i, er, lder, out, ldout, dout, lddout, head_width, g, ldg, width,
-                                 heads, lane, my_head, row);
-    float my_row_sum = 0.f;
-    backward_steps<Index, kHeads, kQuads>(
-        a, begin, degree, kEntries * warp, kEntries * kLongBackwardWarps, x, ldx, width, el, ldel,
-        alpha, ldalpha, heads, dropout, attention_prefix(dropout, i), row, step_ds, lane, my_entry,
-        my_head, my_row_sum, source_sums);
-    backward_row_end<Index, kHeads, kQuads>(a, begin, x, ldx, width, lane, my_row_sum, row_sums);
+  float* coef = coefs + warp * 32 * kHeads;
+  float source_sums[kHeads][4 * kQuads] = {}, no_row_sums[kHeads][4 * kQuads] = {};
+  const std::int64_t nnz = a.indptr[a.rows];
+  const std::int64_t first = global_warp() * per_warp;
+  const std::int64_t last = first + per_warp < nnz ? first + per_warp : nnz;
+  // The row of the group's first entry, carried from group to group.
+  std::int64_t base = first < last ? row_of_entry(a.indptr, first, 0, a.rows - 1) : 0;
+  for (std::int64_t group = first; group < last; group += 32) {
+    const std::int64_t e = group + lane;
+    std::int64_t u_mine = 0;
+    if (e < last) {
+      // 32 entries span at most 32 rows that have entries; past an empty row, all the rest.
+      std::int64_t hi = base + 32 < a.rows - 1 ? base + 32 : a.rows - 1;
+      if (static_cast<std::int64_t>(a.indptr[hi + 1]) <= e) hi = a.rows - 1;
+      const std::int64_t i = row_of_entry(a.indptr, e, base, hi);
+      const std::int64_t k = e - a.indptr[i];
+      u_mine = a.columns[e];
+      const float* row = x + u_mine * ldx;
+      const float* gi = g + i * ldg;
+      float dot[kHeads] = {};
+      for (std::int64_t c = 0; c < width; c += 4) {
+        const float4 v = *reinterpret_cast<const float4*>(row + c);
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          if (h < heads) {
+            const float4 w = *reinterpret_cast<const float4*>(gi + h * width + c);
+            dot[h] += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
+          }
+        }
+      }
+      const std::uint64_t prefix = attention_prefix(dropout, i);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        float ds = 0.f, part = 0.f;
+        if (h < heads) {
+          const float d_e =
+              alpha[e * ldalpha + h] *
+              (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * heads + h]);
+          if (el[u_mine * ldel + h] + er[i * lder + h] > 0.f) {
+            ds = d_e;
+          } else {
+            ds = kLeakySlope * d_e;
+            part = (kLeakySlope - 1.f) * d_e;
+          }
+          row_parts[e * heads + h] = part;
+        }
+        coef[lane * kHeads + h] = ds;
+      }
+    }
+    // The next group's first row: this group's last entry's or later.
+    const std::int64_t next = group + 32;
+    if (next < last) {
+      std::int64_t hi = base + 33 < a.rows - 1 ? base + 33 : a.rows - 1;
+      if (static_cast<std::int64_t>(a.indptr[hi + 1]) <= next) hi = a.rows - 1;
+      base = row_of_entry(a.indptr, next, base, hi);
+    }
+    __syncwarp();
+    const int count = static_cast<int>(last - group < 32 ? last - group : 32);
+    int j = 0;
+    for (; j + 3 < count; j += 4) {
+      float v[4][4 * kQuads];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const std::int64_t u = __shfl_sync(kFullMask, u_mine, j + r);
+        load_words<kQuads>(v[r], x + u * ldx, lane, width);
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        float w[kHeads];
+        load_heads<kHeads>(w, coef + (j + r) * kHeads);
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h)
+#pragma unroll
+          for (int t = 0; t < 4 * kQuads; ++t) source_sums[h][t] += w[h] * v[r][t];
+      }
+    }
+    for (; j < count; ++j) {
+      const std::int64_t u = __shfl_sync(kFullMask, u_mine, j);
+      float v[4 * kQuads];
+      load_words<kQuads>(v, x + u * ldx, lane, width);
+      float w[kHeads];
+      load_heads<kHeads>(w, coef + j * kHeads);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h)
+#pragma unroll
+        for (int t = 0; t < 4 * kQuads; ++t) source_sums[h][t] += w[h] * v[t];
+    }
+    __syncwarp();
   }
-  extern __shared__ float combine[];
+  (void)warp;
   write_block_partials<kHeads, kQuads>(partials + blockIdx.x * 2 * heads * width, combine,
-                                       kLongBackwardWarps, heads, width, lane, source_sums,
-                                       row_sums);
+                                       kBackwardWarps, heads, width, lane, source_sums,
+                                       no_row_sums);
+}
+
+// The destination side: per slice of rows, sum_i d_er[i, h] x[self_i] into the second half of
+// a partials slot (the first half 0). A thread per column, all heads.
+template <typename Index>
+__global__ void gat_input_row_sums_kernel(CsrArrays<Index> a, std::int64_t rows_per_slice,
+                                          const float* __restrict__ x, std::int64_t ldx,
+                                          std::int64_t width, const float* __restrict__ d_er,
+                                          int heads, float* __restrict__ partials) {
+  float* slot = partials + blockIdx.x * 2 * heads * width;
+  const std::int64_t begin = blockIdx.x * rows_per_slice;
+  const std::int64_t end = begin + rows_per_slice < a.rows ? begin + rows_per_slice : a.rows;
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float acc[8] = {};
+    for (std::int64_t i = begin; i < end; ++i) {
+      if (a.indptr[i + 1] == a.indptr[i]) continue;
+      const float v = x[static_cast<std::int64_t>(a.columns[a.indptr[i]]) * ldx + c];
+#pragma unroll
+      for (int h = 0; h < 8; ++h)
+        if (h < heads) acc[h] += d_er[i * heads + h] * v;
+    }
+#pragma unroll
+    for (int h = 0; h < 8; ++h) {
+      if (h < heads) {
+        slot[h * width + c] = 0.f;
+        slot[(heads + h) * width + c] = acc[h];
+      }
+    }
+  }
 }
 
 // sums[j / width, j % width] = sum over slots w < slots (in order) of partials[w * values + j].
@@ -571,32 +506,44 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::i
                                std::int64_t ldalpha, const float* out, std::int64_t ldout,
                                const float* dout, std::int64_t lddout, std::int64_t head_width,
                                const float* g, std::int64_t ldg, int heads,
-                               const AttentionDropout& dropout, float* partials, float* sums,
-                               std::int64_t ldsums, cudaStream_t stream) {
+                               const AttentionDropout& dropout, const GatInputScratch& scratch,
+                               float* sums, std::int64_t ldsums, cudaStream_t stream) {
   check_input_shape(heads, width, x, ldx);
-  const std::int64_t blocks = gat_input_blocks(a.rows);
-  const std::int64_t slots = gat_input_partials(a.rows, a.long_rows.count);
+  SLUICE_EXPECTS(ldg % 4 == 0 && reinterpret_cast<std::uintptr_t>(g) % 16 == 0,
+                 "GAT over input rows: g rows not 16-byte aligned");
   const std::int64_t values = 2 * heads * width;
-  const std::size_t combine = static_cast<std::size_t>(values) * sizeof(float);
-  const auto launch = [&](auto kernel, auto long_kernel) {
-    kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, combine, stream>>>(
-        a, x, ldx, width, el, ldel, er, lder, alpha, ldalpha, out, ldout, dout, lddout, head_width,
-        g, ldg, heads, dropout, partials);
+  const std::int64_t blocks = gat_input_blocks(a.nnz), slices = gat_input_slices(a.rows);
+  if (a.rows > 0) {
+    launch_gat_row_sums(a.rows, dout, lddout, out, ldout, heads, head_width, scratch.rows, stream);
+    // Each warp's entries: whole 32-entry groups.
+    const std::int64_t warps = blocks * kBackwardWarps;
+    const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
+    const std::size_t combine = static_cast<std::size_t>(values) * sizeof(float);
+    const auto launch = [&](auto kernel) {
+      kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, combine, stream>>>(
+          a, per_warp, x, ldx, width, el, ldel, er, lder, alpha, ldalpha, scratch.rows, g, ldg,
+          heads, dropout, scratch.entries, scratch.partials);
+    };
+    if (heads <= 4 && width <= 128)
+      launch(gat_input_backward_kernel<Index, 4, 1>);
+    else if (heads <= 4)
+      launch(gat_input_backward_kernel<Index, 4, 2>);
+    else
+      launch(gat_input_backward_kernel<Index, 8, 1>);
     SLUICE_CUDA_LAUNCH_CHECK();
-    if (a.long_rows.count == 0) return;
-    long_kernel<<<static_cast<unsigned>(kGatInputLongBlocks), 32 * kLongBackwardWarps, combine,
-                  stream>>>(a, x, ldx, width, el, ldel, er, lder, alpha, ldalpha, out, ldout, dout,
-                            lddout, head_width, g, ldg, heads, dropout, partials + blocks * values);
+    // d_er per row (in place of the row sums, which the entries' pass has read).
+    launch_gat_destination_sums(a, scratch.entries, heads, scratch.rows, stream);
+    gat_input_row_sums_kernel<<<static_cast<unsigned>(slices), 128, 0, stream>>>(
+        a, (a.rows + slices - 1) / slices, x, ldx, width, scratch.rows, heads,
+        scratch.partials + blocks * values);
     SLUICE_CUDA_LAUNCH_CHECK();
-  };
-  if (heads <= 4 && width <= 128)
-    launch(gat_input_backward_kernel<Index, 4, 1>, gat_input_backward_long_kernel<Index, 4, 1>);
-  else if (heads <= 4)
-    launch(gat_input_backward_kernel<Index, 4, 2>, gat_input_backward_long_kernel<Index, 4, 2>);
-  else
-    launch(gat_input_backward_kernel<Index, 8, 1>, gat_input_backward_long_kernel<Index, 8, 1>);
+  } else {
+    SLUICE_CUDA(cudaMemsetAsync(
+        scratch.partials, 0, static_cast<std::size_t>((blocks + slices) * values) * sizeof(float),
+        stream));
+  }
   gat_input_sums_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(
-      partials, slots, values, width, sums, ldsums);
+      scratch.partials, blocks + slices, values, width, sums, ldsums);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -609,7 +556,7 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::i
       const CsrArrays<Index>&, const float*, std::int64_t, std::int64_t, const float*,         \
       std::int64_t, const float*, std::int64_t, const float*, std::int64_t, const float*,      \
       std::int64_t, const float*, std::int64_t, std::int64_t, const float*, std::int64_t, int, \
-      const AttentionDropout&, float*, float*, std::int64_t, cudaStream_t);
+      const AttentionDropout&, const GatInputScratch&, float*, std::int64_t, cudaStream_t);
 SLUICE_GAT_INPUT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INPUT_INSTANTIATE(std::int64_t)
 #undef SLUICE_GAT_INPUT_INSTANTIATE

@@ -508,8 +508,6 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   // (per slot the loss and 6 split counters, 8 bytes each) and the largest chunk's predictions.
   if (gat) {
     const BufferKind first_use = BufferKind::kFirstUseScratch;
-    std::int64_t long_rows = 0;  // of the chunk with the most
-    for (const CsrShape& csr : profile.csr) long_rows = std::max(long_rows, csr.long_rows);
     add.scratch(BufferRole::kGatEntryGradients, first_use, n.max_nnz, w.heads);
     if (w.transposed_coefficient_heads > 0)
       add.scratch(BufferRole::kGatTransposedWeights, first_use, n.max_nnz,
@@ -518,7 +516,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
     if (w.input_heads > 0)
       add.scratch(BufferRole::kGatInputScoreSums, first_use,
-                  cuda::gat_input_partials(n.chunk_rows, long_rows),
+                  cuda::gat_input_partials(n.max_nnz, n.chunk_rows),
                   2 * w.input_heads * w.input_width);
   }
   std::int64_t summed = 0;

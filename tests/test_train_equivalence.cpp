@@ -384,7 +384,9 @@ TEST_F(TrainEquivalence, OneChunkGatKeepsLayerAttentionThroughTheFusedPass) {
 // backward by destination) computes the reference's model: one partition, one to eight chunks,
 // reorganized or not, cached or recomputed head outputs, with and without overlap, 2 and 3
 // layers, 2 and 4 heads, one and three output heads. It moves the bytes of the transforming layer
-// 0, and it is refused on several partitions.
+// 0; auto picks it on one partition where the rows are narrower than the heads together (12 <
+// 2 x 8) and its buffers take no more device memory; it is refused on several partitions and
+// with reloaded input rows.
 TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   struct Case {
     int layers, heads, hidden, output_heads;
@@ -418,6 +420,11 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
             EXPECT_EQ(a.h2d_gather_bytes, t.h2d_gather_bytes);
             EXPECT_EQ(a.h2d_block_bytes, t.h2d_block_bytes);
             EXPECT_EQ(a.d2h_bytes, t.d2h_bytes);
+            // Auto attends where that takes no more device memory: 2 heads of 8 (a 24-wide
+            // sum per chunk row, and Zm 4 instead of 16 wide), not 4 heads of 4 (48 wide).
+            if (C == 3 && intermediates == "auto" && overlap)
+              expect_identical(train(dataset(), plan, config.gat_layer_zero("auto")),
+                               c.heads == 2 ? attend : transform, what + " auto");
           }
       }
   }
@@ -425,6 +432,16 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   s.model = "gat";
   const Plan two = test::make_plan(dataset(), plan_options(2, 3));
   EXPECT_THROW(train(dataset(), two, train_config(s, 1).gat_layer_zero("attend")), InputError);
+  // Auto transforms first on several partitions, and where the rows are not narrower than the
+  // heads together (12 = 2 x 6).
+  expect_identical(train(dataset(), two, train_config(s, 2)),
+                   train(dataset(), two, train_config(s, 2).gat_layer_zero("transform")), "P=2");
+  s.hidden = 6;
+  const Plan one = test::make_plan(dataset(), plan_options(1, 3));
+  expect_identical(train(dataset(), one, train_config(s, 2)),
+                   train(dataset(), one, train_config(s, 2).gat_layer_zero("transform")),
+                   "12 = 2 x 6");
+  s.hidden = 8;
   EXPECT_THROW(train(dataset(), test::make_plan(dataset(), plan_options(1, 3)),
                      train_config(s, 1).gat_layer_zero("attend").input_rows("reload")),
                InputError);

@@ -56,9 +56,9 @@ void validate_config(const TrainConfig& c) {
                      "' (expected auto or recompute)");
   SLUICE_INPUT_CHECK(c.remote_features == "auto" || c.remote_features == "pull",
                      "unknown --remote-features '", c.remote_features, "' (expected auto or pull)");
-  SLUICE_INPUT_CHECK(c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
-                     "unknown --gat-layer-zero '", c.gat_layer_zero,
-                     "' (expected transform or attend)");
+  SLUICE_INPUT_CHECK(
+      c.gat_layer_zero == "auto" || c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
+      "unknown --gat-layer-zero '", c.gat_layer_zero, "' (expected auto, transform or attend)");
   SLUICE_INPUT_CHECK(!(c.gat_layer_zero == "attend" && c.input_rows == "reload"),
                      "--gat-layer-zero attend reads the input rows of every chunk: it needs them "
                      "kept (--input-rows auto or keep, not reload)");
@@ -171,10 +171,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "from other partitions where it fits after everything else, instead of pulling them from "
       "their owners in every pass that reads the features; same results) | pull")(
       "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
-      "transform (GAT's layer 0 transforms its input rows, Z = X W, then attends) | attend (one "
-      "partition, two layers or more: it attends over its input rows and transforms each head's "
-      "weighted sum; the same model up to rounding, reading D floats per entry instead of K F, "
-      "with no pass by source in its backward; slower today, docs/benchmarks.md)")(
+      "auto (GAT on one partition, two layers or more, input rows kept: layer 0 attends over its "
+      "input rows and transforms each head's weighted sum where its rows are narrower than its "
+      "heads together and that takes no more GPU memory; the same model up to rounding) | "
+      "transform (Z = X W, then attention) | attend")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),

@@ -65,8 +65,9 @@ struct TrainConfig {
   // (ScheduleOptions::remote_features): auto (its own copy, where it fits) | pull.
   std::string remote_features = "auto";
   // How GAT's layer 0 orders its transform and attention (ScheduleOptions::gat_layer_zero):
-  // transform (first) | attend (over its input rows first).
-  std::string gat_layer_zero = "transform";
+  // auto (attend over its input rows first where that reads fewer floats per entry and takes no
+  // more GPU memory, on one partition) | transform (first) | attend.
+  std::string gat_layer_zero = "auto";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

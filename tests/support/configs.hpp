@@ -48,7 +48,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& evaluation_cache(const std::string& mode);  // auto | off
   TrainConfigBuilder& layer_outputs(const std::string& mode);     // auto | recompute
   TrainConfigBuilder& remote_features(const std::string& mode);   // auto | pull
-  TrainConfigBuilder& gat_layer_zero(const std::string& mode);    // transform | attend
+  TrainConfigBuilder& gat_layer_zero(const std::string& mode);    // auto | transform | attend
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

@@ -171,9 +171,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "from other partitions where it fits after everything else, instead of pulling them from "
       "their owners in every pass that reads the features; same results) | pull")(
       "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
-      "auto (GAT on one partition, two layers or more, input rows kept: layer 0 attends over its "
-      "input rows and transforms each head's weighted sum where its rows are narrower than its "
-      "heads together and that takes no more GPU memory; the same model up to rounding) | "
+      "auto (GAT on one partition and one chunk, two layers or more, input rows kept: layer 0 "
+      "attends over its input rows and transforms each head's weighted sum where its rows are "
+      "narrower than its heads together and that takes no more GPU memory; the same model up to "
+      "rounding) | "
       "transform (Z = X W, then attention) | attend")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),

@@ -66,7 +66,7 @@ struct TrainConfig {
   std::string remote_features = "auto";
   // How GAT's layer 0 orders its transform and attention (ScheduleOptions::gat_layer_zero):
   // auto (attend over its input rows first where that reads fewer floats per entry and takes no
-  // more GPU memory, on one partition) | transform (first) | attend.
+  // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
 
   // Device.

@@ -279,7 +279,8 @@ bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& 
 
 // --gat-layer-zero: attend has GAT's layer 0 attend over its input rows first where the run
 // allows it (one partition, two layers or more, input rows kept) and, on CUDA, its kernels take
-// the shape (cuda::gat_inputs_fit()). auto does so where it also reads fewer floats per entry
+// the shape (cuda::gat_inputs_fit()). auto does so on a one-chunk plan (where it is faster: with
+// many chunks each one scores every merged row again) where it also reads fewer floats per entry
 // (D < K F), the kernels take the shape on either backend (so that both compute the same model)
 // and its buffers take no more device memory than transforming first by the memory estimate: a
 // rule of the model and the plan alone, so the choice (and with it the rounding) does not depend
@@ -302,7 +303,8 @@ GatLayerZero gat_layer_zero(const Dataset& dataset, const std::vector<PartitionP
                        K, " heads of ", D);
     return GatLayerZero::kAttendInputs;
   }
-  if (!allowed || D >= K * F || !cuda::gat_inputs_fit(K, D)) return GatLayerZero::kTransformFirst;
+  if (!allowed || profiles.front().lists.size() != 1 || D >= K * F || !cuda::gat_inputs_fit(K, D))
+    return GatLayerZero::kTransformFirst;
   const ModelLayers layers = model_layers(memory_shape(dataset, config));
   const auto bytes = [&](GatLayerZero order) {
     LayoutOptions layout = memory_layout_options(config);

@@ -351,16 +351,20 @@ std::vector<Case> agreement_cases() {
       c.remote_features = "pull";
       cases.push_back(c);
     }
-  // GAT on one partition: layer 0 attends over its input rows by default here (24 < 2 x 16, the
-  // P = 1 cases above); the same plans transforming first (one chunk, the attention kept through
-  // the fused pass, and three), and attending with recomputed head outputs.
-  for (const int chunks : {1, 3}) {
-    Case c{"gat", 1, chunks, 1, "p2p+reuse"};
+  // GAT's layer 0 attends over its input rows by default on one partition and one chunk (24 <
+  // 2 x 16; the attention kept through the fused pass), and transforms first there on request;
+  // it attends on three chunks on request, head outputs kept and recomputed.
+  cases.push_back({"gat", 1, 1, 1, "p2p+reuse"});
+  {
+    Case c{"gat", 1, 1, 1, "p2p+reuse"};
     c.gat_layer_zero = "transform";
     cases.push_back(c);
   }
-  cases.push_back({"gat", 1, 1, 1, "p2p+reuse"});
-  cases.push_back({"gat", 1, 3, 1, "p2p+reuse", "recompute"});
+  for (Case c :
+       {Case{"gat", 1, 3, 1, "p2p+reuse"}, Case{"gat", 1, 3, 1, "p2p+reuse", "recompute"}}) {
+    c.gat_layer_zero = "attend";
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -54,6 +54,25 @@ float attention_multiplier(const DropoutKey& key, std::int64_t row_key, std::int
   return cpu::keep(key, 2, row_key, k * 256 + h) ? 1.f / (1.f - key.rate) : 0.f;
 }
 
+// The softmax of head h over row entries [begin, end) with destination score `right`:
+// score[k] = exp(LeakyReLU(el[u_k] + right) - max); returns their sum.
+float softmax_terms(const CpuCsr& m, edge_t begin, edge_t end, const Mat& el, std::int64_t h,
+                    float right, std::vector<float>& score) {
+  float top = -INFINITY;
+  for (edge_t e = begin; e < end; ++e) {
+    float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
+    s = s > 0.f ? s : kNegativeSlope * s;
+    score[std::size_t(e - begin)] = s;
+    top = std::max(top, s);
+  }
+  float sum = 0.f;
+  for (auto& s : score) {
+    s = std::exp(s - top);
+    sum += s;
+  }
+  return sum;
+}
+
 // gat_forward() with its weighted sums into *out, gat_coefficients() without (out null).
 void gat_attention(const CpuCsr& m, const Mat& z, const float* att_src, const float* att_dst,
                    GatShape shape, const Idx& row_keys, const DropoutKey& attention_key,
@@ -83,18 +102,7 @@ void gat_attention(const CpuCsr& m, const Mat& z, const float* att_src, const fl
       for (std::int64_t h = 0; h < K; ++h) {
         const float right = dot(z.data + self * z.ld + h * F, att_dst + h * F, F);
         er.data[i * er.ld + h] = right;
-        float top = -INFINITY;
-        for (edge_t e = begin; e < end; ++e) {
-          float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
-          s = s > 0.f ? s : kNegativeSlope * s;
-          score[std::size_t(e - begin)] = s;
-          top = std::max(top, s);
-        }
-        float sum = 0.f;
-        for (auto& s : score) {
-          s = std::exp(s - top);
-          sum += s;
-        }
+        const float sum = softmax_terms(m, begin, end, el, h, right, score);
         for (edge_t e = begin; e < end; ++e) {
           const float coefficient = score[std::size_t(e - begin)] / sum;
           alpha.data[e * alpha.ld + h] = coefficient;
@@ -303,19 +311,7 @@ void CpuDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
       std::fill_n(o, K * D, 0.f);
       score.resize(std::size_t(end - begin));
       for (std::int64_t h = 0; h < K; ++h) {
-        const float right = er.data[i * er.ld + h];
-        float top = -INFINITY;
-        for (edge_t e = begin; e < end; ++e) {
-          float s = el.data[std::int64_t(m.columns[e]) * el.ld + h] + right;
-          s = s > 0.f ? s : kNegativeSlope * s;
-          score[std::size_t(e - begin)] = s;
-          top = std::max(top, s);
-        }
-        float sum = 0.f;
-        for (auto& s : score) {
-          s = std::exp(s - top);
-          sum += s;
-        }
+        const float sum = softmax_terms(m, begin, end, el, h, er.data[i * er.ld + h], score);
         float* oh = o + h * D;
         for (edge_t e = begin; e < end; ++e) {
           const float coefficient = score[std::size_t(e - begin)] / sum;

@@ -26,6 +26,7 @@ using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
 using gat_detail::leaky_relu;
 using gat_detail::merge_softmax_stats;
+using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
 
 // The warp-per-row aggregations (forward, and the backward by source) run on row-local grids
@@ -382,14 +383,7 @@ __global__ void __launch_bounds__(kRowThreads)
     if (degree > a.long_rows.degree) continue;  // gat_aggregate_long_kernel's row
     const std::uint64_t prefix = attention_prefix(dropout, i);
     // Online softmax statistics per head.
-    for (int h = 0; h < heads; ++h) {
-      float m, s;
-      softmax_stats_entries(a.columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
-      if (lane == 0) {
-        head_max[h] = m;
-        head_inv[h] = s > 0.f ? 1.f / s : 0.f;
-      }
-    }
+    row_softmax_stats(a.columns, i, begin, degree, el, ldel, er, lder, heads, head_max, head_inv);
     __syncwarp();
 
     for (std::int64_t column_base = 0; column_base < total_cols;

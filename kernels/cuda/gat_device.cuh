@@ -73,4 +73,22 @@ __device__ __forceinline__ void softmax_stats_entries(const Index* columns, std:
   }
 }
 
+// Row i's softmax statistics per head over the whole row on one warp: lane 0 writes the max into
+// head_max[h] and 1 / sum into head_inv[h] (0 for an empty row). The caller syncs the warp.
+template <typename Index>
+__device__ __forceinline__ void row_softmax_stats(const Index* columns, std::int64_t i,
+                                                  std::int64_t begin, std::int64_t degree,
+                                                  const float* __restrict__ el, std::int64_t ldel,
+                                                  const float* __restrict__ er, std::int64_t lder,
+                                                  int heads, float* head_max, float* head_inv) {
+  for (int h = 0; h < heads; ++h) {
+    float m, s;
+    softmax_stats_entries(columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
+    if (detail::lane_id() == 0) {
+      head_max[h] = m;
+      head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+    }
+  }
+}
+
 }  // namespace sluice::cuda::gat_detail

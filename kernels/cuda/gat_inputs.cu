@@ -27,6 +27,7 @@ using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
 using gat_detail::leaky_relu;
+using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -72,6 +73,50 @@ __device__ __forceinline__ void load_heads(float (&w)[kHeads], const float* from
   }
 }
 
+// acc[h] += coef[j * kHeads + h] x[u_j] over the lane's columns for the count entries of a
+// 32-entry group, u_j on lane j: four x rows in flight, added in entry order.
+template <int kHeads, int kQuads>
+__device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, std::int64_t ldx,
+                                                  std::int64_t width, std::int64_t u_mine,
+                                                  int count, const float* coef, int heads, int lane,
+                                                  float (&acc)[kHeads][4 * kQuads]) {
+  int j = 0;
+  for (; j + 3 < count; j += 4) {
+    float v[4][4 * kQuads];
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const std::int64_t u = __shfl_sync(kFullMask, u_mine, j + r);
+      load_words<kQuads>(v[r], x + u * ldx, lane, width);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      float w[kHeads];
+      load_heads<kHeads>(w, coef + (j + r) * kHeads);
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        if (h < heads) {
+#pragma unroll
+          for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[r][t];
+        }
+      }
+    }
+  }
+  for (; j < count; ++j) {
+    const std::int64_t u = __shfl_sync(kFullMask, u_mine, j);
+    float v[4 * kQuads];
+    load_words<kQuads>(v, x + u * ldx, lane, width);
+    float w[kHeads];
+    load_heads<kHeads>(w, coef + j * kHeads);
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      if (h < heads) {
+#pragma unroll
+        for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[t];
+      }
+    }
+  }
+}
+
 // A forward pass over row i's 32-entry chunks first_chunk, first_chunk + step, ... with the row's
 // head_max and head_inv: per chunk, lane j's coefficients of the chunk's j-th entry (alpha
 // stored) into coef, then the chunk's x rows added to acc for every head.
@@ -96,43 +141,9 @@ __device__ __forceinline__ void forward_chunks(
       }
     }
     __syncwarp();
-    const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
-    int j = 0;
-    // Four x rows in flight, added in entry order.
-    for (; j + 3 < count; j += 4) {
-      float v[4][4 * kQuads];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const std::int64_t u = __shfl_sync(kFullMask, u_mine, j + r);
-        load_words<kQuads>(v[r], x + u * ldx, lane, width);
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        float w[kHeads];
-        load_heads<kHeads>(w, coef + (j + r) * kHeads);
-#pragma unroll
-        for (int h = 0; h < kHeads; ++h) {
-          if (h < heads) {
-#pragma unroll
-            for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[r][t];
-          }
-        }
-      }
-    }
-    for (; j < count; ++j) {
-      const std::int64_t u = __shfl_sync(kFullMask, u_mine, j);
-      float v[4 * kQuads];
-      load_words<kQuads>(v, x + u * ldx, lane, width);
-      float w[kHeads];
-      load_heads<kHeads>(w, coef + j * kHeads);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        if (h < heads) {
-#pragma unroll
-          for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[t];
-        }
-      }
-    }
+    add_weighted_rows<kHeads, kQuads>(x, ldx, width, u_mine,
+                                      static_cast<int>(degree - chunk < 32 ? degree - chunk : 32),
+                                      coef, heads, lane, acc);
     __syncwarp();
   }
 }
@@ -156,14 +167,7 @@ __global__ void __launch_bounds__(kRowThreads)
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // gat_input_forward_long_kernel's
     const std::uint64_t prefix = attention_prefix(dropout, i);
-    for (int h = 0; h < heads; ++h) {
-      float m, s;
-      softmax_stats_entries(a.columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
-      if (lane == 0) {
-        head_max[h] = m;
-        head_inv[h] = s > 0.f ? 1.f / s : 0.f;
-      }
-    }
+    row_softmax_stats(a.columns, i, begin, degree, el, ldel, er, lder, heads, head_max, head_inv);
     __syncwarp();
     float acc[kHeads][4 * kQuads] = {};
     forward_chunks<Index, kHeads, kQuads>(a, i, begin, degree, 0, 32, x, ldx, width, el, ldel, er,
@@ -382,39 +386,11 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       base = row_of_entry(a.indptr, next, base, hi);
     }
     __syncwarp();
-    const int count = static_cast<int>(last - group < 32 ? last - group : 32);
-    int j = 0;
-    for (; j + 3 < count; j += 4) {
-      float v[4][4 * kQuads];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const std::int64_t u = __shfl_sync(kFullMask, u_mine, j + r);
-        load_words<kQuads>(v[r], x + u * ldx, lane, width);
-      }
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        float w[kHeads];
-        load_heads<kHeads>(w, coef + (j + r) * kHeads);
-#pragma unroll
-        for (int h = 0; h < kHeads; ++h)
-#pragma unroll
-          for (int t = 0; t < 4 * kQuads; ++t) source_sums[h][t] += w[h] * v[r][t];
-      }
-    }
-    for (; j < count; ++j) {
-      const std::int64_t u = __shfl_sync(kFullMask, u_mine, j);
-      float v[4 * kQuads];
-      load_words<kQuads>(v, x + u * ldx, lane, width);
-      float w[kHeads];
-      load_heads<kHeads>(w, coef + j * kHeads);
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h)
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) source_sums[h][t] += w[h] * v[t];
-    }
+    add_weighted_rows<kHeads, kQuads>(x, ldx, width, u_mine,
+                                      static_cast<int>(last - group < 32 ? last - group : 32), coef,
+                                      heads, lane, source_sums);
     __syncwarp();
   }
-  (void)warp;
   write_block_partials<kHeads, kQuads>(partials + blockIdx.x * 2 * heads * width, combine,
                                        kBackwardWarps, heads, width, lane, source_sums,
                                        no_row_sums);

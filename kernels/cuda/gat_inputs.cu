@@ -49,14 +49,14 @@ __device__ __forceinline__ void load_words(float (&v)[4 * kQuads], const float* 
   }
 }
 
-// The same columns of a row that need not be 16-byte aligned (a head's block of g).
+// row[c] = v[t] for the lane's columns c (the layout of load_words) below width.
 template <int kQuads>
-__device__ __forceinline__ void load_columns(float (&v)[4 * kQuads], const float* row, int lane,
-                                             std::int64_t width) {
+__device__ __forceinline__ void store_columns(float* row, const float (&v)[4 * kQuads], int lane,
+                                              std::int64_t width) {
 #pragma unroll
   for (int t = 0; t < 4 * kQuads; ++t) {
     const std::int64_t c = 128 * (t / 4) + 4 * lane + t % 4;
-    v[t] = c < width ? row[c] : 0.f;
+    if (c < width) row[c] = v[t];
   }
 }
 
@@ -173,17 +173,9 @@ __global__ void __launch_bounds__(kRowThreads)
     forward_chunks<Index, kHeads, kQuads>(a, i, begin, degree, 0, 32, x, ldx, width, el, ldel, er,
                                           lder, heads, dropout, prefix, head_max, head_inv, coef,
                                           alpha, ldalpha, lane, acc);
-    float* row = agg + i * ldagg;
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      if (h < heads) {
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) {
-          const std::int64_t c = 128 * (t / 4) + 4 * lane + t % 4;
-          if (c < width) row[h * width + c] = acc[h][t];
-        }
-      }
-    }
+    for (int h = 0; h < kHeads; ++h)
+      if (h < heads) store_columns<kQuads>(agg + i * ldagg + h * width, acc[h], lane, width);
     __syncwarp();
   }
 }
@@ -238,15 +230,9 @@ __global__ void __launch_bounds__(32 * kLongInputWarps)
                                           ldx, width, el, ldel, er, lder, heads, dropout, prefix,
                                           head_max, head_inv, coef, alpha, ldalpha, lane, acc);
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h) {
-      if (h < heads) {
-#pragma unroll
-        for (int t = 0; t < 4 * kQuads; ++t) {
-          const std::int64_t c = 128 * (t / 4) + 4 * lane + t % 4;
-          if (c < width) partial[warp * values + h * width + c] = acc[h][t];
-        }
-      }
-    }
+    for (int h = 0; h < kHeads; ++h)
+      if (h < heads)
+        store_columns<kQuads>(partial + warp * values + h * width, acc[h], lane, width);
     __syncthreads();
     for (std::int64_t v = threadIdx.x; v < values; v += blockDim.x) {
       float sum = 0.f;

@@ -21,10 +21,10 @@ namespace {
 using detail::global_warp;
 using detail::lane_id;
 using detail::warp_count;
+using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
-using gat_detail::leaky_relu;
 using gat_detail::merge_softmax_stats;
 using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
@@ -328,8 +328,8 @@ __device__ __forceinline__ void aggregate_chunks(
     if (k < degree) {
       u_mine = a.columns[begin + k];
       for (int h = 0; h < heads; ++h) {
-        const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
-        const float coefficient = expf(e - head_max[h]) * head_inv[h];
+        const float coefficient = attention_coefficient(el[u_mine * ldel + h], er[i * lder + h],
+                                                        head_max[h], head_inv[h]);
         if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
         if constexpr (kWhat == Aggregate::kWeightedSums)
           coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
@@ -1396,7 +1396,7 @@ __global__ void __launch_bounds__(kRowThreads)
       std::int64_t u_mine = 0;
       if (k < degree) {
         u_mine = a.columns[begin + k];
-        const float coefficient = expf(leaky_relu(el[u_mine * ldel] + er_i) - m) * inv;
+        const float coefficient = attention_coefficient(el[u_mine * ldel], er_i, m, inv);
         alpha[(begin + k) * ldalpha] = coefficient;
         coef[lane] = coefficient * attention_scale(dropout, prefix, k, 0);
       }

@@ -35,6 +35,14 @@ __device__ __forceinline__ float attention_scale(const AttentionDropout& d, std:
   return hash_to_unit(key_hash_finish(prefix, element)) >= d.rate ? 1.f / (1.f - d.rate) : 0.f;
 }
 
+// An entry's attention coefficient before dropout: the softmax over its row of
+// LeakyReLU(el_u + er_i), from the row's statistics (max, 1 / sum). Every GAT kernel computes it
+// here, so their alphas agree bit for bit.
+__device__ __forceinline__ float attention_coefficient(float el_u, float er_i, float row_max,
+                                                       float row_inv) {
+  return expf(leaky_relu(el_u + er_i) - row_max) * row_inv;
+}
+
 // Combines online-softmax statistics (m, s) with (m_other, s_other).
 __device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_other,
                                                     float s_other) {

@@ -23,10 +23,10 @@ using detail::lane_id;
 using detail::row_blocks;
 using detail::warp_count;
 using detail::warp_sum;
+using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
-using gat_detail::leaky_relu;
 using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
 
@@ -134,8 +134,8 @@ __device__ __forceinline__ void forward_chunks(
     if (k < degree) {
       u_mine = a.columns[begin + k];
       for (int h = 0; h < heads; ++h) {
-        const float e = leaky_relu(el[u_mine * ldel + h] + er[i * lder + h]);
-        const float coefficient = expf(e - head_max[h]) * head_inv[h];
+        const float coefficient = attention_coefficient(el[u_mine * ldel + h], er[i * lder + h],
+                                                        head_max[h], head_inv[h]);
         alpha[(begin + k) * ldalpha + h] = coefficient;
         coef[lane * kHeads + h] = coefficient * attention_scale(dropout, prefix, k, h);
       }

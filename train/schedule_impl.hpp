@@ -209,6 +209,18 @@ struct Schedule::Impl {
     return pretransformed(layer) ? s.Zm.col_block(0, input_width(layer))
                                  : s.X.col_block(0, layer.in_width);
   }
+  // Layer 0's source rows where the device holds the features in its memory in fp32, as a
+  // device matrix: its loads copy them into X on the compute lane (one pass, with the dropout)
+  // instead of a gather into the load stage on the transfer lane and a copy out of it, which
+  // moves every row twice and slows the compute it overlaps. Empty otherwise.
+  Mat resident_inputs(const DeviceState& s, const LayerSpec& layer) const {
+    if (layer.index != 0 || reloads_inputs(layer)) return Mat{};
+    const HostMat& H = s.vertex.H[0];
+    if (H.residence != Residence::kDevice || H.precision != HostPrecision::kFp32 || H.empty() ||
+        H.cols != input_width(layer))
+      return Mat{};
+    return Mat{H.fp32(), H.rows, H.cols, H.ld};
+  }
   // The rows devices exchange: pulls copy the owners' rows of X, pushes add into the owners'
   // rows of dX. Transforming layers exchange transformed rows instead (Zm = X W, computed once
   // by the owner, and their gradients dZm): a peer needs no X row of a remote vertex, and the

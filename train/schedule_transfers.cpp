@@ -32,7 +32,10 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
       Mat X = input_rows(s, layer);
       // T rows had their dropout before the transform (forward_compute()).
       const DropoutKey key = pretransformed(layer) ? DropoutKey{} : feature_key(layer.index);
-      if (!s.stage.empty()) {
+      const Mat resident = resident_inputs(s, layer);
+      if (!resident.empty()) {
+        d.copy_dropout_rows(resident, ch.load_vertices, ch.load_rows, X, ch.load_keys, key);
+      } else if (!s.stage.empty()) {
         d.wait(kStageReady);
         if (c == 0 && s.head.pending_in_block) {
           load_head_from_block(s, layer, X, key);
@@ -81,6 +84,7 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     const bool prefetched = c == 0 && s.head.prefetched;
     if (prefetched) s.head.prefetched = false;
     const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
+                       resident_inputs(s, layer).empty() &&
                        (!prefetched || s.head.pending_end > s.head.pending_begin);
     const bool set = steps.load_blocks && s.prefetch_blocks && ch.num_dst > 0;
     const bool csr = steps.products && ch.num_dst > 0;
@@ -141,7 +145,7 @@ void Schedule::Impl::prefetch_next_head() {
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     const std::int64_t n = s.chunks[0].load_rows.size;
-    if (s.stage.empty() || n == 0) continue;
+    if (s.stage.empty() || n == 0 || !resident_inputs(s, layer).empty()) continue;
     const std::int64_t begin = next_head_reads_outputs ? s.head.split_begin : n;
     const std::int64_t end = next_head_reads_outputs ? s.head.split_end : n;
     s.head.prefetched = true;

@@ -4,7 +4,9 @@
 #   run(command="OLD=.device-old/sluice-train bash scripts/bench/ab_binaries.sh",
 #       carry=[".device-bundle", ".device-old"], kind="nvidia-h200")
 # A = $OLD, B = .device-bundle/sluice-train. A_ARGS / B_ARGS: extra sluice-train options for one
-# side (e.g. B_ARGS=--no-overlap with no OLD: one build, an option off and on).
+# side (e.g. B_ARGS=--no-overlap with no OLD: one build, an option off and on). A_PLAN_ARGS /
+# B_PLAN_ARGS: extra sluice-preprocess partition options for one side's plan (e.g.
+# B_PLAN_ARGS=--imbalance=1.002), each such plan written under its own name.
 # Datasets and plans as scripts/bench/gpu_train.sh (same BENCH_DIR, generated when missing).
 # Environment: OLD (default: the B build), DATASETS ("products reddit"), MODELS ("gat"; gcn,
 # gcn3, sage, gat as in gpu_train.sh), PARTS
@@ -21,7 +23,8 @@ out=${OUT:-$root/out/ab}
 dir=${BENCH_DIR:-/tmp/sluice-gpu-bench}
 new=$bundle/sluice-train
 old=${OLD:-$new}
-[[ -n ${OLD:-} || -n ${A_ARGS:-}${B_ARGS:-} ]] || { echo "set OLD or A_ARGS/B_ARGS" >&2; exit 2; }
+[[ -n ${OLD:-} || -n ${A_ARGS:-}${B_ARGS:-}${A_PLAN_ARGS:-}${B_PLAN_ARGS:-} ]] ||
+  { echo "set OLD, A_ARGS/B_ARGS or A_PLAN_ARGS/B_PLAN_ARGS" >&2; exit 2; }
 chunks=${CHUNKS:-4}
 epochs=${EPOCHS:-3}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
@@ -36,9 +39,17 @@ for ds in ${DATASETS:-products reddit}; do
     --edge-factor "${factor[$ds]}" --features "${dim[$ds]}" --classes "${classes[$ds]}" --seed 1 \
     --name "$ds-like" --output "$data" >/dev/null || exit 1
   for parts in ${PARTS:-1}; do
-    plan=$dir/$ds-p$parts-c$chunks.plan.h5
-    [[ -f $plan ]] || "$bundle/sluice-preprocess" partition --dataset "$data" --partitions "$parts" \
-      --chunks "$chunks" --output "$plan" >/dev/null || exit 1
+    declare -A plan=()
+    for side in A B; do
+      plan_args=${A_PLAN_ARGS:-}
+      [[ $side == B ]] && plan_args=${B_PLAN_ARGS:-}
+      tag=$(printf '%s' "$plan_args" | tr -c 'A-Za-z0-9.=' '_')
+      plan[$side]=$dir/$ds-p$parts-c$chunks${tag:+-$tag}.plan.h5
+      # shellcheck disable=SC2086  # plan_args: option words
+      [[ -f ${plan[$side]} ]] || "$bundle/sluice-preprocess" partition --dataset "$data" \
+        --partitions "$parts" --chunks "$chunks" $plan_args --output "${plan[$side]}" \
+        >/dev/null || exit 1
+    done
     ngpu=$((parts < gpus ? parts : gpus))
     for model in ${MODELS:-gat}; do
       # MODELS names as scripts/bench/gpu_train.sh: gcn, gcn3 (3 layers), sage, gat.
@@ -53,7 +64,7 @@ for ds in ${DATASETS:-products reddit}; do
           metrics=$dir/runs/ab-$ds-$model-P$parts-$side.jsonl
           rm -f "$metrics"
           # shellcheck disable=SC2086  # settings: option words
-          "$exe" $settings --dataset "$data" --plan "$plan" "${width[@]}" \
+          "$exe" $settings --dataset "$data" --plan "${plan[$side]}" "${width[@]}" \
             --epochs "$epochs" --eval-every 1000 --optimizer adam --lr 0.01 --dropout 0.5 \
             --device cuda --gpus "$ngpu" --no-progress --metrics "$metrics" >/dev/null 2>&1
           rc=$?
@@ -85,7 +96,8 @@ done
 # Run to run: whether the repeats of a side (and, with one build and no side options, both
 # sides) trained to the same losses bit for bit.
 same_build=""
-[[ $(realpath "$old") == "$(realpath "$new")" && -z ${A_ARGS:-}${B_ARGS:-} ]] && same_build=same
+[[ $(realpath "$old") == "$(realpath "$new")" && -z ${A_ARGS:-}${B_ARGS:-}${A_PLAN_ARGS:-}${B_PLAN_ARGS:-} ]] &&
+  same_build=same
 python3 - "$out/ab.jsonl" "$same_build" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]

@@ -8,7 +8,7 @@
 # Environment: DATASET (products), PLAN (products-p1-c1), MODEL_ARGS (GAT 2 layers, 4 x 64, one
 # output head), KERNELS (a regular expression of kernel names, "gat_by_source|gat_aggregate"),
 # COUNT (10 launches: one epoch's GAT kernels, short and long rows), SECTIONS (Nsight Compute
-# sections), OUT (where ncu.txt goes). Clocks stay as they are (--clock-control none).
+# sections), OUT (where ncu.txt goes), TRAIN (the sluice-train to run; .device-bundle's). Clocks stay as they are (--clock-control none).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=$root/.device-bundle
@@ -25,7 +25,7 @@ for s in ${SECTIONS:-SpeedOfLight Occupancy LaunchStats WarpStateStats MemoryWor
 done
 "$ncu" --clock-control none --kernel-name "regex:${KERNELS:-gat_by_source|gat_aggregate}" \
   --launch-count "${COUNT:-10}" "${sections[@]}" \
-  "$bundle/sluice-train" --dataset "$dir/${DATASET:-products}.h5" \
+  "${TRAIN:-$bundle/sluice-train}" --dataset "$dir/${DATASET:-products}.h5" \
   --plan "$dir/${PLAN:-products-p1-c1}.plan.h5" "${model_args[@]}" --epochs 1 --optimizer adam \
   --lr 0.01 --dropout 0.5 --device cuda --no-progress >"$out/ncu.txt" 2>&1
 grep -E '^  [a-z_]+.*\(|Duration|Memory Throughput|DRAM Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Theoretical Occupancy|Registers Per|Warp Cycles Per Issued|Stall|Compute \(SM\) Throughput' "$out/ncu.txt" | head -200

@@ -35,34 +35,39 @@ TEST(CsrPrefetch, EveryProductIsAnnouncedAhead) {
     const Plan plan = test::make_plan(d, test::plan_options(layout.partitions, layout.chunks));
     for (const std::string model : {"gcn", "sage", "gat"})
       for (const int layers : {2, 3})
-        for (const bool cache : {true, false}) {
-          SCOPED_TRACE(cat(model, ", ", layers, " layers, ", cache ? "cached" : "recomputed",
-                           ", P = ", layout.partitions, ", C = ", layout.chunks, ", ",
-                           comm_mode_name(layout.comm)));
-          const ModelSpec spec = test::model_spec(test::model_shape(model, layers)
-                                                      .in_dim(d.feature_dim)
-                                                      .hidden(8)
-                                                      .classes(d.num_classes)
-                                                      .heads(2));
-          std::unique_ptr<Backend> backend =
-              make_cpu_backend(test::backend_options(plan.partitions));
-          ScheduleOptions options;
-          options.dropout = 0.3f;
-          options.seed = 5;
-          options.comm = layout.comm;
-          options.cache_intermediates = cache;
-          Schedule schedule(*backend, d, plan, spec, options);
-          schedule.set_parameters(init_parameters(spec, 3));
-          for (int step = 1; step <= 2; ++step) {
-            schedule.reset_counters();
-            schedule.forward_backward(step);
-            schedule.adam_step(0.05f, 0.f, step);
-            EXPECT_EQ(schedule.counters().h2d_csr_in_line_bytes, 0) << "step " << step;
-            schedule.reset_counters();
-            schedule.evaluate();
-            EXPECT_EQ(schedule.counters().h2d_csr_in_line_bytes, 0) << "evaluation " << step;
+        for (const bool cache : {true, false})
+          for (const LayerZeroOrder order :
+               {LayerZeroOrder::kAggregateFirst, LayerZeroOrder::kTransformFirst}) {
+            if (model == "gat" && order == LayerZeroOrder::kTransformFirst) continue;
+            SCOPED_TRACE(
+                cat(model, ", ", layers, " layers, ", cache ? "cached" : "recomputed", ", P = ",
+                    layout.partitions, ", C = ", layout.chunks, ", ", comm_mode_name(layout.comm),
+                    order == LayerZeroOrder::kTransformFirst ? ", layer 0 transforms first" : ""));
+            const ModelSpec spec = test::model_spec(test::model_shape(model, layers)
+                                                        .in_dim(d.feature_dim)
+                                                        .hidden(8)
+                                                        .classes(d.num_classes)
+                                                        .heads(2)
+                                                        .layer_zero_order(order));
+            std::unique_ptr<Backend> backend =
+                make_cpu_backend(test::backend_options(plan.partitions));
+            ScheduleOptions options;
+            options.dropout = 0.3f;
+            options.seed = 5;
+            options.comm = layout.comm;
+            options.cache_intermediates = cache;
+            Schedule schedule(*backend, d, plan, spec, options);
+            schedule.set_parameters(init_parameters(spec, 3));
+            for (int step = 1; step <= 2; ++step) {
+              schedule.reset_counters();
+              schedule.forward_backward(step);
+              schedule.adam_step(0.05f, 0.f, step);
+              EXPECT_EQ(schedule.counters().h2d_csr_in_line_bytes, 0) << "step " << step;
+              schedule.reset_counters();
+              schedule.evaluate();
+              EXPECT_EQ(schedule.counters().h2d_csr_in_line_bytes, 0) << "evaluation " << step;
+            }
           }
-        }
   }
 }
 

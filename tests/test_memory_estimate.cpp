@@ -205,6 +205,59 @@ TEST(MemoryEstimate, GatAttendingOverItsInputsEqualsTheCpuBackendsPeak) {
   EXPECT_EQ(cases, 2 * 2 * 4 * 3 * 2 * 2);
 }
 
+// GCN's and SAGE's layer 0 multiplying first (LayerZeroOrder::kTransformFirst): its Zm, dZm and
+// row slices counted as the CPU backend allocates them, for 2 and 3 layers, both width
+// profiles, 1 to 3 partitions, 1 to 4 chunks, every transfer scheme, input rows kept and
+// reloaded; and auto chooses it only where the rows shrink fourfold.
+TEST(MemoryEstimate, LayerZeroTransformingFirstEqualsTheCpuBackendsPeak) {
+  int cases = 0;
+  for (const Widths& widths : {kNarrowing, kWidening})
+    for (const std::string model : {"gcn", "sage"})
+      for (int layers = 2; layers <= 3; ++layers) {
+        const ModelShape shape = test::model_shape(model, layers)
+                                     .in_dim(widths.features)
+                                     .hidden(widths.hidden)
+                                     .classes(widths.classes)
+                                     .layer_zero_order(LayerZeroOrder::kTransformFirst);
+        const ModelSpec spec = test::model_spec(shape);
+        expect_same_layers(model_layers(shape), model_layers(spec));
+        ASSERT_TRUE(spec.layers[0].transform_first);
+        for (int P = 1; P <= 3; ++P)
+          for (int C = 1; C <= 4; ++C)
+            for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse})
+              for (const bool reload : {false, true}) {
+                const LayoutOptions layout{comm, true, reload, GatHeadOutputs::kKept};
+                SCOPED_TRACE(cat(model, " ", layers, " layers ", widths.name, ", P=", P, " C=", C,
+                                 ", ", comm_mode_name(comm), reload ? ", reload" : ""));
+                const Plan& plan = plan_of(widths, P, C);
+                const std::vector<std::int64_t> peaks =
+                    setup_peaks(dataset_of(widths), plan, spec, layout);
+                for (int p = 0; p < P; ++p)
+                  EXPECT_EQ(estimate_gpu_memory(plan, p, shape, layout).device_bytes(),
+                            peaks[std::size_t(p)])
+                      << "partition " << p;
+                ++cases;
+              }
+      }
+  EXPECT_EQ(cases, 2 * 2 * 2 * 3 * 4 * 3 * 2);
+  // 4 x hidden <= features (GCN) or 8 x hidden <= features (SAGE) under auto.
+  const auto transforms_first = [](const std::string& model, std::int64_t features,
+                                   std::int64_t hidden) {
+    return model_layers(test::model_shape(model, 2).in_dim(features).hidden(hidden).classes(3))
+        .layers[0]
+        .transform_first;
+  };
+  EXPECT_TRUE(transforms_first("gcn", 40, 10));
+  EXPECT_FALSE(transforms_first("gcn", 39, 10));
+  EXPECT_TRUE(transforms_first("sage", 80, 10));
+  EXPECT_FALSE(transforms_first("sage", 79, 10));
+  EXPECT_FALSE(
+      model_layers(test::model_shape("gcn", 2).in_dim(40).hidden(10).classes(3).layer_zero_order(
+                       LayerZeroOrder::kAggregateFirst))
+          .layers[0]
+          .transform_first);
+}
+
 // One training epoch (training and evaluation) through train(): the trainer's peak is the
 // estimate of its configuration (memory_shape, memory_layout_options), so nothing the CPU
 // backend accounts is allocated after setup.

@@ -53,6 +53,7 @@ struct RunSetup {
   double weight_decay = 5e-4;
   std::string optimizer = "sgd";
   std::uint64_t seed = 11;
+  std::string layer_zero_order = "auto";  // GCN, SAGE
 };
 
 test::TrainConfigBuilder train_config(const RunSetup& s, int epochs) {
@@ -67,6 +68,7 @@ test::TrainConfigBuilder train_config(const RunSetup& s, int epochs) {
       .weight_decay(s.weight_decay)
       .optimizer(s.optimizer)
       .seed(s.seed)
+      .layer_zero_order(s.layer_zero_order)
       .epochs(epochs)
       .eval_every(epochs);  // evaluation does not change the numbers; keep tests fast
 }
@@ -218,6 +220,67 @@ TEST_F(TrainEquivalence, OneLayerMatchesReference) {
       SCOPED_TRACE(what);
       expect_matches_reference(train(dataset(), plan, train_config(s, 5)), ref, what);
     }
+  }
+}
+
+// GCN's and SAGE's layer 0 multiplying first (Â (X W), SAGE [X W_self | X W_neigh]): its
+// arrivals are transformed, its backward runs the transposed product into dZm and turns the
+// leaving rows into dW, as GAT's transforming layer 0. 2 and 3 layers, every plan shape of
+// run_matrix, the aggregation cached and recomputed; auto takes it where the rows shrink
+// fourfold (12 features, hidden 3: GCN's 3 columns, not SAGE's 6).
+TEST_F(TrainEquivalence, LayerZeroTransformingFirstMatchesReference) {
+  for (const std::string model : {"gcn", "sage"})
+    for (const int layers : {2, 3}) {
+      RunSetup s;
+      s.model = model;
+      s.layers = layers;
+      s.hidden = 6;
+      s.layer_zero_order = "transform";
+      run_matrix(dataset(), s, {"cache", "recompute"});
+    }
+  for (const std::string model : {"gcn", "sage"}) {
+    RunSetup s;
+    s.model = model;
+    s.hidden = 3;
+    const ModelSpec spec =
+        test::model_spec(test::model_shape(model, 2).in_dim(12).hidden(3).classes(4));
+    EXPECT_EQ(spec.layers[0].transform_first, model == "gcn") << model;
+    const auto ref = test::train_reference(dataset(), reference_config(s), 4);
+    const Plan plan = test::make_plan(dataset(), plan_options(2, 3));
+    for (const char* order : {"auto", "aggregate", "transform"}) {
+      s.layer_zero_order = order;
+      const std::string what = cat(model, " hidden 3, P=2 C=3, --layer-zero-order ", order);
+      SCOPED_TRACE(what);
+      expect_matches_reference(train(dataset(), plan, train_config(s, 4)), ref, what);
+    }
+  }
+}
+
+// Input rows reloaded (--input-rows reload) and transfers in line (--no-overlap) with GCN's and
+// SAGE's layer 0 transforming first: the arrivals' transforms from reloaded rows, and the
+// leaving rows' weight gradients from host rows read again.
+TEST_F(TrainEquivalence, LayerZeroTransformingFirstReloadsItsInputRows) {
+  for (const std::string model : {"gcn", "sage"}) {
+    RunSetup s;
+    s.model = model;
+    s.hidden = 6;
+    s.layer_zero_order = "transform";
+    const auto ref = test::train_reference(dataset(), reference_config(s), 4);
+    for (const auto& shape : {std::pair{1, 3}, std::pair{2, 3}})
+      for (const bool overlap : {true, false}) {
+        const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
+        const std::string what = cat(model, " P=", shape.first, " C=", shape.second,
+                                     overlap ? "" : " no overlap", ", input rows reloaded");
+        SCOPED_TRACE(what);
+        const TrainResult reloaded =
+            train(dataset(), plan, train_config(s, 4).input_rows("reload").no_overlap(!overlap));
+        expect_matches_reference(reloaded, ref, what);
+        // The backward pass reads the feature rows again: more rows over the link than keeping.
+        const TrainResult kept =
+            train(dataset(), plan, train_config(s, 4).input_rows("keep").no_overlap(!overlap));
+        EXPECT_GT(reloaded.records.back().transfers.h2d_gather_rows,
+                  kept.records.back().transfers.h2d_gather_rows);
+      }
   }
 }
 

@@ -59,6 +59,10 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(
       c.gat_layer_zero == "auto" || c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
       "unknown --gat-layer-zero '", c.gat_layer_zero, "' (expected auto, transform or attend)");
+  SLUICE_INPUT_CHECK(c.layer_zero_order == "auto" || c.layer_zero_order == "aggregate" ||
+                         c.layer_zero_order == "transform",
+                     "unknown --layer-zero-order '", c.layer_zero_order,
+                     "' (expected auto, aggregate or transform)");
   SLUICE_INPUT_CHECK(!(c.gat_layer_zero == "attend" && c.input_rows == "reload"),
                      "--gat-layer-zero attend reads the input rows of every chunk: it needs them "
                      "kept (--input-rows auto or keep, not reload)");
@@ -176,6 +180,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "narrower than its heads together and that takes no more GPU memory; the same model up to "
       "rounding) | "
       "transform (Z = X W, then attention) | attend")(
+      "layer-zero-order", po::value(&c.layer_zero_order)->default_value(c.layer_zero_order),
+      "auto (GCN, SAGE below the last layer: layer 0 multiplies its input rows by its weights "
+      "before its sparse product where that makes the rows at least four times narrower; the same "
+      "model up to rounding) | aggregate (first) | transform (first)")(
       "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
@@ -259,8 +267,8 @@ std::string describe_config(const TrainConfig& c) {
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
       << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
-      << " gat_layer_zero=" << c.gat_layer_zero << " device=" << c.device
-      << " threads=" << c.threads;
+      << " gat_layer_zero=" << c.gat_layer_zero << " layer_zero_order=" << c.layer_zero_order
+      << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

@@ -68,6 +68,9 @@ struct TrainConfig {
   // auto (attend over its input rows first where that reads fewer floats per entry and takes no
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
+  // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto
+  // (transform first where that narrows its rows at least fourfold) | aggregate | transform.
+  std::string layer_zero_order = "auto";
 
   // Device.
   std::string device = "cpu";  // cpu | cuda

@@ -64,6 +64,7 @@ ModelSpec make_model(const ModelConfig& config) {
   shape.classes = config.classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
+  shape.layer_zero_order = config.layer_zero_order;
   const ModelLayers widths = model_layers(shape);
 
   ModelSpec model;

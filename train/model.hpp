@@ -72,8 +72,9 @@ struct ModelConfig {
   std::int64_t in_dim = 0;
   std::int64_t hidden = 16;
   std::int32_t classes = 0;
-  int heads = 8;         // GAT hidden layers
-  int output_heads = 1;  // GAT output layer
+  int heads = 8;                                            // GAT hidden layers
+  int output_heads = 1;                                     // GAT output layer
+  LayerZeroOrder layer_zero_order = LayerZeroOrder::kAuto;  // GCN, SAGE
 };
 
 // Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).

@@ -85,7 +85,10 @@ std::optional<CsrAccess> Schedule::Impl::products_read(const LayerSpec& layer,
     if (gat()) {
       rows = transposed = true;
     } else if (transforms(layer)) {
+      // A transforming layer below the last computes its pre-activation again by the rows
+      // (backward_compute(): where no output rows of it are on the device).
       transposed = true;
+      rows = rows || (kind == PassKind::kBackward && !layer.last);
     } else {
       rows = rows || (kind == PassKind::kBackward && recompute(layer));
       transposed = layer.index > 0;

@@ -324,15 +324,15 @@ struct Schedule::Impl {
   // A transforming layer's T = X W^t (W^t: d_l x transform_width) as the blocks of W^t side by
   // side, from the parameters (Weights::kParameters) or their gradients (kGradients): GAT's and
   // GCN's W is W^t; SAGE's W stacks W_self over W_neigh (2 d_l x d_{l+1}) and
-  // T = [X W_self | X W_neigh]: the parameters as one block, the side-by-side copy, where the
-  // device has one (DeviceState::side_by_side_w), else as two; the gradients as two (one
+  // T = [X W_self | X W_neigh]: the parameters as one block, the last layer's side-by-side copy,
+  // where the device has one (DeviceState::side_by_side_w), else as two; the gradients as two (one
   // product X^T [dT_self | dT_neigh] ran slower than two in cuBLAS on products-like shapes).
   enum class Weights { kParameters, kGradients };
   schedule_detail::TransformBlocks transform_blocks(DeviceState& s, const LayerSpec& layer,
                                                     Weights weights) const {
     float* base = (weights == Weights::kParameters ? s.params.data : s.grads.data) + layer.w_offset;
     schedule_detail::TransformBlocks t;
-    if (model.kind == ModelKind::kSage && weights == Weights::kParameters &&
+    if (model.kind == ModelKind::kSage && weights == Weights::kParameters && layer.last &&
         !s.side_by_side_w.empty()) {
       const std::int64_t width = 2 * layer.out_width, ld = aligned_width(width);
       SLUICE_EXPECTS(s.side_by_side_w.cols == layer.in_width * ld, "side-by-side weights of ",

@@ -161,6 +161,12 @@ void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
   output.commit();
 }
 
+LayerZeroOrder layer_zero_order(const TrainConfig& config) {
+  if (config.layer_zero_order == "aggregate") return LayerZeroOrder::kAggregateFirst;
+  if (config.layer_zero_order == "transform") return LayerZeroOrder::kTransformFirst;
+  return LayerZeroOrder::kAuto;
+}
+
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
@@ -170,6 +176,7 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
+  shape.layer_zero_order = layer_zero_order(config);
   return make_model(shape);
 }
 
@@ -489,6 +496,7 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
+  shape.layer_zero_order = layer_zero_order(config);
   return shape;
 }
 
@@ -597,6 +605,10 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
            options.host_precision == HostPrecision::kFp32 ? "" : ", bf16 host data",
            options.gat_layer_zero == GatLayerZero::kAttendInputs
                ? ", layer 0 attends over its input rows"
+               : "",
+           model.kind != ModelKind::kGat && !model.layers.front().last &&
+                   model.layers.front().transform_first
+               ? ", layer 0 multiplies first"
                : "");
 
   const bool adam = config.optimizer == "adam";

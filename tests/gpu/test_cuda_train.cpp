@@ -67,12 +67,13 @@ struct Case {
   std::string comm;
   std::string intermediates = "auto";
   Overlap overlap = Overlap::kOn;
-  std::string input_rows = "auto";       // --input-rows
-  std::string host_precision = "fp32";   // --host-precision
-  std::string vertex_data = "auto";      // --vertex-data
-  int hidden = 16;                       // --hidden
-  std::string remote_features = "auto";  // --remote-features
-  std::string gat_layer_zero = "auto";   // --gat-layer-zero
+  std::string input_rows = "auto";        // --input-rows
+  std::string host_precision = "fp32";    // --host-precision
+  std::string vertex_data = "auto";       // --vertex-data
+  int hidden = 16;                        // --hidden
+  std::string remote_features = "auto";   // --remote-features
+  std::string gat_layer_zero = "auto";    // --gat-layer-zero
+  std::string layer_zero_order = "auto";  // --layer-zero-order
 };
 
 std::string case_name(const Case& c) {
@@ -86,7 +87,8 @@ std::string case_name(const Case& c) {
              c.vertex_data == "auto" ? "" : "_vertex_data_" + c.vertex_data,
              c.hidden == 16 ? "" : cat("_hidden", c.hidden),
              c.remote_features == "auto" ? "" : "_remote_features_" + c.remote_features,
-             c.gat_layer_zero == "auto" ? "" : "_gat_layer_zero_" + c.gat_layer_zero);
+             c.gat_layer_zero == "auto" ? "" : "_gat_layer_zero_" + c.gat_layer_zero,
+             c.layer_zero_order == "auto" ? "" : "_layer_zero_" + c.layer_zero_order);
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -133,6 +135,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
         .vertex_data(c.vertex_data)
         .remote_features(c.remote_features)
         .gat_layer_zero(c.gat_layer_zero)
+        .layer_zero_order(c.layer_zero_order)
         .device(device)
         .gpus(c.gpus)
         .tf32(false);
@@ -365,6 +368,20 @@ std::vector<Case> agreement_cases() {
     c.gat_layer_zero = "attend";
     cases.push_back(c);
   }
+  // GCN's and SAGE's layer 0 multiplying first: one chunk, three chunks with the aggregation
+  // recomputed, input rows reloaded, and two partitions on one and on two GPUs.
+  for (const char* model : {"gcn", "sage"})
+    for (Case c :
+         {Case{model, 1, 1, 1, "p2p+reuse"}, Case{model, 1, 3, 1, "p2p+reuse", "recompute"},
+          Case{model, 2, 3, 1, "p2p+reuse"}, Case{model, 2, 3, 2, "p2p"}}) {
+      c.layer_zero_order = "transform";
+      cases.push_back(c);
+      if (c.partitions == 1 && c.chunks == 3) {
+        c.intermediates = "auto";
+        c.input_rows = "reload";
+        cases.push_back(c);
+      }
+    }
   return cases;
 }
 

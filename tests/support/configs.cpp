@@ -106,6 +106,11 @@ TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::layer_zero_order(const std::string& order) {
+  config_.layer_zero_order = order;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::gat_layer_zero(const std::string& mode) {
   config_.gat_layer_zero = mode;
   return *this;
@@ -198,6 +203,11 @@ ModelShapeBuilder& ModelShapeBuilder::output_heads(int count) {
   return *this;
 }
 
+ModelShapeBuilder& ModelShapeBuilder::layer_zero_order(LayerZeroOrder order) {
+  shape_.layer_zero_order = order;
+  return *this;
+}
+
 ModelSpec model_spec(const ModelShape& shape) {
   ModelConfig config;
   config.kind = parse_model_kind(shape.model);
@@ -207,6 +217,7 @@ ModelSpec model_spec(const ModelShape& shape) {
   config.classes = std::int32_t(shape.classes);
   config.heads = shape.heads;
   config.output_heads = shape.output_heads;
+  config.layer_zero_order = shape.layer_zero_order;
   return make_model(config);
 }
 

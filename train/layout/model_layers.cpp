@@ -54,10 +54,16 @@ ModelLayers model_layers(const ModelShape& shape) {
       layer.aggregate_width = weight_rows;
       // The last layer multiplies first when that narrows its sparse product (d_{l+1} < d_l)
       // without widening the rows it moves: GCN's transform is d_{l+1} wide, SAGE's
-      // [X W_self | X W_neigh] 2 d_{l+1}.
+      // [X W_self | X W_neigh] 2 d_{l+1}. Layer 0 below it as LayerZeroOrder says.
       const std::int64_t transformed =
           model.kind == ModelKind::kSage ? 2 * layer.out_width : layer.out_width;
-      if (layer.last && layer.out_width < width && transformed <= width) {
+      const bool first_layer_transforms =
+          l == 0 && !layer.last &&
+          (shape.layer_zero_order == LayerZeroOrder::kTransformFirst ||
+           (shape.layer_zero_order == LayerZeroOrder::kAuto &&
+            transform_first_pays(width, transformed)));
+      if (first_layer_transforms ||
+          (layer.last && layer.out_width < width && transformed <= width)) {
         layer.transform_first = true;
         layer.transform_width = transformed;
         layer.aggregate_width = 0;

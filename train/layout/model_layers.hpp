@@ -12,6 +12,11 @@ namespace sluice {
 
 enum class ModelKind { kGcn, kSage, kGat };
 
+// Whether GCN's and SAGE's layer 0 multiplies by its weights before or after its sparse product
+// (`sluice-train --layer-zero-order`). kAuto: transform first where that narrows the rows the
+// product reads at least fourfold (transform_first_pays()).
+enum class LayerZeroOrder { kAuto, kAggregateFirst, kTransformFirst };
+
 // A model as the command lines describe it.
 struct ModelShape {
   std::string model = "gcn";  // gcn | sage | gat (the models of train/model.hpp)
@@ -21,6 +26,7 @@ struct ModelShape {
   std::int64_t classes = 1;   // output width
   int heads = 1;              // GAT attention heads of hidden layers
   int output_heads = 1;       // GAT attention heads of the output layer (sluice-train's default)
+  LayerZeroOrder layer_zero_order = LayerZeroOrder::kAuto;  // GCN, SAGE below the last layer
 };
 
 // One layer's widths (the fields of train/model.hpp's LayerSpec that size device buffers).
@@ -36,8 +42,10 @@ struct LayerShape {
   // GAT K F; transform-first layers: GCN d_{l+1}, SAGE 2 d_{l+1} (self and neighbor halves);
   // else 0.
   std::int64_t transform_width = 0;
-  int heads = 1;                 // GAT K
-  bool transform_first = false;  // GCN's or SAGE's narrowing last layer: Â (X W)
+  int heads = 1;  // GAT K
+  // GCN's or SAGE's layer that multiplies first, Â (X W): the last layer where that narrows
+  // its product, layer 0 by LayerZeroOrder.
+  bool transform_first = false;
 };
 
 struct ModelLayers {
@@ -49,5 +57,14 @@ struct ModelLayers {
 // The layers make_model builds for `shape`. Throws InputError for a model sluice-train does not
 // have or a shape make_model rejects (the same checks, the same messages).
 ModelLayers model_layers(const ModelShape& shape);
+
+// Whether layer 0 of `width`-wide inputs, transform_width wide once multiplied, transforms first
+// under LayerZeroOrder::kAuto: its forward product then reads transform_width floats an entry
+// instead of width, but its backward adds a transposed product over those rows (an
+// aggregation first needs none: layer 0 has no input gradient), and evaluations cannot keep its
+// aggregation, which is constant. So the rows must shrink at least fourfold.
+constexpr bool transform_first_pays(std::int64_t width, std::int64_t transform_width) {
+  return 4 * transform_width <= width;
+}
 
 }  // namespace sluice

@@ -97,6 +97,7 @@ const char* kPartitionUsage =
 
 int run_partition(const std::vector<std::string>& args) {
   std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
+  std::string layer_zero_order;
   std::string input_rows, intermediates, host_precision;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 8, output_heads = 1;
   std::uint64_t seed = 0;
@@ -135,6 +136,9 @@ int run_partition(const std::vector<std::string>& args) {
       "heads", po::value(&heads)->default_value(8), "GAT heads of hidden layers (--gpu-memory)")(
       "output-heads", po::value(&output_heads)->default_value(1),
       "GAT heads of the output layer (--gpu-memory)")(
+      "layer-zero-order", po::value(&layer_zero_order)->default_value("auto"),
+      "auto | aggregate | transform, as sluice-train --layer-zero-order (--gpu-memory; GCN, "
+      "SAGE)")(
       "input-rows", po::value(&input_rows)->default_value("auto"),
       "keep | reload | auto, as sluice-train --input-rows (--gpu-memory): auto allows reloaded "
       "input rows when no C fits with kept ones")(
@@ -206,6 +210,10 @@ int run_partition(const std::vector<std::string>& args) {
   shape.classes = std::max(1, info.num_classes);
   shape.heads = heads;
   shape.output_heads = output_heads;
+  shape.layer_zero_order = parse_layer_zero_order(layer_zero_order);
+  SLUICE_INPUT_CHECK(model != "gat" || layer_zero_order == "auto",
+                     "--layer-zero-order is GCN's and SAGE's; GAT's layer 0 has "
+                     "sluice-train --gat-layer-zero");
   SLUICE_INPUT_CHECK(input_rows == "auto" || input_rows == "keep" || input_rows == "reload",
                      "unknown --input-rows '", input_rows, "' (expected auto, keep or reload)");
   SLUICE_INPUT_CHECK(

@@ -350,6 +350,52 @@ TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
   }
 }
 
+// The chunk search follows sluice-train's --layer-zero-order: GCN's layer 0 multiplying its 64
+// features into 8 hidden columns first (auto does, 4 x 8 <= 64) keeps 8-wide transformed rows
+// where aggregating first keeps a 64-wide aggregation per chunk row, so every chunk count the
+// runs share is estimated lower with auto than with aggregate, and auto's C is no larger
+// (smaller when they share none). Unknown values and GAT are refused.
+TEST(PlanCommands, GpuMemoryFollowsTheLayerZeroOrder) {
+  test::ScratchDir dir;
+  auto r =
+      test::run_command(preprocess("generate --scale 11 --edge-factor 8 --features 64 "
+                                   "--classes 4 --seed 3 --output " +
+                                   dir.file("d.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string base = "partition --dataset " + dir.file("d.h5") +
+                           " --partitions 1 --gpu-memory 600K --hidden 8 --layers 2 --output " +
+                           dir.file("plan.h5");
+  const std::string aggregate = " --model gcn --layer-zero-order aggregate";
+  std::map<std::string, std::map<int, double>> estimates;
+  std::map<std::string, int> chosen;
+  for (const std::string& extra : {std::string(" --model gcn"), aggregate}) {
+    r = test::run_command(preprocess(base + extra));
+    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
+    chosen[extra] = chosen_chunks(r.output);
+    ASSERT_GT(chosen[extra], 0) << r.output;
+    estimates[extra] = printed_estimates(r.output);
+    ASSERT_FALSE(estimates[extra].empty()) << r.output;
+  }
+  EXPECT_LE(chosen[" --model gcn"], chosen[aggregate]);
+  int shared = 0;
+  for (const auto& [chunks, bytes] : estimates[" --model gcn"]) {
+    const auto aggregating = estimates[aggregate].find(chunks);
+    if (aggregating == estimates[aggregate].end()) continue;
+    ++shared;
+    EXPECT_LT(bytes, aggregating->second) << "C=" << chunks;
+  }
+  if (shared == 0) {
+    EXPECT_LT(chosen[" --model gcn"], chosen[aggregate]);
+  }
+  for (const std::string& bad :
+       {std::string(" --model gcn --layer-zero-order sideways"),
+        std::string(" --model gat --heads 2 --layer-zero-order transform")}) {
+    r = test::run_command(preprocess(base + bad));
+    EXPECT_NE(r.exit_code, 0) << bad;
+    EXPECT_NE(r.output.find("--layer-zero-order"), std::string::npos) << r.output;
+  }
+}
+
 // Whatever the budget, the plan the command writes fits it: the chosen C's line, estimated from
 // the plan built, says "(fits)". Some budgets keep the reorganized layout and some refuse it
 // because it needs more than the natural one the search sized C for; which ones do moves with

@@ -162,6 +162,7 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--no-overlap",
                              "--trace",
                              "--input-rows",
+                             "--layer-zero-order",
                              "--peer-access",
                              "--op-times",
                              "--list-devices",
@@ -407,6 +408,9 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--optimizer lbfgs", {"--optimizer", "lbfgs"});
   expect_error("--comm carrier-pigeon", {"--comm"});
   expect_error("--intermediates sometimes", {"--intermediates"});
+  expect_error("--layer-zero-order sideways", {"--layer-zero-order", "sideways"});
+  expect_error("--model gat --layer-zero-order transform",
+               {"--layer-zero-order", "--gat-layer-zero"});
   expect_error("--feature-norm l2", {"--feature-norm"});
   expect_error("--no-such-option", {"no-such-option"});
 }

@@ -11,6 +11,7 @@
 #include "common/option_checks.hpp"
 #include "common/paths.hpp"
 #include "kernels/ops.hpp"
+#include "train/layout/model_layers.hpp"
 
 namespace sluice {
 namespace po = boost::program_options;
@@ -59,10 +60,9 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(
       c.gat_layer_zero == "auto" || c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
       "unknown --gat-layer-zero '", c.gat_layer_zero, "' (expected auto, transform or attend)");
-  SLUICE_INPUT_CHECK(c.layer_zero_order == "auto" || c.layer_zero_order == "aggregate" ||
-                         c.layer_zero_order == "transform",
-                     "unknown --layer-zero-order '", c.layer_zero_order,
-                     "' (expected auto, aggregate or transform)");
+  parse_layer_zero_order(c.layer_zero_order);  // throws for an unknown value
+  SLUICE_INPUT_CHECK(c.model != "gat" || c.layer_zero_order == "auto",
+                     "--layer-zero-order is GCN's and SAGE's; GAT's layer 0 has --gat-layer-zero");
   SLUICE_INPUT_CHECK(!(c.gat_layer_zero == "attend" && c.input_rows == "reload"),
                      "--gat-layer-zero attend reads the input rows of every chunk: it needs them "
                      "kept (--input-rows auto or keep, not reload)");

@@ -161,12 +161,6 @@ void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
   output.commit();
 }
 
-LayerZeroOrder layer_zero_order(const TrainConfig& config) {
-  if (config.layer_zero_order == "aggregate") return LayerZeroOrder::kAggregateFirst;
-  if (config.layer_zero_order == "transform") return LayerZeroOrder::kTransformFirst;
-  return LayerZeroOrder::kAuto;
-}
-
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   ModelConfig shape;
   shape.kind = parse_model_kind(config.model);
@@ -176,7 +170,7 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.layer_zero_order = layer_zero_order(config);
+  shape.layer_zero_order = parse_layer_zero_order(config.layer_zero_order);
   return make_model(shape);
 }
 
@@ -252,6 +246,8 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   if (shape.model == "gat")
     message += cat(" --heads ", config.heads, " --output-heads ", config.output_heads);
   if (config.input_rows != "auto") message += cat(" --input-rows ", config.input_rows);
+  if (config.layer_zero_order != "auto" && shape.model != "gat")
+    message += cat(" --layer-zero-order ", config.layer_zero_order);
   if (config.intermediates != "auto") message += cat(" --intermediates ", config.intermediates);
   if (config.host_precision != "fp32") message += cat(" --host-precision ", config.host_precision);
   message += " --output PLAN";
@@ -496,7 +492,7 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.layer_zero_order = layer_zero_order(config);
+  shape.layer_zero_order = parse_layer_zero_order(config.layer_zero_order);
   return shape;
 }
 

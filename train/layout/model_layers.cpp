@@ -26,6 +26,14 @@ void check_shape(const ModelShape& shape) {
 
 }  // namespace
 
+LayerZeroOrder parse_layer_zero_order(const std::string& name) {
+  if (name == "auto") return LayerZeroOrder::kAuto;
+  if (name == "aggregate") return LayerZeroOrder::kAggregateFirst;
+  if (name == "transform") return LayerZeroOrder::kTransformFirst;
+  throw InputError(
+      cat("unknown --layer-zero-order '", name, "' (expected auto, aggregate or transform)"));
+}
+
 ModelLayers model_layers(const ModelShape& shape) {
   check_shape(shape);
   ModelLayers model;

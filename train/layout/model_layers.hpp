@@ -58,6 +58,10 @@ struct ModelLayers {
 // have or a shape make_model rejects (the same checks, the same messages).
 ModelLayers model_layers(const ModelShape& shape);
 
+// --layer-zero-order's value (auto | aggregate | transform); InputError naming the option
+// otherwise.
+LayerZeroOrder parse_layer_zero_order(const std::string& name);
+
 // Whether layer 0 of `width`-wide inputs, transform_width wide once multiplied, transforms first
 // under LayerZeroOrder::kAuto: its forward product then reads transform_width floats an entry
 // instead of width, but its backward adds a transposed product over those rows (an

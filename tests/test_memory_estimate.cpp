@@ -256,6 +256,19 @@ TEST(MemoryEstimate, LayerZeroTransformingFirstEqualsTheCpuBackendsPeak) {
                        LayerZeroOrder::kAggregateFirst))
           .layers[0]
           .transform_first);
+  // The trainer keeps auto's width rule on the GPU and aggregates first on the CPU backend; an
+  // order given stays on both.
+  for (const std::string device : {"cpu", "cuda"})
+    for (const std::string order : {"auto", "aggregate", "transform"}) {
+      TrainConfig config;
+      config.device = device;
+      config.layer_zero_order = order;
+      const LayerZeroOrder expected = order == "aggregate"   ? LayerZeroOrder::kAggregateFirst
+                                      : order == "transform" ? LayerZeroOrder::kTransformFirst
+                                      : device == "cpu"      ? LayerZeroOrder::kAggregateFirst
+                                                             : LayerZeroOrder::kAuto;
+      EXPECT_EQ(layer_zero_order(config), expected) << device << " " << order;
+    }
 }
 
 // One training epoch (training and evaluation) through train(): the trainer's peak is the

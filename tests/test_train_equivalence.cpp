@@ -226,8 +226,8 @@ TEST_F(TrainEquivalence, OneLayerMatchesReference) {
 // GCN's and SAGE's layer 0 multiplying first (Â (X W), SAGE [X W_self | X W_neigh]): its
 // arrivals are transformed, its backward runs the transposed product into dZm and turns the
 // leaving rows into dW, as GAT's transforming layer 0. 2 and 3 layers, every plan shape of
-// run_matrix, the aggregation cached and recomputed; auto takes it where the rows shrink
-// fourfold (12 features, hidden 3: GCN's 3 columns, not SAGE's 6).
+// run_matrix, the aggregation cached and recomputed; and every order on a shape where the
+// width rule takes it (12 features, hidden 3: GCN's 3 columns, not SAGE's 6).
 TEST_F(TrainEquivalence, LayerZeroTransformingFirstMatchesReference) {
   for (const std::string model : {"gcn", "sage"})
     for (const int layers : {2, 3}) {

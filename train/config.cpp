@@ -181,10 +181,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "rounding) | "
       "transform (Z = X W, then attention) | attend")(
       "layer-zero-order", po::value(&c.layer_zero_order)->default_value(c.layer_zero_order),
-      "auto (GCN, SAGE below the last layer: layer 0 multiplies its input rows by its weights "
-      "before its sparse product where that makes the rows at least four times narrower; the same "
-      "model up to rounding) | aggregate (first) | transform (first)")(
-      "device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
+      "auto (GCN, SAGE below the last layer, on the GPU: layer 0 multiplies its input rows by its "
+      "weights before its sparse product where that makes the rows at least four times narrower; "
+      "the CPU backend aggregates first; the same model up to rounding) | aggregate (first) | "
+      "transform (first)")("device", po::value(&c.device)->default_value(c.device), "cpu | cuda")(
       "threads", po::value(&c.threads)->default_value(c.threads),
       "CPU threads (0: OpenMP default)")("gpus", po::value(&c.gpus)->default_value(c.gpus),
                                          "CUDA: physical GPUs to use")(

@@ -69,7 +69,8 @@ struct TrainConfig {
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
   // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto
-  // (transform first where that narrows its rows at least fourfold) | aggregate | transform.
+  // (on the GPU, transform first where that narrows its rows at least fourfold; the CPU backend
+  // aggregates first: layer_zero_order()) | aggregate | transform.
   std::string layer_zero_order = "auto";
 
   // Device.

@@ -170,7 +170,7 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.layer_zero_order = parse_layer_zero_order(config.layer_zero_order);
+  shape.layer_zero_order = layer_zero_order(config);
   return make_model(shape);
 }
 
@@ -483,6 +483,13 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
   return message + " (more chunks do not reduce host memory)";
 }
 
+LayerZeroOrder layer_zero_order(const TrainConfig& config) {
+  const LayerZeroOrder order = parse_layer_zero_order(config.layer_zero_order);
+  if (order == LayerZeroOrder::kAuto && config.device == "cpu")
+    return LayerZeroOrder::kAggregateFirst;
+  return order;
+}
+
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   ModelShape shape;
   shape.model = config.model;
@@ -492,7 +499,7 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
   shape.classes = std::max(1, dataset.num_classes);
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
-  shape.layer_zero_order = parse_layer_zero_order(config.layer_zero_order);
+  shape.layer_zero_order = layer_zero_order(config);
   return shape;
 }
 

@@ -70,6 +70,11 @@ std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const 
 // The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)
 // takes for a training configuration on `dataset`.
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config);
+
+// The layer-0 order a configuration trains with: --layer-zero-order, where `auto` keeps the width
+// rule on the GPU (transform_first_pays()) and aggregates first on the CPU backend, where
+// multiplying first measured no faster (docs/benchmarks.md, "Schedule").
+LayerZeroOrder layer_zero_order(const TrainConfig& config);
 LayoutOptions memory_layout_options(const TrainConfig& config);
 
 // sluice-train: reads the files named in config, trains, writes report/predictions.

@@ -36,6 +36,7 @@ struct Case {
   int chunks;
   CommMode comm;
   InputRows input_rows = InputRows::kKeep;
+  LayerZeroOrder layer_zero_order = LayerZeroOrder::kAuto;  // GCN, SAGE
 };
 
 std::string case_name(const Case& c) {
@@ -43,7 +44,8 @@ std::string case_name(const Case& c) {
              c.comm == CommMode::kBaseline ? "baseline"
              : c.comm == CommMode::kP2p    ? "p2p"
                                            : "p2p_reuse",
-             c.input_rows == InputRows::kReload ? "_reload" : "");
+             c.input_rows == InputRows::kReload ? "_reload" : "",
+             c.layer_zero_order == LayerZeroOrder::kTransformFirst ? "_layer_zero_transform" : "");
 }
 
 // GoogleTest prints a case by its name (failure messages, --gtest_list_tests).
@@ -75,7 +77,8 @@ ModelShape shape_of(const Case& c) {
       .hidden(10)
       .classes(dataset().num_classes)
       .heads(3)
-      .output_heads(1);
+      .output_heads(1)
+      .layer_zero_order(c.layer_zero_order);
 }
 
 class CudaMemoryEstimate : public ::testing::TestWithParam<Case> {
@@ -184,7 +187,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"sage", 2, 2, 3, CommMode::kP2p}, Case{"sage", 3, 1, 4, CommMode::kP2pReuse},
         Case{"gat", 2, 1, 3, CommMode::kP2pReuse},
         Case{"gat", 2, 2, 3, CommMode::kP2pReuse, InputRows::kReload},
-        Case{"gat", 3, 2, 2, CommMode::kP2p}),
+        Case{"gat", 3, 2, 2, CommMode::kP2p},
+        // GCN's and SAGE's layer 0 multiplying first (37 features into 10 columns).
+        Case{"gcn", 2, 1, 3, CommMode::kP2pReuse, InputRows::kKeep,
+             LayerZeroOrder::kTransformFirst},
+        Case{"sage", 2, 2, 3, CommMode::kP2p, InputRows::kReload, LayerZeroOrder::kTransformFirst},
+        Case{"gcn", 3, 2, 2, CommMode::kBaseline, InputRows::kKeep,
+             LayerZeroOrder::kTransformFirst}),
     [](const ::testing::TestParamInfo<Case>& info) { return case_name(info.param); });
 
 }  // namespace

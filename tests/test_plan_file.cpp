@@ -303,6 +303,38 @@ std::map<int, double> printed_estimates(const std::string& output) {
   return out;
 }
 
+// One `partition --gpu-memory` run: the C it chose and the estimates it printed.
+struct ChunkSearch {
+  int chosen = 0;
+  std::map<int, double> estimates;
+};
+
+void run_chunk_search(const std::string& args, ChunkSearch& out) {
+  const auto r = test::run_command(preprocess(args));
+  ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.output;
+  out.chosen = chosen_chunks(r.output);
+  ASSERT_GT(out.chosen, 0) << r.output;
+  out.estimates = printed_estimates(r.output);
+  ASSERT_FALSE(out.estimates.empty()) << r.output;
+}
+
+// `smaller` needs less than `larger`: every chunk count both print is estimated lower, and its
+// chosen C is no larger (smaller when they print no count in common: the search moved).
+void expect_needs_less(const ChunkSearch& smaller, const ChunkSearch& larger,
+                       const std::string& what) {
+  EXPECT_LE(smaller.chosen, larger.chosen) << what;
+  int shared = 0;
+  for (const auto& [chunks, bytes] : smaller.estimates) {
+    const auto other = larger.estimates.find(chunks);
+    if (other == larger.estimates.end()) continue;
+    ++shared;
+    EXPECT_LT(bytes, other->second) << what << ", C=" << chunks;
+  }
+  if (shared == 0) {
+    EXPECT_LT(smaller.chosen, larger.chosen) << what;
+  }
+}
+
 // GAT's chunk search follows sluice-train's --intermediates and --host-precision: recomputed head
 // outputs (either option) need no A buffer, so every chunk count the runs share is estimated
 // lower, and the chosen C is no larger (smaller when they share none). Unknown values are
@@ -318,31 +350,12 @@ TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
                            " --partitions 1 --gpu-memory 400K --model gat --hidden 16 --heads 4"
                            " --layers 2 --output " +
                            dir.file("plan.h5");
-  std::map<std::string, std::map<int, double>> estimates;
-  std::map<std::string, int> chosen;
-  for (const std::string extra : {"", " --host-precision bf16", " --intermediates recompute"}) {
-    r = test::run_command(preprocess(base + extra));
-    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
-    chosen[extra] = chosen_chunks(r.output);
-    ASSERT_GT(chosen[extra], 0) << r.output;
-    estimates[extra] = printed_estimates(r.output);
-    ASSERT_FALSE(estimates[extra].empty()) << r.output;
-  }
-  for (const std::string recomputed : {" --host-precision bf16", " --intermediates recompute"}) {
-    EXPECT_LE(chosen[recomputed], chosen[""]) << recomputed;
-    int shared = 0;
-    for (const auto& [chunks, bytes] : estimates[recomputed]) {
-      const auto kept = estimates[""].find(chunks);
-      if (kept == estimates[""].end()) continue;
-      ++shared;
-      EXPECT_LT(bytes, kept->second) << recomputed << ", C=" << chunks;
-    }
-    // With no chunk count in common the search moved: to fewer chunks.
-    if (shared == 0) {
-      EXPECT_LT(chosen[recomputed], chosen[""]) << recomputed;
-    }
-  }
-  EXPECT_EQ(estimates[" --host-precision bf16"], estimates[" --intermediates recompute"]);
+  std::map<std::string, ChunkSearch> runs;
+  for (const std::string extra : {"", " --host-precision bf16", " --intermediates recompute"})
+    ASSERT_NO_FATAL_FAILURE(run_chunk_search(base + extra, runs[extra]));
+  for (const std::string recomputed : {" --host-precision bf16", " --intermediates recompute"})
+    expect_needs_less(runs[recomputed], runs[""], recomputed);
+  EXPECT_EQ(runs[" --host-precision bf16"].estimates, runs[" --intermediates recompute"].estimates);
   for (const std::string bad : {" --host-precision fp16", " --intermediates sometimes"}) {
     r = test::run_command(preprocess(base + bad));
     EXPECT_NE(r.exit_code, 0) << bad;
@@ -365,28 +378,11 @@ TEST(PlanCommands, GpuMemoryFollowsTheLayerZeroOrder) {
   const std::string base = "partition --dataset " + dir.file("d.h5") +
                            " --partitions 1 --gpu-memory 600K --hidden 8 --layers 2 --output " +
                            dir.file("plan.h5");
-  const std::string aggregate = " --model gcn --layer-zero-order aggregate";
-  std::map<std::string, std::map<int, double>> estimates;
-  std::map<std::string, int> chosen;
-  for (const std::string& extra : {std::string(" --model gcn"), aggregate}) {
-    r = test::run_command(preprocess(base + extra));
-    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
-    chosen[extra] = chosen_chunks(r.output);
-    ASSERT_GT(chosen[extra], 0) << r.output;
-    estimates[extra] = printed_estimates(r.output);
-    ASSERT_FALSE(estimates[extra].empty()) << r.output;
-  }
-  EXPECT_LE(chosen[" --model gcn"], chosen[aggregate]);
-  int shared = 0;
-  for (const auto& [chunks, bytes] : estimates[" --model gcn"]) {
-    const auto aggregating = estimates[aggregate].find(chunks);
-    if (aggregating == estimates[aggregate].end()) continue;
-    ++shared;
-    EXPECT_LT(bytes, aggregating->second) << "C=" << chunks;
-  }
-  if (shared == 0) {
-    EXPECT_LT(chosen[" --model gcn"], chosen[aggregate]);
-  }
+  ChunkSearch transforming, aggregating;
+  ASSERT_NO_FATAL_FAILURE(run_chunk_search(base + " --model gcn", transforming));
+  ASSERT_NO_FATAL_FAILURE(
+      run_chunk_search(base + " --model gcn --layer-zero-order aggregate", aggregating));
+  expect_needs_less(transforming, aggregating, "--layer-zero-order auto against aggregate");
   for (const std::string& bad :
        {std::string(" --model gcn --layer-zero-order sideways"),
         std::string(" --model gat --heads 2 --layer-zero-order transform")}) {

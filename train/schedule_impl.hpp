@@ -243,13 +243,14 @@ struct Schedule::Impl {
   }
   // A forward chunk's output rows (H^{l+1}, or T^{l+1} where the next layer is pretransformed)
   // written in place into the resident fp32 matrix, so that no store copies them; empty where
-  // the matrix is in host memory, is bf16, or has columns the forward leaves unwritten (T rows
-  // padded to 16 bytes), and for the last layer.
+  // the matrix is in host memory or is bf16, and for the last layer. T rows are padded to 16
+  // bytes: the forward leaves the pad columns unwritten, and they stay 0 as the resident copy
+  // of the zero-filled host matrix starts them (every store into T^{l+1} copies rows whose pad
+  // is 0 too: the layer output buffers are zero-filled).
   Mat output_in_place(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {
     if (layer.last) return Mat{};
     const HostMat& H = s.vertex.H[std::size_t(layer.index) + 1];
-    const std::int64_t written =
-        stores_transform(layer) ? above(layer)->transform_width : layer.out_width;
+    const std::int64_t written = output_width(layer);
     return H.cols == written ? resident_rows(H, ch) : Mat{};
   }
   // A forward chunk's output block: its rows of H^{l+1} in place (output_in_place()), or the

@@ -323,17 +323,19 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
   if (layer.last) return;
   Device& d = *s.device;
   const bool store_a = training && !recompute(layer) && !keeps_a_block(layer);
+  const bool store_out = output_in_place(s, ch, layer).empty();
   LaneScope lane(d, Lane::kStore);
   d.wait(kComputed + k);
-  d.phase_begin(Phase::kStore, tag(c));
-  if (store_a)
-    d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
-                  s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin);
-  const std::int64_t width = output_width(layer);  // T^{l+1} or H^{l+1}
-  if (output_in_place(s, ch, layer).empty())
-    d.store_block(rows_of(set.out, ch.num_dst, width), s.vertex.H[std::size_t(layer.index) + 1],
-                  ch.view_dst_begin);
-  d.phase_end(Phase::kStore);
+  if (store_a || store_out) {  // a resident one-chunk pass stores nothing: no empty phase
+    d.phase_begin(Phase::kStore, tag(c));
+    if (store_a)
+      d.store_block(rows_of(set.A, ch.num_dst, layer.aggregate_width),
+                    s.vertex.A[std::size_t(layer.index)], ch.view_dst_begin);
+    if (store_out)  // T^{l+1} or H^{l+1}
+      d.store_block(rows_of(set.out, ch.num_dst, output_width(layer)),
+                    s.vertex.H[std::size_t(layer.index) + 1], ch.view_dst_begin);
+    d.phase_end(Phase::kStore);
+  }
   d.mark(kStored + k);
 }
 

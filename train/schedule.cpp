@@ -83,8 +83,10 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
   if (caches) evaluation_aggregation_ready = true;
   if (ends_early(layer))
     end_forward_early();
-  else
+  else if (layer.last)  // evaluation's last pass: the loss and predictions complete
     drain();
+  else
+    end_pass();
 }
 
 void Schedule::Impl::lay_weights_side_by_side() {
@@ -147,7 +149,10 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
       flush_phase(layer, c);
     }
   }
-  drain();
+  if (layer.index == 0)  // the step's last pass: the optimizer follows on the host
+    drain();
+  else
+    end_pass();
   if (fused && gat()) swap_last_layer_attention();
   if (!fused)
     for (auto& s : dev) s.first_blocks_preloaded = false;

@@ -116,6 +116,11 @@ struct Schedule::Impl {
   std::int32_t pass_tag = 0;
   int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
   bool attention_buffers_everywhere = false;  // every device has last_layer_attention
+  // Passes follow each other on the devices without the host waiting for them in between
+  // (join_lanes() in place of drain()): one chunk, and every vertex matrix in its device's
+  // memory (p2p modes), so a pass reads and writes no host matrix and the devices meet only in
+  // pulls and pushes, each ordered by peer markers. Set by place_vertex_data().
+  bool runs_through_passes = false;
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b),
@@ -404,6 +409,18 @@ struct Schedule::Impl {
   }
   // Layer boundary: every lane of every device done (host matrices complete).
   void drain() { backend.synchronize_all(); }
+  // The end of a pass that another of the same sequence follows: drain(), or with
+  // runs_through_passes the same order per device without the host: the transfer and store
+  // lanes' work so far precedes the compute lane's next work and the reverse, and no device
+  // waits for another (the next pass's loads wait for the peers' pulls of this one,
+  // load_phase()).
+  void end_pass() {
+    if (runs_through_passes)
+      join_lanes();
+    else
+      drain();
+  }
+  void join_lanes();
 
   // ---- Setup (schedule_setup.cpp) ----
 

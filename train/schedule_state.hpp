@@ -69,6 +69,9 @@ enum Marker : int {
   kPulled = 11,         // batch's pulls read the owners' X (owners may overwrite it)
   kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
   kPushed = 13,         // batch's pushes added into the owners' dX (owners may flush)
+  // A pass boundary without the host between the devices (Schedule::Impl::join_lanes()):
+  kTransferJoined = 14,  // transfer lane's work of the pass done; then compute lane's, all lanes'
+  kStoreJoined = 15,     // store lane's work of the pass done
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running

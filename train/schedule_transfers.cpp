@@ -25,8 +25,10 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     Device& d = *s.device;
-    // New rows overwrite X only after the peers' pulls of the previous batch read it.
-    if (load_inputs && c > 0) wait_peers(d, s.chunks[std::size_t(c) - 1].pulled_by, kPulled);
+    // New rows overwrite X only after the peers' pulls of the previous batch read it (batch 0:
+    // the previous pass's last batch, where no drain ordered them, join_lanes()).
+    if (load_inputs && (c > 0 || runs_through_passes))
+      wait_peers(d, s.chunks[std::size_t(c > 0 ? c : C) - 1].pulled_by, kPulled);
     d.phase_begin(Phase::kLoad, tag(c));
     if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
@@ -337,6 +339,28 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
     d.phase_end(Phase::kStore);
   }
   d.mark(kStored + k);
+}
+
+void Schedule::Impl::join_lanes() {
+  for (DeviceState& s : dev) {
+    Device& d = *s.device;
+    {
+      LaneScope lane(d, Lane::kTransfer);
+      d.mark(kTransferJoined);
+    }
+    {
+      LaneScope lane(d, Lane::kStore);
+      d.mark(kStoreJoined);
+    }
+    LaneScope compute(d, Lane::kCompute);
+    d.wait(kTransferJoined);
+    d.wait(kStoreJoined);
+    d.mark(kTransferJoined);  // now the compute lane's: every lane's work of the pass
+    for (const Lane side : {Lane::kTransfer, Lane::kStore}) {
+      LaneScope lane(d, side);
+      d.wait(kTransferJoined);
+    }
+  }
 }
 
 // Phase D (backward): remote-row gradients added into the owners' dX, once each owner's own

@@ -382,6 +382,13 @@ std::vector<Case> agreement_cases() {
         cases.push_back(c);
       }
     }
+  // One chunk per partition, every vertex matrix on its GPU: the passes follow each other on
+  // the devices without the host in between, the devices ordered by their pulls and pushes
+  // alone (Schedule::Impl::join_lanes()); both p2p modes, one and two GPUs.
+  for (const char* model : {"gcn", "sage", "gat"})
+    for (const Case& c : {Case{model, 2, 1, 1, "p2p+reuse"}, Case{model, 2, 1, 2, "p2p+reuse"},
+                          Case{model, 2, 1, 2, "p2p"}})
+      cases.push_back(c);
   return cases;
 }
 

@@ -74,12 +74,14 @@ struct Case {
   std::string remote_features = "auto";   // --remote-features
   std::string gat_layer_zero = "auto";    // --gat-layer-zero
   std::string layer_zero_order = "auto";  // --layer-zero-order
+  int layers = 2;                         // --layers
 };
 
 std::string case_name(const Case& c) {
   std::string comm = c.comm;
   std::replace(comm.begin(), comm.end(), '+', '_');
-  return cat(c.model, "_P", c.partitions, "xC", c.chunks, "_", c.gpus, "gpu_", comm,
+  return cat(c.model, c.layers == 2 ? std::string() : cat(c.layers), "_P", c.partitions, "xC",
+             c.chunks, "_", c.gpus, "gpu_", comm,
              c.intermediates == "auto" ? "" : "_" + c.intermediates,
              c.overlap == Overlap::kOn ? "" : "_nooverlap",
              c.input_rows == "auto" ? "" : "_" + c.input_rows,
@@ -116,7 +118,7 @@ class CudaTrainAgreement : public ::testing::TestWithParam<Case> {
   static TrainConfig config(const Case& c, const std::string& device) {
     return test::train_config()
         .model(c.model)
-        .layers(2)
+        .layers(c.layers)
         .hidden(c.hidden)
         .heads(2)
         .output_heads(1)
@@ -384,11 +386,17 @@ std::vector<Case> agreement_cases() {
     }
   // One chunk per partition, every vertex matrix on its GPU: the passes follow each other on
   // the devices without the host in between, the devices ordered by their pulls and pushes
-  // alone (Schedule::Impl::join_lanes()); both p2p modes, one and two GPUs.
+  // alone (Schedule::Impl::join_lanes()); both p2p modes, one and two GPUs, and three layers
+  // (a middle layer's passes between the others).
   for (const char* model : {"gcn", "sage", "gat"})
     for (const Case& c : {Case{model, 2, 1, 1, "p2p+reuse"}, Case{model, 2, 1, 2, "p2p+reuse"},
                           Case{model, 2, 1, 2, "p2p"}})
       cases.push_back(c);
+  for (const char* model : {"gcn", "gat"}) {
+    Case c{model, 2, 1, 2, "p2p+reuse"};
+    c.layers = 3;
+    cases.push_back(c);
+  }
   return cases;
 }
 

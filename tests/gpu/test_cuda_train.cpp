@@ -491,6 +491,31 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
 // structures. GCN, SAGE and GAT, two and three layers, aggregations cached and recomputed, one
 // partition and two on one GPU, evaluating every epoch; one case each, so that a sanitizer run
 // can take one.
+// A case of the agreement data trained on the CUDA backend twice: with its vertex data in host
+// memory (--vertex-data host) and where they fit on the GPU (auto).
+struct HostAndResident {
+  TrainResult host, resident;
+};
+HostAndResident train_host_and_resident(Case c, const Plan& plan) {
+  const Dataset& d = CudaTrainAgreement::dataset();
+  HostAndResident out;
+  c.vertex_data = "host";
+  out.host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+  c.vertex_data = "auto";
+  out.resident = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+  return out;
+}
+
+// Two runs trained to the same losses and parameters (within kTolerance).
+void expect_same_training(const TrainResult& got, const TrainResult& want,
+                          const std::string& what) {
+  ASSERT_EQ(got.losses.size(), want.losses.size()) << what;
+  for (std::size_t e = 0; e < want.losses.size(); ++e)
+    EXPECT_LE(std::abs(got.losses[e] - want.losses[e]) / want.losses[e], kTolerance)
+        << what << ", epoch " << e;
+  EXPECT_LE(relative_error(got.flat_parameters, want.flat_parameters), kTolerance) << what;
+}
+
 // A budget that holds every vertex matrix beside the required buffers but not beside the overlap
 // buffers as well: sluice-train gives up the overlap buffers (prefer_residency()), keeps all the
 // vertex data on the device and moves nothing over the host link, with the numbers of the run
@@ -500,14 +525,11 @@ TEST(CudaResidentVertexData, GivesUpOverlapBuffersToHoldEverything) {
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
                     "(scripts/device-test.sh)";
   for (const int partitions : {1, 2}) {
-    Case c{"gcn", partitions, 3, 1, "p2p+reuse"};
+    const Case c{"gcn", partitions, 3, 1, "p2p+reuse"};
     const std::string what = case_name(c);
     const Dataset& d = CudaTrainAgreement::dataset();
     const Plan& plan = CudaTrainAgreement::plan(partitions, 3);
-    c.vertex_data = "host";
-    const TrainResult host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
-    c.vertex_data = "auto";
-    const TrainResult all = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+    const auto [host, all] = train_host_and_resident(c, plan);
     const TrainResult lean = train(
         d, plan, test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).no_overlap(true));
     const std::int64_t all_peak = all.records.back().peak_device_bytes;
@@ -523,11 +545,7 @@ TEST(CudaResidentVertexData, GivesUpOverlapBuffersToHoldEverything) {
     EXPECT_EQ(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes, 0) << what;
     EXPECT_GT(t.resident_bytes, 0) << what;
     EXPECT_LE(r.records.back().peak_device_bytes, capacity) << what;
-    ASSERT_EQ(r.losses.size(), host.losses.size()) << what;
-    for (std::size_t e = 0; e < host.losses.size(); ++e)
-      EXPECT_LE(std::abs(r.losses[e] - host.losses[e]) / host.losses[e], kTolerance)
-          << what << ", epoch " << e;
-    EXPECT_LE(relative_error(r.flat_parameters, host.flat_parameters), kTolerance) << what;
+    expect_same_training(r, host, what);
   }
 }
 
@@ -542,14 +560,9 @@ TEST(CudaResidentVertexData, OneChunkWritesItsOutputsInPlace) {
                     "(scripts/device-test.sh)";
   for (const int partitions : {1, 2})
     for (const char* model : {"gcn", "sage", "gat"}) {
-      Case c{model, partitions, 1, 1, "p2p+reuse"};
+      const Case c{model, partitions, 1, 1, "p2p+reuse"};
       const std::string what = case_name(c);
-      const Dataset& d = CudaTrainAgreement::dataset();
-      const Plan& plan = CudaTrainAgreement::plan(partitions, 1);
-      c.vertex_data = "host";
-      const TrainResult host = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
-      c.vertex_data = "auto";
-      const TrainResult all = train(d, plan, CudaTrainAgreement::config(c, "cuda"));
+      const auto [host, all] = train_host_and_resident(c, CudaTrainAgreement::plan(partitions, 1));
       const EpochRecord& r = all.records.back();
       EXPECT_EQ(r.transfers.h2d_gather_bytes + r.transfers.h2d_block_bytes + r.transfers.d2h_bytes,
                 0)
@@ -557,11 +570,7 @@ TEST(CudaResidentVertexData, OneChunkWritesItsOutputsInPlace) {
       ASSERT_EQ(r.device_phases.size(), std::size_t(partitions)) << what;
       for (const PhaseTimes& t : r.device_phases) EXPECT_EQ(t.store, 0.0) << what;
       EXPECT_GT(host.records.back().phases.store, 0.0) << what;
-      ASSERT_EQ(all.losses.size(), host.losses.size()) << what;
-      for (std::size_t e = 0; e < host.losses.size(); ++e)
-        EXPECT_LE(std::abs(all.losses[e] - host.losses[e]) / host.losses[e], kTolerance)
-            << what << ", epoch " << e;
-      EXPECT_LE(relative_error(all.flat_parameters, host.flat_parameters), kTolerance) << what;
+      expect_same_training(all, host, what);
     }
 }
 

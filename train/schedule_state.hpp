@@ -70,8 +70,9 @@ enum Marker : int {
   kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
   kPushed = 13,         // batch's pushes added into the owners' dX (owners may flush)
   // A pass boundary without the host between the devices (Schedule::Impl::join_lanes()):
-  kTransferJoined = 14,  // transfer lane's work of the pass done; then compute lane's, all lanes'
-  kStoreJoined = 15,     // store lane's work of the pass done
+  kLanesJoined = 14,  // transfer lane's work of the pass done; re-marked by the compute lane
+                      // once it waited for every lane (the side lanes then wait for that)
+  kStoreJoined = 15,  // store lane's work of the pass done
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running

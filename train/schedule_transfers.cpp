@@ -341,24 +341,28 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
   d.mark(kStored + k);
 }
 
+// The end of a pass where passes run through (end_pass()): per device, the compute lane waits
+// for the transfer and store lanes' work so far, and they wait for the compute lane's.
 void Schedule::Impl::join_lanes() {
   for (DeviceState& s : dev) {
     Device& d = *s.device;
     {
       LaneScope lane(d, Lane::kTransfer);
-      d.mark(kTransferJoined);
+      d.mark(kLanesJoined);
     }
     {
       LaneScope lane(d, Lane::kStore);
       d.mark(kStoreJoined);
     }
     LaneScope compute(d, Lane::kCompute);
-    d.wait(kTransferJoined);
+    d.wait(kLanesJoined);
     d.wait(kStoreJoined);
-    d.mark(kTransferJoined);  // now the compute lane's: every lane's work of the pass
+    // Re-marked on the compute lane (the waits above took the side lanes' marks as they were):
+    // every lane's work of the pass.
+    d.mark(kLanesJoined);
     for (const Lane side : {Lane::kTransfer, Lane::kStore}) {
       LaneScope lane(d, side);
-      d.wait(kTransferJoined);
+      d.wait(kLanesJoined);
     }
   }
 }

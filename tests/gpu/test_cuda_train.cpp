@@ -484,13 +484,6 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
       }
 }
 
-// Under the budget the estimate names for a plan of many small chunks on a dense graph, most
-// chunk structures stay in host memory; every sparse product then finds the CSR arrays it reads
-// prefetched on the transfer lane (none is copied on the compute lane, which would mean the
-// schedule's products_read() missed one), and the numbers are those of device-resident
-// structures. GCN, SAGE and GAT, two and three layers, aggregations cached and recomputed, one
-// partition and two on one GPU, evaluating every epoch; one case each, so that a sanitizer run
-// can take one.
 // A case of the agreement data trained on the CUDA backend twice: with its vertex data in host
 // memory (--vertex-data host) and where they fit on the GPU (auto).
 struct HostAndResident {
@@ -574,6 +567,13 @@ TEST(CudaResidentVertexData, OneChunkWritesItsOutputsInPlace) {
     }
 }
 
+// Under the budget the estimate names for a plan of many small chunks on a dense graph, most
+// chunk structures stay in host memory; every sparse product then finds the CSR arrays it reads
+// prefetched on the transfer lane (none is copied on the compute lane, which would mean the
+// schedule's products_read() missed one), and the numbers are those of device-resident
+// structures. GCN, SAGE and GAT, two and three layers, aggregations cached and recomputed, one
+// partition and two on one GPU, evaluating every epoch; one case each, so that a sanitizer run
+// can take one.
 struct ChunkStructureCase {
   const char* model;
   int layers;

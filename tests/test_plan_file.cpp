@@ -335,17 +335,21 @@ void expect_needs_less(const ChunkSearch& smaller, const ChunkSearch& larger,
   }
 }
 
+// An RMAT dataset from `sluice-preprocess generate` (edge factor 8, 4 classes, seed 3) at path.
+void generate_rmat(const std::string& path, int scale, int features) {
+  const auto r =
+      test::run_command(preprocess(cat("generate --scale ", scale, " --edge-factor 8 --features ",
+                                       features, " --classes 4 --seed 3 --output ", path)));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+}
+
 // GAT's chunk search follows sluice-train's --intermediates and --host-precision: recomputed head
 // outputs (either option) need no A buffer, so every chunk count the runs share is estimated
 // lower, and the chosen C is no larger (smaller when they share none). Unknown values are
 // refused.
 TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
   test::ScratchDir dir;
-  auto r =
-      test::run_command(preprocess("generate --scale 11 --edge-factor 8 --features 16 "
-                                   "--classes 4 --seed 3 --output " +
-                                   dir.file("d.h5")));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NO_FATAL_FAILURE(generate_rmat(dir.file("d.h5"), 11, 16));
   const std::string base = "partition --dataset " + dir.file("d.h5") +
                            " --partitions 1 --gpu-memory 400K --model gat --hidden 16 --heads 4"
                            " --layers 2 --output " +
@@ -357,7 +361,7 @@ TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
     expect_needs_less(runs[recomputed], runs[""], recomputed);
   EXPECT_EQ(runs[" --host-precision bf16"].estimates, runs[" --intermediates recompute"].estimates);
   for (const std::string bad : {" --host-precision fp16", " --intermediates sometimes"}) {
-    r = test::run_command(preprocess(base + bad));
+    const auto r = test::run_command(preprocess(base + bad));
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_NE(r.output.find("unknown --"), std::string::npos) << r.output;
   }
@@ -370,11 +374,7 @@ TEST(PlanCommands, GpuMemoryCountsGatHeadOutputsOnlyWhereKept) {
 // (smaller when they share none). Unknown values and GAT are refused.
 TEST(PlanCommands, GpuMemoryFollowsTheLayerZeroOrder) {
   test::ScratchDir dir;
-  auto r =
-      test::run_command(preprocess("generate --scale 11 --edge-factor 8 --features 64 "
-                                   "--classes 4 --seed 3 --output " +
-                                   dir.file("d.h5")));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NO_FATAL_FAILURE(generate_rmat(dir.file("d.h5"), 11, 64));
   const std::string base = "partition --dataset " + dir.file("d.h5") +
                            " --partitions 1 --gpu-memory 600K --hidden 8 --layers 2 --output " +
                            dir.file("plan.h5");
@@ -386,7 +386,7 @@ TEST(PlanCommands, GpuMemoryFollowsTheLayerZeroOrder) {
   for (const std::string& bad :
        {std::string(" --model gcn --layer-zero-order sideways"),
         std::string(" --model gat --heads 2 --layer-zero-order transform")}) {
-    r = test::run_command(preprocess(base + bad));
+    const auto r = test::run_command(preprocess(base + bad));
     EXPECT_NE(r.exit_code, 0) << bad;
     EXPECT_NE(r.output.find("--layer-zero-order"), std::string::npos) << r.output;
   }
@@ -398,15 +398,11 @@ TEST(PlanCommands, GpuMemoryFollowsTheLayerZeroOrder) {
 // every change to the estimate, so the budgets step up from 200 KiB until both were seen.
 TEST(PlanCommands, GpuMemoryPlanFitsWhetherReorganizedOrNot) {
   test::ScratchDir dir;
-  auto r =
-      test::run_command(preprocess("generate --scale 12 --edge-factor 8 --features 16 "
-                                   "--classes 4 --seed 3 --output " +
-                                   dir.file("d.h5")));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_NO_FATAL_FAILURE(generate_rmat(dir.file("d.h5"), 12, 16));
   int reorganized = 0, refused = 0;
   for (int kib = 200; kib <= 800 && (reorganized == 0 || refused == 0); kib += 3) {
     const std::string budget = cat(kib, "K");
-    r = test::run_command(
+    const auto r = test::run_command(
         preprocess("partition --dataset " + dir.file("d.h5") + " --partitions 2 --gpu-memory " +
                    budget + " --model gcn --hidden 32 --layers 2 --output " + dir.file("plan.h5")));
     ASSERT_EQ(r.exit_code, 0) << budget << "\n" << r.output;

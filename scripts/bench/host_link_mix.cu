@@ -1,0 +1,146 @@
+// How host-link reads and writes share the link: a zero-copy gather of 1 M sorted random rows
+// of 100 floats from pinned, mapped host memory (load_rows' kernel shape: a warp per row, a
+// block of 8 warps per SM), 400 MB of zero-copy writes into mapped memory (flush_store_rows'
+// direction), DMA copies both ways, each alone and the gather beside each of the others.
+// Standalone, run on the GPU machine (docs/benchmarks.md, "Host link"):
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o host_link_mix scripts/bench/host_link_mix.cu
+//   ./host_link_mix
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+#define CK(x)                                                          \
+  do {                                                                 \
+    cudaError_t e = (x);                                               \
+    if (e != cudaSuccess) {                                            \
+      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      exit(1);                                                         \
+    }                                                                  \
+  } while (0)
+
+__global__ void warp_gather(const float* __restrict__ src, int64_t ld, const int* __restrict__ rows,
+                            float* __restrict__ dst, int64_t n, int cols) {
+  int lane = threadIdx.x & 31;
+  int64_t w = (blockIdx.x * (int64_t)blockDim.x + threadIdx.x) / 32;
+  int64_t nw = (int64_t)gridDim.x * blockDim.x / 32;
+  for (int64_t i = w; i < n; i += nw) {
+    const float4* f = reinterpret_cast<const float4*>(src + (int64_t)rows[i] * ld);
+    float4* t = reinterpret_cast<float4*>(dst + i * ld);
+    int v4 = cols / 4;
+    int v = lane;
+    for (; v + 32 < v4; v += 64) {
+      float4 a = f[v], b = f[v + 32];
+      t[v] = a;
+      t[v + 32] = b;
+    }
+    for (; v < v4; v += 32) t[v] = f[v];
+  }
+}
+// contiguous write of device rows into mapped host memory
+__global__ void host_write(const float4* __restrict__ src, float4* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}
+
+int main() {
+  const int cols = 100;
+  const int64_t N = 2400000, n = 1000000;
+  float* h;
+  CK(cudaHostAlloc(&h, N * cols * 4, cudaHostAllocMapped));
+  for (int64_t i = 0; i < N * cols; ++i) h[i] = (float)(i % 977);
+  float* hd;
+  CK(cudaHostGetDevicePointer(&hd, h, 0));
+  std::vector<int> idx(n);
+  std::mt19937 rng(1);
+  for (auto& v : idx) v = rng() % N;
+  std::sort(idx.begin(), idx.end());
+  int* rows;
+  CK(cudaMalloc(&rows, n * 4));
+  CK(cudaMemcpy(rows, idx.data(), n * 4, cudaMemcpyHostToDevice));
+  float* d;
+  CK(cudaMalloc(&d, n * cols * 4));
+  const int64_t wbytes = 400ll << 20;  // 400 MB of writes
+  float* wsrc;
+  CK(cudaMalloc(&wsrc, wbytes));
+  CK(cudaMemset(wsrc, 0, wbytes));
+  float* wh;
+  CK(cudaHostAlloc(&wh, wbytes, cudaHostAllocMapped));
+  float* whd;
+  CK(cudaHostGetDevicePointer(&whd, wh, 0));
+  cudaStream_t s1, s2;
+  CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  cudaEvent_t a0, a1, b0, b1;
+  cudaEventCreate(&a0);
+  cudaEventCreate(&a1);
+  cudaEventCreate(&b0);
+  cudaEventCreate(&b1);
+  const double rbytes = (double)n * cols * 4;
+  auto gather = [&](cudaStream_t s) {
+    warp_gather<<<132, 256, 0, s>>>(hd, cols, rows, d, n, cols);
+  };
+  auto zwrite = [&](cudaStream_t s, int g) {
+    host_write<<<g, 256, 0, s>>>((const float4*)wsrc, (float4*)whd, wbytes / 16);
+  };
+  auto mwrite = [&](cudaStream_t s) {
+    CK(cudaMemcpyAsync(wh, wsrc, wbytes, cudaMemcpyDeviceToHost, s));
+  };
+  auto mread = [&](cudaStream_t s) {
+    CK(cudaMemcpyAsync(wsrc, wh, wbytes, cudaMemcpyHostToDevice, s));
+  };
+  for (int rep = 0; rep < 2; ++rep) {
+    float t1, t2;
+    cudaEventRecord(a0, s1);
+    gather(s1);
+    cudaEventRecord(a1, s1);
+    CK(cudaDeviceSynchronize());
+    cudaEventElapsedTime(&t1, a0, a1);
+    printf("gather alone                 %.3f ms %.1f GB/s\n", t1, rbytes / t1 / 1e6);
+    for (int g : {132, 528}) {
+      cudaEventRecord(b0, s2);
+      zwrite(s2, g);
+      cudaEventRecord(b1, s2);
+      CK(cudaDeviceSynchronize());
+      cudaEventElapsedTime(&t2, b0, b1);
+      printf("zero-copy write alone g=%d    %.3f ms %.1f GB/s\n", g, t2, wbytes / t2 / 1e6);
+    }
+    cudaEventRecord(b0, s2);
+    mwrite(s2);
+    cudaEventRecord(b1, s2);
+    CK(cudaDeviceSynchronize());
+    cudaEventElapsedTime(&t2, b0, b1);
+    printf("memcpy D2H alone             %.3f ms %.1f GB/s\n", t2, wbytes / t2 / 1e6);
+    cudaEventRecord(b0, s2);
+    mread(s2);
+    cudaEventRecord(b1, s2);
+    CK(cudaDeviceSynchronize());
+    cudaEventElapsedTime(&t2, b0, b1);
+    printf("memcpy H2D alone             %.3f ms %.1f GB/s\n", t2, wbytes / t2 / 1e6);
+    for (int mode = 0; mode < 4; ++mode) {
+      cudaEventRecord(a0, s1);
+      gather(s1);
+      cudaEventRecord(a1, s1);
+      cudaEventRecord(b0, s2);
+      if (mode == 0)
+        zwrite(s2, 132);
+      else if (mode == 1)
+        zwrite(s2, 32);
+      else if (mode == 2)
+        mwrite(s2);
+      else
+        mread(s2);
+      cudaEventRecord(b1, s2);
+      CK(cudaDeviceSynchronize());
+      cudaEventElapsedTime(&t1, a0, a1);
+      cudaEventElapsedTime(&t2, b0, b1);
+      const char* nm[] = {"zero-copy write g=132", "zero-copy write g=32", "memcpy D2H",
+                          "memcpy H2D"};
+      printf("gather + %-21s gather %.3f ms %.1f GB/s | other %.3f ms %.1f GB/s\n", nm[mode], t1,
+             rbytes / t1 / 1e6, t2, wbytes / t2 / 1e6);
+    }
+  }
+}

@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <climits>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/hash.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -28,6 +29,7 @@ using gat_detail::kLeakySlope;
 using gat_detail::merge_softmax_stats;
 using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
+using gat_detail::stage_entry_coefficients;
 
 // The warp-per-row aggregations (forward, and the backward by source) run on row-local grids
 // (launch.cuh).
@@ -35,6 +37,34 @@ using detail::kRowThreads;
 using detail::kRowWarps;
 using detail::row_blocks;
 constexpr int kMaxHeads = 32;  // keeps the per-block shared memory under 48 KiB
+
+// Columns a lane holds in the warp-per-row kernels, for a row of `total_cols` floats (every
+// head): 2 up to 64, 4 up to 128, else 8.
+int columns_per_lane(std::int64_t total_cols) {
+  return total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+}
+
+// Calls launch(PerLane, Vec4) with std::integral_constant<int, columns_per_lane(total_cols)> and
+// std::bool_constant<vec4> (16-byte words; never with 2 columns a lane), so that a launcher names
+// the kernel instantiation once: launch_by_lanes(cols, vec4, [&](auto lanes, auto words) {
+// kernel<Index, lanes.value, words.value><<<...>>>(...); }).
+template <typename Launch>
+void launch_by_lanes(std::int64_t total_cols, bool vec4, Launch&& launch) {
+  using Two = std::integral_constant<int, 2>;
+  using Four = std::integral_constant<int, 4>;
+  using Eight = std::integral_constant<int, 8>;
+  switch (columns_per_lane(total_cols)) {
+    case 2:
+      launch(Two{}, std::false_type{});
+      break;
+    case 4:
+      vec4 ? launch(Four{}, std::true_type{}) : launch(Four{}, std::false_type{});
+      break;
+    default:
+      vec4 ? launch(Eight{}, std::true_type{}) : launch(Eight{}, std::false_type{});
+      break;
+  }
+}
 
 // The head dot products of one row of Z (zr) with one or two attention vectors (att_b null: one),
 // written by the lane that ends with each sum into out_a[h] (and out_b[h]). Each vector's sums
@@ -325,16 +355,10 @@ __device__ __forceinline__ void aggregate_chunks(
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     const std::int64_t k = chunk + lane;
     std::int64_t u_mine = 0;
-    if (k < degree) {
-      u_mine = a.columns[begin + k];
-      for (int h = 0; h < heads; ++h) {
-        const float coefficient = attention_coefficient(el[u_mine * ldel + h], er[i * lder + h],
-                                                        head_max[h], head_inv[h]);
-        if (column_base == 0) alpha[(begin + k) * ldalpha + h] = coefficient;
-        if constexpr (kWhat == Aggregate::kWeightedSums)
-          coef[lane * heads + h] = coefficient * attention_scale(dropout, prefix, k, h);
-      }
-    }
+    if (k < degree)
+      u_mine = stage_entry_coefficients<kWhat == Aggregate::kWeightedSums>(
+          a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max, head_inv,
+          column_base == 0, alpha, ldalpha, coef + lane * heads);
     if constexpr (kWhat == Aggregate::kCoefficientsOnly) continue;
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
@@ -402,10 +426,10 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-std::size_t aggregate_long_shared(int heads, int columns_per_lane) {
+std::size_t aggregate_long_shared(int heads, int per_lane) {
   return sizeof(float) * (static_cast<std::size_t>(kLongWarps) * 32 * heads +
                           2 * static_cast<std::size_t>(kLongWarps) * heads + 2 * heads +
-                          static_cast<std::size_t>(kLongWarps) * 32 * columns_per_lane);
+                          static_cast<std::size_t>(kLongWarps) * 32 * per_lane);
 }
 
 // One block per long row (a.long_rows); shared memory: aggregate_long_shared().
@@ -1180,9 +1204,9 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
   }
 }
 
-std::size_t by_source_long_shared(int heads, int columns_per_lane) {
+std::size_t by_source_long_shared(int heads, int per_lane) {
   return sizeof(float) * static_cast<std::size_t>(kBySourceLongWarps) *
-         (128 * static_cast<std::size_t>(heads) + 32 * columns_per_lane + heads);
+         (128 * static_cast<std::size_t>(heads) + 32 * per_lane + heads);
 }
 
 // Long-row version: a block of kBySourceLongWarps warps per transposed row, the warps' sums
@@ -1661,7 +1685,7 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const std::int64_t total_cols = heads * width;
   const unsigned blocks = row_blocks(a.rows);
   const std::size_t shared = static_cast<std::size_t>(kRowWarps) * 34 * heads * sizeof(float);
-  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const int per_lane = columns_per_lane(total_cols);
   const std::size_t long_shared = aggregate_long_shared(heads, per_lane);
   const bool long_path = a.long_rows.count > 0 && long_shared <= kMaxLongShared;
   CsrArrays<Index> short_rows = a;
@@ -1692,42 +1716,20 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   } else if (heads == 1 && total_cols <= 16 * 4) {
     gat_narrow_aggregate_kernel<Index, 16><<<blocks, kRowThreads, narrow_shared, stream>>>(
         short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
-  } else if (per_lane == 2) {
-    gat_aggregate_kernel<Index, 2, false, Aggregate::kWeightedSums>
-        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
-                                                  width, dropout, alpha, ldalpha, out, ldout);
-  } else if (per_lane == 4 && vec4) {
-    gat_aggregate_kernel<Index, 4, true, Aggregate::kWeightedSums>
-        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
-                                                  width, dropout, alpha, ldalpha, out, ldout);
-  } else if (per_lane == 4) {
-    gat_aggregate_kernel<Index, 4, false, Aggregate::kWeightedSums>
-        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
-                                                  width, dropout, alpha, ldalpha, out, ldout);
-  } else if (vec4) {
-    gat_aggregate_kernel<Index, 8, true, Aggregate::kWeightedSums>
-        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
-                                                  width, dropout, alpha, ldalpha, out, ldout);
   } else {
-    gat_aggregate_kernel<Index, 8, false, Aggregate::kWeightedSums>
-        <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
-                                                  width, dropout, alpha, ldalpha, out, ldout);
+    launch_by_lanes(total_cols, vec4, [&](auto lanes, auto words) {
+      gat_aggregate_kernel<Index, lanes.value, words.value, Aggregate::kWeightedSums>
+          <<<blocks, kRowThreads, shared, stream>>>(short_rows, z, ldz, el, ldel, er, lder, heads,
+                                                    width, dropout, alpha, ldalpha, out, ldout);
+    });
   }
   SLUICE_CUDA_LAUNCH_CHECK();
   if (!long_path) return;
-  if (per_lane == 2) {
-    gat_aggregate_long_kernel<Index, 2, Aggregate::kWeightedSums>
+  launch_by_lanes(total_cols, false, [&](auto lanes, auto) {
+    gat_aggregate_long_kernel<Index, lanes.value, Aggregate::kWeightedSums>
         <<<long_grid, kLongThreads, long_shared, stream>>>(
             a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
-  } else if (per_lane == 4) {
-    gat_aggregate_long_kernel<Index, 4, Aggregate::kWeightedSums>
-        <<<long_grid, kLongThreads, long_shared, stream>>>(
-            a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
-  } else {
-    gat_aggregate_long_kernel<Index, 8, Aggregate::kWeightedSums>
-        <<<long_grid, kLongThreads, long_shared, stream>>>(
-            a, z, ldz, el, ldel, er, lder, heads, width, dropout, alpha, ldalpha, out, ldout);
-  }
+  });
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -1809,47 +1811,23 @@ void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_column
   const bool long_path = t_long_rows.count > 0;
   const std::int64_t skip = long_path ? t_long_rows.degree : INT64_MAX;
   const unsigned long_grid = long_path ? long_blocks(t_long_rows.count) : 0;
-  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const int per_lane = columns_per_lane(total_cols);
   const std::size_t long_shared =
       static_cast<std::size_t>(kLongWarps) * 32 * per_lane * sizeof(float);
   const bool vec4 =
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(dout, lddout) && rows_aligned16(dz, lddz);
-  if (per_lane == 2) {
-    gat_transpose_aggregate_kernel<Index, 2, false><<<blocks, detail::kBlockThreads, 0, stream>>>(
-        t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
+  launch_by_lanes(total_cols, vec4, [&](auto lanes, auto words) {
+    gat_transpose_aggregate_kernel<Index, lanes.value, words.value>
+        <<<blocks, detail::kBlockThreads, 0, stream>>>(t_indptr, t_columns, t_perm, t_rows, skip,
+                                                       atilde, heads, width, dout, lddout, dz,
+                                                       lddz);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (long_path)
-      gat_transpose_aggregate_long_kernel<Index, 2>
+      gat_transpose_aggregate_long_kernel<Index, lanes.value>
           <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
                                                              t_long_rows, atilde, heads, width,
                                                              dout, lddout, dz, lddz);
-  } else if (per_lane == 4) {
-    if (vec4)
-      gat_transpose_aggregate_kernel<Index, 4, true><<<blocks, detail::kBlockThreads, 0, stream>>>(
-          t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
-    else
-      gat_transpose_aggregate_kernel<Index, 4, false><<<blocks, detail::kBlockThreads, 0, stream>>>(
-          t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
-    SLUICE_CUDA_LAUNCH_CHECK();
-    if (long_path)
-      gat_transpose_aggregate_long_kernel<Index, 4>
-          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
-                                                             t_long_rows, atilde, heads, width,
-                                                             dout, lddout, dz, lddz);
-  } else {
-    if (vec4)
-      gat_transpose_aggregate_kernel<Index, 8, true><<<blocks, detail::kBlockThreads, 0, stream>>>(
-          t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
-    else
-      gat_transpose_aggregate_kernel<Index, 8, false><<<blocks, detail::kBlockThreads, 0, stream>>>(
-          t_indptr, t_columns, t_perm, t_rows, skip, atilde, heads, width, dout, lddout, dz, lddz);
-    SLUICE_CUDA_LAUNCH_CHECK();
-    if (long_path)
-      gat_transpose_aggregate_long_kernel<Index, 8>
-          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
-                                                             t_long_rows, atilde, heads, width,
-                                                             dout, lddout, dz, lddz);
-  }
+  });
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -1933,24 +1911,15 @@ void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t str
     }
     return;
   }
-  const int per_lane = total_cols <= 64 ? 2 : total_cols <= 128 ? 4 : 8;
+  const int per_lane = columns_per_lane(total_cols);
   const bool vec4 = per_lane >= 4 && p.width % 4 == 0 && rows_aligned16(p.z, p.ldz) &&
                     rows_aligned16(p.dout, p.lddout) && rows_aligned16(p.dz, p.lddz);
   // Lanes per head within a word: the word's head is a whole aligned group of lanes.
   const std::int64_t lanes = vec4 ? p.width / 4 : p.width;
   const int group = power_of_two_up_to_32(lanes) ? static_cast<int>(lanes) : 0;
-  if (per_lane == 2) {
-    launch_by_source_layout<Index, 2, false>(p, group, stream);
-  } else if (per_lane == 4) {
-    if (vec4)
-      launch_by_source_layout<Index, 4, true>(p, group, stream);
-    else
-      launch_by_source_layout<Index, 4, false>(p, group, stream);
-  } else if (vec4) {
-    launch_by_source_layout<Index, 8, true>(p, group, stream);
-  } else {
-    launch_by_source_layout<Index, 8, false>(p, group, stream);
-  }
+  launch_by_lanes(total_cols, vec4, [&](auto lanes, auto words) {
+    launch_by_source_layout<Index, lanes.value, words.value>(p, group, stream);
+  });
 }
 
 template <typename Index>

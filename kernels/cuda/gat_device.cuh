@@ -1,6 +1,6 @@
 // Device helpers the GAT kernel files share (gat.cu, gat_inputs.cu; never included by
-// g++-compiled code): LeakyReLU, the attention-dropout scale of an entry and head, and the
-// online softmax statistics of a row.
+// g++-compiled code): LeakyReLU, the attention-dropout scale of an entry and head, an entry's
+// attention coefficients, and the online softmax statistics of a row.
 #pragma once
 
 #include <cfloat>
@@ -41,6 +41,27 @@ __device__ __forceinline__ float attention_scale(const AttentionDropout& d, std:
 __device__ __forceinline__ float attention_coefficient(float el_u, float er_i, float row_max,
                                                        float row_inv) {
   return expf(leaky_relu(el_u + er_i) - row_max) * row_inv;
+}
+
+// The lane's entry k < degree of row i (CSR position begin + k) in an aggregation's chunk: returns
+// its column u and, per head h, computes its coefficient (attention_coefficient with the row's
+// head_max / head_inv) into alpha[(begin + k) * ldalpha + h] when store_alpha, and with kScaled
+// that coefficient times the entry's attention-dropout scale into coef[h] (the lane's slot of the
+// chunk's coefficients).
+template <bool kScaled, typename Index>
+__device__ __forceinline__ std::int64_t stage_entry_coefficients(
+    const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t k, const float* el,
+    std::int64_t ldel, const float* er, std::int64_t lder, int heads,
+    const AttentionDropout& dropout, std::uint64_t prefix, const float* head_max,
+    const float* head_inv, bool store_alpha, float* alpha, std::int64_t ldalpha, float* coef) {
+  const std::int64_t u = a.columns[begin + k];
+  for (int h = 0; h < heads; ++h) {
+    const float coefficient =
+        attention_coefficient(el[u * ldel + h], er[i * lder + h], head_max[h], head_inv[h]);
+    if (store_alpha) alpha[(begin + k) * ldalpha + h] = coefficient;
+    if constexpr (kScaled) coef[h] = coefficient * attention_scale(dropout, prefix, k, h);
+  }
+  return u;
 }
 
 // Combines online-softmax statistics (m, s) with (m_other, s_other).

@@ -29,6 +29,7 @@ using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
 using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
+using gat_detail::stage_entry_coefficients;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -131,15 +132,10 @@ __device__ __forceinline__ void forward_chunks(
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     const std::int64_t k = chunk + lane;
     std::int64_t u_mine = 0;
-    if (k < degree) {
-      u_mine = a.columns[begin + k];
-      for (int h = 0; h < heads; ++h) {
-        const float coefficient = attention_coefficient(el[u_mine * ldel + h], er[i * lder + h],
-                                                        head_max[h], head_inv[h]);
-        alpha[(begin + k) * ldalpha + h] = coefficient;
-        coef[lane * kHeads + h] = coefficient * attention_scale(dropout, prefix, k, h);
-      }
-    }
+    if (k < degree)
+      u_mine = stage_entry_coefficients<true>(a, i, begin, k, el, ldel, er, lder, heads, dropout,
+                                              prefix, head_max, head_inv, true, alpha, ldalpha,
+                                              coef + lane * kHeads);
     __syncwarp();
     add_weighted_rows<kHeads, kQuads>(x, ldx, width, u_mine,
                                       static_cast<int>(degree - chunk < 32 ? degree - chunk : 32),

@@ -543,8 +543,8 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
 }
 
 ModelSpec gcn_model(const Widths& widths, int layers) {
-  ModelConfig config;
-  config.kind = ModelKind::kGcn;
+  ModelShape config;
+  config.model = "gcn";
   config.layers = layers;
   config.in_dim = widths.features;
   config.hidden = widths.hidden;

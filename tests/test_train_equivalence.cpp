@@ -562,8 +562,8 @@ TEST_F(TrainEquivalence, HostBytesFollowTheWidthsAndTheKeptTail) {
 // the fused layer 1) load the plan's rows per epoch, 12 floats wide and T's width (GCN 4, SAGE 8)
 // instead of H^1's 8, the fused pass but for the rows forward 0 hands over on the devices.
 TEST_F(TrainEquivalence, LastLayerTransformsFirstWhenItNarrows) {
-  ModelConfig shape;
-  shape.kind = ModelKind::kGcn;
+  ModelShape shape;
+  shape.model = "gcn";
   shape.layers = 3;
   shape.in_dim = 12;
   shape.hidden = 8;
@@ -577,7 +577,7 @@ TEST_F(TrainEquivalence, LastLayerTransformsFirstWhenItNarrows) {
   EXPECT_EQ(narrowing.layers[2].w_rows, 8);  // the same W: hidden x classes
   shape.classes = 9;
   EXPECT_FALSE(make_model(shape).layers[2].transform_first);  // widening: aggregate first
-  shape.kind = ModelKind::kSage;
+  shape.model = "sage";
   shape.classes = 4;
   const ModelSpec sage = make_model(shape);
   EXPECT_FALSE(sage.layers[1].transform_first);

@@ -53,22 +53,14 @@ int ModelSpec::max_heads() const {
   return m;
 }
 
-ModelSpec make_model(const ModelConfig& config) {
-  // The widths (and the checks of the shape) are the layout library's, so that the schedule's
-  // buffers and the memory estimate follow the same rules; the parameters are added here.
-  ModelShape shape;
-  shape.model = model_kind_name(config.kind);
-  shape.layers = config.layers;
-  shape.in_dim = config.in_dim;
-  shape.hidden = config.hidden;
-  shape.classes = config.classes;
-  shape.heads = config.heads;
-  shape.output_heads = config.output_heads;
-  shape.layer_zero_order = config.layer_zero_order;
+ModelSpec make_model(const ModelShape& shape) {
+  // The widths (and the checks of the shape) are the layout library's; the parameters are added
+  // here.
+  const ModelKind kind = parse_model_kind(shape.model);
   const ModelLayers widths = model_layers(shape);
 
   ModelSpec model;
-  model.kind = config.kind;
+  model.kind = kind;
   std::int64_t offset = 0;
   auto add = [&](int layer, const std::string& name, int q, std::int64_t rows, std::int64_t cols,
                  double fan_in, double fan_out) {
@@ -96,8 +88,8 @@ ModelSpec make_model(const ModelConfig& config) {
     layer.transform_first = w.transform_first;
     layer.heads = w.heads;
     const int l = w.index;
-    if (config.kind == ModelKind::kGat) {
-      layer.head_width = layer.last ? config.classes : config.hidden;
+    if (kind == ModelKind::kGat) {
+      layer.head_width = layer.last ? shape.classes : shape.hidden;
       layer.activation = layer.last ? Activation::kNone : Activation::kElu;
       layer.w_rows = layer.in_width;
       layer.w_cols = layer.transform_width;
@@ -112,7 +104,7 @@ ModelSpec make_model(const ModelConfig& config) {
       layer.activation = layer.last ? Activation::kNone : Activation::kRelu;
       // W multiplies the aggregated rows (SAGE: [self, mean] concatenated), or for a
       // transform-first layer the input rows before aggregation.
-      layer.w_rows = config.kind == ModelKind::kSage ? 2 * layer.in_width : layer.in_width;
+      layer.w_rows = kind == ModelKind::kSage ? 2 * layer.in_width : layer.in_width;
       layer.w_cols = layer.out_width;
       layer.w_offset =
           add(l, "W", 0, layer.w_rows, layer.w_cols, double(layer.w_rows), double(layer.w_cols));

@@ -66,19 +66,10 @@ struct ModelSpec {
   int max_heads() const;
 };
 
-struct ModelConfig {
-  ModelKind kind = ModelKind::kGcn;
-  int layers = 2;
-  std::int64_t in_dim = 0;
-  std::int64_t hidden = 16;
-  std::int32_t classes = 0;
-  int heads = 8;                                            // GAT hidden layers
-  int output_heads = 1;                                     // GAT output layer
-  LayerZeroOrder layer_zero_order = LayerZeroOrder::kAuto;  // GCN, SAGE
-};
-
-// Throws InputError for shapes that make no sense (layers < 1, hidden < 1, ...).
-ModelSpec make_model(const ModelConfig& shape);
+// The layers and parameters of the model `shape` describes (the widths by model_layers(), so
+// that the schedule's buffers and the memory estimate follow the same rules). Throws InputError
+// for an unknown model and for shapes that make no sense (layers < 1, hidden < 1, ...).
+ModelSpec make_model(const ModelShape& shape);
 
 // Glorot-uniform weights keyed by (seed, 3, layer, q, element); biases 0.
 std::vector<float> init_parameters(const ModelSpec& model, std::uint64_t seed);

@@ -162,16 +162,7 @@ void truncate_metrics(const std::string& path, std::int64_t epochs_done) {
 }
 
 ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
-  ModelConfig shape;
-  shape.kind = parse_model_kind(config.model);
-  shape.layers = config.layers;
-  shape.in_dim = dataset.feature_dim;
-  shape.hidden = config.hidden;
-  shape.classes = dataset.num_classes;
-  shape.heads = config.heads;
-  shape.output_heads = config.output_heads;
-  shape.layer_zero_order = layer_zero_order(config);
-  return make_model(shape);
+  return make_model(model_shape(dataset, config));
 }
 
 // The message for a plan that does not fit --gpu-memory: the allocator's complaint, the plan's
@@ -490,16 +481,22 @@ LayerZeroOrder layer_zero_order(const TrainConfig& config) {
   return order;
 }
 
-ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
+ModelShape model_shape(const Dataset& dataset, const TrainConfig& config) {
   ModelShape shape;
   shape.model = config.model;
   shape.layers = config.layers;
   shape.in_dim = dataset.feature_dim;
   shape.hidden = config.hidden;
-  shape.classes = std::max(1, dataset.num_classes);
+  shape.classes = dataset.num_classes;
   shape.heads = config.heads;
   shape.output_heads = config.output_heads;
   shape.layer_zero_order = layer_zero_order(config);
+  return shape;
+}
+
+ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config) {
+  ModelShape shape = model_shape(dataset, config);
+  shape.classes = std::max<std::int64_t>(1, shape.classes);
   return shape;
 }
 

@@ -67,8 +67,11 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
 std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                                 InputRelease release, std::int64_t available);
 
+// The model a training configuration describes on `dataset` (its feature width and class count):
+// what make_model() builds.
+ModelShape model_shape(const Dataset& dataset, const TrainConfig& config);
 // The model shape and the schedule options the memory estimate (train/layout/memory_estimate.hpp)
-// takes for a training configuration on `dataset`.
+// takes for a training configuration on `dataset`: model_shape() with at least one class.
 ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config);
 
 // The layer-0 order a configuration trains with: --layer-zero-order, where `auto` keeps the width

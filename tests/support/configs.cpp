@@ -209,16 +209,7 @@ ModelShapeBuilder& ModelShapeBuilder::layer_zero_order(LayerZeroOrder order) {
 }
 
 ModelSpec model_spec(const ModelShape& shape) {
-  ModelConfig config;
-  config.kind = parse_model_kind(shape.model);
-  config.layers = shape.layers;
-  config.in_dim = shape.in_dim;
-  config.hidden = shape.hidden;
-  config.classes = std::int32_t(shape.classes);
-  config.heads = shape.heads;
-  config.output_heads = shape.output_heads;
-  config.layer_zero_order = shape.layer_zero_order;
-  return make_model(config);
+  return make_model(shape);
 }
 
 BackendOptionsBuilder::BackendOptionsBuilder(int partitions) {

@@ -99,7 +99,7 @@ constexpr std::int64_t csr_bytes(const CsrCounts& csr) {
       csr.weights == CsrWeights::kSymmetricNorm ? csr.cols * std::int64_t(sizeof(std::int32_t)) : 0;
   return rounded(csr.long_rows * vertex) + rounded((csr.rows + 1) * index) +
          rounded(csr.nnz * index) +           // columns
-         rounded(csr.rows * vertex) +         // self entries
+         rounded(csr.rows * vertex) +         // self entries (or their degrees)
          rounded((csr.cols + 1) * index) +    // transposed offsets
          rounded(csr.nnz * index) +           // transposed rows
          rounded(permutation) +               // transpose permutation

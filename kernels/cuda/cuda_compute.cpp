@@ -94,6 +94,7 @@ RowSpmmMatrix<Index> row_spmm_matrix(const DeviceCsr& m, RowSpmmOver over, const
     r.long_rows = m.transposed_long_rows();
     r.perm = m.t_perm.as<Index>();
     r.self = m.self.as<vertex_t>();
+    r.self_degrees = m.self_degrees.as<std::int32_t>();
     r.matrix_indptr = m.indptr.as<Index>();
   }
   return r;

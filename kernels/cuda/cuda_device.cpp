@@ -192,10 +192,11 @@ namespace {
 
 using CsrArray = ConstantBuffer DeviceCsr::*;
 // The arrays a staged CSR copies, in the order of its layout (the entry values follow them).
-constexpr CsrArray kStagedArrays[] = {
-    &DeviceCsr::indptr,         &DeviceCsr::columns,   &DeviceCsr::self,
-    &DeviceCsr::t_indptr,       &DeviceCsr::t_columns, &DeviceCsr::t_perm,
-    &DeviceCsr::column_degrees, &DeviceCsr::long_rows, &DeviceCsr::t_long_rows};
+constexpr CsrArray kStagedArrays[] = {&DeviceCsr::indptr,         &DeviceCsr::columns,
+                                      &DeviceCsr::self,           &DeviceCsr::t_indptr,
+                                      &DeviceCsr::t_columns,      &DeviceCsr::t_perm,
+                                      &DeviceCsr::column_degrees, &DeviceCsr::long_rows,
+                                      &DeviceCsr::t_long_rows,    &DeviceCsr::self_degrees};
 constexpr int kNumStagedArrays = static_cast<int>(std::size(kStagedArrays));
 constexpr unsigned array_bit(int i) {
   return 1u << i;
@@ -203,9 +204,10 @@ constexpr unsigned array_bit(int i) {
 
 // The arrays a product of `access` reads (row_spmm_matrix(), the GAT kernels): over the rows
 // indptr, columns and the long rows; over the transpose its own three arrays and long rows, and
-// indptr (GraphSAGE's mean weights by row length); both the self entries and column degrees.
+// indptr (GraphSAGE's mean weights by row length); both the self entries (or their degrees)
+// and column degrees.
 unsigned arrays_read(CsrAccess access) {
-  constexpr unsigned both = array_bit(2) | array_bit(6);
+  constexpr unsigned both = array_bit(2) | array_bit(6) | array_bit(9);
   constexpr unsigned rows = both | array_bit(0) | array_bit(1) | array_bit(7);
   constexpr unsigned transposed =
       both | array_bit(0) | array_bit(3) | array_bit(4) | array_bit(5) | array_bit(8);

@@ -55,7 +55,7 @@ __device__ __forceinline__ float entry_weight(const RowSpmmMatrix<Index>& a, std
   }
   // Transposed: `column` is the CSR's row r, `row` its column c.
   if (a.weights == CsrWeights::kSymmetricNorm)
-    return symmetric_norm(a.degrees[a.self[column]], row_degree);
+    return symmetric_norm(a.self_degrees[column], row_degree);
   return a.self[column] == row
              ? 0.f
              : neighbor_mean(a.matrix_indptr[column + 1] - a.matrix_indptr[column]);

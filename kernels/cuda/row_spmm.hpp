@@ -32,14 +32,15 @@ struct RowSpmmMatrix {
   RowSpmmOver over = RowSpmmOver::kMatrix;
   // kPerCall: values[perm ? perm[e] : e]. Derived, per entry (r, c) of the CSR:
   // kSymmetricNorm from degrees (of c, and of row r's self column); kNeighborMean from row r's
-  // length (0 at its self entry). Walking the transpose, they also need the CSR's self columns
-  // and offsets.
+  // length (0 at its self entry). Walking the transpose, they also need the CSR's self-column
+  // degrees (kSymmetricNorm) or its self columns and offsets (kNeighborMean).
   CsrWeights weights = CsrWeights::kPerCall;
   const float* values = nullptr;
   const Index* perm = nullptr;
   const std::int32_t* degrees = nullptr;
-  const vertex_t* self = nullptr;        // kTransposed, derived weights
-  const Index* matrix_indptr = nullptr;  // kTransposed, kNeighborMean
+  const vertex_t* self = nullptr;              // kTransposed, kNeighborMean
+  const std::int32_t* self_degrees = nullptr;  // kTransposed, kSymmetricNorm
+  const Index* matrix_indptr = nullptr;        // kTransposed, kNeighborMean
 };
 
 // Whether the product stores its rows or adds them to what y holds.

@@ -63,7 +63,13 @@ void upload_structure(DeviceCsr& csr, const std::vector<edge_t>& indptr,
   self.assign(static_cast<std::size_t>(rows), -1);
   for (std::int64_t r = 0; r < rows; ++r)
     if (indptr[r + 1] > indptr[r]) self[r] = columns[indptr[r]];
-  csr.self = upload_array(self, store, stream, what + " (self entries)");
+  if (csr.weights == CsrWeights::kSymmetricNorm) {
+    static_assert(sizeof(vertex_t) == sizeof(std::int32_t), "self_degrees replaces self");
+    for (vertex_t& s : self) s = s < 0 ? 0 : weighting.column_degrees[std::size_t(s)];
+    csr.self_degrees = upload_array(self, store, stream, what + " (self-entry degrees)");
+  } else {
+    csr.self = upload_array(self, store, stream, what + " (self entries)");
+  }
 
   // Row r's entries land in ascending r within each transposed row.
   std::vector<Index>& t_indptr = host.t_offsets;
@@ -138,8 +144,8 @@ DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector
   // adds that up).
   std::int64_t charged = 0;
   for (const ConstantBuffer* array :
-       {&csr.long_rows, &csr.indptr, &csr.columns, &csr.self, &csr.t_indptr, &csr.t_columns,
-        &csr.t_perm, &csr.column_degrees, &csr.t_long_rows})
+       {&csr.long_rows, &csr.indptr, &csr.columns, &csr.self, &csr.self_degrees, &csr.t_indptr,
+        &csr.t_columns, &csr.t_perm, &csr.column_degrees, &csr.t_long_rows})
     charged += rounded(array->bytes());
   const std::int64_t expected =
       csr_bytes({csr.rows, csr.cols, csr.nnz, csr.num_long, csr.num_t_long, csr.weights});

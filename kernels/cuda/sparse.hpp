@@ -1,8 +1,9 @@
 // Device CSR matrices: uploaded once (32-bit indices when nnz < 2^31, else 64-bit), with the
-// self-entry column of every row, a precomputed transposed structure, for matrices of per-call
-// values the permutation that carries those values to it (the transposed products and the GAT
-// backward read it), for GCN's symmetric norm the column degrees, and the lists of long rows for
-// the row SpMM and the GAT kernels. The products compute derived weights (CsrWeights) per entry
+// self-entry column of every row (GCN's symmetric norm: that column's degree instead, the one
+// thing its transposed product needs of it), a precomputed transposed structure, for matrices of
+// per-call values the permutation that carries those values to it (the transposed products and the
+// GAT backward read it), for GCN's symmetric norm the column degrees, and the lists of long rows
+// for the row SpMM and the GAT kernels. The products compute derived weights (CsrWeights) per entry
 // (row_spmm.hpp), so such a matrix stores no value at all.
 #pragma once
 
@@ -23,7 +24,10 @@ struct DeviceCsr {
   bool wide = false;  // 64-bit offsets and columns
   CsrWeights weights = CsrWeights::kPerCall;
   // Read-only: in device memory, or in pinned host memory read zero-copy (ConstantStore).
-  ConstantBuffer indptr, columns, self;
+  // self: each row's self-entry column; kSymmetricNorm keeps self_degrees instead, that column's
+  // degree (rows 32-bit values: the same bytes), so that a transposed product reads one array
+  // per entry for the row's degree, not self and then column_degrees.
+  ConstantBuffer indptr, columns, self, self_degrees;
   // The transpose: cols x rows; perm: nnz entries, kPerCall only (else empty).
   ConstantBuffer t_indptr, t_columns, t_perm;
   ConstantBuffer column_degrees;  // kSymmetricNorm: cols 32-bit degrees

@@ -375,6 +375,9 @@ class Device {
   virtual void spmm(Csr a, const float* values, Mat x, Mat y) = 0;
   // dx += A^T dy, weighted as spmm.
   virtual void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) = 0;
+  // dx = A^T dy, weighted as spmm: every one of dx's A.cols rows is written (0 where no entry
+  // of A lies in its column), so dx needs no zeroing first.
+  virtual void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) = 0;
   // c = alpha * op(a) * op(b) + beta * c.
   virtual void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
                     Mat c) = 0;

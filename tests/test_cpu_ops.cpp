@@ -549,6 +549,25 @@ TEST_F(CpuOps, SpmmAndTransposeOnAHandDrawnMatrix) {
   Mat dx = mat(4, 2, Floats(8, 1.f));
   d.spmm_transpose_add(a, values.data, dy, dx);
   EXPECT_EQ(get(dx), (Floats{2.5f, 1.5f, 4, 3, 3, 1, 2, 2}));
+  // The storing transposed product overwrites what dx held: the sums alone.
+  d.spmm_transpose(a, values.data, dy, dx);
+  EXPECT_EQ(get(dx), (Floats{1.5f, .5f, 3, 2, 2, 0, 1, 1}));
+}
+
+// A column without entries gets a row of zeros from the storing transposed product, whatever
+// dx held there; the other rows are what the adding product gives into zeros.
+TEST_F(CpuOps, StoringTransposedProductWritesEveryRow) {
+  Device& d = dev();
+  // A (2 x 3): row 0: (0, 2) (2, 1); row 1: (2, -1). Column 1 has no entry.
+  Csr a = d.upload_csr({0, 2, 3}, {0, 2, 2}, 3, "A");
+  Mat values = mat(3, 1, {2, 1, -1});
+  Mat dy = mat(2, 2, {1, 2, 3, 4});
+  Mat stored = mat(3, 2, Floats(6, 7.f));
+  Mat added = mat(3, 2, Floats(6, 0.f));
+  d.spmm_transpose(a, values.data, dy, stored);
+  d.spmm_transpose_add(a, values.data, dy, added);
+  EXPECT_EQ(get(stored), (Floats{2, 4, 0, 0, -2, -2}));
+  EXPECT_EQ(get(stored), get(added));
 }
 
 // The weights the derived kinds stand for, written out independently of

@@ -51,7 +51,7 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
         if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
     }
-    if (steps.flush_gradients) {
+    if (steps.flush_gradients && !stores_input_gradients()) {
       Mat dX = exchanged_gradient(s, layer);
       if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
       if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);

@@ -97,16 +97,26 @@ void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
 }
 
 void CpuDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
+  transposed_product(a, values, dy, dx, ProductWrite::kAdd, "spmm_transpose_add");
+}
+
+void CpuDevice::spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) {
+  transposed_product(a, values, dy, dx, ProductWrite::kStore, "spmm_transpose");
+}
+
+void CpuDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
+                                   const char* operation) {
   const CpuCsr& m = product_csr(a, CsrAccess::kTransposed);
-  values = product_values(m, values, "spmm_transpose_add");
-  SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dx.cols == dy.cols,
-                 "spmm_transpose_add: A ", m.rows, " x ", m.cols, ", dy ", dy.rows, " x ", dy.cols,
-                 ", dx ", dx.rows, " x ", dx.cols);
+  values = product_values(m, values, operation);
+  SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dx.cols == dy.cols, operation, ": A ",
+                 m.rows, " x ", m.cols, ", dy ", dy.rows, " x ", dy.cols, ", dx ", dx.rows, " x ",
+                 dx.cols);
   const std::int64_t cols = dy.cols;
   // A gather over the transpose: each output row is owned by one thread (deterministic).
 #pragma omp parallel for schedule(dynamic, 64) if (m.nnz * cols > cpu::kParallelThreshold)
   for (std::int64_t c = 0; c < m.cols; ++c) {
     float* out = dx.data + c * dx.ld;
+    if (write == ProductWrite::kStore) std::fill_n(out, cols, 0.f);
     for (edge_t t = m.t_indptr[c]; t < m.t_indptr[c + 1]; ++t) {
       const float w = values ? values[m.t_entry[t]] : 1.f;
       const float* in = dy.data + std::int64_t(m.t_rows[t]) * dy.ld;

@@ -98,6 +98,7 @@ class CpuDevice final : public Device {
   void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) override;
   void spmm(Csr a, const float* values, Mat x, Mat y) override;
   void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
+  void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) override;
   void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
             Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
@@ -153,6 +154,10 @@ class CpuDevice final : public Device {
   // what it reads of the CSR in h2d_csr_in_line_bytes, as if every CSR lived in host memory, so
   // that the schedule's announcements are checked without a GPU.
   const CpuCsr& product_csr(const Csr& a, CsrAccess access);
+  // dx (=|+=) A^T dy: spmm_transpose (kStore) and spmm_transpose_add (kAdd).
+  enum class ProductWrite { kStore, kAdd };
+  void transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
+                          const char* operation);
   // host[host_rows[i]] (+)= src[src_rows[i]]: flush_add_rows (add) and flush_store_rows.
   void flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows, HostMat host,
                   bool add);

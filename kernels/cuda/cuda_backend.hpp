@@ -95,6 +95,7 @@ class CudaDevice final : public Device {
   void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) override;
   void spmm(Csr a, const float* values, Mat x, Mat y) override;
   void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
+  void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) override;
   void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
             Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
@@ -190,6 +191,9 @@ class CudaDevice final : public Device {
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
   // its entry order (read through the transpose's permutation when walking the transpose), or
   // null for derived weights (computed per entry).
+  // dx (=|+=) A^T dy by the row SpMM over the transpose: spmm_transpose, spmm_transpose_add.
+  void transposed_product(Csr a, const float* values, Mat dy, Mat dx, RowSpmmWrite write,
+                          const char* operation);
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
                 RowSpmmWrite write);
   // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over

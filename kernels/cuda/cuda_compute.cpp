@@ -120,17 +120,31 @@ void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* val
 
 void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
   OpScope op(*this, "spmm_transpose_add");
-  expect_compute_lane("spmm_transpose_add");
+  transposed_product(a, values, dy, dx, RowSpmmWrite::kAdd, "spmm_transpose_add");
+}
+
+void CudaDevice::spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) {
+  OpScope op(*this, "spmm_transpose");
+  transposed_product(a, values, dy, dx, RowSpmmWrite::kStore, "spmm_transpose");
+}
+
+void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx,
+                                    RowSpmmWrite write, const char* operation) {
+  expect_compute_lane(operation);
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, CsrAccess::kTransposed, &values);
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dy.cols == dx.cols, "SpMM shapes: A is ",
                  m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
                  ", dx is ", dx.rows, " x ", dx.cols);
-  if (m.nnz == 0 || dx.cols == 0) return;
-  check_product_values(m, values, "spmm_transpose_add");
+  if (dx.cols == 0) return;
+  if (m.nnz == 0) {
+    if (write == RowSpmmWrite::kStore) launch_fill(dx.data, dx.rows, dx.cols, dx.ld, 0.f, cur());
+    return;
+  }
+  check_product_values(m, values, operation);
   // The row SpMM over the transposed CSR, like spmm().
-  row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, RowSpmmWrite::kAdd);
+  row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, write);
 }
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,

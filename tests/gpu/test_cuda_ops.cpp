@@ -1287,6 +1287,21 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   Host got_dx(a.cols * 25);
   d.read(dxwide.data, a.cols * 25, got_dx.data());
   EXPECT_LT(relative_error(got_dx, want_dx), kTolerance);
+
+  // dx = A^T dy into the same strided view: the sums alone, zeros in the columns without
+  // entries, the columns beside the view untouched.
+  d.spmm_transpose(csr, dvalues.data, dy, dxwide.col_block(6, f));
+  std::vector<double> want_stored = to_double(got_dx);
+  for (std::int64_t c = 0; c < a.cols; ++c)
+    for (std::int64_t j = 0; j < f; ++j) want_stored[c * 25 + 6 + j] = 0.0;
+  for (std::int64_t r = 0; r < a.rows; ++r)
+    for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+      for (std::int64_t c = 0; c < f; ++c)
+        want_stored[a.columns[e] * 25 + 6 + c] += double(values[e]) * dys[r * f + c];
+  d.synchronize();
+  Host got_stored(a.cols * 25);
+  d.read(dxwide.data, a.cols * 25, got_stored.data());
+  EXPECT_LT(relative_error(got_stored, want_stored), kTolerance);
 }
 
 // The transposed product is the row SpMM's (here on strided rows that are not 16-byte

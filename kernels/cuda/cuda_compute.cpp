@@ -128,8 +128,8 @@ void CudaDevice::spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) {
   transposed_product(a, values, dy, dx, RowSpmmWrite::kStore, "spmm_transpose");
 }
 
-void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx,
-                                    RowSpmmWrite write, const char* operation) {
+void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, RowSpmmWrite write,
+                                    const char* operation) {
   expect_compute_lane(operation);
   finish_setup();
   DeviceGuard guard(gpu_);

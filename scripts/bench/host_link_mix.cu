@@ -75,16 +75,16 @@ int main() {
   CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
   CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   cudaEvent_t a0, a1, b0, b1;
-  cudaEventCreate(&a0);
-  cudaEventCreate(&a1);
-  cudaEventCreate(&b0);
-  cudaEventCreate(&b1);
+  for (cudaEvent_t* event : {&a0, &a1, &b0, &b1}) CK(cudaEventCreate(event));
   const double rbytes = (double)n * cols * 4;
+  // What each traffic queues on stream s.
   auto gather = [&](cudaStream_t s) {
     warp_gather<<<132, 256, 0, s>>>(hd, cols, rows, d, n, cols);
+    CK(cudaGetLastError());
   };
-  auto zwrite = [&](cudaStream_t s, int g) {
-    host_write<<<g, 256, 0, s>>>((const float4*)wsrc, (float4*)whd, wbytes / 16);
+  auto zwrite = [&](cudaStream_t s, int blocks) {
+    host_write<<<blocks, 256, 0, s>>>((const float4*)wsrc, (float4*)whd, wbytes / 16);
+    CK(cudaGetLastError());
   };
   auto mwrite = [&](cudaStream_t s) {
     CK(cudaMemcpyAsync(wh, wsrc, wbytes, cudaMemcpyDeviceToHost, s));
@@ -92,54 +92,46 @@ int main() {
   auto mread = [&](cudaStream_t s) {
     CK(cudaMemcpyAsync(wsrc, wh, wbytes, cudaMemcpyHostToDevice, s));
   };
+  // Milliseconds between events e0 and e1 recorded around `launch` on s.
+  auto bracket = [&](cudaStream_t s, cudaEvent_t e0, cudaEvent_t e1, auto launch) {
+    CK(cudaEventRecord(e0, s));
+    launch(s);
+    CK(cudaEventRecord(e1, s));
+  };
+  auto elapsed = [&](cudaEvent_t e0, cudaEvent_t e1) {
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms;
+  };
+  auto alone = [&](const char* name, double bytes, auto launch) {
+    bracket(s2, b0, b1, launch);
+    CK(cudaDeviceSynchronize());
+    const float ms = elapsed(b0, b1);
+    printf("%-28s %.3f ms %.1f GB/s\n", name, ms, bytes / ms / 1e6);
+  };
   for (int rep = 0; rep < 2; ++rep) {
-    float t1, t2;
-    cudaEventRecord(a0, s1);
-    gather(s1);
-    cudaEventRecord(a1, s1);
-    CK(cudaDeviceSynchronize());
-    cudaEventElapsedTime(&t1, a0, a1);
-    printf("gather alone                 %.3f ms %.1f GB/s\n", t1, rbytes / t1 / 1e6);
-    for (int g : {132, 528}) {
-      cudaEventRecord(b0, s2);
-      zwrite(s2, g);
-      cudaEventRecord(b1, s2);
-      CK(cudaDeviceSynchronize());
-      cudaEventElapsedTime(&t2, b0, b1);
-      printf("zero-copy write alone g=%d    %.3f ms %.1f GB/s\n", g, t2, wbytes / t2 / 1e6);
-    }
-    cudaEventRecord(b0, s2);
-    mwrite(s2);
-    cudaEventRecord(b1, s2);
-    CK(cudaDeviceSynchronize());
-    cudaEventElapsedTime(&t2, b0, b1);
-    printf("memcpy D2H alone             %.3f ms %.1f GB/s\n", t2, wbytes / t2 / 1e6);
-    cudaEventRecord(b0, s2);
-    mread(s2);
-    cudaEventRecord(b1, s2);
-    CK(cudaDeviceSynchronize());
-    cudaEventElapsedTime(&t2, b0, b1);
-    printf("memcpy H2D alone             %.3f ms %.1f GB/s\n", t2, wbytes / t2 / 1e6);
+    alone("gather alone", rbytes, gather);
+    alone("zero-copy write alone g=132", wbytes, [&](cudaStream_t s) { zwrite(s, 132); });
+    alone("zero-copy write alone g=528", wbytes, [&](cudaStream_t s) { zwrite(s, 528); });
+    alone("memcpy D2H alone", wbytes, mwrite);
+    alone("memcpy H2D alone", wbytes, mread);
+    const char* names[] = {"zero-copy write g=132", "zero-copy write g=32", "memcpy D2H",
+                           "memcpy H2D"};
     for (int mode = 0; mode < 4; ++mode) {
-      cudaEventRecord(a0, s1);
-      gather(s1);
-      cudaEventRecord(a1, s1);
-      cudaEventRecord(b0, s2);
-      if (mode == 0)
-        zwrite(s2, 132);
-      else if (mode == 1)
-        zwrite(s2, 32);
-      else if (mode == 2)
-        mwrite(s2);
-      else
-        mread(s2);
-      cudaEventRecord(b1, s2);
+      bracket(s1, a0, a1, gather);
+      bracket(s2, b0, b1, [&](cudaStream_t s) {
+        if (mode == 0)
+          zwrite(s, 132);
+        else if (mode == 1)
+          zwrite(s, 32);
+        else if (mode == 2)
+          mwrite(s);
+        else
+          mread(s);
+      });
       CK(cudaDeviceSynchronize());
-      cudaEventElapsedTime(&t1, a0, a1);
-      cudaEventElapsedTime(&t2, b0, b1);
-      const char* nm[] = {"zero-copy write g=132", "zero-copy write g=32", "memcpy D2H",
-                          "memcpy H2D"};
-      printf("gather + %-21s gather %.3f ms %.1f GB/s | other %.3f ms %.1f GB/s\n", nm[mode], t1,
+      const float t1 = elapsed(a0, a1), t2 = elapsed(b0, b1);
+      printf("gather + %-21s gather %.3f ms %.1f GB/s | other %.3f ms %.1f GB/s\n", names[mode], t1,
              rbytes / t1 / 1e6, t2, wbytes / t2 / 1e6);
     }
   }

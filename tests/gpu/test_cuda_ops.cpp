@@ -1278,11 +1278,15 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   Mat dxwide = d.alloc(a.cols, 25, "dx");
   d.write(dx0.data(), a.cols * 25, dxwide.data);
   d.spmm_transpose_add(csr, dvalues.data, dy, dxwide.col_block(6, f));
+  // base's view columns [6, 6 + f) += A^T dy, in double.
+  const auto add_reference = [&](std::vector<double>& base) {
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        for (std::int64_t c = 0; c < f; ++c)
+          base[a.columns[e] * 25 + 6 + c] += double(values[e]) * dys[r * f + c];
+  };
   std::vector<double> want_dx = to_double(dx0);
-  for (std::int64_t r = 0; r < a.rows; ++r)
-    for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
-      for (std::int64_t c = 0; c < f; ++c)
-        want_dx[a.columns[e] * 25 + 6 + c] += double(values[e]) * dys[r * f + c];
+  add_reference(want_dx);
   d.synchronize();
   Host got_dx(a.cols * 25);
   d.read(dxwide.data, a.cols * 25, got_dx.data());
@@ -1294,10 +1298,7 @@ void check_spmm(Backend& backend, std::mt19937& rng) {
   std::vector<double> want_stored = to_double(got_dx);
   for (std::int64_t c = 0; c < a.cols; ++c)
     for (std::int64_t j = 0; j < f; ++j) want_stored[c * 25 + 6 + j] = 0.0;
-  for (std::int64_t r = 0; r < a.rows; ++r)
-    for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
-      for (std::int64_t c = 0; c < f; ++c)
-        want_stored[a.columns[e] * 25 + 6 + c] += double(values[e]) * dys[r * f + c];
+  add_reference(want_stored);
   d.synchronize();
   Host got_stored(a.cols * 25);
   d.read(dxwide.data, a.cols * 25, got_stored.data());

@@ -148,11 +148,11 @@ struct Schedule::Impl {
   // rows into G[l] (dT^l). Rows of T^l are transform_width wide instead of d_l (products GCN:
   // 48 floats instead of 256).
   bool pretransformed(const LayerSpec& layer) const { return roles(layer).pretransformed; }
-  // Whether the backward pass of `layer` writes the chunk's input gradients (the rows of
-  // exchanged_gradient()) with a storing transposed product instead of zeroing them in the load
-  // phase and adding into them: GCN, whose transposed product is all that writes them before
-  // they leave, on one chunk per partition, whose product covers every merged row (with more
-  // chunks, rows a batch keeps from the one before go on adding up).
+  // Whether backward passes write a chunk's input gradients (the rows of exchanged_gradient())
+  // with a storing transposed product instead of zeroing them in the load phase and adding into
+  // them: GCN, whose transposed product is all that writes them before peers push into them
+  // (after kBatchComputed) and they leave, on one chunk per partition, whose product covers
+  // every merged row (with more chunks, rows a batch keeps from the one before go on adding up).
   bool stores_input_gradients() const { return C == 1 && model.kind == ModelKind::kGcn; }
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
   // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave

@@ -210,10 +210,7 @@ int run_partition(const std::vector<std::string>& args) {
   shape.classes = std::max(1, info.num_classes);
   shape.heads = heads;
   shape.output_heads = output_heads;
-  shape.layer_zero_order = parse_layer_zero_order(layer_zero_order);
-  SLUICE_INPUT_CHECK(model != "gat" || layer_zero_order == "auto",
-                     "--layer-zero-order is GCN's and SAGE's; GAT's layer 0 has "
-                     "sluice-train --gat-layer-zero");
+  shape.layer_zero_order = parse_layer_zero_order(layer_zero_order, model);
   SLUICE_INPUT_CHECK(input_rows == "auto" || input_rows == "keep" || input_rows == "reload",
                      "unknown --input-rows '", input_rows, "' (expected auto, keep or reload)");
   SLUICE_INPUT_CHECK(

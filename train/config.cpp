@@ -60,9 +60,7 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(
       c.gat_layer_zero == "auto" || c.gat_layer_zero == "transform" || c.gat_layer_zero == "attend",
       "unknown --gat-layer-zero '", c.gat_layer_zero, "' (expected auto, transform or attend)");
-  parse_layer_zero_order(c.layer_zero_order);  // throws for an unknown value
-  SLUICE_INPUT_CHECK(c.model != "gat" || c.layer_zero_order == "auto",
-                     "--layer-zero-order is GCN's and SAGE's; GAT's layer 0 has --gat-layer-zero");
+  parse_layer_zero_order(c.layer_zero_order, c.model);  // throws for a value the model lacks
   SLUICE_INPUT_CHECK(!(c.gat_layer_zero == "attend" && c.input_rows == "reload"),
                      "--gat-layer-zero attend reads the input rows of every chunk: it needs them "
                      "kept (--input-rows auto or keep, not reload)");

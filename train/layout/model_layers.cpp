@@ -34,6 +34,14 @@ LayerZeroOrder parse_layer_zero_order(const std::string& name) {
       cat("unknown --layer-zero-order '", name, "' (expected auto, aggregate or transform)"));
 }
 
+LayerZeroOrder parse_layer_zero_order(const std::string& name, const std::string& model) {
+  const LayerZeroOrder order = parse_layer_zero_order(name);
+  SLUICE_INPUT_CHECK(model != "gat" || order == LayerZeroOrder::kAuto,
+                     "--layer-zero-order is GCN's and SAGE's; GAT's layer 0 has sluice-train "
+                     "--gat-layer-zero");
+  return order;
+}
+
 ModelLayers model_layers(const ModelShape& shape) {
   check_shape(shape);
   ModelLayers model;

@@ -61,6 +61,9 @@ ModelLayers model_layers(const ModelShape& shape);
 // --layer-zero-order's value (auto | aggregate | transform); InputError naming the option
 // otherwise.
 LayerZeroOrder parse_layer_zero_order(const std::string& name);
+// The same for a run of `model` (gcn | sage | gat), both commands' rule: GAT takes only auto
+// (InputError pointing to sluice-train --gat-layer-zero otherwise).
+LayerZeroOrder parse_layer_zero_order(const std::string& name, const std::string& model);
 
 // Whether layer 0 of `width`-wide inputs, transform_width wide once multiplied, transforms first
 // under LayerZeroOrder::kAuto: its forward product then reads transform_width floats an entry

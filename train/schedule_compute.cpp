@@ -251,10 +251,7 @@ void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
   Mat dA = rows_of(s.dA, ch.num_dst, layer.aggregate_width);
   multiply_by_transpose(d, dZ, W, dA);
   if (model.kind == ModelKind::kGcn) {
-    if (stores_input_gradients())
-      d.spmm_transpose(ch.csr, nullptr, dA, dX);
-    else
-      d.spmm_transpose_add(ch.csr, nullptr, dA, dX);
+    gcn_input_gradients(d, ch, dA, dX);
   } else {
     d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
     d.spmm_transpose_add(ch.csr, nullptr, dA.col_block(layer.in_width, layer.in_width), dX);
@@ -300,10 +297,7 @@ void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const Device
   Device& d = *s.device;
   const Mat dT = rows_of(s.dZm, s.merged_rows, layer.transform_width);
   if (model.kind == ModelKind::kGcn) {
-    if (stores_input_gradients())
-      d.spmm_transpose(ch.csr, nullptr, dZ, dT);
-    else
-      d.spmm_transpose_add(ch.csr, nullptr, dZ, dT);
+    gcn_input_gradients(d, ch, dZ, dT);
     return;
   }
   const std::int64_t F = layer.out_width;

@@ -154,6 +154,14 @@ struct Schedule::Impl {
   // (after kBatchComputed) and they leave, on one chunk per partition, whose product covers
   // every merged row (with more chunks, rows a batch keeps from the one before go on adding up).
   bool stores_input_gradients() const { return C == 1 && model.kind == ModelKind::kGcn; }
+  // GCN's input gradients of a chunk, dx = A^T dy: stored where stores_input_gradients(), else
+  // added into the rows the load phase zeroed.
+  void gcn_input_gradients(Device& d, const DeviceChunk& ch, Mat dy, Mat dx) const {
+    if (stores_input_gradients())
+      d.spmm_transpose(ch.csr, nullptr, dy, dx);
+    else
+      d.spmm_transpose_add(ch.csr, nullptr, dy, dx);
+  }
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
   // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).

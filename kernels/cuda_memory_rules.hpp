@@ -31,6 +31,19 @@ constexpr std::int64_t long_degree_for(std::int64_t nnz) {
   return std::min<std::int64_t>(1024, std::max<std::int64_t>(128, nnz / 2048));
 }
 
+// The row SpMM splits a long row of more than long_segment_entries(nnz) entries into segments of
+// that many (kernels/cuda/row_spmm.cu), each a block of warps, whose sums it then adds in segment
+// order: on one block, a hub row of a small chunk (68k of a 650k-entry chunk's entries) takes
+// longer than the rest of the product. At least nnz / kMaxSplitRows entries a segment, so fewer
+// than kMaxSplitRows rows split, into fewer than kMaxLongSegments segments; each segment's sums
+// (one row of the product) take scratch from the headroom below.
+inline constexpr std::int64_t kMaxSplitRows = 512;
+inline constexpr std::int64_t kMaxLongSegments = 2 * kMaxSplitRows;
+inline constexpr std::int64_t kMinSegmentEntries = 2048;
+constexpr std::int64_t long_segment_entries(std::int64_t nnz) {
+  return std::max(kMinSegmentEntries, (nnz + kMaxSplitRows - 1) / kMaxSplitRows);
+}
+
 // GAT layers of at most 8 heads and 256 columns in all take the backward by source
 // (kernels/cuda/gat.hpp), which needs no transposed coefficients (atilde, nnz x K). The heads are
 // bounded by its shared memory: 4 x 32 x K floats per warp, and 16 warps on a long row.

@@ -288,7 +288,8 @@ class CudaDevice final : public Device {
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
   Scratch gat_input_partials_;                               // gat_input_backward's per-warp sums
   float* merged_row_scratch(const DeviceCsr& m, int heads);  // gat_del_ (cuda_gat.cpp)
-  Scratch column_partials_;  // per-slice column sums (elementwise.hpp), reduced in order
+  Scratch column_partials_;    // per-slice column sums (elementwise.hpp), reduced in order
+  Scratch long_segment_sums_;  // the row SpMM's split long rows, a row per segment (row_spmm.hpp)
   // softmax_cross_entropy()'s results stay on the device until synchronize() hands them over
   // (deliver_losses()), so no call waits on a host function: a slot of accumulators (the loss,
   // then 6 split counters) per distinct target, and the evaluation's predictions copied into

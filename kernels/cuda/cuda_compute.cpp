@@ -109,12 +109,17 @@ void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* val
                  "per-call values");
   SLUICE_EXPECTS(over == RowSpmmOver::kMatrix || !values || m.t_perm.get(),
                  "row SpMM: per-call values without the transpose's permutation");
+  const LongSplit& split = over == RowSpmmOver::kMatrix ? m.long_split : m.t_long_split;
+  float* segment_sums = split.segments == 0
+                            ? nullptr
+                            : long_segment_sums_.ensure_as<float>(split.segments * y.cols, account_,
+                                                                  cur(), "long-row segment sums");
   if (m.wide) {
     launch_row_spmm(row_spmm_matrix<std::int64_t>(m, over, values), x.data, x.ld, y.data, y.ld,
-                    y.cols, write, cur());
+                    y.cols, write, segment_sums, cur());
   } else {
     launch_row_spmm(row_spmm_matrix<std::int32_t>(m, over, values), x.data, x.ld, y.data, y.ld,
-                    y.cols, write, cur());
+                    y.cols, write, segment_sums, cur());
   }
 }
 

@@ -275,6 +275,8 @@ void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const
     view.long_degree = m.long_degree;
     view.num_long = m.num_long;
     view.num_t_long = m.num_t_long;
+    view.long_split = m.long_split;
+    view.t_long_split = m.t_long_split;
     for (const CsrArray array : kStagedArrays)
       view.*array = ConstantBuffer::view((m.*array).get(), (m.*array).bytes());
   }

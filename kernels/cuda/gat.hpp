@@ -16,10 +16,19 @@ namespace sluice::cuda {
 // Rows with more than `degree` entries, listed: the edge kernels give each of them a block of
 // warps (one warp per row would leave a hub row's warp running long after the others finished)
 // and skip them in their warp-per-row pass. count == 0: no such rows, or the split is off.
+// The row SpMM's split of the list's longest rows (long_segment_entries()): its first `rows`
+// rows have more than segment_entries entries and take `segments` blocks in all, one per
+// segment_entries entries of each (the list's other rows follow them in row order).
+struct LongSplit {
+  std::int64_t rows = 0, segments = 0;
+  std::int64_t segment_entries = INT64_MAX;
+};
+
 struct LongRows {
-  const vertex_t* rows = nullptr;
+  const vertex_t* rows = nullptr;  // the split rows first, then in row order
   std::int64_t count = 0;
   std::int64_t degree = INT64_MAX;
+  LongSplit split;
 };
 
 // A device CSR with Index-typed offsets and columns (int32 when nnz < 2^31, else int64).

@@ -2,7 +2,10 @@
 // time: lane j loads entry j's column and weight, then the warp's lane groups take the entries
 // several at a time each (a group of 32 / G lanes covers a column pass, G groups take G entries
 // side by side), the groups' sums added in a fixed tree at the end. Rows longer than
-// LongRows::degree get a block of warps, combined in warp order.
+// LongRows::degree get a block of warps, combined in warp order; the longest of them
+// (LongRows::split) a block per segment, whose sums a second kernel adds in segment order.
+#include <cub/block/block_scan.cuh>
+
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -22,6 +25,7 @@ using detail::row_blocks;
 
 constexpr int kLongWarps = 16;
 constexpr int kLongThreads = 32 * kLongWarps;
+static_assert(kMaxSplitRows == kLongThreads, "a thread per split row counts its segments");
 
 // A column pass: kFloats columns per lane, lanes in groups of kGroupLanes; a group covers kSpan
 // columns. kVec4: lane l of a group holds the 16-byte words 4 (l + kGroupLanes t) .. + 3 (rows
@@ -97,27 +101,27 @@ __device__ __forceinline__ void load_slots(float (&v)[kFloats], const float* row
   }
 }
 
-// The warp's share of row [begin, end): its 32-entry chunks from begin + first, stepping by
-// step, accumulated into each group's acc (group g takes entries g, g + G, g + 2G, ... of a
-// chunk, in order, kInFlight of them loaded at a time).
+// The warp's share of entries [from, to) of row [begin, end): its 32-entry chunks from `from`,
+// stepping by step, accumulated into each group's acc (group g takes entries g, g + G, g + 2G,
+// ... of a chunk, in order, kInFlight of them loaded at a time).
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4>
 __device__ __forceinline__ void accumulate_chunks(
     const RowSpmmMatrix<Index>& a, const float* __restrict__ x, std::int64_t ldx, std::int64_t row,
-    std::int64_t begin, std::int64_t end, std::int64_t first, std::int64_t step,
+    std::int64_t begin, std::int64_t end, std::int64_t from, std::int64_t to, std::int64_t step,
     std::int32_t row_degree, int column_base, int cols, float (&acc)[kFloats]) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
   constexpr int G = P::kGroups;
   constexpr int kIn = P::kInFlight;
   const int lane = lane_id();
   const int group = lane / kGroupLanes, group_lane = lane % kGroupLanes;
-  for (std::int64_t chunk = begin + first; chunk < end; chunk += step) {
+  for (std::int64_t chunk = from; chunk < to; chunk += step) {
     std::int64_t column_mine = 0;
     float weight_mine = 0.f;
-    if (chunk + lane < end) {
+    if (chunk + lane < to) {
       column_mine = a.columns[chunk + lane];
       weight_mine = entry_weight(a, row, chunk + lane, begin, end, column_mine, row_degree);
     }
-    const int count = static_cast<int>(end - chunk < 32 ? end - chunk : 32);
+    const int count = static_cast<int>(to - chunk < 32 ? to - chunk : 32);
     for (int j = 0; j < count; j += kIn * G) {
       std::int64_t c[kIn];
       float w[kIn];
@@ -207,31 +211,89 @@ __global__ void __launch_bounds__(kRowThreads)
   const int lane = lane_id();
   for (int column_base = 0; column_base < cols; column_base += P::kSpan) {
     float acc[kFloats] = {};
-    accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, r, begin, end, 0, 32,
+    accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, r, begin, end, begin, end, 32,
                                                           row_degree, column_base, cols, acc);
     if (lane < kGroupLanes)
       write_slots<kFloats, kGroupLanes, kVec4, kWrite>(acc, y + r * ldy, column_base, lane, cols);
   }
 }
 
-// A block of kLongWarps warps per listed long row: warp w takes chunks w, w + kLongWarps, ...;
-// the warps' sums are added in warp order through shared memory.
+// segment_end[k]: the segments of split rows 0..k (LongRows::split), counted by the block's
+// kLongThreads threads, a thread per row.
+template <typename Index>
+__device__ void split_segment_ends(const RowSpmmMatrix<Index>& a, std::int32_t* segment_end) {
+  using Scan = cub::BlockScan<std::int32_t, kLongThreads>;
+  __shared__ typename Scan::TempStorage scan;
+  const LongSplit& split = a.long_rows.split;
+  const int t = static_cast<int>(threadIdx.x);
+  std::int32_t segments = 0;  // fewer than kMaxLongSegments in all
+  if (t < split.rows) {
+    const std::int64_t r = a.long_rows.rows[t];
+    segments = static_cast<std::int32_t>(
+        (a.indptr[r + 1] - a.indptr[r] + split.segment_entries - 1) / split.segment_entries);
+  }
+  std::int32_t end = 0;
+  Scan(scan).InclusiveSum(segments, end);
+  segment_end[t] = end;
+  __syncthreads();
+}
+
+// The split row whose segments include segment `item`: the first k with segment_end[k] > item.
+__device__ __forceinline__ std::int64_t split_row_of(const std::int32_t* segment_end,
+                                                     std::int64_t rows, std::int64_t item) {
+  std::int64_t low = 0, high = rows - 1;
+  while (low < high) {
+    const std::int64_t mid = (low + high) / 2;
+    if (segment_end[mid] > item)
+      high = mid;
+    else
+      low = mid + 1;
+  }
+  return low;
+}
+
+// A block of kLongWarps warps per work item: a segment of a split row (the first
+// split.segments items), whose sums go to row `item` of segment_sums (cols wide), or a whole
+// other long row. Warp w takes chunks w, w + kLongWarps, ... of the item's entries; the warps'
+// sums are added in warp order through shared memory.
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
 __global__ void __launch_bounds__(kLongThreads)
     row_spmm_long_kernel(RowSpmmMatrix<Index> a, const float* __restrict__ x, std::int64_t ldx,
-                         float* __restrict__ y, std::int64_t ldy, int cols) {
+                         float* __restrict__ y, std::int64_t ldy, int cols,
+                         float* __restrict__ segment_sums) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
   __shared__ float partial[kLongWarps][P::kSpan];
+  __shared__ std::int32_t segment_end[kMaxSplitRows];
   const int lane = lane_id();
   const int warp = static_cast<int>(threadIdx.x / 32);
-  for (std::int64_t k = blockIdx.x; k < a.long_rows.count; k += gridDim.x) {
-    const std::int64_t r = a.long_rows.rows[k];
+  const LongSplit& split = a.long_rows.split;
+  const std::int64_t items = split.segments + a.long_rows.count - split.rows;
+  // Items only grow along the grid-stride loop: a block starting past the segments takes none.
+  if (blockIdx.x < split.segments) split_segment_ends(a, segment_end);
+  for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
+    const bool segment = item < split.segments;
+    std::int64_t r, from, to;
+    float* target;
+    if (segment) {
+      const std::int64_t k = split_row_of(segment_end, split.rows, item);
+      const std::int64_t s = item - (k > 0 ? segment_end[k - 1] : 0);
+      r = a.long_rows.rows[k];
+      from = a.indptr[r] + s * split.segment_entries;
+      to = min(from + split.segment_entries, static_cast<std::int64_t>(a.indptr[r + 1]));
+      target = segment_sums + item * cols;
+    } else {
+      r = a.long_rows.rows[split.rows + item - split.segments];
+      from = a.indptr[r];
+      to = a.indptr[r + 1];
+      target = y + r * ldy;
+    }
     const std::int64_t begin = a.indptr[r], end = a.indptr[r + 1];
     const std::int32_t row_degree = row_degree_of(a, r, begin, end);
     for (int column_base = 0; column_base < cols; column_base += P::kSpan) {
       float acc[kFloats] = {};
-      accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(
-          a, x, ldx, r, begin, end, 32 * warp, 32 * kLongWarps, row_degree, column_base, cols, acc);
+      accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, r, begin, end,
+                                                            from + 32 * warp, to, 32 * kLongWarps,
+                                                            row_degree, column_base, cols, acc);
       if (lane < kGroupLanes) {
 #pragma unroll
         for (int t = 0; t < kFloats; ++t) partial[warp][P::column(lane, t)] = acc[t];
@@ -241,23 +303,52 @@ __global__ void __launch_bounds__(kLongThreads)
         if (column_base + c >= cols) continue;
         float sum = 0.f;
         for (int w = 0; w < kLongWarps; ++w) sum += partial[w][c];
-        write_value<kWrite>(y + r * ldy + column_base + c, sum);
+        if (segment)
+          target[column_base + c] = sum;
+        else
+          write_value<kWrite>(target + column_base + c, sum);
       }
       __syncthreads();
     }
   }
 }
 
+// A block per split row: its segments' sums added in segment order into (or stored in) y.
+template <typename Index, RowSpmmWrite kWrite>
+__global__ void __launch_bounds__(kLongThreads)
+    row_spmm_segments_kernel(RowSpmmMatrix<Index> a, const float* __restrict__ segment_sums,
+                             float* __restrict__ y, std::int64_t ldy, int cols) {
+  __shared__ std::int32_t segment_end[kMaxSplitRows];
+  split_segment_ends(a, segment_end);
+  const LongSplit& split = a.long_rows.split;
+  for (std::int64_t k = blockIdx.x; k < split.rows; k += gridDim.x) {
+    const std::int64_t first = k > 0 ? segment_end[k - 1] : 0, last = segment_end[k];
+    float* row = y + static_cast<std::int64_t>(a.long_rows.rows[k]) * ldy;
+    for (int c = static_cast<int>(threadIdx.x); c < cols; c += kLongThreads) {
+      float sum = 0.f;
+      for (std::int64_t s = first; s < last; ++s) sum += segment_sums[s * cols + c];
+      write_value<kWrite>(row + c, sum);
+    }
+  }
+}
+
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
 void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
-                   std::int64_t ldy, int cols, cudaStream_t stream) {
+                   std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
   row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
       <<<row_blocks(a.rows), kRowThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
   if (a.long_rows.count == 0) return;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(a.long_rows.count, 65535));
+  const LongSplit& split = a.long_rows.split;
+  const std::int64_t items = split.segments + a.long_rows.count - split.rows;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, 65535));
   row_spmm_long_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
-      <<<blocks, kLongThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
+      <<<blocks, kLongThreads, 0, stream>>>(a, x, ldx, y, ldy, cols, segment_sums);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  if (split.rows == 0) return;
+  row_spmm_segments_kernel<Index, kWrite>
+      <<<static_cast<unsigned>(split.rows), kLongThreads, 0, stream>>>(a, segment_sums, y, ldy,
+                                                                       cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -265,31 +356,32 @@ void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t l
 // up to 640 columns a pass (20 a lane), so that 602-wide rows need one pass.
 template <typename Index, bool kVec4, RowSpmmWrite kWrite>
 void launch_width(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
-                  std::int64_t ldy, int cols, cudaStream_t stream) {
+                  std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
   if (cols <= 32) {
-    launch_layout<Index, 4, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 4, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 64) {
-    launch_layout<Index, 4, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 4, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 128) {
-    launch_layout<Index, 4, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 4, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 256) {
-    launch_layout<Index, 8, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 8, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 384) {
-    launch_layout<Index, 12, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 12, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 512) {
-    launch_layout<Index, 16, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 16, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else {
-    launch_layout<Index, 20, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, stream);
+    launch_layout<Index, 20, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   }
 }
 
 template <typename Index, bool kVec4>
 void launch_rows(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
-                 std::int64_t ldy, int cols, RowSpmmWrite write, cudaStream_t stream) {
+                 std::int64_t ldy, int cols, RowSpmmWrite write, float* segment_sums,
+                 cudaStream_t stream) {
   if (write == RowSpmmWrite::kAdd) {
-    launch_width<Index, kVec4, RowSpmmWrite::kAdd>(a, x, ldx, y, ldy, cols, stream);
+    launch_width<Index, kVec4, RowSpmmWrite::kAdd>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else {
-    launch_width<Index, kVec4, RowSpmmWrite::kStore>(a, x, ldx, y, ldy, cols, stream);
+    launch_width<Index, kVec4, RowSpmmWrite::kStore>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   }
 }
 
@@ -305,22 +397,25 @@ bool row_spmm_aligned(const float* x, std::int64_t ldx, const float* y, std::int
 
 template <typename Index>
 void launch_row_spmm(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
-                     std::int64_t ldy, std::int64_t cols, RowSpmmWrite write, cudaStream_t stream) {
+                     std::int64_t ldy, std::int64_t cols, RowSpmmWrite write, float* segment_sums,
+                     cudaStream_t stream) {
   SLUICE_EXPECTS(cols <= INT32_MAX, "row SpMM: ", cols, " columns");
+  SLUICE_EXPECTS(a.long_rows.split.segments == 0 || segment_sums != nullptr,
+                 "row SpMM: split long rows without scratch for their segments");
   if (a.rows <= 0 || cols <= 0) return;
   const int c = static_cast<int>(cols);
   if (row_spmm_aligned(x, ldx, y, ldy)) {
-    launch_rows<Index, true>(a, x, ldx, y, ldy, c, write, stream);
+    launch_rows<Index, true>(a, x, ldx, y, ldy, c, write, segment_sums, stream);
   } else {
-    launch_rows<Index, false>(a, x, ldx, y, ldy, c, write, stream);
+    launch_rows<Index, false>(a, x, ldx, y, ldy, c, write, segment_sums, stream);
   }
 }
 
 template void launch_row_spmm<std::int32_t>(const RowSpmmMatrix<std::int32_t>&, const float*,
                                             std::int64_t, float*, std::int64_t, std::int64_t,
-                                            RowSpmmWrite, cudaStream_t);
+                                            RowSpmmWrite, float*, cudaStream_t);
 template void launch_row_spmm<std::int64_t>(const RowSpmmMatrix<std::int64_t>&, const float*,
                                             std::int64_t, float*, std::int64_t, std::int64_t,
-                                            RowSpmmWrite, cudaStream_t);
+                                            RowSpmmWrite, float*, cudaStream_t);
 
 }  // namespace sluice::cuda

@@ -28,7 +28,7 @@ struct RowSpmmMatrix {
   const Index* indptr = nullptr;  // rows + 1 (of the structure walked)
   const Index* columns = nullptr;
   std::int64_t rows = 0;
-  LongRows long_rows;  // rows of more entries: a block of warps each
+  LongRows long_rows;  // rows of more entries: a block of warps each (the longest, per segment)
   RowSpmmOver over = RowSpmmOver::kMatrix;
   // kPerCall: values[perm ? perm[e] : e]. Derived, per entry (r, c) of the CSR:
   // kSymmetricNorm from degrees (of c, and of row r's self column); kNeighborMean from row r's
@@ -47,8 +47,11 @@ struct RowSpmmMatrix {
 enum class RowSpmmWrite { kStore, kAdd };
 
 // y[r, 0..cols) (=|+=) sum over row r's entries e of weight(e) x[columns[e], 0..cols).
+// segment_sums: scratch of a.long_rows.split.segments x cols floats (may be null without split
+// rows).
 template <typename Index>
 void launch_row_spmm(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
-                     std::int64_t ldy, std::int64_t cols, RowSpmmWrite write, cudaStream_t stream);
+                     std::int64_t ldy, std::int64_t cols, RowSpmmWrite write, float* segment_sums,
+                     cudaStream_t stream);
 
 }  // namespace sluice::cuda

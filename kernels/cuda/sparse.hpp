@@ -31,9 +31,11 @@ struct DeviceCsr {
   // The transpose: cols x rows; perm: nnz entries, kPerCall only (else empty).
   ConstantBuffer t_indptr, t_columns, t_perm;
   ConstantBuffer column_degrees;  // kSymmetricNorm: cols 32-bit degrees
-  // Rows (and transposed rows) with more than long_degree entries, for the GAT kernels.
+  // Rows (and transposed rows) with more than long_degree entries for the row SpMM and the GAT
+  // kernels, the row SpMM's split rows first (LongSplit), then in row order.
   std::int64_t long_degree = INT64_MAX, num_long = 0, num_t_long = 0;
   ConstantBuffer long_rows, t_long_rows;
+  LongSplit long_split, t_long_split;
 
   template <typename Index>
   CsrArrays<Index> arrays() const {
@@ -43,10 +45,10 @@ struct DeviceCsr {
                             rows,
                             cols,
                             nnz,
-                            LongRows{long_rows.as<vertex_t>(), num_long, long_degree}};
+                            LongRows{long_rows.as<vertex_t>(), num_long, long_degree, long_split}};
   }
   LongRows transposed_long_rows() const {
-    return LongRows{t_long_rows.as<vertex_t>(), num_t_long, long_degree};
+    return LongRows{t_long_rows.as<vertex_t>(), num_t_long, long_degree, t_long_split};
   }
 };
 
@@ -66,8 +68,8 @@ struct CsrUploadScratch {
 // Validates and uploads (synchronously; setup time) the matrix and its transpose; `store` places
 // every array; `seconds` (may be null) accumulates the time of the checks and the transpose;
 // `scratch` (may be null) holds the host buffers of 32-bit matrices. Rows
-// with more than long_degree entries (0: none) are listed for the GAT kernels (also of the
-// transpose).
+// with more than long_degree entries (0: none) are listed for the row SpMM and the GAT kernels
+// (also of the transpose).
 DeviceCsr upload_device_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                             std::int64_t num_cols, const CsrWeighting& weighting,
                             ConstantStore& store, cudaStream_t stream, const std::string& what,

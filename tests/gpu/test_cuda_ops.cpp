@@ -1480,6 +1480,111 @@ TEST_F(CudaOps, SparseProductsRepeatBitForBit) {
   for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
   for (const std::int64_t f : {47, 256}) {
     Mat x = upload(a.cols, f, random_floats(a.cols * f, rng_));
+// A chunk whose longest rows and columns the row SpMM splits into segments (more than
+// long_segment_entries(nnz) entries, 2048 at this size): rows 7, 507, ... hold 2100..5900
+// entries, columns 1..3 appear in nine rows of ten (about 2340 entries each); every 4th row is a
+// long row of 129..1100 entries taken whole by a block, the others short.
+test::ChunkCsr split_hub_csr(std::mt19937& rng) {
+  const std::int64_t rows = 2600, cols = 6000;
+  test::ChunkCsr a{{0}, {}, rows, cols};
+  std::uniform_int_distribution<int> short_degree(0, 20), long_degree(129, 1100),
+      split_degree(2100, 5900);
+  std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
+  std::bernoulli_distribution hub_entry(0.9);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::vector<vertex_t> row{static_cast<vertex_t>(r % cols)};
+    for (vertex_t hub = 1; hub <= 3; ++hub)
+      if (hub_entry(rng) && row.front() != hub) row.push_back(hub);
+    const int d = r % 500 == 7 ? split_degree(rng)
+                  : r % 4 == 1 ? long_degree(rng)
+                               : short_degree(rng);
+    std::vector<char> used(static_cast<std::size_t>(cols), 0);
+    for (vertex_t c : row) used[std::size_t(c)] = 1;
+    while (static_cast<int>(row.size()) < d) {
+      const vertex_t c = column(rng);
+      if (!used[std::size_t(c)]) used[std::size_t(c)] = 1, row.push_back(c);
+    }
+    a.columns.insert(a.columns.end(), row.begin(), row.end());
+    a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
+  }
+  return a;
+}
+
+// Rows longer than a segment take a block per segment, their sums added in segment order: the
+// forward product (stored), the transposed product (stored, and added on every call) and their
+// repeat bit for bit, for per-call values and both derived weights (the neighbor mean's self
+// entry sits in a row's first segment only), at widths of one and two column passes and with
+// rows that are not 16-byte aligned.
+TEST_F(CudaOps, LongRowsSplitIntoSegments) {
+  Device& d = dev();
+  const test::ChunkCsr a = split_hub_csr(rng_);
+  const std::int64_t nnz = a.indptr.back(), segment = cuda::long_segment_entries(nnz);
+  std::vector<std::int64_t> column_count(std::size_t(a.cols), 0);
+  for (vertex_t c : a.columns) ++column_count[std::size_t(c)];
+  std::int64_t split_rows = 0;
+  for (std::int64_t r = 0; r < a.rows; ++r) split_rows += a.indptr[r + 1] - a.indptr[r] > segment;
+  ASSERT_EQ(split_rows, 6);
+  ASSERT_EQ(std::count_if(column_count.begin(), column_count.end(),
+                          [&](std::int64_t n) { return n > segment; }),
+            3);
+  std::vector<std::int32_t> degrees(std::size_t(a.cols));
+  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
+  const Host given = random_floats(nnz, rng_);
+  Mat given_values = upload(1, nnz, given);
+  for (CsrWeights kind :
+       {CsrWeights::kPerCall, CsrWeights::kSymmetricNorm, CsrWeights::kNeighborMean}) {
+    Host w(static_cast<std::size_t>(nnz));
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        w[e] = kind == CsrWeights::kPerCall ? given[e]
+               : kind == CsrWeights::kSymmetricNorm
+                   ? float(1.0 / std::sqrt(double(degrees[a.columns[a.indptr[r]]]) *
+                                           double(degrees[a.columns[e]])))
+               : e == a.indptr[r] ? 0.f
+                                  : float(1.0 / double(a.indptr[r + 1] - a.indptr[r] - 1));
+    const float* values = kind == CsrWeights::kPerCall ? given_values.data : nullptr;
+    Csr csr = kind == CsrWeights::kPerCall
+                  ? d.upload_csr(a.indptr, a.columns, a.cols, "A")
+                  : d.upload_csr(a.indptr, a.columns, a.cols,
+                                 CsrWeighting{kind, kind == CsrWeights::kSymmetricNorm
+                                                        ? degrees
+                                                        : std::vector<std::int32_t>{}},
+                                 "A");
+    for (const std::int64_t f : {48, 100, 39, 700}) {
+      SCOPED_TRACE(std::string(csr_weights_name(kind)) + ", width " + std::to_string(f));
+      const std::int64_t ld = f == 39 ? 41 : (f + 3) / 4 * 4;
+      const Host xs = random_floats(a.cols * ld, rng_), dys = random_floats(a.rows * ld, rng_);
+      Mat x = upload(a.cols, ld, xs).col_block(0, f), dy = upload(a.rows, ld, dys).col_block(0, f);
+      std::vector<double> want_y(std::size_t(a.rows * f), 0.0), want_dx(std::size_t(a.cols * f));
+      for (std::int64_t r = 0; r < a.rows; ++r)
+        for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+          for (std::int64_t c = 0; c < f; ++c) {
+            want_y[r * f + c] += double(w[e]) * xs[a.columns[e] * ld + c];
+            want_dx[a.columns[e] * f + c] += double(w[e]) * dys[r * ld + c];
+          }
+      Mat y = d.alloc(a.rows, f, "y"), dx = d.alloc(a.cols, f, "dx");
+      d.fill(y, 123.f);
+      d.spmm(csr, values, x, y);
+      const Host first_y = download(y);
+      EXPECT_LT(relative_error(first_y, want_y), kTolerance);
+      d.fill(y, -5.f);
+      d.spmm(csr, values, x, y);
+      EXPECT_EQ(download(y), first_y);
+      d.fill(dx, 123.f);
+      d.spmm_transpose(csr, values, dy, dx);
+      const Host stored_dx = download(dx);
+      EXPECT_LT(relative_error(stored_dx, want_dx), kTolerance);
+      d.spmm_transpose_add(csr, values, dy, dx);
+      std::vector<double> twice(want_dx);
+      for (double& v : twice) v *= 2;
+      EXPECT_LT(relative_error(download(dx), twice), kTolerance);
+      d.fill(dx, 0.f);
+      d.spmm_transpose_add(csr, values, dy, dx);
+      EXPECT_EQ(download(dx), stored_dx);
+    }
+  }
+}
+
     Mat dy = upload(a.rows, f, random_floats(a.rows * f, rng_));
     for (CsrWeights kind : {CsrWeights::kPerCall, CsrWeights::kSymmetricNorm}) {
       SCOPED_TRACE(std::string(csr_weights_name(kind)) + ", width " + std::to_string(f));

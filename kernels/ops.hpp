@@ -200,7 +200,10 @@ struct TransferCounters {
   // backend counts in h2d_csr_in_line_bytes what products read unannounced, as if every CSR
   // lived in host memory.
   std::int64_t h2d_csr_bytes = 0, h2d_csr_in_line_bytes = 0;
-  std::int64_t d2h_bytes = 0;                // store_block, flush_add_rows, flush_store_rows
+  std::int64_t d2h_bytes = 0;  // store_block, flush_add_rows, flush_store_rows
+  // Host rows flush_add_rows reads to add into (CUDA: over the link, the GPU adding; the CPU
+  // backend adds in host memory and counts none).
+  std::int64_t h2d_flush_bytes = 0;
   std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows
   std::int64_t resident_bytes = 0;           // the same operations on resident matrices
 };

@@ -389,8 +389,8 @@ void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
 }
 
 // Leaving rows: dropout backward (the mask multiply is its own derivative), then into G^l:
-// rows leaving for the first time in this layer are stored, the others added (by CPU threads
-// on CUDA). With a `leave` buffer the rows are compacted on the compute lane and flushed on
+// rows leaving for the first time in this layer are stored, the others added. With a `leave`
+// buffer the rows are compacted on the compute lane and flushed on
 // the store lane, behind the next batch's work.
 void Schedule::Impl::flush_phase(const LayerSpec& layer, int c) {
   for (int p = 0; p < P; ++p) {

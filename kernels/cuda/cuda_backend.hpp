@@ -308,7 +308,7 @@ class CudaDevice final : public Device {
   std::int64_t pending_prediction_rows_ = 0;
   static constexpr std::int64_t kIndexBytes = sizeof(std::int32_t);
   Scratch loss_accumulator_, predictions_;
-  PinnedScratch host_values_, host_rows_, host_loss_, host_predictions_;
+  PinnedScratch host_loss_, host_predictions_;
   std::map<int, PeerStaging> peer_staging_;
   TransferCounters counters_;
 };

@@ -4,10 +4,8 @@
 // that widen them (host_rows.hpp) and written by kernels that round on the GPU, so the link
 // carries 2 bytes per element. A matrix made resident (try_make_resident) goes through the same
 // kernels and copies within device memory, without the host-link grid cap.
-#include <omp.h>
 
 #include <algorithm>
-#include <memory>
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -44,41 +42,6 @@ unsigned blocks_for(const HostMat& m, unsigned host_link_blocks) {
 std::int64_t& bytes_counter(const HostMat& m, std::int64_t& link, TransferCounters& counters) {
   return m.residence == Residence::kHost ? link : counters.resident_bytes;
 }
-
-// Host-side work queued on a stream (cudaLaunchHostFunc): the payload owns itself.
-// host[rows[i]] += values_i; bf16: host = round(host + values), the values already rounded on
-// the GPU (the CPU backend's add_host_rows computes the same).
-struct FlushTask {
-  const void* values;    // n x cols elements of host.precision, pinned staging
-  const vertex_t* rows;  // n host row indices, pinned staging
-  std::int64_t n, cols;
-  HostMat host;
-  int threads;  // CPU threads of this task (the host's share of one GPU)
-  static void CUDART_CB run(void* arg) {
-    std::unique_ptr<FlushTask> task(static_cast<FlushTask*>(arg));
-    const std::int64_t n = task->n, cols = task->cols, ld = task->host.ld;
-    if (task->host.precision == HostPrecision::kBf16) {
-      const auto* values = static_cast<const bf16_t*>(task->values);
-      bf16_t* host = task->host.bf16();
-#pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
-      for (std::int64_t i = 0; i < n; ++i) {
-        bf16_t* out = host + static_cast<std::int64_t>(task->rows[i]) * ld;
-        const bf16_t* in = values + i * cols;
-        for (std::int64_t j = 0; j < cols; ++j)
-          out[j] = bf16_from_float(float_from_bf16(out[j]) + float_from_bf16(in[j]));
-      }
-      return;
-    }
-    const auto* values = static_cast<const float*>(task->values);
-    float* host = task->host.fp32();
-#pragma omp parallel for schedule(static) num_threads(task->threads) if (n * cols > 65536)
-    for (std::int64_t i = 0; i < n; ++i) {
-      float* out = host + static_cast<std::int64_t>(task->rows[i]) * ld;
-      const float* in = values + i * cols;
-      for (std::int64_t j = 0; j < cols; ++j) out[j] += in[j];
-    }
-  }
-};
 
 // dst[dst_rows[i]] = src[src_rows[i]] (src_rows null: row i) for i < n, each row with the
 // dropout keyed keys[i] (scatter_dropout_rows, copy_dropout_rows; the caller set the device).
@@ -268,51 +231,24 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
   expect_flush_shapes("flush_add_rows", src, src_rows, host_rows, host);
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
-  const std::int64_t cols = src.cols;
-  if (host.residence == Residence::kDevice) {
-    // Unique rows: one addition per element, so the atomics of the fp32 add are deterministic.
-    if (host.precision == HostPrecision::kBf16)
-      launch_add_narrowed_rows(src.data, src.ld, src_rows.data, host.bf16(), host.ld,
-                               host_rows.data, n, cols, cur());
-    else
-      launch_scatter_add_rows(src.data, src.ld, src_rows.data, host.fp32(), host.ld, host_rows.data,
-                              n, cols, /*system_scope=*/false, cur());
-    counters_.resident_bytes += n * cols * host.element_bytes();
-    return;
-  }
-  // The leaving rows are compacted straight into pinned host staging (zero-copy writes over the
-  // link): no device staging buffer, so a flush never needs device memory beyond the budget.
-  // bf16 rows are rounded on the GPU, so the staging and the link hold 2 bytes per element.
-  void* values = host_values_.ensure(n * cols * host.element_bytes(), cur());
+  // The rows are unique: the GPU reads each one (over the link from mapped host memory, or in
+  // device memory where the matrix is resident), adds and writes it back, without atomics, CPU
+  // threads or staging. bf16 as the CPU backend adds: round(host + round(values)).
+  void* target = host_device_pointer(host, 0, host.rows);
+  const unsigned blocks = blocks_for(host, host_link_blocks_);
   if (host.precision == HostPrecision::kBf16)
-    launch_narrow_rows(src.data, src.ld, src_rows.data,
-                       static_cast<bf16_t*>(host_values_.device_pointer()), cols, nullptr, n, cols,
-                       cur());
+    launch_add_narrowed_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(target), host.ld,
+                             host_rows.data, n, src.cols, cur(), blocks);
   else
-    launch_gather_rows(src.data, src.ld, src_rows.data,
-                       static_cast<float*>(host_values_.device_pointer()), cols, nullptr, n, cols,
-                       cur());
-  // host_rows may be a constant kept in pinned host memory: the host function reads it there
-  // (a host-to-host cudaMemcpyAsync need not be stream-ordered against the previous flush's
-  // host function, which still reads the staging buffer).
-  cudaPointerAttributes attributes{};
-  SLUICE_CUDA(cudaPointerGetAttributes(&attributes, host_rows.data));
-  const vertex_t* rows = nullptr;
-  if (attributes.type == cudaMemoryTypeHost && attributes.hostPointer != nullptr) {
-    rows = static_cast<const vertex_t*>(attributes.hostPointer);
+    launch_add_rows(src.data, src.ld, src_rows.data, static_cast<float*>(target), host.ld,
+                    host_rows.data, n, src.cols, cur(), blocks);
+  const std::int64_t bytes = n * src.cols * host.element_bytes();
+  if (host.residence == Residence::kHost) {
+    counters_.h2d_flush_bytes += bytes;
+    counters_.d2h_bytes += bytes;
   } else {
-    auto* staged = static_cast<vertex_t*>(host_rows_.ensure(n * kFloat, cur()));
-    SLUICE_CUDA(cudaMemcpyAsync(staged, host_rows.data,
-                                static_cast<std::size_t>(n * sizeof(vertex_t)),
-                                cudaMemcpyDeviceToHost, cur()));
-    rows = staged;
+    counters_.resident_bytes += bytes;
   }
-  // Each GPU's flushes run in their own host-function thread: share the cores between them.
-  const int threads = std::max(1, omp_get_max_threads() / std::max(1, shared_.used_gpus));
-  auto task = std::make_unique<FlushTask>(FlushTask{values, rows, n, cols, host, threads});
-  SLUICE_CUDA(cudaLaunchHostFunc(cur(), &FlushTask::run, task.get()));
-  task.release();  // owned by the queued host function now
-  counters_.d2h_bytes += n * cols * host.element_bytes();
 }
 
 void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {

@@ -35,6 +35,31 @@ __global__ void gather_rows_kernel(const float* __restrict__ src, std::int64_t s
   }
 }
 
+// Unique destination rows, so a plain read, add and write (dst may be mapped host memory: the
+// GPU reads the row over the link, then writes it back).
+__global__ void add_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
+                                const vertex_t* __restrict__ src_rows, float* __restrict__ dst,
+                                std::int64_t dst_ld, const vertex_t* __restrict__ dst_rows,
+                                std::int64_t n, std::int64_t cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const float* from = indexed_row(src, src_ld, src_rows, i);
+    float* to = indexed_row(dst, dst_ld, dst_rows, i);
+    std::int64_t done = 0;
+    if (aligned16(from, to)) {
+      const std::int64_t vectors = cols / 4;
+      const auto* in = reinterpret_cast<const float4*>(from);
+      auto* out = reinterpret_cast<float4*>(to);
+      for (std::int64_t v = lane; v < vectors; v += 32) {
+        const float4 a = out[v], b = in[v];
+        out[v] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+      }
+      done = vectors * 4;
+    }
+    for (std::int64_t c = done + lane; c < cols; c += 32) to[c] += from[c];
+  }
+}
+
 template <bool kSystem>
 __global__ void scatter_add_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
                                         const vertex_t* __restrict__ src_rows, float* dst,
@@ -86,6 +111,16 @@ void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* s
   const unsigned blocks = max_blocks > 0 ? std::min(warp_blocks(n), max_blocks) : warp_blocks(n);
   gather_rows_kernel<<<blocks, detail::kBlockThreads, 0, stream>>>(src, src_ld, src_rows, dst,
                                                                    dst_ld, dst_rows, n, cols);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                     std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+                     std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
+  if (n <= 0 || cols <= 0) return;
+  const unsigned blocks = max_blocks > 0 ? std::min(warp_blocks(n), max_blocks) : warp_blocks(n);
+  add_rows_kernel<<<blocks, detail::kBlockThreads, 0, stream>>>(src, src_ld, src_rows, dst, dst_ld,
+                                                                dst_rows, n, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -21,6 +21,12 @@ void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* s
                         std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                         std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
 
+// dst[dst_rows[i]] += src[src_rows[i]] for i < n, dst_rows unique (no atomics). dst may be
+// mapped host memory: each row is read over the link and written back. max_blocks as above.
+void launch_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
+                     std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
+                     std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
+
 // dst[dst_rows[i]] += src[src_rows[i]] atomically (rows may repeat). system_scope uses
 // atomicAdd_system (dst on a peer GPU that other GPUs may update concurrently).
 void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,

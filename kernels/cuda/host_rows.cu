@@ -124,9 +124,10 @@ void launch_narrow_rows(const float* src, std::int64_t src_ld, const vertex_t* s
 
 void launch_add_narrowed_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
                               bf16_t* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
-                              std::int64_t n, std::int64_t cols, cudaStream_t stream) {
+                              std::int64_t n, std::int64_t cols, cudaStream_t stream,
+                              unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
-  add_narrowed_rows_kernel<<<row_blocks(n, 0), detail::kBlockThreads, 0, stream>>>(
+  add_narrowed_rows_kernel<<<row_blocks(n, max_blocks), detail::kBlockThreads, 0, stream>>>(
       src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }

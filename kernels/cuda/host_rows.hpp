@@ -27,10 +27,12 @@ void launch_narrow_rows(const float* src, std::int64_t src_ld, const vertex_t* s
 
 // dst[dst_rows[i]] = bf16_from_float(widen(dst[dst_rows[i]]) + widen(bf16_from_float(
 // src[src_rows[i]]))) for i < n, dst_rows unique: a rounded row added into a bf16 matrix in device
-// memory, as the CPU adds a flushed row into a bf16 host matrix.
+// memory or in mapped host memory (read over the link and written back), as the CPU backend adds
+// a flushed row into a bf16 host matrix.
 void launch_add_narrowed_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
                               bf16_t* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
-                              std::int64_t n, std::int64_t cols, cudaStream_t stream);
+                              std::int64_t n, std::int64_t cols, cudaStream_t stream,
+                              unsigned max_blocks = 0);
 
 // m[rows[i], :] = round_to_bf16(m[rows[i], :]) for i < n.
 void launch_round_rows(float* m, std::int64_t ld, const vertex_t* rows, std::int64_t n,

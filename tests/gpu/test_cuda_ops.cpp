@@ -469,25 +469,36 @@ TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
   EXPECT_EQ(log_of(false).find("op times"), std::string::npos);
 }
 
+// The GPU reads each flushed row back over the link, adds and writes it: 16-byte words at width
+// 48, the scalar path at the odd width 33; a second flush of the same rows adds again.
 TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
-  const std::int64_t rows = 1000, cols = 33;
-  HostMat g = backend_->alloc_host(rows, cols, "gradients");
-  const Host initial = random_floats(rows * cols, rng_);
-  std::copy(initial.begin(), initial.end(), g.fp32());
-  const Host dvals = random_floats(50 * cols, rng_);
-  Mat src = upload(50, cols, dvals);
-  std::vector<vertex_t> src_rows(20), host_rows(20);
-  for (int i = 0; i < 20; ++i) src_rows[i] = 2 * i + 1, host_rows[i] = 37 * i + 5;
-  dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
-  // A second flush queued behind the first (staging reuse must keep both correct).
-  dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
-  dev().synchronize();
-  std::vector<double> want = to_double(initial);
-  for (int i = 0; i < 20; ++i)
-    for (std::int64_t c = 0; c < cols; ++c)
-      want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
-  EXPECT_LT(relative_error(Host(g.fp32(), g.fp32() + rows * cols), want), kTolerance);
-  EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
+  const std::int64_t rows = 1000;
+  for (const std::int64_t cols : {33, 48}) {
+    SCOPED_TRACE(cols);
+    dev().reset_counters();
+    HostMat g = backend_->alloc_host(rows, cols, "gradients");
+    const Host initial = random_floats(rows * cols, rng_);
+    std::copy(initial.begin(), initial.end(), g.fp32());
+    const Host dvals = random_floats(50 * cols, rng_);
+    Mat src = upload(50, cols, dvals);
+    std::vector<vertex_t> src_rows(20), host_rows(20);
+    for (int i = 0; i < 20; ++i) src_rows[i] = 2 * i + 1, host_rows[i] = 37 * i + 5;
+    dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
+    dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
+    dev().synchronize();
+    std::vector<double> want = to_double(initial);
+    for (int i = 0; i < 20; ++i)
+      for (std::int64_t c = 0; c < cols; ++c)
+        want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
+    EXPECT_LT(relative_error(Host(g.fp32(), g.fp32() + rows * cols), want), kTolerance);
+    // The other rows stay as they were.
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (std::find(host_rows.begin(), host_rows.end(), vertex_t(r)) == host_rows.end())
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(g.fp32()[r * cols + c], initial[r * cols + c]);
+    EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
+    EXPECT_EQ(dev().counters().h2d_flush_bytes, 2 * 20 * cols * 4);
+  }
 }
 
 TEST_F(CudaOps, FlushStoreRowsWritesHostRowsFromTheGpu) {
@@ -1469,17 +1480,6 @@ TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
   }
 }
 
-// The sparse products repeat bit for bit: the forward and the transposed product, for derived
-// weights and per-call values, on a fresh upload each time.
-TEST_F(CudaOps, SparseProductsRepeatBitForBit) {
-  Device& d = dev();
-  const test::ChunkCsr a = hub_csr(400, 1500, rng_);
-  const std::int64_t nnz = a.indptr.back();
-  Mat dvalues = upload(1, nnz, random_floats(nnz, rng_));
-  std::vector<std::int32_t> degrees(std::size_t(a.cols));
-  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
-  for (const std::int64_t f : {47, 256}) {
-    Mat x = upload(a.cols, f, random_floats(a.cols * f, rng_));
 // A chunk whose longest rows and columns the row SpMM splits into segments (more than
 // long_segment_entries(nnz) entries, 2048 at this size): rows 7, 507, ... hold 2100..5900
 // entries, columns 1..3 appear in nine rows of ten (about 2340 entries each); every 4th row is a
@@ -1585,6 +1585,17 @@ TEST_F(CudaOps, LongRowsSplitIntoSegments) {
   }
 }
 
+// The sparse products repeat bit for bit: the forward and the transposed product, for derived
+// weights and per-call values, on a fresh upload each time.
+TEST_F(CudaOps, SparseProductsRepeatBitForBit) {
+  Device& d = dev();
+  const test::ChunkCsr a = hub_csr(400, 1500, rng_);
+  const std::int64_t nnz = a.indptr.back();
+  Mat dvalues = upload(1, nnz, random_floats(nnz, rng_));
+  std::vector<std::int32_t> degrees(std::size_t(a.cols));
+  for (std::int32_t& degree : degrees) degree = 1 + std::int32_t(rng_() % 80);
+  for (const std::int64_t f : {47, 256}) {
+    Mat x = upload(a.cols, f, random_floats(a.cols * f, rng_));
     Mat dy = upload(a.rows, f, random_floats(a.rows * f, rng_));
     for (CsrWeights kind : {CsrWeights::kPerCall, CsrWeights::kSymmetricNorm}) {
       SCOPED_TRACE(std::string(csr_weights_name(kind)) + ", width " + std::to_string(f));

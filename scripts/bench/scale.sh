@@ -66,8 +66,9 @@ if metrics and os.path.exists(metrics):
         epoch = f"{last['seconds']:.2f}"
         gpu = gib(max(r["peak_device_bytes"] for r in records))
         t = last["transfers"]
-        link = (f"{(t['h2d_gather_bytes'] + t['h2d_block_bytes'] + t.get('h2d_flush_bytes', 0) + "
-                f"t['d2h_bytes']) / 1e9:.1f} GB")
+        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t.get("h2d_flush_bytes", 0) +
+                 t["d2h_bytes"])
+        link = f"{moved / 1e9:.1f} GB"
 stages = "; ".join(f"{name} {float(s):.1f}"
                    for name, s in re.findall(r"stage ([^:]+?)(?: /\S+)?: ([0-9.e+-]+) s", text)
                    if step.startswith("train"))

@@ -22,13 +22,16 @@ struct Evaluations {
   std::vector<TransferCounters> transfers;             // per evaluation
 };
 
-// Three evaluations, a training step before the third.
+// Three evaluations, a training step before the third; memory_budget > 0 caps each device.
 Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::string& model,
                                  HostPrecision precision, EvaluationCache cache,
-                                 CommMode comm = CommMode::kP2pReuse) {
+                                 CommMode comm = CommMode::kP2pReuse,
+                                 std::int64_t memory_budget = 0) {
   const ModelSpec spec = test::model_spec(
       test::model_shape(model, 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
-  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
+  BackendOptions backend_options = test::backend_options(plan.partitions);
+  if (memory_budget > 0) backend_options.memory_budget = memory_budget;
+  std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   ScheduleOptions options;
   options.dropout = 0.3f;
   options.seed = 5;
@@ -67,8 +70,8 @@ TEST(EvaluationCache, LaterEvaluationsLoadNoFeaturesAndPredictTheSame) {
         SCOPED_TRACE(model + ", " + host_precision_name(precision) +
                      ", P = " + std::to_string(layout.partitions) +
                      ", C = " + std::to_string(chunks) + ", " + comm_mode_name(layout.comm));
-        const Evaluations kept = evaluate_three_times(
-            d, plan, model, precision, EvaluationCache::kDeviceWhereItFits, layout.comm);
+        const Evaluations kept = evaluate_three_times(d, plan, model, precision,
+                                                      EvaluationCache::kWhereItFits, layout.comm);
         const Evaluations plain =
             evaluate_three_times(d, plan, model, precision, EvaluationCache::kNone, layout.comm);
         for (int i = 0; i < 3; ++i) EXPECT_EQ(kept.predictions[i], plain.predictions[i]) << i;
@@ -94,24 +97,25 @@ TEST(EvaluationCache, GatLoadsEveryTime) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   for (const int partitions : {1, 2}) {
     const Plan plan = test::make_plan(d, test::plan_options(partitions, 3));
-    const Evaluations kept = evaluate_three_times(d, plan, "gat", HostPrecision::kFp32,
-                                                  EvaluationCache::kDeviceWhereItFits);
+    const Evaluations kept =
+        evaluate_three_times(d, plan, "gat", HostPrecision::kFp32, EvaluationCache::kWhereItFits);
     EXPECT_EQ(kept.transfers[2].h2d_gather_rows, kept.transfers[1].h2d_gather_rows) << partitions;
     EXPECT_GT(kept.transfers[0].h2d_gather_rows, kept.transfers[1].h2d_gather_rows) << partitions;
     EXPECT_GT(kept.transfers[1].h2d_gather_rows, 0) << partitions;
   }
 }
 
-// Several devices keep the cache all or none: one device without room frees the others'.
-TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
+// Several devices keep the cache all or none: one device without room frees the others'. The
+// cache then goes to host memory (fp32 host data): later evaluations predict the same, gather no
+// features and load the partitions' cache rows as blocks instead; bf16 host data keep none.
+TEST(EvaluationCache, KeptOnEveryDeviceOrInHostMemory) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(2, 2));
   const ModelSpec spec = test::model_spec(
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
   // Bytes in use per device without and with the cache.
   std::int64_t base[2] = {0, 0}, full[2] = {0, 0};
-  for (const EvaluationCache cache :
-       {EvaluationCache::kNone, EvaluationCache::kDeviceWhereItFits}) {
+  for (const EvaluationCache cache : {EvaluationCache::kNone, EvaluationCache::kWhereItFits}) {
     std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(2));
     ScheduleOptions options;
     options.evaluation_cache = cache;
@@ -134,16 +138,37 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrOnNone) {
   ASSERT_GE(backend_options.memory_budget, std::max(base[0], base[1]));
   std::unique_ptr<Backend> backend = make_cpu_backend(backend_options);
   ScheduleOptions options;
-  options.evaluation_cache = EvaluationCache::kDeviceWhereItFits;
+  options.evaluation_cache = EvaluationCache::kWhereItFits;
   options.layer_outputs = LayerOutputs::kRecomputed;
   options.remote_features = RemoteFeatures::kPulled;
   Schedule schedule(*backend, d, plan, spec, options);
   for (int p = 0; p < 2; ++p) EXPECT_EQ(backend->device(p).bytes_in_use(), base[p]) << p;
-  schedule.set_parameters(init_parameters(spec, 3));
-  schedule.evaluate();
-  schedule.reset_counters();
-  schedule.evaluate();
-  EXPECT_GT(schedule.counters().h2d_gather_rows, 0);
+  for (const HostPrecision precision : {HostPrecision::kFp32, HostPrecision::kBf16}) {
+    SCOPED_TRACE(host_precision_name(precision));
+    const Evaluations host =
+        evaluate_three_times(d, plan, "gcn", precision, EvaluationCache::kWhereItFits,
+                             CommMode::kP2pReuse, backend_options.memory_budget);
+    const Evaluations plain =
+        evaluate_three_times(d, plan, "gcn", precision, EvaluationCache::kNone, CommMode::kP2pReuse,
+                             backend_options.memory_budget);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(host.predictions[i], plain.predictions[i]) << i;
+    EXPECT_EQ(host.transfers[0].h2d_gather_rows, plain.transfers[0].h2d_gather_rows);
+    // The first evaluation writes every vertex's row of the cache, later ones read them back.
+    const std::int64_t cache_bytes = std::int64_t(d.num_nodes) * d.feature_dim * 4;
+    for (const int i : {1, 2}) {
+      if (precision == HostPrecision::kFp32) {
+        EXPECT_LT(host.transfers[i].h2d_gather_rows, plain.transfers[i].h2d_gather_rows) << i;
+        EXPECT_EQ(host.transfers[i].h2d_block_bytes,
+                  plain.transfers[i].h2d_block_bytes + cache_bytes)
+            << i;
+      } else {
+        EXPECT_EQ(host.transfers[i].h2d_gather_rows, plain.transfers[i].h2d_gather_rows) << i;
+        EXPECT_EQ(host.transfers[i].h2d_block_bytes, plain.transfers[i].h2d_block_bytes) << i;
+      }
+    }
+    if (precision == HostPrecision::kFp32)
+      EXPECT_EQ(host.transfers[0].d2h_bytes, plain.transfers[0].d2h_bytes + cache_bytes);
+  }
 }
 
 }  // namespace

@@ -162,8 +162,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "memory) | host (all in host memory, streamed every epoch)")(
       "evaluation-cache", po::value(&c.evaluation_cache)->default_value(c.evaluation_cache),
       "auto (GCN, SAGE: the first evaluation keeps layer 0's aggregation of each partition's "
-      "features on its device where it fits on every device, and later evaluations start from "
-      "it) | off")(
+      "features on its device where it fits on every device, else, with fp32 host data, in host "
+      "memory where there is room, and later evaluations start from it) | off")(
       "layer-outputs", po::value(&c.layer_outputs)->default_value(c.layer_outputs),
       "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
       "device for its backward pass where they fit after everything else, instead of computing "

@@ -55,8 +55,9 @@ struct TrainConfig {
   // Where the vertex matrices live (ScheduleOptions::vertex_data): auto (one GPU: in its memory
   // while they fit the budget, the rest in host memory) | host (all in host memory).
   std::string vertex_data = "auto";
-  // Whether evaluations keep layer 0's aggregation of the features on the device
-  // (ScheduleOptions::evaluation_cache): auto (one partition, where it fits) | off.
+  // Whether evaluations keep layer 0's aggregation of the features
+  // (ScheduleOptions::evaluation_cache): auto (on the devices where it fits, else in host
+  // memory) | off.
   std::string evaluation_cache = "auto";
   // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
   // auto (where they fit) | recompute.

@@ -301,6 +301,7 @@ const std::vector<std::int32_t>& Schedule::evaluate() {
   start_timeline();
   Impl& m = *impl_;
   m.training = false;
+  m.allocate_evaluation_host_cache();
   for (auto& s : m.dev) s.split_counts = SplitCounts{};
   m.lay_weights_side_by_side();
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);

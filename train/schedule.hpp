@@ -45,11 +45,12 @@ enum class VertexData { kHost, kDeviceWhereItFits };
 
 // Whether evaluations keep layer 0's aggregation of the features. An evaluation has no dropout,
 // so Â H^0 (GCN; SAGE: the self rows beside the neighbor mean) is the same in every one: with
-// kDeviceWhereItFits and one partition, the first evaluation keeps it in device memory where it
-// fits beside everything else, and later evaluations take layer 0's aggregation from there
-// instead of loading and aggregating the features. GAT aggregates transformed rows and keeps
-// nothing.
-enum class EvaluationCache { kNone, kDeviceWhereItFits };
+// kWhereItFits the first evaluation keeps each partition's rows in its device's memory where
+// they fit beside everything else on every device, else (fp32 host data, room in host memory)
+// in host memory, and later evaluations take layer 0's aggregation from there (in place, or one
+// block a chunk over the link) instead of loading and aggregating the features. GAT aggregates
+// transformed rows and keeps nothing.
+enum class EvaluationCache { kNone, kWhereItFits };
 
 // Whether training keeps the output rows H = dropout(relu(Z)) of a GCN or SAGE layer whose
 // outputs the next layer transforms (the forward pass turns them into the next layer's T = H W
@@ -107,7 +108,7 @@ struct ScheduleOptions {
   // HostMemoryPlan::peak_beside_lists says what it costs).
   HostSetup host_setup = HostSetup::kAfterLists;
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
-  EvaluationCache evaluation_cache = EvaluationCache::kDeviceWhereItFits;
+  EvaluationCache evaluation_cache = EvaluationCache::kWhereItFits;
   LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
   RemoteFeatures remote_features = RemoteFeatures::kDeviceCopyWhereItFits;
   // GAT's layer 0: transform first, or attend over its input rows first (GatLayerZero,

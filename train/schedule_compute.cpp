@@ -100,6 +100,26 @@ std::optional<CsrAccess> Schedule::Impl::products_read(const LayerSpec& layer,
   return std::nullopt;
 }
 
+// The evaluation cache holds the partition's vertices: a chunk's rows start at its first
+// destination's offset in the partition. The host cache's rows go through the block set's A (a
+// DMA copy each way, on the compute lane: an evaluation stores no A^l).
+Mat Schedule::Impl::evaluation_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                    int p, BlockSet& set) {
+  const std::int64_t row = ch.dst_begin - plan.partition_offsets[std::size_t(p)];
+  if (!s.evaluation_aggregation.empty()) return s.evaluation_aggregation.row_block(row, ch.num_dst);
+  const Mat A = rows_of(set.A, ch.num_dst, layer.aggregate_width);
+  s.device->load_block(s.evaluation_aggregation_on_host, row, A);
+  return A;
+}
+
+void Schedule::Impl::keep_evaluation_rows(DeviceState& s, const DeviceChunk& ch, int p, Mat A) {
+  const std::int64_t row = ch.dst_begin - plan.partition_offsets[std::size_t(p)];
+  if (!s.evaluation_aggregation.empty())
+    s.device->copy(A, s.evaluation_aggregation.row_block(row, ch.num_dst));
+  else if (!s.evaluation_aggregation_on_host.empty())
+    s.device->store_block(A, s.evaluation_aggregation_on_host, row);
+}
+
 // Computes into `set`; store_blocks() writes the results to host memory.
 void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
   DeviceState& s = dev[std::size_t(p)];
@@ -107,14 +127,11 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   if (ch.num_dst == 0) return;
   Device& d = *s.device;
   Mat A;
-  // The chunk's rows of the evaluation cache, which holds the partition's vertices.
-  const std::int64_t cache_row = ch.dst_begin - plan.partition_offsets[std::size_t(p)];
   if (reads_evaluation_aggregation(layer)) {
-    A = s.evaluation_aggregation.row_block(cache_row, ch.num_dst);
+    A = evaluation_rows(s, ch, layer, p, set);
   } else if (!transforms(layer)) {
     A = aggregate(s, ch, layer, set);
-    if (writes_evaluation_aggregation(layer))
-      d.copy(A, s.evaluation_aggregation.row_block(cache_row, ch.num_dst));
+    if (writes_evaluation_aggregation(layer)) keep_evaluation_rows(s, ch, p, A);
   } else if (keeps_head_outputs(layer)) {
     A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
   }

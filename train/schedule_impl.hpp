@@ -95,8 +95,14 @@ struct Schedule::Impl {
   HostMat captured_logits, captured_hidden;
   std::int64_t epoch = 0;
   bool training = false;
-  // Every device's evaluation_aggregation holds its rows (an evaluation wrote them).
+  // Every device's evaluation_aggregation (or evaluation_aggregation_on_host) holds its rows (an
+  // evaluation wrote them).
   bool evaluation_aggregation_ready = false;
+  // Layer 0's evaluation aggregation goes to host memory (place_evaluation_aggregation()): the
+  // first evaluation allocates evaluation_host_cache (every vertex's row) where host memory
+  // allows, and gives each device its partition's rows.
+  bool evaluation_cache_on_host = false;
+  HostMat evaluation_host_cache;
   // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):
   // prefetch_next_head() puts them into the stage during the running pass's last batch.
   // next_head_reads_outputs: it reads the running forward pass's outputs (H^{l+1}), so the
@@ -498,9 +504,17 @@ struct Schedule::Impl {
   }
   bool writes_evaluation_aggregation(const LayerSpec& layer) const {
     return !training && layer.index == 0 && !evaluation_aggregation_ready &&
-           std::any_of(dev.begin(), dev.end(),
-                       [](const DeviceState& s) { return !s.evaluation_aggregation.empty(); });
+           std::any_of(dev.begin(), dev.end(), [](const DeviceState& s) {
+             return !s.evaluation_aggregation.empty() || !s.evaluation_aggregation_on_host.empty();
+           });
   }
+  // The first evaluation's host-memory cache (evaluation_cache_on_host), where host memory allows.
+  void allocate_evaluation_host_cache();
+  // A chunk's rows of layer 0's evaluation aggregation: read in place from the device's cache, or
+  // loaded from host memory into the block set; and the rows an evaluation keeps there.
+  Mat evaluation_rows(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, int p,
+                      BlockSet& set);
+  void keep_evaluation_rows(DeviceState& s, const DeviceChunk& ch, int p, Mat A);
   std::vector<vertex_t> split_next_pass_head(DeviceState& s, int p, const ChunkLists& first);
   std::size_t allocate_device_buffers(DeviceState& s, int p, const PartitionLayout& layout,
                                       const DeviceSizes& sizes,

@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "common/parallel.hpp"
 #include "kernels/bfloat16.hpp"
 #include "train/host_features.hpp"
@@ -581,15 +582,17 @@ void Schedule::Impl::place_remote_features() {
              pulls.empty() ? std::string() : cat("; pulled on ", pulls, " (no room)"));
 }
 
-// With EvaluationCache::kDeviceWhereItFits and a layer 0 that aggregates its input rows (GCN,
-// SAGE): on every device a matrix for layer 0's aggregation of its partition's vertices, where it
-// fits after the vertex data (an optional buffer, like the overlap buffers). Evaluations skip
-// layer 0's loads and pulls on every device or on none: where one device has no room, the others
-// free theirs.
+// With EvaluationCache::kWhereItFits and a layer 0 that aggregates its input rows (GCN, SAGE):
+// on every device a matrix for layer 0's aggregation of its partition's vertices, where it fits
+// after the vertex data (an optional buffer, like the overlap buffers). Evaluations skip layer 0's
+// loads and pulls on every device or on none: where one device has no room, the others free
+// theirs, and with fp32 host data the cache goes to host memory instead (its rows then cross the
+// link as one block a chunk, in place of the gathered features; bf16 would round them, so a bf16
+// run aggregates every time).
 void Schedule::Impl::place_evaluation_aggregation() {
   const LayerSpec& first = model.layers.front();
-  if (options.evaluation_cache != EvaluationCache::kDeviceWhereItFits ||
-      first.aggregate_width == 0 || transforms(first))
+  if (options.evaluation_cache != EvaluationCache::kWhereItFits || first.aggregate_width == 0 ||
+      transforms(first))
     return;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
@@ -602,8 +605,12 @@ void Schedule::Impl::place_evaluation_aggregation() {
         t.device->release(t.evaluation_aggregation);
         t.evaluation_aggregation = Mat{};
       }
+      evaluation_cache_on_host = options.host_precision == HostPrecision::kFp32;
       log_info("evaluation: layer 0's aggregation of the features does not fit beside the rest on ",
-               s.device->name(), "; every evaluation aggregates it");
+               s.device->name(),
+               evaluation_cache_on_host
+                   ? "; the first evaluation keeps it in host memory, where there is room"
+                   : "; every evaluation aggregates it (bf16 host data)");
       return;
     }
   }
@@ -612,6 +619,31 @@ void Schedule::Impl::place_evaluation_aggregation() {
       "first evaluation (",
       format_bytes(double(std::int64_t(n) * first.aggregate_width * std::int64_t(sizeof(float)))),
       ")");
+}
+
+// At the first evaluation, not at setup: a run that evaluates once pins nothing for it. Host
+// memory must keep room for as much again beside it (the cache is every vertex's row).
+void Schedule::Impl::allocate_evaluation_host_cache() {
+  if (!evaluation_cache_on_host || !evaluation_host_cache.empty()) return;
+  evaluation_cache_on_host = false;  // one try
+  const LayerSpec& first = model.layers.front();
+  const std::int64_t bytes = std::int64_t(n) * first.aggregate_width * std::int64_t(sizeof(float));
+  const std::int64_t available = available_host_memory_bytes();
+  if (available >= 0 && 2 * bytes > available) {
+    log_info("evaluation: layer 0's aggregation (", format_bytes(double(bytes)),
+             ") not kept in host memory, ", format_bytes(double(available)),
+             " available; every evaluation aggregates it");
+    return;
+  }
+  evaluation_host_cache =
+      backend.alloc_host(n, first.aggregate_width, HostPrecision::kFp32, "evaluation aggregation");
+  for (int p = 0; p < P; ++p) {
+    const std::int64_t begin = plan.partition_offsets[std::size_t(p)];
+    dev[std::size_t(p)].evaluation_aggregation_on_host =
+        evaluation_host_cache.row_block(begin, plan.partition_offsets[std::size_t(p) + 1] - begin);
+  }
+  log_info("evaluation: layer 0's aggregation of the features kept in host memory (",
+           format_bytes(double(bytes)), ")");
 }
 
 // Host matrices in renumbered row order (host_matrix_shapes()), of options.host_precision

@@ -166,6 +166,9 @@ struct DeviceState {
   // written by the first evaluation and read by the later ones (EvaluationCache); empty when
   // not kept.
   Mat evaluation_aggregation;
+  // Where the device has no room for it (fp32 host data): the same rows in host memory, rows of
+  // Schedule::Impl::evaluation_host_cache, allocated by the first evaluation; empty otherwise.
+  HostMat evaluation_aggregation_on_host;
   // Per layer: the training forward's output rows H of the partition's vertices (from vertex
   // kept_first_row on), kept for the backward pass (LayerOutputs); empty where not kept.
   std::vector<Mat> kept_outputs;

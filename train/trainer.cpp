@@ -397,8 +397,8 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
   options.vertex_data =
       config.vertex_data == "host" ? VertexData::kHost : VertexData::kDeviceWhereItFits;
-  options.evaluation_cache = config.evaluation_cache == "off" ? EvaluationCache::kNone
-                                                              : EvaluationCache::kDeviceWhereItFits;
+  options.evaluation_cache =
+      config.evaluation_cache == "off" ? EvaluationCache::kNone : EvaluationCache::kWhereItFits;
   options.layer_outputs = config.layer_outputs == "recompute" ? LayerOutputs::kRecomputed
                                                               : LayerOutputs::kDeviceWhereItFits;
   options.remote_features = config.remote_features == "pull"

@@ -621,8 +621,9 @@ void Schedule::Impl::place_evaluation_aggregation() {
       ")");
 }
 
-// At the first evaluation, not at setup: a run that evaluates once pins nothing for it. Host
-// memory must keep room for as much again beside it (the cache is every vertex's row).
+// At the first evaluation, not at setup: the time to the first epoch pays nothing for it (a run
+// that evaluates only once still pins and fills it). Host memory must keep room for as much again
+// beside it (the cache is every vertex's row).
 void Schedule::Impl::allocate_evaluation_host_cache() {
   if (!evaluation_cache_on_host || !evaluation_host_cache.empty()) return;
   evaluation_cache_on_host = false;  // one try

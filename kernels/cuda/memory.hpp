@@ -165,8 +165,6 @@ class PinnedScratch {
   bool fits(std::int64_t bytes) const {
     return bytes <= static_cast<std::int64_t>(buffer_.bytes());
   }
-  // The device-visible address of the buffer (mapped memory: kernels write it zero-copy).
-  void* device_pointer() const { return buffer_.device_pointer(); }
 
  private:
   PinnedBuffer buffer_;

@@ -1400,20 +1400,19 @@ TEST_F(CudaOps, DerivedWeightsMatchTheirValuesPassedPerCall) {
   }
 }
 
-// A chunk with hub rows and hub columns: every 4th row holds 129..1100 entries (more than the
-// long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
-// GAT kernels and the row SpMM put those rows (and transposed rows) on a block of
-// warps, over several rounds of its 16 warps.
-test::ChunkCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+// Row r: its self column r % cols first, each of the hub columns 1..hubs with probability 0.9,
+// then distinct random columns up to degree_of(r) entries (drawn after the hub entries).
+template <typename Degree>
+test::ChunkCsr chunk_with_hubs(std::int64_t rows, std::int64_t cols, vertex_t hubs,
+                               Degree degree_of, std::mt19937& rng) {
   test::ChunkCsr a{{0}, {}, rows, cols};
-  std::uniform_int_distribution<int> short_degree(0, 40), long_degree(129, 1100);
   std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
   std::bernoulli_distribution hub_entry(0.9);
   for (std::int64_t r = 0; r < rows; ++r) {
     std::vector<vertex_t> row{static_cast<vertex_t>(r % cols)};
-    for (vertex_t hub = 1; hub <= 8; ++hub)
+    for (vertex_t hub = 1; hub <= hubs; ++hub)
       if (hub_entry(rng) && row.front() != hub) row.push_back(hub);
-    const int d = r % 4 == 1 ? long_degree(rng) : short_degree(rng);
+    const int d = degree_of(r);
     std::vector<char> used(static_cast<std::size_t>(cols), 0);
     for (vertex_t c : row) used[std::size_t(c)] = 1;
     while (static_cast<int>(row.size()) < d) {
@@ -1424,6 +1423,17 @@ test::ChunkCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) 
     a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
   }
   return a;
+}
+
+// A chunk with hub rows and hub columns: every 4th row holds 129..1100 entries (more than the
+// long-row threshold of a matrix this size, 128) and columns 1..8 appear in most rows, so the
+// GAT kernels and the row SpMM put those rows (and transposed rows) on a block of
+// warps, over several rounds of its 16 warps.
+test::ChunkCsr hub_csr(std::int64_t rows, std::int64_t cols, std::mt19937& rng) {
+  std::uniform_int_distribution<int> short_degree(0, 40), long_degree(129, 1100);
+  return chunk_with_hubs(
+      rows, cols, 8,
+      [&](std::int64_t r) { return r % 4 == 1 ? long_degree(rng) : short_degree(rng); }, rng);
 }
 
 // Rows and transposed rows of `a` over the CUDA backend's long-row threshold.
@@ -1485,29 +1495,14 @@ TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
 // entries, columns 1..3 appear in nine rows of ten (about 2340 entries each); every 4th row is a
 // long row of 129..1100 entries taken whole by a block, the others short.
 test::ChunkCsr split_hub_csr(std::mt19937& rng) {
-  const std::int64_t rows = 2600, cols = 6000;
-  test::ChunkCsr a{{0}, {}, rows, cols};
   std::uniform_int_distribution<int> short_degree(0, 20), long_degree(129, 1100),
       split_degree(2100, 5900);
-  std::uniform_int_distribution<vertex_t> column(0, static_cast<vertex_t>(cols - 1));
-  std::bernoulli_distribution hub_entry(0.9);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::vector<vertex_t> row{static_cast<vertex_t>(r % cols)};
-    for (vertex_t hub = 1; hub <= 3; ++hub)
-      if (hub_entry(rng) && row.front() != hub) row.push_back(hub);
-    const int d = r % 500 == 7 ? split_degree(rng)
-                  : r % 4 == 1 ? long_degree(rng)
-                               : short_degree(rng);
-    std::vector<char> used(static_cast<std::size_t>(cols), 0);
-    for (vertex_t c : row) used[std::size_t(c)] = 1;
-    while (static_cast<int>(row.size()) < d) {
-      const vertex_t c = column(rng);
-      if (!used[std::size_t(c)]) used[std::size_t(c)] = 1, row.push_back(c);
-    }
-    a.columns.insert(a.columns.end(), row.begin(), row.end());
-    a.indptr.push_back(static_cast<edge_t>(a.columns.size()));
-  }
-  return a;
+  return chunk_with_hubs(
+      2600, 6000, 3,
+      [&](std::int64_t r) {
+        return r % 500 == 7 ? split_degree(rng) : r % 4 == 1 ? long_degree(rng) : short_degree(rng);
+      },
+      rng);
 }
 
 // Rows longer than a segment take a block per segment, their sums added in segment order: the

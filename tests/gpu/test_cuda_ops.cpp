@@ -492,10 +492,12 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
         want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
     EXPECT_LT(relative_error(Host(g.fp32(), g.fp32() + rows * cols), want), kTolerance);
     // The other rows stay as they were.
-    for (std::int64_t r = 0; r < rows; ++r)
-      if (std::find(host_rows.begin(), host_rows.end(), vertex_t(r)) == host_rows.end())
-        for (std::int64_t c = 0; c < cols; ++c)
-          ASSERT_EQ(g.fp32()[r * cols + c], initial[r * cols + c]);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      if (std::find(host_rows.begin(), host_rows.end(), vertex_t(r)) != host_rows.end()) continue;
+      for (std::int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(g.fp32()[r * cols + c], initial[r * cols + c]);
+      }
+    }
     EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
     EXPECT_EQ(dev().counters().h2d_flush_bytes, 2 * 20 * cols * 4);
   }

@@ -166,8 +166,9 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrInHostMemory) {
         EXPECT_EQ(host.transfers[i].h2d_block_bytes, plain.transfers[i].h2d_block_bytes) << i;
       }
     }
-    if (precision == HostPrecision::kFp32)
+    if (precision == HostPrecision::kFp32) {
       EXPECT_EQ(host.transfers[0].d2h_bytes, plain.transfers[0].d2h_bytes + cache_bytes);
+    }
   }
 }
 

@@ -233,7 +233,8 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
   std::map<std::string, std::set<int>> computed_batches;
   std::map<std::string, int> phases;  // phase name -> ranges
   std::vector<std::pair<double, double>> host;
-  std::vector<std::pair<double, double>> device;
+  std::vector<std::pair<double, double>> device, issues;
+  std::map<std::string, std::set<int>> issued;  // pass -> batches the host issued
   std::set<std::string> processes;
   for (const auto& e : j["traceEvents"]) {
     if (e["ph"] == "M") {
@@ -245,6 +246,15 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
     EXPECT_GE(dur, 0.0);
     if (e["cat"] == "host") {
       host.emplace_back(ts, ts + dur);
+      continue;
+    }
+    const std::string category = e["cat"];
+    if (category.rfind("issue ", 0) == 0) {  // the host's issue of a batch
+      EXPECT_EQ(e["pid"], 2);                // the host process
+      EXPECT_EQ(e["tid"], 1);
+      EXPECT_EQ(e["name"], "issue " + std::to_string(e["args"]["batch"].get<int>()));
+      issued[category.substr(6)].insert(e["args"]["batch"].get<int>());
+      issues.emplace_back(ts, ts + dur);
       continue;
     }
     const std::string name = e["name"];
@@ -278,6 +288,15 @@ TEST_F(TrainCli, TraceHoldsEveryBatchOfEveryPass) {
   EXPECT_GT(phases["p2p"], 0);
   EXPECT_GT(phases["flush"], 0);
   ASSERT_EQ(host.size(), 3u);  // 2 training steps, 1 evaluation
+  for (const char* pass : {"forward 0", "fused 1", "backward 0", "evaluate 0", "evaluate 1"})
+    EXPECT_EQ(issued[pass], (std::set<int>{0, 1, 2})) << pass;
+  EXPECT_EQ(issues.size(), 2u * 3 * 3 + 2 * 3);
+  for (const auto& [begin, end] : issues) {
+    bool inside = false;
+    for (const auto& [host_begin, host_end] : host)
+      inside |= begin >= host_begin && end <= host_end;
+    EXPECT_TRUE(inside) << "issue " << begin << " .. " << end;
+  }
   for (const auto& [begin, end] : device) {
     bool inside = false;
     for (const auto& [host_begin, host_end] : host)

@@ -75,9 +75,11 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
   steps.products = products_read(layer, kind);
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {
+    const double issued = host_issues ? now_seconds() : 0;
     load_phase(layer, c, steps);
     if (!cached) pull_phase(layer, c);
     compute_phase(layer, c, kind);
+    if (host_issues) host_issues->push_back({kind, layer.index, c, issued, now_seconds()});
   }
   // The copies into the cache precede every later use on the compute lane.
   if (caches) evaluation_aggregation_ready = true;
@@ -140,10 +142,12 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   steps.products = products_read(layer, kind);
   prefetch(layer, 0, steps);
   for (int c = 0; c < C; ++c) {
+    const double issued = host_issues ? now_seconds() : 0;
     load_phase(layer, c, steps);
     if (fused && c + 1 == C) preload_next_blocks(layer);
     if (steps.load_inputs) pull_phase(layer, c);
     compute_phase(layer, c, kind);
+    if (host_issues) host_issues->push_back({kind, layer.index, c, issued, now_seconds()});
     if (steps.flush_gradients) {
       push_phase(layer, c);
       flush_phase(layer, c);
@@ -241,10 +245,13 @@ void Schedule::optimizer_state(std::vector<float>& m, std::vector<float>& v) {
 void Schedule::set_timeline(bool on) {
   timeline_on_ = on;
   timeline_.clear();
+  host_issues_.clear();
+  impl_->host_issues = on ? &host_issues_ : nullptr;
 }
 
 void Schedule::start_timeline() {
   timeline_.clear();
+  host_issues_.clear();
   if (!timeline_on_) return;
   impl_->backend.synchronize_all();
   timeline_origin_ = now_seconds();

@@ -150,6 +150,15 @@ struct TimelineRange {
   const char* operation = nullptr;  // as PhaseRange::operation
 };
 const char* pass_kind_name(PassKind kind);  // "forward", "backward", "evaluate", "fused"
+// One batch's issue on the host (Schedule::set_timeline): from the start of its load phase to
+// the end of its compute phase's calls, in host seconds (now_seconds()). A batch whose compute
+// starts on the device right after `end` waited for the host.
+struct HostIssueRange {
+  PassKind pass = PassKind::kForward;
+  int layer = 0;
+  std::int64_t batch = 0;
+  double begin = 0, end = 0;
+};
 
 // What setup may release of the inputs it was handed mutable: kDatasetAndPlanLists frees the
 // dataset's features once H^0 holds them (renumbered) and its graph (indptr, indices) once the
@@ -259,6 +268,7 @@ class Schedule {
   // time is timeline_origin() (now_seconds()).
   void set_timeline(bool on);
   const std::vector<TimelineRange>& timeline() const { return timeline_; }
+  const std::vector<HostIssueRange>& host_issues() const { return host_issues_; }
   double timeline_origin() const { return timeline_origin_; }
   TransferCounters counters() const;  // summed over devices
   void reset_counters();
@@ -271,6 +281,7 @@ class Schedule {
   std::vector<PhaseTimes> device_times_;
   bool timeline_on_ = false;
   std::vector<TimelineRange> timeline_;
+  std::vector<HostIssueRange> host_issues_;
   double timeline_origin_ = 0;
   // Starts the timeline of one forward_backward() or evaluate() (no-op when off).
   void start_timeline();

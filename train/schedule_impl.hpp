@@ -120,6 +120,7 @@ struct Schedule::Impl {
   // Timer tags: (pass kind, layer) of the running pass and the batch (tag()).
   static constexpr std::int32_t kTagBatches = 1 << 20, kTagLayers = 256;
   std::int32_t pass_tag = 0;
+  std::vector<HostIssueRange>* host_issues = nullptr;  // with the timeline on
   int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
   bool attention_buffers_everywhere = false;  // every device has last_layer_attention
   // Passes follow each other on the devices without the host waiting for them in between

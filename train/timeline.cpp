@@ -9,6 +9,9 @@
 #include "common/log.hpp"
 
 namespace sluice {
+namespace {
+constexpr int kHostIssueThread = 1;  // the host process's second track
+}  // namespace
 
 TraceRecorder::TraceRecorder(int devices, double run_start)
     : devices_(devices), run_start_(run_start) {}
@@ -32,6 +35,13 @@ void TraceRecorder::add_host_range(const std::string& name, double begin, double
   events_.push_back(Event{name, "host", devices_, 0, begin - run_start_, end - run_start_, -1});
 }
 
+void TraceRecorder::add_host_issues(const std::vector<HostIssueRange>& issues) {
+  for (const HostIssueRange& r : issues)
+    events_.push_back(Event{cat("issue ", r.batch),
+                            cat("issue ", pass_kind_name(r.pass), " ", r.layer), devices_,
+                            kHostIssueThread, r.begin - run_start_, r.end - run_start_, r.batch});
+}
+
 void TraceRecorder::write(const std::string& path) const {
   using json = nlohmann::json;
   json events = json::array();
@@ -41,7 +51,16 @@ void TraceRecorder::write(const std::string& path) const {
         {{"name", "process_name"}, {"ph", "M"}, {"pid", p}, {"args", {{"name", process}}}});
     events.push_back(
         {{"name", "process_sort_index"}, {"ph", "M"}, {"pid", p}, {"args", {{"sort_index", p}}}});
-    if (p == devices_) continue;
+    if (p == devices_) {
+      for (const auto& [tid, name] : {std::pair<int, const char*>{0, "host"},
+                                      std::pair<int, const char*>{kHostIssueThread, "batch issue"}})
+        events.push_back({{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", p},
+                          {"tid", tid},
+                          {"args", {{"name", name}}}});
+      continue;
+    }
     for (int lane = 0; lane < kLanes; ++lane)
       for (const bool ops : {false, true})
         events.push_back(

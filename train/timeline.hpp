@@ -1,7 +1,8 @@
 // The device timeline of a training run (sluice-train --trace FILE) as a Chrome trace ("Trace
 // Event Format", JSON; opens in Perfetto or chrome://tracing): one process per device, one
 // thread per lane, one complete event per timed phase range (named "<phase> <batch>", category
-// "<pass> <layer>"), plus a host track with the epochs' training steps and evaluations. With
+// "<pass> <layer>"), plus a host track with the epochs' training steps and evaluations and one
+// with the host's issue of each batch. With
 // operation times on (--op-times) each lane gets a second thread (lane + kLanes) of one event per
 // operation (named after it, category "op <pass> <layer>").
 #pragma once
@@ -22,6 +23,9 @@ class TraceRecorder {
   void add_device_ranges(const std::vector<TimelineRange>& ranges, double origin);
   // A host range [begin, end] in host seconds.
   void add_host_range(const std::string& name, double begin, double end);
+  // The host's issue of each batch (Schedule::host_issues()), on a host track of their own
+  // (named "issue <batch>", category "issue <pass> <layer>").
+  void add_host_issues(const std::vector<HostIssueRange>& issues);
   std::size_t size() const { return events_.size(); }
   // Writes the trace atomically (temporary file, then rename).
   void write(const std::string& path) const;

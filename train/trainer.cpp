@@ -704,6 +704,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
     record.seconds = now_seconds() - start;
     if (trace) {
       trace->add_device_ranges(schedule.timeline(), schedule.timeline_origin());
+      trace->add_host_issues(schedule.host_issues());
       trace->add_host_range(cat("epoch ", epoch, " training step"), start, start + record.seconds);
     }
     record.phases = schedule.times();
@@ -732,6 +733,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       record.eval_seconds = now_seconds() - eval_start;
       if (trace) {
         trace->add_device_ranges(schedule.timeline(), schedule.timeline_origin());
+        trace->add_host_issues(schedule.host_issues());
         trace->add_host_range(cat("epoch ", epoch, " evaluation"), eval_start,
                               eval_start + record.eval_seconds);
       }

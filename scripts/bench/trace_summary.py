@@ -8,7 +8,9 @@ default: the last one) and the device ranges inside it, prints in milliseconds: 
 per device the busy time per lane (union of ranges) and per phase (sum of durations); per pass
 (forward 0, forward 1, backward 1, ...) and device the start, span, compute-lane busy time,
 head (first range to first compute), tail (last compute end to last range end) and compute-lane
-idle time, and the load time spent on the pass during the previous pass (the schedule prefetches
+idle time, the median host lead (a batch's compute start less the end of its issue on the
+host, "issue" ranges of the host's second track) and the batches that waited for the host, and
+the load time spent on the pass during the previous pass (the schedule prefetches
 batch 0 of a pass during the last batch of the one before: such ranges count as "prefetched"
 and not in the pass's start, span or head; loads of a pass that begin after a later pass's
 first compute range are the next step's first blocks, counted apart); the gaps between passes; "host link busy" per device (union of load on the transfer
@@ -26,6 +28,9 @@ import os
 import re
 import sys
 
+# A batch whose compute began within this long after the host finished issuing it waited for
+# the host (a launch takes a few microseconds to reach the GPU).
+HOST_BOUND_MS = 0.05
 STEP = re.compile(r"epoch (\d+) training step$")
 COMPUTE_LANE, TRANSFER_LANE, STORE_LANE = 0, 1, 2
 LANE_NAMES = {COMPUTE_LANE: "compute", TRANSFER_LANE: "transfer", STORE_LANE: "store"}
@@ -58,8 +63,14 @@ def read_trace(path):
     complete = [e for e in events if e.get("ph") == "X"]
     host = [e for e in complete if e.get("cat") == "host"]
     # Operation ranges (--op-times with --trace) lie on tracks of their own, category "op ...".
-    ranges = [e for e in complete if e.get("cat") != "host" and not is_operation(e)]
-    return devices, lanes, host, ranges
+    ranges = [e for e in complete if e.get("cat") != "host" and not is_operation(e)
+              and not is_issue(e)]
+    issues = [e for e in complete if is_issue(e)]
+    return devices, lanes, host, ranges, issues
+
+
+def is_issue(event):
+    return event.get("cat", "").startswith("issue ")
 
 
 def is_operation(event):
@@ -76,9 +87,12 @@ def choose_step(host, epoch, path):
 
 
 def summarize(path, epoch):
-    devices, lane_names, host, raw = read_trace(path)
+    devices, lane_names, host, raw, raw_issues = read_trace(path)
     step = choose_step(host, epoch, path)
     t0, wall = step["ts"], step["dur"]
+    # When the host finished issuing each batch's compute: {(pass, batch): ms from the step start}.
+    issued = {(e["cat"][len("issue "):], e["args"]["batch"]): (e["ts"] + e["dur"] - t0) / 1e3
+              for e in raw_issues if t0 <= e["ts"] <= t0 + wall}
     ranges = []  # (device, lane, phase, batch, pass, begin ms, end ms), relative to the step start
     for e in raw:
         mid = e["ts"] + e["dur"] / 2
@@ -159,9 +173,15 @@ def summarize(path, epoch):
                 mine_b = [r for r in computes if r[3] == batch]
                 begin = min(r[5] for r in mine_b)
                 before = [r[6] for r in step_lane0 if r[5] < begin and r not in mine_b]
+                lead = begin - issued[(p, batch)] if (p, batch) in issued else None
                 dev["batches"].append({"batch": batch, "start_ms": begin,
                                        "compute_ms": sum(r[6] - r[5] for r in mine_b),
-                                       "wait_ms": begin - max(before, default=0.0)})
+                                       "wait_ms": begin - max(before, default=0.0),
+                                       "host_lead_ms": lead})
+            leads = sorted(b["host_lead_ms"] for b in dev["batches"]
+                           if b["host_lead_ms"] is not None)
+            dev["median_host_lead_ms"] = leads[len(leads) // 2] if leads else None
+            dev["host_bound_batches"] = sum(lead < HOST_BOUND_MS for lead in leads)
             entry["devices"].append(dev)
         out["passes"].append(entry)
     for a, b in zip(out["passes"], out["passes"][1:]):
@@ -213,9 +233,12 @@ def print_text(s):
         for d in p["devices"]:
             rows.append(["", d["device"], ms(d["start_ms"]), ms(d["span_ms"]),
                          ms(d["compute_lane_busy_ms"]), ms(d["head_ms"]), ms(d["tail_ms"]),
-                         ms(d["compute_lane_idle_ms"]), ms(d["prefetched_ms"])])
+                         ms(d["compute_lane_idle_ms"]), ms(d["prefetched_ms"]),
+                         ms(d["median_host_lead_ms"]),
+                         f"{d['host_bound_batches']}/{len(d['batches'])}"])
     print(table(["pass", "device", "start", "span", "compute busy", "head", "tail",
-                 "compute idle", "prefetched in the previous pass"], rows))
+                 "compute idle", "prefetched in the previous pass", "median host lead",
+                 "batches waiting for the host"], rows))
     if s["passes"]:
         print("\n### Gaps between passes (ms)\n")
         rows = [["step start", s["passes"][0]["pass"], ms(s["before_first_pass_ms"])]]
@@ -227,10 +250,12 @@ def print_text(s):
               f"(after the last pass, optimizer etc.: {ms(s['after_last_pass_ms'])} ms); "
               f"loads for the next step's first pass: {ms(s['next_step_loads_ms'])} ms")
     for p in s["passes"]:
-        print(f"\n### Batches of {p['pass']} (ms; wait: since the previous compute-lane range)\n")
-        print(table(["device", "batch", "compute start", "compute", "wait"],
+        print(f"\n### Batches of {p['pass']} (ms; wait: since the previous compute-lane range; "
+              "host lead: compute start less the end of its issue on the host)\n")
+        print(table(["device", "batch", "compute start", "compute", "wait", "host lead"],
                     [[d["device"], b["batch"], ms(b["start_ms"]), ms(b["compute_ms"]),
-                      ms(b["wait_ms"])] for d in p["devices"] for b in d["batches"]]))
+                      ms(b["wait_ms"]), ms(b["host_lead_ms"])]
+                     for d in p["devices"] for b in d["batches"]]))
     print()
 
 

@@ -84,6 +84,9 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   if (src.precision == HostPrecision::kBf16)
     launch_widen_rows(static_cast<const bf16_t*>(source), src.ld, src_rows.data, dst.data, dst.ld,
                       to, n, dst.cols, cur(), blocks);
+  else if (blocks > 0)
+    launch_load_host_rows(static_cast<const float*>(source), src.ld, src_rows.data, dst.data,
+                          dst.ld, to, n, dst.cols, cur(), blocks);
   else
     launch_gather_rows(static_cast<const float*>(source), src.ld, src_rows.data, dst.data, dst.ld,
                        to, n, dst.cols, cur(), blocks);

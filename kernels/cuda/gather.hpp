@@ -21,6 +21,15 @@ void launch_gather_rows(const float* src, std::int64_t src_ld, const vertex_t* s
                         std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                         std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
 
+// As launch_gather_rows from a mapped host matrix, max_blocks (> 0) its grid cap: a warp takes
+// tiles of up to 32 positions, reads their row ids in one access per index list (the lists may
+// be in host memory too) and moves several rows at once, up to 8 for rows of at most 32
+// floats (kernels/cuda/NOTES.md, "Transfers").
+void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
+                           float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
+                           std::int64_t n, std::int64_t cols, cudaStream_t stream,
+                           unsigned max_blocks);
+
 // dst[dst_rows[i]] += src[src_rows[i]] for i < n, dst_rows unique (no atomics). dst may be
 // mapped host memory: each row is read over the link and written back. max_blocks as above.
 void launch_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,

@@ -148,6 +148,52 @@ TEST_F(CudaOps, LoadRowsZeroCopyMatchesHostGather) {
   }
 }
 
+// Transfers over the host link on their capped grids: load_rows gives a warp tiles of rows (the
+// tile grows with the row count) and a row to 8, 16 or 32 lanes by its width; flush_add_rows and
+// flush_store_rows a warp per row. Every width class, aligned and scalar rows, and row counts
+// from one to several tiles a warp, with partial tiles and partial steps at the end.
+TEST_F(CudaOps, HostLinkTransfersCoverEveryWidthAndRowCount) {
+  for (const std::int64_t cols : {4, 8, 30, 48, 64, 100, 37}) {
+    for (const std::int64_t n : {1, 7, 3001, 70001}) {
+      SCOPED_TRACE(testing::Message() << "cols " << cols << ", rows " << n);
+      const std::int64_t host_rows = 2 * n + 5;
+      HostMat h = backend_->alloc_host(host_rows, cols, "host rows");
+      const Host values = random_floats(host_rows * h.ld, rng_);
+      std::copy(values.begin(), values.end(), h.fp32());
+      std::vector<vertex_t> host_ids(static_cast<std::size_t>(n)), device_ids(host_ids.size());
+      for (std::int64_t i = 0; i < n; ++i) host_ids[i] = static_cast<vertex_t>(2 * i + 1);
+      std::iota(device_ids.begin(), device_ids.end(), 0);
+      std::shuffle(device_ids.begin(), device_ids.end(), rng_);
+      const Idx host_idx = dev().upload(host_ids, "host ids");
+      const Idx device_idx = dev().upload(device_ids, "device ids");
+      Mat dst = dev().alloc(n, cols, "loaded");
+      dev().load_rows(h, host_idx, device_idx, dst);
+      const Host loaded = download(dst);
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(loaded[device_ids[i] * cols + c], values[host_ids[i] * h.ld + c])
+              << "load_rows, position " << i << ", column " << c;
+      // The loaded rows added back where they came from double them; the rows between stay.
+      dev().flush_add_rows(dst, device_idx, host_idx, h);
+      dev().synchronize();
+      for (std::int64_t r = 0; r < host_rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const float before = values[r * h.ld + c];
+          ASSERT_EQ(h.fp32()[r * h.ld + c], r % 2 == 1 && r < 2 * n ? before + before : before)
+              << "flush_add_rows, host row " << r << ", column " << c;
+        }
+      // Stored into the even rows, shifted down by one.
+      std::vector<vertex_t> even(host_ids);
+      for (auto& r : even) --r;
+      dev().flush_store_rows(dst, device_idx, dev().upload(even, "even ids"), h);
+      dev().synchronize();
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t c = 0; c < cols; ++c)
+          ASSERT_EQ(h.fp32()[even[i] * h.ld + c], values[host_ids[i] * h.ld + c])
+              << "flush_store_rows, position " << i << ", column " << c;
+    }
+  }
+}
 TEST_F(CudaOps, LoadAndStoreBlocks) {
   const std::int64_t rows = 40, cols = 19;
   HostMat h = backend_->alloc_host(rows, cols, "h");
@@ -2187,11 +2233,27 @@ TEST_F(CudaOps, TransferBandwidthReport) {
     Idx l_idx = dev().upload(local_rows, "local");
     const double t_local = seconds([&] { dev().gather_rows(local, l_idx, dst); }, dev());
     const double t_block = seconds([&] { dev().load_block(h, 0, dst); }, dev());
+    std::vector<vertex_t> positions(sorted.size());
+    std::iota(positions.begin(), positions.end(), 0);
+    Idx p_idx = dev().upload(positions, "positions");
+    const double t_store = seconds([&] { dev().flush_store_rows(dst, p_idx, s_idx, h); }, dev());
+    const double t_add = seconds([&] { dev().flush_add_rows(dst, p_idx, s_idx, h); }, dev());
+    // The same with the host rows' index list in pinned host memory, read zero-copy, as a
+    // run's index lists are where its chunk structures exceed the budget (mapped pinned memory
+    // has the same address on the device under unified addressing).
+    HostMat ids = backend_->alloc_host(n, 1, "bench host ids");
+    std::memcpy(ids.fp32(), sorted.data(), sorted.size() * sizeof(vertex_t));
+    const Idx h_idx{reinterpret_cast<const vertex_t*>(ids.fp32()), n};
+    const double t_host_ids = seconds([&] { dev().load_rows(h, h_idx, Idx{}, dst); }, dev());
+    const double t_add_host_ids =
+        seconds([&] { dev().flush_add_rows(dst, p_idx, h_idx, h); }, dev());
     std::printf(
-        "[bench] width %3lld: zero-copy sorted %.1f GB/s, random %.1f GB/s; device gather "
-        "%.0f GB/s; load_block %.1f GB/s (%.0f MB)\n",
-        static_cast<long long>(cols), bytes / t_sorted / 1e9, bytes / t_random / 1e9,
-        bytes / t_local / 1e9, bytes / t_block / 1e9, bytes / 1e6);
+        "[bench] width %3lld: zero-copy sorted %.1f GB/s (ids in host memory %.1f), random "
+        "%.1f GB/s; device gather %.0f GB/s; load_block %.1f GB/s; flush store %.1f GB/s, flush "
+        "add %.1f GB/s each way (ids in host memory %.1f) (%.0f MB)\n",
+        static_cast<long long>(cols), bytes / t_sorted / 1e9, bytes / t_host_ids / 1e9,
+        bytes / t_random / 1e9, bytes / t_local / 1e9, bytes / t_block / 1e9, bytes / t_store / 1e9,
+        bytes / t_add / 1e9, bytes / t_add_host_ids / 1e9, bytes / 1e6);
   }
 }
 

@@ -124,9 +124,11 @@ struct Schedule::Impl {
   int pass_serial = 0;  // passes begun (begin_pass()): DeviceState::scores_pass
   bool attention_buffers_everywhere = false;  // every device has last_layer_attention
   // Passes follow each other on the devices without the host waiting for them in between
-  // (join_lanes() in place of drain()): one chunk, and every vertex matrix in its device's
-  // memory (p2p modes), so a pass reads and writes no host matrix and the devices meet only in
-  // pulls and pushes, each ordered by peer markers. Set by place_vertex_data().
+  // (join_lanes() in place of drain()). In the p2p modes a device reads back only host rows it
+  // wrote itself (its partition's outputs, gradients and blocks), so ordering its own lanes
+  // orders them, and devices meet only in pulls and pushes, each ordered by peer markers.
+  // Baseline leave lists flush other partitions' rows, which another device's next pass may
+  // read: there the host orders the passes.
   bool runs_through_passes = false;
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
@@ -137,6 +139,7 @@ struct Schedule::Impl {
         layout_options(::sluice::layout_options(o)),
         layer_shapes(model_layers(m)),
         tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes)) {
+    runs_through_passes = o.comm != CommMode::kBaseline;
     for (const LayerSpec& layer : m.layers)
       layer_rules.push_back(layer_roles(layer_shapes, layer.index, layout_options));
   }

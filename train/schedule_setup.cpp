@@ -504,15 +504,6 @@ void Schedule::Impl::place_vertex_data() {
              resident.empty() ? std::string("none") : resident,
              "; in host memory: ", host.empty() ? std::string("none") : host);
   }
-  runs_through_passes =
-      C == 1 && std::all_of(dev.begin(), dev.end(), [&](DeviceState& s) {
-        return std::all_of(shapes.begin(), shapes.end(), [&](const HostMatrixShape& shape) {
-          const HostMat& view = vertex_view(s, shape);
-          return view.empty() || view.residence == Residence::kDevice;
-        });
-      });
-  if (runs_through_passes)
-    log_debug("passes follow each other on the devices (one chunk, resident)");
 }
 
 void Schedule::Impl::release_resident_host_matrices() {

@@ -384,10 +384,10 @@ std::vector<Case> agreement_cases() {
         cases.push_back(c);
       }
     }
-  // One chunk per partition, every vertex matrix on its GPU: the passes follow each other on
-  // the devices without the host in between, the devices ordered by their pulls and pushes
-  // alone (Schedule::Impl::join_lanes()); both p2p modes, one and two GPUs, and three layers
-  // (a middle layer's passes between the others).
+  // One chunk per partition, every vertex matrix on its GPU: no host matrix at all, the devices
+  // ordered by their pulls and pushes alone at the pass boundaries (Schedule::Impl::join_lanes(),
+  // as in every p2p case above, where host rows order through each device's lanes too); both
+  // p2p modes, one and two GPUs, and three layers (a middle layer's passes between the others).
   for (const char* model : {"gcn", "sage", "gat"})
     for (const Case& c : {Case{model, 2, 1, 1, "p2p+reuse"}, Case{model, 2, 1, 2, "p2p+reuse"},
                           Case{model, 2, 1, 2, "p2p"}})

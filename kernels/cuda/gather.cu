@@ -92,11 +92,11 @@ __global__ void row_walk_kernel(const float* __restrict__ src, std::int64_t src_
 }
 
 // Gather from mapped host memory. A warp takes `tile` consecutive positions at a time (a power of
-// two, at most 32, chosen so the capped grid's warps all get work): lane j reads position j's
-// row ids, one coalesced read per index list where a warp per row waits a round trip of the
-// link for each id it reads from host memory. Groups of kGroup lanes then move a row each,
-// kLinkSteps rows a group in flight: a 48-float row (12 words) keeps 4 rows in flight a warp,
-// where a warp per row keeps one.
+// two, at most 32, launch_load_host_rows() says which): lane j < tile reads position j's row ids,
+// one coalesced read per index list where a warp per row waits a round trip of the link for each id
+// it reads from host memory. Groups of kGroup lanes then move a row each, kLinkSteps rows a group
+// in flight: a 48-float row (12 words) keeps 4 rows in flight a warp, where a warp per row keeps
+// one.
 constexpr int kLinkSteps = 2;
 constexpr int kMaxTile = kWarp;
 
@@ -216,8 +216,8 @@ void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t
   const std::int64_t words = vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
   const int group = words <= 8 ? 8 : words <= 16 ? 16 : kWarp;
   const int min_tile = (kWarp / group) * kLinkSteps;
-  // The smallest tile that leaves no warp of the capped grid idle, so a short transfer keeps
-  // as many rows in flight as a long one.
+  // The smallest tile with which the capped grid's warps take every row in one round (at most
+  // 32 positions): a short transfer spreads over every warp, a long one reads 32 ids at a time.
   const std::int64_t warps = static_cast<std::int64_t>(max_blocks) * detail::kWarpsPerBlock;
   int tile = min_tile;
   while (tile < kMaxTile && static_cast<std::int64_t>(tile) * warps < n) tile *= 2;

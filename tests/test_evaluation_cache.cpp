@@ -4,6 +4,7 @@
 // training steps too (the features never change, and an evaluation has no dropout).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,13 @@ struct Evaluations {
   std::vector<TransferCounters> transfers;             // per evaluation
 };
 
-// Three evaluations, a training step before the third; memory_budget > 0 caps each device.
-Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::string& model,
-                                 HostPrecision precision, EvaluationCache cache,
-                                 CommMode comm = CommMode::kP2pReuse,
-                                 std::int64_t memory_budget = 0) {
+// Three evaluations, a training step before the third; memory_budget > 0 caps each device;
+// `ahead` is what each evaluation is told of the ones after it.
+Evaluations evaluate_three_times(
+    const Dataset& d, const Plan& plan, const std::string& model, HostPrecision precision,
+    EvaluationCache cache, CommMode comm = CommMode::kP2pReuse, std::int64_t memory_budget = 0,
+    std::array<EvaluationsAhead, 3> ahead = {EvaluationsAhead::kMore, EvaluationsAhead::kMore,
+                                             EvaluationsAhead::kMore}) {
   const ModelSpec spec = test::model_spec(
       test::model_shape(model, 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes).heads(2));
   BackendOptions backend_options = test::backend_options(plan.partitions);
@@ -47,7 +50,7 @@ Evaluations evaluate_three_times(const Dataset& d, const Plan& plan, const std::
       schedule.adam_step(0.05f, 0.f, 1);
     }
     schedule.reset_counters();
-    out.predictions.push_back(schedule.evaluate());
+    out.predictions.push_back(schedule.evaluate(ahead[std::size_t(i)]));
     out.transfers.push_back(schedule.counters());
   }
   return out;
@@ -170,6 +173,46 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrInHostMemory) {
       EXPECT_EQ(host.transfers[0].d2h_bytes, plain.transfers[0].d2h_bytes + cache_bytes);
     }
   }
+}
+
+// A host-memory cache pays off only in later evaluations: an evaluation told that none follows
+// allocates and fills none (it stores and loads what the run without a cache does), the next one
+// told otherwise allocates and fills it, and the one after reads it.
+TEST(EvaluationCache, HostCacheWaitsForAnEvaluationAhead) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(1, 2));
+  const ModelSpec spec = test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  // A budget without room for the device cache: it goes to host memory.
+  std::int64_t base = 0;
+  {
+    std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(1));
+    ScheduleOptions options;
+    options.evaluation_cache = EvaluationCache::kNone;
+    options.layer_outputs = LayerOutputs::kRecomputed;
+    Schedule schedule(*backend, d, plan, spec, options);
+    base = backend->device(0).bytes_in_use();
+  }
+  const std::int64_t budget = base + 4;
+  const std::array<EvaluationsAhead, 3> ahead = {EvaluationsAhead::kNone, EvaluationsAhead::kMore,
+                                                 EvaluationsAhead::kNone};
+  const Evaluations host =
+      evaluate_three_times(d, plan, "gcn", HostPrecision::kFp32, EvaluationCache::kWhereItFits,
+                           CommMode::kP2pReuse, budget, ahead);
+  const Evaluations plain =
+      evaluate_three_times(d, plan, "gcn", HostPrecision::kFp32, EvaluationCache::kNone,
+                           CommMode::kP2pReuse, budget, ahead);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(host.predictions[i], plain.predictions[i]) << i;
+  const std::int64_t cache_bytes = std::int64_t(d.num_nodes) * d.feature_dim * 4;
+  // The first: no cache at all.
+  EXPECT_EQ(host.transfers[0].d2h_bytes, plain.transfers[0].d2h_bytes);
+  EXPECT_EQ(host.transfers[0].h2d_gather_rows, plain.transfers[0].h2d_gather_rows);
+  // The second allocates and fills it, still aggregating the features.
+  EXPECT_EQ(host.transfers[1].d2h_bytes, plain.transfers[1].d2h_bytes + cache_bytes);
+  EXPECT_EQ(host.transfers[1].h2d_gather_rows, plain.transfers[1].h2d_gather_rows);
+  // The third reads it back (told that none follows, it uses the cache that exists).
+  EXPECT_LT(host.transfers[2].h2d_gather_rows, plain.transfers[2].h2d_gather_rows);
+  EXPECT_EQ(host.transfers[2].h2d_block_bytes, plain.transfers[2].h2d_block_bytes + cache_bytes);
 }
 
 }  // namespace

@@ -304,11 +304,11 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
   times_.optimizer += now_seconds() - t;
 }
 
-const std::vector<std::int32_t>& Schedule::evaluate() {
+const std::vector<std::int32_t>& Schedule::evaluate(EvaluationsAhead ahead) {
   start_timeline();
   Impl& m = *impl_;
   m.training = false;
-  m.allocate_evaluation_host_cache();
+  if (ahead == EvaluationsAhead::kMore) m.allocate_evaluation_host_cache();
   for (auto& s : m.dev) s.split_counts = SplitCounts{};
   m.lay_weights_side_by_side();
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
@@ -344,7 +344,7 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
   if (hidden_transformed)
     m.captured_hidden = HostMat{out.hidden.data(), m.n, out.hidden_width, out.hidden_width};
   try {
-    evaluate();
+    evaluate(EvaluationsAhead::kNone);  // the outputs are asked for once
     m.backend.synchronize_all();
   } catch (...) {
     m.captured_logits = HostMat{};

@@ -52,6 +52,12 @@ enum class VertexData { kHost, kDeviceWhereItFits };
 // transformed rows and keeps nothing.
 enum class EvaluationCache { kNone, kWhereItFits };
 
+// Whether another evaluation follows the one asked for (Schedule::evaluate()). A host-memory
+// cache of layer 0's aggregation pays off only in later evaluations, so with kNone an
+// evaluation that would allocate one (the first, under a budget) neither allocates nor fills it;
+// a cache that exists is used as always.
+enum class EvaluationsAhead { kNone, kMore };
+
 // Whether training keeps the output rows H = dropout(relu(Z)) of a GCN or SAGE layer whose
 // outputs the next layer transforms (the forward pass turns them into the next layer's T = H W
 // right away, so they are in no host matrix). With kDeviceWhereItFits each device keeps its
@@ -243,7 +249,7 @@ class Schedule {
   void adam_step(float lr, float weight_decay, std::int64_t step);
 
   // Forward without dropout; argmax predictions indexed by RENUMBERED vertex id.
-  const std::vector<std::int32_t>& evaluate();
+  const std::vector<std::int32_t>& evaluate(EvaluationsAhead ahead = EvaluationsAhead::kMore);
   // Of the last evaluate(), per split (train, valid, test): the fraction of its labeled vertices
   // predicted right (0 for a split without labeled vertices), counted on the devices.
   std::array<double, 3> accuracies() const;

@@ -99,8 +99,8 @@ struct Schedule::Impl {
   // evaluation wrote them).
   bool evaluation_aggregation_ready = false;
   // Layer 0's evaluation aggregation goes to host memory (place_evaluation_aggregation()): the
-  // first evaluation allocates evaluation_host_cache (every vertex's row) where host memory
-  // allows, and gives each device its partition's rows.
+  // first evaluation that another follows allocates evaluation_host_cache (every vertex's row)
+  // where host memory allows, and gives each device its partition's rows.
   bool evaluation_cache_on_host = false;
   HostMat evaluation_host_cache;
   // The pass after the running one when it loads batch 0's rows (from H[next_head->index]):

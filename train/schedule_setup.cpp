@@ -599,9 +599,9 @@ void Schedule::Impl::place_evaluation_aggregation() {
       evaluation_cache_on_host = options.host_precision == HostPrecision::kFp32;
       log_info("evaluation: layer 0's aggregation of the features does not fit beside the rest on ",
                s.device->name(),
-               evaluation_cache_on_host
-                   ? "; the first evaluation keeps it in host memory, where there is room"
-                   : "; every evaluation aggregates it (bf16 host data)");
+               evaluation_cache_on_host ? "; the first evaluation that another follows keeps it in "
+                                          "host memory, where there is room"
+                                        : "; every evaluation aggregates it (bf16 host data)");
       return;
     }
   }
@@ -612,9 +612,10 @@ void Schedule::Impl::place_evaluation_aggregation() {
       ")");
 }
 
-// At the first evaluation, not at setup: the time to the first epoch pays nothing for it (a run
-// that evaluates only once still pins and fills it). Host memory must keep room for as much again
-// beside it (the cache is every vertex's row).
+// At the first evaluation that another follows (Schedule::evaluate(), EvaluationsAhead), not at
+// setup: the time to the first epoch pays nothing for it, and a run that evaluates once pins
+// none. Host memory must keep room for as much again beside it (the cache is every vertex's
+// row).
 void Schedule::Impl::allocate_evaluation_host_cache() {
   if (!evaluation_cache_on_host || !evaluation_host_cache.empty()) return;
   evaluation_cache_on_host = false;  // one try

@@ -716,7 +716,9 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
     if ((epoch + 1) % config.eval_every == 0 || epoch + 1 == total) {
       const double eval_start = now_seconds();
-      const auto& predictions = schedule.evaluate();
+      // The last epoch always evaluates: another evaluation follows while epochs remain.
+      const auto& predictions =
+          schedule.evaluate(epoch + 1 < total ? EvaluationsAhead::kMore : EvaluationsAhead::kNone);
       record.evaluated = true;
       const std::array<double, 3> correct = schedule.accuracies();
       record.train_accuracy = correct[0];
@@ -773,7 +775,7 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   if (result.best_predictions.empty() && state.best_epoch >= 0 && !state.best_parameters.empty()) {
     const std::vector<float> final_parameters = schedule.parameters();
     schedule.set_parameters(state.best_parameters);
-    const auto& predictions = schedule.evaluate();
+    const auto& predictions = schedule.evaluate(EvaluationsAhead::kNone);
     result.best_predictions = by_dataset_vertex(predictions, plan);
     schedule.set_parameters(final_parameters);
   }

@@ -324,7 +324,22 @@ TEST_F(TrainCli, TraceSummaryFindsEveryPassOfAStep) {
     const auto summary = nlohmann::json::parse(r.output)[trace];
     EXPECT_EQ(summary["step"], "epoch 2 training step");
     std::vector<std::string> passes;
-    for (const auto& pass : summary["passes"]) passes.push_back(pass["pass"]);
+    for (const auto& pass : summary["passes"]) {
+      passes.push_back(pass["pass"]);
+      for (const auto& device : pass["devices"]) {
+        // Every batch has its issue on the host track, so each gets a host lead.
+        const auto batches = device["batches"].size();
+        ASSERT_GT(batches, 0u);
+        for (const auto& batch : device["batches"]) EXPECT_TRUE(batch["host_lead_ms"].is_number());
+        EXPECT_TRUE(device["median_host_lead_ms"].is_number());
+        EXPECT_LE(device["host_bound_batches"].get<std::size_t>(), batches);
+        const double span = device["span_ms"];
+        for (const char* lane : {"transfer_lane_busy_ms", "store_lane_busy_ms"}) {
+          EXPECT_GE(device[lane].get<double>(), 0.0) << lane;
+          EXPECT_LE(device[lane].get<double>(), span + 1e-3) << lane;
+        }
+      }
+    }
     EXPECT_EQ(passes, (std::vector<std::string>{"forward 0", "fused 1", "backward 0"}));
     EXPECT_GE(summary["next_step_loads_ms"].get<double>(), 0.0);
   }

@@ -6,7 +6,8 @@ Usage: scripts/bench/trace_summary.py [--epoch N] [--json | --ops] trace.json [t
 For the chosen step (host event "epoch N training step", N counted from 0 as in the trace;
 default: the last one) and the device ranges inside it, prints in milliseconds: the wall time;
 per device the busy time per lane (union of ranges) and per phase (sum of durations); per pass
-(forward 0, forward 1, backward 1, ...) and device the start, span, compute-lane busy time,
+(forward 0, forward 1, backward 1, ...) and device the start, span, each lane's busy time
+(the union of its ranges; a compute-lane range may hold waits for the other lanes' work),
 head (first range to first compute), tail (last compute end to last range end) and compute-lane
 idle time, the median host lead (a batch's compute start less the end of its issue on the
 host, "issue" ranges of the host's second track) and the batches that waited for the host, and
@@ -164,6 +165,10 @@ def summarize(path, epoch):
             lane0_span = max(r[6] for r in lane0) - min(r[5] for r in lane0) if lane0 else 0.0
             dev = {"device": d, "start_ms": first, "span_ms": last - first,
                    "compute_lane_busy_ms": busy,
+                   "transfer_lane_busy_ms": union([(r[5], r[6]) for r in mine
+                                                   if r[1] == TRANSFER_LANE]),
+                   "store_lane_busy_ms": union([(r[5], r[6]) for r in mine
+                                                if r[1] == STORE_LANE]),
                    "head_ms": min(r[5] for r in computes) - first if computes else None,
                    "tail_ms": last - max(r[6] for r in computes) if computes else None,
                    "compute_lane_idle_ms": lane0_span - busy,
@@ -228,15 +233,17 @@ def print_text(s):
     print("\n### Passes (ms; start from the step start)\n")
     rows = []
     for p in s["passes"]:
-        rows.append([p["pass"], "all", ms(p["start_ms"]), ms(p["span_ms"]), "", "", "", "",
-                     ms(p["prefetched_ms"])])
+        rows.append([p["pass"], "all", ms(p["start_ms"]), ms(p["span_ms"]), "", "", "", "", "",
+                     "", ms(p["prefetched_ms"])])
         for d in p["devices"]:
             rows.append(["", d["device"], ms(d["start_ms"]), ms(d["span_ms"]),
-                         ms(d["compute_lane_busy_ms"]), ms(d["head_ms"]), ms(d["tail_ms"]),
+                         ms(d["compute_lane_busy_ms"]), ms(d["transfer_lane_busy_ms"]),
+                         ms(d["store_lane_busy_ms"]), ms(d["head_ms"]), ms(d["tail_ms"]),
                          ms(d["compute_lane_idle_ms"]), ms(d["prefetched_ms"]),
                          ms(d["median_host_lead_ms"]),
                          f"{d['host_bound_batches']}/{len(d['batches'])}"])
-    print(table(["pass", "device", "start", "span", "compute busy", "head", "tail",
+    print(table(["pass", "device", "start", "span", "compute busy", "transfer busy", "store busy",
+                 "head", "tail",
                  "compute idle", "prefetched in the previous pass", "median host lead",
                  "batches waiting for the host"], rows))
     if s["passes"]:

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -528,6 +529,43 @@ TEST(TrainAccuracy, ReportedAccuraciesCountTheBestPredictions) {
   EXPECT_DOUBLE_EQ(r.train_accuracy, counted(d.train));
   EXPECT_GT(r.train_accuracy, 0.0);
   EXPECT_LT(r.train_accuracy, 1.0);  // not every vertex right: a wrong order would show
+}
+
+// The host-memory evaluation cache pays off only from the second evaluation: under a budget that
+// sends it to host memory, a run whose only evaluation follows its last epoch allocates none,
+// and a run that evaluates after every epoch does.
+TEST_F(TrainCli, HostEvaluationCacheOnlyWhenAnotherEvaluationFollows) {
+  const std::string data = dir_->file("cache-data.h5"), plan = dir_->file("cache-plan.h5");
+  const std::string preprocess = test::bin("sluice-preprocess");
+  ASSERT_EQ(test::run_command(preprocess + " generate --quiet --scale 10 --edge-factor 8 " +
+                              "--features 16 --classes 4 --seed 1 --output " + data)
+                .exit_code,
+            0);
+  ASSERT_EQ(test::run_command(preprocess + " partition --dataset " + data +
+                              " --partitions 1 --chunks 3 --output " + plan)
+                .exit_code,
+            0);
+  const std::string train = test::bin("sluice-train") + " --dataset " + data + " --plan " + plan +
+                            " --model gcn --threads 1 --no-progress --device cpu";
+  // What the device holds with nothing capped, the evaluation cache among it: as a budget, it
+  // leaves the cache no room beside the rest.
+  const auto unbounded = test::run_command(train + " --epochs 1 -v");
+  ASSERT_EQ(unbounded.exit_code, 0) << unbounded.output;
+  std::smatch allocated;
+  ASSERT_TRUE(std::regex_search(unbounded.output, allocated,
+                                std::regex(R"(device 0: ([0-9.]+) KiB allocated)")))
+      << unbounded.output;
+  const double kib = std::stod(allocated[1].str());
+  const std::string budget = " --gpu-memory " + std::to_string(std::int64_t(kib * 1024) + 64);
+  const std::string to_host = "does not fit beside the rest";
+  const std::string kept = "aggregation of the features kept in host memory";
+  const auto once = test::run_command(train + budget + " --epochs 2 --eval-every 2");
+  ASSERT_EQ(once.exit_code, 0) << once.output;
+  ASSERT_NE(once.output.find(to_host), std::string::npos) << once.output;
+  EXPECT_EQ(once.output.find(kept), std::string::npos) << once.output;
+  const auto every = test::run_command(train + budget + " --epochs 2 --eval-every 1");
+  ASSERT_EQ(every.exit_code, 0) << every.output;
+  EXPECT_NE(every.output.find(kept), std::string::npos) << every.output;
 }
 
 }  // namespace

@@ -115,6 +115,17 @@ class CudaOps : public ::testing::Test {
     return upload(dev(), rows, cols, values);
   }
   Host download(Mat m) { return download_matrix(dev(), m); }
+  // A pinned host matrix of random values, and the values (rows x ld, row-major).
+  struct RandomHost {
+    HostMat matrix;
+    Host values;
+  };
+  RandomHost random_host(std::int64_t rows, std::int64_t cols, const char* what) {
+    HostMat h = backend_->alloc_host(rows, cols, what);
+    Host values = random_floats(rows * h.ld, rng_);
+    std::copy(values.begin(), values.end(), h.fp32());
+    return {h, std::move(values)};
+  }
 
   std::unique_ptr<Backend> backend_;
   std::mt19937 rng_{12345};
@@ -126,9 +137,7 @@ class CudaOps : public ::testing::Test {
 TEST_F(CudaOps, LoadRowsZeroCopyMatchesHostGather) {
   for (std::int64_t cols : {64, 37, 3, 130}) {
     const std::int64_t host_rows = 500;
-    HostMat h = backend_->alloc_host(host_rows, cols, "features");
-    const Host values = random_floats(host_rows * cols, rng_);
-    std::copy(values.begin(), values.end(), h.fp32());
+    const auto [h, values] = random_host(host_rows, cols, "features");
     std::vector<vertex_t> src_rows, dst_rows;
     for (vertex_t r = 0; r < host_rows; r += 3) src_rows.push_back(r);  // sorted subset
     dst_rows.resize(src_rows.size());
@@ -157,9 +166,7 @@ TEST_F(CudaOps, HostLinkTransfersCoverEveryWidthAndRowCount) {
     for (const std::int64_t n : {1, 7, 3001, 70001}) {
       SCOPED_TRACE(testing::Message() << "cols " << cols << ", rows " << n);
       const std::int64_t host_rows = 2 * n + 5;
-      HostMat h = backend_->alloc_host(host_rows, cols, "host rows");
-      const Host values = random_floats(host_rows * h.ld, rng_);
-      std::copy(values.begin(), values.end(), h.fp32());
+      const auto [h, values] = random_host(host_rows, cols, "host rows");
       std::vector<vertex_t> host_ids(static_cast<std::size_t>(n)), device_ids(host_ids.size());
       for (std::int64_t i = 0; i < n; ++i) host_ids[i] = static_cast<vertex_t>(2 * i + 1);
       std::iota(device_ids.begin(), device_ids.end(), 0);
@@ -196,9 +203,7 @@ TEST_F(CudaOps, HostLinkTransfersCoverEveryWidthAndRowCount) {
 }
 TEST_F(CudaOps, LoadAndStoreBlocks) {
   const std::int64_t rows = 40, cols = 19;
-  HostMat h = backend_->alloc_host(rows, cols, "h");
-  const Host values = random_floats(rows * cols, rng_);
-  std::copy(values.begin(), values.end(), h.fp32());
+  const auto [h, values] = random_host(rows, cols, "h");
   Mat d = dev().alloc(10, cols, "block");
   dev().load_block(h, 7, d);
   const Host got = download(d);
@@ -522,9 +527,7 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
   for (const std::int64_t cols : {33, 48}) {
     SCOPED_TRACE(cols);
     dev().reset_counters();
-    HostMat g = backend_->alloc_host(rows, cols, "gradients");
-    const Host initial = random_floats(rows * cols, rng_);
-    std::copy(initial.begin(), initial.end(), g.fp32());
+    const auto [g, initial] = random_host(rows, cols, "gradients");
     const Host dvals = random_floats(50 * cols, rng_);
     Mat src = upload(50, cols, dvals);
     std::vector<vertex_t> src_rows(20), host_rows(20);
@@ -551,9 +554,7 @@ TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
 
 TEST_F(CudaOps, FlushStoreRowsWritesHostRowsFromTheGpu) {
   const std::int64_t rows = 1000, cols = 37;  // odd width: the scalar tail path too
-  HostMat g = backend_->alloc_host(rows, cols, "gradients");
-  const Host initial = random_floats(rows * cols, rng_);
-  std::copy(initial.begin(), initial.end(), g.fp32());
+  const auto [g, initial] = random_host(rows, cols, "gradients");
   const Host dvals = random_floats(50 * cols, rng_);
   Mat src = upload(50, cols, dvals);
   std::vector<vertex_t> src_rows(20), host_rows(20);

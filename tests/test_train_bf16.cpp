@@ -1,6 +1,7 @@
 // 16-bit host data (--host-precision bf16, ScheduleOptions::host_precision) on the CPU backend:
 // - partitioned == unpartitioned: a P x 1 run agrees with the unpartitioned run (P = C = 1) of the
-//   same schedule in bf16 as closely as fp32 runs agree; chunked runs (C > 1) agree within the
+//   same schedule in bf16 as closely as fp32 runs agree, but for values that the order of fp32
+//   additions carries across a bf16 rounding boundary; chunked runs (C > 1) agree within the
 //   extra rounding of gradients that reach host memory as partial sums. The double-precision
 //   reference of test_train_equivalence knows no host rounding and cannot serve here: bf16
 //   training differs from fp32 training by up to 3e-2 in the parameters after 5 epochs, far
@@ -26,16 +27,21 @@ namespace sluice {
 namespace {
 
 // Norm-wise relative agreement of losses and parameters between bf16 runs of different plans
-// (the largest over epochs and over parameter tensors). Where each host value is rounded once in
-// both runs, they differ by the order of fp32 additions, as fp32 runs do.
-constexpr double kSameRounding = 1e-6;
+// (the largest over epochs and over parameter tensors).
+struct Bound {
+  double loss, parameter;
+};
+// Where each host value is rounded once in both runs, they differ by the order of fp32
+// additions, as fp32 runs do, until such a difference carries a value across a bf16 rounding
+// boundary: that value then differs by one bf16 step (2^-8 relative), and training carries it on.
+// Which values cross depends on the BLAS kernels of the machine. Measured: at most 1.0e-7 in
+// every case but one, GAT with 3 layers at P = 4 on an AMD EPYC (OpenBLAS), 2.0e-5 (losses) and
+// 1.8e-4 (parameters); the bounds leave a factor of five, and stay far below kRepeatedFlushes.
+constexpr Bound kSameRounding{1e-4, 1e-3};
 // Where one run rounds partial gradient sums, every flushed row carries up to one more rounding
 // (2^-9 relative) per partial sum, which training carries on. Measured at most 1.1e-3 (losses)
 // and 1.5e-2 (parameters, GAT with 3 layers, where the distance between bf16 and fp32 training
 // is 1.3e-2): the bounds leave a factor of two.
-struct Bound {
-  double loss, parameter;
-};
 constexpr Bound kRepeatedFlushes{2.5e-3, 3e-2};
 
 const Dataset& dataset() {
@@ -113,8 +119,8 @@ TEST(TrainBf16, PartitionedEqualsUnpartitioned) {
         ASSERT_NE(reference.losses.front(), reference.losses.back());
         const Distance d = distance(train(dataset(), plan, config), reference);
         const std::string what = cat(model, " ", layers, " layers P=", P);
-        EXPECT_LE(d.loss, kSameRounding) << what;
-        EXPECT_LE(d.parameter, kSameRounding) << what;
+        EXPECT_LE(d.loss, kSameRounding.loss) << what;
+        EXPECT_LE(d.parameter, kSameRounding.parameter) << what;
       }
   }
 }

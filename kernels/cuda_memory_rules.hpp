@@ -55,10 +55,11 @@ constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
 // GAT's layer 0 attending over its input rows (gat_input_forward, gat_input_backward; the rule
 // sluice-train's --gat-layer-zero auto follows on either backend): at most 8 heads of input rows
 // up to 256 floats wide, a head count (at least 4) times 16-byte words a lane at most 8 (the
-// backward keeps a row's sums for every head in registers), rows a multiple of 4 floats (16-byte
-// words, each head's too). The backward's gat_input_blocks(nnz) blocks of kGatInputBlockWarps
-// warps over the entries (512 entries a warp or more) and gat_input_slices(rows) slices of the
-// rows each write 2 K D partial sums, added in order afterwards.
+// forward keeps a row's sums for every head in registers), rows a multiple of 4 floats (16-byte
+// words, each head's too). The backward runs gat_input_blocks(nnz) blocks of kGatInputBlockWarps
+// warps over the entries (512 entries a warp or more); gat_input_slices(n) slices of the source
+// rows (cols) and of the destination rows each write 2 K D partial sums, added in order
+// afterwards.
 inline constexpr std::int64_t kGatInputBlockWarps = 4;
 constexpr std::int64_t gat_input_blocks(std::int64_t nnz) {
   return std::clamp<std::int64_t>((nnz + 2047) / 2048, 1, 4096);
@@ -66,8 +67,8 @@ constexpr std::int64_t gat_input_blocks(std::int64_t nnz) {
 constexpr std::int64_t gat_input_slices(std::int64_t rows) {
   return std::clamp<std::int64_t>((rows + 255) / 256, 1, 1024);
 }
-constexpr std::int64_t gat_input_partials(std::int64_t nnz, std::int64_t rows) {
-  return gat_input_blocks(nnz) + gat_input_slices(rows);
+constexpr std::int64_t gat_input_partials(std::int64_t rows, std::int64_t cols) {
+  return gat_input_slices(cols) + gat_input_slices(rows);
 }
 constexpr bool gat_inputs_fit(std::int64_t heads, std::int64_t width) {
   return heads > 0 && heads <= 8 && width > 0 && width <= 256 && width % 4 == 0 &&

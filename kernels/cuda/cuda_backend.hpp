@@ -286,7 +286,7 @@ class CudaDevice final : public Device {
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch staging_, peer_source_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
-  Scratch gat_input_partials_;                               // gat_input_backward's per-warp sums
+  Scratch gat_input_partials_;                               // gat_input_backward's per-slice sums
   float* merged_row_scratch(const DeviceCsr& m, int heads);  // gat_del_ (cuda_gat.cpp)
   Scratch column_partials_;    // per-slice column sums (elementwise.hpp), reduced in order
   Scratch long_segment_sums_;  // the row SpMM's split long rows, a row per segment (row_spmm.hpp)

@@ -267,33 +267,39 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
   OpScope op(*this, "gat_input_backward");
   expect_compute_lane("gat_input_backward");
   DeviceGuard guard(gpu_);
-  const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
+  // The transpose too: the sums by source walk it.
+  const DeviceCsr& m = resident_csr(a, CsrAccess::kBoth);
   const std::int64_t width = checked_input_width(m, x, heads, row_keys, attention_key, el, er,
                                                  alpha, "gat_input_backward");
   SLUICE_EXPECTS(out.rows == m.rows && dout.rows == m.rows && out.cols == dout.cols &&
                      out.cols % heads == 0 && g.rows == m.rows && g.cols == heads * width &&
                      sums.rows == 2 * heads && sums.cols == width,
                  "gat_input_backward shapes");
+  SLUICE_EXPECTS(m.t_perm.get() != nullptr,
+                 "gat_input_backward: the CSR has no transpose permutation");
   cudaStream_t s = cur();
-  // The GAT backward's scratch: per-row sums and d_er in gat_der_, the entries' shares of d_er in
-  // gat_dalpha_ (kGatDestinationScoreGradients, kGatEntryGradients), the partial sums beside.
+  // The GAT backward's scratch (kGatDestinationScoreGradients, kGatSourceScoreGradients,
+  // kGatEntryGradients, kGatInputScoreSums): per-row sums and d_er in gat_der_, d_el in gat_del_,
+  // the entries' d_e in gat_dalpha_, the partial sums beside.
   GatInputScratch scratch;
   scratch.rows = gat_der_.ensure_as<float>(m.rows * heads, account_, s, "GAT scratch");
+  scratch.sources = gat_del_.ensure_as<float>(m.cols * heads, account_, s, "GAT scratch");
   scratch.entries = gat_dalpha_.ensure_as<float>(m.nnz * heads, account_, s, "GAT scratch");
   scratch.partials = gat_input_partials_.ensure_as<float>(
-      gat_input_partials(m.nnz, m.rows) * 2 * heads * width, account_, s, "GAT scratch");
+      gat_input_partials(m.rows, m.cols) * 2 * heads * width, account_, s, "GAT scratch");
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
   const std::int64_t head_width = out.cols / heads;
+  const auto run = [&](auto index) {
+    using Index = decltype(index);
+    launch_gat_input_backward(m.arrays<Index>(), m.transposed_arrays<Index>(), x.data, x.ld, width,
+                              el.data, el.ld, er.data, er.ld, alpha.data, alpha.ld, out.data,
+                              out.ld, dout.data, dout.ld, head_width, g.data, g.ld, heads, drop,
+                              scratch, sums.data, sums.ld, s);
+  };
   if (m.wide)
-    launch_gat_input_backward(m.arrays<std::int64_t>(), x.data, x.ld, width, el.data, el.ld,
-                              er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
-                              dout.ld, head_width, g.data, g.ld, heads, drop, scratch, sums.data,
-                              sums.ld, s);
+    run(std::int64_t{});
   else
-    launch_gat_input_backward(m.arrays<std::int32_t>(), x.data, x.ld, width, el.data, el.ld,
-                              er.data, er.ld, alpha.data, alpha.ld, out.data, out.ld, dout.data,
-                              dout.ld, head_width, g.data, g.ld, heads, drop, scratch, sums.data,
-                              sums.ld, s);
+    run(std::int32_t{});
 }
 
 }  // namespace sluice::cuda

@@ -26,10 +26,14 @@ using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
+using gat_detail::kLongThreads;
+using gat_detail::kLongWarps;
+using gat_detail::long_blocks;
 using gat_detail::merge_softmax_stats;
 using gat_detail::row_softmax_stats;
 using gat_detail::softmax_stats_entries;
 using gat_detail::stage_entry_coefficients;
+using gat_detail::sum_over_warps;
 
 // The warp-per-row aggregations (forward, and the backward by source) run on row-local grids
 // (launch.cuh).
@@ -289,24 +293,8 @@ __device__ __forceinline__ void write_column_pass(const float (&acc)[kColumnsPer
   }
 }
 
-// ---- Long rows: one block of kLongWarps warps per row (rows listed in LongRows). Each warp
-// takes the row's 32-entry chunks warp, warp + kLongWarps, ...; per-warp partial results are
-// combined through shared memory in warp order (deterministic).
-constexpr int kLongWarps = 16;
-constexpr int kLongThreads = 32 * kLongWarps;
+// ---- Long rows: one block of kLongWarps warps per row (gat_device.cuh).
 constexpr std::size_t kMaxLongShared = 48 * 1024;  // the default dynamic shared memory limit
-
-// Blocks for the long-row kernels: one per row, capped (the kernels stride over the rest).
-unsigned long_blocks(std::int64_t rows) {
-  return static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
-}
-
-// sum over the block's warps w (in order) of part[w * stride].
-__device__ __forceinline__ float sum_over_warps(const float* part, int stride) {
-  float total = 0.f;
-  for (int w = 0; w < kLongWarps; ++w) total += part[w * stride];
-  return total;
-}
 
 // Ends a pass of a long row: the warps' accumulators (scalar layout) summed per column in warp
 // order through `partial` (kLongWarps * 32 * kColumnsPerLane floats of shared memory) and
@@ -1531,49 +1519,17 @@ __global__ void gat_row_sums_kernel(std::int64_t rows, const float* __restrict__
   }
 }
 
-// d_er[i, h] = sum of ds over row i's entries: a warp per row up to a.long_rows.degree entries.
-template <typename Index>
-__global__ void gat_destination_sums_kernel(CsrArrays<Index> a, const float* __restrict__ ds,
-                                            int heads, float* __restrict__ d_er) {
-  const int lane = lane_id();
-  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
-    const std::int64_t begin = a.indptr[i];
-    const std::int64_t degree = a.indptr[i + 1] - begin;
-    if (degree > a.long_rows.degree) continue;
-    for (int h = 0; h < heads; ++h) {
-      float s = 0.f;
-      for (std::int64_t k = lane; k < degree; k += 32) s += ds[(begin + k) * heads + h];
-      s = detail::warp_sum(s);
-      if (lane == 0) d_er[i * heads + h] = s;
-    }
+// Each entry's stored share of d_er (gat_backward_by_source's ds), entry-major.
+struct StoredShares {
+  const float* __restrict__ ds;
+  int heads;
+  template <int kHeads>
+  __device__ void add(std::int64_t pos, std::int64_t, float (&acc)[kHeads]) const {
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h)
+      if (h < heads) acc[h] += ds[pos * heads + h];
   }
-}
-
-// Long rows: a block of kLongWarps warps per row, summed in warp order.
-template <typename Index>
-__global__ void __launch_bounds__(kLongThreads)
-    gat_destination_sums_long_kernel(CsrArrays<Index> a, const float* __restrict__ ds, int heads,
-                                     float* __restrict__ d_er) {
-  __shared__ float part[kLongWarps];
-  const int lane = lane_id();
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  for (std::int64_t r = blockIdx.x; r < a.long_rows.count; r += gridDim.x) {
-    const std::int64_t i = a.long_rows.rows[r];
-    const std::int64_t begin = a.indptr[i];
-    const std::int64_t degree = a.indptr[i + 1] - begin;
-    for (int h = 0; h < heads; ++h) {
-      float s = 0.f;
-      for (std::int64_t k = threadIdx.x; k < degree; k += kLongThreads)
-        s += ds[(begin + k) * heads + h];
-      s = detail::warp_sum(s);
-      if (lane == 0) part[warp] = s;
-      __syncthreads();
-      if (threadIdx.x == 0) d_er[i * heads + h] = sum_over_warps(part, 1);
-      __syncthreads();
-    }
-  }
-}
-
+};
 // Block (32, 8): x over columns, y over rows; the block reduces d_att over y into its slice's
 // partial sums (slice blockIdx.y).
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
@@ -1925,14 +1881,8 @@ void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t str
 template <typename Index>
 void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
                                  cudaStream_t stream) {
-  if (a.rows <= 0 || heads <= 0) return;
-  gat_destination_sums_kernel<Index>
-      <<<warp_blocks(a.rows), detail::kBlockThreads, 0, stream>>>(a, ds, heads, d_er);
-  SLUICE_CUDA_LAUNCH_CHECK();
-  if (a.long_rows.count == 0) return;
-  gat_destination_sums_long_kernel<Index>
-      <<<long_blocks(a.long_rows.count), kLongThreads, 0, stream>>>(a, ds, heads, d_er);
-  SLUICE_CUDA_LAUNCH_CHECK();
+  gat_detail::launch_row_share_sums(gat_detail::RowRanges<Index>{a.indptr, a.rows, a.long_rows},
+                                    StoredShares{ds, heads}, heads, d_er, stream);
 }
 
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,

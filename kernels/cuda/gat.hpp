@@ -175,28 +175,41 @@ void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::in
                               const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream);
 
+// The transpose of a CsrArrays matrix (a.cols rows): offsets, each transposed entry's row of the
+// matrix and its entry there (perm), and the long transposed rows.
+template <typename Index>
+struct TransposedArrays {
+  const Index* indptr = nullptr;
+  const Index* columns = nullptr;
+  const Index* perm = nullptr;
+  LongRows long_rows;
+};
+
 // The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
-// d_er), entries (nnz x K: each entry's share of d_er) and partials
-// (gat_input_partials(nnz, rows) x 2 K D floats).
+// d_er), sources (a.cols x K: d_el), entries (nnz x K: each entry's softmax gradient d_e) and
+// partials (gat_input_partials(rows, cols) x 2 K D floats).
 struct GatInputScratch {
   float* rows = nullptr;
+  float* sources = nullptr;
   float* entries = nullptr;
   float* partials = nullptr;
 };
 
 // The backward's score sums (Device::gat_input_backward): per entry and head
 // ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums (2K x D, ld
-// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. Blocks
-// over the entries and slices of the rows each write one partial, added in order afterwards:
-// deterministic. D a multiple of 4, g's rows 16-byte aligned.
+// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. The
+// entries' sums per source row (over the transpose t) and per destination row, then slices of
+// the rows each writing one partial, added in order afterwards: deterministic. D a multiple of
+// 4, g's rows 16-byte aligned.
 template <typename Index>
-void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
-                               std::int64_t width, const float* el, std::int64_t ldel,
-                               const float* er, std::int64_t lder, const float* alpha,
-                               std::int64_t ldalpha, const float* out, std::int64_t ldout,
-                               const float* dout, std::int64_t lddout, std::int64_t head_width,
-                               const float* g, std::int64_t ldg, int heads,
-                               const AttentionDropout& dropout, const GatInputScratch& scratch,
-                               float* sums, std::int64_t ldsums, cudaStream_t stream);
+void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays<Index>& t,
+                               const float* x, std::int64_t ldx, std::int64_t width,
+                               const float* el, std::int64_t ldel, const float* er,
+                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
+                               const float* out, std::int64_t ldout, const float* dout,
+                               std::int64_t lddout, std::int64_t head_width, const float* g,
+                               std::int64_t ldg, int heads, const AttentionDropout& dropout,
+                               const GatInputScratch& scratch, float* sums, std::int64_t ldsums,
+                               cudaStream_t stream);
 
 }  // namespace sluice::cuda

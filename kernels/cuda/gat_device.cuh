@@ -1,10 +1,13 @@
 // Device helpers the GAT kernel files share (gat.cu, gat_inputs.cu; never included by
 // g++-compiled code): LeakyReLU, the attention-dropout scale of an entry and head, an entry's
-// attention coefficients, and the online softmax statistics of a row.
+// attention coefficients, the online softmax statistics of a row, the long rows' blocks, and
+// the per-row sums of the entries' score-gradient shares.
 #pragma once
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/hash.hpp"
 #include "kernels/cuda/gat.hpp"
@@ -118,6 +121,105 @@ __device__ __forceinline__ void row_softmax_stats(const Index* columns, std::int
       head_inv[h] = s > 0.f ? 1.f / s : 0.f;
     }
   }
+}
+
+// ---- Long rows: one block of kLongWarps warps per row (rows listed in LongRows). Each warp
+// takes the row's 32-entry chunks warp, warp + kLongWarps, ...; per-warp partial results are
+// combined through shared memory in warp order (deterministic).
+constexpr int kLongWarps = 16;
+constexpr int kLongThreads = 32 * kLongWarps;
+
+// Blocks for the long-row kernels: one per row, capped (the kernels stride over the rest).
+inline unsigned long_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(std::min<std::int64_t>(rows, 65535));
+}
+
+// sum over the block's warps w (in order) of part[w * stride].
+__device__ __forceinline__ float sum_over_warps(const float* part, int stride) {
+  float total = 0.f;
+  for (int w = 0; w < kLongWarps; ++w) total += part[w * stride];
+  return total;
+}
+
+// The rows a per-row sum walks: a CSR's rows or its transpose's (then pos indexes the transposed
+// entries).
+template <typename Index>
+struct RowRanges {
+  const Index* indptr = nullptr;
+  std::int64_t rows = 0;
+  LongRows long_rows;
+};
+
+// sums[r * K + h] = sum over row r's entries (positions pos) of their shares: per lane in entry
+// order, then over the lanes (a warp per row; long rows a block, over its warps in order):
+// deterministic. Share: a device functor with add<kHeads>(pos, row, acc), which adds the entry's
+// share of every head h < K to acc[h]. K <= kHeads <= 8.
+template <typename Index, int kHeads, typename Share>
+__global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads,
+                                      float* __restrict__ sums) {
+  const int lane = detail::lane_id();
+  for (std::int64_t r = detail::global_warp(); r < a.rows; r += detail::warp_count()) {
+    const std::int64_t begin = a.indptr[r];
+    const std::int64_t degree = a.indptr[r + 1] - begin;
+    if (degree > a.long_rows.degree) continue;
+    float acc[kHeads] = {};
+    for (std::int64_t k = lane; k < degree; k += 32) share.template add<kHeads>(begin + k, r, acc);
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      if (h < heads) {
+        const float s = detail::warp_sum(acc[h]);
+        if (lane == 0) sums[r * heads + h] = s;
+      }
+    }
+  }
+}
+
+template <typename Index, int kHeads, typename Share>
+__global__ void __launch_bounds__(kLongThreads)
+    row_share_sums_long_kernel(RowRanges<Index> a, Share share, int heads,
+                               float* __restrict__ sums) {
+  __shared__ float part[kLongWarps * kHeads];
+  const int lane = detail::lane_id();
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  for (std::int64_t i = blockIdx.x; i < a.long_rows.count; i += gridDim.x) {
+    const std::int64_t r = a.long_rows.rows[i];
+    const std::int64_t begin = a.indptr[r];
+    const std::int64_t degree = a.indptr[r + 1] - begin;
+    float acc[kHeads] = {};
+    for (std::int64_t k = threadIdx.x; k < degree; k += kLongThreads)
+      share.template add<kHeads>(begin + k, r, acc);
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h) {
+      const float s = detail::warp_sum(acc[h]);
+      if (lane == 0) part[warp * kHeads + h] = s;
+    }
+    __syncthreads();
+    if (threadIdx.x < static_cast<unsigned>(heads))
+      sums[r * heads + threadIdx.x] = sum_over_warps(part + threadIdx.x, kHeads);
+    __syncthreads();
+  }
+}
+
+template <typename Index, typename Share>
+void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int heads, float* sums,
+                           cudaStream_t stream) {
+  if (a.rows <= 0 || heads <= 0) return;
+  SLUICE_EXPECTS(heads <= 8, "GAT score-gradient sums: ", heads, " heads (at most 8)");
+  const auto launch = [&](auto heads_max) {
+    constexpr int kHeads = decltype(heads_max)::value;
+    row_share_sums_kernel<Index, kHeads, Share>
+        <<<detail::blocks_for(a.rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
+            a, share, heads, sums);
+    SLUICE_CUDA_LAUNCH_CHECK();
+    if (a.long_rows.count == 0) return;
+    row_share_sums_long_kernel<Index, kHeads, Share>
+        <<<long_blocks(a.long_rows.count), kLongThreads, 0, stream>>>(a, share, heads, sums);
+    SLUICE_CUDA_LAUNCH_CHECK();
+  };
+  if (heads <= 4)
+    launch(std::integral_constant<int, 4>{});
+  else
+    launch(std::integral_constant<int, 8>{});
 }
 
 }  // namespace sluice::cuda::gat_detail

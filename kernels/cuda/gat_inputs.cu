@@ -4,11 +4,11 @@
 // - Forward: per 32-entry chunk of the row, lane j computes the chunk's j-th coefficients for
 //   every head into shared memory; then every lane adds the chunk's x rows, each read once, to
 //   all K heads' sums.
-// - Backward: per 32-entry chunk, lane j forms entry j's dot products with the row's g (held in
-//   shared memory) from the entry's whole x row, and from them its score gradients; the lanes
-//   then add the chunk's x rows times those gradients to their sums, as the forward does. No
-//   pass by source: layer 0 has no input gradient.
-// Rows longer than long_degree_for(nnz) take a block of warps in both passes.
+// - Backward: over the entries, lane j of a 32-entry group forms entry j's dot products with its
+//   row's g from the entry's whole x row, and from them its softmax gradient, stored per entry;
+//   the score gradients' sums by destination and by source (over the transpose) follow, then the
+//   x rows weighted by them. No pass by source over the rows: layer 0 has no input gradient.
+// Rows longer than long_degree_for(nnz) take a block of warps in the forward and in the sums.
 #include <algorithm>
 
 #include "kernels/cuda/gat_device.cuh"
@@ -27,7 +27,9 @@ using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
 using gat_detail::kLeakySlope;
+using gat_detail::launch_row_share_sums;
 using gat_detail::row_softmax_stats;
+using gat_detail::RowRanges;
 using gat_detail::softmax_stats_entries;
 using gat_detail::stage_entry_coefficients;
 
@@ -241,48 +243,18 @@ __global__ void __launch_bounds__(32 * kLongInputWarps)
 
 constexpr int kBackwardWarps = static_cast<int>(kGatInputBlockWarps);
 
-// The block's warps' sums added in warp order (through `combine`, 2 K D floats of shared
-// memory) into the block's partials slot. Called by the whole block.
-template <int kHeads, int kQuads>
-__device__ __forceinline__ void write_block_partials(float* slot, float* combine, int warps,
-                                                     int heads, std::int64_t width, int lane,
-                                                     const float (&source_sums)[kHeads][4 * kQuads],
-                                                     const float (&row_sums)[kHeads][4 * kQuads]) {
-  const int warp = static_cast<int>(threadIdx.x / 32);
-  for (int w = 0; w < warps; ++w) {
-    if (warp == w) {
-#pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        if (h < heads) {
-#pragma unroll
-          for (int t = 0; t < 4 * kQuads; ++t) {
-            const std::int64_t c = 128 * (t / 4) + 4 * lane + t % 4;
-            if (c < width) {
-              float* source = combine + h * width + c;
-              float* row = combine + (heads + h) * width + c;
-              *source = w == 0 ? source_sums[h][t] : *source + source_sums[h][t];
-              *row = w == 0 ? row_sums[h][t] : *row + row_sums[h][t];
-            }
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (std::int64_t v = threadIdx.x; v < 2 * heads * width; v += blockDim.x) slot[v] = combine[v];
-}
-
 // ---- Backward, entry-parallel: each warp takes a contiguous range of the chunk's entries, 32 at
 // a time, whatever rows they belong to (a row's own work would leave most lanes idle on the many
 // short rows and keep one warp on a hub row). Lane j takes entry j of a group alone: its row
 // (found by a binary search among the rows the group can span), its x row in 16-byte words and
 // its row's g (mostly the same rows for neighboring lanes, so the loads broadcast), every head's
-// dot product g^h . x without any sum across lanes, and from them the entry's score gradients.
-// The softmax backward's per-row sums S come from launch_gat_row_sums first. Then, as in the
-// forward, the lanes add the group's x rows times those gradients to their columns of the source
-// sums. The destination side keeps, per entry, only (slope - 1) d_e of the entries on the
-// negative side (the rest sum to 0 over a row); launch_gat_destination_sums adds them per row,
-// and gat_input_row_sums_kernel multiplies those by the rows' own x rows.
+// dot product g^h . x without any sum across lanes, and from them the entry's softmax gradient
+// d_e = alpha (scale g^h . x - S), with the per-row sums S of launch_gat_row_sums. The score
+// gradients' sums come from the stored d_e afterwards: per destination row over the CSR's rows,
+// keeping only (slope - 1) d_e of the entries on the negative side (the rest sum to 0 over a
+// row), and per source row over the transpose (LeakyReLU' d_e); then the x rows weighted by those
+// sums, in slices of the rows. Each x row is read once per entry: the sums by source replace a
+// second, weighted read of every entry's row.
 
 // The row of entry e, given that it lies in rows [lo, hi] (indptr[lo] <= e < indptr[hi + 1]).
 template <typename Index>
@@ -298,21 +270,14 @@ __device__ __forceinline__ std::int64_t row_of_entry(const Index* indptr, std::i
   return lo;
 }
 
-template <typename Index, int kHeads, int kQuads>
+template <typename Index, int kHeads>
 __global__ void __launch_bounds__(32 * kBackwardWarps)
-    gat_input_backward_kernel(CsrArrays<Index> a, std::int64_t per_warp,
-                              const float* __restrict__ x, std::int64_t ldx, std::int64_t width,
-                              const float* __restrict__ el, std::int64_t ldel,
-                              const float* __restrict__ er, std::int64_t lder,
-                              const float* __restrict__ alpha, std::int64_t ldalpha,
-                              const float* __restrict__ row_sums, const float* __restrict__ g,
-                              std::int64_t ldg, int heads, AttentionDropout dropout,
-                              float* __restrict__ row_parts, float* __restrict__ partials) {
-  __shared__ __align__(16) float coefs[kBackwardWarps * 32 * kHeads];
-  extern __shared__ float combine[];  // 2 K D floats
-  const int lane = lane_id(), warp = static_cast<int>(threadIdx.x / 32);
-  float* coef = coefs + warp * 32 * kHeads;
-  float source_sums[kHeads][4 * kQuads] = {}, no_row_sums[kHeads][4 * kQuads] = {};
+    gat_input_entries_kernel(CsrArrays<Index> a, std::int64_t per_warp, const float* __restrict__ x,
+                             std::int64_t ldx, std::int64_t width, const float* __restrict__ alpha,
+                             std::int64_t ldalpha, const float* __restrict__ row_sums,
+                             const float* __restrict__ g, std::int64_t ldg, int heads,
+                             AttentionDropout dropout, float* __restrict__ d_entries) {
+  const int lane = lane_id();
   const std::int64_t nnz = a.indptr[a.rows];
   const std::int64_t first = global_warp() * per_warp;
   const std::int64_t last = first + per_warp < nnz ? first + per_warp : nnz;
@@ -320,15 +285,13 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
   std::int64_t base = first < last ? row_of_entry(a.indptr, first, 0, a.rows - 1) : 0;
   for (std::int64_t group = first; group < last; group += 32) {
     const std::int64_t e = group + lane;
-    std::int64_t u_mine = 0;
     if (e < last) {
       // 32 entries span at most 32 rows that have entries; past an empty row, all the rest.
       std::int64_t hi = base + 32 < a.rows - 1 ? base + 32 : a.rows - 1;
       if (static_cast<std::int64_t>(a.indptr[hi + 1]) <= e) hi = a.rows - 1;
       const std::int64_t i = row_of_entry(a.indptr, e, base, hi);
       const std::int64_t k = e - a.indptr[i];
-      u_mine = a.columns[e];
-      const float* row = x + u_mine * ldx;
+      const float* row = x + static_cast<std::int64_t>(a.columns[e]) * ldx;
       const float* gi = g + i * ldg;
       float dot[kHeads] = {};
       for (std::int64_t c = 0; c < width; c += 4) {
@@ -343,22 +306,11 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       }
       const std::uint64_t prefix = attention_prefix(dropout, i);
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h) {
-        float ds = 0.f, part = 0.f;
-        if (h < heads) {
-          const float d_e =
+      for (int h = 0; h < kHeads; ++h)
+        if (h < heads)
+          d_entries[e * heads + h] =
               alpha[e * ldalpha + h] *
               (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * heads + h]);
-          if (el[u_mine * ldel + h] + er[i * lder + h] > 0.f) {
-            ds = d_e;
-          } else {
-            ds = kLeakySlope * d_e;
-            part = (kLeakySlope - 1.f) * d_e;
-          }
-          row_parts[e * heads + h] = part;
-        }
-        coef[lane * kHeads + h] = ds;
-      }
     }
     // The next group's first row: this group's last entry's or later.
     const std::int64_t next = group + 32;
@@ -367,43 +319,104 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       if (static_cast<std::int64_t>(a.indptr[hi + 1]) <= next) hi = a.rows - 1;
       base = row_of_entry(a.indptr, next, base, hi);
     }
-    __syncwarp();
-    add_weighted_rows<kHeads, kQuads>(x, ldx, width, u_mine,
-                                      static_cast<int>(last - group < 32 ? last - group : 32), coef,
-                                      heads, lane, source_sums);
-    __syncwarp();
   }
-  write_block_partials<kHeads, kQuads>(partials + blockIdx.x * 2 * heads * width, combine,
-                                       kBackwardWarps, heads, width, lane, source_sums,
-                                       no_row_sums);
 }
 
-// The destination side: per slice of rows, sum_i d_er[i, h] x[self_i] into the second half of
-// a partials slot (the first half 0). A thread per column, all heads.
+// The entries' softmax gradients d_e (entry-major) and the scores that tell an entry's side of
+// the LeakyReLU.
+struct EntryGradients {
+  const float* __restrict__ d_entries;
+  const float* __restrict__ el;
+  std::int64_t ldel;
+  const float* __restrict__ er;
+  std::int64_t lder;
+  int heads;
+  __device__ float d(std::int64_t e, int h) const { return d_entries[e * heads + h]; }
+  __device__ bool positive(std::int64_t u, std::int64_t i, int h) const {
+    return el[u * ldel + h] + er[i * lder + h] > 0.f;
+  }
+};
+
+// Row i's shares of d_er[i, h] from its entry pos (source columns[pos]): (slope - 1) d_e on the
+// negative side, else 0.
 template <typename Index>
-__global__ void gat_input_row_sums_kernel(CsrArrays<Index> a, std::int64_t rows_per_slice,
-                                          const float* __restrict__ x, std::int64_t ldx,
-                                          std::int64_t width, const float* __restrict__ d_er,
-                                          int heads, float* __restrict__ partials) {
-  float* slot = partials + blockIdx.x * 2 * heads * width;
+struct DestinationShares {
+  const Index* __restrict__ columns;
+  EntryGradients g;
+  template <int kHeads>
+  __device__ void add(std::int64_t pos, std::int64_t i, float (&acc)[kHeads]) const {
+    const std::int64_t u = columns[pos];
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h)
+      if (h < g.heads && !g.positive(u, i, h)) acc[h] += (kLeakySlope - 1.f) * g.d(pos, h);
+  }
+};
+
+// Source u's shares of d_el[u, h] from transposed entry pos (destination columns[pos], forward
+// entry perm[pos]): LeakyReLU'(el[u] + er[i]) d_e.
+template <typename Index>
+struct SourceShares {
+  const Index* __restrict__ columns;
+  const Index* __restrict__ perm;
+  EntryGradients g;
+  template <int kHeads>
+  __device__ void add(std::int64_t pos, std::int64_t u, float (&acc)[kHeads]) const {
+    const std::int64_t i = columns[pos], e = perm[pos];
+#pragma unroll
+    for (int h = 0; h < kHeads; ++h)
+      if (h < g.heads) acc[h] += g.positive(u, i, h) ? g.d(e, h) : kLeakySlope * g.d(e, h);
+  }
+};
+
+// Per slice of rows r (rows_per_slice each; the block's), one partials slot of 2 K D floats:
+// row `half` K + h of it = sum_r weights[r, h] x[map(r)] (map null: the identity; rows it maps
+// to -1 are skipped), the other half 0. Block (32, kSliceRows): x over the columns' 16-byte
+// words, y over the slice's rows (y, y + kSliceRows, ...), whose sums are added in y order
+// through shared memory (K D <= kMaxInputValues floats).
+constexpr int kSliceRows = 8;
+constexpr int kMaxInputValues = 8 * 128;
+
+__global__ void __launch_bounds__(32 * kSliceRows)
+    gat_input_weighted_rows_kernel(std::int64_t rows, std::int64_t rows_per_slice,
+                                   const vertex_t* __restrict__ map, const float* __restrict__ x,
+                                   std::int64_t ldx, std::int64_t width,
+                                   const float* __restrict__ weights, int heads, int half,
+                                   float* __restrict__ partials) {
+  __shared__ float sums[kSliceRows * kMaxInputValues];
+  const std::int64_t values = heads * width;
+  float* slot = partials + blockIdx.x * 2 * values;
   const std::int64_t begin = blockIdx.x * rows_per_slice;
-  const std::int64_t end = begin + rows_per_slice < a.rows ? begin + rows_per_slice : a.rows;
-  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) {
-    float acc[8] = {};
-    for (std::int64_t i = begin; i < end; ++i) {
-      if (a.indptr[i + 1] == a.indptr[i]) continue;
-      const float v = x[static_cast<std::int64_t>(a.columns[a.indptr[i]]) * ldx + c];
+  const std::int64_t end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
+  for (std::int64_t c = 4 * threadIdx.x; c < width; c += 128) {
+    float4 acc[8];
 #pragma unroll
-      for (int h = 0; h < 8; ++h)
-        if (h < heads) acc[h] += d_er[i * heads + h] * v;
-    }
+    for (int h = 0; h < 8; ++h) acc[h] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (std::int64_t r = begin + threadIdx.y; r < end; r += kSliceRows) {
+      const std::int64_t row = map ? static_cast<std::int64_t>(map[r]) : r;
+      if (row < 0) continue;
+      const float4 v = *reinterpret_cast<const float4*>(x + row * ldx + c);
 #pragma unroll
-    for (int h = 0; h < 8; ++h) {
-      if (h < heads) {
-        slot[h * width + c] = 0.f;
-        slot[(heads + h) * width + c] = acc[h];
+      for (int h = 0; h < 8; ++h) {
+        if (h < heads) {
+          const float w = weights[r * heads + h];
+          acc[h].x += w * v.x;
+          acc[h].y += w * v.y;
+          acc[h].z += w * v.z;
+          acc[h].w += w * v.w;
+        }
       }
     }
+#pragma unroll
+    for (int h = 0; h < 8; ++h)
+      if (h < heads)
+        *reinterpret_cast<float4*>(sums + threadIdx.y * kMaxInputValues + h * width + c) = acc[h];
+  }
+  __syncthreads();
+  for (std::int64_t v = threadIdx.y * 32 + threadIdx.x; v < values; v += 32 * kSliceRows) {
+    float total = 0.f;
+    for (int y = 0; y < kSliceRows; ++y) total += sums[y * kMaxInputValues + v];
+    slot[half * values + v] = total;
+    slot[(1 - half) * values + v] = 0.f;
   }
 }
 
@@ -458,63 +471,71 @@ void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::in
 }
 
 template <typename Index>
-void launch_gat_input_backward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
-                               std::int64_t width, const float* el, std::int64_t ldel,
-                               const float* er, std::int64_t lder, const float* alpha,
-                               std::int64_t ldalpha, const float* out, std::int64_t ldout,
-                               const float* dout, std::int64_t lddout, std::int64_t head_width,
-                               const float* g, std::int64_t ldg, int heads,
-                               const AttentionDropout& dropout, const GatInputScratch& scratch,
-                               float* sums, std::int64_t ldsums, cudaStream_t stream) {
+void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays<Index>& t,
+                               const float* x, std::int64_t ldx, std::int64_t width,
+                               const float* el, std::int64_t ldel, const float* er,
+                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
+                               const float* out, std::int64_t ldout, const float* dout,
+                               std::int64_t lddout, std::int64_t head_width, const float* g,
+                               std::int64_t ldg, int heads, const AttentionDropout& dropout,
+                               const GatInputScratch& scratch, float* sums, std::int64_t ldsums,
+                               cudaStream_t stream) {
   check_input_shape(heads, width, x, ldx);
   SLUICE_EXPECTS(ldg % 4 == 0 && reinterpret_cast<std::uintptr_t>(g) % 16 == 0,
                  "GAT over input rows: g rows not 16-byte aligned");
   const std::int64_t values = 2 * heads * width;
-  const std::int64_t blocks = gat_input_blocks(a.nnz), slices = gat_input_slices(a.rows);
-  if (a.rows > 0) {
+  if (a.nnz > 0) {
     launch_gat_row_sums(a.rows, dout, lddout, out, ldout, heads, head_width, scratch.rows, stream);
     // Each warp's entries: whole 32-entry groups.
+    const std::int64_t blocks = gat_input_blocks(a.nnz);
     const std::int64_t warps = blocks * kBackwardWarps;
     const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
-    const std::size_t combine = static_cast<std::size_t>(values) * sizeof(float);
     const auto launch = [&](auto kernel) {
-      kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, combine, stream>>>(
-          a, per_warp, x, ldx, width, el, ldel, er, lder, alpha, ldalpha, scratch.rows, g, ldg,
-          heads, dropout, scratch.entries, scratch.partials);
+      kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
+          a, per_warp, x, ldx, width, alpha, ldalpha, scratch.rows, g, ldg, heads, dropout,
+          scratch.entries);
     };
-    if (heads <= 4 && width <= 128)
-      launch(gat_input_backward_kernel<Index, 4, 1>);
-    else if (heads <= 4)
-      launch(gat_input_backward_kernel<Index, 4, 2>);
+    if (heads <= 4)
+      launch(gat_input_entries_kernel<Index, 4>);
     else
-      launch(gat_input_backward_kernel<Index, 8, 1>);
+      launch(gat_input_entries_kernel<Index, 8>);
     SLUICE_CUDA_LAUNCH_CHECK();
-    // d_er per row (in place of the row sums, which the entries' pass has read).
-    launch_gat_destination_sums(a, scratch.entries, heads, scratch.rows, stream);
-    gat_input_row_sums_kernel<<<static_cast<unsigned>(slices), 128, 0, stream>>>(
-        a, (a.rows + slices - 1) / slices, x, ldx, width, scratch.rows, heads,
-        scratch.partials + blocks * values);
-    SLUICE_CUDA_LAUNCH_CHECK();
-  } else {
-    SLUICE_CUDA(cudaMemsetAsync(
-        scratch.partials, 0, static_cast<std::size_t>((blocks + slices) * values) * sizeof(float),
-        stream));
   }
+  // d_er per row (in place of the row sums, which the entries' pass has read), d_el per source;
+  // 0 for rows without entries.
+  const EntryGradients entries{scratch.entries, el, ldel, er, lder, heads};
+  launch_row_share_sums(RowRanges<Index>{a.indptr, a.rows, a.long_rows},
+                        DestinationShares<Index>{a.columns, entries}, heads, scratch.rows, stream);
+  launch_row_share_sums(RowRanges<Index>{t.indptr, a.cols, t.long_rows},
+                        SourceShares<Index>{t.columns, t.perm, entries}, heads, scratch.sources,
+                        stream);
+  const std::int64_t source_slices = gat_input_slices(a.cols);
+  const std::int64_t row_slices = gat_input_slices(a.rows);
+  const dim3 slice_block(32, kSliceRows);
+  gat_input_weighted_rows_kernel<<<static_cast<unsigned>(source_slices), slice_block, 0, stream>>>(
+      a.cols, (a.cols + source_slices - 1) / source_slices, nullptr, x, ldx, width, scratch.sources,
+      heads, 0, scratch.partials);
+  SLUICE_CUDA_LAUNCH_CHECK();
+  gat_input_weighted_rows_kernel<<<static_cast<unsigned>(row_slices), slice_block, 0, stream>>>(
+      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, x, ldx, width, scratch.rows, heads, 1,
+      scratch.partials + source_slices * values);
+  SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_sums_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(
-      scratch.partials, blocks + slices, values, width, sums, ldsums);
+      scratch.partials, source_slices + row_slices, values, width, sums, ldsums);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
-#define SLUICE_GAT_INPUT_INSTANTIATE(Index)                                                    \
-  template void launch_gat_input_forward<Index>(                                               \
-      const CsrArrays<Index>&, const float*, std::int64_t, std::int64_t, const float*,         \
-      std::int64_t, const float*, std::int64_t, int, const AttentionDropout&, float*,          \
-      std::int64_t, float*, std::int64_t, cudaStream_t);                                       \
-  template void launch_gat_input_backward<Index>(                                              \
-      const CsrArrays<Index>&, const float*, std::int64_t, std::int64_t, const float*,         \
-      std::int64_t, const float*, std::int64_t, const float*, std::int64_t, const float*,      \
-      std::int64_t, const float*, std::int64_t, std::int64_t, const float*, std::int64_t, int, \
-      const AttentionDropout&, const GatInputScratch&, float*, std::int64_t, cudaStream_t);
+#define SLUICE_GAT_INPUT_INSTANTIATE(Index)                                                     \
+  template void launch_gat_input_forward<Index>(                                                \
+      const CsrArrays<Index>&, const float*, std::int64_t, std::int64_t, const float*,          \
+      std::int64_t, const float*, std::int64_t, int, const AttentionDropout&, float*,           \
+      std::int64_t, float*, std::int64_t, cudaStream_t);                                        \
+  template void launch_gat_input_backward<Index>(                                               \
+      const CsrArrays<Index>&, const TransposedArrays<Index>&, const float*, std::int64_t,      \
+      std::int64_t, const float*, std::int64_t, const float*, std::int64_t, const float*,       \
+      std::int64_t, const float*, std::int64_t, const float*, std::int64_t, std::int64_t,       \
+      const float*, std::int64_t, int, const AttentionDropout&, const GatInputScratch&, float*, \
+      std::int64_t, cudaStream_t);
 SLUICE_GAT_INPUT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INPUT_INSTANTIATE(std::int64_t)
 #undef SLUICE_GAT_INPUT_INSTANTIATE

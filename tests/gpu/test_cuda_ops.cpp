@@ -2068,9 +2068,10 @@ void check_gat_inputs(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int
 
 // Every kernel variant: 4 padded heads of one 16-byte word a lane (the benchmark's 4 heads of
 // 100 columns; 2 x 12; one head of 20, whose last word is partial in the forward's lane layout),
-// of two (3 x 200), and 8 heads (8 x 128); with and without attention dropout; and on a chunk
-// with hub rows of 1500 entries (a block of warps each in the forward, many warps' entries in the
-// backward).
+// of two (3 x 200), and 8 heads (8 x 128); with and without attention dropout; on a chunk with
+// hub rows of 1500 entries (a block of warps each in the forward and in the backward's sums by
+// destination and by source, many warps' entries in the backward's dot products); and with empty
+// rows (no self entry to weight, no d_er).
 TEST_F(CudaOps, GatOverInputRowsMatchesTheTransformFirstReference) {
   const test::ChunkCsr a = test::random_chunk_csr(300, 420, 45, test::EmptyRows::kNone, rng_);
   check_gat_inputs(dev(), a, rng_, 4, 100, 64, 0.3f);
@@ -2079,6 +2080,8 @@ TEST_F(CudaOps, GatOverInputRowsMatchesTheTransformFirstReference) {
   check_gat_inputs(dev(), a, rng_, 3, 200, 32, 0.2f);
   check_gat_inputs(dev(), a, rng_, 8, 128, 16, 0.f);
   check_gat_inputs(dev(), hub_csr(200, 1500, rng_), rng_, 4, 100, 64, 0.3f);
+  check_gat_inputs(dev(), test::random_chunk_csr(300, 420, 45, test::EmptyRows::kSome, rng_), rng_,
+                   4, 100, 64, 0.3f);
 }
 
 // Rows with more entries than the long-row threshold (and transposed rows with more) get a block

@@ -516,7 +516,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.scratch(BufferRole::kGatDestinationScoreGradients, first_use, n.chunk_rows, w.heads);
     if (w.input_heads > 0)
       add.scratch(BufferRole::kGatInputScoreSums, first_use,
-                  cuda::gat_input_partials(n.max_nnz, n.chunk_rows),
+                  cuda::gat_input_partials(n.chunk_rows, n.merged_rows),
                   2 * w.input_heads * w.input_width);
   }
   std::int64_t summed = 0;

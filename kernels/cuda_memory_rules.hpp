@@ -58,7 +58,7 @@ constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
 // forward keeps a row's sums for every head in registers), rows a multiple of 4 floats (16-byte
 // words, each head's too). The backward runs gat_input_blocks(nnz) blocks of kGatInputBlockWarps
 // warps over the entries (512 entries a warp or more); gat_input_slices(n) slices of the source
-// rows (cols) and of the destination rows each write 2 K D partial sums, added in order
+// rows (cols) and of the destination rows each write K D partial sums, added in order
 // afterwards.
 inline constexpr std::int64_t kGatInputBlockWarps = 4;
 constexpr std::int64_t gat_input_blocks(std::int64_t nnz) {

@@ -286,7 +286,7 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
   scratch.sources = gat_del_.ensure_as<float>(m.cols * heads, account_, s, "GAT scratch");
   scratch.entries = gat_dalpha_.ensure_as<float>(m.nnz * heads, account_, s, "GAT scratch");
   scratch.partials = gat_input_partials_.ensure_as<float>(
-      gat_input_partials(m.rows, m.cols) * 2 * heads * width, account_, s, "GAT scratch");
+      gat_input_partials(m.rows, m.cols) * heads * width, account_, s, "GAT scratch");
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
   const std::int64_t head_width = out.cols / heads;
   const auto run = [&](auto index) {

@@ -187,7 +187,7 @@ struct TransposedArrays {
 
 // The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
 // d_er), sources (a.cols x K: d_el), entries (nnz x K: each entry's softmax gradient d_e) and
-// partials (gat_input_partials(rows, cols) x 2 K D floats).
+// partials (gat_input_partials(rows, cols) x K D floats).
 struct GatInputScratch {
   float* rows = nullptr;
   float* sources = nullptr;

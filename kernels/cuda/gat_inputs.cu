@@ -368,11 +368,11 @@ struct SourceShares {
   }
 };
 
-// Per slice of rows r (rows_per_slice each; the block's), one partials slot of 2 K D floats:
-// row `half` K + h of it = sum_r weights[r, h] x[map(r)] (map null: the identity; rows it maps
-// to -1 are skipped), the other half 0. Block (32, kSliceRows): x over the columns' 16-byte
-// words, y over the slice's rows (y, y + kSliceRows, ...), whose sums are added in y order
-// through shared memory (K D <= kMaxInputValues floats).
+// Per slice of rows r (rows_per_slice each; the block's), one partials slot of K D floats:
+// row h of it = sum_r weights[r, h] x[map(r)] (map null: the identity; rows it maps to -1 are
+// skipped). Block (32, kSliceRows): x over the columns' 16-byte words, y over the slice's rows
+// (y, y + kSliceRows, ...), whose sums are added in y order through shared memory (K D <=
+// kMaxInputValues floats).
 constexpr int kSliceRows = 8;
 constexpr int kMaxInputValues = 8 * 128;
 
@@ -380,11 +380,11 @@ __global__ void __launch_bounds__(32 * kSliceRows)
     gat_input_weighted_rows_kernel(std::int64_t rows, std::int64_t rows_per_slice,
                                    const vertex_t* __restrict__ map, const float* __restrict__ x,
                                    std::int64_t ldx, std::int64_t width,
-                                   const float* __restrict__ weights, int heads, int half,
+                                   const float* __restrict__ weights, int heads,
                                    float* __restrict__ partials) {
   __shared__ float sums[kSliceRows * kMaxInputValues];
   const std::int64_t values = heads * width;
-  float* slot = partials + blockIdx.x * 2 * values;
+  float* slot = partials + blockIdx.x * values;
   const std::int64_t begin = blockIdx.x * rows_per_slice;
   const std::int64_t end = begin + rows_per_slice < rows ? begin + rows_per_slice : rows;
   for (std::int64_t c = 4 * threadIdx.x; c < width; c += 128) {
@@ -415,20 +415,32 @@ __global__ void __launch_bounds__(32 * kSliceRows)
   for (std::int64_t v = threadIdx.y * 32 + threadIdx.x; v < values; v += 32 * kSliceRows) {
     float total = 0.f;
     for (int y = 0; y < kSliceRows; ++y) total += sums[y * kMaxInputValues + v];
-    slot[half * values + v] = total;
-    slot[(1 - half) * values + v] = 0.f;
+    slot[v] = total;
   }
 }
 
-// sums[j / width, j % width] = sum over slots w < slots (in order) of partials[w * values + j].
-__global__ void gat_input_sums_kernel(const float* __restrict__ partials, std::int64_t slots,
-                                      std::int64_t values, std::int64_t width,
-                                      float* __restrict__ sums, std::int64_t ldsums) {
-  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (j >= values) return;
+// sums[j / width, j % width] for j < 2 K D: the first K D values summed over the source slices'
+// slots, the others over the destination slices' (values = K D floats a slot). Block (32,
+// kSliceRows): x over 32 values, y over every kSliceRows-th slot, the y sums added in order.
+__global__ void __launch_bounds__(32 * kSliceRows)
+    gat_input_sums_kernel(const float* __restrict__ partials, std::int64_t source_slots,
+                          std::int64_t row_slots, std::int64_t values, std::int64_t width,
+                          float* __restrict__ sums, std::int64_t ldsums) {
+  __shared__ float part[kSliceRows][32];
+  const std::int64_t j = blockIdx.x * 32 + threadIdx.x;
+  const bool rows_half = j >= values;
+  const std::int64_t slots = rows_half ? row_slots : source_slots;
+  const float* first = partials + (rows_half ? source_slots * values + j - values : j);
   float total = 0.f;
-  for (std::int64_t w = 0; w < slots; ++w) total += partials[w * values + j];
-  sums[(j / width) * ldsums + j % width] = total;
+  if (j < 2 * values)
+    for (std::int64_t w = threadIdx.y; w < slots; w += kSliceRows) total += first[w * values];
+  part[threadIdx.y][threadIdx.x] = total;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < 2 * values) {
+    float sum = 0.f;
+    for (int y = 0; y < kSliceRows; ++y) sum += part[y][threadIdx.x];
+    sums[(j / width) * ldsums + j % width] = sum;
+  }
 }
 
 void check_input_shape(int heads, std::int64_t width, const float* x, std::int64_t ldx) {
@@ -483,7 +495,7 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays
   check_input_shape(heads, width, x, ldx);
   SLUICE_EXPECTS(ldg % 4 == 0 && reinterpret_cast<std::uintptr_t>(g) % 16 == 0,
                  "GAT over input rows: g rows not 16-byte aligned");
-  const std::int64_t values = 2 * heads * width;
+  const std::int64_t values = heads * width;
   if (a.nnz > 0) {
     launch_gat_row_sums(a.rows, dout, lddout, out, ldout, heads, head_width, scratch.rows, stream);
     // Each warp's entries: whole 32-entry groups.
@@ -514,14 +526,14 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays
   const dim3 slice_block(32, kSliceRows);
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(source_slices), slice_block, 0, stream>>>(
       a.cols, (a.cols + source_slices - 1) / source_slices, nullptr, x, ldx, width, scratch.sources,
-      heads, 0, scratch.partials);
+      heads, scratch.partials);
   SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(row_slices), slice_block, 0, stream>>>(
-      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, x, ldx, width, scratch.rows, heads, 1,
+      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, x, ldx, width, scratch.rows, heads,
       scratch.partials + source_slices * values);
   SLUICE_CUDA_LAUNCH_CHECK();
-  gat_input_sums_kernel<<<static_cast<unsigned>((values + 255) / 256), 256, 0, stream>>>(
-      scratch.partials, source_slices + row_slices, values, width, sums, ldsums);
+  gat_input_sums_kernel<<<static_cast<unsigned>((2 * values + 31) / 32), slice_block, 0, stream>>>(
+      scratch.partials, source_slices, row_slices, values, width, sums, ldsums);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -517,7 +517,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     if (w.input_heads > 0)
       add.scratch(BufferRole::kGatInputScoreSums, first_use,
                   cuda::gat_input_partials(n.chunk_rows, n.merged_rows),
-                  2 * w.input_heads * w.input_width);
+                  w.input_heads * w.input_width);
   }
   std::int64_t summed = 0;
   for (const LayerShape& layer : model.layers)

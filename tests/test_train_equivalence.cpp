@@ -450,6 +450,38 @@ TEST_F(TrainEquivalence, OneChunkGatKeepsLayerAttentionThroughTheFusedPass) {
 // 0; auto picks it on one partition and one chunk where the rows are narrower than the heads
 // together (12 < 2 x 8) and its buffers take no more device memory; it is refused on several
 // partitions and with reloaded input rows.
+// On several partitions, layer 0 attending over its input rows exchanges feature rows (pulled
+// from the owners' loads, or each device's copy of them) and no gradients: every comm mode, two
+// and four partitions of one and three chunks, matches the reference; auto attends on one chunk
+// a partition (2 heads of 8: the 24-wide sums take no more memory than Zm 16 wide) and
+// transforms first on three.
+TEST_F(TrainEquivalence, GatLayerZeroAttendingOnSeveralPartitionsMatchesReference) {
+  RunSetup s;
+  s.model = "gat";
+  s.heads = 2;
+  s.hidden = 8;
+  const auto ref = test::train_reference(dataset(), reference_config(s), 3);
+  for (const int P : {2, 4})
+    for (const int C : {1, 3}) {
+      const Plan plan = test::make_plan(dataset(), plan_options(P, C));
+      for (const std::string comm : {"p2p+reuse", "p2p", "baseline"})
+        for (const std::string features : {"auto", "pull"}) {
+          if (comm == "baseline" && features == "pull") continue;  // baseline pulls nothing
+          const std::string what = cat("P=", P, " C=", C, " ", comm, " features ", features);
+          SCOPED_TRACE(what);
+          const test::TrainConfigBuilder config =
+              train_config(s, 3).comm(comm).remote_features(features);
+          const auto run = [&](const std::string& order) {
+            return train(dataset(), plan, test::TrainConfigBuilder(config).gat_layer_zero(order));
+          };
+          const TrainResult attend = run("attend");
+          expect_matches_reference(attend, ref, what);
+          if (comm == "p2p+reuse" && features == "auto")
+            expect_identical(run("auto"), C == 1 ? attend : run("transform"), what + " auto");
+        }
+    }
+}
+
 TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   struct Case {
     int layers, heads, hidden, output_heads;
@@ -494,9 +526,8 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
   RunSetup s;
   s.model = "gat";
   const Plan two = test::make_plan(dataset(), plan_options(2, 3));
-  EXPECT_THROW(train(dataset(), two, train_config(s, 1).gat_layer_zero("attend")), InputError);
-  // Auto transforms first on several partitions, and where the rows are not narrower than the
-  // heads together (12 = 2 x 6).
+  // Auto transforms first on several chunks a partition, and where the rows are not narrower
+  // than the heads together (12 = 2 x 6).
   expect_identical(train(dataset(), two, train_config(s, 2)),
                    train(dataset(), two, train_config(s, 2).gat_layer_zero("transform")), "P=2");
   s.hidden = 6;

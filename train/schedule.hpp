@@ -118,7 +118,7 @@ struct ScheduleOptions {
   LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
   RemoteFeatures remote_features = RemoteFeatures::kDeviceCopyWhereItFits;
   // GAT's layer 0: transform first, or attend over its input rows first (GatLayerZero,
-  // train/layout/buffer_layout.hpp: one partition, input rows kept, a layer below the last).
+  // train/layout/buffer_layout.hpp: input rows kept, a layer below the last).
   GatLayerZero gat_layer_zero = GatLayerZero::kTransformFirst;
   // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during

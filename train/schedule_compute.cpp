@@ -73,11 +73,13 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
 // What compute_phase() reads of the chunk CSR in a pass of `kind` over `layer`: the forward's
 // aggregation (aggregate(), aggregate_transformed(), gat_layer()) reads its rows unless an
 // evaluation takes layer 0's aggregation from the cache; the backward the transpose
-// (aggregate_backward() above layer 0, aggregate_transformed_backward()), GAT's both, and a
-// recomputed aggregation the rows again.
+// (aggregate_backward() above layer 0, aggregate_transformed_backward()), GAT's both (GAT's
+// layer 0 attending over its input rows too: its score gradients add up by source over the
+// transpose), and a recomputed aggregation the rows again.
 std::optional<CsrAccess> Schedule::Impl::products_read(const LayerSpec& layer,
                                                        PassKind kind) const {
-  if (attends_inputs(layer)) return CsrAccess::kRows;  // both passes attend by destination
+  if (attends_inputs(layer))
+    return kind == PassKind::kBackward ? CsrAccess::kBoth : CsrAccess::kRows;
   bool rows = false, transposed = false;
   if (kind != PassKind::kBackward)
     rows = gat() || transforms(layer) || !reads_evaluation_aggregation(layer);

@@ -255,8 +255,8 @@ struct Schedule::Impl {
   // by the owner, and their gradients dZm): a peer needs no X row of a remote vertex, and the
   // owner applies the backward of the transform.
   Mat exchanged_rows(DeviceState& s, const LayerSpec& layer) const {
-    return transforms(layer) ? s.Zm.col_block(0, layer.transform_width)
-                             : s.X.col_block(0, layer.in_width);
+    return transforms(layer) && !attends_inputs(layer) ? s.Zm.col_block(0, layer.transform_width)
+                                                       : s.X.col_block(0, layer.in_width);
   }
   Mat exchanged_gradient(DeviceState& s, const LayerSpec& layer) const {
     return transforms(layer) ? s.dZm.col_block(0, layer.transform_width)
@@ -473,9 +473,11 @@ struct Schedule::Impl {
   void place_evaluation_aggregation();
   void place_kept_outputs();
   // Layers whose pulls a device may take from its own copy of the remote feature rows
-  // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE) between partitions.
+  // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE, GAT attending over its
+  // input rows) between partitions.
   bool pulls_features(const LayerSpec& layer) const {
-    return layer.index == 0 && P > 1 && options.comm != CommMode::kBaseline && !transforms(layer);
+    return layer.index == 0 && P > 1 && options.comm != CommMode::kBaseline &&
+           (!transforms(layer) || attends_inputs(layer));
   }
   void place_remote_features();
   // Frees every host matrix whose rows all devices hold (place_vertex_data()).

@@ -217,9 +217,6 @@ using namespace schedule_detail;
 void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* releasable_plan) {
   release_plan = releasable_plan;
   P = plan.partitions;
-  SLUICE_EXPECTS(!(gat() && options.gat_layer_zero == GatLayerZero::kAttendInputs && P > 1),
-                 "GAT's layer 0 attends over its input rows on one partition only (this plan has ",
-                 P, ")");
   C = plan.chunks;
   n = dataset.num_nodes;
   SLUICE_INPUT_CHECK(backend.num_devices() == P, "the backend has ", backend.num_devices(),

@@ -273,43 +273,46 @@ bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& 
 }
 
 // --gat-layer-zero: attend has GAT's layer 0 attend over its input rows first where the run
-// allows it (one partition, two layers or more, input rows kept) and, on CUDA, its kernels take
-// the shape (cuda::gat_inputs_fit()). auto does so on a one-chunk plan (where it is faster: with
-// many chunks each one scores every merged row again) where it also reads fewer floats per entry
-// (D < K F), the kernels take the shape on either backend (so that both compute the same model)
-// and its buffers take no more device memory than transforming first by the memory estimate: a
-// rule of the model and the plan alone, so the choice (and with it the rounding) does not depend
-// on --gpu-memory.
+// allows it (two layers or more, input rows kept) and, on CUDA, its kernels take the shape
+// (cuda::gat_inputs_fit()). auto does so on a plan of one chunk per partition (where it is
+// faster: with many chunks each one scores every merged row again; on several partitions layer 0
+// exchanges feature rows, which need no gradient, instead of transformed rows and their
+// gradients) where it also reads fewer floats per entry (D < K F), the kernels take the shape on
+// either backend (so that both compute the same model) and every partition's buffers take no more
+// device memory than transforming first by the memory estimate: a rule of the model and the plan
+// alone, so the choice (and with it the rounding) does not depend on --gpu-memory.
 GatLayerZero gat_layer_zero(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
                             const TrainConfig& config, bool reload_inputs) {
   if (config.model != "gat" || config.gat_layer_zero == "transform")
     return GatLayerZero::kTransformFirst;
-  const bool allowed = profiles.size() == 1 && config.layers >= 2 && !reload_inputs;
+  const bool allowed = config.layers >= 2 && !reload_inputs;
   const std::int64_t D = dataset.feature_dim, K = config.heads, F = config.hidden;
   if (config.gat_layer_zero == "attend") {
     SLUICE_INPUT_CHECK(allowed,
-                       "--gat-layer-zero attend needs one partition, at least two layers and kept "
-                       "input rows (the plan has ",
-                       profiles.size(), " partitions; --layers ", config.layers,
-                       reload_inputs ? "; input rows reloaded" : "", ")");
+                       "--gat-layer-zero attend needs at least two layers and kept input rows "
+                       "(--layers ",
+                       config.layers, reload_inputs ? "; input rows reloaded" : "", ")");
     SLUICE_INPUT_CHECK(config.device != "cuda" || cuda::gat_inputs_fit(K, D),
                        "--gat-layer-zero attend on CUDA takes at most 8 heads of input rows up to "
                        "256 floats, a multiple of 4 (8 x 128 in all); this run has ",
                        K, " heads of ", D);
     return GatLayerZero::kAttendInputs;
   }
-  if (!allowed || profiles.front().lists.size() != 1 || D >= K * F || !cuda::gat_inputs_fit(K, D))
+  const bool one_chunk = std::all_of(profiles.begin(), profiles.end(),
+                                     [](const PartitionProfile& p) { return p.lists.size() == 1; });
+  if (!allowed || !one_chunk || D >= K * F || !cuda::gat_inputs_fit(K, D))
     return GatLayerZero::kTransformFirst;
   const ModelLayers layers = model_layers(memory_shape(dataset, config));
-  const auto bytes = [&](GatLayerZero order) {
+  const auto bytes = [&](const PartitionProfile& profile, GatLayerZero order) {
     LayoutOptions layout = memory_layout_options(config);
     layout.reload_inputs = reload_inputs;
     layout.gat_layer_zero = order;
-    return estimate_layout_memory(partition_layout(profiles.front(), layers, layout)).total;
+    return estimate_layout_memory(partition_layout(profile, layers, layout)).total;
   };
-  return bytes(GatLayerZero::kAttendInputs) <= bytes(GatLayerZero::kTransformFirst)
-             ? GatLayerZero::kAttendInputs
-             : GatLayerZero::kTransformFirst;
+  for (const PartitionProfile& profile : profiles)
+    if (bytes(profile, GatLayerZero::kAttendInputs) > bytes(profile, GatLayerZero::kTransformFirst))
+      return GatLayerZero::kTransformFirst;
+  return GatLayerZero::kAttendInputs;
 }
 
 // Where the vertex matrices could all live on the GPUs only without the overlap buffers or

@@ -356,8 +356,8 @@ std::vector<Case> agreement_cases() {
       c.remote_features = "pull";
       cases.push_back(c);
     }
-  // GAT's layer 0 attends over its input rows by default on one partition and one chunk (24 <
-  // 2 x 16; the attention kept through the fused pass), and transforms first there on request;
+  // GAT's layer 0 attends over its input rows by default on one chunk a partition (24 < 2 x 16;
+  // the attention kept through the fused pass), and transforms first there on request;
   // it attends on three chunks on request, head outputs kept and recomputed.
   cases.push_back({"gat", 1, 1, 1, "p2p+reuse"});
   {
@@ -368,6 +368,17 @@ std::vector<Case> agreement_cases() {
   for (Case c :
        {Case{"gat", 1, 3, 1, "p2p+reuse"}, Case{"gat", 1, 3, 1, "p2p+reuse", "recompute"}}) {
     c.gat_layer_zero = "attend";
+    cases.push_back(c);
+  }
+  // On two partitions of one chunk it attends by default too (the one-chunk cases below), with
+  // each GPU's copy of the remote feature rows; here it pulls them from their owners, and
+  // transforms first on request.
+  {
+    Case c{"gat", 2, 1, 2, "p2p+reuse"};
+    c.remote_features = "pull";
+    cases.push_back(c);
+    c.remote_features = "auto";
+    c.gat_layer_zero = "transform";
     cases.push_back(c);
   }
   // GCN's and SAGE's layer 0 multiplying first: one chunk, three chunks with the aggregation

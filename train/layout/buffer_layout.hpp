@@ -38,7 +38,8 @@ constexpr GatHeadOutputs gat_head_outputs(bool cache_intermediates, HostPrecisio
 // attend over the input rows first and transform each head's weighted sum (O^h = agg^h W^h).
 // Attending first reads D-wide rows per entry instead of K F-wide ones, and its backward needs no
 // pass by source (layer 0 has no input gradient); every merged row's input row must be on the
-// device, so it takes one partition that keeps its input rows (gat_layer_zero_fits()).
+// device, so it keeps its input rows. On several partitions it exchanges feature rows, as GCN's
+// layer 0 does (from the owners' loads, or each device's copy of them), and no gradients.
 enum class GatLayerZero { kTransformFirst, kAttendInputs };
 
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same

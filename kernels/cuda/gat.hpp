@@ -148,7 +148,7 @@ template <typename Index>
 void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t stream);
 
 // d_er[i * K + h] = sum over row i's entries e of ds[e * K + h] (in entry order per lane, then
-// over lanes: deterministic).
+// over lanes: deterministic); K <= 8, as the pass by source takes.
 template <typename Index>
 void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
                                  cudaStream_t stream);

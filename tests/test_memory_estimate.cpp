@@ -173,36 +173,43 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
   EXPECT_EQ(cases, 2 * 4 * 3 * 3 * 4 * 3 * 2 + 2 * 4 * 3 * 4 * 3 * 2);
 }
 
-// GAT's layer 0 attending over its input rows (one partition): its per-head sums and folded
-// attention vectors in place of the layer's Zm, dZm and row slices, counted as the CPU backend
-// allocates them, for 2 and 3 layers, both width profiles, 1 to 4 chunks, every transfer scheme,
-// head outputs kept and recomputed, with and without overlap buffers.
+// GAT's layer 0 attending over its input rows: its per-head sums and folded attention vectors in
+// place of the layer's Zm, dZm and row slices, counted as the CPU backend allocates them on every
+// partition, for 2 and 3 layers, both width profiles, 1 and 2 partitions of 1 to 4 chunks, every
+// transfer scheme, head outputs kept and recomputed, with and without overlap buffers.
 TEST(MemoryEstimate, GatAttendingOverItsInputsEqualsTheCpuBackendsPeak) {
   int cases = 0;
   for (const Widths& widths : {kNarrowing, kWidening})
     for (int layers = 2; layers <= 3; ++layers) {
       const ModelShape shape = shape_of("gat", layers, widths);
       const ModelSpec spec = test::model_spec(shape);
-      for (int C = 1; C <= 4; ++C)
-        for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse})
-          for (const GatHeadOutputs outputs : {GatHeadOutputs::kKept, GatHeadOutputs::kRecomputed})
-            for (const bool overlap : {true, false}) {
-              LayoutOptions layout{comm, overlap, false, outputs};
-              layout.gat_layer_zero = GatLayerZero::kAttendInputs;
-              SCOPED_TRACE(cat(layers, " layers ", widths.name, ", C=", C, ", ",
-                               comm_mode_name(comm), overlap ? "" : ", no overlap",
-                               outputs == GatHeadOutputs::kRecomputed ? ", recomputed" : ""));
-              const Plan& plan = plan_of(widths, 1, C);
-              const std::int64_t peak = setup_peaks(dataset_of(widths), plan, spec, layout)[0];
-              const GpuMemoryEstimate e = estimate_gpu_memory(plan, 0, shape, layout);
-              EXPECT_EQ(e.device_bytes(), peak);
-              LayoutOptions transform = layout;
-              transform.gat_layer_zero = GatLayerZero::kTransformFirst;
-              EXPECT_NE(estimate_gpu_memory(plan, 0, shape, transform).device_bytes(), peak);
-              ++cases;
-            }
+      for (int P = 1; P <= 2; ++P)
+        for (int C = 1; C <= 4; ++C)
+          for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse})
+            for (const GatHeadOutputs outputs :
+                 {GatHeadOutputs::kKept, GatHeadOutputs::kRecomputed})
+              for (const bool overlap : {true, false}) {
+                LayoutOptions layout{comm, overlap, false, outputs};
+                layout.gat_layer_zero = GatLayerZero::kAttendInputs;
+                SCOPED_TRACE(cat(layers, " layers ", widths.name, ", P=", P, " C=", C, ", ",
+                                 comm_mode_name(comm), overlap ? "" : ", no overlap",
+                                 outputs == GatHeadOutputs::kRecomputed ? ", recomputed" : ""));
+                const Plan& plan = plan_of(widths, P, C);
+                const std::vector<std::int64_t> peaks =
+                    setup_peaks(dataset_of(widths), plan, spec, layout);
+                for (int p = 0; p < P; ++p) {
+                  const std::int64_t peak = peaks[std::size_t(p)];
+                  EXPECT_EQ(estimate_gpu_memory(plan, p, shape, layout).device_bytes(), peak)
+                      << "partition " << p;
+                  LayoutOptions transform = layout;
+                  transform.gat_layer_zero = GatLayerZero::kTransformFirst;
+                  EXPECT_NE(estimate_gpu_memory(plan, p, shape, transform).device_bytes(), peak)
+                      << "partition " << p;
+                }
+                ++cases;
+              }
     }
-  EXPECT_EQ(cases, 2 * 2 * 4 * 3 * 2 * 2);
+  EXPECT_EQ(cases, 2 * 2 * 2 * 4 * 3 * 2 * 2);
 }
 
 // GCN's and SAGE's layer 0 multiplying first (LayerZeroOrder::kTransformFirst): its Zm, dZm and

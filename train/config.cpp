@@ -171,8 +171,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "remote-features", po::value(&c.remote_features)->default_value(c.remote_features),
       "auto (GCN, SAGE, and GAT attending over its input rows, on several GPUs: each GPU keeps "
       "its own copy of the feature rows it reads from other partitions where it fits after "
-      "everything else, instead of pulling them from "
-      "their owners in every pass that reads the features; same results) | pull")(
+      "everything else, instead of pulling them from their owners in every pass that reads the "
+      "features; same results) | pull")(
       "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
       "auto (GAT on one chunk per partition, two layers or more, input rows kept: layer 0 "
       "attends over its input rows and transforms each head's weighted sum where its rows are "

@@ -253,7 +253,8 @@ struct Schedule::Impl {
   // The rows devices exchange: pulls copy the owners' rows of X, pushes add into the owners'
   // rows of dX. Transforming layers exchange transformed rows instead (Zm = X W, computed once
   // by the owner, and their gradients dZm): a peer needs no X row of a remote vertex, and the
-  // owner applies the backward of the transform.
+  // owner applies the backward of the transform. GAT's layer 0 attending over its input rows
+  // transforms per destination, after the attention: it exchanges X rows, and no gradients.
   Mat exchanged_rows(DeviceState& s, const LayerSpec& layer) const {
     return transforms(layer) && !attends_inputs(layer) ? s.Zm.col_block(0, layer.transform_width)
                                                        : s.X.col_block(0, layer.in_width);

@@ -1979,7 +1979,7 @@ TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
 // er = Z_self a_dst per head), its coefficients are GatReference's, O^h = agg^h W^h is its
 // output, and the gradients it leads to, dW^h = agg^hT dO^h + s_h^T a_src^h + s_{K+h}^T a_dst^h,
 // d a_src^h = s_h W^h and d a_dst^h = s_{K+h} W^h, are X^T dZ and the reference's. A second
-// backward gives the same bits (its per-warp sums are added in order).
+// backward gives the same bits (its sums are added in a fixed order).
 void check_gat_inputs(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
                       std::int64_t in_width, std::int64_t width, float rate) {
   const std::int64_t K = heads, D = in_width, F = width, kf = K * F, nnz = a.indptr.back();

@@ -112,7 +112,7 @@ struct BufferWidths {
   // sums (aligned K D, block rows) and its folded attention vectors and score sums (4 K D).
   std::int64_t input_aggregation = 0;
   std::int64_t input_attention = 0;
-  // That layer's K and D (gat_input_backward's per-warp sums, CUDA scratch).
+  // That layer's K and D (gat_input_backward's per-slice sums, CUDA scratch).
   std::int64_t input_heads = 0, input_width = 0;
   // GAT with two layers or more and kept head outputs: the last layer's Zm width and heads, for
   // the fused pass's own attention buffers on a one-chunk partition (0: none).

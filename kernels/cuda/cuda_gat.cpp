@@ -23,10 +23,7 @@ void by_source(const DeviceCsr& m, Mat z, Mat el, Mat er, Mat alpha, Mat dout, M
                float* d_el, float* ds, cudaStream_t stream) {
   GatBySource<Index> p;
   p.a = m.arrays<Index>();
-  p.t_indptr = m.t_indptr.as<Index>();
-  p.t_columns = m.t_columns.as<Index>();
-  p.t_perm = m.t_perm.as<Index>();
-  p.t_long_rows = m.transposed_long_rows();
+  p.t = m.transposed_arrays<Index>();
   p.z = z.data;
   p.ldz = z.ld;
   p.el = el.data;

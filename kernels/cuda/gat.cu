@@ -1065,8 +1065,8 @@ __device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& 
                                                       std::int64_t& i_mine, std::int64_t& e_mine) {
   if (chunk + lane >= degree) return;
   const int heads = p.heads;
-  i_mine = p.t_columns[begin + chunk + lane];
-  e_mine = p.t_perm[begin + chunk + lane];
+  i_mine = p.t.columns[begin + chunk + lane];
+  e_mine = p.t.perm[begin + chunk + lane];
   const std::int64_t k = e_mine - p.a.indptr[i_mine];
   const std::uint64_t prefix = attention_prefix(p.dropout, i_mine);
   for (int h = 0; h < heads; ++h) {
@@ -1166,7 +1166,7 @@ __device__ __forceinline__ void add_source_score_terms(SourceRow<kColumnsPerLane
   }
 }
 
-// One warp per transposed row (rows up to p.t_long_rows.degree entries). Shared: per warp
+// One warp per transposed row (rows up to p.t.long_rows.degree entries). Shared: per warp
 // 4 x 32 x K floats of staged coefficients.
 template <typename Index, int kColumnsPerLane, bool kVec4, HeadSum kSum>
 __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
@@ -1178,9 +1178,9 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
   const int total_cols = static_cast<int>(p.heads * p.width);
   const int width = static_cast<int>(p.width);
   for (std::int64_t u = global_warp(); u < p.a.cols; u += warp_count()) {
-    const std::int64_t begin = p.t_indptr[u];
-    const std::int64_t degree = p.t_indptr[u + 1] - begin;
-    if (degree == 0 || degree > p.t_long_rows.degree) continue;
+    const std::int64_t begin = p.t.indptr[u];
+    const std::int64_t degree = p.t.indptr[u + 1] - begin;
+    if (degree == 0 || degree > p.t.long_rows.degree) continue;
     R r;
     start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
     by_source_chunks<Index, kColumnsPerLane, kVec4, kSum>(p, r, u, begin, degree, 0, 32, group,
@@ -1213,10 +1213,10 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
   float* part_del = partial + kBySourceLongWarps * kSpan;      // [warp][head]
   const int total_cols = static_cast<int>(heads * p.width);
   const int width = static_cast<int>(p.width);
-  for (std::int64_t r_index = blockIdx.x; r_index < p.t_long_rows.count; r_index += gridDim.x) {
-    const std::int64_t u = p.t_long_rows.rows[r_index];
-    const std::int64_t begin = p.t_indptr[u];
-    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+  for (std::int64_t r_index = blockIdx.x; r_index < p.t.long_rows.count; r_index += gridDim.x) {
+    const std::int64_t u = p.t.long_rows.rows[r_index];
+    const std::int64_t begin = p.t.indptr[u];
+    const std::int64_t degree = p.t.indptr[u + 1] - begin;
     R r;
     start_source_row<kColumnsPerLane, kVec4>(r, p.z + u * p.ldz, lane, total_cols, width);
     by_source_chunks<Index, kColumnsPerLane, kVec4, kSum>(p, r, u, begin, degree, warp * 32,
@@ -1345,7 +1345,7 @@ __device__ __forceinline__ void combine_narrow_groups(NarrowSourceRow<kGroup>& r
   }
 }
 
-// One warp per transposed row (rows up to p.t_long_rows.degree entries); shared memory as
+// One warp per transposed row (rows up to p.t.long_rows.degree entries); shared memory as
 // gat_by_source_kernel's with one head.
 template <typename Index, int kGroup>
 __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
@@ -1355,9 +1355,9 @@ __global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
   float* stage = shared + (threadIdx.x / 32) * 128;
   const int columns = static_cast<int>(p.width);
   for (std::int64_t u = global_warp(); u < p.a.cols; u += warp_count()) {
-    const std::int64_t begin = p.t_indptr[u];
-    const std::int64_t degree = p.t_indptr[u + 1] - begin;
-    if (degree == 0 || degree > p.t_long_rows.degree) continue;
+    const std::int64_t begin = p.t.indptr[u];
+    const std::int64_t degree = p.t.indptr[u + 1] - begin;
+    if (degree == 0 || degree > p.t.long_rows.degree) continue;
     NarrowSourceRow<kGroup> r;
     start_narrow_row(r, p.z + u * p.ldz, lane, columns);
     narrow_by_source_chunks<Index, kGroup>(p, r, u, begin, degree, 0, 32, stage);
@@ -1471,10 +1471,10 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
   float* partial = shared + kBySourceLongWarps * 128;      // [warp][kSpan]
   float* part_del = partial + kBySourceLongWarps * kSpan;  // [warp]
   const int columns = static_cast<int>(p.width);
-  for (std::int64_t r_index = blockIdx.x; r_index < p.t_long_rows.count; r_index += gridDim.x) {
-    const std::int64_t u = p.t_long_rows.rows[r_index];
-    const std::int64_t begin = p.t_indptr[u];
-    const std::int64_t degree = p.t_indptr[u + 1] - begin;
+  for (std::int64_t r_index = blockIdx.x; r_index < p.t.long_rows.count; r_index += gridDim.x) {
+    const std::int64_t u = p.t.long_rows.rows[r_index];
+    const std::int64_t begin = p.t.indptr[u];
+    const std::int64_t degree = p.t.indptr[u + 1] - begin;
     NarrowSourceRow<kGroup> r;
     start_narrow_row(r, p.z + u * p.ldz, lane, columns);
     narrow_by_source_chunks<Index, kGroup>(p, r, u, begin, degree, warp * 32,
@@ -1530,6 +1530,7 @@ struct StoredShares {
       if (h < heads) acc[h] += ds[pos * heads + h];
   }
 };
+
 // Block (32, 8): x over columns, y over rows; the block reduces d_att over y into its slice's
 // partial sums (slice blockIdx.y).
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
@@ -1804,13 +1805,13 @@ void launch_by_source_variant(const GatBySource<Index>& p, int group, cudaStream
   gat_by_source_kernel<Index, kColumnsPerLane, kVec4, kSum>
       <<<row_blocks(p.a.cols), kRowThreads, shared, stream>>>(p, group);
   SLUICE_CUDA_LAUNCH_CHECK();
-  if (p.t_long_rows.count == 0) return;
+  if (p.t.long_rows.count == 0) return;
   const auto long_kernel = gat_by_source_long_kernel<Index, kColumnsPerLane, kVec4, kSum>;
   const std::size_t long_shared = by_source_long_shared(p.heads, kColumnsPerLane);
   if (long_shared > kMaxLongShared)
     SLUICE_CUDA(cudaFuncSetAttribute(long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(long_shared)));
-  long_kernel<<<long_blocks(p.t_long_rows.count), kBySourceLongThreads, long_shared, stream>>>(
+  long_kernel<<<long_blocks(p.t.long_rows.count), kBySourceLongThreads, long_shared, stream>>>(
       p, group);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
@@ -1832,13 +1833,13 @@ void launch_narrow_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
   gat_narrow_by_source_kernel<Index, kGroup>
       <<<row_blocks(p.a.cols), kRowThreads, shared, stream>>>(p);
   SLUICE_CUDA_LAUNCH_CHECK();
-  if (p.t_long_rows.count == 0) return;
+  if (p.t.long_rows.count == 0) return;
   const auto long_kernel = gat_narrow_by_source_long_kernel<Index, kGroup>;
   const std::size_t long_shared = narrow_by_source_long_shared(kGroup);
   if (long_shared > kMaxLongShared)
     SLUICE_CUDA(cudaFuncSetAttribute(long_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(long_shared)));
-  long_kernel<<<long_blocks(p.t_long_rows.count), kBySourceLongThreads, long_shared, stream>>>(p);
+  long_kernel<<<long_blocks(p.t.long_rows.count), kBySourceLongThreads, long_shared, stream>>>(p);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -1851,7 +1852,7 @@ bool power_of_two_up_to_32(std::int64_t n) {
 template <typename Index>
 void launch_gat_backward_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
   SLUICE_EXPECTS(
-      gat_backward_by_source(p.heads, p.width) && p.t_perm != nullptr && p.att_src != nullptr,
+      gat_backward_by_source(p.heads, p.width) && p.t.perm != nullptr && p.att_src != nullptr,
       "the GAT backward by source takes at most ", kGatBySourceMaxHeads,
       " heads of 256 columns in all and the transposed entry order");
   if (p.a.cols <= 0 || p.a.nnz <= 0) return;

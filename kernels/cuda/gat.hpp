@@ -41,6 +41,16 @@ struct CsrArrays {
   LongRows long_rows;
 };
 
+// The transpose of a CsrArrays matrix (a.cols rows): offsets, each transposed entry's row of the
+// matrix and its entry there (perm), and the long transposed rows.
+template <typename Index>
+struct TransposedArrays {
+  const Index* indptr = nullptr;
+  const Index* columns = nullptr;
+  const Index* perm = nullptr;
+  LongRows long_rows;
+};
+
 // The attention-dropout key of docs/model-math.md: keep = u(seed, 2, salt, row_key, k*256+h)
 // >= rate, salt = epoch * 1024 + layer. rate == 0 disables (row_keys may then be null).
 struct AttentionDropout {
@@ -115,11 +125,8 @@ void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddo
 
 template <typename Index>
 struct GatBySource {
-  CsrArrays<Index> a;  // the forward CSR: an entry's position in its row, e - indptr[i]
-  const Index* t_indptr = nullptr;
-  const Index* t_columns = nullptr;
-  const Index* t_perm = nullptr;  // transposed entry -> forward entry
-  LongRows t_long_rows;
+  CsrArrays<Index> a;         // the forward CSR: an entry's position in its row, e - indptr[i]
+  TransposedArrays<Index> t;  // its transpose, perm: transposed entry -> forward entry
   const float* z = nullptr;
   std::int64_t ldz = 0;
   const float* el = nullptr;
@@ -174,16 +181,6 @@ void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::in
                               const float* er, std::int64_t lder, int heads,
                               const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream);
-
-// The transpose of a CsrArrays matrix (a.cols rows): offsets, each transposed entry's row of the
-// matrix and its entry there (perm), and the long transposed rows.
-template <typename Index>
-struct TransposedArrays {
-  const Index* indptr = nullptr;
-  const Index* columns = nullptr;
-  const Index* perm = nullptr;
-  LongRows long_rows;
-};
 
 // The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
 // d_er), sources (a.cols x K: d_el), entries (nnz x K: each entry's softmax gradient d_e) and

@@ -906,6 +906,9 @@ __global__ void __launch_bounds__(kLongThreads)
 // more warps in flight beat the few bytes of stack the register cap costs (products-like layer
 // 0 on one H100: 28.4 ms at 24 warps, 26.8 ms at 32, 29.6 ms at 16).
 constexpr int kBySourceBlocksPerSm = 32 / kRowWarps;
+// The narrow head's pass holds 4 columns a lane and fits 48 registers: 40 warps an SM
+// (kernels/cuda/NOTES.md, "One narrow head").
+constexpr int kNarrowBySourceBlocksPerSm = 40 / kRowWarps;
 // Warps per long row: hub rows of RMAT graphs hold tens of thousands of entries. The kernel's
 // shared memory (by_source_long_shared()) then exceeds the default 48 KiB and is requested.
 constexpr int kBySourceLongWarps = 16;
@@ -1348,7 +1351,7 @@ __device__ __forceinline__ void combine_narrow_groups(NarrowSourceRow<kGroup>& r
 // One warp per transposed row (rows up to p.t.long_rows.degree entries); shared memory as
 // gat_by_source_kernel's with one head.
 template <typename Index, int kGroup>
-__global__ void __launch_bounds__(kRowThreads, kBySourceBlocksPerSm)
+__global__ void __launch_bounds__(kRowThreads, kNarrowBySourceBlocksPerSm)
     gat_narrow_by_source_kernel(GatBySource<Index> p) {
   extern __shared__ float shared[];
   const int lane = lane_id();

@@ -9,15 +9,16 @@
 //   b. every algorithm cublasLtMatmulAlgoGetHeuristic returns (up to 16, 64 MiB workspace),
 //      with its split-K / reduction-scheme config, the number of floats that differ bitwise
 //      from the baseline result, and whether two runs give bitwise identical results,
-//   c. for the dW shapes (K = rows) only, a "sliced" variant: K split into 64 slices, one
-//      cublasSgemmStridedBatched (+ a cublasSgemm for a shorter last slice) into per-slice
-//      partials, then a kernel summing the partials in slice order.
+//   c. for the dW shapes (K = rows) only, a "sliced" variant: K split into 64, 132 and 264
+//      slices, one cublasSgemmStridedBatched (+ a cublasSgemm for a shorter last slice) into
+//      per-slice partials, then a kernel summing the partials in slice order.
 // Timing: cudaEvent per run, 2 warm-up runs, median of 7 runs. TFLOPS = 2*m*n*k / time.
 //
 // Build (on a machine with the CUDA toolkit):
 //   nvcc -O3 -std=c++17 -arch=sm_90 scripts/bench/gemm_shapes.cu -o .device-bundle/gemm_shapes
 //        -lcublas -lcublasLt   (one command line)
-// Run (GPU machine):  .device-bundle/gemm_shapes [rows]      (default rows 2097152)
+// Run (GPU machine):  .device-bundle/gemm_shapes [rows [name-filter]]  (default rows 2097152;
+//                     the filter keeps the shapes whose name contains it)
 // Memory: ~5 buffers of rows*256 floats (10 GiB at the default) plus 64 MiB + 16 MiB.
 
 #include <cublasLt.h>
@@ -54,6 +55,9 @@ struct Shape {
   const char* name;
   int ta, tb;
   long long m, k, n;  // a value of -1 means "rows"
+  // Stored row lengths of A, B and C when wider than the operand (a head's column block of a
+  // wider matrix); 0: the operand's own width.
+  long long lda = 0, ldb = 0, ldc = 0;
 };
 
 // ---------------------------------------------------------------- device helpers
@@ -87,13 +91,14 @@ __global__ void compare_kernel(const float* a, const float* b, long long count,
   atomicMax(maxref, __float_as_uint(mr));
 }
 
-// C[i] = sum_{s=0..S-1} P[s*mn + i], summed in slice order.
-__global__ void sum_partials_kernel(const float* P, int S, long long mn, float* C) {
+// C[r, c] (row stride ldc) = sum_{s=0..S-1} P[s*mn + r*n + c], summed in slice order.
+__global__ void sum_partials_kernel(const float* P, int S, long long mn, int n, long long ldc,
+                                    float* C) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < mn;
        i += (long long)gridDim.x * blockDim.x) {
     float acc = 0.f;
     for (int s = 0; s < S; ++s) acc += P[s * mn + i];
-    C[i] = acc;
+    C[(i / n) * ldc + i % n] = acc;
   }
 }
 
@@ -147,8 +152,9 @@ static double tflops(const Shape& s, float ms) {
 // ---------------------------------------------------------------- main
 int main(int argc, char** argv) {
   const long long R = argc > 1 ? std::atoll(argv[1]) : 2097152LL;
-  if (R < 1 || R * 256 > 0x7fffffffLL) {
-    std::fprintf(stderr, "rows must be in [1, %lld]\n", 0x7fffffffLL / 256);
+  const char* filter = argc > 2 ? argv[2] : "";
+  if (R < 1 || R * 400 > 0x7fffffffLL) {
+    std::fprintf(stderr, "rows must be in [1, %lld]\n", 0x7fffffffLL / 400);
     return 1;
   }
   int dev = 0;
@@ -159,16 +165,27 @@ int main(int argc, char** argv) {
               prop.major, prop.minor, R);
 
   const Shape shapes[] = {
-      {"XW 100->256", 0, 0, -1, 100, 256}, {"XW 200->256", 0, 0, -1, 200, 256},
-      {"XW 256->256", 0, 0, -1, 256, 256}, {"HW 256->48", 0, 0, -1, 256, 48},
-      {"HW 256->96", 0, 0, -1, 256, 96},   {"dW 100x256 = X^T dZ", 1, 0, 100, -1, 256},
-      {"dW 200x256", 1, 0, 200, -1, 256},  {"dW 256x256", 1, 0, 256, -1, 256},
-      {"dW 256x48", 1, 0, 256, -1, 48},    {"dX = dZ W^T 48->256", 0, 1, -1, 48, 256},
-      {"dX 256->256", 0, 1, -1, 256, 256}, {"dX 96->256", 0, 1, -1, 96, 256},
+      {"XW 100->256", 0, 0, -1, 100, 256},
+      {"XW 200->256", 0, 0, -1, 200, 256},
+      {"XW 256->256", 0, 0, -1, 256, 256},
+      {"HW 256->48", 0, 0, -1, 256, 48},
+      {"HW 256->96", 0, 0, -1, 256, 96},
+      {"dW 100x256 = X^T dZ", 1, 0, 100, -1, 256},
+      {"dW 200x256", 1, 0, 200, -1, 256},
+      {"dW 256x256", 1, 0, 256, -1, 256},
+      {"dW 256x48", 1, 0, 256, -1, 48},
+      {"dX = dZ W^T 48->256", 0, 1, -1, 48, 256},
+      {"dX 256->256", 0, 1, -1, 256, 256},
+      {"dX 96->256", 0, 1, -1, 96, 256},
+      // GAT layer 0 attending over 100-wide inputs, 4 heads x 64: one head's products.
+      {"GAT dW^h 100x64 = agg^hT dO^h", 1, 0, 100, -1, 64, 400, 256, 0},
+      {"GAT O^h = agg^h W^h 100->64", 0, 0, -1, 100, 64, 400, 256, 256},
+      {"GAT g^h = dO^h W^hT 64->100", 0, 1, -1, 64, 100, 256, 256, 400},
   };
-  const int kSlices = 64;
+  const int kSliceCounts[] = {64, 132, 264};
+  const int kSlices = 264;
   const size_t kWorkspace = 64ull << 20;
-  const long long big = R * 256;  // largest A, B, C
+  const long long big = R * 400;  // largest A, B, C
   float *A, *B, *Cref, *C, *C2, *P;
   void* ws;
   CUDA_CHECK(cudaMalloc(&A, big * sizeof(float)));
@@ -190,30 +207,33 @@ int main(int argc, char** argv) {
   int idx = 0;
   for (Shape s : shapes) {
     ++idx;
+    if (!std::strstr(s.name, filter)) continue;
     if (s.m < 0) s.m = R;
     if (s.k < 0) s.k = R;
     // Stored row-major shapes; ld = number of stored columns.
     const long long rowsA = s.ta ? s.k : s.m, colsA = s.ta ? s.m : s.k;
     const long long rowsB = s.tb ? s.n : s.k, colsB = s.tb ? s.k : s.n;
     const int m = (int)s.m, n = (int)s.n, k = (int)s.k;
-    const int lda = (int)colsA, ldb = (int)colsB, ldc = n;
-    const long long countC = s.m * s.n;
+    const int lda = (int)(s.lda ? s.lda : colsA), ldb = (int)(s.ldb ? s.ldb : colsB);
+    const int ldc = (int)(s.ldc ? s.ldc : n);
+    const long long countC = s.m * ldc;
     const cublasOperation_t opA = s.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opB = s.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     std::printf("\n== [%d] %s  ta=%d tb=%d m=%lld k=%lld n=%lld  A %lldx%lld  B %lldx%lld\n", idx,
                 s.name, s.ta, s.tb, s.m, s.k, s.n, rowsA, colsA, rowsB, colsB);
 
-    fill_kernel<<<4096, 256>>>(A, rowsA * colsA, 2u * idx + 1);
+    fill_kernel<<<4096, 256>>>(A, rowsA * lda, 2u * idx + 1);
     CUDA_CHECK(cudaGetLastError());
-    fill_kernel<<<4096, 256>>>(B, rowsB * colsB, 2u * idx + 2);
+    fill_kernel<<<4096, 256>>>(B, rowsB * ldb, 2u * idx + 2);
     CUDA_CHECK(cudaGetLastError());
 
     // ---- a. baseline cublasSgemm (Sluice's calling convention)
     auto sgemm = [&](float* out) {
       CUBLAS_CHECK(cublasSgemm(handle, opB, opA, n, m, k, &alpha, B, ldb, A, lda, &beta, out, ldc));
     };
+    CUDA_CHECK(cudaMemset(Cref, 0, countC * sizeof(float)));  // the gaps between C's rows
     const float base_ms = time_median([&] { sgemm(Cref); });
-    CUDA_CHECK(cudaMemset(C, 0xFF, countC * sizeof(float)));
+    CUDA_CHECK(cudaMemset(C, 0, countC * sizeof(float)));
     sgemm(C);
     const CompareResult base_rep = compare(C, Cref, countC);
     std::printf("  %-58s %9.3f ms %7.2f TFLOPS  repeat-identical %s\n", "sgemm (baseline)", base_ms,
@@ -272,8 +292,8 @@ int main(int argc, char** argv) {
         continue;
       }
       const float ms = time_median([&] { CUBLAS_CHECK(run(C)); });
-      CUDA_CHECK(cudaMemset(C, 0xFF, countC * sizeof(float)));
-      CUDA_CHECK(cudaMemset(C2, 0xFF, countC * sizeof(float)));
+      CUDA_CHECK(cudaMemset(C, 0, countC * sizeof(float)));
+      CUDA_CHECK(cudaMemset(C2, 0, countC * sizeof(float)));
       CUBLAS_CHECK(run(C));
       CUBLAS_CHECK(run(C2));
       const CompareResult vs_base = compare(C, Cref, countC);
@@ -293,25 +313,26 @@ int main(int argc, char** argv) {
     CUBLAS_CHECK(cublasLtMatmulDescDestroy(op));
 
     // ---- c. sliced K for the dW shapes: per-slice partials, then an ordered sum
-    if (s.ta == 1 && s.tb == 0) {
-      const long long L = std::max(1LL, (R + kSlices - 1) / kSlices);  // rows per slice
+    for (const int slices : kSliceCounts) {
+      if (s.ta != 1 || s.tb != 0) break;
+      const long long L = std::max(1LL, (R + slices - 1) / slices);  // rows per slice
       const long long full = R / L, rem = R - full * L;
       const int nparts = (int)(full + (rem > 0));
-      const long long mn = countC;
+      const long long mn = s.m * s.n;
       auto sliced = [&] {
         if (full > 0)
           CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opB, opA, n, m, (int)L, &alpha, B, ldb,
-                                                 L * ldb, A, lda, L * lda, &beta, P, ldc, mn,
+                                                 L * ldb, A, lda, L * lda, &beta, P, n, mn,
                                                  (int)full));
         if (rem > 0)
           CUBLAS_CHECK(cublasSgemm(handle, opB, opA, n, m, (int)rem, &alpha, B + full * L * ldb,
-                                   ldb, A + full * L * lda, lda, &beta, P + full * mn, ldc));
-        sum_partials_kernel<<<(int)std::min<long long>((mn + 255) / 256, 4096), 256>>>(P, nparts,
-                                                                                       mn, C);
+                                   ldb, A + full * L * lda, lda, &beta, P + full * mn, n));
+        sum_partials_kernel<<<(int)std::min<long long>((mn + 255) / 256, 4096), 256>>>(
+            P, nparts, mn, n, ldc, C);
         CUDA_CHECK(cudaGetLastError());
       };
       const float ms = time_median(sliced);
-      CUDA_CHECK(cudaMemset(C, 0xFF, countC * sizeof(float)));
+      CUDA_CHECK(cudaMemset(C, 0, countC * sizeof(float)));
       sliced();
       const CompareResult r = compare(C, Cref, countC);
       char label[96];

@@ -155,15 +155,11 @@ void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
                                       std::int64_t width, Mat dout, Mat dz) {
   if (m.wide)
-    launch_gat_transpose_aggregate(m.t_indptr.as<std::int64_t>(), m.t_columns.as<std::int64_t>(),
-                                   m.t_perm.as<std::int64_t>(), m.cols, m.transposed_long_rows(),
-                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
-                                   cur());
+    launch_gat_transpose_aggregate(m.transposed_arrays<std::int64_t>(), m.cols, weights, heads,
+                                   width, dout.data, dout.ld, dz.data, dz.ld, cur());
   else
-    launch_gat_transpose_aggregate(m.t_indptr.as<std::int32_t>(), m.t_columns.as<std::int32_t>(),
-                                   m.t_perm.as<std::int32_t>(), m.cols, m.transposed_long_rows(),
-                                   weights, heads, width, dout.data, dout.ld, dz.data, dz.ld,
-                                   cur());
+    launch_gat_transpose_aggregate(m.transposed_arrays<std::int32_t>(), m.cols, weights, heads,
+                                   width, dout.data, dout.ld, dz.data, dz.ld, cur());
 }
 
 void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,

@@ -1760,17 +1760,16 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
 }
 
 template <typename Index>
-void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
-                                    const Index* t_perm, std::int64_t t_rows,
-                                    const LongRows& t_long_rows, const float* atilde, int heads,
-                                    std::int64_t width, const float* dout, std::int64_t lddout,
-                                    float* dz, std::int64_t lddz, cudaStream_t stream) {
+void launch_gat_transpose_aggregate(const TransposedArrays<Index>& t, std::int64_t t_rows,
+                                    const float* atilde, int heads, std::int64_t width,
+                                    const float* dout, std::int64_t lddout, float* dz,
+                                    std::int64_t lddz, cudaStream_t stream) {
   const std::int64_t total_cols = heads * width;
   if (t_rows <= 0 || total_cols <= 0) return;
   const unsigned blocks = warp_blocks(t_rows);
-  const bool long_path = t_long_rows.count > 0;
-  const std::int64_t skip = long_path ? t_long_rows.degree : INT64_MAX;
-  const unsigned long_grid = long_path ? long_blocks(t_long_rows.count) : 0;
+  const bool long_path = t.long_rows.count > 0;
+  const std::int64_t skip = long_path ? t.long_rows.degree : INT64_MAX;
+  const unsigned long_grid = long_path ? long_blocks(t.long_rows.count) : 0;
   const int per_lane = columns_per_lane(total_cols);
   const std::size_t long_shared =
       static_cast<std::size_t>(kLongWarps) * 32 * per_lane * sizeof(float);
@@ -1778,14 +1777,14 @@ void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_column
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(dout, lddout) && rows_aligned16(dz, lddz);
   launch_by_lanes(total_cols, vec4, [&](auto lanes, auto words) {
     gat_transpose_aggregate_kernel<Index, lanes.value, words.value>
-        <<<blocks, detail::kBlockThreads, 0, stream>>>(t_indptr, t_columns, t_perm, t_rows, skip,
+        <<<blocks, detail::kBlockThreads, 0, stream>>>(t.indptr, t.columns, t.perm, t_rows, skip,
                                                        atilde, heads, width, dout, lddout, dz,
                                                        lddz);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (long_path)
       gat_transpose_aggregate_long_kernel<Index, lanes.value>
-          <<<long_grid, kLongThreads, long_shared, stream>>>(t_indptr, t_columns, t_perm,
-                                                             t_long_rows, atilde, heads, width,
+          <<<long_grid, kLongThreads, long_shared, stream>>>(t.indptr, t.columns, t.perm,
+                                                             t.long_rows, atilde, heads, width,
                                                              dout, lddout, dz, lddz);
   });
   SLUICE_CUDA_LAUNCH_CHECK();
@@ -1913,16 +1912,16 @@ template void launch_gat_aggregate<std::int64_t>(const CsrArrays<std::int64_t>&,
                                                  const float*, std::int64_t, int, std::int64_t,
                                                  const AttentionDropout&, float*, std::int64_t,
                                                  float*, std::int64_t, cudaStream_t);
-#define SLUICE_GAT_INSTANTIATE(Index)                                                             \
-  template void launch_gat_backward_edges<Index>(                                                 \
-      const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,            \
-      const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int,    \
-      std::int64_t, const AttentionDropout&, float*, float*, float*, float*, cudaStream_t);       \
-  template void launch_gat_transpose_aggregate<Index>(                                            \
-      const Index*, const Index*, const Index*, std::int64_t, const LongRows&, const float*, int, \
-      std::int64_t, const float*, std::int64_t, float*, std::int64_t, cudaStream_t);              \
-  template void launch_gat_backward_by_source<Index>(const GatBySource<Index>&, cudaStream_t);    \
-  template void launch_gat_destination_sums<Index>(const CsrArrays<Index>&, const float*, int,    \
+#define SLUICE_GAT_INSTANTIATE(Index)                                                              \
+  template void launch_gat_backward_edges<Index>(                                                  \
+      const CsrArrays<Index>&, const float*, std::int64_t, const float*, std::int64_t,             \
+      const float*, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, int,     \
+      std::int64_t, const AttentionDropout&, float*, float*, float*, float*, cudaStream_t);        \
+  template void launch_gat_transpose_aggregate<Index>(                                             \
+      const TransposedArrays<Index>&, std::int64_t, const float*, int, std::int64_t, const float*, \
+      std::int64_t, float*, std::int64_t, cudaStream_t);                                           \
+  template void launch_gat_backward_by_source<Index>(const GatBySource<Index>&, cudaStream_t);     \
+  template void launch_gat_destination_sums<Index>(const CsrArrays<Index>&, const float*, int,     \
                                                    float*, cudaStream_t);
 SLUICE_GAT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INSTANTIATE(std::int64_t)

@@ -100,15 +100,14 @@ void launch_gat_backward_edges(const CsrArrays<Index>& a, const float* z, std::i
                                std::int64_t width, const AttentionDropout& dropout, float* dalpha,
                                float* atilde, float* d_el, float* d_er, cudaStream_t stream);
 
-// dz[u] += sum over the transposed CSR's entries (u <- v, original entry t_perm) of
-// atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic). t_perm null:
+// dz[u] += sum over the transpose's entries of row u < t_rows (u <- v, forward entry t.perm) of
+// atilde[e * K + h] * dout[v] per head (all heads in one pass; deterministic). t.perm null:
 // atilde is in the transposed entry order.
 template <typename Index>
-void launch_gat_transpose_aggregate(const Index* t_indptr, const Index* t_columns,
-                                    const Index* t_perm, std::int64_t t_rows,
-                                    const LongRows& t_long_rows, const float* atilde, int heads,
-                                    std::int64_t width, const float* dout, std::int64_t lddout,
-                                    float* dz, std::int64_t lddz, cudaStream_t stream);
+void launch_gat_transpose_aggregate(const TransposedArrays<Index>& t, std::int64_t t_rows,
+                                    const float* atilde, int heads, std::int64_t width,
+                                    const float* dout, std::int64_t lddout, float* dz,
+                                    std::int64_t lddz, cudaStream_t stream);
 
 // The backward by source: for K <= 8 heads and K*F <= 256 columns (gat_backward_by_source_fits)
 // one pass over the transposed CSR does the work of launch_gat_backward_edges and

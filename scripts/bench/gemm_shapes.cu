@@ -19,7 +19,7 @@
 //        -lcublas -lcublasLt   (one command line)
 // Run (GPU machine):  .device-bundle/gemm_shapes [rows [name-filter]]  (default rows 2097152;
 //                     the filter keeps the shapes whose name contains it)
-// Memory: ~5 buffers of rows*256 floats (10 GiB at the default) plus 64 MiB + 16 MiB.
+// Memory: ~5 buffers of rows*400 floats (16 GiB at the default) plus 64 MiB + 69 MiB.
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
       {"GAT g^h = dO^h W^hT 64->100", 0, 1, -1, 64, 100, 256, 256, 400},
   };
   const int kSliceCounts[] = {64, 132, 264};
-  const int kSlices = 264;
+  const int kSlices = 264;  // the most slices: P holds their partials
   const size_t kWorkspace = 64ull << 20;
   const long long big = R * 400;  // largest A, B, C
   float *A, *B, *Cref, *C, *C2, *P;

@@ -335,8 +335,7 @@ void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias,
                             float* out, std::int64_t ldo, std::int64_t rows, std::int64_t cols,
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  const auto aligned = [](const float* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (cols % 4 == 0 && ldz % 4 == 0 && ldo % 4 == 0 && aligned(z) && aligned(out)) {
+  if (cols % 4 == 0 && detail::rows_aligned16(z, ldz) && detail::rows_aligned16(out, ldo)) {
     const Grid2D g = grid_2d(rows, cols / 4);
     bias_activation4_kernel<<<g.grid, g.block, 0, stream>>>(
         reinterpret_cast<const float4*>(z), ldz / 4, bias, act, reinterpret_cast<float4*>(out),

@@ -19,8 +19,10 @@
 namespace sluice::cuda {
 namespace {
 
+using detail::aligned16;
 using detail::global_warp;
 using detail::lane_id;
+using detail::rows_aligned16;
 using detail::warp_count;
 using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
@@ -158,16 +160,6 @@ __global__ void gat_gather_scores_kernel(const float* __restrict__ scores, int h
   const std::int64_t i = x / heads, h = x % heads;
   const std::int64_t source = row_map[i];
   out[i * ldout + h] = source < 0 ? 0.f : scores[source * heads + h];
-}
-
-bool aligned16(const float* p) {
-  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
-
-// Every row of a matrix (base p, leading dimension ld floats) starts on a 16-byte boundary: the
-// float4 kernels' condition.
-bool rows_aligned16(const float* p, std::int64_t ld) {
-  return ld % 4 == 0 && aligned16(p);
 }
 
 // acc[0..3] += w * x[0..3], x read as one 16-byte word (the kVec4 kernels' inner step).

@@ -446,8 +446,7 @@ __global__ void __launch_bounds__(32 * kSliceRows)
 void check_input_shape(int heads, std::int64_t width, const float* x, std::int64_t ldx) {
   SLUICE_EXPECTS(gat_inputs_fit(heads, width), "GAT over input rows: ", heads, " heads of ", width,
                  " columns do not fit its kernels (at most 8 heads, 256 columns, 8 x 128 in all)");
-  SLUICE_EXPECTS(ldx % 4 == 0 && reinterpret_cast<std::uintptr_t>(x) % 16 == 0,
-                 "GAT over input rows: x rows not 16-byte aligned");
+  SLUICE_EXPECTS(detail::rows_aligned16(x, ldx), "GAT over input rows: x rows not 16-byte aligned");
 }
 
 }  // namespace
@@ -493,8 +492,7 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays
                                const GatInputScratch& scratch, float* sums, std::int64_t ldsums,
                                cudaStream_t stream) {
   check_input_shape(heads, width, x, ldx);
-  SLUICE_EXPECTS(ldg % 4 == 0 && reinterpret_cast<std::uintptr_t>(g) % 16 == 0,
-                 "GAT over input rows: g rows not 16-byte aligned");
+  SLUICE_EXPECTS(detail::rows_aligned16(g, ldg), "GAT over input rows: g rows not 16-byte aligned");
   const std::int64_t values = heads * width;
   if (a.nnz > 0) {
     launch_gat_row_sums(a.rows, dout, lddout, out, ldout, heads, head_width, scratch.rows, stream);

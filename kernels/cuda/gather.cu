@@ -29,11 +29,10 @@ struct AddRow {
   __device__ static float apply(float from, float to) { return to + from; }
 };
 
-// Both matrices' rows start 16 bytes apart: the walk moves 16-byte words.
-bool rows_aligned16(const void* src, std::int64_t src_ld, const void* dst, std::int64_t dst_ld) {
-  return ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) & 15u) ==
-             0 &&
-         src_ld % 4 == 0 && dst_ld % 4 == 0;
+// The 16-byte words of a row both matrices can move that way (0: rows not 16-byte aligned).
+std::int64_t row_words(const float* src, std::int64_t src_ld, const float* dst, std::int64_t dst_ld,
+                       std::int64_t cols) {
+  return detail::rows_aligned16(src, src_ld) && detail::rows_aligned16(dst, dst_ld) ? cols / 4 : 0;
 }
 
 // `kSteps` rows (from[s] -> to[s], where live[s]) copied by the kGroup lanes of one group, this
@@ -182,7 +181,7 @@ void launch_row_walk(const float* src, std::int64_t src_ld, const vertex_t* src_
                      std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                      std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
-  const std::int64_t vectors = rows_aligned16(src, src_ld, dst, dst_ld) ? cols / 4 : 0;
+  const std::int64_t vectors = row_words(src, src_ld, dst, dst_ld, cols);
   const unsigned blocks = max_blocks > 0 ? std::min(warp_blocks(n), max_blocks) : warp_blocks(n);
   row_walk_kernel<Op><<<blocks, detail::kBlockThreads, 0, stream>>>(
       src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols, vectors);
@@ -211,7 +210,7 @@ void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t
                            unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
   SLUICE_EXPECTS(max_blocks > 0, "launch_load_host_rows: a host-link grid cap is required");
-  const std::int64_t vectors = rows_aligned16(src, src_ld, dst, dst_ld) ? cols / 4 : 0;
+  const std::int64_t vectors = row_words(src, src_ld, dst, dst_ld, cols);
   // A group's lanes cover a row in one word each where they can: 8, 16 or 32 lanes a row.
   const std::int64_t words = vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
   const int group = words <= 8 ? 8 : words <= 16 ? 16 : kWarp;

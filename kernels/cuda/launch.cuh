@@ -46,6 +46,16 @@ __device__ __forceinline__ int lane_id() {
   return threadIdx.x & (kWarp - 1);
 }
 
+// p on a 16-byte boundary: a float4 (16-byte word) may be read or written there.
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+// Every row of a row-major matrix (base p, leading dimension ld floats) starts on a 16-byte
+// boundary: what kernels reading or writing rows in 16-byte words need.
+inline bool rows_aligned16(const void* p, std::int64_t ld) {
+  return ld % 4 == 0 && aligned16(p);
+}
+
 // Row i of a row-major matrix with leading dimension ld: row rows[i], or row i when rows is null.
 template <typename T>
 __device__ __forceinline__ T* indexed_row(T* m, std::int64_t ld, const vertex_t* rows,

@@ -387,10 +387,7 @@ void launch_rows(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx
 
 // Whether x and y have 16-byte aligned rows, which the vector loads need.
 bool row_spmm_aligned(const float* x, std::int64_t ldx, const float* y, std::int64_t ldy) {
-  const auto aligned = [](const float* p, std::int64_t ld) {
-    return ld % 4 == 0 && reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-  };
-  return aligned(x, ldx) && aligned(y, ldy);
+  return detail::rows_aligned16(x, ldx) && detail::rows_aligned16(y, ldy);
 }
 
 }  // namespace

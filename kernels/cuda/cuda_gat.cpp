@@ -103,6 +103,24 @@ std::int64_t checked_input_width(const DeviceCsr& m, Mat x, int heads, Idx row_k
   return x.cols;
 }
 
+// The operands both passes over input rows read (checked_input_width()'s).
+template <typename Index>
+GatInputRows<Index> input_rows(const DeviceCsr& m, Mat x, std::int64_t width, Mat el, Mat er,
+                               int heads, const AttentionDropout& drop) {
+  GatInputRows<Index> in;
+  in.a = m.arrays<Index>();
+  in.x = x.data;
+  in.ldx = x.ld;
+  in.width = width;
+  in.el = el.data;
+  in.ldel = el.ld;
+  in.er = er.data;
+  in.lder = er.ld;
+  in.heads = heads;
+  in.dropout = drop;
+  return in;
+}
+
 }  // namespace
 
 void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) {
@@ -250,12 +268,14 @@ void CudaDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
   SLUICE_EXPECTS(agg.rows == m.rows && agg.cols == heads * width, "gat_input_forward: agg ",
                  agg.rows, " x ", agg.cols, " for ", m.rows, " rows of ", heads, " x ", width);
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
+  const auto run = [&](auto index) {
+    const auto in = input_rows<decltype(index)>(m, x, width, el, er, heads, drop);
+    launch_gat_input_forward(in, alpha.data, alpha.ld, agg.data, agg.ld, cur());
+  };
   if (m.wide)
-    launch_gat_input_forward(m.arrays<std::int64_t>(), x.data, x.ld, width, el.data, el.ld, er.data,
-                             er.ld, heads, drop, alpha.data, alpha.ld, agg.data, agg.ld, cur());
+    run(std::int64_t{});
   else
-    launch_gat_input_forward(m.arrays<std::int32_t>(), x.data, x.ld, width, el.data, el.ld, er.data,
-                             er.ld, heads, drop, alpha.data, alpha.ld, agg.data, agg.ld, cur());
+    run(std::int32_t{});
 }
 
 void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
@@ -288,10 +308,22 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
   const std::int64_t head_width = out.cols / heads;
   const auto run = [&](auto index) {
     using Index = decltype(index);
-    launch_gat_input_backward(m.arrays<Index>(), m.transposed_arrays<Index>(), x.data, x.ld, width,
-                              el.data, el.ld, er.data, er.ld, alpha.data, alpha.ld, out.data,
-                              out.ld, dout.data, dout.ld, head_width, g.data, g.ld, heads, drop,
-                              scratch, sums.data, sums.ld, s);
+    GatInputBackward<Index> p;
+    p.in = input_rows<Index>(m, x, width, el, er, heads, drop);
+    p.t = m.transposed_arrays<Index>();
+    p.alpha = alpha.data;
+    p.ldalpha = alpha.ld;
+    p.out = out.data;
+    p.ldout = out.ld;
+    p.dout = dout.data;
+    p.lddout = dout.ld;
+    p.head_width = head_width;
+    p.g = g.data;
+    p.ldg = g.ld;
+    p.scratch = scratch;
+    p.sums = sums.data;
+    p.ldsums = sums.ld;
+    launch_gat_input_backward(p, s);
   };
   if (m.wide)
     run(std::int64_t{});

@@ -170,15 +170,27 @@ void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const ver
                                 float* d_att, float* partials, cudaStream_t stream);
 
 // ---- GAT's layer 0 attending over its input rows (gat_inputs.cu; shapes: gat_inputs_fit(),
-// kernels/cuda_memory_rules.hpp). x: a.cols x D rows, 16-byte aligned (ldx a multiple of 4).
+// kernels/cuda_memory_rules.hpp).
+
+// What both passes read: the chunk's CSR, its x rows and the scores of its K heads.
+template <typename Index>
+struct GatInputRows {
+  CsrArrays<Index> a;
+  const float* x = nullptr;  // a.cols x width, rows 16-byte aligned (ldx a multiple of 4)
+  std::int64_t ldx = 0;
+  std::int64_t width = 0;     // D
+  const float* el = nullptr;  // source scores, a.cols x K
+  std::int64_t ldel = 0;
+  const float* er = nullptr;  // destination scores, a.rows x K
+  std::int64_t lder = 0;
+  int heads = 0;
+  AttentionDropout dropout;
+};
 
 // Per destination row: alpha (nnz x K) = softmax over the row of LeakyReLU(el[u] + er[i]) and
 // agg[i, h*D .. h*D+D) = sum_k dropout(alpha_k^h) x[u_k].
 template <typename Index>
-void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
-                              std::int64_t width, const float* el, std::int64_t ldel,
-                              const float* er, std::int64_t lder, int heads,
-                              const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
+void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream);
 
 // The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
@@ -191,21 +203,31 @@ struct GatInputScratch {
   float* partials = nullptr;
 };
 
-// The backward's score sums (Device::gat_input_backward): per entry and head
-// ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums (2K x D, ld
-// ldsums) row h = sum over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. The
-// entries' sums per source row (over the transpose t) and per destination row, then slices of
-// the rows each writing one partial, added in order afterwards: deterministic. D a multiple of
-// 4, g's rows 16-byte aligned.
+// The backward's operands beside the forward's (launch_gat_input_backward).
 template <typename Index>
-void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays<Index>& t,
-                               const float* x, std::int64_t ldx, std::int64_t width,
-                               const float* el, std::int64_t ldel, const float* er,
-                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
-                               const float* out, std::int64_t ldout, const float* dout,
-                               std::int64_t lddout, std::int64_t head_width, const float* g,
-                               std::int64_t ldg, int heads, const AttentionDropout& dropout,
-                               const GatInputScratch& scratch, float* sums, std::int64_t ldsums,
-                               cudaStream_t stream);
+struct GatInputBackward {
+  GatInputRows<Index> in;
+  TransposedArrays<Index> t;     // in.a's transpose, for the sums by source
+  const float* alpha = nullptr;  // the forward's coefficients, nnz x K
+  std::int64_t ldalpha = 0;
+  const float* out = nullptr;  // the forward's head outputs O, a.rows x K F
+  std::int64_t ldout = 0;
+  const float* dout = nullptr;  // their gradient dO
+  std::int64_t lddout = 0;
+  std::int64_t head_width = 0;  // F
+  const float* g = nullptr;     // g^h = dO^h W^hT, a.rows x K D, rows 16-byte aligned
+  std::int64_t ldg = 0;
+  GatInputScratch scratch;
+  float* sums = nullptr;  // 2K x D
+  std::int64_t ldsums = 0;
+};
+
+// The backward's score sums (Device::gat_input_backward): per entry and head
+// ds = LeakyReLU'(el[u] + er[i]) alpha (scale g_i^h . x[u] - dO_i^h . O_i^h); sums row h = sum
+// over entries ds x[u], row K + h = sum over rows (sum_k ds) x[self]. The entries' sums per
+// source row (over the transpose t) and per destination row, then slices of the rows each
+// writing one partial, added in order afterwards: deterministic.
+template <typename Index>
+void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t stream);
 
 }  // namespace sluice::cuda

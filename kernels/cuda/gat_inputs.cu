@@ -9,8 +9,6 @@
 //   the score gradients' sums by destination and by source (over the transpose) follow, then the
 //   x rows weighted by them. No pass by source over the rows: layer 0 has no input gradient.
 // Rows longer than long_degree_for(nnz) take a block of warps in the forward and in the sums.
-#include <algorithm>
-
 #include "kernels/cuda/gat_device.cuh"
 
 namespace sluice::cuda {
@@ -452,58 +450,54 @@ void check_input_shape(int heads, std::int64_t width, const float* x, std::int64
 }  // namespace
 
 template <typename Index>
-void launch_gat_input_forward(const CsrArrays<Index>& a, const float* x, std::int64_t ldx,
-                              std::int64_t width, const float* el, std::int64_t ldel,
-                              const float* er, std::int64_t lder, int heads,
-                              const AttentionDropout& dropout, float* alpha, std::int64_t ldalpha,
+void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream) {
+  const CsrArrays<Index>& a = in.a;
   if (a.rows <= 0) return;
-  check_input_shape(heads, width, x, ldx);
+  check_input_shape(in.heads, in.width, in.x, in.ldx);
   const unsigned blocks = row_blocks(a.rows);
-  const unsigned long_blocks =
-      static_cast<unsigned>(std::min<std::int64_t>(a.long_rows.count, 65535));
   const std::size_t long_shared =
-      static_cast<std::size_t>(kLongInputWarps) * heads * width * sizeof(float);
+      static_cast<std::size_t>(kLongInputWarps) * in.heads * in.width * sizeof(float);
   const auto launch = [&](auto kernel, auto long_kernel) {
-    kernel<<<blocks, kRowThreads, 0, stream>>>(a, x, ldx, width, el, ldel, er, lder, heads, dropout,
-                                               alpha, ldalpha, agg, ldagg);
+    kernel<<<blocks, kRowThreads, 0, stream>>>(a, in.x, in.ldx, in.width, in.el, in.ldel, in.er,
+                                               in.lder, in.heads, in.dropout, alpha, ldalpha, agg,
+                                               ldagg);
     SLUICE_CUDA_LAUNCH_CHECK();
-    if (long_blocks == 0) return;
-    long_kernel<<<long_blocks, 32 * kLongInputWarps, long_shared, stream>>>(
-        a, x, ldx, width, el, ldel, er, lder, heads, dropout, alpha, ldalpha, agg, ldagg);
+    if (a.long_rows.count == 0) return;
+    long_kernel<<<gat_detail::long_blocks(a.long_rows.count), 32 * kLongInputWarps, long_shared,
+                  stream>>>(a, in.x, in.ldx, in.width, in.el, in.ldel, in.er, in.lder, in.heads,
+                            in.dropout, alpha, ldalpha, agg, ldagg);
     SLUICE_CUDA_LAUNCH_CHECK();
   };
-  if (heads <= 4 && width <= 128)
+  if (in.heads <= 4 && in.width <= 128)
     launch(gat_input_forward_kernel<Index, 4, 1>, gat_input_forward_long_kernel<Index, 4, 1>);
-  else if (heads <= 4)
+  else if (in.heads <= 4)
     launch(gat_input_forward_kernel<Index, 4, 2>, gat_input_forward_long_kernel<Index, 4, 2>);
   else
     launch(gat_input_forward_kernel<Index, 8, 1>, gat_input_forward_long_kernel<Index, 8, 1>);
 }
 
 template <typename Index>
-void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays<Index>& t,
-                               const float* x, std::int64_t ldx, std::int64_t width,
-                               const float* el, std::int64_t ldel, const float* er,
-                               std::int64_t lder, const float* alpha, std::int64_t ldalpha,
-                               const float* out, std::int64_t ldout, const float* dout,
-                               std::int64_t lddout, std::int64_t head_width, const float* g,
-                               std::int64_t ldg, int heads, const AttentionDropout& dropout,
-                               const GatInputScratch& scratch, float* sums, std::int64_t ldsums,
-                               cudaStream_t stream) {
-  check_input_shape(heads, width, x, ldx);
-  SLUICE_EXPECTS(detail::rows_aligned16(g, ldg), "GAT over input rows: g rows not 16-byte aligned");
-  const std::int64_t values = heads * width;
+void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t stream) {
+  const GatInputRows<Index>& in = p.in;
+  const CsrArrays<Index>& a = in.a;
+  const int heads = in.heads;
+  const GatInputScratch& scratch = p.scratch;
+  check_input_shape(heads, in.width, in.x, in.ldx);
+  SLUICE_EXPECTS(detail::rows_aligned16(p.g, p.ldg),
+                 "GAT over input rows: g rows not 16-byte aligned");
+  const std::int64_t values = heads * in.width;
   if (a.nnz > 0) {
-    launch_gat_row_sums(a.rows, dout, lddout, out, ldout, heads, head_width, scratch.rows, stream);
+    launch_gat_row_sums(a.rows, p.dout, p.lddout, p.out, p.ldout, heads, p.head_width, scratch.rows,
+                        stream);
     // Each warp's entries: whole 32-entry groups.
     const std::int64_t blocks = gat_input_blocks(a.nnz);
     const std::int64_t warps = blocks * kBackwardWarps;
     const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
     const auto launch = [&](auto kernel) {
       kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
-          a, per_warp, x, ldx, width, alpha, ldalpha, scratch.rows, g, ldg, heads, dropout,
-          scratch.entries);
+          a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, scratch.rows, p.g, p.ldg, heads,
+          in.dropout, scratch.entries);
     };
     if (heads <= 4)
       launch(gat_input_entries_kernel<Index, 4>);
@@ -513,39 +507,32 @@ void launch_gat_input_backward(const CsrArrays<Index>& a, const TransposedArrays
   }
   // d_er per row (in place of the row sums, which the entries' pass has read), d_el per source;
   // 0 for rows without entries.
-  const EntryGradients entries{scratch.entries, el, ldel, er, lder, heads};
+  const EntryGradients entries{scratch.entries, in.el, in.ldel, in.er, in.lder, heads};
   launch_row_share_sums(RowRanges<Index>{a.indptr, a.rows, a.long_rows},
                         DestinationShares<Index>{a.columns, entries}, heads, scratch.rows, stream);
-  launch_row_share_sums(RowRanges<Index>{t.indptr, a.cols, t.long_rows},
-                        SourceShares<Index>{t.columns, t.perm, entries}, heads, scratch.sources,
+  launch_row_share_sums(RowRanges<Index>{p.t.indptr, a.cols, p.t.long_rows},
+                        SourceShares<Index>{p.t.columns, p.t.perm, entries}, heads, scratch.sources,
                         stream);
   const std::int64_t source_slices = gat_input_slices(a.cols);
   const std::int64_t row_slices = gat_input_slices(a.rows);
   const dim3 slice_block(32, kSliceRows);
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(source_slices), slice_block, 0, stream>>>(
-      a.cols, (a.cols + source_slices - 1) / source_slices, nullptr, x, ldx, width, scratch.sources,
-      heads, scratch.partials);
+      a.cols, (a.cols + source_slices - 1) / source_slices, nullptr, in.x, in.ldx, in.width,
+      scratch.sources, heads, scratch.partials);
   SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(row_slices), slice_block, 0, stream>>>(
-      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, x, ldx, width, scratch.rows, heads,
-      scratch.partials + source_slices * values);
+      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, in.x, in.ldx, in.width, scratch.rows,
+      heads, scratch.partials + source_slices * values);
   SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_sums_kernel<<<static_cast<unsigned>((2 * values + 31) / 32), slice_block, 0, stream>>>(
-      scratch.partials, source_slices, row_slices, values, width, sums, ldsums);
+      scratch.partials, source_slices, row_slices, values, in.width, p.sums, p.ldsums);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
-#define SLUICE_GAT_INPUT_INSTANTIATE(Index)                                                     \
-  template void launch_gat_input_forward<Index>(                                                \
-      const CsrArrays<Index>&, const float*, std::int64_t, std::int64_t, const float*,          \
-      std::int64_t, const float*, std::int64_t, int, const AttentionDropout&, float*,           \
-      std::int64_t, float*, std::int64_t, cudaStream_t);                                        \
-  template void launch_gat_input_backward<Index>(                                               \
-      const CsrArrays<Index>&, const TransposedArrays<Index>&, const float*, std::int64_t,      \
-      std::int64_t, const float*, std::int64_t, const float*, std::int64_t, const float*,       \
-      std::int64_t, const float*, std::int64_t, const float*, std::int64_t, std::int64_t,       \
-      const float*, std::int64_t, int, const AttentionDropout&, const GatInputScratch&, float*, \
-      std::int64_t, cudaStream_t);
+#define SLUICE_GAT_INPUT_INSTANTIATE(Index)                                                       \
+  template void launch_gat_input_forward<Index>(const GatInputRows<Index>&, float*, std::int64_t, \
+                                                float*, std::int64_t, cudaStream_t);              \
+  template void launch_gat_input_backward<Index>(const GatInputBackward<Index>&, cudaStream_t);
 SLUICE_GAT_INPUT_INSTANTIATE(std::int32_t)
 SLUICE_GAT_INPUT_INSTANTIATE(std::int64_t)
 #undef SLUICE_GAT_INPUT_INSTANTIATE

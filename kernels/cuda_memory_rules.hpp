@@ -57,9 +57,9 @@ constexpr bool gat_backward_by_source(std::int64_t heads, std::int64_t width) {
 // up to 256 floats wide, a head count (at least 4) times 16-byte words a lane at most 8 (the
 // forward keeps a row's sums for every head in registers), rows a multiple of 4 floats (16-byte
 // words, each head's too). The backward runs gat_input_blocks(nnz) blocks of kGatInputBlockWarps
-// warps over the entries (128 entries a warp or more; on products-like 16384 blocks took its
-// pass over the entries 5 ms shorter than 4096); gat_input_slices(n) slices of the source rows
-// (cols) and of the destination rows each write K D partial sums, added in order afterwards.
+// warps over the entries (128 entries a warp or more: a grid this wide shortens the pass,
+// kernels/cuda/NOTES.md); gat_input_slices(n) slices of the source rows (cols) and of the
+// destination rows each write K D partial sums, added in order afterwards.
 inline constexpr std::int64_t kGatInputBlockWarps = 4;
 constexpr std::int64_t gat_input_blocks(std::int64_t nnz) {
   return std::clamp<std::int64_t>((nnz + 511) / 512, 1, 16384);

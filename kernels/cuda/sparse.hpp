@@ -50,7 +50,7 @@ struct DeviceCsr {
   LongRows transposed_long_rows() const {
     return LongRows{t_long_rows.as<vertex_t>(), num_t_long, long_degree, t_long_split};
   }
-  // kPerCall only (the others keep no permutation).
+  // The transpose's arrays; perm is null unless the weights are kPerCall (t_perm).
   template <typename Index>
   TransposedArrays<Index> transposed_arrays() const {
     return TransposedArrays<Index>{t_indptr.as<Index>(), t_columns.as<Index>(), t_perm.as<Index>(),

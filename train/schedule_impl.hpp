@@ -129,7 +129,7 @@ struct Schedule::Impl {
   // orders them, and devices meet only in pulls and pushes, each ordered by peer markers.
   // Baseline leave lists flush other partitions' rows, which another device's next pass may
   // read: there the host orders the passes.
-  bool runs_through_passes = false;
+  bool runs_through_passes() const { return options.comm != CommMode::kBaseline; }
 
   Impl(Backend& b, const Plan& p, const ModelSpec& m, const ScheduleOptions& o)
       : backend(b),
@@ -139,7 +139,6 @@ struct Schedule::Impl {
         layout_options(::sluice::layout_options(o)),
         layer_shapes(model_layers(m)),
         tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes)) {
-    runs_through_passes = o.comm != CommMode::kBaseline;
     for (const LayerSpec& layer : m.layers)
       layer_rules.push_back(layer_roles(layer_shapes, layer.index, layout_options));
   }
@@ -435,12 +434,12 @@ struct Schedule::Impl {
   // Layer boundary: every lane of every device done (host matrices complete).
   void drain() { backend.synchronize_all(); }
   // The end of a pass that another of the same sequence follows: drain(), or with
-  // runs_through_passes the same order per device without the host: the transfer and store
+  // runs_through_passes() the same order per device without the host: the transfer and store
   // lanes' work so far precedes the compute lane's next work and the reverse, and no device
   // waits for another (the next pass's loads wait for the peers' pulls of this one,
   // load_phase()).
   void end_pass() {
-    if (runs_through_passes)
+    if (runs_through_passes())
       join_lanes();
     else
       drain();

@@ -27,7 +27,7 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     Device& d = *s.device;
     // New rows overwrite X only after the peers' pulls of the previous batch read it (batch 0:
     // the previous pass's last batch, where no drain ordered them, join_lanes()).
-    if (load_inputs && (c > 0 || runs_through_passes))
+    if (load_inputs && (c > 0 || runs_through_passes()))
       wait_peers(d, s.chunks[std::size_t(c > 0 ? c : C) - 1].pulled_by, kPulled);
     d.phase_begin(Phase::kLoad, tag(c));
     if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {

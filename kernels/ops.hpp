@@ -402,12 +402,15 @@ class Device {
                                            const DropoutKey& key) = 0;
   // The same backward from a pre-activation given as in + bias (the bias added to every row),
   // writing H = dropout(act(z)) into h and leaving `in` as it is: exactly bias_activation(in,
-  // bias, kNone, h), then dropout_activation_backward(dh, h, act, keys, key).
+  // bias, kNone, h), then dropout_activation_backward(dh, h, act, keys, key). head_dots, when
+  // not empty (rows x K), gets what head_dots(dh, in, head_dots) would give after it: with GAT's
+  // head outputs O as `in`, the dO^h . O^h that gat_input_backward takes.
   virtual void dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act,
-                                                Idx keys, const DropoutKey& key, Mat h) {
-    bias_activation(in, bias, Activation::kNone, h);
-    dropout_activation_backward(dh, h, act, keys, key);
-  }
+                                                Idx keys, const DropoutKey& key, Mat h,
+                                                Mat head_dots) = 0;
+  // dots[i, h] = a_i^h . b_i^h for K = dots.cols heads of a.cols / K columns each (a and b:
+  // rows x K F): GAT's dO^h . O^h where no activation backward took them.
+  virtual void head_dots(Mat a, Mat b, Mat dots) = 0;
   // The same backward for act = kRelu from the forward's H = dropout(relu(Z)) instead of Z:
   // dh = relu'(z) * dropout(dh) with relu'(z) read as h > 0 (h is positive exactly where the
   // mask keeps a positive z), the dh dropout_activation_backward(dh, z, kRelu, keys, key) gives,
@@ -463,16 +466,17 @@ class Device {
   virtual void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
                                  const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                                  Mat agg) = 0;
-  // Its backward up to the scores. out and dout: O and dL/dO (a.rows x K*F); g (a.rows x K*D):
+  // Its backward up to the scores. head_dots (a.rows x K): dout_i^h . out_i^h with O and
+  // dL/dO (head_dots(), or dropout_bias_activation_backward's); g (a.rows x K*D):
   // dout^h W^hT, so that dL/dalpha~_ik^h = g_i^h . x[u_k]. With the entry score gradients
-  // ds_ik^h = LeakyReLU'(e_ik^h) alpha_ik^h (m_ik^h g_i^h . x[u_k] - dout_i^h . out_i^h)
+  // ds_ik^h = LeakyReLU'(e_ik^h) alpha_ik^h (m_ik^h g_i^h . x[u_k] - head_dots[i, h])
   // (m the attention-dropout scale), writes sums (2K x D): row h = sum over entries ds x[u_k]
   // (the source scores' share), row K + h = sum over rows (sum_k ds_ik^h) x[self_i] (the
   // destination scores'). Then dL/da_src^h = sums_h W^h, dW^h += sums_h^T a_src^h, and the same
   // with row K + h and a_dst.
   virtual void gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
                                   const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                                  Mat out, Mat dout, Mat g, Mat sums) = 0;
+                                  Mat head_dots, Mat g, Mat sums) = 0;
   // Output-layer helpers: out (rows x F) = mean over heads of in (rows x K*F), and its backward
   // din (rows x K*F) = dout / K broadcast to every head.
   virtual void head_mean(Mat in, int heads, Mat out) = 0;

@@ -527,6 +527,51 @@ TEST_F(CpuOps, FusedDropoutPassesEqualTheirParts) {
   }
 }
 
+// The activation backward from in + bias (GAT's kept head outputs) gives bias_activation and
+// dropout_activation_backward's bits, leaves `in` as it was, and takes each row's head dots
+// dh^h . in^h of the dh it writes, as computed here by hand; head_dots alone gives the same dots.
+TEST_F(CpuOps, ActivationBackwardFromBiasedInputTakesItsHeadDots) {
+  const std::int64_t rows = 37, heads = 3, cols = 45, ld = 48, width = cols / heads;
+  const Floats gradient = random_floats(std::size_t(rows * ld), 11, -2.f, 2.f);
+  const Floats value = random_floats(std::size_t(rows * ld), 12, -2.f, 2.f);
+  const Floats bias = random_floats(std::size_t(cols), 13, -1.f, 1.f);
+  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+  for (const float rate : {0.f, 0.5f}) {
+    SCOPED_TRACE(cat("rate ", rate));
+    const DropoutKey key{42, 3, 1, rate};
+    const Mat dh = mat(rows, ld, gradient).col_block(0, cols);
+    const Mat in = mat(rows, ld, value).col_block(0, cols);
+    const Mat h = mat(rows, cols, {});
+    const Mat dots =
+        mat(rows, heads + 2, Floats(std::size_t(rows * (heads + 2)), 9.f)).col_block(0, heads);
+    dev().dropout_bias_activation_backward(dh, in, bias.data(), Activation::kElu, idx(keys), key, h,
+                                           dots);
+    const Mat dh_parts = mat(rows, ld, gradient).col_block(0, cols);
+    const Mat z = mat(rows, cols, {});
+    dev().bias_activation(mat(rows, ld, value).col_block(0, cols), bias.data(), Activation::kNone,
+                          z);
+    dev().dropout_activation_backward(dh_parts, z, Activation::kElu, idx(keys), key);
+    const Floats got = get(dh);
+    ASSERT_EQ(got, get(dh_parts));
+    EXPECT_EQ(get(h), get(z));
+    EXPECT_EQ(get(in), get(mat(rows, ld, value).col_block(0, cols)));
+    const Floats got_dots = get(dots);
+    for (std::int64_t i = 0; i < rows; ++i)
+      for (std::int64_t k = 0; k < heads; ++k) {
+        double dot = 0.0;
+        for (std::int64_t f = 0; f < width; ++f) {
+          const std::int64_t j = k * width + f;
+          dot += double(got[std::size_t(i * cols + j)]) * value[std::size_t(i * ld + j)];
+        }
+        EXPECT_NEAR(got_dots[std::size_t(i * heads + k)], dot, 1e-5 * (1 + std::fabs(dot)))
+            << i << ", head " << k;
+      }
+    const Mat again = mat(rows, heads, {});
+    dev().head_dots(dh, in, again);
+    EXPECT_EQ(get(again), got_dots);
+  }
+}
+
 // ---------------------------------------------------------------- sparse
 
 // A (3 x 4), entries (column, value):

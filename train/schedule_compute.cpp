@@ -197,8 +197,11 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   Mat O = gat() ? rows_of(s.gat, nd, layer.transform_width) : Mat{};
   const Mat kept = fresh ? Mat{} : kept_output_rows(s, ch, layer);
   const Mat stored = fresh || !kept.empty() ? Mat{} : resident_output_rows(s, ch, layer);
+  // GAT's head dots dO^h . O^h of a layer attending over its inputs, where the activation
+  // backward from the kept head outputs takes them on its way.
+  Mat head_dots;
   if (!kept.empty()) {
-    transform_outputs_backward(s, ch, layer, set, kept, OutputRows::kKeptOutputs, dZ);
+    transform_outputs_backward(s, ch, layer, set, kept, OutputRows::kKeptOutputs, dZ, Mat{});
   } else if (!stored.empty()) {
     d.activation_backward(dZ, stored, Activation::kRelu, dZ);
   } else if (!fresh && gat() && !recompute(layer)) {
@@ -207,7 +210,8 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
     O = aggregation_block(s, ch, layer, set);
     if (!keeps_attention(layer)) gat_coefficients_again(s, ch, layer);
     if (stores_transform(layer)) {
-      transform_outputs_backward(s, ch, layer, set, O, OutputRows::kHeadOutputs, dZ);
+      if (attends_inputs(layer)) head_dots = input_head_dots(s, layer, nd);
+      transform_outputs_backward(s, ch, layer, set, O, OutputRows::kHeadOutputs, dZ, head_dots);
     } else {
       const Mat Z = rows_of(s.Z, nd, layer.out_width);
       d.bias_activation(O, s.params.data + layer.b_offset, Activation::kNone, Z);
@@ -217,7 +221,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
     const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
                                       rows_of(s.Z, ch.num_dst, layer.out_width));
     if (stores_transform(layer))
-      transform_outputs_backward(s, ch, layer, set, Z, OutputRows::kPreactivation, dZ);
+      transform_outputs_backward(s, ch, layer, set, Z, OutputRows::kPreactivation, dZ, Mat{});
     else
       d.activation_backward(dZ, Z, layer.activation, dZ);
   }
@@ -225,7 +229,7 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   if (layer.transform_first) {
     aggregate_transformed_backward(s, ch, layer, dZ);
   } else if (gat()) {
-    gat_layer_backward(s, ch, layer, dZ, O);
+    gat_layer_backward(s, ch, layer, dZ, O, head_dots);
   } else {
     aggregate_backward(s, ch, layer, A, dZ);
   }
@@ -237,11 +241,11 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
 // outputs (in s.gat from the fused pass's forward or backward_compute()'s recomputation, or
 // kept in the set's A block).
 void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
-                                        const LayerSpec& layer, Mat dZ, Mat O) {
+                                        const LayerSpec& layer, Mat dZ, Mat O, Mat head_dots) {
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width, nd = ch.num_dst;
   if (attends_inputs(layer)) {
-    gat_input_layer_backward(s, ch, layer, dZ, O);
+    gat_input_layer_backward(s, ch, layer, dZ, O, head_dots);
     return;
   }
   Mat dO = dZ;  // a hidden layer's, or one output head's (the mean of one head is the head)
@@ -413,12 +417,18 @@ Mat Schedule::Impl::gat_input_layer(DeviceState& s, const DeviceChunk& ch, const
 // Backward of gat_input_layer() from dO (nd x K F), with the weighted sums, scores and
 // coefficients of the chunk's forward current: dW^h += agg^hT dO^h; then g^h = dO^h W^hT in
 // agg's place, gat_input_backward()'s score sums s (2K x D), and from them the attention-vector
-// gradients s_h W^h and their share of dW^h, s_h^T a^h. Layer 0: no input gradient.
+// gradients s_h W^h and their share of dW^h, s_h^T a^h. head_dots: dO^h . O^h, taken by the
+// activation backward, or empty (then computed here). Layer 0: no input gradient.
 void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk& ch,
-                                              const LayerSpec& layer, Mat dO, Mat O) {
+                                              const LayerSpec& layer, Mat dO, Mat O,
+                                              Mat head_dots) {
   Device& d = *s.device;
   const int K = layer.heads;
   const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
+  if (head_dots.empty()) {
+    head_dots = input_head_dots(s, layer, nd);
+    d.head_dots(dO, O, head_dots);
+  }
   const Mat W = param(s, layer.w_offset, D, K * F);
   const Mat dW = grad(s, layer.w_offset, D, K * F);
   const Mat agg = rows_of(s.input_sums, nd, K * D);
@@ -431,7 +441,7 @@ void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk&
   const Mat sums{s.input_attention.data + 2 * K * D, 2 * K, D, D};
   d.gat_input_backward(ch.csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
                        attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
-                       rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), O, dO, agg, sums);
+                       rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), head_dots, agg, sums);
   for (int h = 0; h < K; ++h) {
     const Mat Wh = W.col_block(h * F, F), dWh = dW.col_block(h * F, F);
     for (const auto& [row, offset] :
@@ -494,11 +504,14 @@ void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
 // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and
 // `rows`: dZ = act'(Z) * dropout(dT W^T), and dW_{l+1} += H^T dT. kPreactivation: rows is the
 // recomputed Z, turned into H in place; kKeptOutputs: rows is the H the forward kept (a ReLU
-// layer's); kHeadOutputs: rows is GAT's kept O, Z = O + b, and H goes to s.Z. Each vertex's dT
-// row is complete here: the layer above flushed every stay's share into G[l+1].
+// layer's); kHeadOutputs: rows is GAT's kept O, Z = O + b, H goes to s.Z, and the activation
+// backward writes head_dots (dZ^h . O^h) where it is not empty (the other kinds take none).
+// Each vertex's dT row is complete here: the layer above flushed every stay's share into G[l+1].
 void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChunk& ch,
                                                 const LayerSpec& layer, BlockSet& set, Mat rows,
-                                                OutputRows kind, Mat dZ) {
+                                                OutputRows kind, Mat dZ, Mat head_dots) {
+  SLUICE_EXPECTS(kind == OutputRows::kHeadOutputs || head_dots.empty(),
+                 "head dots of an activation backward that takes none");
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   const Mat dT = gradient_block(s, ch, layer, set).col_block(0, next.transform_width);
@@ -510,7 +523,7 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
   } else if (kind == OutputRows::kHeadOutputs) {
     H = rows_of(s.Z, ch.num_dst, layer.out_width);
     d.dropout_bias_activation_backward(dZ, rows, s.params.data + layer.b_offset, layer.activation,
-                                       ch.dst_keys, key, H);
+                                       ch.dst_keys, key, H, head_dots);
   } else {
     d.dropout_activation_backward(dZ, rows, layer.activation, ch.dst_keys, key);
   }

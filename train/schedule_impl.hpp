@@ -569,14 +569,20 @@ struct Schedule::Impl {
   void aggregate_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
                           Mat dZ);
   void gat_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dZ,
-                          Mat O);
+                          Mat O, Mat head_dots);
   Mat aggregate(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set);
   Mat gat_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
   void gat_coefficients_again(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
   void gat_input_scores(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
   Mat gat_input_layer(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat O);
   void gat_input_layer_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
-                                Mat dO, Mat O);
+                                Mat dO, Mat O, Mat head_dots);
+  // The chunk rows' head dots dO^h . O^h of a layer attending over its inputs (nd x K), the
+  // columns of s.input_sums after the weighted sums.
+  static Mat input_head_dots(DeviceState& s, const LayerSpec& layer, std::int64_t nd) {
+    const std::int64_t sums = layer.heads * layer.in_width;
+    return Mat{s.input_sums.data + sums, nd, layer.heads, s.input_sums.ld};
+  }
   bool take_source_scores(DeviceState& s);
   void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
@@ -586,7 +592,7 @@ struct Schedule::Impl {
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,
                          BlockSet& set);
   void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
-                                  BlockSet& set, Mat rows, OutputRows kind, Mat dZ);
+                                  BlockSet& set, Mat rows, OutputRows kind, Mat dZ, Mat head_dots);
   void transform_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
   void transform_reloaded_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                    int c);

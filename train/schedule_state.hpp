@@ -127,7 +127,8 @@ struct DeviceState {
   Mat dA, Z;                        // chunk work buffers (max chunk rows)
   Mat Zm, dZm, el, er, alpha, gat;  // GAT: merged transforms and attention intermediates
   // GAT's layer 0 attending over its input rows: the chunk rows' per-head weighted sums of X
-  // (then, in the backward, dO^h W^hT in their place), and 4 K D floats: the attention vectors
+  // (then, in the backward, dO^h W^hT in their place) and K columns more, the backward's head
+  // dots dO^h . O^h (Schedule::Impl::input_head_dots()); and 4 K D floats: the attention vectors
   // folded into W (D x 2K: W^h a_src^h, then W^h a_dst^h) and the score sums (2K x D).
   Mat input_sums, input_attention;
   // GAT on a one-chunk device, where memory allows (OverlapGroup::kKeptAttention): the fused last

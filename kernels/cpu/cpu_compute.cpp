@@ -243,6 +243,33 @@ void CpuDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const
       dh, h, Activation::kRelu, keys, key, "dropout_relu_backward_from_output");  // reads h only
 }
 
+void CpuDevice::dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act,
+                                                 Idx keys, const DropoutKey& key, Mat h,
+                                                 Mat head_dots) {
+  SLUICE_EXPECTS(bias != nullptr, "dropout_bias_activation_backward: no bias");
+  expect_same_shape(dh, in, "dropout_bias_activation_backward");
+  bias_activation(in, bias, Activation::kNone, h);
+  dropout_activation_backward(dh, h, act, keys, key);
+  if (!head_dots.empty()) this->head_dots(dh, in, head_dots);
+}
+
+void CpuDevice::head_dots(Mat a, Mat b, Mat dots) {
+  expect_same_shape(a, b, "head_dots");
+  const std::int64_t K = dots.cols;
+  SLUICE_EXPECTS(dots.rows == a.rows && K > 0 && a.cols % K == 0, "head_dots: ", dots.rows, " x ",
+                 K, " dots of ", a.rows, " x ", a.cols, " rows");
+  const std::int64_t F = a.cols / K;
+#pragma omp parallel for schedule(static) if (a.rows * a.cols > cpu::kParallelThreshold)
+  for (std::int64_t i = 0; i < a.rows; ++i)
+    for (std::int64_t h = 0; h < K; ++h) {
+      const float* x = a.data + i * a.ld + h * F;
+      const float* y = b.data + i * b.ld + h * F;
+      double sum = 0.0;
+      for (std::int64_t f = 0; f < F; ++f) sum += double(x[f]) * y[f];
+      dots.data[i * dots.ld + h] = float(sum);
+    }
+}
+
 void CpuDevice::add_column_sums(Mat m, float* out) {
   if (m.empty()) return;
   // Partial sums over fixed row blocks (double), then added in block order: deterministic.

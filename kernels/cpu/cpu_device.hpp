@@ -108,6 +108,9 @@ class CpuDevice final : public Device {
   void dropout_activation_backward(Mat dh, Mat z, Activation act, Idx keys,
                                    const DropoutKey& key) override;
   void dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) override;
+  void dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act, Idx keys,
+                                        const DropoutKey& key, Mat h, Mat head_dots) override;
+  void head_dots(Mat a, Mat b, Mat dots) override;
   void add_column_sums(Mat m, float* out) override;
   void axpy(std::int64_t n, float alpha, const float* x, float* y) override;
 
@@ -126,7 +129,7 @@ class CpuDevice final : public Device {
   void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,
                          Mat el, Mat er, Mat alpha, Mat agg) override;
   void gat_input_backward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,
-                          Mat el, Mat er, Mat alpha, Mat out, Mat dout, Mat g, Mat sums) override;
+                          Mat el, Mat er, Mat alpha, Mat head_dots, Mat g, Mat sums) override;
   void head_mean(Mat in, int heads, Mat out) override;
   void head_mean_backward(Mat dout, int heads, Mat din) override;
 

@@ -331,17 +331,13 @@ void CpuDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
 
 void CpuDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
                                    const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                                   Mat out, Mat dout, Mat g, Mat sums) {
+                                   Mat head_dots, Mat g, Mat sums) {
   const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   const std::int64_t D =
       check_gat_inputs(m, x, heads, row_keys, attention_key, el, er, alpha, "gat_input_backward");
   const std::int64_t K = heads;
-  // The softmax backward's row sums are taken as sum_k alpha_k d(alpha)_k, as gat_backward's;
-  // out is only checked.
-  SLUICE_EXPECTS(
-      out.rows == m.rows && dout.rows == m.rows && out.cols == dout.cols && out.cols % K == 0,
-      "gat_input_backward: out ", out.rows, " x ", out.cols, ", dout ", dout.rows, " x ",
-      dout.cols);
+  SLUICE_EXPECTS(head_dots.rows == m.rows && head_dots.cols == K, "gat_input_backward: head dots ",
+                 head_dots.rows, " x ", head_dots.cols, " for ", m.rows, " rows and ", K, " heads");
   SLUICE_EXPECTS(g.rows == m.rows && g.cols == K * D, "gat_input_backward: g ", g.rows, " x ",
                  g.cols);
   SLUICE_EXPECTS(sums.rows == 2 * K && sums.cols == D, "gat_input_backward: sums ", sums.rows,
@@ -367,13 +363,12 @@ void CpuDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
         for (std::int64_t h = 0; h < K; ++h) {
           const float* gh = g.data + i * g.ld + h * D;
           const float right = er.data[i * er.ld + h];
-          float weighted = 0.f;
+          // The softmax backward's sum_k alpha_k d(alpha)_k, which is dO^h . O^h.
+          const float weighted = head_dots.data[i * head_dots.ld + h];
           for (edge_t e = begin; e < end; ++e) {
             const float keep = attention_multiplier(attention_key, key, e - begin, h);
             const float* xu = x.data + std::int64_t(m.columns[e]) * x.ld;
-            const float da = keep == 0.f ? 0.f : keep * dot(gh, xu, D);
-            d_alpha[std::size_t(e - begin)] = da;
-            weighted += alpha.data[e * alpha.ld + h] * da;
+            d_alpha[std::size_t(e - begin)] = keep == 0.f ? 0.f : keep * dot(gh, xu, D);
           }
           double row_sum = 0.0;
           for (edge_t e = begin; e < end; ++e) {

@@ -239,7 +239,8 @@ void CudaDevice::dropout_activation_backward(Mat dh, Mat z, Activation act, Idx 
 }
 
 void CudaDevice::dropout_bias_activation_backward(Mat dh, Mat in, const float* bias, Activation act,
-                                                  Idx keys, const DropoutKey& key, Mat h) {
+                                                  Idx keys, const DropoutKey& key, Mat h,
+                                                  Mat head_dots) {
   OpScope op(*this, "dropout_bias_activation_backward");
   SLUICE_EXPECTS(dh.rows == in.rows && dh.cols == in.cols && h.rows == in.rows &&
                      h.cols == in.cols && bias != nullptr,
@@ -247,10 +248,29 @@ void CudaDevice::dropout_bias_activation_backward(Mat dh, Mat in, const float* b
   SLUICE_EXPECTS(keys.size == dh.rows, "dropout_bias_activation_backward: ", dh.rows, " rows but ",
                  keys.size, " keys");
   SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  SLUICE_EXPECTS(head_dots.empty() || head_dots.rows == dh.rows,
+                 "dropout_bias_activation_backward: ", head_dots.rows, " head dots for ", dh.rows,
+                 " rows");
   DeviceGuard guard(gpu_);
+  // Heads that are not whole multiples of 32 columns: the dots in a pass of their own.
+  const bool fused = !head_dots.empty() && fused_head_dots_fit(dh.cols, head_dots.cols);
+  const HeadDots dots =
+      fused ? HeadDots{head_dots.data, head_dots.ld, static_cast<int>(head_dots.cols)} : HeadDots{};
   launch_dropout_bias_activation_backward(dh.data, dh.ld, in.data, in.ld, bias, h.data, h.ld,
                                           dh.rows, dh.cols, code(act), keys.data, key.seed,
-                                          key.salt(), key.rate, cur());
+                                          key.salt(), key.rate, dots, cur());
+  if (!head_dots.empty() && !fused) this->head_dots(dh, in, head_dots);
+}
+
+void CudaDevice::head_dots(Mat a, Mat b, Mat dots) {
+  OpScope op(*this, "head_dots");
+  SLUICE_EXPECTS(a.rows == b.rows && a.cols == b.cols && dots.rows == a.rows && dots.cols > 0 &&
+                     a.cols % dots.cols == 0,
+                 "head_dots: ", dots.rows, " x ", dots.cols, " dots of ", a.rows, " x ", a.cols,
+                 " and ", b.rows, " x ", b.cols, " rows");
+  DeviceGuard guard(gpu_);
+  launch_gat_row_sums(a.rows, a.data, a.ld, b.data, b.ld, static_cast<int>(dots.cols),
+                      a.cols / dots.cols, dots.data, dots.ld, cur());
 }
 
 void CudaDevice::dropout_relu_backward_from_output(Mat dh, Mat h, Idx keys, const DropoutKey& key) {

@@ -209,7 +209,8 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     float* ds = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
     {
       OpScope sub(*this, "gat_backward.rows");
-      launch_gat_row_sums(m.rows, dout.data, dout.ld, out.data, out.ld, heads, width, d_er, s);
+      launch_gat_row_sums(m.rows, dout.data, dout.ld, out.data, out.ld, heads, width, d_er, heads,
+                          s);
     }
     {
       OpScope sub(*this, "gat_backward.sources");
@@ -280,7 +281,7 @@ void CudaDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
 
 void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
                                     const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                                    Mat out, Mat dout, Mat g, Mat sums) {
+                                    Mat head_dots, Mat g, Mat sums) {
   OpScope op(*this, "gat_input_backward");
   expect_compute_lane("gat_input_backward");
   DeviceGuard guard(gpu_);
@@ -288,16 +289,15 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
   const DeviceCsr& m = resident_csr(a, CsrAccess::kBoth);
   const std::int64_t width = checked_input_width(m, x, heads, row_keys, attention_key, el, er,
                                                  alpha, "gat_input_backward");
-  SLUICE_EXPECTS(out.rows == m.rows && dout.rows == m.rows && out.cols == dout.cols &&
-                     out.cols % heads == 0 && g.rows == m.rows && g.cols == heads * width &&
-                     sums.rows == 2 * heads && sums.cols == width,
+  SLUICE_EXPECTS(head_dots.rows == m.rows && head_dots.cols == heads && g.rows == m.rows &&
+                     g.cols == heads * width && sums.rows == 2 * heads && sums.cols == width,
                  "gat_input_backward shapes");
   SLUICE_EXPECTS(m.t_perm.get() != nullptr,
                  "gat_input_backward: the CSR has no transpose permutation");
   cudaStream_t s = cur();
   // The GAT backward's scratch (kGatDestinationScoreGradients, kGatSourceScoreGradients,
-  // kGatEntryGradients, kGatInputScoreSums): per-row sums and d_er in gat_der_, d_el in gat_del_,
-  // the entries' d_e in gat_dalpha_, the partial sums beside.
+  // kGatEntryGradients, kGatInputScoreSums): d_er in gat_der_, d_el in gat_del_, the entries'
+  // d_e in gat_dalpha_, the partial sums beside.
   GatInputScratch scratch;
   scratch.rows = gat_der_.ensure_as<float>(m.rows * heads, account_, s, "GAT scratch");
   scratch.sources = gat_del_.ensure_as<float>(m.cols * heads, account_, s, "GAT scratch");
@@ -305,7 +305,6 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
   scratch.partials = gat_input_partials_.ensure_as<float>(
       gat_input_partials(m.rows, m.cols) * heads * width, account_, s, "GAT scratch");
   const AttentionDropout drop = attention_dropout(attention_key, row_keys);
-  const std::int64_t head_width = out.cols / heads;
   const auto run = [&](auto index) {
     using Index = decltype(index);
     GatInputBackward<Index> p;
@@ -313,11 +312,8 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
     p.t = m.transposed_arrays<Index>();
     p.alpha = alpha.data;
     p.ldalpha = alpha.ld;
-    p.out = out.data;
-    p.ldout = out.ld;
-    p.dout = dout.data;
-    p.lddout = dout.ld;
-    p.head_width = head_width;
+    p.head_dots = head_dots.data;
+    p.ldhead_dots = head_dots.ld;
     p.g = g.data;
     p.ldg = g.ld;
     p.scratch = scratch;

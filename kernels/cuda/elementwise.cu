@@ -165,7 +165,10 @@ __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, 
 enum class BackwardFrom { kPreactivation, kReluOutput, kBiasedInput };
 
 // A warp per row. Rows of `in` (ldin): Z, H or the biased input by kFrom; `out` (ldout): where H
-// goes (kPreactivation: `in` itself; kReluOutput: none); bias: kBiasedInput's.
+// goes (kPreactivation: `in` itself; kReluOutput: none); bias: kBiasedInput's. With head dots
+// (kBiasedInput; heads of whole multiples of 32 columns, so that every lane walks the same
+// column groups): row i's dots dh^h . in^h, each lane's products in column order, then summed
+// over the warp, as launch_gat_row_sums sums them.
 template <BackwardFrom kFrom>
 __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, const float* in,
                                                    std::int64_t ldin, const float* bias, float* out,
@@ -173,9 +176,11 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
                                                    std::int64_t cols, ActivationCode act,
                                                    const vertex_t* __restrict__ keys,
                                                    std::uint64_t seed, std::uint64_t salt,
-                                                   float rate, float scale) {
+                                                   float rate, float scale, HeadDots dots) {
   const int lane = lane_id();
   const bool drop = rate > 0.f;
+  // Column groups (32 columns each) per head; 0: no dots.
+  const std::int64_t groups = dots.dots != nullptr ? cols / dots.heads / 32 : 0;
   for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
     float* g = dh + i * ldd;
     const float* x = in + i * ldin;
@@ -183,6 +188,9 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
         drop ? key_hash_prefix(seed, 1, salt,
                                static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
              : 0;
+    float dot = 0.f;
+    std::int64_t groups_left = groups;  // in the current head
+    float* row_dots = dots.dots + i * dots.ld;
     for (std::int64_t j = lane; j < cols; j += 32) {
       const bool keep =
           !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
@@ -190,10 +198,23 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
       if constexpr (kFrom == BackwardFrom::kReluOutput) {
         g[j] = gradient * (x[j] > 0.f ? 1.f : 0.f);
       } else {
-        const float value = kFrom == BackwardFrom::kBiasedInput ? x[j] + bias[j] : x[j];
-        g[j] = gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+        const float input = x[j];
+        const float value = kFrom == BackwardFrom::kBiasedInput ? input + bias[j] : input;
+        const float result =
+            gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+        g[j] = result;
         const float h = activate(value + 0.f, act);
         out[i * ldout + j] = drop ? (keep ? h * scale : 0.f) : h;
+        if (groups > 0) {
+          dot = __fmaf_rn(result, input, dot);
+          if (--groups_left == 0) {
+            dot = detail::warp_sum(dot);
+            if (lane == 0) *row_dots = dot;
+            ++row_dots;
+            dot = 0.f;
+            groups_left = groups;
+          }
+        }
       }
     }
   }
@@ -299,7 +320,8 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
   dropout_activation_backward_kernel<BackwardFrom::kPreactivation>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
-          dh, ldd, z, ldz, nullptr, z, ldz, rows, cols, act, keys, seed, salt, rate, scale);
+          dh, ldd, z, ldz, nullptr, z, ldz, rows, cols, act, keys, seed, salt, rate, scale,
+          HeadDots{});
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -308,12 +330,17 @@ void launch_dropout_bias_activation_backward(float* dh, std::int64_t ldd, const 
                                              std::int64_t ldout, std::int64_t rows,
                                              std::int64_t cols, ActivationCode act,
                                              const vertex_t* keys, std::uint64_t seed,
-                                             std::uint64_t salt, float rate, cudaStream_t stream) {
+                                             std::uint64_t salt, float rate, const HeadDots& dots,
+                                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
+  SLUICE_EXPECTS(dots.dots == nullptr || fused_head_dots_fit(cols, dots.heads),
+                 "activation backward: no head dots of ", cols, " columns in ", dots.heads,
+                 " heads");
   const float scale = rate > 0.f ? 1.f / (1.f - rate) : 1.f;
   dropout_activation_backward_kernel<BackwardFrom::kBiasedInput>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
-          dh, ldd, in, ldin, bias, out, ldout, rows, cols, act, keys, seed, salt, rate, scale);
+          dh, ldd, in, ldin, bias, out, ldout, rows, cols, act, keys, seed, salt, rate, scale,
+          dots);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
@@ -327,7 +354,7 @@ void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const
   dropout_activation_backward_kernel<BackwardFrom::kReluOutput>
       <<<detail::blocks_for(rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
           dh, ldd, h, ldh, nullptr, nullptr, 0, rows, cols, ActivationCode::kRelu, keys, seed, salt,
-          rate, scale);
+          rate, scale, HeadDots{});
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -37,13 +37,28 @@ void launch_dropout_activation_backward(float* dh, std::int64_t ldd, float* z, s
                                         std::int64_t rows, std::int64_t cols, ActivationCode act,
                                         const vertex_t* keys, std::uint64_t seed,
                                         std::uint64_t salt, float rate, cudaStream_t stream);
-// The same with z = in + bias (per column), H written to out and `in` left as it is.
+// Per-row head dots an activation backward from in + bias takes of the dh it writes:
+// dots[i * ld + h] = dh_i^h . in_i^h over the head's cols / heads columns, each head's lanes
+// summing their products in launch_gat_row_sums' order (the same bits); dots null: none.
+struct HeadDots {
+  float* dots = nullptr;
+  std::int64_t ld = 0;
+  int heads = 0;
+};
+// Whether rows of `cols` columns in `heads` heads give their head dots on the backward's way:
+// heads of whole multiples of 32 columns (then every lane walks the same column groups).
+constexpr bool fused_head_dots_fit(std::int64_t cols, std::int64_t heads) {
+  return heads > 0 && cols % heads == 0 && (cols / heads) % 32 == 0;
+}
+// The same with z = in + bias (per column), H written to out and `in` left as it is; and the
+// head dots where dots.dots is not null (fused_head_dots_fit()).
 void launch_dropout_bias_activation_backward(float* dh, std::int64_t ldd, const float* in,
                                              std::int64_t ldin, const float* bias, float* out,
                                              std::int64_t ldout, std::int64_t rows,
                                              std::int64_t cols, ActivationCode act,
                                              const vertex_t* keys, std::uint64_t seed,
-                                             std::uint64_t salt, float rate, cudaStream_t stream);
+                                             std::uint64_t salt, float rate, const HeadDots& dots,
+                                             cudaStream_t stream);
 // out = dropout(act(z + bias)), row r keyed keys[r] (rate 0: launch_bias_activation).
 void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const float* bias,
                                     ActivationCode act, float* out, std::int64_t ldo,

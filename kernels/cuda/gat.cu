@@ -1501,15 +1501,15 @@ __global__ void __launch_bounds__(kBySourceLongThreads)
 __global__ void gat_row_sums_kernel(std::int64_t rows, const float* __restrict__ dout,
                                     std::int64_t lddout, const float* __restrict__ out,
                                     std::int64_t ldout, int heads, std::int64_t width,
-                                    float* __restrict__ sums) {
+                                    float* __restrict__ sums, std::int64_t ldsums) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
     for (int h = 0; h < heads; ++h) {
       float s = 0.f;
       for (std::int64_t f = lane; f < width; f += 32)
-        s += dout[i * lddout + h * width + f] * out[i * ldout + h * width + f];
+        s = __fmaf_rn(dout[i * lddout + h * width + f], out[i * ldout + h * width + f], s);
       s = detail::warp_sum(s);
-      if (lane == 0) sums[i * heads + h] = s;
+      if (lane == 0) sums[i * ldsums + h] = s;
     }
   }
 }
@@ -1784,10 +1784,10 @@ void launch_gat_transpose_aggregate(const TransposedArrays<Index>& t, std::int64
 
 void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddout,
                          const float* out, std::int64_t ldout, int heads, std::int64_t width,
-                         float* sums, cudaStream_t stream) {
+                         float* sums, std::int64_t ldsums, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0) return;
   gat_row_sums_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
-      rows, dout, lddout, out, ldout, heads, width, sums);
+      rows, dout, lddout, out, ldout, heads, width, sums, ldsums);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -117,10 +117,11 @@ void launch_gat_transpose_aggregate(const TransposedArrays<Index>& t, std::int64
 // O_i^h = sum_k alpha~_k Z_k^h), which launch_gat_row_sums computes per destination row first.
 // (The rule that picks it: cuda::gat_backward_by_source(), kernels/cuda_memory_rules.hpp.)
 
-// sums[i * K + h] = dO_i^h . O_i^h for i < rows (out: the forward's concatenated head outputs).
+// sums[i * ldsums + h] = dO_i^h . O_i^h for i < rows (out: the forward's concatenated head
+// outputs).
 void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddout,
                          const float* out, std::int64_t ldout, int heads, std::int64_t width,
-                         float* sums, cudaStream_t stream);
+                         float* sums, std::int64_t ldsums, cudaStream_t stream);
 
 template <typename Index>
 struct GatBySource {
@@ -210,12 +211,9 @@ struct GatInputBackward {
   TransposedArrays<Index> t;     // in.a's transpose, for the sums by source
   const float* alpha = nullptr;  // the forward's coefficients, nnz x K
   std::int64_t ldalpha = 0;
-  const float* out = nullptr;  // the forward's head outputs O, a.rows x K F
-  std::int64_t ldout = 0;
-  const float* dout = nullptr;  // their gradient dO
-  std::int64_t lddout = 0;
-  std::int64_t head_width = 0;  // F
-  const float* g = nullptr;     // g^h = dO^h W^hT, a.rows x K D, rows 16-byte aligned
+  const float* head_dots = nullptr;  // dO_i^h . O_i^h, a.rows x K
+  std::int64_t ldhead_dots = 0;
+  const float* g = nullptr;  // g^h = dO^h W^hT, a.rows x K D, rows 16-byte aligned
   std::int64_t ldg = 0;
   GatInputScratch scratch;
   float* sums = nullptr;  // 2K x D

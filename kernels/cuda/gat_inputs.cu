@@ -247,9 +247,9 @@ constexpr int kBackwardWarps = static_cast<int>(kGatInputBlockWarps);
 // (found by a binary search among the rows the group can span), its x row in 16-byte words and
 // its row's g (mostly the same rows for neighboring lanes, so the loads broadcast), every head's
 // dot product g^h . x without any sum across lanes, and from them the entry's softmax gradient
-// d_e = alpha (scale g^h . x - S), with the per-row sums S of launch_gat_row_sums. The score
-// gradients' sums come from the stored d_e afterwards: per destination row over the CSR's rows,
-// keeping only (slope - 1) d_e of the entries on the negative side (the rest sum to 0 over a
+// d_e = alpha (scale g^h . x - S), with the per-row sums S = dO^h . O^h given (head_dots). The
+// score gradients' sums come from the stored d_e afterwards: per destination row over the CSR's
+// rows, keeping only (slope - 1) d_e of the entries on the negative side (the rest sum to 0 over a
 // row), and per source row over the transpose (LeakyReLU' d_e); then the x rows weighted by those
 // sums, in slices of the rows. Each x row is read once per entry: the sums by source replace a
 // second, weighted read of every entry's row.
@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
     gat_input_entries_kernel(CsrArrays<Index> a, std::int64_t per_warp, const float* __restrict__ x,
                              std::int64_t ldx, std::int64_t width, const float* __restrict__ alpha,
                              std::int64_t ldalpha, const float* __restrict__ row_sums,
-                             const float* __restrict__ g, std::int64_t ldg, int heads,
-                             AttentionDropout dropout, float* __restrict__ d_entries) {
+                             std::int64_t ldrow_sums, const float* __restrict__ g, std::int64_t ldg,
+                             int heads, AttentionDropout dropout, float* __restrict__ d_entries) {
   const int lane = lane_id();
   const std::int64_t nnz = a.indptr[a.rows];
   const std::int64_t first = global_warp() * per_warp;
@@ -308,7 +308,7 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
         if (h < heads)
           d_entries[e * heads + h] =
               alpha[e * ldalpha + h] *
-              (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * heads + h]);
+              (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * ldrow_sums + h]);
     }
     // The next group's first row: this group's last entry's or later.
     const std::int64_t next = group + 32;
@@ -488,16 +488,14 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
                  "GAT over input rows: g rows not 16-byte aligned");
   const std::int64_t values = heads * in.width;
   if (a.nnz > 0) {
-    launch_gat_row_sums(a.rows, p.dout, p.lddout, p.out, p.ldout, heads, p.head_width, scratch.rows,
-                        stream);
     // Each warp's entries: whole 32-entry groups.
     const std::int64_t blocks = gat_input_blocks(a.nnz);
     const std::int64_t warps = blocks * kBackwardWarps;
     const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
     const auto launch = [&](auto kernel) {
       kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
-          a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, scratch.rows, p.g, p.ldg, heads,
-          in.dropout, scratch.entries);
+          a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, p.head_dots, p.ldhead_dots, p.g,
+          p.ldg, heads, in.dropout, scratch.entries);
     };
     if (heads <= 4)
       launch(gat_input_entries_kernel<Index, 4>);
@@ -505,8 +503,7 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
       launch(gat_input_entries_kernel<Index, 8>);
     SLUICE_CUDA_LAUNCH_CHECK();
   }
-  // d_er per row (in place of the row sums, which the entries' pass has read), d_el per source;
-  // 0 for rows without entries.
+  // d_er per row, d_el per source; 0 for rows without entries.
   const EntryGradients entries{scratch.entries, in.el, in.ldel, in.er, in.lder, heads};
   launch_row_share_sums(RowRanges<Index>{a.indptr, a.rows, a.long_rows},
                         DestinationShares<Index>{a.columns, entries}, heads, scratch.rows, stream);

@@ -74,7 +74,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
     if (r.attends_inputs) {
       input_heads = layer.heads;
       input_width = layer.in_width;
-      input_aggregation = aligned_width(layer.heads * layer.in_width);
+      input_aggregation = aligned_width(layer.heads * layer.in_width + layer.heads);
       input_attention = 4 * layer.heads * layer.in_width;
       in_max = std::max(in_max, layer.in_width);
       load_max = std::max(load_max, r.input_width);

@@ -109,7 +109,8 @@ struct BufferWidths {
   std::int64_t transposed_coefficient_heads = 0;
   std::int64_t head_outputs = 0;  // GAT: per-head outputs
   // GAT's layer 0 attending over its inputs (K heads of its D-wide rows): the per-head weighted
-  // sums (aligned K D, block rows) and its folded attention vectors and score sums (4 K D).
+  // sums and the backward's head dots (aligned K D + K, block rows) and its folded attention
+  // vectors and score sums (4 K D).
   std::int64_t input_aggregation = 0;
   std::int64_t input_attention = 0;
   // That layer's K and D (gat_input_backward's per-slice sums, CUDA scratch).
@@ -207,7 +208,7 @@ enum class BufferRole {
   kDestinationScores,    // GAT er
   kAttention,            // GAT alpha
   kHeadOutputs,          // GAT per-head outputs
-  kInputAggregation,     // GAT layer 0 attending over its inputs: per-head weighted sums
+  kInputAggregation,     // GAT layer 0 attending over its inputs: per-head weighted sums, head dots
   kInputAttention,       // and its folded attention vectors and score sums
   kParameters,
   kGradients,

@@ -151,6 +151,61 @@ __global__ void gat_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
   }
 }
 
+// One head's scores over rows of at most 64 floats in 16-byte words (launch_scores_kernel): 8
+// lanes a row, four rows a warp; lane s of a row's group takes words s and s + 8, the group sums
+// by xor shuffles. The attention vectors sit in registers for the whole kernel, read a float at a
+// time (they need not be aligned).
+__global__ void gat_narrow_scores_kernel(const float* __restrict__ z, std::int64_t ldz,
+                                         const vertex_t* __restrict__ row_map, std::int64_t rows,
+                                         int width, const float* __restrict__ att_a,
+                                         float* __restrict__ score_a, std::int64_t ld_a,
+                                         const float* __restrict__ att_b,
+                                         float* __restrict__ score_b, std::int64_t ld_b,
+                                         bool map_output) {
+  const int lane = lane_id(), sub = lane & 7;
+  float a[8], b[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const int c = 4 * (sub + 8 * (k / 4)) + k % 4;
+    a[k] = c < width ? att_a[c] : 0.f;
+    b[k] = c < width && att_b != nullptr ? att_b[c] : 0.f;
+  }
+  for (std::int64_t first = global_warp() * 4; first < rows; first += warp_count() * 4) {
+    const std::int64_t i = first + (lane >> 3);
+    const std::int64_t source = i < rows ? (row_map ? row_map[i] : i) : -1;
+    float sa = 0.f, sb = 0.f;
+    if (source >= 0) {
+      const float* zr = z + source * ldz;
+#pragma unroll
+      for (int word = 0; word < 2; ++word) {
+        const int c = 4 * (sub + 8 * word);
+        if (c >= width) continue;
+        const float4 v = *reinterpret_cast<const float4*>(zr + c);
+        // Columns past the width may hold anything: only theirs are left out.
+        const float x[4] = {v.x, c + 1 < width ? v.y : 0.f, c + 2 < width ? v.z : 0.f,
+                            c + 3 < width ? v.w : 0.f};
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          sa = __fmaf_rn(x[k], a[4 * word + k], sa);
+          sb = __fmaf_rn(x[k], b[4 * word + k], sb);
+        }
+      }
+    }
+#pragma unroll
+    for (int offset = 4; offset > 0; offset /= 2) {
+      sa += __shfl_xor_sync(0xffffffffu, sa, offset);
+      sb += __shfl_xor_sync(0xffffffffu, sb, offset);
+    }
+    if (sub == 0 && i < rows) {
+      const std::int64_t r = map_output ? source : i;
+      if (r >= 0) {
+        score_a[r * ld_a] = sa;
+        if (att_b != nullptr) score_b[r * ld_b] = sb;
+      }
+    }
+  }
+}
+
 // out[i * ldout + h] = scores[row_map[i] * heads + h] (0 where row_map[i] < 0), a thread per value.
 __global__ void gat_gather_scores_kernel(const float* __restrict__ scores, int heads,
                                          const vertex_t* __restrict__ row_map, std::int64_t rows,
@@ -1526,31 +1581,45 @@ struct StoredShares {
   }
 };
 
-// Block (32, 8): x over columns, y over rows; the block reduces d_att over y into its slice's
-// partial sums (slice blockIdx.y).
+// Block (32, kScoreRows): x over columns, y over rows; the block reduces d_att over y into its
+// slice's partial sums (slice blockIdx.y). A thread takes its rows kScoreRowsAhead at a time,
+// their loads first (the rows' latencies overlap), then their sums in row order.
+constexpr int kScoreRows = 8;
+constexpr int kScoreRowsAhead = 4;
 __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std::int64_t lds,
                                            const vertex_t* __restrict__ row_map, std::int64_t rows,
                                            std::int64_t width, std::int64_t total_cols,
                                            const float* __restrict__ z, std::int64_t ldz,
                                            const float* __restrict__ att, float* dz,
                                            std::int64_t lddz, float* __restrict__ partials) {
-  __shared__ float partial[8][33];
+  __shared__ float partial[kScoreRows][33];
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   float sum = 0.f;
   if (c < total_cols) {
     const std::int64_t h = c / width;
     const float att_c = att[c];
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.y) * blockDim.y;
     for (std::int64_t r = blockIdx.y * static_cast<std::int64_t>(blockDim.y) + threadIdx.y;
-         r < rows; r += static_cast<std::int64_t>(gridDim.y) * blockDim.y) {
-      const std::int64_t target = row_map ? row_map[r] : r;
-      if (target < 0) continue;
-      const float d = dscore[r * lds + h];
-      sum += d * z[target * ldz + c];
-      if (dz == nullptr) continue;  // the caller added d * att to dz already
-      if (row_map) {
-        atomicAdd(dz + target * lddz + c, d * att_c);
-      } else {
-        dz[target * lddz + c] += d * att_c;
+         r < rows; r += kScoreRowsAhead * stride) {
+      std::int64_t target[kScoreRowsAhead];
+      float d[kScoreRowsAhead], value[kScoreRowsAhead];
+#pragma unroll
+      for (int u = 0; u < kScoreRowsAhead; ++u) {
+        const std::int64_t row = r + u * stride;
+        target[u] = row >= rows ? -1 : row_map ? row_map[row] : row;
+        d[u] = target[u] < 0 ? 0.f : dscore[row * lds + h];
+        value[u] = target[u] < 0 ? 0.f : z[target[u] * ldz + c];
+      }
+#pragma unroll
+      for (int u = 0; u < kScoreRowsAhead; ++u) {
+        if (target[u] < 0) continue;
+        sum += d[u] * value[u];
+        if (dz == nullptr) continue;  // the caller added d * att to dz already
+        if (row_map) {
+          atomicAdd(dz + target[u] * lddz + c, d[u] * att_c);
+        } else {
+          dz[target[u] * lddz + c] += d[u] * att_c;
+        }
       }
     }
   }
@@ -1559,7 +1628,7 @@ __global__ void gat_scores_backward_kernel(const float* __restrict__ dscore, std
   if (threadIdx.y == 0 && c < total_cols) {
     float total = 0.f;
 #pragma unroll
-    for (int y = 0; y < 8; ++y) total += partial[y][threadIdx.x];
+    for (int y = 0; y < kScoreRows; ++y) total += partial[y][threadIdx.x];
     partials[blockIdx.y * total_cols + c] = total;
   }
 }
@@ -1572,7 +1641,9 @@ unsigned warp_blocks(std::int64_t rows) {
 
 namespace {
 
-// The scores kernel in 16-byte words where the layout allows (row_scores()).
+// The scores kernel for narrow one-head rows, or in 16-byte words where the layout allows
+// (row_scores()). The choice depends only on the rows' shape and z, so that every call on a
+// layer's rows gives the same bits.
 void launch_scores_kernel(const float* z, std::int64_t ldz, const vertex_t* row_map,
                           std::int64_t rows, int heads, std::int64_t width, const float* att_a,
                           float* score_a, std::int64_t ld_a, const float* att_b, float* score_b,
@@ -1580,7 +1651,11 @@ void launch_scores_kernel(const float* z, std::int64_t ldz, const vertex_t* row_
   const bool quads = width % 4 == 0 && 128 % width == 0 && rows_aligned16(z, ldz) &&
                      aligned16(att_a) && (att_b == nullptr || aligned16(att_b));
   const int w = static_cast<int>(width);
-  if (quads) {
+  if (heads == 1 && width <= 64 && rows_aligned16(z, ldz)) {
+    gat_narrow_scores_kernel<<<detail::blocks_for((rows + 3) / 4, detail::kWarpsPerBlock),
+                               detail::kBlockThreads, 0, stream>>>(
+        z, ldz, row_map, rows, w, att_a, score_a, ld_a, att_b, score_b, ld_b, map_output);
+  } else if (quads) {
     gat_scores_kernel<true><<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
         z, ldz, row_map, rows, heads, w, att_a, score_a, ld_a, att_b, score_b, ld_b, map_output);
   } else {
@@ -1888,7 +1963,7 @@ void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const ver
   if (rows <= 0 || total_cols <= 0) return;
   const dim3 grid(detail::blocks_for(total_cols, 32),
                   static_cast<unsigned>(column_sum_slices(rows)));
-  gat_scores_backward_kernel<<<grid, dim3(32, 8), 0, stream>>>(
+  gat_scores_backward_kernel<<<grid, dim3(32, kScoreRows), 0, stream>>>(
       dscore, lds, row_map, rows, width, total_cols, z, ldz, att, dz, lddz, partials);
   SLUICE_CUDA_LAUNCH_CHECK();
   launch_add_slice_sums(partials, grid.y, total_cols, d_att, stream);

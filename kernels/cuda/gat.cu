@@ -1569,6 +1569,37 @@ __global__ void gat_row_sums_kernel(std::int64_t rows, const float* __restrict__
   }
 }
 
+// launch_gat_row_sums over one-head rows of at most 64 floats, 16-byte aligned, whose width is
+// not a whole number of 32-column groups: 8 lanes a row, four rows a warp, as
+// gat_narrow_scores_kernel. (Whole groups keep the warp a row: the order the activation
+// backward's head dots follow.)
+__global__ void gat_narrow_row_sums_kernel(std::int64_t rows, const float* __restrict__ dout,
+                                           std::int64_t lddout, const float* __restrict__ out,
+                                           std::int64_t ldout, int width, float* __restrict__ sums,
+                                           std::int64_t ldsums) {
+  const int lane = lane_id(), sub = lane & 7;
+  for (std::int64_t first = global_warp() * 4; first < rows; first += warp_count() * 4) {
+    const std::int64_t i = first + (lane >> 3);
+    float s = 0.f;
+    if (i < rows) {
+#pragma unroll
+      for (int word = 0; word < 2; ++word) {
+        const int c = 4 * (sub + 8 * word);
+        if (c >= width) continue;
+        const float4 g = *reinterpret_cast<const float4*>(dout + i * lddout + c);
+        const float4 o = *reinterpret_cast<const float4*>(out + i * ldout + c);
+        const float gs[4] = {g.x, g.y, g.z, g.w}, os[4] = {o.x, o.y, o.z, o.w};
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          if (c + k < width) s = __fmaf_rn(gs[k], os[k], s);
+      }
+    }
+#pragma unroll
+    for (int offset = 4; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (sub == 0 && i < rows) sums[i * ldsums] = s;
+  }
+}
+
 // Each entry's stored share of d_er (gat_backward_by_source's ds), entry-major.
 struct StoredShares {
   const float* __restrict__ ds;
@@ -1861,8 +1892,15 @@ void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddo
                          const float* out, std::int64_t ldout, int heads, std::int64_t width,
                          float* sums, std::int64_t ldsums, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0) return;
-  gat_row_sums_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
-      rows, dout, lddout, out, ldout, heads, width, sums, ldsums);
+  if (heads == 1 && width <= 64 && width % 32 != 0 && rows_aligned16(dout, lddout) &&
+      rows_aligned16(out, ldout)) {
+    gat_narrow_row_sums_kernel<<<detail::blocks_for((rows + 3) / 4, detail::kWarpsPerBlock),
+                                 detail::kBlockThreads, 0, stream>>>(
+        rows, dout, lddout, out, ldout, static_cast<int>(width), sums, ldsums);
+  } else {
+    gat_row_sums_kernel<<<warp_blocks(rows), detail::kBlockThreads, 0, stream>>>(
+        rows, dout, lddout, out, ldout, heads, width, sums, ldsums);
+  }
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -118,7 +118,8 @@ void launch_gat_transpose_aggregate(const TransposedArrays<Index>& t, std::int64
 // (The rule that picks it: cuda::gat_backward_by_source(), kernels/cuda_memory_rules.hpp.)
 
 // sums[i * ldsums + h] = dO_i^h . O_i^h for i < rows (out: the forward's concatenated head
-// outputs).
+// outputs). Heads of whole 32-column groups: a warp a row, each lane's products in column
+// order, then summed over the warp (the activation backward's head dots give the same bits).
 void launch_gat_row_sums(std::int64_t rows, const float* dout, std::int64_t lddout,
                          const float* out, std::int64_t ldout, int heads, std::int64_t width,
                          float* sums, std::int64_t ldsums, cudaStream_t stream);

@@ -163,6 +163,9 @@ __global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads
     const std::int64_t degree = a.indptr[r + 1] - begin;
     if (degree > a.long_rows.degree) continue;
     float acc[kHeads] = {};
+    // Unrolled, so that a lane's loads of several entries are in flight at once (the adds keep
+    // their order).
+#pragma unroll 4
     for (std::int64_t k = lane; k < degree; k += 32) share.template add<kHeads>(begin + k, r, acc);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {

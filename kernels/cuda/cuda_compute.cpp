@@ -114,13 +114,10 @@ void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* val
                             ? nullptr
                             : long_segment_sums_.ensure_as<float>(split.segments * y.cols, account_,
                                                                   cur(), "long-row segment sums");
-  if (m.wide) {
-    launch_row_spmm(row_spmm_matrix<std::int64_t>(m, over, values), x.data, x.ld, y.data, y.ld,
+  m.with_index([&](auto index) {
+    launch_row_spmm(row_spmm_matrix<decltype(index)>(m, over, values), x.data, x.ld, y.data, y.ld,
                     y.cols, write, segment_sums, cur());
-  } else {
-    launch_row_spmm(row_spmm_matrix<std::int32_t>(m, over, values), x.data, x.ld, y.data, y.ld,
-                    y.cols, write, segment_sums, cur());
-  }
+  });
 }
 
 void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
@@ -154,12 +151,10 @@ void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, 
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,
                                       std::int64_t width, Mat dout, Mat dz) {
-  if (m.wide)
-    launch_gat_transpose_aggregate(m.transposed_arrays<std::int64_t>(), m.cols, weights, heads,
+  m.with_index([&](auto index) {
+    launch_gat_transpose_aggregate(m.transposed_arrays<decltype(index)>(), m.cols, weights, heads,
                                    width, dout.data, dout.ld, dz.data, dz.ld, cur());
-  else
-    launch_gat_transpose_aggregate(m.transposed_arrays<std::int32_t>(), m.cols, weights, heads,
-                                   width, dout.data, dout.ld, dz.data, dz.ld, cur());
+  });
 }
 
 void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,

@@ -79,12 +79,10 @@ void launch_scores(const DeviceCsr& m, Mat z, int heads, std::int64_t width, con
 void launch_aggregate(const DeviceCsr& m, Mat z, Mat el, Mat er, int heads, std::int64_t width,
                       const AttentionDropout& drop, Mat alpha, float* out, std::int64_t ldout,
                       cudaStream_t stream) {
-  if (m.wide)
-    launch_gat_aggregate(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
+  m.with_index([&](auto index) {
+    launch_gat_aggregate(m.arrays<decltype(index)>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
                          heads, width, drop, alpha.data, alpha.ld, out, ldout, stream);
-  else
-    launch_gat_aggregate(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data, er.ld,
-                         heads, width, drop, alpha.data, alpha.ld, out, ldout, stream);
+  });
 }
 
 // GAT's layer 0 attending over its input rows: the shapes of x, el, er and alpha over m, and
@@ -214,18 +212,15 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     }
     {
       OpScope sub(*this, "gat_backward.sources");
-      if (m.wide)
-        by_source<std::int64_t>(m, z, el, er, alpha, dout, dz, heads, att_src, drop, d_er, d_el, ds,
-                                s);
-      else
-        by_source<std::int32_t>(m, z, el, er, alpha, dout, dz, heads, att_src, drop, d_er, d_el, ds,
-                                s);
+      m.with_index([&](auto index) {
+        by_source<decltype(index)>(m, z, el, er, alpha, dout, dz, heads, att_src, drop, d_er, d_el,
+                                   ds, s);
+      });
     }
     OpScope sub(*this, "gat_backward.destinations");
-    if (m.wide)
-      launch_gat_destination_sums(m.arrays<std::int64_t>(), ds, heads, d_er, s);
-    else
-      launch_gat_destination_sums(m.arrays<std::int32_t>(), ds, heads, d_er, s);
+    m.with_index([&](auto index) {
+      launch_gat_destination_sums(m.arrays<decltype(index)>(), ds, heads, d_er, s);
+    });
   } else {
     float* dalpha = gat_dalpha_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
     float* atilde = gat_atilde_.ensure_as<float>(m.nnz * k, account_, s, "GAT scratch");
@@ -233,15 +228,11 @@ void CudaDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* a
     // heads.
     {
       OpScope sub(*this, "gat_backward.edges");
-      if (m.wide) {
-        launch_gat_backward_edges(m.arrays<std::int64_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                                  er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width,
-                                  drop, dalpha, atilde, d_el, d_er, s);
-      } else {
-        launch_gat_backward_edges(m.arrays<std::int32_t>(), z.data, z.ld, el.data, el.ld, er.data,
-                                  er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads, width,
-                                  drop, dalpha, atilde, d_el, d_er, s);
-      }
+      m.with_index([&](auto index) {
+        launch_gat_backward_edges(m.arrays<decltype(index)>(), z.data, z.ld, el.data, el.ld,
+                                  er.data, er.ld, alpha.data, alpha.ld, dout.data, dout.ld, heads,
+                                  width, drop, dalpha, atilde, d_el, d_er, s);
+      });
     }
     OpScope sub(*this, "gat_backward.transposed");
     transposed_aggregate(m, atilde, heads, width, dout, dz);
@@ -273,10 +264,7 @@ void CudaDevice::gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
     const auto in = input_rows<decltype(index)>(m, x, width, el, er, heads, drop);
     launch_gat_input_forward(in, alpha.data, alpha.ld, agg.data, agg.ld, cur());
   };
-  if (m.wide)
-    run(std::int64_t{});
-  else
-    run(std::int32_t{});
+  m.with_index(run);
 }
 
 void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
@@ -321,10 +309,7 @@ void CudaDevice::gat_input_backward(Csr a, Mat x, int heads, Idx row_keys,
     p.ldsums = sums.ld;
     launch_gat_input_backward(p, s);
   };
-  if (m.wide)
-    run(std::int64_t{});
-  else
-    run(std::int32_t{});
+  m.with_index(run);
 }
 
 }  // namespace sluice::cuda

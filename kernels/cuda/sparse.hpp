@@ -37,6 +37,14 @@ struct DeviceCsr {
   ConstantBuffer long_rows, t_long_rows;
   LongSplit long_split, t_long_split;
 
+  // f(Index{}) with the arrays' index type: std::int64_t where wide, else std::int32_t.
+  template <typename F>
+  void with_index(F&& f) const {
+    if (wide)
+      f(std::int64_t{});
+    else
+      f(std::int32_t{});
+  }
   template <typename Index>
   CsrArrays<Index> arrays() const {
     return CsrArrays<Index>{indptr.as<Index>(),

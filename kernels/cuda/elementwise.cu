@@ -190,7 +190,7 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
              : 0;
     float dot = 0.f;
     std::int64_t groups_left = groups;  // in the current head
-    float* row_dots = dots.dots + i * dots.ld;
+    float* row_dots = groups > 0 ? dots.dots + i * dots.ld : nullptr;
     for (std::int64_t j = lane; j < cols; j += 32) {
       const bool keep =
           !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;

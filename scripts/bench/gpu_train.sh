@@ -31,7 +31,8 @@
 # AB_ARGS (""; space-separated sluice-train options --name=value, each also run on 1 and 2 GPUs
 # and on the CHUNKS2 plans as a variant), CAP_AB_ARGS (the same for the capped runs),
 # CAPPED_PARTS ("1 2": GPU counts of the capped runs), TRACE (0; 1 writes each run's --trace
-# timeline to $OUT/traces/NAME.json), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
+# timeline to $OUT/traces/NAME.json, NAME's characters other than letters, digits, '.', '_' and '-'
+# as '_', e.g. products-gcn-2gpu-p2p_reuse.json: the device tool leaves other names behind), OP_TIMES (0; 1 runs sluice-train with --op-times, which logs
 # per-operation device times into gpu_train.log; scripts/bench/op_times.py gpu_train.log --runs A B
 # tabulates two runs side by side; with TRACE=1 the timelines hold every operation too, listed by
 # scripts/bench/trace_summary.py --ops), VERBOSE (0; 1 runs sluice-train with --verbose: debug lines
@@ -126,7 +127,7 @@ train() {  # name dataset model gpus plan comm cap [overlap: 1 (default) or 0 = 
   rm -f "$report" "$metrics"
   if ((${TRACE:-0})); then
     mkdir -p "$out/traces"
-    extra+=(--trace "$out/traces/$name.json")
+    extra+=(--trace "$out/traces/${name//[^A-Za-z0-9._-]/_}.json")
   fi
   step "$name" "$bin/sluice-train" --dataset "$dir/$ds.h5" --plan "$plan" "${width[@]}" --epochs "$epochs" --eval-every "${EVAL_EVERY:-1000}" --optimizer adam --lr 0.01 \
     --dropout 0.5 --device cuda --gpus "$ngpu" --comm "$comm" --gpu-memory "$cap" \

@@ -19,6 +19,7 @@ data over the link) and the rate while busy ((H2D + D2H bytes) / busy time).
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 
@@ -81,6 +82,12 @@ def run_stats(run):
             "loss": report.get("final_loss")}
 
 
+def trace_file_name(run_name):
+    """The run's --trace file in the traces folder (gpu_train.sh: other characters than letters,
+    digits, '.', '_' and '-' as '_')."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", run_name) + ".json"
+
+
 def trace_lines(runs, stats, folder):
     """Host-link busy time per device from each run's timeline (last epoch)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -88,7 +95,7 @@ def trace_lines(runs, stats, folder):
 
     lines = []
     for r in runs:
-        path = os.path.join(folder, r["name"] + ".json")
+        path = os.path.join(folder, trace_file_name(r["name"]))
         s = stats.get(r["name"])
         if not s or not os.path.exists(path):
             continue

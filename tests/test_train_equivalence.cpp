@@ -7,8 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "common/log.hpp"
 
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
@@ -383,6 +387,58 @@ TEST_F(TrainEquivalence, OneChunkPlansPrefetchBlocksIntoTheirOnlySet) {
                 in_line.records.back().peak_device_bytes)
           << what;  // the load stage and the flush buffer
     }
+}
+
+// The shared random graph with 60 extra in-edges into each of its first 30 vertices: its
+// edge-balanced chunks hold few destinations at the start and many at the end.
+Dataset dataset_with_dense_start() {
+  Dataset d = test::random_dataset(200, 3, 12, 4, 7, test::ReverseEdgesIntoSources::kSkip);
+  std::vector<std::set<vertex_t>> in(std::size_t(d.num_nodes));
+  for (vertex_t v = 0; v < d.num_nodes; ++v)
+    in[std::size_t(v)].insert(d.indices.begin() + d.indptr[v], d.indices.begin() + d.indptr[v + 1]);
+  for (vertex_t v = 0; v < 30; ++v)
+    for (vertex_t k = 0; k < 60; ++k) in[std::size_t(v)].insert((v * 7 + k * 3) % d.num_nodes);
+  d.indptr.assign(1, 0);
+  d.indices.clear();
+  for (const auto& sources : in) {
+    d.indices.insert(d.indices.end(), sources.begin(), sources.end());
+    d.indptr.push_back(edge_t(d.indices.size()));
+  }
+  validate_dataset(d, d.name);
+  return d;
+}
+
+// Layer 0's backward pass of GCN and SAGE (kept aggregation) runs by rows: consecutive small
+// chunks merge into one batch up to the largest chunk's rows, which sluice-train's debug log
+// reports. The numbers stay the reference's, with dropout keyed by each merged destination and
+// layer 1's kept tail rows copied into each member chunk's rows of the merged block.
+TEST_F(TrainEquivalence, LayerZeroBackwardMergesSmallChunksIntoRowGroups) {
+  const Dataset d = dataset_with_dense_start();
+  constexpr int kEpochs = 4;
+  const std::regex groups_line("backward pass by rows: ([0-9]+) batches for ([0-9]+) chunks");
+  for (const std::string model : {"gcn", "sage"}) {
+    RunSetup s;
+    s.model = model;
+    const test::ReferenceResult ref = test::train_reference(d, reference_config(s), kEpochs);
+    for (const int P : {1, 2}) {
+      const Plan plan = test::make_plan(d, plan_options(P, 8).reorganize(test::Reorganize::kOff));
+      for (const bool overlap : {true, false}) {
+        const std::string what = cat(model, " P=", P, overlap ? "" : " without overlap");
+        SCOPED_TRACE(what);
+        const LogLevel level = log_level();
+        set_log_level(LogLevel::kDebug);
+        ::testing::internal::CaptureStderr();
+        const TrainResult got = train(d, plan, train_config(s, kEpochs).no_overlap(!overlap));
+        const std::string log = ::testing::internal::GetCapturedStderr();
+        set_log_level(level);
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(log, m, groups_line)) << log;
+        EXPECT_EQ(std::stoi(m[2].str()), 8);
+        EXPECT_LT(std::stoi(m[1].str()), 6) << m[0].str();
+        expect_matches_reference(got, ref, what);
+      }
+    }
+  }
 }
 
 // A one-chunk plan keeps layer L-2's A block (GCN's and SAGE's aggregation, GAT's head outputs)

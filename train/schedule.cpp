@@ -140,8 +140,9 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   // (Not GAT's layer 0 attending over its inputs: its weight gradient comes from its chunks.)
   steps.flush_gradients = layer.index > 0 || (transforms(layer) && !attends_inputs(layer));
   steps.products = products_read(layer, kind);
+  by_rows = !fused && runs_by_rows(layer);
   prefetch(layer, 0, steps);
-  for (int c = 0; c < C; ++c) {
+  for (int c = 0; c < batches(); ++c) {
     const double issued = host_issues ? now_seconds() : 0;
     load_phase(layer, c, steps);
     if (fused && c + 1 == C) preload_next_blocks(layer);
@@ -153,6 +154,7 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
       flush_phase(layer, c);
     }
   }
+  by_rows = false;
   if (layer.index == 0)  // the step's last pass: the optimizer follows on the host
     drain();
   else

@@ -173,7 +173,7 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
 void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set,
                                       PassKind kind) {
   DeviceState& s = dev[std::size_t(p)];
-  DeviceChunk& ch = s.chunks[std::size_t(c)];
+  DeviceChunk& ch = batch(s, c);
   if (ch.num_dst == 0) return;
   const bool fresh = kind == PassKind::kFused;
   SLUICE_EXPECTS(fresh == layer.last, "training fuses the last layer's forward and backward");

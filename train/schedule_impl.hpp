@@ -95,6 +95,8 @@ struct Schedule::Impl {
   HostMat captured_logits, captured_hidden;
   std::int64_t epoch = 0;
   bool training = false;
+  // The running pass goes by rows (runs_by_rows()): its batches are the row groups.
+  bool by_rows = false;
   // Every device's evaluation_aggregation (or evaluation_aggregation_on_host) holds its rows (an
   // evaluation wrote them).
   bool evaluation_aggregation_ready = false;
@@ -221,6 +223,24 @@ struct Schedule::Impl {
   // host memory and back, and GAT's last layer loads and computes its attention once.
   // Evaluation runs the forward alone.
   bool fuses(const LayerSpec& layer) const { return training && layer.last; }
+  // A backward pass whose batches read nothing but their destinations' rows: layer 0 of GCN or
+  // SAGE from its kept aggregation (no input rows, no sparse product, no flush; the dropout of
+  // its outputs is keyed by destination). It runs by rows: over the devices' row groups
+  // (DeviceState::row_groups), fewer and larger batches through the same buffers, so that the
+  // many small chunks of a graph's dense end do not each pay a batch's fixed costs.
+  bool runs_by_rows(const LayerSpec& layer) const {
+    return C > 1 && layer.index == 0 && !layer.last && !gat() && !transforms(layer) &&
+           !recompute(layer);
+  }
+  // The running pass's batches: the chunks, or the row groups of a pass by rows.
+  int batches() const { return by_rows ? int(dev.front().row_groups.size()) : C; }
+  DeviceChunk& batch(DeviceState& s, int c) {
+    return by_rows ? s.row_groups[std::size_t(c)] : s.chunks[std::size_t(c)];
+  }
+  // The first batch of the backward pass of `layer` (the next pass, from the pass before it).
+  DeviceChunk& first_backward_batch(DeviceState& s, const LayerSpec& layer) {
+    return runs_by_rows(layer) ? s.row_groups.front() : s.chunks.front();
+  }
   // Width of a layer's input rows in host memory (H[l]) and in loads: T rows are padded to 16
   // bytes (their pad column stays 0).
   std::int64_t input_width(const LayerSpec& layer) const { return roles(layer).input_width; }
@@ -534,6 +554,7 @@ struct Schedule::Impl {
   void upload_chunk_constant(DeviceState& s, const BufferSpec& b, const ChunkPlan& cp,
                              ChunkLists& li, DeviceChunk& ch, const std::string& where);
   void link_peers();
+  void build_row_groups();
   void upload_tails(const std::vector<std::vector<TailLists>>& tails,
                     const std::vector<std::vector<BufferSpec>>& tail_buffers);
 

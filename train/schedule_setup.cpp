@@ -368,7 +368,59 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     StageTimer timer("tail lists");
     upload_tails(tails, tail_buffers);
   }
+  build_row_groups();
   device_stage.finish();
+}
+
+// Each device's row groups for a pass by rows: runs of consecutive chunks whose destinations
+// fit, together, the rows of its largest chunk (the block buffers' and work buffers' rows). A
+// chunk whose G^1 block is read in place from the kept tail stays a group of its own. A group of
+// several chunks gets its destinations' dropout keys as one list (their dataset ids, as each
+// chunk's); a group of one shares its chunk's.
+void Schedule::Impl::build_row_groups() {
+  if (!runs_by_rows(model.layers.front())) return;
+  std::size_t most = 0;
+  std::int64_t merged = 0;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    std::int64_t capacity = 0;
+    for (const DeviceChunk& ch : s.chunks) capacity = std::max<std::int64_t>(capacity, ch.num_dst);
+    for (int c = 0; c < C;) {
+      const DeviceChunk& first = s.chunks[std::size_t(c)];
+      std::int64_t rows = first.num_dst;
+      int end = c + 1;
+      while (end < C && first.tail_block_first < 0) {
+        const DeviceChunk& next = s.chunks[std::size_t(end)];
+        if (next.tail_block_first >= 0 || rows + next.num_dst > capacity ||
+            next.view_dst_begin != first.view_dst_begin + rows)
+          break;
+        rows += next.num_dst;
+        ++end;
+      }
+      DeviceChunk group;
+      group.dst_begin = first.dst_begin;
+      group.view_dst_begin = first.view_dst_begin;
+      group.num_dst = vertex_t(rows);
+      group.first_chunk = c;
+      group.end_chunk = end;
+      if (end == c + 1) {
+        group.dst_keys = first.dst_keys;
+        group.tail_block_first = first.tail_block_first;
+      } else if (rows > 0) {
+        const auto keys = plan.new_to_old.begin() + first.dst_begin;
+        group.dst_keys = s.device->upload(
+            std::vector<vertex_t>(keys, keys + rows),
+            cat("row group of chunks ", c, "..", end - 1, " on device ", p, ": destination keys"));
+        merged += end - c;
+      }
+      s.row_groups.push_back(group);
+      c = end;
+    }
+    most = std::max(most, s.row_groups.size());
+  }
+  for (DeviceState& s : dev) s.row_groups.resize(most);  // empty groups: batches with no rows
+  log_debug("layer 0's backward pass by rows: ", most, " batches for ", C, " chunks a device (",
+            merged, " chunks merged into groups)");
 }
 
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,

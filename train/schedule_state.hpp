@@ -42,6 +42,9 @@ struct DeviceChunk {
   // first time (a one-chunk device): the block is rows [tail_block_first, + num_dst) of the tail
   // buffer, read in place (Schedule::Impl::tail_block()); -1 otherwise.
   std::int64_t tail_block_first = -1;
+  // A row group (DeviceState::row_groups): the chunks [first_chunk, end_chunk) whose
+  // destinations it spans, each at its own offset from view_dst_begin; 0, 0 for a chunk.
+  int first_chunk = 0, end_chunk = 0;
   // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
   // into its dX (cross-device order: wait_peer).
   std::vector<int> pulled_by, pushed_by;
@@ -163,6 +166,11 @@ struct DeviceState {
   int scores_pass = -1;
   bool scores_stale = true;
   std::vector<DeviceChunk> chunks;
+  // The batches of a pass by rows (Schedule::Impl::runs_by_rows()): consecutive chunks merged
+  // while their destinations fit the largest chunk's rows, which every block buffer holds; only
+  // the destination range, its dropout keys and the member chunks are set. Padded with empty
+  // groups to the most any device has; empty where no pass runs by rows.
+  std::vector<DeviceChunk> row_groups;
   // Layer 0's aggregation of the features without dropout, one row per vertex (one partition),
   // written by the first evaluation and read by the later ones (EvaluationCache); empty when
   // not kept.

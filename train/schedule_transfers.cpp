@@ -23,7 +23,7 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
   const bool load_inputs = steps.load_inputs;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
-    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    DeviceChunk& ch = batch(s, c);
     Device& d = *s.device;
     // New rows overwrite X only after the peers' pulls of the previous batch read it (batch 0:
     // the previous pass's last batch, where no drain ordered them, join_lanes()).
@@ -69,7 +69,7 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     d.mark(kLoaded);
   }
   prefetch(layer, c + 1, steps);
-  if (c + 1 == C) prefetch_next_head();
+  if (c + 1 == batches()) prefetch_next_head();
   phase_boundary();
 }
 
@@ -77,10 +77,10 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
 // cached A^l blocks into its block set, and the arrays its sparse products read of its CSR. Reads
 // only host matrices complete since the last layer boundary.
 void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& steps) {
-  if (c >= C) return;
+  if (c >= batches()) return;
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
-    DeviceChunk& ch = s.chunks[std::size_t(c)];
+    DeviceChunk& ch = batch(s, c);
     Device& d = *s.device;
     // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
     const bool prefetched = c == 0 && s.head.prefetched;
@@ -232,12 +232,23 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
                                  BlockSet& set, BlockRows rows) {
   Device& d = *s.device;
   if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set);
-  if (layer.index == 0 && s.keep_tail && ch.tail_src.size > 0 && tail_block(s, ch, layer).empty()) {
-    const Mat kept = tail_rows(s), dst = gradient_block(s, ch, layer, set).col_block(0, kept.cols);
-    const std::int64_t n = ch.tail_src.size, a = ch.tail_assign;
-    d.copy_rows(kept, part(ch.tail_src, 0, a), part(ch.tail_dst, 0, a), dst, kCopyOver);
-    d.copy_rows(kept, part(ch.tail_src, a, n), part(ch.tail_dst, a, n), dst, kAddInto);
-    d.round_rows_to_host_precision(dst, part(ch.tail_dst, a, n), options.host_precision);
+  if (layer.index != 0 || !s.keep_tail || !tail_block(s, ch, layer).empty()) return;
+  const Mat kept = tail_rows(s), block = gradient_block(s, ch, layer, set).col_block(0, kept.cols);
+  // Each chunk's tail rows into its rows of the block (a row group's: at the chunk's offset).
+  const auto add_tail = [&](const DeviceChunk& chunk, Mat dst) {
+    const std::int64_t n = chunk.tail_src.size, a = chunk.tail_assign;
+    if (n == 0) return;
+    d.copy_rows(kept, part(chunk.tail_src, 0, a), part(chunk.tail_dst, 0, a), dst, kCopyOver);
+    d.copy_rows(kept, part(chunk.tail_src, a, n), part(chunk.tail_dst, a, n), dst, kAddInto);
+    d.round_rows_to_host_precision(dst, part(chunk.tail_dst, a, n), options.host_precision);
+  };
+  if (ch.end_chunk == ch.first_chunk) {
+    add_tail(ch, block);
+    return;
+  }
+  for (int m = ch.first_chunk; m < ch.end_chunk; ++m) {
+    const DeviceChunk& member = s.chunks[std::size_t(m)];
+    add_tail(member, block.row_block(member.view_dst_begin - ch.view_dst_begin, member.num_dst));
   }
 }
 
@@ -272,7 +283,7 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
     LaneScope lane(d, Lane::kTransfer);
     d.wait(kLeaveFree);
     d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
-    load_host_blocks(s, s.chunks[0], below, s.sets[0]);
+    load_host_blocks(s, first_backward_batch(s, below), below, s.sets[0]);
     s.first_blocks_preloaded = true;
     d.phase_end(Phase::kLoad);
   }

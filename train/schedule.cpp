@@ -145,6 +145,7 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   for (int c = 0; c < batches(); ++c) {
     const double issued = host_issues ? now_seconds() : 0;
     load_phase(layer, c, steps);
+    if (fused && c == 0) preload_aggregation_blocks(layer);
     if (fused && c + 1 == C) preload_next_blocks(layer);
     if (steps.load_inputs) pull_phase(layer, c);
     compute_phase(layer, c, kind);
@@ -161,7 +162,10 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
     end_pass();
   if (fused && gat()) swap_last_layer_attention();
   if (!fused)
-    for (auto& s : dev) s.first_blocks_preloaded = false;
+    for (auto& s : dev) {
+      s.first_blocks_preloaded = false;
+      s.aggregation_preloaded = 0;
+    }
 }
 
 // Adds each phase's device time to `per_device` and the slowest device's to `times`, and the

@@ -46,9 +46,13 @@ struct BatchSteps {
 // pass writes, or rows complete in host memory.
 enum class NextInputs { kWrittenByThisPass, kComplete };
 
-// Whether a backward block set's host rows still have to load or are there already
-// (Schedule::Impl::preload_next_blocks()).
-enum class BlockRows { kFromHost, kPreloaded };
+// Which of a backward block set's host rows still have to load: all of them; none (the pass
+// before loaded them, Schedule::Impl::preload_next_blocks()); or the G^{l+1} rows, the A^l rows
+// being there already (Schedule::Impl::preload_aggregation_blocks()).
+enum class BlockRows { kFromHost, kPreloaded, kGradientOnly };
+
+// Which host blocks of a backward batch a load copies: G^{l+1} and A^l, or only one of them.
+enum class HostBlocks { kAll, kGradient, kAggregation };
 
 // What a backward pass reads of a layer's forward rows
 // (Schedule::Impl::transform_outputs_backward): the pre-activation Z computed again, the outputs
@@ -62,6 +66,7 @@ struct DeviceSizes;  // schedule_setup.cpp
 struct Schedule::Impl {
   using BatchSteps = schedule_detail::BatchSteps;
   using BlockRows = schedule_detail::BlockRows;
+  using HostBlocks = schedule_detail::HostBlocks;
   using OutputRows = schedule_detail::OutputRows;
   using BlockSet = schedule_detail::BlockSet;
   using ChunkLists = schedule_detail::ChunkLists;
@@ -237,9 +242,12 @@ struct Schedule::Impl {
   DeviceChunk& batch(DeviceState& s, int c) {
     return by_rows ? s.row_groups[std::size_t(c)] : s.chunks[std::size_t(c)];
   }
-  // The first batch of the backward pass of `layer` (the next pass, from the pass before it).
-  DeviceChunk& first_backward_batch(DeviceState& s, const LayerSpec& layer) {
-    return runs_by_rows(layer) ? s.row_groups.front() : s.chunks.front();
+  // Batch c of the backward pass of `layer` (the next pass, from the pass before it).
+  DeviceChunk& backward_batch(DeviceState& s, const LayerSpec& layer, int c) {
+    return runs_by_rows(layer) ? s.row_groups[std::size_t(c)] : s.chunks[std::size_t(c)];
+  }
+  int backward_batches(const LayerSpec& layer) const {
+    return runs_by_rows(layer) ? int(dev.front().row_groups.size()) : C;
   }
   // Width of a layer's input rows in host memory (H[l]) and in loads: T rows are padded to 16
   // bytes (their pad column stays 0).
@@ -571,8 +579,9 @@ struct Schedule::Impl {
   void load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, BlockSet& set,
                    BlockRows rows);
   void load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
-                        BlockSet& set);
+                        BlockSet& set, HostBlocks which);
   void preload_next_blocks(const LayerSpec& layer);
+  void preload_aggregation_blocks(const LayerSpec& layer);
   void pull_phase(const LayerSpec& layer, int c);
   void store_blocks(int p, int c, const LayerSpec& layer, BlockSet& set, int k);
 

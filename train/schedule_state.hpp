@@ -160,6 +160,9 @@ struct DeviceState {
   // The host rows of the coming backward pass's first chunk blocks are in sets[0]
   // (Schedule::Impl::preload_next_blocks()).
   bool first_blocks_preloaded = false;
+  // The coming backward pass's first batches whose A^l block is in their set already
+  // (Schedule::Impl::preload_aggregation_blocks()).
+  int aggregation_preloaded = 0;
   // GAT source scores: el holds the scores of every merged row's Zm for pass `scores_pass`,
   // kept current by the load and pull phases (scores of the rows they write), unless a
   // transform over the whole region made them stale (gat_layer() then computes every row's).

@@ -116,9 +116,10 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
       d.wait(kComputed + k);
       d.wait(kStored + k);
       d.phase_begin(Phase::kLoad, tag(c));
-      load_blocks(
-          s, ch, layer, s.sets[k],
-          c == 0 && s.first_blocks_preloaded ? BlockRows::kPreloaded : BlockRows::kFromHost);
+      load_blocks(s, ch, layer, s.sets[k],
+                  c == 0 && s.first_blocks_preloaded ? BlockRows::kPreloaded
+                  : c < s.aggregation_preloaded      ? BlockRows::kGradientOnly
+                                                     : BlockRows::kFromHost);
       d.phase_end(Phase::kLoad);
       d.mark(kSetReady + k);
     }
@@ -231,7 +232,8 @@ bool Schedule::Impl::ends_early(const LayerSpec& layer) const {
 void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                  BlockSet& set, BlockRows rows) {
   Device& d = *s.device;
-  if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set);
+  if (rows == BlockRows::kFromHost) load_host_blocks(s, ch, layer, set, HostBlocks::kAll);
+  if (rows == BlockRows::kGradientOnly) load_host_blocks(s, ch, layer, set, HostBlocks::kGradient);
   if (layer.index != 0 || !s.keep_tail || !tail_block(s, ch, layer).empty()) return;
   const Mat kept = tail_rows(s), block = gradient_block(s, ch, layer, set).col_block(0, kept.cols);
   // Each chunk's tail rows into its rows of the block (a row group's: at the chunk's offset).
@@ -256,13 +258,15 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
 // holds it (keeps_a_block()); none of a matrix resident in fp32, which the backward reads in
 // place (gradient_block(), aggregation_block()).
 void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
-                                      BlockSet& set) {
+                                      BlockSet& set, HostBlocks which) {
   Device& d = *s.device;
   const HostMat& G = s.vertex.G[std::size_t(layer.index) + 1];
-  if (resident_rows(G, ch).empty() && tail_block(s, ch, layer).empty())
+  if (which != HostBlocks::kAggregation && resident_rows(G, ch).empty() &&
+      tail_block(s, ch, layer).empty())
     d.load_block(G, ch.view_dst_begin, gradient_block(s, ch, layer, set));
   const HostMat& A = s.vertex.A[std::size_t(layer.index)];
-  if (!recompute(layer) && !keeps_a_block(layer) && resident_rows(A, ch).empty())
+  if (which != HostBlocks::kGradient && !recompute(layer) && !keeps_a_block(layer) &&
+      resident_rows(A, ch).empty())
     d.load_block(A, ch.view_dst_begin, rows_of(set.A, ch.num_dst, layer.aggregate_width));
 }
 
@@ -283,9 +287,37 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
     LaneScope lane(d, Lane::kTransfer);
     d.wait(kLeaveFree);
     d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
-    load_host_blocks(s, first_backward_batch(s, below), below, s.sets[0]);
+    load_host_blocks(s, backward_batch(s, below, 0), below, s.sets[0],
+                     s.aggregation_preloaded > 0 ? HostBlocks::kGradient : HostBlocks::kAll);
     s.first_blocks_preloaded = true;
     d.phase_end(Phase::kLoad);
+  }
+}
+
+// The same fused pass, after its first batch's loads: the A^0 rows of layer 0's first batches
+// (one a block set) into their sets, whose A buffers the fused pass leaves alone, so that the
+// backward pass loads only their dT^1 rows. A^0 is complete in host memory once the forward
+// pass's stores are (the transfer lane waits for them); the link has room beside the fused
+// pass's gathers and flushes, and none at the start of the backward pass.
+void Schedule::Impl::preload_aggregation_blocks(const LayerSpec& layer) {
+  const LayerSpec& below = model.layers[0];
+  if (layer.index != 1 || !layer.last || !stores_transform(below) || gat() || recompute(below) ||
+      keeps_a_block(below))
+    return;
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    if (!s.prefetch_blocks) continue;
+    Device& d = *s.device;
+    LaneScope lane(d, Lane::kTransfer);
+    const int count = std::min(s.num_sets, backward_batches(below));
+    for (int k = 0; k < s.num_sets; ++k) d.wait(kStored + k);
+    d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
+    for (int k = 0; k < count; ++k) {
+      const DeviceChunk& ch = backward_batch(s, below, k);
+      if (ch.num_dst > 0) load_host_blocks(s, ch, below, s.sets[k], HostBlocks::kAggregation);
+    }
+    d.phase_end(Phase::kLoad);
+    s.aggregation_preloaded = count;
   }
 }
 

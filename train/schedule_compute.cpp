@@ -518,14 +518,19 @@ void Schedule::Impl::transform_outputs_backward(DeviceState& s, const DeviceChun
   const DropoutKey key = feature_key(next.index);
   transform_input_gradient(d, transform_blocks(s, next, Weights::kParameters), dT, dZ);
   Mat H = rows;
-  if (kind == OutputRows::kKeptOutputs) {
-    d.dropout_relu_backward_from_output(dZ, rows, ch.dst_keys, key);
-  } else if (kind == OutputRows::kHeadOutputs) {
+  if (kind == OutputRows::kHeadOutputs) {
     H = rows_of(s.Z, ch.num_dst, layer.out_width);
     d.dropout_bias_activation_backward(dZ, rows, s.params.data + layer.b_offset, layer.activation,
                                        ch.dst_keys, key, H, head_dots);
   } else {
-    d.dropout_activation_backward(dZ, rows, layer.activation, ch.dst_keys, key);
+    // Row by row, so a row group's rows go by member chunk with each chunk's keys.
+    for (const KeyedRows& k : keyed_rows(s, ch)) {
+      const Mat dz = dZ.row_block(k.first, k.rows), z = rows.row_block(k.first, k.rows);
+      if (kind == OutputRows::kKeptOutputs)
+        d.dropout_relu_backward_from_output(dz, z, k.keys, key);
+      else
+        d.dropout_activation_backward(dz, z, layer.activation, k.keys, key);
+    }
   }
   add_transform_gradient(d, transform_blocks(s, next, Weights::kGradients), H, dT);
 }

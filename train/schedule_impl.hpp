@@ -237,6 +237,21 @@ struct Schedule::Impl {
     return C > 1 && layer.index == 0 && !layer.last && !gat() && !transforms(layer) &&
            !recompute(layer);
   }
+  // A batch's destination rows [first, first + rows) with their dropout keys: a chunk's rows
+  // with its list, a row group's by member chunk.
+  struct KeyedRows {
+    std::int64_t first = 0, rows = 0;
+    Idx keys;
+  };
+  std::vector<KeyedRows> keyed_rows(const DeviceState& s, const DeviceChunk& ch) const {
+    if (ch.end_chunk == ch.first_chunk) return {{0, ch.num_dst, ch.dst_keys}};
+    std::vector<KeyedRows> out;
+    for (int m = ch.first_chunk; m < ch.end_chunk; ++m) {
+      const DeviceChunk& member = s.chunks[std::size_t(m)];
+      out.push_back({member.view_dst_begin - ch.view_dst_begin, member.num_dst, member.dst_keys});
+    }
+    return out;
+  }
   // The running pass's batches: the chunks, or the row groups of a pass by rows.
   int batches() const { return by_rows ? int(dev.front().row_groups.size()) : C; }
   DeviceChunk& batch(DeviceState& s, int c) {

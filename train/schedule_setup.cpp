@@ -374,9 +374,10 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
 
 // Each device's row groups for a pass by rows: runs of consecutive chunks whose destinations
 // fit, together, the rows of its largest chunk (the block buffers' and work buffers' rows). A
-// chunk whose G^1 block is read in place from the kept tail stays a group of its own. A group of
-// several chunks gets its destinations' dropout keys as one list (their dataset ids, as each
-// chunk's); a group of one shares its chunk's.
+// chunk whose G^1 block is read in place from the kept tail stays a group of its own. A group
+// holds no constants of its own: its rows take their dropout keys and kept tail rows from its
+// member chunks (keyed_rows(), load_blocks()), so the device memory stays what the layout and
+// the memory estimate count.
 void Schedule::Impl::build_row_groups() {
   if (!runs_by_rows(model.layers.front())) return;
   std::size_t most = 0;
@@ -406,11 +407,7 @@ void Schedule::Impl::build_row_groups() {
       if (end == c + 1) {
         group.dst_keys = first.dst_keys;
         group.tail_block_first = first.tail_block_first;
-      } else if (rows > 0) {
-        const auto keys = plan.new_to_old.begin() + first.dst_begin;
-        group.dst_keys = s.device->upload(
-            std::vector<vertex_t>(keys, keys + rows),
-            cat("row group of chunks ", c, "..", end - 1, " on device ", p, ": destination keys"));
+      } else {
         merged += end - c;
       }
       s.row_groups.push_back(group);

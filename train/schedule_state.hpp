@@ -171,8 +171,9 @@ struct DeviceState {
   std::vector<DeviceChunk> chunks;
   // The batches of a pass by rows (Schedule::Impl::runs_by_rows()): consecutive chunks merged
   // while their destinations fit the largest chunk's rows, which every block buffer holds; only
-  // the destination range, its dropout keys and the member chunks are set. Padded with empty
-  // groups to the most any device has; empty where no pass runs by rows.
+  // the destination range and the member chunks are set (a group of one chunk also has its
+  // keys). Padded with empty groups to the most any device has; empty where no pass runs by
+  // rows.
   std::vector<DeviceChunk> row_groups;
   // Layer 0's aggregation of the features without dropout, one row per vertex (one partition),
   // written by the first evaluation and read by the later ones (EvaluationCache); empty when

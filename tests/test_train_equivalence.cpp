@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <regex>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -389,31 +388,13 @@ TEST_F(TrainEquivalence, OneChunkPlansPrefetchBlocksIntoTheirOnlySet) {
     }
 }
 
-// The shared random graph with 60 extra in-edges into each of its first 30 vertices: its
-// edge-balanced chunks hold few destinations at the start and many at the end.
-Dataset dataset_with_dense_start() {
-  Dataset d = test::random_dataset(200, 3, 12, 4, 7, test::ReverseEdgesIntoSources::kSkip);
-  std::vector<std::set<vertex_t>> in(std::size_t(d.num_nodes));
-  for (vertex_t v = 0; v < d.num_nodes; ++v)
-    in[std::size_t(v)].insert(d.indices.begin() + d.indptr[v], d.indices.begin() + d.indptr[v + 1]);
-  for (vertex_t v = 0; v < 30; ++v)
-    for (vertex_t k = 0; k < 60; ++k) in[std::size_t(v)].insert((v * 7 + k * 3) % d.num_nodes);
-  d.indptr.assign(1, 0);
-  d.indices.clear();
-  for (const auto& sources : in) {
-    d.indices.insert(d.indices.end(), sources.begin(), sources.end());
-    d.indptr.push_back(edge_t(d.indices.size()));
-  }
-  validate_dataset(d, d.name);
-  return d;
-}
-
 // Layer 0's backward pass of GCN and SAGE (kept aggregation) runs by rows: consecutive small
 // chunks merge into one batch up to the largest chunk's rows, which sluice-train's debug log
 // reports. The numbers stay the reference's, with dropout keyed by each merged destination and
 // layer 1's kept tail rows copied into each member chunk's rows of the merged block.
 TEST_F(TrainEquivalence, LayerZeroBackwardMergesSmallChunksIntoRowGroups) {
-  const Dataset d = dataset_with_dense_start();
+  const Dataset d = test::with_dense_start(
+      test::random_dataset(200, 3, 12, 4, 7, test::ReverseEdgesIntoSources::kSkip), 30, 60);
   constexpr int kEpochs = 4;
   const std::regex groups_line("backward pass by rows: ([0-9]+) batches for ([0-9]+) chunks");
   for (const std::string model : {"gcn", "sage"}) {

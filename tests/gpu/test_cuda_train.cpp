@@ -249,6 +249,60 @@ TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
   EXPECT_NE(cpu.losses.front(), cpu.losses.back());
 }
 
+// Layer 0's backward pass by rows (row groups of small chunks, their dropout keys and kept
+// tail rows by member chunk) on a graph whose first vertices take many more in-edges: its
+// edge-balanced chunks hold few destinations at the start, so consecutive ones merge (checked
+// on the plan: two neighbors fit the largest chunk's rows). GCN and SAGE agree with the CPU
+// backend on one GPU and, when present, two.
+TEST(CudaRowGroups, LayerZeroBackwardAgreesWithTheCpuBackend) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: CPU/CUDA training agreement runs on the GPU "
+                    "machine (scripts/device-test.sh)";
+  const Dataset skewed = test::with_dense_start(
+      test::random_dataset(600, 4, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd), 60, 120);
+  const Plan plan = test::make_plan(
+      skewed,
+      test::plan_options(2, 8).partitioner("range").reorganize(test::Reorganize::kOff).seed(3));
+  // Partition 0 holds the dense start; partition 1's chunks stay groups of one (so two GPUs run
+  // different group counts, the shorter list padded with empty batches).
+  std::vector<int> merging;
+  for (int p = 0; p < plan.partitions; ++p) {
+    std::int64_t largest = 0, smallest_pair = -1;
+    for (int c = 0; c < plan.chunks; ++c)
+      largest = std::max<std::int64_t>(largest, plan.chunk(c, p).num_dst());
+    for (int c = 0; c + 1 < plan.chunks; ++c) {
+      const std::int64_t pair = plan.chunk(c, p).num_dst() + plan.chunk(c + 1, p).num_dst();
+      smallest_pair = smallest_pair < 0 ? pair : std::min(smallest_pair, pair);
+    }
+    if (smallest_pair <= largest) merging.push_back(p);
+  }
+  ASSERT_EQ(merging, std::vector<int>{0});
+  for (const std::string model : {"gcn", "sage"}) {
+    Case c{model, 2, 8, 1, "p2p+reuse"};
+    c.vertex_data = "host";  // the blocks cross the link: the A^0 preload runs too
+    c.layer_zero_order = "aggregate";
+    const TrainResult cpu = train(skewed, plan, CudaTrainAgreement::config(c, "cpu"));
+    for (const int gpus : {1, 2}) {
+      if (!have_gpus(gpus)) {
+        std::printf("[row groups] %d GPUs: not run (%d visible)\n", gpus, cuda::device_count());
+        continue;
+      }
+      SCOPED_TRACE(cat(model, " on ", gpus, " GPUs"));
+      c.gpus = gpus;
+      const TrainResult gpu = train(skewed, plan, CudaTrainAgreement::config(c, "cuda"));
+      ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+      for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+        EXPECT_LE(std::abs(gpu.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance)
+            << "epoch " << e;
+      ASSERT_EQ(gpu.parameters.size(), cpu.parameters.size());
+      for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
+        EXPECT_LE(relative_error(gpu.parameters[i].second, cpu.parameters[i].second), kTolerance)
+            << cpu.parameters[i].first;
+    }
+    EXPECT_NE(cpu.losses.front(), cpu.losses.back());
+  }
+}
+
 // Three-layer GCN and SAGE read their layers' outputs in the backward pass where they are on the
 // GPU (layer 1's kept by the forward, --layer-outputs; layer 0's in the resident H^1,
 // --vertex-data auto) instead of computing them again, and train as recomputing everything from

@@ -50,4 +50,21 @@ Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_
   return d;
 }
 
+Dataset with_dense_start(Dataset d, vertex_t hubs, vertex_t extra) {
+  std::vector<std::set<vertex_t>> in(std::size_t(d.num_nodes));
+  for (vertex_t v = 0; v < d.num_nodes; ++v)
+    in[std::size_t(v)].insert(d.indices.begin() + d.indptr[v], d.indices.begin() + d.indptr[v + 1]);
+  for (vertex_t v = 0; v < hubs && v < d.num_nodes; ++v)
+    for (vertex_t k = 0; k < extra; ++k) in[std::size_t(v)].insert((v * 7 + k * 3) % d.num_nodes);
+  d.indptr.assign(1, 0);
+  d.indices.clear();
+  for (const auto& sources : in) {
+    d.indices.insert(d.indices.end(), sources.begin(), sources.end());
+    d.indptr.push_back(edge_t(d.indices.size()));
+  }
+  d.name += "-dense-start";
+  validate_dataset(d, d.name);
+  return d;
+}
+
 }  // namespace sluice::test

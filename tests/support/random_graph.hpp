@@ -20,4 +20,9 @@ enum class ReverseEdgesIntoSources { kSkip, kAdd };
 Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_t classes,
                        std::uint64_t seed, ReverseEdgesIntoSources reverse_into_sources);
 
+// `d` with `extra` more in-edges into each of its first `hubs` vertices (sources spread over the
+// graph): its edge-balanced chunks then hold few destinations at the start and many at the end,
+// as a skewed real graph's do. Passes validate_dataset.
+Dataset with_dense_start(Dataset d, vertex_t hubs, vertex_t extra);
+
 }  // namespace sluice::test

@@ -33,6 +33,16 @@ using gat_detail::stage_entry_coefficients;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
+// Row-major float matrices as kernel operands: row r starts at data + r * ld.
+struct ConstRowMatrix {
+  const float* __restrict__ data;
+  std::int64_t ld;
+};
+struct RowMatrix {
+  float* __restrict__ data;
+  std::int64_t ld;
+};
+
 // row[4 lane + 128 q .. + 3] for q < kQuads into v[4 q .. 4 q + 3], 0 at and beyond `width` (the
 // row's last word may hold padding columns).
 template <int kQuads>
@@ -374,12 +384,31 @@ struct SourceShares {
 constexpr int kSliceRows = 8;
 constexpr int kMaxInputValues = 8 * 128;
 
+// The rows r < count that a weighted sum reads, with their weights (count x K, ld K) and the map
+// from r to x's rows (null: the identity).
+struct WeightedRows {
+  std::int64_t count;
+  const vertex_t* __restrict__ map;
+  const float* __restrict__ weights;
+  int heads;
+};
+
+// Where the slices' sums go: one slot of K D floats in partials per rows_per_slice rows.
+struct SlicePartials {
+  std::int64_t rows_per_slice;
+  float* __restrict__ partials;
+};
+
 __global__ void __launch_bounds__(32 * kSliceRows)
-    gat_input_weighted_rows_kernel(std::int64_t rows, std::int64_t rows_per_slice,
-                                   const vertex_t* __restrict__ map, const float* __restrict__ x,
-                                   std::int64_t ldx, std::int64_t width,
-                                   const float* __restrict__ weights, int heads,
-                                   float* __restrict__ partials) {
+    gat_input_weighted_rows_kernel(WeightedRows weighted, ConstRowMatrix x_rows, std::int64_t width,
+                                   SlicePartials slices) {
+  const std::int64_t rows = weighted.count, rows_per_slice = slices.rows_per_slice;
+  const vertex_t* __restrict__ map = weighted.map;
+  const float* __restrict__ x = x_rows.data;
+  const std::int64_t ldx = x_rows.ld;
+  const float* __restrict__ weights = weighted.weights;
+  const int heads = weighted.heads;
+  float* __restrict__ partials = slices.partials;
   __shared__ float sums[kSliceRows * kMaxInputValues];
   const std::int64_t values = heads * width;
   float* slot = partials + blockIdx.x * values;
@@ -417,13 +446,25 @@ __global__ void __launch_bounds__(32 * kSliceRows)
   }
 }
 
+// The slots gat_input_weighted_rows_kernel wrote, values = K D floats each: source_slots of the
+// source slices, then row_slots of the destination slices.
+struct PartialSlots {
+  const float* __restrict__ partials;
+  std::int64_t source_slots;
+  std::int64_t row_slots;
+  std::int64_t values;
+};
+
 // sums[j / width, j % width] for j < 2 K D: the first K D values summed over the source slices'
 // slots, the others over the destination slices' (values = K D floats a slot). Block (32,
 // kSliceRows): x over 32 values, y over every kSliceRows-th slot, the y sums added in order.
 __global__ void __launch_bounds__(32 * kSliceRows)
-    gat_input_sums_kernel(const float* __restrict__ partials, std::int64_t source_slots,
-                          std::int64_t row_slots, std::int64_t values, std::int64_t width,
-                          float* __restrict__ sums, std::int64_t ldsums) {
+    gat_input_sums_kernel(PartialSlots slices, RowMatrix sums_out, std::int64_t width) {
+  const float* __restrict__ partials = slices.partials;
+  const std::int64_t source_slots = slices.source_slots, row_slots = slices.row_slots;
+  const std::int64_t values = slices.values;
+  float* __restrict__ sums = sums_out.data;
+  const std::int64_t ldsums = sums_out.ld;
   __shared__ float part[kSliceRows][32];
   const std::int64_t j = blockIdx.x * 32 + threadIdx.x;
   const bool rows_half = j >= values;
@@ -513,16 +554,19 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
   const std::int64_t source_slices = gat_input_slices(a.cols);
   const std::int64_t row_slices = gat_input_slices(a.rows);
   const dim3 slice_block(32, kSliceRows);
+  const ConstRowMatrix x{in.x, in.ldx};
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(source_slices), slice_block, 0, stream>>>(
-      a.cols, (a.cols + source_slices - 1) / source_slices, nullptr, in.x, in.ldx, in.width,
-      scratch.sources, heads, scratch.partials);
+      WeightedRows{a.cols, nullptr, scratch.sources, heads}, x, in.width,
+      SlicePartials{(a.cols + source_slices - 1) / source_slices, scratch.partials});
   SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_weighted_rows_kernel<<<static_cast<unsigned>(row_slices), slice_block, 0, stream>>>(
-      a.rows, (a.rows + row_slices - 1) / row_slices, a.self, in.x, in.ldx, in.width, scratch.rows,
-      heads, scratch.partials + source_slices * values);
+      WeightedRows{a.rows, a.self, scratch.rows, heads}, x, in.width,
+      SlicePartials{(a.rows + row_slices - 1) / row_slices,
+                    scratch.partials + source_slices * values});
   SLUICE_CUDA_LAUNCH_CHECK();
   gat_input_sums_kernel<<<static_cast<unsigned>((2 * values + 31) / 32), slice_block, 0, stream>>>(
-      scratch.partials, source_slices, row_slices, values, in.width, p.sums, p.ldsums);
+      PartialSlots{scratch.partials, source_slices, row_slices, values},
+      RowMatrix{p.sums, p.ldsums}, in.width);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -55,6 +55,19 @@ bool have_gpus(int needed) {
   return cuda_backend_available() && cuda::device_count() >= needed;
 }
 
+// Every epoch's loss and every parameter tensor of the CUDA run within kTolerance of the CPU
+// backend's.
+void expect_agrees_with_cpu(const TrainResult& gpu, const TrainResult& cpu) {
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (std::size_t e = 0; e < cpu.losses.size(); ++e)
+    EXPECT_LE(std::abs(gpu.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance)
+        << "epoch " << e;
+  ASSERT_EQ(gpu.parameters.size(), cpu.parameters.size());
+  for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
+    EXPECT_LE(relative_error(gpu.parameters[i].second, cpu.parameters[i].second), kTolerance)
+        << cpu.parameters[i].first;
+}
+
 enum class Overlap { kOn, kOff };  // transfers overlapped with compute, or in line
 
 // One agreement case: model, plan shape, GPUs, transfer scheme, intermediates, overlap of
@@ -236,15 +249,7 @@ TEST(CudaGatLongRows, TrainingAgreesWithTheCpuBackend) {
     }
     SCOPED_TRACE(cat(gpus, " GPUs"));
     c.gpus = gpus;
-    const TrainResult gpu = train(dense, plan, CudaTrainAgreement::config(c, "cuda"));
-    ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
-    for (std::size_t e = 0; e < cpu.losses.size(); ++e)
-      EXPECT_LE(std::abs(gpu.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance)
-          << "epoch " << e;
-    ASSERT_EQ(gpu.parameters.size(), cpu.parameters.size());
-    for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
-      EXPECT_LE(relative_error(gpu.parameters[i].second, cpu.parameters[i].second), kTolerance)
-          << cpu.parameters[i].first;
+    expect_agrees_with_cpu(train(dense, plan, CudaTrainAgreement::config(c, "cuda")), cpu);
   }
   EXPECT_NE(cpu.losses.front(), cpu.losses.back());
 }
@@ -289,15 +294,7 @@ TEST(CudaRowGroups, LayerZeroBackwardAgreesWithTheCpuBackend) {
       }
       SCOPED_TRACE(cat(model, " on ", gpus, " GPUs"));
       c.gpus = gpus;
-      const TrainResult gpu = train(skewed, plan, CudaTrainAgreement::config(c, "cuda"));
-      ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
-      for (std::size_t e = 0; e < cpu.losses.size(); ++e)
-        EXPECT_LE(std::abs(gpu.losses[e] - cpu.losses[e]) / std::abs(cpu.losses[e]), kTolerance)
-            << "epoch " << e;
-      ASSERT_EQ(gpu.parameters.size(), cpu.parameters.size());
-      for (std::size_t i = 0; i < cpu.parameters.size(); ++i)
-        EXPECT_LE(relative_error(gpu.parameters[i].second, cpu.parameters[i].second), kTolerance)
-            << cpu.parameters[i].first;
+      expect_agrees_with_cpu(train(skewed, plan, CudaTrainAgreement::config(c, "cuda")), cpu);
     }
     EXPECT_NE(cpu.losses.front(), cpu.losses.back());
   }

@@ -518,6 +518,20 @@ struct Schedule::Impl {
   // Layers whose pulls a device may take from its own copy of the remote feature rows
   // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE, GAT attending over its
   // input rows) between partitions.
+  // Whether the pulls of a layer above 0 read the owners' resident input rows (T^l in fp32 in
+  // their memory) in place of their transition buffers: every device has one chunk whose slots
+  // are its rows (DeviceState::loads_in_row_order), and the loads apply no dropout (T rows had it
+  // before the transform). Then a pull waits only for the owner's rows of the pass before, not
+  // for its load, and runs on the transfer lane beside the device's own load (pull_phase()).
+  bool pulls_resident_rows(const LayerSpec& layer) const {
+    if (layer.index == 0 || P == 1 || gat() || !pretransformed(layer) ||
+        options.comm == CommMode::kBaseline)
+      return false;
+    return std::all_of(dev.begin(), dev.end(), [&](const DeviceState& s) {
+      return s.loads_in_row_order &&
+             !resident_rows(s.vertex.H[std::size_t(layer.index)], s.chunks[0]).empty();
+    });
+  }
   bool pulls_features(const LayerSpec& layer) const {
     return layer.index == 0 && P > 1 && options.comm != CommMode::kBaseline &&
            (!transforms(layer) || attends_inputs(layer));

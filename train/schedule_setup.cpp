@@ -837,6 +837,12 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ch.num_dst = cp.num_dst();
     ch.nnz = cp.num_entries();
     ch.leave_store_count = std::int64_t(li.leave_store_count);
+    if (C == 1) {
+      s.loads_in_row_order = li.load_rows.size() == li.load_vertices.size();
+      for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
+        s.loads_in_row_order =
+            std::int64_t(li.load_rows[i]) == std::int64_t(li.load_vertices[i]) - s.vertex.first_row;
+    }
     const std::string where = cat("chunk (", c, ",", p, ") ");
     for (; next < buffers.size() && buffers[next].chunk == c && per_chunk_constant(buffers[next]);
          ++next) {

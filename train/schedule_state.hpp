@@ -157,6 +157,10 @@ struct DeviceState {
   // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
   // in the flush buffer) for layer 0's G^1 blocks (Schedule::Impl::keeps_tail()).
   bool keep_tail = false;
+  // One chunk whose load list puts each vertex in the transition slot of its own row (slot i
+  // holds the device's vertex i): its slots are rows of its resident vertex matrices too
+  // (Schedule::Impl::pulls_resident_rows()).
+  bool loads_in_row_order = false;
   // The host rows of the coming backward pass's first chunk blocks are in sets[0]
   // (Schedule::Impl::preload_next_blocks()).
   bool first_blocks_preloaded = false;

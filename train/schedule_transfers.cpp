@@ -344,6 +344,26 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
       d.mark(kPulled);
       continue;
     }
+    if (pulls_resident_rows(layer)) {
+      // The owners' T^l is complete since the pass boundary (their compute lanes marked
+      // kLanesJoined after the pass that wrote it, or the host waited for them).
+      {
+        LaneScope lane(d, Lane::kTransfer);
+        for (const auto& pull : pulls)
+          d.wait_peer(*dev[std::size_t(pull.owner)].device, kLanesJoined);
+        d.phase_begin(Phase::kP2p, tag(c));
+        for (const auto& pull : pulls) {
+          DeviceState& owner = dev[std::size_t(pull.owner)];
+          const Mat rows = resident_rows(owner.vertex.H[std::size_t(layer.index)], owner.chunks[0]);
+          d.pull_rows(*owner.device, rows.col_block(0, layer.transform_width), pull.owner_rows,
+                      pull.local_rows, exchanged_rows(s, layer));
+        }
+        d.phase_end(Phase::kP2p);
+        d.mark(kPulled);
+      }
+      d.wait(kPulled);  // the compute lane, before the batch's compute
+      continue;
+    }
     for (const auto& pull : pulls) d.wait_peer(*dev[std::size_t(pull.owner)].device, kLoaded);
     d.phase_begin(Phase::kP2p, tag(c));
     for (const auto& pull : pulls) {

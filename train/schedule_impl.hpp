@@ -515,9 +515,6 @@ struct Schedule::Impl {
   bool reads_own_rows_only() const { return P == 1 || options.comm != CommMode::kBaseline; }
   void place_evaluation_aggregation();
   void place_kept_outputs();
-  // Layers whose pulls a device may take from its own copy of the remote feature rows
-  // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE, GAT attending over its
-  // input rows) between partitions.
   // Whether the pulls of a layer above 0 read the owners' resident input rows (T^l in fp32 in
   // their memory) in place of their transition buffers: every device has one chunk whose slots
   // are its rows (DeviceState::loads_in_row_order), and the loads apply no dropout (T rows had it
@@ -532,6 +529,9 @@ struct Schedule::Impl {
              !resident_rows(s.vertex.H[std::size_t(layer.index)], s.chunks[0]).empty();
     });
   }
+  // Layers whose pulls a device may take from its own copy of the remote feature rows
+  // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE, GAT attending over its
+  // input rows) between partitions.
   bool pulls_features(const LayerSpec& layer) const {
     return layer.index == 0 && P > 1 && options.comm != CommMode::kBaseline &&
            (!transforms(layer) || attends_inputs(layer));

@@ -201,9 +201,9 @@ struct TransferCounters {
   // lived in host memory.
   std::int64_t h2d_csr_bytes = 0, h2d_csr_in_line_bytes = 0;
   std::int64_t d2h_bytes = 0;  // store_block, flush_add_rows, flush_store_rows
-  // Host rows flush_add_rows reads to add into (CUDA: over the link, the GPU adding; the CPU
-  // backend adds in host memory and counts none).
-  std::int64_t h2d_flush_bytes = 0;
+  // The host-row ids that go with flush_add_rows' rows to the CPU threads adding them (CUDA:
+  // those in device memory; the CPU backend counts all).
+  std::int64_t d2h_index_bytes = 0;
   std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows
   std::int64_t resident_bytes = 0;           // the same operations on resident matrices
 };
@@ -331,12 +331,20 @@ class Device {
   // owner_buf[owner_rows[i]] += src[src_rows[i]] atomically, owner_buf on `owner` (P2P push).
   virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
                              Idx owner_rows) = 0;
-  // host[host_rows[i]] += src[src_rows[i]] (gradient flush of leaving rows; host_rows unique).
-  // CUDA: compacted into pinned memory on the GPU, added by CPU threads (by the GPU into a
-  // resident matrix).
+  // host[host_rows[i]] += src[src_rows[i]] for i < host_rows.size, src[i] when src_rows is empty
+  // (gradient flush of leaving rows; host_rows unique). The additions land in host memory later
+  // than the lane's work: work that reads or writes the added rows must follow join_host_adds()
+  // on its lane, or synchronize(). Additions into the same rows land in the order issued.
+  // CUDA: the rows go into pinned staging on the current lane (a DMA copy for compact fp32 rows)
+  // and CPU threads add them off the lanes; into a resident matrix the GPU adds at once. CPU:
+  // a call's additions land at the next call, join_host_adds() or synchronize().
   virtual void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
-  // host[host_rows[i]] = src[src_rows[i]] (first flush of a row: no read of the host row;
-  // host_rows unique). CUDA: written by the GPU straight into mapped host memory.
+  // Work issued later on the current lane starts after every flush_add_rows issued before on
+  // this device has landed in host memory.
+  virtual void join_host_adds() = 0;
+  // host[host_rows[i]] = src[src_rows[i]], src[i] when src_rows is empty (first flush of a row:
+  // no read of the host row; host_rows unique). CUDA: written by the GPU straight into mapped
+  // host memory.
   virtual void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) = 0;
   // dst = src[rows[i]] for i < rows.size (device-local gather into a compact matrix).
   virtual void gather_rows(Mat src, Idx rows, Mat dst) = 0;
@@ -562,7 +570,8 @@ class Backend {
   virtual void synchronize_all() = 0;
   // Orders devices against each other without blocking the host: work queued on any device's
   // compute lane after barrier() starts only after all work queued on every device's compute
-  // lane before it (host functions queued there included; other lanes are ordered by markers).
+  // lane before it (host functions queued there and every flush_add_rows included; other lanes
+  // are ordered by markers).
   // Serves the schedule's phase boundaries (cross-device reads and writes, host matrices written by
   // one device and read by another). Host-visible results (loss sums, predictions) and host writes
   // to memory the devices use still need synchronize_all(). Default: synchronize_all().

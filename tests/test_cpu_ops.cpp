@@ -204,10 +204,16 @@ TEST_F(CpuOps, LoadsStoresAndCountersAreExact) {
   EXPECT_EQ(get(host), (Floats{6, 7, 8, 9, 4, 5, 6, 7, 8, 9}));
   EXPECT_EQ(d.counters().d2h_bytes, 16);
 
-  // host[4] += buf[0], host[1] += buf[3] (unique host rows).
+  // host[4] += buf[0], host[1] += buf[3] (unique host rows). The additions land at the next
+  // flush_add_rows, join_host_adds() or synchronize(), not before (as on CUDA, where CPU threads
+  // add them later): a schedule that reads the rows without the join fails on the CPU too.
+  const Floats before_add = get(host);
   d.flush_add_rows(buf, idx({0, 3}), idx({4, 1}), host);
+  EXPECT_EQ(get(host), before_add);
+  d.join_host_adds();
   EXPECT_EQ(get(host), (Floats{6, 7, 16, 18, 4, 5, 6, 7, 14, 16}));
   EXPECT_EQ(d.counters().d2h_bytes, 32);
+  EXPECT_EQ(d.counters().d2h_index_bytes, 8);  // the added rows' ids
   EXPECT_EQ(d.counters().p2p_bytes, 0);
   // host[2] = buf[2], host[0] = buf[1] (first flushes: stored, the old rows not read).
   d.flush_store_rows(buf, idx({2, 1}), idx({2, 0}), host);
@@ -259,11 +265,13 @@ TEST_F(CpuOps, Bf16HostRowsRoundOnTheWayOutAndWidenOnTheWayIn) {
   EXPECT_EQ(h[6], 0x3f82);
   EXPECT_EQ(h[7], 0x40e0);  // 7
   d.flush_add_rows(src, idx({1, 2}), idx({1, 2}), host);
+  d.synchronize();
   EXPECT_EQ(float_from_bf16(h[2]), 1 + 2 * e7);
   EXPECT_EQ(float_from_bf16(h[3]), 1 + 2 * e7);
   EXPECT_EQ(float_from_bf16(h[4]), 1 + 2 * e7);
   EXPECT_EQ(float_from_bf16(h[5]), -3.140625f);
   EXPECT_EQ(d.counters().d2h_bytes, 8 + 4 + 8);
+  EXPECT_EQ(d.counters().d2h_index_bytes, 8);
   // Rows rounded in place on the device: all of a matrix, or the listed rows; fp32 keeps them.
   Mat m = mat(2, 2, {1 + e8 + e12, 1 + e8, 1 + 3 * e8, 2});
   d.round_to_host_precision(m, HostPrecision::kFp32);

@@ -394,7 +394,7 @@ TransferCounters Schedule::counters() const {
     total.h2d_csr_bytes += c.h2d_csr_bytes;
     total.h2d_csr_in_line_bytes += c.h2d_csr_in_line_bytes;
     total.d2h_bytes += c.d2h_bytes;
-    total.h2d_flush_bytes += c.h2d_flush_bytes;
+    total.d2h_index_bytes += c.d2h_index_bytes;
     total.p2p_rows += c.p2p_rows;
     total.p2p_bytes += c.p2p_bytes;
     total.resident_bytes += c.resident_bytes;

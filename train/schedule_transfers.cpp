@@ -275,8 +275,8 @@ void Schedule::Impl::load_host_blocks(DeviceState& s, const DeviceChunk& ch, con
 // so the backward pass does not start by waiting for them (the fused pass uses only the sets'
 // dZ); chunk 1's blocks load behind chunk 0's compute as usual. G^1 is complete in host memory
 // but for the kept tail once the flushes of the batches before the last are: the transfer lane
-// waits for the last of them (kLeaveFree), and the tail joins the blocks in the backward pass
-// (load_blocks(), BlockRows::kPreloaded).
+// waits for the last of them (kLeaveFree) and for their additions (join_host_adds()), and the
+// tail joins the blocks in the backward pass (load_blocks(), BlockRows::kPreloaded).
 void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
   const LayerSpec& below = model.layers[0];
   if (layer.index != 1 || !layer.last || !stores_transform(below)) return;
@@ -286,6 +286,7 @@ void Schedule::Impl::preload_next_blocks(const LayerSpec& layer) {
     Device& d = *s.device;
     LaneScope lane(d, Lane::kTransfer);
     d.wait(kLeaveFree);
+    d.join_host_adds();
     d.phase_begin(Phase::kLoad, pass_tag_of(PassKind::kBackward, 0));
     load_host_blocks(s, backward_batch(s, below, 0), below, s.sets[0],
                      s.aggregation_preloaded > 0 ? HostBlocks::kGradient : HostBlocks::kAll);
@@ -405,7 +406,8 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
 }
 
 // The end of a pass where passes run through (end_pass()): per device, the compute lane waits
-// for the transfer and store lanes' work so far, and they wait for the compute lane's.
+// for the transfer and store lanes' work so far (the flushes' additions into host memory
+// included), and they wait for the compute lane's.
 void Schedule::Impl::join_lanes() {
   for (DeviceState& s : dev) {
     Device& d = *s.device;
@@ -415,6 +417,7 @@ void Schedule::Impl::join_lanes() {
     }
     {
       LaneScope lane(d, Lane::kStore);
+      d.join_host_adds();
       d.mark(kStoreJoined);
     }
     LaneScope compute(d, Lane::kCompute);
@@ -527,7 +530,8 @@ void Schedule::Impl::flush_leave_buffer(DeviceState& s, const DeviceChunk& ch,
   d.wait(kLeaveReady);
   d.phase_begin(Phase::kFlush, tag(c));
   d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
-  d.flush_add_rows(compact, part(s.iota, stored, n), part(ch.leave_vertices, stored, n), g);
+  d.flush_add_rows(compact.row_block(stored, n - stored), Idx{}, part(ch.leave_vertices, stored, n),
+                   g);
   d.phase_end(Phase::kFlush);
   d.mark(kLeaveFree);
 }

@@ -100,7 +100,7 @@ json transfers_json(const TransferCounters& c) {
               {"h2d_csr_bytes", c.h2d_csr_bytes},
               {"h2d_csr_in_line_bytes", c.h2d_csr_in_line_bytes},
               {"d2h_bytes", c.d2h_bytes},
-              {"h2d_flush_bytes", c.h2d_flush_bytes},
+              {"d2h_index_bytes", c.d2h_index_bytes},
               {"p2p_rows", c.p2p_rows},
               {"p2p_bytes", c.p2p_bytes},
               {"resident_bytes", c.resident_bytes}};

@@ -284,27 +284,45 @@ void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_
   cpu::add_indexed_rows(src, src_rows.data, owner_buf, owner_rows.data, src_rows.size);
 }
 
-void CpuDevice::flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows,
-                           HostMat host, bool add) {
+void CpuDevice::expect_flush(const char* operation, Mat src, Idx src_rows, Idx host_rows,
+                             HostMat host) {
   cpu::expect_index(src_rows, "src_rows");
   cpu::expect_index(host_rows, "host_rows");
-  SLUICE_EXPECTS(src_rows.size == host_rows.size, operation, ": ", src_rows.size, " source rows, ",
-                 host_rows.size, " host rows");
+  if (src_rows.size == 0)  // src's first rows
+    SLUICE_EXPECTS(src.rows >= host_rows.size, operation, ": ", src.rows, " source rows, ",
+                   host_rows.size, " host rows");
+  else
+    SLUICE_EXPECTS(src_rows.size == host_rows.size, operation, ": ", src_rows.size,
+                   " source rows, ", host_rows.size, " host rows");
   SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
-  if (add) {
-    cpu::add_host_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
-  } else {
-    cpu::store_host_rows(src, src_rows.data, host, host_rows.data, src_rows.size);
-  }
-  counters_.d2h_bytes += src_rows.size * src.cols * host.element_bytes();
 }
 
 void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
-  flush_rows("flush_add_rows", src, src_rows, host_rows, host, /*add=*/true);
+  expect_flush("flush_add_rows", src, src_rows, host_rows, host);
+  land_pending_add();  // additions into the same rows land in order
+  const std::int64_t n = host_rows.size;
+  PendingAdd pending{std::vector<float>(static_cast<std::size_t>(n * src.cols)),
+                     std::vector<vertex_t>(host_rows.data, host_rows.data + n), host};
+  cpu::copy_indexed_rows(src, src_rows.data, Mat{pending.rows.data(), n, src.cols, src.cols},
+                         nullptr, n);
+  pending_add_ = std::move(pending);
+  counters_.d2h_bytes += n * src.cols * host.element_bytes();
+  counters_.d2h_index_bytes += n * std::int64_t(sizeof(vertex_t));
 }
 
 void CpuDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
-  flush_rows("flush_store_rows", src, src_rows, host_rows, host, /*add=*/false);
+  expect_flush("flush_store_rows", src, src_rows, host_rows, host);
+  cpu::store_host_rows(src, src_rows.data, host, host_rows.data, host_rows.size);
+  counters_.d2h_bytes += host_rows.size * src.cols * host.element_bytes();
+}
+
+void CpuDevice::land_pending_add() {
+  if (!pending_add_) return;
+  PendingAdd& p = *pending_add_;
+  const std::int64_t n = static_cast<std::int64_t>(p.host_rows.size());
+  const std::int64_t cols = p.host.cols;
+  cpu::add_host_rows(Mat{p.rows.data(), n, cols, cols}, nullptr, p.host, p.host_rows.data(), n);
+  pending_add_.reset();
 }
 
 void CpuDevice::scatter_rows(Mat src, Idx rows, Mat dst) {

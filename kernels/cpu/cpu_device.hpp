@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,7 @@ class CpuDevice final : public Device {
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void join_host_adds() override { land_pending_add(); }
   void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
@@ -143,7 +145,8 @@ class CpuDevice final : public Device {
   void set_time_origin() override;
   void take_phase_times(double seconds[kPhases], std::vector<PhaseRange>* timeline) override;
 
-  void synchronize() override {}
+  // synchronize() lands the held flush_add_rows; synchronize_lane() does not, as on CUDA.
+  void synchronize() override { land_pending_add(); }
   void synchronize_lane(Lane) override {}
 
  private:
@@ -161,9 +164,11 @@ class CpuDevice final : public Device {
   enum class ProductWrite { kStore, kAdd };
   void transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
                           const char* operation);
-  // host[host_rows[i]] (+)= src[src_rows[i]]: flush_add_rows (add) and flush_store_rows.
-  void flush_rows(const char* operation, Mat src, Idx src_rows, Idx host_rows, HostMat host,
-                  bool add);
+  // The argument checks of flush_add_rows and flush_store_rows.
+  static void expect_flush(const char* operation, Mat src, Idx src_rows, Idx host_rows,
+                           HostMat host);
+  // Adds the held flush_add_rows into its host matrix, if one is held.
+  void land_pending_add();
   // owner_buf[owner_rows[i]] += src[src_rows[i]], serialized per owner device.
   void add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows);
 
@@ -176,6 +181,15 @@ class CpuDevice final : public Device {
   std::vector<std::unique_ptr<std::vector<vertex_t>>> index_arrays_;
   std::vector<std::unique_ptr<CpuCsr>> csrs_;
   TransferCounters counters_;
+  // The last flush_add_rows, held until the next one, join_host_adds() or synchronize(): the
+  // CUDA backend's additions land late too, and a schedule that reads a host row before it
+  // joins them then computes wrong numbers here as well, every time.
+  struct PendingAdd {
+    std::vector<float> rows;  // the source rows, compact
+    std::vector<vertex_t> host_rows;
+    HostMat host;
+  };
+  std::optional<PendingAdd> pending_add_;
   double time_origin_ = 0;
   PhaseRange open_[kPhases];  // begin in host seconds until phase_end
   std::vector<PhaseRange> ranges_;

@@ -199,10 +199,12 @@ void CudaBackend::barrier() {
   if (n <= 1) return;  // one in-order stream orders itself
   // Record first on every stream, then wait: each wait sees the record of this barrier (an
   // event's state is captured when cudaStreamWaitEvent is called). A stream waits on events of
-  // other GPUs too (allowed across devices); host functions queued before the record (flush
-  // accumulation, loss copies) are part of what the event covers.
+  // other GPUs too (allowed across devices); host functions queued before the record (loss
+  // copies) and the flushes' additions into host memory are part of what the event covers.
   for (int d = 0; d < n; ++d) {
     DeviceGuard guard(devices_[d]->gpu());
+    LaneScope compute(*devices_[d], Lane::kCompute);
+    devices_[d]->join_host_adds();
     SLUICE_CUDA(cudaEventRecord(barrier_events_[d].get(), devices_[d]->stream()));
   }
   for (int d = 0; d < n; ++d) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/host_adds.hpp"
 #include "kernels/cuda/memory.hpp"
 #include "kernels/cuda/resources.hpp"
 #include "kernels/cuda/row_spmm.hpp"
@@ -76,6 +77,7 @@ class CudaDevice final : public Device {
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
+  void join_host_adds() override;
   void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
@@ -286,6 +288,8 @@ class CudaDevice final : public Device {
   std::unique_ptr<CsrUploadScratch> csr_upload_scratch_;    // freed by finish_setup()
   std::map<const float*, std::int64_t> host_values_bytes_;  // upload_constant()s in host memory
   Scratch staging_, peer_source_;
+  // flush_add_rows into host matrices: CPU threads add the staged rows (made by the first).
+  std::unique_ptr<HostAdds> host_adds_;
   Scratch gat_dalpha_, gat_atilde_, gat_del_, gat_der_;
   Scratch gat_input_partials_;                               // gat_input_backward's per-slice sums
   float* merged_row_scratch(const DeviceCsr& m, int heads);  // gat_del_ (cuda_gat.cpp)

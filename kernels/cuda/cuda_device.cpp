@@ -55,6 +55,7 @@ CudaDevice::~CudaDevice() {
     for (const auto& lane : lanes_) SLUICE_CUDA_NOTHROW(cudaStreamSynchronize(lane.get()));
     SLUICE_CUDA_NOTHROW(cudaSetDevice(previous));
   }
+  host_adds_.reset();  // waits for the additions into host matrices
   if (op_totals_.empty()) return;
   std::vector<std::pair<OpTotal, std::pair<int, std::string>>> rows;
   for (const auto& [key, total] : op_totals_) rows.emplace_back(total, key);
@@ -388,6 +389,7 @@ void CudaDevice::synchronize() {
   finish_setup();
   DeviceGuard guard(gpu_);
   for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
+  if (host_adds_) host_adds_->synchronize();
   deliver_losses();
 }
 

@@ -2,10 +2,14 @@
 // pulls and pushes between logical devices (direct or staged), gradient flushes into host
 // matrices, and the device-local row copies. Host matrices of bf16 elements are read by kernels
 // that widen them (host_rows.hpp) and written by kernels that round on the GPU, so the link
-// carries 2 bytes per element. A matrix made resident (try_make_resident) goes through the same
-// kernels and copies within device memory, without the host-link grid cap.
+// carries 2 bytes per element; a row's repeated flushes are added by CPU threads (HostAdds). A
+// matrix made resident (try_make_resident) goes through the same kernels and copies within
+// device memory, without the host-link grid cap.
+
+#include <omp.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/elementwise.hpp"
@@ -19,11 +23,15 @@ std::int64_t row_bytes(const Mat& m) {
   return m.cols * kFloat;
 }
 
-// The shape checks of flush_add_rows and flush_store_rows.
+// The shape checks of flush_add_rows and flush_store_rows (src_rows empty: src's first rows).
 void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
                          const Idx& host_rows, const HostMat& host) {
-  SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
-                 " device rows but ", host_rows.size, " host rows");
+  if (src_rows.size == 0)
+    SLUICE_EXPECTS(src.rows >= host_rows.size, operation, ": ", src.rows, " device rows but ",
+                   host_rows.size, " host rows");
+  else
+    SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
+                   " device rows but ", host_rows.size, " host rows");
   SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
 }
 
@@ -230,33 +238,41 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
 
 void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
   OpScope op(*this, "flush_add_rows");
-  const std::int64_t n = src_rows.size;
+  const std::int64_t n = host_rows.size;
   expect_flush_shapes("flush_add_rows", src, src_rows, host_rows, host);
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);
-  // The rows are unique: the GPU reads each one (over the link from mapped host memory, or in
-  // device memory where the matrix is resident), adds and writes it back, without atomics, CPU
-  // threads or staging. bf16 as the CPU backend adds: round(host + round(values)).
-  void* target = host_device_pointer(host, 0, host.rows);
-  const unsigned blocks = blocks_for(host, host_link_blocks_);
-  if (host.precision == HostPrecision::kBf16)
-    launch_add_narrowed_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(target), host.ld,
-                             host_rows.data, n, src.cols, cur(), blocks);
-  else
-    launch_add_rows(src.data, src.ld, src_rows.data, static_cast<float*>(target), host.ld,
-                    host_rows.data, n, src.cols, cur(), blocks);
-  const std::int64_t bytes = n * src.cols * host.element_bytes();
   if (host.residence == Residence::kHost) {
-    counters_.h2d_flush_bytes += bytes;
-    counters_.d2h_bytes += bytes;
-  } else {
-    counters_.resident_bytes += bytes;
+    // Written once into pinned staging, added by CPU threads (host_adds.hpp): read back and
+    // added by the GPU, every row would cross the link twice.
+    if (!host_adds_) {
+      // Half the cores a GPU, the rest left to the threads that issue work and run the driver's
+      // callbacks: an addition waits on memory, and more threads spinning beside it made the
+      // epochs slower and less even (kernels/cuda/NOTES.md).
+      const int threads = std::max(1, omp_get_max_threads() / (2 * std::max(1, shared_.used_gpus)));
+      host_adds_ = std::make_unique<HostAdds>(gpu_, threads);
+    }
+    host_adds_->add(src, src_rows, host_rows, host, cur(), host_link_blocks_, counters_);
+    return;
   }
+  // A resident matrix: the GPU adds in device memory (rows unique, no atomics); bf16 as the CPU
+  // backend adds: round(host + round(values)).
+  if (host.precision == HostPrecision::kBf16)
+    launch_add_narrowed_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(host.data),
+                             host.ld, host_rows.data, n, src.cols, cur());
+  else
+    launch_add_rows(src.data, src.ld, src_rows.data, static_cast<float*>(host.data), host.ld,
+                    host_rows.data, n, src.cols, cur());
+  counters_.resident_bytes += n * src.cols * host.element_bytes();
+}
+
+void CudaDevice::join_host_adds() {
+  if (host_adds_) host_adds_->join(cur());
 }
 
 void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
   OpScope op(*this, "flush_store_rows");
-  const std::int64_t n = src_rows.size;
+  const std::int64_t n = host_rows.size;
   expect_flush_shapes("flush_store_rows", src, src_rows, host_rows, host);
   if (n == 0 || src.cols == 0) return;
   DeviceGuard guard(gpu_);

@@ -161,6 +161,7 @@ class PinnedScratch {
  public:
   void* ensure(std::int64_t bytes, cudaStream_t stream);
   void* get() const { return buffer_.get(); }
+  void* device_pointer() const { return buffer_.device_pointer(); }
   std::int64_t bytes() const { return static_cast<std::int64_t>(buffer_.bytes()); }
   bool fits(std::int64_t bytes) const {
     return bytes <= static_cast<std::int64_t>(buffer_.bytes());

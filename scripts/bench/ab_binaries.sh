@@ -84,8 +84,7 @@ if os.path.exists(metrics):
     if epochs:
         t = epochs[-1]["transfers"]
         row["h2d_gb"] = (t["h2d_gather_bytes"] + t["h2d_block_bytes"]) / 1e9
-        row["h2d_flush_gb"] = t.get("h2d_flush_bytes", 0) / 1e9
-        row["d2h_gb"] = t["d2h_bytes"] / 1e9
+        row["d2h_gb"] = (t["d2h_bytes"] + t.get("d2h_index_bytes", 0)) / 1e9
 print(json.dumps(row))
 PY
           tail -n 1 "$out/ab.jsonl"

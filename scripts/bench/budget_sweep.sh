@@ -71,8 +71,8 @@ if os.path.exists(metrics):
         last = records[-1]
         t = last["transfers"]
         row.update(epoch_s=last["seconds"],
-                   link_bytes=t["h2d_gather_bytes"] + t["h2d_block_bytes"] +
-                   t.get("h2d_flush_bytes", 0) + t["d2h_bytes"],
+                   link_bytes=t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
+                   t.get("d2h_index_bytes", 0),
                    resident_bytes=t.get("resident_bytes", 0),
                    peak_gpu_bytes=max(r["peak_device_bytes"] for r in records))
 open(table, "a").write(json.dumps(row) + "\n")

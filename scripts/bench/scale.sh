@@ -66,8 +66,8 @@ if metrics and os.path.exists(metrics):
         epoch = f"{last['seconds']:.2f}"
         gpu = gib(max(r["peak_device_bytes"] for r in records))
         t = last["transfers"]
-        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t.get("h2d_flush_bytes", 0) +
-                 t["d2h_bytes"])
+        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
+                 t.get("d2h_index_bytes", 0))
         link = f"{moved / 1e9:.1f} GB"
 stages = "; ".join(f"{name} {float(s):.1f}"
                    for name, s in re.findall(r"stage ([^:]+?)(?: /\S+)?: ([0-9.e+-]+) s", text)

@@ -69,8 +69,8 @@ def run_stats(run):
     busy = loaded / (phases["load"] * LINK * gpus) if phases["load"] > 0 else 0
     # The link carries both directions at about LINK in total (two lanes on one GPU measured
     # 55.5 GB/s together, docs/benchmarks.md), so the epoch's share of it is:
-    moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t.get("h2d_flush_bytes", 0) +
-             t["d2h_bytes"])
+    moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
+             t.get("d2h_index_bytes", 0))
     epoch_busy = moved / (seconds * LINK * gpus) if seconds > 0 else 0
     report = run.get("report", {})
     # Evaluations after the first epoch's (which fills the evaluation cache): EVAL_EVERY=1.
@@ -105,9 +105,8 @@ def trace_lines(runs, stats, folder):
             lines.append(f"- {r['name']}: trace not read ({e})")
             continue
         t = s["t"]
-        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t.get("h2d_flush_bytes", 0) +
-                 t["d2h_bytes"]) / max(
-            1, r["gpus"])
+        moved = (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
+                 t.get("d2h_index_bytes", 0)) / max(1, r["gpus"])
         parts = []
         for d in summary["devices"]:
             busy = d["host_link_busy_ms"]
@@ -157,7 +156,7 @@ def main():
 
     out.append("| dataset | model | GPUs | P x C | comm | cap | s/epoch | evaluation (÷ epoch) "
                "| load | p2p | compute | "
-               "store | flush | optimizer | H2D GB/epoch (gather + block + flush reads) | P2P GB/epoch "
+               "store | flush | optimizer | H2D GB/epoch (gather + block) | P2P GB/epoch "
                "| D2H GB/epoch | host link busy in load | host link busy over the epoch "
                "| peak GPU GiB | 2 GPUs vs 1 | PyG (1 GPU) s/epoch ÷ ours |")
     out.append("|" + "---|" * 22)
@@ -196,9 +195,9 @@ def main():
             f"| {fmt_s(s['seconds'])} | {evaluation} | {fmt_s(p['load'])} | {fmt_s(p['p2p'])} "
             f"| {fmt_s(p['compute'])} | {fmt_s(p['store'])} | {fmt_s(p['flush'])} "
             f"| {fmt_s(p['optimizer'])} "
-            f"| {gb(t['h2d_gather_bytes'])} + {gb(t['h2d_block_bytes'])} + "
-            f"{gb(t.get('h2d_flush_bytes', 0))} | {gb(t['p2p_bytes'])} "
-            f"| {gb(t['d2h_bytes'])} | {100 * s['busy']:.0f}% | {100 * s['epoch_busy']:.0f}% "
+            f"| {gb(t['h2d_gather_bytes'])} + {gb(t['h2d_block_bytes'])} | {gb(t['p2p_bytes'])} "
+            f"| {gb(t['d2h_bytes'] + t.get('d2h_index_bytes', 0))} "
+            f"| {100 * s['busy']:.0f}% | {100 * s['epoch_busy']:.0f}% "
             f"| {s['peak'] / 2**30:.2f} "
             f"| {speed} | {peer} |")
     out.append("")

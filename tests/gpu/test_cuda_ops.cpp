@@ -340,6 +340,7 @@ TEST_F(CudaOps, ResidentMatricesTakeTheSameTransfersAsHostOnes) {
         dev().flush_store_rows(d, src_rows, dst_rows, m);
         dev().flush_add_rows(d, dst_rows, src_rows, m);
         dev().flush_add_rows(d, src_rows, src_rows, m);
+        dev().join_host_adds();  // the loads below read added rows
         const Mat block = dev().alloc(25, cols, "block");
         dev().load_block(m, 28, block);
         const Mat gathered = dev().alloc(std::int64_t(picked.size()), cols, "gathered");
@@ -366,8 +367,10 @@ TEST_F(CudaOps, ResidentMatricesTakeTheSameTransfersAsHostOnes) {
       EXPECT_EQ(on_host.h2d_gather_bytes, std::int64_t(picked.size()) * cols * element);
       EXPECT_EQ(on_host.h2d_block_bytes, 25 * cols * element);
       EXPECT_EQ(on_host.d2h_bytes, (10 + 3 * 12) * cols * element);
+      // The two additions into the host matrix copy their host rows' ids (device memory).
+      EXPECT_EQ(on_host.d2h_index_bytes, 2 * 12 * std::int64_t(sizeof(vertex_t)));
       EXPECT_EQ(resident.h2d_gather_rows + resident.h2d_gather_bytes + resident.h2d_block_bytes +
-                    resident.d2h_bytes,
+                    resident.d2h_bytes + resident.d2h_index_bytes,
                 0);
       EXPECT_EQ(resident.resident_bytes,
                 on_host.h2d_gather_bytes + on_host.h2d_block_bytes + on_host.d2h_bytes);
@@ -520,35 +523,63 @@ TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
   EXPECT_EQ(log_of(false).find("op times"), std::string::npos);
 }
 
-// The GPU reads each flushed row back over the link, adds and writes it: 16-byte words at width
-// 48, the scalar path at the odd width 33; a second flush of the same rows adds again.
-TEST_F(CudaOps, FlushAddRowsAddsIntoHostMatrix) {
-  const std::int64_t rows = 1000;
+// flush_add_rows into a host matrix: the GPU stages the rows, CPU threads add them. Ten flushes
+// (more than the staging slots) into overlapping rows land in order, bit for bit the sums of a
+// loop in issue order, at widths 33 and 48, with the host rows' ids in device memory and in
+// pinned host memory; the other rows stay as they were. A block load on the transfer lane after
+// join_host_adds() reads the sums with no synchronize() between them (without the join it would
+// read the rows before the additions). The link counts the staged rows and the ids it copied.
+TEST_F(CudaOps, FlushAddRowsLandInOrderBeforeAJoinedLoad) {
+  const std::int64_t rows = 30000, n = 12000;
   for (const std::int64_t cols : {33, 48}) {
     SCOPED_TRACE(cols);
+    dev().synchronize();
     dev().reset_counters();
     const auto [g, initial] = random_host(rows, cols, "gradients");
-    const Host dvals = random_floats(50 * cols, rng_);
-    Mat src = upload(50, cols, dvals);
-    std::vector<vertex_t> src_rows(20), host_rows(20);
-    for (int i = 0; i < 20; ++i) src_rows[i] = 2 * i + 1, host_rows[i] = 37 * i + 5;
-    dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
-    dev().flush_add_rows(src, dev().upload(src_rows, "s"), dev().upload(host_rows, "h"), g);
-    dev().synchronize();
-    std::vector<double> want = to_double(initial);
-    for (int i = 0; i < 20; ++i)
-      for (std::int64_t c = 0; c < cols; ++c)
-        want[host_rows[i] * cols + c] += 2.0 * dvals[src_rows[i] * cols + c];
-    EXPECT_LT(relative_error(Host(g.fp32(), g.fp32() + rows * cols), want), kTolerance);
-    // The other rows stay as they were.
-    for (std::int64_t r = 0; r < rows; ++r) {
-      if (std::find(host_rows.begin(), host_rows.end(), vertex_t(r)) != host_rows.end()) continue;
-      for (std::int64_t c = 0; c < cols; ++c) {
-        ASSERT_EQ(g.fp32()[r * cols + c], initial[r * cols + c]);
+    const Host values = random_floats(std::size_t(n * cols), rng_);
+    const Mat src = upload(n, cols, values);
+    Host want = initial;
+    std::vector<bool> touched(std::size_t(rows), false);
+    std::vector<HostMat> pinned_ids;  // constants: alive until the additions ran
+    for (int f = 0; f < 10; ++f) {
+      std::vector<vertex_t> src_rows(static_cast<std::size_t>(n)), host_rows(src_rows.size());
+      for (std::int64_t i = 0; i < n; ++i) {
+        src_rows[i] = vertex_t((i * 7 + f) % n);  // a permutation: 7 and n are coprime
+        host_rows[i] = vertex_t(2 * i + f);       // unique in a flush, shared across flushes
+      }
+      Idx host_idx = dev().upload(host_rows, "host rows");
+      if (f % 2 == 1) {
+        pinned_ids.push_back(backend_->alloc_host(n, 1, "pinned ids"));
+        std::memcpy(pinned_ids.back().fp32(), host_rows.data(),
+                    host_rows.size() * sizeof(vertex_t));
+        host_idx = Idx{reinterpret_cast<const vertex_t*>(pinned_ids.back().fp32()), n};
+      }
+      dev().flush_add_rows(src, dev().upload(src_rows, "src rows"), host_idx, g);
+      for (std::int64_t i = 0; i < n; ++i) {
+        touched[host_rows[i]] = true;
+        for (std::int64_t c = 0; c < cols; ++c)
+          want[host_rows[i] * g.ld + c] += values[src_rows[i] * cols + c];
       }
     }
-    EXPECT_EQ(dev().counters().d2h_bytes, 2 * 20 * cols * 4);
-    EXPECT_EQ(dev().counters().h2d_flush_bytes, 2 * 20 * cols * 4);
+    Mat loaded = dev().alloc(rows, cols, "loaded");
+    {
+      LaneScope lane(dev(), Lane::kTransfer);
+      dev().join_host_adds();
+      dev().load_block(g, 0, loaded);
+    }
+    dev().synchronize();  // the load ran when the transfer lane reached it
+    const Host got = download(loaded);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(got[r * cols + c], want[r * g.ld + c]) << "row " << r << " column " << c;
+        ASSERT_EQ(g.fp32()[r * g.ld + c], want[r * g.ld + c]);
+        if (!touched[r]) {
+          ASSERT_EQ(g.fp32()[r * g.ld + c], initial[r * g.ld + c]);
+        }
+      }
+    EXPECT_EQ(dev().counters().d2h_bytes, 10 * n * cols * 4);
+    EXPECT_EQ(dev().counters().d2h_index_bytes, 5 * n * 4);  // the ids in device memory
+    EXPECT_EQ(dev().counters().h2d_block_bytes, rows * cols * 4);
   }
 }
 

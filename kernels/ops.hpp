@@ -354,6 +354,11 @@ class Device {
   // scatter_rows then dropout_rows(dst, rows, keys, key) give, in one pass.
   virtual void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys,
                                     const DropoutKey& key) = 0;
+  // Rows arriving in a merged buffer whose gradient twin starts from zero: what
+  // scatter_dropout_rows(src, rows, dst, keys, key) then zero_rows(gradient, rows) give, reading
+  // the index list once (it may lie in host memory).
+  virtual void scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
+                                Mat gradient) = 0;
   // dst[rows[i]] += src_i (device-local scatter-add of a compact matrix; rows may repeat).
   virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
   // dst[dst_rows[i]] = src[src_rows[i]], or += with `add` (device-local; dst_rows unique).

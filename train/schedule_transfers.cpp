@@ -30,6 +30,9 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     if (load_inputs && (c > 0 || runs_through_passes()))
       wait_peers(d, s.chunks[std::size_t(c > 0 ? c : C) - 1].pulled_by, kPulled);
     d.phase_begin(Phase::kLoad, tag(c));
+    // A backward pass that flushes adds into its arrivals' gradient rows: they start at zero.
+    const bool zeroes_arrivals = steps.flush_gradients && !stores_input_gradients();
+    bool arrivals_zeroed = false;
     if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
       // T rows had their dropout before the transform (forward_compute()).
@@ -41,6 +44,10 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
         d.wait(kStageReady);
         if (c == 0 && s.head.pending_in_block) {
           load_head_from_block(s, layer, X, key);
+        } else if (zeroes_arrivals) {
+          d.scatter_arrivals(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X,
+                             ch.load_keys, key, exchanged_gradient(s, layer));
+          arrivals_zeroed = true;
         } else {
           d.scatter_dropout_rows(rows_of(s.stage, ch.load_rows.size, X.cols), ch.load_rows, X,
                                  ch.load_keys, key);
@@ -51,9 +58,9 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
         if (key.rate > 0) d.dropout_rows(X, ch.load_rows, ch.load_keys, key);
       }
     }
-    if (steps.flush_gradients && !stores_input_gradients()) {
+    if (zeroes_arrivals) {
       Mat dX = exchanged_gradient(s, layer);
-      if (ch.load_rows.size > 0) d.zero_rows(dX, ch.load_rows);
+      if (ch.load_rows.size > 0 && !arrivals_zeroed) d.zero_rows(dX, ch.load_rows);
       if (ch.remote_rows.size > 0) d.zero_rows(dX, ch.remote_rows);
     }
     d.phase_end(Phase::kLoad);

@@ -388,6 +388,12 @@ void CpuDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add
   }
 }
 
+void CpuDevice::scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
+                                 Mat gradient) {
+  scatter_dropout_rows(src, rows, dst, keys, key);
+  zero_rows(gradient, rows);
+}
+
 void CpuDevice::zero_rows(Mat m, Idx rows) {
   const std::int64_t n = rows.size;
   cpu::check_indices(rows.data, n, m.rows, "zero_rows");

@@ -87,6 +87,8 @@ class CpuDevice final : public Device {
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) override;
+  void scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
+                        Mat gradient) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void zero_rows(Mat m, Idx rows) override;

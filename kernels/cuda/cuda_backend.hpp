@@ -82,6 +82,8 @@ class CudaDevice final : public Device {
   void gather_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_rows(Mat src, Idx rows, Mat dst) override;
   void scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key) override;
+  void scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
+                        Mat gradient) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
   void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
   void copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, Idx keys,

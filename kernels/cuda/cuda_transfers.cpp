@@ -308,6 +308,20 @@ void CudaDevice::scatter_dropout_rows(Mat src, Idx rows, Mat dst, Idx keys, cons
   move_rows_with_dropout(src, nullptr, rows.data, rows.size, dst, keys, key, cur());
 }
 
+void CudaDevice::scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
+                                  Mat gradient) {
+  OpScope op(*this, "scatter_arrivals");
+  SLUICE_EXPECTS(src.cols == dst.cols && src.rows == rows.size && keys.size == rows.size,
+                 "scatter_arrivals: ", src.rows, " x ", src.cols, " with ", rows.size, " rows and ",
+                 keys.size, " keys into width ", dst.cols);
+  SLUICE_EXPECTS(key.rate >= 0.f && key.rate < 1.f, "dropout rate ", key.rate, " not in [0, 1)");
+  if (rows.size == 0) return;
+  DeviceGuard guard(gpu_);
+  launch_scatter_arrivals(src.data, src.ld, rows.data, dst.data, dst.ld, rows.size, dst.cols,
+                          keys.data, key.seed, key.salt(), key.rate, gradient.data, gradient.ld,
+                          gradient.cols, cur());
+}
+
 void CudaDevice::gather_rows(Mat src, Idx rows, Mat dst) {
   OpScope op(*this, "gather_rows");
   finish_setup();

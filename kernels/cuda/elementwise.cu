@@ -147,6 +147,36 @@ __global__ void scatter_dropout_rows_kernel(const float* __restrict__ src, std::
   }
 }
 
+// scatter_dropout_rows_kernel's rows (src_rows null) and zeros in the same rows of `gradient`.
+template <bool kDropout>
+__global__ void scatter_arrivals_kernel(const float* __restrict__ src, std::int64_t lds,
+                                        const vertex_t* __restrict__ rows, float* dst,
+                                        std::int64_t ldd, std::int64_t n, std::int64_t cols,
+                                        const vertex_t* __restrict__ keys, std::uint64_t seed,
+                                        std::uint64_t salt, float rate, float scale,
+                                        float* gradient, std::int64_t ldg,
+                                        std::int64_t gradient_cols) {
+  const int lane = lane_id();
+  for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
+    const std::int64_t r = static_cast<std::int64_t>(rows[i]);
+    const float* in = src + i * lds;
+    float* o = dst + r * ldd;
+    if constexpr (kDropout) {
+      const std::uint64_t prefix = key_hash_prefix(
+          seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])));
+      for (std::int64_t c = lane; c < cols; c += 32) {
+        const bool keep =
+            hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+        o[c] = keep ? in[c] * scale : 0.f;
+      }
+    } else {
+      for (std::int64_t c = lane; c < cols; c += 32) o[c] = in[c];
+    }
+    float* g = gradient + r * ldg;
+    for (std::int64_t c = lane; c < gradient_cols; c += 32) g[c] = 0.f;
+  }
+}
+
 __global__ void activation_backward_kernel(const float* dout, std::int64_t ldd, const float* value,
                                            std::int64_t ldv, ActivationCode act, float* dz,
                                            std::int64_t ldz, std::int64_t rows, std::int64_t cols) {
@@ -387,6 +417,24 @@ void launch_bias_activation_dropout(const float* z, std::int64_t ldz, const floa
   bias_activation_dropout_kernel<<<detail::blocks_for(rows, detail::kWarpsPerBlock),
                                    detail::kBlockThreads, 0, stream>>>(
       z, ldz, bias, act, out, ldo, rows, cols, keys, seed, salt, rate, 1.f / (1.f - rate));
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_scatter_arrivals(const float* src, std::int64_t lds, const vertex_t* rows, float* dst,
+                             std::int64_t ldd, std::int64_t n, std::int64_t cols,
+                             const vertex_t* keys, std::uint64_t seed, std::uint64_t salt,
+                             float rate, float* gradient, std::int64_t ldg,
+                             std::int64_t gradient_cols, cudaStream_t stream) {
+  if (n <= 0) return;
+  const unsigned blocks = detail::blocks_for(n, detail::kWarpsPerBlock);
+  if (rate > 0.f)
+    scatter_arrivals_kernel<true><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        src, lds, rows, dst, ldd, n, cols, keys, seed, salt, rate, 1.f / (1.f - rate), gradient,
+        ldg, gradient_cols);
+  else
+    scatter_arrivals_kernel<false><<<blocks, detail::kBlockThreads, 0, stream>>>(
+        src, lds, rows, dst, ldd, n, cols, keys, seed, salt, rate, 1.f, gradient, ldg,
+        gradient_cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

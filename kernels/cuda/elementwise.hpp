@@ -71,6 +71,13 @@ void launch_scatter_dropout_rows(const float* src, std::int64_t lds, const verte
                                  std::int64_t n, std::int64_t cols, const vertex_t* keys,
                                  std::uint64_t seed, std::uint64_t salt, float rate,
                                  cudaStream_t stream);
+// dst[rows[i]] = dropout(src[i]) (rate 0: a copy), keyed keys[i], and gradient[rows[i]] = 0
+// (`gradient_cols` wide): a warp per row reads rows[i] once.
+void launch_scatter_arrivals(const float* src, std::int64_t lds, const vertex_t* rows, float* dst,
+                             std::int64_t ldd, std::int64_t n, std::int64_t cols,
+                             const vertex_t* keys, std::uint64_t seed, std::uint64_t salt,
+                             float rate, float* gradient, std::int64_t ldg,
+                             std::int64_t gradient_cols, cudaStream_t stream);
 // The same dh for act = relu from h = dropout(relu(z)) instead of z: relu'(z) read as h > 0.
 void launch_dropout_relu_backward_from_output(float* dh, std::int64_t ldd, const float* h,
                                               std::int64_t ldh, std::int64_t rows,

@@ -990,6 +990,48 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
   }
 }
 
+// scatter_arrivals gives what scatter_dropout_rows then zero_rows of the gradient twin give, bit
+// for bit, with and without dropout, at widths 48 (gradient 48) and 37 (gradient 100, padded
+// rows), the other rows of both untouched, and what the CPU backend gives.
+TEST_F(CudaOps, ScatterArrivalsEqualsScatterThenZero) {
+  const std::int64_t rows = 500, n = 200;
+  std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
+  for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
+  targets.resize(std::size_t(n));
+  const std::vector<vertex_t> keys = test::id_sequence(n, 1000, 3);
+  auto cpu = make_cpu_backend(test::backend_options(1));
+  for (const float rate : {0.f, 0.5f})
+    for (const auto& [cols, gradient_cols] : {std::pair<std::int64_t, std::int64_t>{48, 48},
+                                              std::pair<std::int64_t, std::int64_t>{37, 100}}) {
+      SCOPED_TRACE(cat("rate ", rate, ", width ", cols, ", gradient width ", gradient_cols));
+      const DropoutKey key{42, 3, 1, rate};
+      const Host in = random_floats(std::size_t(n * cols), rng_, -2.f, 2.f);
+      const Host out = random_floats(std::size_t(rows * cols), rng_, -2.f, 2.f);
+      const Host gradient = random_floats(std::size_t(rows * gradient_cols), rng_, -2.f, 2.f);
+      std::vector<Host> outs, gradients;
+      for (Device* d : {&dev(), &dev(), &cpu->device(0)}) {
+        const Mat x = upload(*d, n, cols, in), y = upload(*d, rows, cols, out);
+        const Mat g = upload(*d, rows, gradient_cols, gradient);
+        const Idx t = d->upload(targets, "targets"), k = d->upload(keys, "keys");
+        if (outs.size() == 1) {
+          d->scatter_dropout_rows(x, t, y, k, key);
+          d->zero_rows(g, t);
+        } else {
+          d->scatter_arrivals(x, t, y, k, key, g);
+        }
+        outs.push_back(download_matrix(*d, y));
+        gradients.push_back(download_matrix(*d, g));
+      }
+      EXPECT_EQ(outs[0], outs[1]);
+      EXPECT_EQ(outs[0], outs[2]);
+      EXPECT_EQ(gradients[0], gradients[1]);
+      EXPECT_EQ(gradients[0], gradients[2]);
+      std::int64_t zeroed = 0;
+      for (float v : gradients[0]) zeroed += v == 0.f;
+      EXPECT_EQ(zeroed, n * gradient_cols);
+    }
+}
+
 // The backward of H = dropout(act(O + b)) from GAT's kept head outputs O in one pass equals
 // bias_activation into H, then dropout_activation_backward, bit for bit (and the CPU backend's
 // to rounding); O stays as it was. The head dots it takes on the way are head_dots' bits: fused

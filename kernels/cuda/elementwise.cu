@@ -125,6 +125,20 @@ __global__ void bias_activation_dropout_kernel(const float* z, std::int64_t ldz,
   }
 }
 
+// out[c] = in[c] * scale where dropout_rows_kernel's mask of row key `key` keeps column c, else
+// 0, the warp's lanes over the columns.
+__device__ __forceinline__ void warp_dropout_row(const float* __restrict__ in, float* out,
+                                                 std::int64_t cols, vertex_t key,
+                                                 std::uint64_t seed, std::uint64_t salt, float rate,
+                                                 float scale, int lane) {
+  const std::uint64_t prefix =
+      key_hash_prefix(seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(key)));
+  for (std::int64_t c = lane; c < cols; c += 32) {
+    const bool keep = hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+    out[c] = keep ? in[c] * scale : 0.f;
+  }
+}
+
 // dst[dst_rows[i]] = src[src_rows[i]] (src_rows null: row i) with dropout_rows_kernel's mask
 // (keyed keys[i]): a warp per row.
 __global__ void scatter_dropout_rows_kernel(const float* __restrict__ src, std::int64_t lds,
@@ -135,15 +149,9 @@ __global__ void scatter_dropout_rows_kernel(const float* __restrict__ src, std::
                                             std::uint64_t salt, float rate, float scale) {
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
-    const float* in = detail::indexed_row(src, lds, src_rows, i);
-    float* o = dst + static_cast<std::int64_t>(dst_rows[i]) * ldd;
-    const std::uint64_t prefix = key_hash_prefix(
-        seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])));
-    for (std::int64_t c = lane; c < cols; c += 32) {
-      const bool keep =
-          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
-      o[c] = keep ? in[c] * scale : 0.f;
-    }
+    warp_dropout_row(detail::indexed_row(src, lds, src_rows, i),
+                     dst + static_cast<std::int64_t>(dst_rows[i]) * ldd, cols, keys[i], seed, salt,
+                     rate, scale, lane);
   }
 }
 
@@ -162,13 +170,7 @@ __global__ void scatter_arrivals_kernel(const float* __restrict__ src, std::int6
     const float* in = src + i * lds;
     float* o = dst + r * ldd;
     if constexpr (kDropout) {
-      const std::uint64_t prefix = key_hash_prefix(
-          seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])));
-      for (std::int64_t c = lane; c < cols; c += 32) {
-        const bool keep =
-            hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
-        o[c] = keep ? in[c] * scale : 0.f;
-      }
+      warp_dropout_row(in, o, cols, keys[i], seed, salt, rate, scale, lane);
     } else {
       for (std::int64_t c = lane; c < cols; c += 32) o[c] = in[c];
     }

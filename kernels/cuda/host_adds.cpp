@@ -49,11 +49,12 @@ void CUDART_CB run_addition(void* user) {
     add_rows<float>(*a, [](float y, float x) { return y + x; });
 }
 
-// The host address of `rows` when they lie in pinned host memory (a constant kept there), else
-// null (device memory).
+// The host address of `rows` when they lie in host memory (a constant kept in pinned memory),
+// else null (device memory).
 const vertex_t* host_address(const vertex_t* rows) {
   cudaPointerAttributes attributes{};
   SLUICE_CUDA(cudaPointerGetAttributes(&attributes, rows));
+  if (attributes.type == cudaMemoryTypeUnregistered) return rows;
   if (attributes.type != cudaMemoryTypeHost) return nullptr;
   return static_cast<const vertex_t*>(attributes.hostPointer);
 }

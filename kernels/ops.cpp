@@ -20,6 +20,17 @@ void Device::read_matrix(const HostMat& m, void* out) {
     std::memcpy(to + r * row_bytes, m.at(r, 0), static_cast<std::size_t>(row_bytes));
 }
 
+void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
+                         const Idx& host_rows, const HostMat& host) {
+  if (src_rows.size == 0)
+    SLUICE_EXPECTS(src.rows >= host_rows.size, operation, ": ", src.rows, " source rows, ",
+                   host_rows.size, " host rows");
+  else
+    SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
+                   " source rows, ", host_rows.size, " host rows");
+  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
+}
+
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kLoad:

@@ -236,6 +236,11 @@ struct PhaseRange {
   const char* operation = nullptr;
 };
 
+// The shape checks of Device::flush_add_rows and flush_store_rows, for every backend: as many
+// host rows as source rows (src's first rows when src_rows is empty), and equal widths.
+void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
+                         const Idx& host_rows, const HostMat& host);
+
 // Thrown when an allocation would exceed the device's memory budget.
 class OutOfDeviceMemory : public InputError {
  public:

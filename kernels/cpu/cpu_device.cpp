@@ -288,13 +288,7 @@ void CpuDevice::expect_flush(const char* operation, Mat src, Idx src_rows, Idx h
                              HostMat host) {
   cpu::expect_index(src_rows, "src_rows");
   cpu::expect_index(host_rows, "host_rows");
-  if (src_rows.size == 0)  // src's first rows
-    SLUICE_EXPECTS(src.rows >= host_rows.size, operation, ": ", src.rows, " source rows, ",
-                   host_rows.size, " host rows");
-  else
-    SLUICE_EXPECTS(src_rows.size == host_rows.size, operation, ": ", src_rows.size,
-                   " source rows, ", host_rows.size, " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
+  expect_flush_shapes(operation, src, src_rows, host_rows, host);
 }
 
 void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {

@@ -166,7 +166,8 @@ class CpuDevice final : public Device {
   enum class ProductWrite { kStore, kAdd };
   void transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
                           const char* operation);
-  // The argument checks of flush_add_rows and flush_store_rows.
+  // The argument checks of flush_add_rows and flush_store_rows: the shared shapes
+  // (expect_flush_shapes) and index arrays with data.
   static void expect_flush(const char* operation, Mat src, Idx src_rows, Idx host_rows,
                            HostMat host);
   // Adds the held flush_add_rows into its host matrix, if one is held.

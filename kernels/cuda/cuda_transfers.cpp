@@ -23,18 +23,6 @@ std::int64_t row_bytes(const Mat& m) {
   return m.cols * kFloat;
 }
 
-// The shape checks of flush_add_rows and flush_store_rows (src_rows empty: src's first rows).
-void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
-                         const Idx& host_rows, const HostMat& host) {
-  if (src_rows.size == 0)
-    SLUICE_EXPECTS(src.rows >= host_rows.size, operation, ": ", src.rows, " device rows but ",
-                   host_rows.size, " host rows");
-  else
-    SLUICE_EXPECTS(host_rows.size == src_rows.size, operation, ": ", src_rows.size,
-                   " device rows but ", host_rows.size, " host rows");
-  SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
-}
-
 void expect_rows_fit(const Mat& m, std::int64_t needed_rows, const char* what) {
   SLUICE_EXPECTS(m.rows >= needed_rows, what, " has ", m.rows, " rows, ", needed_rows, " needed");
 }

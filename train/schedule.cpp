@@ -103,16 +103,15 @@ void Schedule::Impl::lay_weights_side_by_side() {
   }
 }
 
-// A forward pass that ends without waiting for its last stores (ends_early()): the next pass
-// orders its host reads after the stores on the devices (prefetch()); the host waits only for
-// the compute and transfer lanes, so the cross-device order at the pass boundary (pulls of the
-// last batch before the owners' next loads) still holds.
+// A forward pass that ends without waiting for its last stores (ends_early(), never in baseline
+// mode): the next pass orders its host reads after the stores on the devices (prefetch()). Each
+// device joins its compute and transfer lanes without the host, as at any pass boundary where
+// passes run through; the next pass's first loads wait for the peers' pulls of the last batch
+// (load_phase()).
 void Schedule::Impl::end_forward_early() {
-  for (DeviceState& s : dev) {
-    s.device->synchronize_lane(Lane::kCompute);
-    s.device->synchronize_lane(Lane::kTransfer);
-    s.stores_running = true;
-  }
+  SLUICE_EXPECTS(runs_through_passes(), "a forward pass ends early only where passes run through");
+  join_lanes(SideLanes::kTransfer);
+  for (DeviceState& s : dev) s.stores_running = true;
 }
 
 // One layer's backward pass, or with kFused the last layer's forward and backward in one pass

@@ -483,11 +483,13 @@ struct Schedule::Impl {
   // load_phase()).
   void end_pass() {
     if (runs_through_passes())
-      join_lanes();
+      join_lanes(SideLanes::kTransferAndStore);
     else
       drain();
   }
-  void join_lanes();
+  // The lanes join_lanes() joins with each device's compute lane.
+  enum class SideLanes { kTransfer, kTransferAndStore };
+  void join_lanes(SideLanes sides);
 
   // ---- Setup (schedule_setup.cpp) ----
 

@@ -413,27 +413,30 @@ void Schedule::Impl::store_blocks(int p, int c, const LayerSpec& layer, BlockSet
 }
 
 // The end of a pass where passes run through (end_pass()): per device, the compute lane waits
-// for the transfer and store lanes' work so far (the flushes' additions into host memory
-// included), and they wait for the compute lane's.
-void Schedule::Impl::join_lanes() {
+// for the transfer lane's work so far and, with SideLanes::kTransferAndStore, the store lane's
+// (the flushes' additions into host memory included), and those lanes wait for the compute
+// lane's. With SideLanes::kTransfer (a forward pass that ends early) the stores run on.
+void Schedule::Impl::join_lanes(SideLanes sides) {
+  const bool store = sides == SideLanes::kTransferAndStore;
   for (DeviceState& s : dev) {
     Device& d = *s.device;
     {
       LaneScope lane(d, Lane::kTransfer);
       d.mark(kLanesJoined);
     }
-    {
+    if (store) {
       LaneScope lane(d, Lane::kStore);
       d.join_host_adds();
       d.mark(kStoreJoined);
     }
     LaneScope compute(d, Lane::kCompute);
     d.wait(kLanesJoined);
-    d.wait(kStoreJoined);
+    if (store) d.wait(kStoreJoined);
     // Re-marked on the compute lane (the waits above took the side lanes' marks as they were):
-    // every lane's work of the pass.
+    // every joined lane's work of the pass.
     d.mark(kLanesJoined);
     for (const Lane side : {Lane::kTransfer, Lane::kStore}) {
+      if (side == Lane::kStore && !store) continue;
       LaneScope lane(d, side);
       d.wait(kLanesJoined);
     }

@@ -768,31 +768,47 @@ TEST_F(CudaOps, TryAllocKeepsTheHeadroom) {
   EXPECT_EQ(d.bytes_in_use(), std::int64_t(40) << 20);
 }
 
-void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
+// Pulls and pushes of `moved` rows of an owner buffer of `rows` x `cols`: the row kernels' word
+// and float paths (cols a multiple of 4 or not), each lane-group width (8, 16 and 32 lanes a
+// row: up to 8, 16 and more words) and, with many rows, more than one tile of ids a warp.
+void pull_push_roundtrip(Backend& backend, std::mt19937& rng, std::int64_t rows, std::int64_t cols,
+                         std::int64_t moved) {
+  SCOPED_TRACE(testing::Message() << rows << " x " << cols << ", " << moved << " rows moved");
   Device& owner = backend.device(0);
   Device& reader = backend.device(1);
-  const std::int64_t rows = 200, cols = 24;
+  const std::int64_t pulled_before = reader.counters().p2p_rows;
   const Host values = random_floats(rows * cols, rng);
   Mat owner_buf = owner.alloc(rows, cols, "owner transition buffer");
   owner.write(values.data(), rows * cols, owner_buf.data);
-  std::vector<vertex_t> owner_rows = {5, 17, 199, 0, 42}, dst_rows = {4, 0, 2, 1, 3};
-  Mat remote = reader.alloc(5, cols, "remote rows");
+  // Distinct owner rows in a random order, into a permutation of the local rows.
+  std::vector<vertex_t> all(static_cast<std::size_t>(rows));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  std::vector<vertex_t> owner_rows(all.begin(), all.begin() + moved), dst_rows(moved);
+  std::iota(dst_rows.begin(), dst_rows.end(), 0);
+  std::shuffle(dst_rows.begin(), dst_rows.end(), rng);
+  Mat remote = reader.alloc(moved, cols, "remote rows");
   owner.synchronize();
   reader.pull_rows(owner, owner_buf, reader.upload(owner_rows, "o"), reader.upload(dst_rows, "d"),
                    remote);
   reader.synchronize();
-  Host got(5 * cols);
-  reader.read(remote.data, 5 * cols, got.data());
-  for (int i = 0; i < 5; ++i)
+  Host got(moved * cols);
+  reader.read(remote.data, moved * cols, got.data());
+  for (std::int64_t i = 0; i < moved; ++i)
     for (std::int64_t c = 0; c < cols; ++c)
       ASSERT_EQ(got[dst_rows[i] * cols + c], values[owner_rows[i] * cols + c]);
-  EXPECT_EQ(reader.counters().p2p_rows, 5);
+  EXPECT_EQ(reader.counters().p2p_rows - pulled_before, moved);
 
-  // Push: repeated owner rows accumulate.
-  const Host grads = random_floats(6 * cols, rng);
-  Mat src = reader.alloc(6, cols, "grads");
-  reader.write(grads.data(), 6 * cols, src.data);
-  std::vector<vertex_t> src_rows = {0, 1, 2, 3, 4, 5}, target_rows = {7, 7, 100, 3, 7, 199};
+  // Push: repeated owner rows accumulate (every third target is row 7).
+  const std::int64_t pushed = moved + 1;
+  const Host grads = random_floats(pushed * cols, rng);
+  Mat src = reader.alloc(pushed, cols, "grads");
+  reader.write(grads.data(), pushed * cols, src.data);
+  std::vector<vertex_t> src_rows(pushed), target_rows(pushed);
+  std::iota(src_rows.begin(), src_rows.end(), 0);
+  std::shuffle(src_rows.begin(), src_rows.end(), rng);
+  for (std::int64_t i = 0; i < pushed; ++i)
+    target_rows[i] = i % 3 == 0 ? 7 : all[std::size_t(i) % all.size()];
   reader.push_add_rows(src, reader.upload(src_rows, "s"), owner, owner_buf,
                        reader.upload(target_rows, "t"));
   reader.synchronize();
@@ -800,15 +816,36 @@ void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
   Host after(rows * cols);
   owner.read(owner_buf.data, rows * cols, after.data());
   std::vector<double> want = to_double(values);
-  for (int i = 0; i < 6; ++i)
-    for (std::int64_t c = 0; c < cols; ++c) want[target_rows[i] * cols + c] += grads[i * cols + c];
+  for (std::int64_t i = 0; i < pushed; ++i)
+    for (std::int64_t c = 0; c < cols; ++c)
+      want[target_rows[i] * cols + c] += grads[src_rows[i] * cols + c];
   EXPECT_LT(relative_error(after, want), kTolerance);
-  EXPECT_EQ(reader.counters().p2p_rows, 11);
+  EXPECT_EQ(reader.counters().p2p_rows - pulled_before, moved + pushed);
+}
+
+void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
+  pull_push_roundtrip(backend, rng, 200, 24, 5);
 }
 
 TEST_F(CudaOps, PullAndPushBetweenLogicalDevicesOnOneGpu) {
   auto backend = make_backend(2);
   pull_push_roundtrip(*backend, rng_);
+  for (const std::int64_t cols : {23, 48, 64, 150})
+    pull_push_roundtrip(*backend, rng_, 5000, cols, 3000);
+}
+
+// The same across two GPUs: the pulls read the peer's memory over the link, the pushes add into
+// it with system-scope atomics.
+TEST_F(CudaOps, PullAndPushBetweenTwoGpus) {
+  std::unique_ptr<Backend> backend;
+  try {
+    backend = make_cuda_backend(test::backend_options(2).gpus(2));
+  } catch (const InputError& e) {
+    GTEST_SKIP() << "needs two GPUs: " << e.what();
+  }
+  pull_push_roundtrip(*backend, rng_);
+  for (const std::int64_t cols : {23, 48, 64, 150})
+    pull_push_roundtrip(*backend, rng_, 5000, cols, 3000);
 }
 
 // PeerAccess::kOff: the same results through the host-staged path, which stages the owner's

@@ -178,6 +178,12 @@ struct Csr {
 
 enum class Activation { kNone, kRelu, kElu };
 
+// Whether Device::gemm takes an operand as it is or transposed.
+enum class Transpose { kNo, kYes };
+
+// Whether Device::copy_rows overwrites its destination rows or adds into them.
+enum class RowCopy { kOverwrite, kAdd };
+
 // Keys of the counter-based dropout of docs/model-math.md.
 struct DropoutKey {
   std::uint64_t seed = 0;
@@ -366,14 +372,15 @@ class Device {
                                 Mat gradient) = 0;
   // dst[rows[i]] += src_i (device-local scatter-add of a compact matrix; rows may repeat).
   virtual void scatter_add_rows(Mat src, Idx rows, Mat dst) = 0;
-  // dst[dst_rows[i]] = src[src_rows[i]], or += with `add` (device-local; dst_rows unique).
-  virtual void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) = 0;
+  // dst[dst_rows[i]] = src[src_rows[i]], or += with RowCopy::kAdd (device-local; dst_rows
+  // unique).
+  virtual void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy mode) = 0;
   // dst[dst_rows[i]] = src[src_rows[i]] with scatter_dropout_rows' dropout of row i (keyed
   // keys[i]): what copy_rows then dropout_rows(dst, dst_rows, keys, key) give (the default), in
   // one pass where a backend fuses them.
   virtual void copy_dropout_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, Idx keys,
                                  const DropoutKey& key) {
-    copy_rows(src, src_rows, dst_rows, dst, false);
+    copy_rows(src, src_rows, dst_rows, dst, RowCopy::kOverwrite);
     if (key.rate > 0) dropout_rows(dst, dst_rows, keys, key);
   }
   virtual void zero_rows(Mat m, Idx rows) = 0;
@@ -399,8 +406,8 @@ class Device {
   // dx = A^T dy, weighted as spmm: every one of dx's A.cols rows is written (0 where no entry
   // of A lies in its column), so dx needs no zeroing first.
   virtual void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) = 0;
-  // c = alpha * op(a) * op(b) + beta * c.
-  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+  // c = alpha * op_a(a) * op_b(b) + beta * c.
+  virtual void gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta,
                     Mat c) = 0;
   // out = act(z + bias) row-wise (bias: z.cols floats on device, may be null); out may alias z.
   virtual void bias_activation(Mat z, const float* bias, Activation act, Mat out) = 0;

@@ -289,12 +289,13 @@ TEST_F(CpuOps, CopyRowsCopiesOrAddsIndexedRows) {
   Device& d = dev();
   Mat block = mat(3, 2, {-1, -1, -1, -1, 8, 9});
   Mat src = mat(3, 2, {10, 11, 20, 21, 30, 31});
-  d.copy_rows(src, idx({2, 0}), idx({1, 0}), block, false);  // block[1] = src[2], [0] = src[0]
+  d.copy_rows(src, idx({2, 0}), idx({1, 0}), block,
+              RowCopy::kOverwrite);  // block[1] = src[2], [0] = src[0]
   EXPECT_EQ(get(block), (Floats{10, 11, 30, 31, 8, 9}));
-  d.copy_rows(src, idx({1}), idx({2}), block, true);  // block[2] += src[1]
+  d.copy_rows(src, idx({1}), idx({2}), block, RowCopy::kAdd);  // block[2] += src[1]
   EXPECT_EQ(get(block), (Floats{10, 11, 30, 31, 28, 30}));
-  EXPECT_THROW(d.copy_rows(src, idx({1, 2}), idx({0}), block, false), Error);
-  EXPECT_THROW(d.copy_rows(src, idx({3}), idx({0}), block, true), Error);
+  EXPECT_THROW(d.copy_rows(src, idx({1, 2}), idx({0}), block, RowCopy::kOverwrite), Error);
+  EXPECT_THROW(d.copy_rows(src, idx({3}), idx({0}), block, RowCopy::kAdd), Error);
   // Device-local: no host-link or peer bytes.
   EXPECT_EQ(d.counters().h2d_block_bytes, 0);
   EXPECT_EQ(d.counters().d2h_bytes, 0);
@@ -756,7 +757,8 @@ TEST_F(CpuOps, GemmAllTranspositionsOnStridedViews) {
       Mat a = mat(ar, ac + 2, av).col_block(1, ac);
       Mat b = mat(br, bc + 1, bv).col_block(0, bc);
       Mat c = mat(m, n, cv);
-      dev().gemm(ta, tb, 1.5f, a, b, -0.5f, c);
+      dev().gemm(ta ? Transpose::kYes : Transpose::kNo, tb ? Transpose::kYes : Transpose::kNo, 1.5f,
+                 a, b, -0.5f, c);
       Floats expected(std::size_t(m * n));
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -773,7 +775,7 @@ TEST_F(CpuOps, GemmAllTranspositionsOnStridedViews) {
   }
   // Empty inner dimension: c = beta * c.
   Mat c = mat(2, 2, {1, 2, 3, 4});
-  dev().gemm(false, false, 1.f, mat(2, 0, {}), mat(0, 2, {}), 2.f, c);
+  dev().gemm(Transpose::kNo, Transpose::kNo, 1.f, mat(2, 0, {}), mat(0, 2, {}), 2.f, c);
   EXPECT_EQ(get(c), (Floats{2, 4, 6, 8}));
 }
 
@@ -1201,14 +1203,14 @@ TEST_F(CpuOps, OneLayerGcnMatchesTheReference) {
   Idx ids = idx(g.ids);
   d.dropout_rows(x, ids, ids, DropoutKey{12, 4, 0, 0.3f});
   d.spmm(a, values.data, x, agg);
-  d.gemm(false, false, 1.f, agg, w, 0.f, z);
+  d.gemm(Transpose::kNo, Transpose::kNo, 1.f, agg, w, 0.f, z);
   d.bias_activation(z, b.data, Activation::kNone, z);
   Mat dz = d.alloc(n, c, "dZ"), dw = d.alloc(din, c, "dW"), db = d.alloc(1, c, "db");
   double loss = 0;
   std::vector<std::int32_t> labels(g.d.labels.begin(), g.d.labels.end());
   d.softmax_cross_entropy(z, idx(labels), idx(g.mask), 1.f / float(g.d.train.size()), dz,
                           LossOutputs{&loss});
-  d.gemm(true, false, 1.f, agg, dz, 1.f, dw);
+  d.gemm(Transpose::kYes, Transpose::kNo, 1.f, agg, dz, 1.f, dw);
   d.add_column_sums(dz, db.data);
   EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);
   expect_close(get(dw), ref.gradients.get("layer0.W"), "dW");
@@ -1241,7 +1243,7 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
   Idx ids = idx(g.ids);
   const DropoutKey attention{13, 2, 0, 0.25f};
   d.dropout_rows(x, ids, ids, DropoutKey{13, 2, 0, 0.3f});
-  d.gemm(false, false, 1.f, x, w, 0.f, zm);
+  d.gemm(Transpose::kNo, Transpose::kNo, 1.f, x, w, 0.f, zm);
   d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o, false);
   d.head_mean(o, int(K), z);
   d.bias_activation(z, b.data, Activation::kNone, z);
@@ -1256,7 +1258,7 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
   d.head_mean_backward(dz, int(K), d_o);
   d.gat_backward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o, d_o, dzm,
                  dsrc.data, ddst.data);
-  d.gemm(true, false, 1.f, x, dzm, 1.f, dw);
+  d.gemm(Transpose::kYes, Transpose::kNo, 1.f, x, dzm, 1.f, dw);
   EXPECT_NEAR(loss / double(g.d.train.size()), ref.loss, 1e-5);
   expect_close(get(dw), ref.gradients.get("layer0.W"), "dW");
   expect_close(get(db), ref.gradients.get("layer0.b"), "db");

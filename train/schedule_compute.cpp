@@ -15,13 +15,13 @@ namespace {
 
 // The dense products of the layers (Device::gemm with its transposes named).
 void multiply(Device& d, Mat a, Mat b, Mat out) {  // out = a b
-  d.gemm(false, false, 1.f, a, b, 0.f, out);
+  d.gemm(Transpose::kNo, Transpose::kNo, 1.f, a, b, 0.f, out);
 }
 void multiply_by_transpose(Device& d, Mat a, Mat b, Mat out) {  // out = a b^T
-  d.gemm(false, true, 1.f, a, b, 0.f, out);
+  d.gemm(Transpose::kNo, Transpose::kYes, 1.f, a, b, 0.f, out);
 }
 void add_transposed_product(Device& d, Mat a, Mat b, Mat out) {  // out += a^T b
-  d.gemm(true, false, 1.f, a, b, 1.f, out);
+  d.gemm(Transpose::kYes, Transpose::kNo, 1.f, a, b, 1.f, out);
 }
 
 // The products of a transform T = X W^t whose W^t is given as blocks side by side
@@ -34,8 +34,8 @@ void transform(Device& d, const TransformBlocks& w, Mat x, Mat t) {
 void transform_input_gradient(Device& d, const TransformBlocks& w, Mat dt, Mat dx) {
   std::int64_t col = 0;
   for (int i = 0; i < w.count; col += w.block[i].cols, ++i)
-    d.gemm(false, true, 1.f, dt.col_block(col, w.block[i].cols), w.block[i], i == 0 ? 0.f : 1.f,
-           dx);
+    d.gemm(Transpose::kNo, Transpose::kYes, 1.f, dt.col_block(col, w.block[i].cols), w.block[i],
+           i == 0 ? 0.f : 1.f, dx);
 }
 void add_transform_gradient(Device& d, const TransformBlocks& dw, Mat x, Mat dt) {
   std::int64_t col = 0;
@@ -309,7 +309,8 @@ void Schedule::Impl::aggregate_transformed(DeviceState& s, const DeviceChunk& ch
   }
   const std::int64_t F = layer.out_width;
   d.spmm(ch.csr, nullptr, T.col_block(F, F), Z);
-  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z, kAddInto);
+  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z,
+              RowCopy::kAdd);
 }
 
 // Backward of aggregate_transformed() into dZm, which accumulates while its rows stay, as GAT's:
@@ -447,7 +448,7 @@ void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk&
     for (const auto& [row, offset] :
          {std::pair{h, layer.att_src_offset}, std::pair{K + h, layer.att_dst_offset}}) {
       const Mat sum = sums.row_block(row, 1);
-      d.gemm(false, false, 1.f, sum, Wh, 1.f, grad(s, offset + h * F, 1, F));
+      d.gemm(Transpose::kNo, Transpose::kNo, 1.f, sum, Wh, 1.f, grad(s, offset + h * F, 1, F));
       add_transposed_product(d, sum, param(s, offset + h * F, 1, F), dWh);
     }
   }

@@ -207,9 +207,6 @@ struct TransformBlocks {
   int count = 1;
 };
 
-// Device::copy_rows: copy over the destination rows, or add into them.
-constexpr bool kCopyOver = false, kAddInto = true;
-
 // The first `rows` rows and `cols` columns of a buffer.
 inline Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);

@@ -247,8 +247,9 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
   const auto add_tail = [&](const DeviceChunk& chunk, Mat dst) {
     const std::int64_t n = chunk.tail_src.size, a = chunk.tail_assign;
     if (n == 0) return;
-    d.copy_rows(kept, part(chunk.tail_src, 0, a), part(chunk.tail_dst, 0, a), dst, kCopyOver);
-    d.copy_rows(kept, part(chunk.tail_src, a, n), part(chunk.tail_dst, a, n), dst, kAddInto);
+    d.copy_rows(kept, part(chunk.tail_src, 0, a), part(chunk.tail_dst, 0, a), dst,
+                RowCopy::kOverwrite);
+    d.copy_rows(kept, part(chunk.tail_src, a, n), part(chunk.tail_dst, a, n), dst, RowCopy::kAdd);
     d.round_rows_to_host_precision(dst, part(chunk.tail_dst, a, n), options.host_precision);
   };
   if (ch.end_chunk == ch.first_chunk) {

@@ -125,8 +125,8 @@ void CpuDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, P
   }
 }
 
-void CpuDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
-                     Mat c) {
+void CpuDevice::gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta, Mat c) {
+  const bool transpose_a = op_a == Transpose::kYes, transpose_b = op_b == Transpose::kYes;
   const std::int64_t m = transpose_a ? a.cols : a.rows;
   const std::int64_t k = transpose_a ? a.rows : a.cols;
   const std::int64_t kb = transpose_b ? b.cols : b.rows;

@@ -369,13 +369,13 @@ void CpuDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
   cpu::add_indexed_rows(src, nullptr, dst, rows.data, rows.size);
 }
 
-void CpuDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) {
+void CpuDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy mode) {
   cpu::expect_index(src_rows, "src_rows");
   cpu::expect_index(dst_rows, "dst_rows");
   SLUICE_EXPECTS(src_rows.size == dst_rows.size && src.cols == dst.cols,
                  "copy_rows: ", src_rows.size, " source rows of width ", src.cols, " into ",
                  dst_rows.size, " rows of width ", dst.cols);
-  if (add) {
+  if (mode == RowCopy::kAdd) {
     cpu::add_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);
   } else {
     cpu::copy_indexed_rows(src, src_rows.data, dst, dst_rows.data, src_rows.size);

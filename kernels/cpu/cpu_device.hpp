@@ -90,7 +90,7 @@ class CpuDevice final : public Device {
   void scatter_arrivals(Mat src, Idx rows, Mat dst, Idx keys, const DropoutKey& key,
                         Mat gradient) override;
   void scatter_add_rows(Mat src, Idx rows, Mat dst) override;
-  void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) override;
+  void copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy mode) override;
   void zero_rows(Mat m, Idx rows) override;
   void round_to_host_precision(Mat m, HostPrecision precision) override;
   void round_rows_to_host_precision(Mat m, Idx rows, HostPrecision precision) override;
@@ -103,8 +103,7 @@ class CpuDevice final : public Device {
   void spmm(Csr a, const float* values, Mat x, Mat y) override;
   void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
   void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) override;
-  void gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
-            Mat c) override;
+  void gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta, Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
   void bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
                                const DropoutKey& key) override;

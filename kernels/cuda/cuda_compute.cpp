@@ -157,8 +157,9 @@ void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, 
   });
 }
 
-void CudaDevice::gemm(bool transpose_a, bool transpose_b, float alpha, Mat a, Mat b, float beta,
+void CudaDevice::gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta,
                       Mat c) {
+  const bool transpose_a = op_a == Transpose::kYes, transpose_b = op_b == Transpose::kYes;
   OpScope op(*this, transpose_a ? "gemm A^T B" : transpose_b ? "gemm A B^T" : "gemm A B");
   const std::int64_t m = transpose_a ? a.cols : a.rows;
   const std::int64_t k = transpose_a ? a.rows : a.cols;

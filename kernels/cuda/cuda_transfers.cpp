@@ -194,9 +194,10 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
   const bool same_gpu = target.gpu_ == gpu_;
   const bool direct =
       same_gpu ? shared_.direct_peer[gpu_][gpu_] : shared_.peer_atomics[gpu_][target.gpu_];
+  const AtomicScope scope = same_gpu ? AtomicScope::kDevice : AtomicScope::kSystem;
   if (direct) {
     launch_scatter_add_rows(src.data, src.ld, src_rows.data, owner_buf.data, owner_buf.ld,
-                            owner_rows.data, n, cols, /*system_scope=*/!same_gpu, cur());
+                            owner_rows.data, n, cols, scope, cur());
   } else {
     // Compact here, copy values and row indices to the owner's GPU, add there on the owner's
     // stream; the two streams are ordered by events both ways.
@@ -214,8 +215,8 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
       DeviceGuard owner_guard(target.gpu_);
       SLUICE_CUDA(cudaStreamWaitEvent(target.stream(), event_.get(), 0));
       launch_scatter_add_rows(remote.values.as<float>(), cols, nullptr, owner_buf.data,
-                              owner_buf.ld, remote.rows.as<vertex_t>(), n, cols,
-                              /*system_scope=*/!same_gpu, target.stream());
+                              owner_buf.ld, remote.rows.as<vertex_t>(), n, cols, scope,
+                              target.stream());
       SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
     }
     SLUICE_CUDA(cudaStreamWaitEvent(cur(), remote.done.get(), 0));
@@ -326,10 +327,11 @@ void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
   expect_rows_fit(src, rows.size, "scatter_add_rows source");
   DeviceGuard guard(gpu_);
   launch_scatter_add_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size,
-                          dst.cols, false, cur());
+                          dst.cols, AtomicScope::kDevice, cur());
 }
 
-void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool add) {
+void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy mode) {
+  const bool add = mode == RowCopy::kAdd;
   OpScope op(*this, add ? "copy_rows (add)" : "copy_rows");
   SLUICE_EXPECTS(src_rows.size == dst_rows.size && src.cols == dst.cols,
                  "copy_rows: ", src_rows.size, " source rows of width ", src.cols, " into ",
@@ -339,7 +341,7 @@ void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, bool ad
   if (add) {
     // Unique destination rows: each element gets one addition, so the atomics are deterministic.
     launch_scatter_add_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
-                            src_rows.size, dst.cols, false, cur());
+                            src_rows.size, dst.cols, AtomicScope::kDevice, cur());
   } else {
     launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
                        src_rows.size, dst.cols, cur());

@@ -236,10 +236,10 @@ void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t
 
 void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
                              float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
-                             std::int64_t n, std::int64_t cols, bool system_scope,
+                             std::int64_t n, std::int64_t cols, AtomicScope scope,
                              cudaStream_t stream) {
   if (n <= 0 || cols <= 0) return;
-  if (system_scope) {
+  if (scope == AtomicScope::kSystem) {
     scatter_add_rows_kernel<true><<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
         src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
   } else {

@@ -430,13 +430,15 @@ TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {
     const Host src_values = random_floats(src_rows * cols, rng_);
     Mat src = upload(src_rows, cols, src_values);
     const std::vector<vertex_t> from = {29, 2, 7}, to = {1, 19, 0};
-    dev().copy_rows(src, dev().upload(from, "from"), dev().upload(to, "to"), block, false);
+    dev().copy_rows(src, dev().upload(from, "from"), dev().upload(to, "to"), block,
+                    RowCopy::kOverwrite);
     for (std::size_t i = 0; i < from.size(); ++i)
       for (std::int64_t c = 0; c < cols; ++c)
         want[to[i] * cols + c] = src_values[from[i] * cols + c];
     EXPECT_EQ(download(block), want) << cols;
     const std::vector<vertex_t> add_from = {5, 5}, add_to = {3, 19};
-    dev().copy_rows(src, dev().upload(add_from, "from"), dev().upload(add_to, "to"), block, true);
+    dev().copy_rows(src, dev().upload(add_from, "from"), dev().upload(add_to, "to"), block,
+                    RowCopy::kAdd);
     for (std::size_t i = 0; i < add_from.size(); ++i)
       for (std::int64_t c = 0; c < cols; ++c)
         want[add_to[i] * cols + c] += src_values[add_from[i] * cols + c];
@@ -505,11 +507,11 @@ TEST_F(CudaOps, OperationTimesLeaveOutTheWarmUp) {
       Device& d = backend->device(0);
       Mat a = d.alloc(64, 32, "a"), b = d.alloc(32, 16, "b"), c = d.alloc(64, 16, "c");
       double seconds[kPhases] = {};
-      d.gemm(false, false, 1.f, a, b, 0.f, c);  // the warm-up pass sequence
+      d.gemm(Transpose::kNo, Transpose::kNo, 1.f, a, b, 0.f, c);  // the warm-up pass sequence
       d.synchronize();
       d.take_phase_times(seconds, nullptr);
-      for (int i = 0; i < 3; ++i) d.gemm(false, false, 1.f, a, b, 0.f, c);
-      d.gemm(true, false, 1.f, a, c, 0.f, b);
+      for (int i = 0; i < 3; ++i) d.gemm(Transpose::kNo, Transpose::kNo, 1.f, a, b, 0.f, c);
+      d.gemm(Transpose::kYes, Transpose::kNo, 1.f, a, c, 0.f, b);
       d.synchronize();
       d.take_phase_times(seconds, nullptr);
     }
@@ -754,7 +756,7 @@ TEST_F(CudaOps, OperationRangesJoinTheTimeline) {
 TEST_F(CudaOps, ComputeOperationsRefuseOtherLanes) {
   Mat a = upload(4, 4, random_floats(16, rng_));
   LaneScope lane(dev(), Lane::kTransfer);
-  EXPECT_THROW(dev().gemm(false, false, 1.f, a, a, 0.f, a), Error);
+  EXPECT_THROW(dev().gemm(Transpose::kNo, Transpose::kNo, 1.f, a, a, 0.f, a), Error);
 }
 
 TEST_F(CudaOps, TryAllocKeepsTheHeadroom) {
@@ -1002,7 +1004,7 @@ TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
         const Idx targets_idx = d->upload(targets, "targets");
         const float* dbias = upload(*d, 1, cols, bias).data;
         if (op == 4 && parts) {
-          d->copy_rows(in, d->upload(sources, "sources"), targets_idx, out, /*add=*/false);
+          d->copy_rows(in, d->upload(sources, "sources"), targets_idx, out, RowCopy::kOverwrite);
           d->dropout_rows(out, targets_idx, key_rows, key);
         } else if (op == 4) {
           d->copy_dropout_rows(in, d->upload(sources, "sources"), targets_idx, out, key_rows, key);
@@ -1138,7 +1140,8 @@ TEST_F(CudaOps, GemmAllTransposeCombinations) {
       Mat db = tb ? upload(n, k, b) : upload(k, n, b);
       Mat dc = upload(m, n, c0);
       const float alpha = 0.7f, beta = -1.3f;
-      dev().gemm(ta, tb, alpha, da, db, beta, dc);
+      dev().gemm(ta ? Transpose::kYes : Transpose::kNo, tb ? Transpose::kYes : Transpose::kNo,
+                 alpha, da, db, beta, dc);
       std::vector<double> want(m * n);
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -1164,7 +1167,7 @@ TEST_F(CudaOps, WeightGradientGemmOverManyRows) {
   for (const float beta : {0.f, -1.3f}) {
     Mat dc = upload(m, n, c0);
     const float alpha = 0.7f;
-    dev().gemm(true, false, alpha, a_view, db, beta, dc);
+    dev().gemm(Transpose::kYes, Transpose::kNo, alpha, a_view, db, beta, dc);
     std::vector<double> want(m * n);
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
@@ -1182,7 +1185,7 @@ TEST_F(CudaOps, GemmOnStridedViews) {
   Mat a_view = da.col_block(2, 16);  // 20 x 16, ld 30
   Mat b_view = db.col_block(5, 11);  // 16 x 11, ld 40
   Mat c = dev().alloc(20, 11, "c");
-  dev().gemm(false, false, 1.f, a_view, b_view, 0.f, c);
+  dev().gemm(Transpose::kNo, Transpose::kNo, 1.f, a_view, b_view, 0.f, c);
   std::vector<double> want(20 * 11, 0.0);
   for (int i = 0; i < 20; ++i)
     for (int j = 0; j < 11; ++j)
@@ -2462,10 +2465,14 @@ TEST_F(CudaOps, ChunkGemmTimingReport) {
     Mat a256 = d.alloc(nd, 256, "A"), a100 = d.alloc(nd, 100, "A0"), dz47 = d.alloc(nd, 47, "dZ"),
         dz256 = d.alloc(nd, 256, "dZ0"), w = d.alloc(256, 47, "W"), w0 = d.alloc(100, 256, "W0");
     for (Mat x : {a256, a100, dz47, dz256, w, w0}) d.fill(x, 0.01f);
-    const double dw1 = best_ms(d, [&] { d.gemm(true, false, 1.f, a256, dz47, 1.f, w); });
-    const double dw0 = best_ms(d, [&] { d.gemm(true, false, 1.f, a100, dz256, 1.f, w0); });
-    const double da1 = best_ms(d, [&] { d.gemm(false, true, 1.f, dz47, w, 0.f, a256); });
-    const double z1 = best_ms(d, [&] { d.gemm(false, false, 1.f, a256, w, 0.f, dz47); });
+    const double dw1 =
+        best_ms(d, [&] { d.gemm(Transpose::kYes, Transpose::kNo, 1.f, a256, dz47, 1.f, w); });
+    const double dw0 =
+        best_ms(d, [&] { d.gemm(Transpose::kYes, Transpose::kNo, 1.f, a100, dz256, 1.f, w0); });
+    const double da1 =
+        best_ms(d, [&] { d.gemm(Transpose::kNo, Transpose::kYes, 1.f, dz47, w, 0.f, a256); });
+    const double z1 =
+        best_ms(d, [&] { d.gemm(Transpose::kNo, Transpose::kNo, 1.f, a256, w, 0.f, dz47); });
     std::printf(
         "[bench] GEMM nd %lld: dW1 = A(256)^T dZ(47) %.2f ms, dW0 = A(100)^T dZ(256) %.2f ms, "
         "dA = dZ W^T %.2f ms, Z = A W %.2f ms\n",

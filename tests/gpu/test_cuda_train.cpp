@@ -745,7 +745,8 @@ void check_barrier(int gpus) {
   HostMat host = backend->alloc_host(n, cols, "host");
   const int rounds = 4;
   for (int r = 0; r < rounds; ++r) {
-    for (int k = 0; k < 8; ++k) d0.gemm(false, false, 1.f, x, x, 0.f, y);  // delays the fill
+    for (int k = 0; k < 8; ++k)
+      d0.gemm(Transpose::kNo, Transpose::kNo, 1.f, x, x, 0.f, y);  // delays the fill
     d0.fill(a0, float(r + 1));
     backend->barrier();
     d1.pull_rows(d0, a0, rows1, rows1, a1);

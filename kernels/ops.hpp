@@ -184,6 +184,10 @@ enum class Transpose { kNo, kYes };
 // Whether Device::copy_rows overwrites its destination rows or adds into them.
 enum class RowCopy { kOverwrite, kAdd };
 
+// Whether Device::gat_forward and gat_coefficients compute every merged row's source scores el,
+// or take el as it is (the caller kept the rows' scores current with gat_source_scores).
+enum class SourceScores { kCompute, kKept };
+
 // Keys of the counter-based dropout of docs/model-math.md.
 struct DropoutKey {
   std::uint64_t seed = 0;
@@ -460,17 +464,17 @@ class Device {
 
   // ---- GAT (docs/model-math.md); `a` is the chunk CSR whose row i starts with its self entry;
   //      z: a.cols x K*F (transformed merged rows); row_keys: dataset ids of the rows' vertices.
-  // Computes el (a.cols x K; with source_scores_ready it takes el as it is: the caller kept the
+  // Computes el (a.cols x K; with SourceScores::kKept it takes el as it is: the caller kept the
   // rows' scores current with gat_source_scores), er (a.rows x K), alpha (nnz x K, after
   // softmax, BEFORE attention dropout) and out (a.rows x K*F, heads concatenated, using
   // dropped-out alpha when key.rate > 0). Intermediates are caller-owned device matrices.
   virtual void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                            Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                           Mat out, bool source_scores_ready) = 0;
+                           Mat out, SourceScores source_scores) = 0;
   // gat_forward's el, er and alpha alone, bit for bit, without the weighted sums: for a backward
   // pass that kept the layer's head outputs (alpha is before attention dropout, so no key).
   virtual void gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
-                                Mat el, Mat er, Mat alpha, bool source_scores_ready) = 0;
+                                Mat el, Mat er, Mat alpha, SourceScores source_scores) = 0;
   // el[rows[i], h] = z[rows[i], h*F .. h*F+F) . att_src[h*F .. h*F+F): the source scores of the
   // rows of z that changed.
   virtual void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) = 0;

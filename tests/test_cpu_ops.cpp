@@ -968,7 +968,8 @@ void check_gat(Device& d, const DropoutKey& key) {
   d.write(dstv.data(), KF, dst.data);
   Mat el = d.alloc(g.cols, K, "el"), er = d.alloc(g.rows, K, "er");
   Mat alpha = d.alloc(nnz, K, "alpha"), out = d.alloc(g.rows, KF, "out");
-  d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
+  d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out,
+                SourceScores::kCompute);
 
   std::vector<double> z64(zv.begin(), zv.end()), src64(srcv.begin(), srcv.end()),
       dst64(dstv.begin(), dstv.end());
@@ -985,10 +986,12 @@ void check_gat(Device& d, const DropoutKey& key) {
     d.fill(scores, -7.f);
     d.gat_source_scores(z, d.upload(rows, "score rows"), src.data, int(K), scores);
     EXPECT_EQ(get(scores), get(el));
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2, true);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2,
+                  SourceScores::kKept);
     EXPECT_EQ(get(out2), got);
     d.fill(scores, 0.f);
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2, true);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, scores, er2, alpha2, out2,
+                  SourceScores::kKept);
     EXPECT_EQ(get(scores), Floats(std::size_t(g.cols * K), 0.f));
   }
   // gat_coefficients: the forward's el, er and alpha bit for bit, without the weighted sums (a
@@ -997,12 +1000,12 @@ void check_gat(Device& d, const DropoutKey& key) {
     Mat el2 = d.alloc(g.cols, K, "el (coefficients)"), er2 = d.alloc(g.rows, K, "er (coeff.)");
     Mat alpha2 = d.alloc(nnz, K, "alpha (coefficients)");
     d.fill(el2, -7.f);
-    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, false);
+    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, SourceScores::kCompute);
     EXPECT_EQ(get(el2), get(el));
     EXPECT_EQ(get(er2), get(er));
     EXPECT_EQ(get(alpha2), get(alpha));
     d.fill(alpha2, 0.f);
-    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, true);
+    d.gat_coefficients(a, z, src.data, dst.data, int(K), el2, er2, alpha2, SourceScores::kKept);
     EXPECT_EQ(get(alpha2), get(alpha));
   }
   // alpha rows of each head sum to 1 per destination row (before dropout).
@@ -1046,11 +1049,13 @@ void check_gat(Device& d, const DropoutKey& key) {
   for (std::int64_t i = 0; i < g.cols * KF; i += 5) {
     const float saved = z.data[i];
     z.data[i] = saved + hf;
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out,
+                  SourceScores::kCompute);
     Floats o = get(out);
     const double plus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
     z.data[i] = saved - hf;
-    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out, false);
+    d.gat_forward(a, z, src.data, dst.data, int(K), keys, key, el, er, alpha, out,
+                  SourceScores::kCompute);
     o = get(out);
     const double minus = weighted_sum(std::vector<double>(o.begin(), o.end()), weights);
     z.data[i] = saved;
@@ -1103,7 +1108,8 @@ TEST_F(CpuOps, LargeInputsGiveTheSameBitsForAnyThreadCount) {
     d.fill(dx, 0.f);
     d.fill(acc, 0.f);
     Floats att_grads(std::size_t(2 * KF), 0.f), sums(std::size_t(KF), 0.f);
-    d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out, false);
+    d.gat_forward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out,
+                  SourceScores::kCompute);
     d.gat_backward(a, z, src.data, dst.data, int(K), key_idx, key, el, er, alpha, out, dout, dz,
                    att_grads.data(), att_grads.data() + KF);
     d.spmm_transpose_add(a, alpha.data, dout.col_block(0, 1), dx.col_block(0, 1));
@@ -1244,7 +1250,8 @@ TEST_F(CpuOps, OneLayerGatWithTwoHeadsMatchesTheReference) {
   const DropoutKey attention{13, 2, 0, 0.25f};
   d.dropout_rows(x, ids, ids, DropoutKey{13, 2, 0, 0.3f});
   d.gemm(Transpose::kNo, Transpose::kNo, 1.f, x, w, 0.f, zm);
-  d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o, false);
+  d.gat_forward(a, zm, src.data, dst.data, int(K), ids, attention, el, er, alpha, o,
+                SourceScores::kCompute);
   d.head_mean(o, int(K), z);
   d.bias_activation(z, b.data, Activation::kNone, z);
   Mat dz = d.alloc(n, F, "dZ"), d_o = d.alloc(n, K * F, "dO"), dzm = d.alloc(n, K * F, "dZm");

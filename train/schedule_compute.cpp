@@ -329,13 +329,14 @@ void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const Device
   d.scatter_add_rows(dZ, ch.self_columns, dT.col_block(0, F));
 }
 
-// Whether the merged rows' source scores el are current for this pass (the loads and pulls
-// score the rows they write), marking them current: the caller computes every row's otherwise.
-bool Schedule::Impl::take_source_scores(DeviceState& s) {
+// Whether the merged rows' source scores el are current for this pass (kKept: the loads and
+// pulls scored the rows they wrote), marking them current: the caller computes every row's
+// otherwise (kCompute).
+SourceScores Schedule::Impl::take_source_scores(DeviceState& s) {
   const bool ready = s.scores_pass == pass_serial && !s.scores_stale;
   s.scores_pass = pass_serial;
   s.scores_stale = false;
-  return ready;
+  return ready ? SourceScores::kKept : SourceScores::kCompute;
 }
 
 // GAT layer up to the concatenated head outputs: attention over Zm (X W of the owned rows from
@@ -345,12 +346,12 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
   if (attends_inputs(layer)) return gat_input_layer(s, ch, layer, O);
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
-  const bool scores_ready = take_source_scores(s);
+  const SourceScores scores = take_source_scores(s);
   d.gat_forward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
                 rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O,
-                scores_ready);
+                scores);
   return O;
 }
 
@@ -365,11 +366,11 @@ void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& c
   }
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
-  const bool scores_ready = take_source_scores(s);
+  const SourceScores scores = take_source_scores(s);
   d.gat_coefficients(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                      s.params.data + layer.att_dst_offset, layer.heads,
                      rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
-                     rows_of(s.alpha, ch.nnz, layer.heads), scores_ready);
+                     rows_of(s.alpha, ch.nnz, layer.heads), scores);
 }
 
 // GAT's layer 0 attending over its input rows: the scores of the merged rows and the chunk's rows

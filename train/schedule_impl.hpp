@@ -644,7 +644,7 @@ struct Schedule::Impl {
     const std::int64_t sums = layer.heads * layer.in_width;
     return Mat{s.input_sums.data + sums, nd, layer.heads, s.input_sums.ld};
   }
-  bool take_source_scores(DeviceState& s);
+  SourceScores take_source_scores(DeviceState& s);
   void aggregate_transformed(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat Z);
   void aggregate_transformed_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                       Mat dZ);

@@ -122,9 +122,9 @@ class CpuDevice final : public Device {
 
   void gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                    Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
-                   Mat out, bool source_scores_ready) override;
+                   Mat out, SourceScores source_scores) override;
   void gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst, int heads, Mat el,
-                        Mat er, Mat alpha, bool source_scores_ready) override;
+                        Mat er, Mat alpha, SourceScores source_scores) override;
   void gat_source_scores(Mat z, Idx rows, const float* att_src, int heads, Mat el) override;
   void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                     Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,

@@ -77,11 +77,12 @@ float softmax_terms(const CpuCsr& m, edge_t begin, edge_t end, const Mat& el, st
 void gat_attention(const CpuCsr& m, const Mat& z, const float* att_src, const float* att_dst,
                    GatShape shape, const Idx& row_keys, const DropoutKey& attention_key,
                    const Mat& el, const Mat& er, const Mat& alpha, const Mat* out,
-                   bool source_scores_ready) {
+                   SourceScores source_scores) {
   const std::int64_t K = shape.heads, F = shape.width;
+  const std::int64_t scored = source_scores == SourceScores::kKept ? 0 : m.cols;
 
 #pragma omp parallel for schedule(static) if (m.cols * K * F > cpu::kParallelThreshold)
-  for (std::int64_t u = 0; u < (source_scores_ready ? 0 : m.cols); ++u)
+  for (std::int64_t u = 0; u < scored; ++u)
     for (std::int64_t h = 0; h < K; ++h)
       el.data[u * el.ld + h] = dot(z.data + u * z.ld + h * F, att_src + h * F, F);
 
@@ -139,7 +140,7 @@ void CpuDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int hea
 
 void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                            Mat alpha, Mat out, bool source_scores_ready) {
+                            Mat alpha, Mat out, SourceScores source_scores) {
   const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   const GatShape shape = check_gat(m, z, heads, row_keys, el, er, alpha, "gat_forward");
   SLUICE_EXPECTS(out.rows == m.rows && out.cols == shape.heads * shape.width, "gat_forward: out ",
@@ -147,15 +148,15 @@ void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att
   SLUICE_EXPECTS(attention_key.rate >= 0.f && attention_key.rate < 1.f, "attention dropout ",
                  attention_key.rate, " not in [0, 1)");
   gat_attention(m, z, att_src, att_dst, shape, row_keys, attention_key, el, er, alpha, &out,
-                source_scores_ready);
+                source_scores);
 }
 
 void CpuDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
-                                 int heads, Mat el, Mat er, Mat alpha, bool source_scores_ready) {
+                                 int heads, Mat el, Mat er, Mat alpha, SourceScores source_scores) {
   const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   const GatShape shape = check_gat(m, z, heads, el, er, alpha, "gat_coefficients");
   gat_attention(m, z, att_src, att_dst, shape, Idx{}, DropoutKey{}, el, er, alpha, nullptr,
-                source_scores_ready);
+                source_scores);
 }
 
 void CpuDevice::gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,

@@ -63,10 +63,10 @@ std::int64_t checked_head_width(const DeviceCsr& m, Mat z, int heads, Mat el, Ma
 // one read of z gives both, the destination scores of every merged row going to row_scores (m.cols
 // x K of scratch) and from there to the chunk's rows; the same bits as scoring the rows alone.
 void launch_scores(const DeviceCsr& m, Mat z, int heads, std::int64_t width, const float* att_src,
-                   const float* att_dst, Mat el, Mat er, bool source_scores_ready,
+                   const float* att_dst, Mat el, Mat er, SourceScores source_scores,
                    float* row_scores, cudaStream_t stream) {
   const vertex_t* self = m.self.as<vertex_t>();
-  if (source_scores_ready) {
+  if (source_scores == SourceScores::kKept) {
     launch_gat_scores(z.data, z.ld, self, m.rows, heads, width, att_dst, er.data, er.ld, stream);
     return;
   }
@@ -135,7 +135,7 @@ void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int he
 
 void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
-                             Mat alpha, Mat out, bool source_scores_ready) {
+                             Mat alpha, Mat out, SourceScores source_scores) {
   OpScope op(*this, "gat_forward");
   expect_compute_lane("gat_forward");
   finish_setup();
@@ -149,8 +149,9 @@ void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* at
                    " row keys");
   {
     OpScope sub(*this, "gat_forward.scores");
-    launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready,
-                  source_scores_ready ? nullptr : merged_row_scratch(m, heads), cur());
+    launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores,
+                  source_scores == SourceScores::kKept ? nullptr : merged_row_scratch(m, heads),
+                  cur());
   }
   OpScope sub(*this, "gat_forward.aggregate");
   launch_aggregate(m, z, el, er, heads, width, attention_dropout(attention_key, row_keys), alpha,
@@ -164,15 +165,17 @@ float* CudaDevice::merged_row_scratch(const DeviceCsr& m, int heads) {
 }
 
 void CudaDevice::gat_coefficients(Csr a, Mat z, const float* att_src, const float* att_dst,
-                                  int heads, Mat el, Mat er, Mat alpha, bool source_scores_ready) {
+                                  int heads, Mat el, Mat er, Mat alpha,
+                                  SourceScores source_scores) {
   OpScope op(*this, "gat_coefficients");
   expect_compute_lane("gat_coefficients");
   finish_setup();
   DeviceGuard guard(gpu_);
   const DeviceCsr& m = resident_csr(a, CsrAccess::kRows);
   const std::int64_t width = checked_head_width(m, z, heads, el, er, alpha, "gat_coefficients");
-  launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores_ready,
-                source_scores_ready ? nullptr : merged_row_scratch(m, heads), cur());
+  launch_scores(m, z, heads, width, att_src, att_dst, el, er, source_scores,
+                source_scores == SourceScores::kKept ? nullptr : merged_row_scratch(m, heads),
+                cur());
   launch_aggregate(m, z, el, er, heads, width, AttentionDropout{}, alpha, nullptr, 0, cur());
 }
 

@@ -2025,7 +2025,8 @@ void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
   Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
       alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
   Idx keys = d.upload(ref.row_keys, "keys");
-  d.gat_forward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out, false);
+  d.gat_forward(csr, dzm, dasm.data, dadm.data, heads, keys, ref.key, el, er, alpha, out,
+                SourceScores::kCompute);
   std::vector<double> zd = to_double(z), asd = to_double(as), add = to_double(ad);
   std::vector<double> w_el, w_er, w_alpha, w_out;
   ref.forward(zd, asd, add, w_el, w_er, w_alpha, w_out);
@@ -2038,7 +2039,8 @@ void check_gat(Device& d, const test::ChunkCsr& a, std::mt19937& rng, int heads,
     Mat el2 = d.alloc(a.cols, heads, "el (coefficients)"),
         er2 = d.alloc(a.rows, heads, "er (coefficients)"),
         alpha2 = d.alloc(nnz, heads, "alpha (coefficients)");
-    d.gat_coefficients(csr, dzm, dasm.data, dadm.data, heads, el2, er2, alpha2, false);
+    d.gat_coefficients(csr, dzm, dasm.data, dadm.data, heads, el2, er2, alpha2,
+                       SourceScores::kCompute);
     EXPECT_EQ(download_matrix(d, el2), download_matrix(d, el));
     EXPECT_EQ(download_matrix(d, er2), download_matrix(d, er));
     EXPECT_EQ(download_matrix(d, alpha2), download_matrix(d, alpha));
@@ -2272,7 +2274,8 @@ std::vector<Host> layer_pipeline(Backend& backend, const test::ChunkCsr& a, cons
   Mat el = d.alloc(a.cols, heads, "el"), er = d.alloc(a.rows, heads, "er"),
       alpha = d.alloc(nnz, heads, "alpha"), out = d.alloc(a.rows, kf, "out");
   const DropoutKey attention{9, 2, 1, 0.3f};
-  d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out, false);
+  d.gat_forward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out,
+                SourceScores::kCompute);
   Mat dz = d.alloc(a.cols, kf, "dz"), das = d.alloc(1, kf, "das"), dad = d.alloc(1, kf, "dad");
   d.gat_backward(csr, x, mas.data, mad.data, heads, key_idx, attention, el, er, alpha, out, mdout,
                  dz, das.data, dad.data);
@@ -2548,7 +2551,7 @@ TEST_F(CudaOps, SparseAndGatTimingReport) {
   const DropoutKey drop{1, 1, 0, 0.5f};
   const double t_gat_fwd = best_ms(dev(), [&] {
     dev().gat_forward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,
-                      false);
+                      SourceScores::kCompute);
   });
   const double t_gat_bwd = best_ms(dev(), [&] {
     dev().gat_backward(csr, z, atts.data, atts.data + kf, heads, key_idx, drop, el, er, alpha, out,

@@ -208,7 +208,7 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   d0.dropout_rows(y, all_rows, keys, feature_key);
   d0.spmm_transpose_add(csr, values.data, dy, dx);
   d0.gat_forward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out,
-                 false);
+                 SourceScores::kCompute);
   d0.gat_backward(csr, z, as.data, ad.data, int(p.heads), keys, attention_key, el, er, alpha, out,
                   dout, dz, das.data, dad.data);
   d0.scatter_add_rows(g, gather, s);

@@ -445,22 +445,33 @@ void Schedule::Impl::join_lanes(SideLanes sides) {
 }
 
 // Phase D (backward): remote-row gradients added into the owners' dX, once each owner's own
-// compute of the batch has written it.
+// compute of the batch has written it. The pushes go in rounds: in round r device p pushes into
+// device p + r (mod P), after the device that pushed into that owner before it (its kPushed).
+// A push's rows are distinct, so each owner row takes its peers' additions one at a time, in
+// the same order in every run: the sums repeat bit for bit with any number of partitions (with
+// two there is one round).
 void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
-  for (int p = 0; p < P; ++p) {
-    DeviceState& s = dev[std::size_t(p)];
-    Device& d = *s.device;
-    const auto& pushes = s.chunks[std::size_t(c)].pushes;
-    for (const auto& push : pushes)
-      d.wait_peer(*dev[std::size_t(push.owner)].device, kBatchComputed);
-    d.phase_begin(Phase::kP2p, tag(c));
-    for (const auto& push : pushes) {
-      DeviceState& owner = dev[std::size_t(push.owner)];
-      d.push_add_rows(exchanged_gradient(s, layer), push.local_rows, *owner.device,
-                      exchanged_gradient(owner, layer), push.owner_rows);
+  std::vector<int> last_pusher(std::size_t(P), -1);  // per owner, in the rounds so far
+  for (int r = 1; r < P; ++r) {
+    for (int p = 0; p < P; ++p) {
+      DeviceState& s = dev[std::size_t(p)];
+      const int o = (p + r) % P;
+      const auto& pushes = s.chunks[std::size_t(c)].pushes;
+      const auto push = std::find_if(pushes.begin(), pushes.end(),
+                                     [&](const DevicePeerRows& rows) { return rows.owner == o; });
+      if (push == pushes.end()) continue;
+      Device& d = *s.device;
+      DeviceState& owner = dev[std::size_t(o)];
+      d.wait_peer(*owner.device, kBatchComputed);
+      int& before = last_pusher[std::size_t(o)];
+      if (before >= 0) d.wait_peer(*dev[std::size_t(before)].device, kPushed);
+      d.phase_begin(Phase::kP2p, tag(c));
+      d.push_add_rows(exchanged_gradient(s, layer), push->local_rows, *owner.device,
+                      exchanged_gradient(owner, layer), push->owner_rows);
+      d.phase_end(Phase::kP2p);
+      d.mark(kPushed);
+      before = p;
     }
-    d.phase_end(Phase::kP2p);
-    d.mark(kPushed);
   }
   phase_boundary();
 }

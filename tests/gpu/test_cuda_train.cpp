@@ -781,6 +781,43 @@ TEST(CudaBarrier, OrdersTwoGpus) {
   check_barrier(2);
 }
 
+// With more than two partitions an owner's gradient rows take pushes from several peers. They
+// add one peer at a time in a fixed order (Schedule::Impl::push_phase), so a run repeats bit for
+// bit: GCN, SAGE and GAT on four partitions of one chunk (the range partitioner: many remote
+// rows), on two GPUs where there are two (each holding two partitions) or on one.
+TEST(CudaPushes, FourPartitionsRepeatBitForBit) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
+  const Dataset d = test::random_dataset(20000, 12, 32, 7, 29, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(4, 1).partitioner("range").seed(3));
+  const int gpus = have_gpus(2) ? 2 : 1;
+  for (const std::string model : {"gcn", "sage", "gat"}) {
+    SCOPED_TRACE(cat(model, " on ", gpus, " GPU(s)"));
+    const TrainConfig config = test::train_config()
+                                   .model(model)
+                                   .hidden(64)
+                                   .heads(2)
+                                   .output_heads(1)
+                                   .dropout(0.5)
+                                   .optimizer("adam")
+                                   .lr(0.01)
+                                   .epochs(3)
+                                   .device("cuda")
+                                   .gpus(gpus)
+                                   .tf32(false);
+    const TrainResult first = train(d, plan, config);
+    const TrainResult second = train(d, plan, config);
+    ASSERT_EQ(first.losses.size(), second.losses.size());
+    for (std::size_t e = 0; e < first.losses.size(); ++e)
+      EXPECT_EQ(first.losses[e], second.losses[e]) << "epoch " << e;
+    ASSERT_EQ(first.flat_parameters.size(), second.flat_parameters.size());
+    std::size_t differing = 0;
+    for (std::size_t i = 0; i < first.flat_parameters.size(); ++i)
+      differing += first.flat_parameters[i] != second.flat_parameters[i];
+    EXPECT_EQ(differing, 0u) << "of " << first.flat_parameters.size() << " parameters";
+  }
+}
+
 // ---- Cora accuracy on the GPU (the bars of tests/test_train_cora.cpp) ----
 
 class CudaCoraAccuracy : public ::testing::Test {

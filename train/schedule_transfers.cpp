@@ -448,8 +448,7 @@ void Schedule::Impl::join_lanes(SideLanes sides) {
 // compute of the batch has written it. The pushes go in rounds: in round r device p pushes into
 // device p + r (mod P), after the device that pushed into that owner before it (its kPushed).
 // A push's rows are distinct, so each owner row takes its peers' additions one at a time, in
-// the same order in every run: the sums repeat bit for bit with any number of partitions (with
-// two there is one round).
+// the same order whatever the timing (with two partitions there is one round).
 void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
   std::vector<int> last_pusher(std::size_t(P), -1);  // per owner, in the rounds so far
   for (int r = 1; r < P; ++r) {

@@ -55,6 +55,8 @@ const char* lane_name(Lane lane) {
       return "transfer";
     case Lane::kStore:
       return "store";
+    case Lane::kPeer:
+      return "peer";
   }
   return "?";
 }

@@ -181,8 +181,14 @@ enum class Activation { kNone, kRelu, kElu };
 // Whether Device::gemm takes an operand as it is or transposed.
 enum class Transpose { kNo, kYes };
 
-// Whether Device::copy_rows overwrites its destination rows or adds into them.
+// Whether Device::copy_rows (and spmm_transpose_rows) overwrites its destination rows or adds
+// into them.
 enum class RowCopy { kOverwrite, kAdd };
+
+// Rows [begin, end) of a matrix.
+struct RowRange {
+  std::int64_t begin = 0, end = 0;
+};
 
 // Whether Device::gat_forward and gat_coefficients compute every merged row's source scores el,
 // or take el as it is (the caller kept the rows' scores current with gat_source_scores).
@@ -224,15 +230,17 @@ struct TransferCounters {
 // and cuSPARSE are bound to it), the cross-device operations and everything Backend::barrier()
 // orders; kTransfer prefetches host data; kStore writes results back to host memory. The CPU
 // backend runs every operation at issue, so lanes and markers cost nothing there.
-enum class Lane { kCompute = 0, kTransfer = 1, kStore = 2 };
-inline constexpr int kLanes = 3;
-inline constexpr int kMarkers = 16;  // marker ids 0 .. kMarkers-1 per device
+// The peer lane copies rows into other devices' buffers (Device::put_block, put_rows) beside the
+// compute lane's work.
+enum class Lane { kCompute = 0, kTransfer = 1, kStore = 2, kPeer = 3 };
+inline constexpr int kLanes = 4;
+inline constexpr int kMarkers = 17;  // marker ids 0 .. kMarkers-1 per device
 
 // Work of one epoch timed per lane (device timers; CUDA events).
 enum class Phase { kLoad = 0, kP2p, kCompute, kStore, kFlush };
 inline constexpr int kPhases = 5;
 const char* phase_name(Phase phase);  // "load", "p2p", "compute", "store", "flush"
-const char* lane_name(Lane lane);     // "compute", "transfer", "store"
+const char* lane_name(Lane lane);     // "compute", "transfer", "store", "peer"
 
 // One timed range of work on a lane (a timeline entry), in seconds since the device's time
 // origin (Device::set_time_origin).
@@ -346,6 +354,11 @@ class Device {
   // owner_buf[owner_rows[i]] += src[src_rows[i]] atomically, owner_buf on `owner` (P2P push).
   virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
                              Idx owner_rows) = 0;
+  // dst = src, dst on `peer` (same shape): one block copy into a peer's buffer (P2P put).
+  virtual void put_block(Mat src, Device& peer, Mat dst) = 0;
+  // dst[i] = src[src_rows[i]] for i < src_rows.size, dst on `peer` (dst.rows == src_rows.size):
+  // rows gathered into a peer's buffer (P2P put).
+  virtual void put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) = 0;
   // host[host_rows[i]] += src[src_rows[i]] for i < host_rows.size, src[i] when src_rows is empty
   // (gradient flush of leaving rows; host_rows unique). The additions land in host memory later
   // than the lane's work: work that reads or writes the added rows must follow join_host_adds()
@@ -410,6 +423,11 @@ class Device {
   // dx = A^T dy, weighted as spmm: every one of dx's A.cols rows is written (0 where no entry
   // of A lies in its column), so dx needs no zeroing first.
   virtual void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) = 0;
+  // Rows [rows.begin, rows.end) of spmm_transpose (RowCopy::kOverwrite) or of
+  // spmm_transpose_add (kAdd), dx's other rows untouched: a transposed product in parts, each
+  // row the same sum as in one call.
+  virtual void spmm_transpose_rows(Csr a, const float* values, Mat dy, Mat dx, RowRange rows,
+                                   RowCopy write) = 0;
   // c = alpha * op_a(a) * op_b(b) + beta * c.
   virtual void gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta,
                     Mat c) = 0;

@@ -67,6 +67,7 @@ void expect_same_profile(const PartitionProfile& built, const PartitionProfile& 
     EXPECT_EQ(b.pulls, a.pulls);
     EXPECT_EQ(b.pushes, a.pushes);
     EXPECT_EQ(b.tail, a.tail);
+    EXPECT_EQ(b.received, a.received);
     const CsrShape &x = built.csr[c], &y = sketched.csr[c];
     EXPECT_EQ(y.rows, x.rows);
     EXPECT_EQ(y.cols, x.cols);

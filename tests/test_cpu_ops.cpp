@@ -360,6 +360,21 @@ TEST_F(CpuOps, PullAndPushBetweenDevicesWithRepeatedRows) {
   EXPECT_EQ(dev(1).counters().p2p_bytes, 32);
 }
 
+// put_block and put_rows write a device's rows into a peer's buffer (the push_phase() copies
+// into an owner's receive buffer), each row once, and count them as peer traffic.
+TEST_F(CpuOps, PutsCopyRowsIntoAPeersBuffer) {
+  make(2);
+  Mat src = mat(3, 2, {1, 2, 3, 4, 5, 6}, 1);
+  Mat received = mat(4, 3, Floats(12, 0.f), 0);  // wider rows than the puts
+  dev(1).put_block(src.row_block(1, 2), dev(0), received.row_block(2, 2).col_block(0, 2));
+  dev(1).put_rows(src, idx({2, 0}, 1), dev(0), received.row_block(0, 2).col_block(0, 2));
+  EXPECT_EQ(get(received), (Floats{5, 6, 0, 1, 2, 0, 3, 4, 0, 5, 6, 0}));
+  EXPECT_EQ(dev(1).counters().p2p_rows, 4);
+  EXPECT_EQ(dev(1).counters().p2p_bytes, 32);
+  EXPECT_EQ(dev(0).counters().p2p_bytes, 0);
+  EXPECT_THROW(dev(1).put_rows(src, idx({0}, 1), dev(0), received.row_block(0, 2)), Error);
+}
+
 TEST_F(CpuOps, LargeScatterAddWithRepeatsMatchesNaive) {
   const std::int64_t n = 5000, cols = 40, rows = 97;
   const Floats src_values = random_floats(std::size_t(n * cols), 7);

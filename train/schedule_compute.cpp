@@ -64,7 +64,10 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
     if (backward) backward_compute(p, c, layer, s.sets[k], kind);
     d.phase_end(Phase::kCompute);
     d.mark(kComputed + k);
-    if (backward) d.mark(kBatchComputed);
+    // The remote rows' gradients are complete (unless the compute marked that earlier).
+    if (backward && !s.chunks[std::size_t(c)].pushes.empty() && !s.remote_gradients_marked)
+      d.mark(kRemoteGradients);
+    s.remote_gradients_marked = false;
     if (!backward) store_blocks(p, c, layer, s.sets[k], k);
   }
   phase_boundary();
@@ -261,6 +264,37 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
                  s.grads.data + layer.att_dst_offset);
 }
 
+// GCN's input gradients (schedule_impl.hpp).
+void Schedule::Impl::gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, Mat dy,
+                                         Mat dx) const {
+  transposed_product_remote_first(s, ch, dy, dx,
+                                  stores_input_gradients() ? RowCopy::kOverwrite : RowCopy::kAdd);
+}
+
+// dx (=|+=) A^T dy of a chunk's merged rows. A chunk that pushes at least
+// ScheduleOptions::remote_first_push_bytes (and some rows) computes the remote region's rows
+// first and marks kRemoteGradients, so that they go to their owners on the peer lane while the
+// partition's own rows are computed (push_phase()); each row gets the same sum either way.
+void Schedule::Impl::transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch, Mat dy,
+                                                     Mat dx, RowCopy write) const {
+  Device& d = *s.device;
+  std::int64_t pushed_rows = 0;
+  for (const DevicePeerRows& push : ch.pushes) pushed_rows += push.local_rows.size;
+  const std::int64_t pushed_bytes = pushed_rows * dx.cols * std::int64_t(sizeof(float));
+  if (pushed_rows == 0 || pushed_bytes < options.remote_first_push_bytes ||
+      s.remote_first >= dx.rows) {
+    if (write == RowCopy::kOverwrite)
+      d.spmm_transpose(ch.csr, nullptr, dy, dx);
+    else
+      d.spmm_transpose_add(ch.csr, nullptr, dy, dx);
+    return;
+  }
+  d.spmm_transpose_rows(ch.csr, nullptr, dy, dx, RowRange{s.remote_first, dx.rows}, write);
+  d.mark(kRemoteGradients);
+  s.remote_gradients_marked = true;
+  d.spmm_transpose_rows(ch.csr, nullptr, dy, dx, RowRange{0, s.remote_first}, write);
+}
+
 // GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient
 // dX += agg^T (dZ W^T) (SAGE: its self half scattered, its mean half through the CSR).
 void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
@@ -274,10 +308,11 @@ void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
   Mat dA = rows_of(s.dA, ch.num_dst, layer.aggregate_width);
   multiply_by_transpose(d, dZ, W, dA);
   if (model.kind == ModelKind::kGcn) {
-    gcn_input_gradients(d, ch, dA, dX);
+    gcn_input_gradients(s, ch, dA, dX);
   } else {
     d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
-    d.spmm_transpose_add(ch.csr, nullptr, dA.col_block(layer.in_width, layer.in_width), dX);
+    transposed_product_remote_first(s, ch, dA.col_block(layer.in_width, layer.in_width), dX,
+                                    RowCopy::kAdd);
   }
 }
 
@@ -321,11 +356,11 @@ void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const Device
   Device& d = *s.device;
   const Mat dT = rows_of(s.dZm, s.merged_rows, layer.transform_width);
   if (model.kind == ModelKind::kGcn) {
-    gcn_input_gradients(d, ch, dZ, dT);
+    gcn_input_gradients(s, ch, dZ, dT);
     return;
   }
   const std::int64_t F = layer.out_width;
-  d.spmm_transpose_add(ch.csr, nullptr, dZ, dT.col_block(F, F));
+  transposed_product_remote_first(s, ch, dZ, dT.col_block(F, F), RowCopy::kAdd);
   d.scatter_add_rows(dZ, ch.self_columns, dT.col_block(0, F));
 }
 

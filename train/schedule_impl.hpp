@@ -166,18 +166,18 @@ struct Schedule::Impl {
   bool pretransformed(const LayerSpec& layer) const { return roles(layer).pretransformed; }
   // Whether backward passes write a chunk's input gradients (the rows of exchanged_gradient())
   // with a storing transposed product instead of zeroing them in the load phase and adding into
-  // them: GCN, whose transposed product is all that writes them before peers push into them
-  // (after kBatchComputed) and they leave, on one chunk per partition, whose product covers
+  // them: GCN, whose transposed product is all that writes them before the rows peers push are
+  // added (push_phase()) and they leave, on one chunk per partition, whose product covers
   // every merged row (with more chunks, rows a batch keeps from the one before go on adding up).
   bool stores_input_gradients() const { return C == 1 && model.kind == ModelKind::kGcn; }
   // GCN's input gradients of a chunk, dx = A^T dy: stored where stores_input_gradients(), else
   // added into the rows the load phase zeroed.
-  void gcn_input_gradients(Device& d, const DeviceChunk& ch, Mat dy, Mat dx) const {
-    if (stores_input_gradients())
-      d.spmm_transpose(ch.csr, nullptr, dy, dx);
-    else
-      d.spmm_transpose_add(ch.csr, nullptr, dy, dx);
-  }
+  void gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, Mat dy, Mat dx) const;
+  // dx (=|+=) A^T dy, the remote region's rows first where the chunk pushes enough of them
+  // (ScheduleOptions::remote_first_push_bytes), then kRemoteGradients marked (push_phase()
+  // sends them beside the rest of the product).
+  void transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch, Mat dy, Mat dx,
+                                       RowCopy write) const;
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
   // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).

@@ -578,4 +578,23 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
   return out;
 }
 
+void receive_pushes(std::vector<ChunkLists>& lists, int partitions) {
+  const std::size_t P = std::size_t(partitions);
+  for (std::size_t batch = 0; batch + P <= lists.size(); batch += P)
+    for (std::size_t o = 0; o < P; ++o) {
+      ChunkLists& owner = lists[batch + o];
+      owner.received.clear();
+      owner.received_rows.clear();
+      for (std::size_t q = 0; q < P; ++q)
+        for (PeerRows& push : lists[batch + q].pushes) {
+          if (std::size_t(push.owner) != o) continue;
+          push.receive_first = std::int64_t(owner.received_rows.size());
+          owner.received.push_back(
+              {int(q), push.receive_first, std::int64_t(push.owner_rows.size())});
+          owner.received_rows.insert(owner.received_rows.end(), push.owner_rows.begin(),
+                                     push.owner_rows.end());
+        }
+    }
+}
+
 }  // namespace sluice::schedule_detail

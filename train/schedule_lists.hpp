@@ -11,6 +11,7 @@
 #include "formats/plan.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
+#include "train/schedule_state.hpp"
 
 namespace sluice::schedule_detail {
 
@@ -19,6 +20,8 @@ namespace sluice::schedule_detail {
 struct PeerRows {
   int owner = 0;
   std::vector<vertex_t> owner_rows, local_rows, vertices;
+  // A push's first row in the owner's receive buffer (receive_pushes()).
+  std::int64_t receive_first = 0;
 };
 
 // Host-side index lists of one chunk (p, c) under one transfer scheme.
@@ -30,6 +33,10 @@ struct ChunkLists {
   std::vector<vertex_t> load_vertices, load_rows, load_keys;
   std::vector<PeerRows> pulls, pushes;
   std::vector<vertex_t> remote_rows;  // merged positions of the remote entries (all of them)
+  // What the other partitions push into this one in the batch, pushers ascending, and where
+  // each received row is added here (every pusher's owner_rows, concatenated).
+  std::vector<ReceivedRows> received;
+  std::vector<vertex_t> received_rows;
   // Leaving rows, those flushed for the first time in a backward layer first: they are stored
   // into G^l, the rest (leave_store_count onwards) added.
   std::vector<vertex_t> leave_vertices, leave_rows, leave_keys;
@@ -47,6 +54,10 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
 // before] in the order the schedule flushes (batch by batch, partitions ascending), so that the
 // first flush of a row stores it into G^l and G^l needs no zeroing.
 void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes);
+
+// Lays out every batch's pushes into each owner's receive buffer, pushers ascending: sets each
+// push's receive_first and the owners' received lists.
+void receive_pushes(std::vector<ChunkLists>& lists, int partitions);
 
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
 // destinations they are (Schedule::Impl::keeps_tail()). Per chunk: where each row sits on the

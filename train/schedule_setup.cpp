@@ -32,6 +32,7 @@ struct DeviceSizes {
   std::int64_t max_dst = 1;  // destinations of its largest chunk (at least 1)
   std::int64_t max_nnz = 0;  // entries of its densest chunk
   std::int64_t max_loads = 0, max_leaves = 0;
+  std::int64_t max_received = 0;  // rows the peers push into it in a batch
 };
 
 namespace {
@@ -53,6 +54,8 @@ DeviceSizes device_sizes(const Plan& plan, int p, const std::vector<ChunkLists>&
     const ChunkLists& li = lists[std::size_t(c) * plan.partitions + p];
     sizes.max_loads = std::max<std::int64_t>(sizes.max_loads, std::int64_t(li.load_rows.size()));
     sizes.max_leaves = std::max<std::int64_t>(sizes.max_leaves, std::int64_t(li.leave_rows.size()));
+    sizes.max_received =
+        std::max<std::int64_t>(sizes.max_received, std::int64_t(li.received_rows.size()));
   }
   sizes.merged = std::max<std::int64_t>(merged, 1);
   sizes.max_dst = std::max<std::int64_t>(max_dst, 1);
@@ -104,6 +107,7 @@ void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, const std
     check("push local slots", ch.pushes[g].local_rows.size, li.pushes[g].local_rows.size());
   }
   check("remote slots", ch.remote_rows.size, li.remote_rows.size());
+  check("received slots", ch.received_rows.size, li.received_rows.size());
   check("leave vertices", ch.leave_vertices.size, li.leave_vertices.size());
   check("leave slots", ch.leave_rows.size, li.leave_rows.size());
   check("leave keys", ch.leave_keys.size, li.leave_keys.size());
@@ -124,6 +128,12 @@ void upload_peer_rows(Device& d, const BufferSpec& b, const std::vector<PeerRows
                   " than the schedule's ", groups.size(), " groups");
     const PeerRows& g = groups[bound.size()];
     bound.push_back({g.owner, upload_list(d, b, g.owner_rows, where), Idx{}});
+    bound.back().receive_first = g.receive_first;
+    const std::vector<vertex_t>& local = g.local_rows;
+    bool consecutive = !local.empty();
+    for (std::size_t i = 1; i < local.size() && consecutive; ++i)
+      consecutive = local[i] == local[i - 1] + 1;
+    if (consecutive) bound.back().local_first = local.front();
   } else {
     if (bound.empty() || bound.back().local_rows.size > 0)
       SLUICE_FAIL("buffer layout: ", where, buffer_role_name(b.role), " without owner slots");
@@ -182,6 +192,8 @@ BufferSlot buffer_slot(DeviceState& s, BufferRole role, const DeviceSizes& sizes
       return {&s.adam_v, 1};
     case BufferRole::kSideBySideWeights:
       return {&s.side_by_side_w, 1};
+    case BufferRole::kReceivedGradients:
+      return {&s.received, sizes.max_received};
     case BufferRole::kSliceInputs:
       return {&s.slice_x, slices};
     case BufferRole::kSliceTransformed:
@@ -245,6 +257,7 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
   {
     StageTimer timer("derive index lists");
     lists = derive_lists(dataset, plan, model, options.comm);
+    receive_pushes(lists, P);
   }
   {
     StageTimer timer("split first flushes");
@@ -311,23 +324,29 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));
   std::vector<std::vector<BufferSpec>> tail_buffers(static_cast<std::size_t>(P));
   dev.resize(std::size_t(P));
+  // Every partition's layout before any device releases its chunks' plan lists: a partition's
+  // receive buffer counts the other partitions' pushes into it.
+  std::vector<PartitionLayout> layouts(static_cast<std::size_t>(P));
+  for (int p = 0; p < P; ++p) {
+    StageTimer layout_timer(cat("device ", p, ": buffer layout"));
+    layouts[std::size_t(p)] =
+        options.profiles
+            ? partition_layout((*options.profiles)[std::size_t(p)], layer_shapes, layout_options)
+            : partition_layout(plan, p, layer_shapes, layout_options);
+  }
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
     s.merged_rows = std::int64_t(plan.transition_rows[p]) + plan.remote_rows[p];
+    s.remote_first = plan.transition_rows[p];
     if (reads_own_rows_only()) {
       s.vertex.first_row = plan.partition_offsets[std::size_t(p)];
       s.vertex.rows = plan.partition_offsets[std::size_t(p) + 1] - s.vertex.first_row;
     } else {
       s.vertex.rows = n;
     }
-    StageTimer layout_timer(cat("device ", p, ": buffer layout"));
-    const PartitionLayout layout =
-        options.profiles
-            ? partition_layout((*options.profiles)[std::size_t(p)], layer_shapes, layout_options)
-            : partition_layout(plan, p, layer_shapes, layout_options);
+    const PartitionLayout layout = std::move(layouts[std::size_t(p)]);
     const DeviceSizes sizes = device_sizes(plan, p, lists);
-    layout_timer.finish();
     const std::vector<vertex_t> head_block_rows = split_next_pass_head(s, p, lists[std::size_t(p)]);
     // Layer 1's backward pass keeps its tail (keeps_tail()), in the flush buffer only where the
     // device gets one (allocate_device_buffers()).
@@ -837,6 +856,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ch.num_dst = cp.num_dst();
     ch.nnz = cp.num_entries();
     ch.leave_store_count = std::int64_t(li.leave_store_count);
+    ch.received = li.received;
     if (C == 1) {
       s.loads_in_row_order = li.load_rows.size() == li.load_vertices.size();
       for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
@@ -943,6 +963,9 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
     case BufferRole::kSplitBits:
       ch.split_bits = upload_list(d, b, li.split_bits, where);
       return;
+    case BufferRole::kReceivedSlots:
+      ch.received_rows = upload_list(d, b, li.received_rows, where);
+      return;
     default:
       SLUICE_FAIL("buffer layout: ", buffer_role_name(b.role), " is not a chunk constant");
   }
@@ -976,8 +999,6 @@ void Schedule::Impl::link_peers() {
       const DeviceChunk& ch = dev[std::size_t(p)].chunks[std::size_t(c)];
       for (const auto& pull : ch.pulls)
         dev[std::size_t(pull.owner)].chunks[std::size_t(c)].pulled_by.push_back(p);
-      for (const auto& push : ch.pushes)
-        dev[std::size_t(push.owner)].chunks[std::size_t(c)].pushed_by.push_back(p);
     }
 }
 

@@ -14,6 +14,18 @@ namespace sluice::schedule_detail {
 struct DevicePeerRows {
   int owner = 0;
   Idx owner_rows, local_rows;
+  // A push's first row in the owner's receive buffer (DeviceState::received), and, where its
+  // local rows are the consecutive rows [local_first, + local_rows.size), the first of them
+  // (one block copy); -1 otherwise.
+  std::int64_t receive_first = 0, local_first = -1;
+};
+
+// The gradient rows one pusher sends into this device's receive buffer in a batch: rows
+// [first, first + count) there, added at positions [first, first + count) of
+// DeviceChunk::received_rows.
+struct ReceivedRows {
+  int pusher = 0;
+  std::int64_t first = 0, count = 0;
 };
 
 // One chunk's constants on its device (schedule_lists.hpp's ChunkLists, uploaded).
@@ -27,6 +39,10 @@ struct DeviceChunk {
   Idx self_columns;
   Idx load_vertices, load_rows, load_keys;
   std::vector<DevicePeerRows> pulls, pushes;
+  // What the peers push into this device in the batch (pushers ascending) and where each
+  // received row is added.
+  std::vector<ReceivedRows> received;
+  Idx received_rows;
   // The first row of the chunk's pulls in DeviceState::remote_features (pull order).
   std::int64_t remote_features_first = 0;
   Idx remote_rows;
@@ -45,9 +61,9 @@ struct DeviceChunk {
   // A row group (DeviceState::row_groups): the chunks [first_chunk, end_chunk) whose
   // destinations it spans, each at its own offset from view_dst_begin; 0, 0 for a chunk.
   int first_chunk = 0, end_chunk = 0;
-  // Peers whose chunk of the same batch pulls rows from this device's X / pushes gradient rows
-  // into its dX (cross-device order: wait_peer).
-  std::vector<int> pulled_by, pushed_by;
+  // Peers whose chunk of the same batch pulls rows from this device's X (cross-device order:
+  // wait_peer).
+  std::vector<int> pulled_by;
 };
 
 // Chunk block buffers: aggregation, layer output and output gradient of one chunk (A^l, H^{l+1}
@@ -66,16 +82,19 @@ enum Marker : int {
   kStored = 6,      // + k, store lane: set k's blocks are in host memory
   kLeaveReady = 8,  // compute lane: leaving gradient rows compacted
   kLeaveFree = 9,   // store lane: compacted rows flushed into G^l
-  // Cross-device order (peers wait on these with wait_peer), all on the compute lane:
+  // Cross-device order (peers wait on these with wait_peer), on the compute lane unless said:
   // (GAT: Zm and dZm in place of X and dX.)
-  kLoaded = 10,         // batch's rows in X (peers may pull), arrivals' dX rows zeroed
-  kPulled = 11,         // batch's pulls read the owners' X (owners may overwrite it)
-  kBatchComputed = 12,  // backward compute wrote dX (peers may push into it)
-  kPushed = 13,         // batch's pushes added into the owners' dX (owners may flush)
+  kLoaded = 10,    // batch's rows in X (peers may pull), arrivals' dX rows zeroed
+  kPulled = 11,    // batch's pulls read the owners' X (owners may overwrite it)
+  kPushed = 12,    // peer lane: the batch's pushes are in the owners' receive buffers (owners
+                   // may add them; the device's compute lane may write its remote rows again)
+  kReceived = 13,  // the rows received in the batch are added (peers may push again)
   // A pass boundary without the host between the devices (Schedule::Impl::join_lanes()):
   kLanesJoined = 14,  // transfer lane's work of the pass done; re-marked by the compute lane
                       // once it waited for every lane (the side lanes then wait for that)
   kStoreJoined = 15,  // store lane's work of the pass done
+  // Compute lane: the batch's remote rows' gradients are computed (its peer lane may push them).
+  kRemoteGradients = 16,
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running
@@ -113,6 +132,10 @@ struct DeviceState {
   Device* device = nullptr;
   VertexViews vertex;
   std::int64_t merged_rows = 0;
+  // The merged rows' remote region starts here (after the transition slots).
+  std::int64_t remote_first = 0;
+  // The running batch's backward compute marked kRemoteGradients before it ended.
+  bool remote_gradients_marked = false;
   Mat X, dX;         // merged transition buffer and its gradient
   BlockSet sets[2];  // chunk block buffers (max chunk rows); sets[1] optional
   int num_sets = 1;
@@ -124,6 +147,9 @@ struct DeviceState {
   // The last forward pass's stores may still run: it ended early, the next pass takes the
   // head's rows from the block, and its transfer lane waits for the stores before any host read.
   bool stores_running = false;
+  // The gradient rows the peers push into this device in a batch (Schedule::Impl::push_phase()),
+  // until it adds them into its own.
+  Mat received;
   Mat leave;                        // optional: leaving gradient rows, compact (max leaves)
   Idx iota;                         // 0, 1, ... (positions in `leave`)
   Idx chunk_iota;                   // 0, 1, ... (chunk rows)

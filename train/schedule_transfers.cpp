@@ -444,33 +444,68 @@ void Schedule::Impl::join_lanes(SideLanes sides) {
   }
 }
 
-// Phase D (backward): remote-row gradients added into the owners' dX, once each owner's own
-// compute of the batch has written it. The pushes go in rounds: in round r device p pushes into
-// device p + r (mod P), after the device that pushed into that owner before it (its kPushed).
-// A push's rows are distinct, so each owner row takes its peers' additions one at a time, in
-// the same order whatever the timing (with two partitions there is one round).
+// Phase D (backward): remote-row gradients to their owners. On its peer lane each device copies
+// its remote rows' gradients into their owners' receive buffers once its compute wrote them
+// (kRemoteGradients: GCN computes the remote region first, gcn_input_gradients()) and the owner
+// added what it received before (kReceived): one block copy where the rows are consecutive (a
+// copy engine's work, beside the compute), else a gather into the owner's memory. Then each
+// owner adds what it received into its own rows on its compute lane, pushers ascending: the
+// same sums in the same order in every run, whatever the timing and the number of partitions,
+// and no device waits for another's compute before it sends.
 void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
-  std::vector<int> last_pusher(std::size_t(P), -1);  // per owner, in the rounds so far
-  for (int r = 1; r < P; ++r) {
-    for (int p = 0; p < P; ++p) {
-      DeviceState& s = dev[std::size_t(p)];
-      const int o = (p + r) % P;
-      const auto& pushes = s.chunks[std::size_t(c)].pushes;
-      const auto push = std::find_if(pushes.begin(), pushes.end(),
-                                     [&](const DevicePeerRows& rows) { return rows.owner == o; });
-      if (push == pushes.end()) continue;
-      Device& d = *s.device;
-      DeviceState& owner = dev[std::size_t(o)];
-      d.wait_peer(*owner.device, kBatchComputed);
-      int& before = last_pusher[std::size_t(o)];
-      if (before >= 0) d.wait_peer(*dev[std::size_t(before)].device, kPushed);
-      d.phase_begin(Phase::kP2p, tag(c));
-      d.push_add_rows(exchanged_gradient(s, layer), push->local_rows, *owner.device,
-                      exchanged_gradient(owner, layer), push->owner_rows);
-      d.phase_end(Phase::kP2p);
-      d.mark(kPushed);
-      before = p;
+  // Rows padded only to 16 bytes go whole, their padding with them (no reader looks at it), so
+  // that both sides are contiguous; narrower views of a wider buffer (GAT's output layer in a
+  // dZm as wide as layer 0's heads) go as their columns. The receive buffer is viewed with the
+  // rows' length rounded to 16 bytes.
+  const auto sent_rows = [](Mat m) {
+    return m.ld - m.cols < 4 ? Mat{m.data, m.rows, m.ld, m.ld} : m;
+  };
+  const auto inbox = [&](DeviceState& s, const Mat& sent) {
+    const std::int64_t ld = (sent.cols + 3) / 4 * 4;
+    SLUICE_EXPECTS(ld <= s.received.ld, "receive buffer rows of ", s.received.ld,
+                   " floats for gradient rows of ", ld);
+    return Mat{s.received.data, s.received.rows, sent.cols, ld};
+  };
+  for (int p = 0; p < P; ++p) {
+    DeviceState& s = dev[std::size_t(p)];
+    Device& d = *s.device;
+    const auto& pushes = s.chunks[std::size_t(c)].pushes;
+    if (pushes.empty()) continue;
+    const Mat gradient = sent_rows(exchanged_gradient(s, layer));
+    LaneScope lane(d, Lane::kPeer);
+    d.wait(kRemoteGradients);
+    for (const auto& push : pushes) d.wait_peer(*dev[std::size_t(push.owner)].device, kReceived);
+    d.phase_begin(Phase::kP2p, tag(c));
+    for (const auto& push : pushes) {
+      DeviceState& owner = dev[std::size_t(push.owner)];
+      const std::int64_t count = push.local_rows.size;
+      const Mat target = inbox(owner, gradient).row_block(push.receive_first, count);
+      if (push.local_first >= 0 && gradient.ld == gradient.cols)
+        d.put_block(gradient.row_block(push.local_first, count), *owner.device, target);
+      else
+        d.put_rows(gradient, push.local_rows, *owner.device, target);
     }
+    d.phase_end(Phase::kP2p);
+    d.mark(kPushed);
+  }
+  for (int o = 0; o < P; ++o) {
+    DeviceState& s = dev[std::size_t(o)];
+    Device& d = *s.device;
+    const DeviceChunk& ch = s.chunks[std::size_t(c)];
+    // Its own puts have read its remote rows before the compute lane writes them again.
+    if (!ch.pushes.empty()) d.wait(kPushed);
+    if (ch.received.empty()) continue;
+    const Mat gradient = exchanged_gradient(s, layer);
+    d.phase_begin(Phase::kP2p, tag(c));
+    for (const ReceivedRows& from : ch.received) {
+      d.wait_peer(*dev[std::size_t(from.pusher)].device, kPushed);
+      d.scatter_add_rows(inbox(s, sent_rows(gradient))
+                             .row_block(from.first, from.count)
+                             .col_block(0, gradient.cols),
+                         part(ch.received_rows, from.first, from.first + from.count), gradient);
+    }
+    d.phase_end(Phase::kP2p);
+    d.mark(kReceived);
   }
   phase_boundary();
 }
@@ -484,9 +519,8 @@ void Schedule::Impl::flush_phase(const LayerSpec& layer, int c) {
     DeviceState& s = dev[std::size_t(p)];
     DeviceChunk& ch = s.chunks[std::size_t(c)];
     Device& d = *s.device;
-    // The peers' pushes of this batch are in dX (GAT: dZm) before it is flushed, zeroed or
-    // computed on.
-    wait_peers(d, ch.pushed_by, kPushed);
+    // The peers' pushes of this batch were added into dX (GAT: dZm) on this compute lane
+    // (push_phase()).
     if (ch.leave_rows.size == 0) continue;
     if (transforms_on_arrival(layer))
       transform_flush(s, ch, layer, c);

@@ -97,24 +97,35 @@ void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
 }
 
 void CpuDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
-  transposed_product(a, values, dy, dx, ProductWrite::kAdd, "spmm_transpose_add");
+  transposed_product(a, values, dy, dx, ProductWrite::kAdd, RowRange{0, dx.rows},
+                     "spmm_transpose_add");
 }
 
 void CpuDevice::spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) {
-  transposed_product(a, values, dy, dx, ProductWrite::kStore, "spmm_transpose");
+  transposed_product(a, values, dy, dx, ProductWrite::kStore, RowRange{0, dx.rows},
+                     "spmm_transpose");
+}
+
+void CpuDevice::spmm_transpose_rows(Csr a, const float* values, Mat dy, Mat dx, RowRange rows,
+                                    RowCopy write) {
+  transposed_product(a, values, dy, dx,
+                     write == RowCopy::kAdd ? ProductWrite::kAdd : ProductWrite::kStore, rows,
+                     "spmm_transpose_rows");
 }
 
 void CpuDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
-                                   const char* operation) {
+                                   RowRange rows, const char* operation) {
   const CpuCsr& m = product_csr(a, CsrAccess::kTransposed);
   values = product_values(m, values, operation);
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dx.cols == dy.cols, operation, ": A ",
                  m.rows, " x ", m.cols, ", dy ", dy.rows, " x ", dy.cols, ", dx ", dx.rows, " x ",
                  dx.cols);
+  SLUICE_EXPECTS(rows.begin >= 0 && rows.begin <= rows.end && rows.end <= m.cols, operation,
+                 ": rows [", rows.begin, ", ", rows.end, ") of ", m.cols);
   const std::int64_t cols = dy.cols;
   // A gather over the transpose: each output row is owned by one thread (deterministic).
 #pragma omp parallel for schedule(dynamic, 64) if (m.nnz * cols > cpu::kParallelThreshold)
-  for (std::int64_t c = 0; c < m.cols; ++c) {
+  for (std::int64_t c = rows.begin; c < rows.end; ++c) {
     float* out = dx.data + c * dx.ld;
     if (write == ProductWrite::kStore) std::fill_n(out, cols, 0.f);
     for (edge_t t = m.t_indptr[c]; t < m.t_indptr[c + 1]; ++t) {

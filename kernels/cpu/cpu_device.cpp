@@ -277,6 +277,27 @@ void CpuDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_bu
   counters_.p2p_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
 }
 
+void CpuDevice::put_block(Mat src, Device& peer, Mat dst) {
+  SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "put_block: ", src.rows, " x ",
+                 src.cols, " into ", dst.rows, " x ", dst.cols);
+  SLUICE_EXPECTS(dynamic_cast<CpuDevice*>(&peer) != nullptr, "put_block: peer ", peer.name(),
+                 " is not a CPU device");
+  cpu::copy_indexed_rows(src, nullptr, dst, nullptr, src.rows);
+  counters_.p2p_rows += src.rows;
+  counters_.p2p_bytes += src.rows * src.cols * std::int64_t(sizeof(float));
+}
+
+void CpuDevice::put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) {
+  cpu::expect_index(src_rows, "src_rows");
+  SLUICE_EXPECTS(src_rows.size == dst.rows && src.cols == dst.cols, "put_rows: ", src_rows.size,
+                 " rows of width ", src.cols, " into ", dst.rows, " x ", dst.cols);
+  SLUICE_EXPECTS(dynamic_cast<CpuDevice*>(&peer) != nullptr, "put_rows: peer ", peer.name(),
+                 " is not a CPU device");
+  cpu::copy_indexed_rows(src, src_rows.data, dst, nullptr, src_rows.size);
+  counters_.p2p_rows += src_rows.size;
+  counters_.p2p_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
+}
+
 void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows) {
   // Pushes from several devices (possibly on several host threads) serialize on the owner; within
   // one call repeated owner rows are safe: each destination row is summed by one thread.

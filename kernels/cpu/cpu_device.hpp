@@ -81,6 +81,8 @@ class CpuDevice final : public Device {
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
+  void put_block(Mat src, Device& peer, Mat dst) override;
+  void put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void join_host_adds() override { land_pending_add(); }
   void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
@@ -103,6 +105,8 @@ class CpuDevice final : public Device {
   void spmm(Csr a, const float* values, Mat x, Mat y) override;
   void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
   void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) override;
+  void spmm_transpose_rows(Csr a, const float* values, Mat dy, Mat dx, RowRange rows,
+                           RowCopy write) override;
   void gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta, Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
   void bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
@@ -161,10 +165,11 @@ class CpuDevice final : public Device {
   // what it reads of the CSR in h2d_csr_in_line_bytes, as if every CSR lived in host memory, so
   // that the schedule's announcements are checked without a GPU.
   const CpuCsr& product_csr(const Csr& a, CsrAccess access);
-  // dx (=|+=) A^T dy: spmm_transpose (kStore) and spmm_transpose_add (kAdd).
+  // Rows `rows` of dx (=|+=) A^T dy: spmm_transpose (kStore), spmm_transpose_add (kAdd) and
+  // spmm_transpose_rows.
   enum class ProductWrite { kStore, kAdd };
   void transposed_product(Csr a, const float* values, Mat dy, Mat dx, ProductWrite write,
-                          const char* operation);
+                          RowRange rows, const char* operation);
   // The argument checks of flush_add_rows and flush_store_rows: the shared shapes
   // (expect_flush_shapes) and index arrays with data.
   static void expect_flush(const char* operation, Mat src, Idx src_rows, Idx host_rows,

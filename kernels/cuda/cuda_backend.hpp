@@ -76,6 +76,8 @@ class CudaDevice final : public Device {
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
   void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
+  void put_block(Mat src, Device& peer, Mat dst) override;
+  void put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
   void join_host_adds() override;
   void flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
@@ -100,6 +102,8 @@ class CudaDevice final : public Device {
   void spmm(Csr a, const float* values, Mat x, Mat y) override;
   void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) override;
   void spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) override;
+  void spmm_transpose_rows(Csr a, const float* values, Mat dy, Mat dx, RowRange rows,
+                           RowCopy write) override;
   void gemm(Transpose op_a, Transpose op_b, float alpha, Mat a, Mat b, float beta, Mat c) override;
   void bias_activation(Mat z, const float* bias, Activation act, Mat out) override;
   void bias_activation_dropout(Mat z, const float* bias, Activation act, Mat out, Idx keys,
@@ -195,11 +199,13 @@ class CudaDevice final : public Device {
   // y (=|+=) A x by the row SpMM over m or its transposed CSR; values: m's per-call values in
   // its entry order (read through the transpose's permutation when walking the transpose), or
   // null for derived weights (computed per entry).
-  // dx (=|+=) A^T dy by the row SpMM over the transpose: spmm_transpose, spmm_transpose_add.
+  // Rows `rows` of dx (=|+=) A^T dy by the row SpMM over the transpose: spmm_transpose,
+  // spmm_transpose_add, spmm_transpose_rows.
   void transposed_product(Csr a, const float* values, Mat dy, Mat dx, RowSpmmWrite write,
-                          const char* operation);
+                          RowRange rows, const char* operation);
+  // Rows `rows` of y (=|+=) A x (over = kMatrix) or A^T x (kTransposed).
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
-                RowSpmmWrite write);
+                RowSpmmWrite write, RowRange rows);
   // dz[u] += sum over A's entries (v -> u) of weights[e * heads + h] * dout[v] per head, over
   // the transposed CSR (the GAT warp-per-row kernels); weights in A's entry order when m has a
   // transpose permutation, else in the transposed order.

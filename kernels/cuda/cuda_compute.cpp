@@ -70,7 +70,7 @@ void CudaDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   }
   // Always the row SpMM: it sums each row in a fixed order, so products repeat bit for bit, and
   // it was faster than cuSPARSE's on every measured matrix and width (kernels/cuda/NOTES.md).
-  row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore);
+  row_spmm(m, RowSpmmOver::kMatrix, values, x, y, RowSpmmWrite::kStore, RowRange{0, y.rows});
 }
 
 namespace {
@@ -103,7 +103,7 @@ RowSpmmMatrix<Index> row_spmm_matrix(const DeviceCsr& m, RowSpmmOver over, const
 }  // namespace
 
 void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
-                          RowSpmmWrite write) {
+                          RowSpmmWrite write, RowRange rows) {
   SLUICE_EXPECTS((values != nullptr) == (m.weights == CsrWeights::kPerCall),
                  "row SpMM: per-call values for a matrix of derived weights, or none for one of "
                  "per-call values");
@@ -115,23 +115,35 @@ void CudaDevice::row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* val
                             : long_segment_sums_.ensure_as<float>(split.segments * y.cols, account_,
                                                                   cur(), "long-row segment sums");
   m.with_index([&](auto index) {
-    launch_row_spmm(row_spmm_matrix<decltype(index)>(m, over, values), x.data, x.ld, y.data, y.ld,
-                    y.cols, write, segment_sums, cur());
+    auto matrix = row_spmm_matrix<decltype(index)>(m, over, values);
+    matrix.first_row = rows.begin;
+    matrix.end_row = rows.end;
+    launch_row_spmm(matrix, x.data, x.ld, y.data, y.ld, y.cols, write, segment_sums, cur());
   });
 }
 
 void CudaDevice::spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) {
   OpScope op(*this, "spmm_transpose_add");
-  transposed_product(a, values, dy, dx, RowSpmmWrite::kAdd, "spmm_transpose_add");
+  transposed_product(a, values, dy, dx, RowSpmmWrite::kAdd, RowRange{0, dx.rows},
+                     "spmm_transpose_add");
 }
 
 void CudaDevice::spmm_transpose(Csr a, const float* values, Mat dy, Mat dx) {
   OpScope op(*this, "spmm_transpose");
-  transposed_product(a, values, dy, dx, RowSpmmWrite::kStore, "spmm_transpose");
+  transposed_product(a, values, dy, dx, RowSpmmWrite::kStore, RowRange{0, dx.rows},
+                     "spmm_transpose");
+}
+
+void CudaDevice::spmm_transpose_rows(Csr a, const float* values, Mat dy, Mat dx, RowRange rows,
+                                     RowCopy write) {
+  OpScope op(*this, "spmm_transpose_rows");
+  transposed_product(a, values, dy, dx,
+                     write == RowCopy::kAdd ? RowSpmmWrite::kAdd : RowSpmmWrite::kStore, rows,
+                     "spmm_transpose_rows");
 }
 
 void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, RowSpmmWrite write,
-                                    const char* operation) {
+                                    RowRange rows, const char* operation) {
   expect_compute_lane(operation);
   finish_setup();
   DeviceGuard guard(gpu_);
@@ -139,14 +151,19 @@ void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, 
   SLUICE_EXPECTS(dy.rows == m.rows && dx.rows == m.cols && dy.cols == dx.cols, "SpMM shapes: A is ",
                  m.rows, " x ", m.cols, " (transposed), dy is ", dy.rows, " x ", dy.cols,
                  ", dx is ", dx.rows, " x ", dx.cols);
-  if (dx.cols == 0) return;
+  SLUICE_EXPECTS(rows.begin >= 0 && rows.begin <= rows.end && rows.end <= dx.rows, operation,
+                 ": rows [", rows.begin, ", ", rows.end, ") of ", dx.rows);
+  if (dx.cols == 0 || rows.begin == rows.end) return;
   if (m.nnz == 0) {
-    if (write == RowSpmmWrite::kStore) launch_fill(dx.data, dx.rows, dx.cols, dx.ld, 0.f, cur());
+    if (write == RowSpmmWrite::kStore) {
+      const Mat part = dx.row_block(rows.begin, rows.end - rows.begin);
+      launch_fill(part.data, part.rows, part.cols, part.ld, 0.f, cur());
+    }
     return;
   }
   check_product_values(m, values, operation);
   // The row SpMM over the transposed CSR, like spmm().
-  row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, write);
+  row_spmm(m, RowSpmmOver::kTransposed, values, dy, dx, write, rows);
 }
 
 void CudaDevice::transposed_aggregate(const DeviceCsr& m, const float* weights, int heads,

@@ -35,6 +35,7 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   lanes_[static_cast<int>(Lane::kCompute)] = Stream(gpu_, highest);
   lanes_[static_cast<int>(Lane::kTransfer)] = Stream(gpu_, lowest);
   lanes_[static_cast<int>(Lane::kStore)] = Stream(gpu_, lowest);
+  lanes_[static_cast<int>(Lane::kPeer)] = Stream(gpu_, highest);
   event_ = Event(gpu_);
   for (auto& marker : markers_) marker = Event(gpu_);
   for (auto& slot : staged_csr_) slot.ready = Event(gpu_);

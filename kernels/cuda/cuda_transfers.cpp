@@ -54,6 +54,23 @@ void move_rows_with_dropout(Mat src, const vertex_t* src_rows, const vertex_t* d
                               keys.data, key.seed, key.salt(), key.rate, stream);
 }
 
+// A copy of `src` on GPU src_gpu into `dst` (same shape) on GPU dst_gpu, each with its own row
+// stride (cudaMemcpy3DPeerAsync).
+cudaMemcpy3DPeerParms peer_copy(Mat src, int src_gpu, Mat dst, int dst_gpu) {
+  cudaMemcpy3DPeerParms copy{};
+  copy.srcPtr = make_cudaPitchedPtr(src.data, static_cast<std::size_t>(src.ld * kFloat),
+                                    static_cast<std::size_t>(src.cols * kFloat),
+                                    static_cast<std::size_t>(src.rows));
+  copy.srcDevice = src_gpu;
+  copy.dstPtr = make_cudaPitchedPtr(dst.data, static_cast<std::size_t>(dst.ld * kFloat),
+                                    static_cast<std::size_t>(dst.cols * kFloat),
+                                    static_cast<std::size_t>(dst.rows));
+  copy.dstDevice = dst_gpu;
+  copy.extent = make_cudaExtent(static_cast<std::size_t>(src.cols * kFloat),
+                                static_cast<std::size_t>(src.rows), 1);
+  return copy;
+}
+
 }  // namespace
 
 void* CudaDevice::host_device_pointer(const HostMat& m, std::int64_t first_row,
@@ -220,6 +237,55 @@ void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_b
       SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
     }
     SLUICE_CUDA(cudaStreamWaitEvent(cur(), remote.done.get(), 0));
+  }
+  counters_.p2p_rows += n;
+  counters_.p2p_bytes += n * row_bytes(src);
+}
+
+void CudaDevice::put_block(Mat src, Device& peer, Mat dst) {
+  OpScope op(*this, "put_block");
+  const auto& target = dynamic_cast<const CudaDevice&>(peer);
+  SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "put_block: ", src.rows, " x ",
+                 src.cols, " into ", dst.rows, " x ", dst.cols);
+  if (src.empty()) return;
+  DeviceGuard guard(gpu_);
+  // A copy engine's work (no SMs): between GPUs a peer copy, staged through the host by the
+  // driver where the GPUs have no peer access; one span where both sides are contiguous (a
+  // strided copy of narrow rows moves row by row).
+  if (src.ld == src.cols && dst.ld == dst.cols) {
+    SLUICE_CUDA(cudaMemcpyPeerAsync(dst.data, target.gpu_, src.data, gpu_,
+                                    static_cast<std::size_t>(src.rows * src.cols * kFloat), cur()));
+  } else if (target.gpu_ == gpu_) {
+    SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
+                                  src.cols * kFloat, src.rows, cudaMemcpyDeviceToDevice, cur()));
+  } else {
+    const cudaMemcpy3DPeerParms copy = peer_copy(src, gpu_, dst, target.gpu_);
+    SLUICE_CUDA(cudaMemcpy3DPeerAsync(&copy, cur()));
+  }
+  counters_.p2p_rows += src.rows;
+  counters_.p2p_bytes += src.rows * row_bytes(src);
+}
+
+void CudaDevice::put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) {
+  OpScope op(*this, "put_rows");
+  const auto& target = dynamic_cast<const CudaDevice&>(peer);
+  const std::int64_t n = src_rows.size;
+  SLUICE_EXPECTS(n == dst.rows && src.cols == dst.cols, "put_rows: ", n, " rows of width ",
+                 src.cols, " into ", dst.rows, " x ", dst.cols);
+  if (n == 0 || src.cols == 0) return;
+  DeviceGuard guard(gpu_);
+  if (target.gpu_ == gpu_ || shared_.direct_peer[gpu_][target.gpu_]) {
+    // Stores into the peer's memory over the link.
+    launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, nullptr, n, src.cols,
+                       cur());
+  } else {
+    // Compact here, then one peer copy.
+    float* compact = staging_.ensure_as<float>(n * src.cols, account_, cur(), "put staging");
+    launch_gather_rows(src.data, src.ld, src_rows.data, compact, src.cols, nullptr, n, src.cols,
+                       cur());
+    const cudaMemcpy3DPeerParms copy =
+        peer_copy(Mat{compact, n, src.cols, src.cols}, gpu_, dst, target.gpu_);
+    SLUICE_CUDA(cudaMemcpy3DPeerAsync(&copy, cur()));
   }
   counters_.p2p_rows += n;
   counters_.p2p_bytes += n * row_bytes(src);

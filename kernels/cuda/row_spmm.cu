@@ -202,8 +202,8 @@ __global__ void __launch_bounds__(kRowThreads)
     row_spmm_kernel(RowSpmmMatrix<Index> a, const float* __restrict__ x, std::int64_t ldx,
                     float* __restrict__ y, std::int64_t ldy, int cols) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
-  const std::int64_t r = global_warp();
-  if (r >= a.rows) return;
+  const std::int64_t r = a.first_row + global_warp();
+  if (r >= a.end_row) return;
   const std::int64_t begin = a.indptr[r], end = a.indptr[r + 1];
   if (end - begin > a.long_rows.degree) return;  // the long-row kernel's
   if (kWrite == RowSpmmWrite::kAdd && begin == end) return;
@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(kLongThreads)
       to = a.indptr[r + 1];
       target = y + r * ldy;
     }
+    if (r < a.first_row || r >= a.end_row) continue;  // the whole block skips the item
     const std::int64_t begin = a.indptr[r], end = a.indptr[r + 1];
     const std::int32_t row_degree = row_degree_of(a, r, begin, end);
     for (int column_base = 0; column_base < cols; column_base += P::kSpan) {
@@ -323,7 +324,9 @@ __global__ void __launch_bounds__(kLongThreads)
   const LongSplit& split = a.long_rows.split;
   for (std::int64_t k = blockIdx.x; k < split.rows; k += gridDim.x) {
     const std::int64_t first = k > 0 ? segment_end[k - 1] : 0, last = segment_end[k];
-    float* row = y + static_cast<std::int64_t>(a.long_rows.rows[k]) * ldy;
+    const std::int64_t r = a.long_rows.rows[k];
+    if (r < a.first_row || r >= a.end_row) continue;
+    float* row = y + r * ldy;
     for (int c = static_cast<int>(threadIdx.x); c < cols; c += kLongThreads) {
       float sum = 0.f;
       for (std::int64_t s = first; s < last; ++s) sum += segment_sums[s * cols + c];
@@ -336,7 +339,7 @@ template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite
 void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
                    std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
   row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
-      <<<row_blocks(a.rows), kRowThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
+      <<<row_blocks(a.end_row - a.first_row), kRowThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
   if (a.long_rows.count == 0) return;
   const LongSplit& split = a.long_rows.split;
@@ -399,12 +402,16 @@ void launch_row_spmm(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t
   SLUICE_EXPECTS(cols <= INT32_MAX, "row SpMM: ", cols, " columns");
   SLUICE_EXPECTS(a.long_rows.split.segments == 0 || segment_sums != nullptr,
                  "row SpMM: split long rows without scratch for their segments");
-  if (a.rows <= 0 || cols <= 0) return;
+  RowSpmmMatrix<Index> m = a;
+  if (m.end_row < 0) m.end_row = m.rows;
+  SLUICE_EXPECTS(m.first_row >= 0 && m.first_row <= m.end_row && m.end_row <= m.rows,
+                 "row SpMM: rows [", m.first_row, ", ", m.end_row, ") of ", m.rows);
+  if (m.first_row == m.end_row || cols <= 0) return;
   const int c = static_cast<int>(cols);
   if (row_spmm_aligned(x, ldx, y, ldy)) {
-    launch_rows<Index, true>(a, x, ldx, y, ldy, c, write, segment_sums, stream);
+    launch_rows<Index, true>(m, x, ldx, y, ldy, c, write, segment_sums, stream);
   } else {
-    launch_rows<Index, false>(a, x, ldx, y, ldy, c, write, segment_sums, stream);
+    launch_rows<Index, false>(m, x, ldx, y, ldy, c, write, segment_sums, stream);
   }
 }
 

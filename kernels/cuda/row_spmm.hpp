@@ -41,6 +41,9 @@ struct RowSpmmMatrix {
   const vertex_t* self = nullptr;              // kTransposed, kNeighborMean
   const std::int32_t* self_degrees = nullptr;  // kTransposed, kSymmetricNorm
   const Index* matrix_indptr = nullptr;        // kTransposed, kNeighborMean
+  // The rows the product writes: [first_row, end_row) (end_row -1: through the last row); the
+  // others are left as they are.
+  std::int64_t first_row = 0, end_row = -1;
 };
 
 // Whether the product stores its rows or adds them to what y holds.

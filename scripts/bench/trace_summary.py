@@ -33,8 +33,9 @@ import sys
 # the host (a launch takes a few microseconds to reach the GPU).
 HOST_BOUND_MS = 0.05
 STEP = re.compile(r"epoch (\d+) training step$")
-COMPUTE_LANE, TRANSFER_LANE, STORE_LANE = 0, 1, 2
-LANE_NAMES = {COMPUTE_LANE: "compute", TRANSFER_LANE: "transfer", STORE_LANE: "store"}
+COMPUTE_LANE, TRANSFER_LANE, STORE_LANE, PEER_LANE = 0, 1, 2, 3
+LANE_NAMES = {COMPUTE_LANE: "compute", TRANSFER_LANE: "transfer", STORE_LANE: "store",
+              PEER_LANE: "peer"}
 HOST_LINK = {TRANSFER_LANE: ("load",), STORE_LANE: ("store", "flush"), COMPUTE_LANE: ("load", "flush")}
 
 
@@ -287,7 +288,7 @@ def print_operations(path, epoch):
         key = (e["pid"], e["tid"])
         idle = (e["ts"] - lane_end[key]) / 1e3 if key in lane_end else 0.0
         lane_end[key] = max(lane_end.get(key, 0), e["ts"] + e["dur"])
-        lane = LANE_NAMES.get(e["tid"] % 3, str(e["tid"]))
+        lane = LANE_NAMES.get(e["tid"] % len(LANE_NAMES), str(e["tid"]))
         print(f"| {(e['ts'] - t0) / 1e3:.2f} | {e['dur'] / 1e3:.3f} | {max(idle, 0):.2f} | "
               f"{e['pid']} | {lane} | {e['cat'][3:]} | {e['name']} |")
 

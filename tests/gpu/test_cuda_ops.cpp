@@ -829,6 +829,53 @@ void pull_push_roundtrip(Backend& backend, std::mt19937& rng) {
   pull_push_roundtrip(backend, rng, 200, 24, 5);
 }
 
+// Device 1 puts rows into device 0's buffer (Device::put_block, put_rows), as push_phase() fills
+// an owner's receive buffer: a block of consecutive rows and gathered rows, into a strided view.
+void put_rows_into_peer(Backend& backend, std::mt19937& rng, std::int64_t rows, std::int64_t cols) {
+  SCOPED_TRACE(testing::Message() << rows << " x " << cols);
+  Device& owner = backend.device(0);
+  Device& sender = backend.device(1);
+  const Host values = random_floats(rows * cols, rng);
+  Mat src = sender.alloc(rows, cols, "sent rows");
+  sender.write(values.data(), rows * cols, src.data);
+  const std::int64_t ld = cols + 5, half = rows / 2;
+  Mat received = owner.alloc(rows, ld, "receive buffer");
+  owner.fill(received, -1.f);
+  owner.synchronize();
+  std::vector<vertex_t> gathered(static_cast<std::size_t>(rows - half));
+  for (std::size_t i = 0; i < gathered.size(); ++i)
+    gathered[i] = vertex_t((i * 7919) % std::size_t(rows));
+  const std::int64_t before = sender.counters().p2p_rows;
+  sender.put_block(src.row_block(rows - half, half), owner,
+                   received.row_block(0, half).col_block(0, cols));
+  sender.put_rows(src, sender.upload(gathered, "gathered"), owner,
+                  received.row_block(half, rows - half).col_block(0, cols));
+  sender.synchronize();
+  Host got(rows * ld);
+  owner.read(received.data, rows * ld, got.data());
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::int64_t from = i < half ? rows - half + i : gathered[std::size_t(i - half)];
+    for (std::int64_t c = 0; c < cols; ++c)
+      ASSERT_EQ(got[i * ld + c], values[from * cols + c]) << "row " << i << ", column " << c;
+    for (std::int64_t c = cols; c < ld; ++c) ASSERT_EQ(got[i * ld + c], -1.f) << "row " << i;
+  }
+  EXPECT_EQ(sender.counters().p2p_rows - before, rows);
+}
+
+TEST_F(CudaOps, PutsIntoAPeersBuffer) {
+  auto one_gpu_devices = make_backend(2);
+  auto staged = make_cuda_backend(one_gpu(2).peer_access(PeerAccess::kOff));
+  for (Backend* backend : {one_gpu_devices.get(), staged.get()})
+    for (const std::int64_t cols : {23, 48, 150}) put_rows_into_peer(*backend, rng_, 3000, cols);
+  std::unique_ptr<Backend> two_gpus;
+  try {
+    two_gpus = make_cuda_backend(test::backend_options(2).gpus(2));
+  } catch (const InputError& e) {
+    GTEST_SKIP() << "the two-GPU case needs two GPUs: " << e.what();
+  }
+  for (const std::int64_t cols : {23, 48, 150}) put_rows_into_peer(*two_gpus, rng_, 3000, cols);
+}
+
 TEST_F(CudaOps, PullAndPushBetweenLogicalDevicesOnOneGpu) {
   auto backend = make_backend(2);
   pull_push_roundtrip(*backend, rng_);
@@ -1753,6 +1800,19 @@ TEST_F(CudaOps, LongRowsSplitIntoSegments) {
       EXPECT_LT(relative_error(download(dx), twice), kTolerance);
       d.fill(dx, 0.f);
       d.spmm_transpose_add(csr, values, dy, dx);
+      EXPECT_EQ(download(dx), stored_dx);
+      // In two row ranges (the schedule's remote region first), the same bits, stored or added;
+      // a range leaves the other rows as they were.
+      const std::int64_t split = a.cols / 3;
+      d.fill(dx, 7.f);
+      d.spmm_transpose_rows(csr, values, dy, dx, RowRange{split, a.cols}, RowCopy::kOverwrite);
+      const Host upper = download(dx);
+      for (std::int64_t i = 0; i < split * f; ++i) ASSERT_EQ(upper[i], 7.f) << i;
+      d.spmm_transpose_rows(csr, values, dy, dx, RowRange{0, split}, RowCopy::kOverwrite);
+      EXPECT_EQ(download(dx), stored_dx);
+      d.fill(dx, 0.f);
+      d.spmm_transpose_rows(csr, values, dy, dx, RowRange{split, a.cols}, RowCopy::kAdd);
+      d.spmm_transpose_rows(csr, values, dy, dx, RowRange{0, split}, RowCopy::kAdd);
       EXPECT_EQ(download(dx), stored_dx);
     }
   }

@@ -58,6 +58,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   std::int64_t in_max = 0, arrival_in_max = 0, load_max = 0, grad_in_max = 0, dx_max = 0;
   std::int64_t block_out_max = 0, out_max = 0, aggregate_max = 0, transform_max = 0;
   std::int64_t transformed_max = 0;  // of the layers with rows in Zm
+  std::int64_t pushed_max = 0;       // of the gradient rows pushed to their owners
   // dA: the gradient of an aggregation whose input gradient a layer above 0 computes
   // (aggregate_backward()), and the head-mean backward of GAT's last layer.
   std::int64_t aggregation_gradient_max = 0;
@@ -86,6 +87,10 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
       any_stored_transform |= r.stores_transform;
       continue;  // no Zm, dZm, slices or transposed coefficients; layer 0: no input gradient
     }
+    // Its backward pass pushes the remote rows' gradients to their owners where it flushes
+    // (layers above 0, and a layer 0 that transforms): rows of dZm or of dX.
+    if (layer.index > 0 || r.transforms)
+      pushed_max = std::max(pushed_max, r.transforms ? layer.transform_width : layer.in_width);
     any_transform |= r.transforms;
     any_arrival_transform |= r.transforms_on_arrival;
     any_stored_transform |= r.stores_transform;
@@ -126,6 +131,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   w.aggregation_gradient =
       aggregation_gradient_max > 0 ? aligned_width(aggregation_gradient_max) : 0;
   w.transformed = any_transform ? aligned_width(transformed_max) : 0;
+  w.received = pushed_max > 0 ? aligned_width(pushed_max) : 0;
   w.heads = gat ? heads_max : 0;
   w.transposed_coefficient_heads = transposed_coefficient_heads;
   w.head_outputs = gat ? transform_max : 0;
@@ -211,6 +217,13 @@ std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int p, CommMode c
     }
   }
   if (comm == CommMode::kBaseline) return sizes;
+  // Every remote entry of the other partitions' chunks of the batch pushes its gradient row to
+  // its owner.
+  for (int c = 0; c < C; ++c)
+    for (int q = 0; q < P; ++q)
+      if (q != p)
+        for (const int owner : plan.chunk(c, q).remote_owner)
+          sizes[std::size_t(c)].received += owner == p;
   // The last batch's leaving rows by the chunk of p whose destinations they are.
   std::vector<int> order;  // chunks of p with destinations, by first destination
   for (int c = 0; c < C; ++c)
@@ -397,6 +410,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     n.max_nnz = std::max(n.max_nnz, s.nnz);
     n.max_loads = std::max(n.max_loads, s.loads);
     n.max_leaves = std::max(n.max_leaves, s.leaves);
+    n.max_received = std::max(n.max_received, s.received);
   }
   n.block_rows = std::max<std::int64_t>(n.chunk_rows, 1);
   if (w.slice_inputs > 0) n.slice_rows = slice_rows(n.max_loads, n.max_leaves, n.merged_rows);
@@ -425,6 +439,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   add.required(BufferRole::kAdamFirstMoment, 1, w.parameters);
   add.required(BufferRole::kAdamSecondMoment, 1, w.parameters);
   add.required(BufferRole::kSideBySideWeights, 1, w.side_by_side_weights);
+  add.required(BufferRole::kReceivedGradients, n.max_received, w.received);
   add.required(BufferRole::kSliceInputs, n.slice_rows, w.slice_inputs);
   add.required(BufferRole::kSliceTransformed, n.slice_rows, w.slice_transformed);
   add.list(BufferRole::kSlicePositions, n.slice_rows);
@@ -491,6 +506,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     add.list(BufferRole::kDestinationKeys, s.rows, c);
     add.list(BufferRole::kLabels, s.rows, c);
     add.list(BufferRole::kSplitBits, s.rows, c);
+    add.list(BufferRole::kReceivedSlots, s.received, c);
   }
   // The kept tail: in the flush buffer only where there is one.
   if (w.keep_tail && (!w.tail_in_flush_buffer || flush)) {
@@ -622,6 +638,8 @@ const char* buffer_role_name(BufferRole role) {
       return "Adam v";
     case BufferRole::kSideBySideWeights:
       return "side-by-side weights";
+    case BufferRole::kReceivedGradients:
+      return "received gradient rows";
     case BufferRole::kSliceInputs:
       return "transform row slice";
     case BufferRole::kSliceTransformed:
@@ -684,6 +702,8 @@ const char* buffer_role_name(BufferRole role) {
       return "labels";
     case BufferRole::kSplitBits:
       return "split bits";
+    case BufferRole::kReceivedSlots:
+      return "received slots";
     case BufferRole::kTailRows:
       return "kept tail rows";
     case BufferRole::kTailPositions:

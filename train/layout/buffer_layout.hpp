@@ -123,7 +123,9 @@ struct BufferWidths {
   std::int64_t slice_transformed = 0;  // their transforms (not aligned)
   std::int64_t load_stage = 0;         // every layer's loads
   std::int64_t flush = 0;              // gradients flushed by layers above 0
-  std::int64_t parameters = 1;         // parameters, gradients, Adam moments (at least 1)
+  // Gradient rows pushed to their owners (dX or dZm rows; Schedule::Impl::push_phase()).
+  std::int64_t received = 0;
+  std::int64_t parameters = 1;  // parameters, gradients, Adam moments (at least 1)
   // SAGE's transform-first layer: its W_self and W_neigh side by side (d_l rows of
   // aligned_width(2 d_{l+1}); DeviceState::side_by_side_w).
   std::int64_t side_by_side_weights = 0;
@@ -149,6 +151,7 @@ struct ChunkListSizes {
   std::int64_t loads = 0, leaves = 0;
   std::int64_t remote = 0;                  // remote entries (none in baseline mode)
   std::vector<std::int64_t> pulls, pushes;  // entries per owner that has any, owners ascending
+  std::int64_t received = 0;                // gradient rows the other partitions push into this one
   std::int64_t tail = 0;  // rows of the last batch's leave list whose destinations are here
 };
 std::vector<ChunkListSizes> chunk_list_sizes(const Plan& plan, int partition, CommMode comm);
@@ -187,7 +190,8 @@ struct PartitionSizes {
   std::int64_t block_rows = 1;   // rows of the block buffers: max(chunk_rows, 1)
   std::int64_t max_nnz = 0;      // the largest chunk's entries
   std::int64_t max_loads = 0, max_leaves = 0;
-  std::int64_t slice_rows = 0;  // 0 without slices
+  std::int64_t max_received = 0;  // the most rows other partitions push into this one in a batch
+  std::int64_t slice_rows = 0;    // 0 without slices
   // Chunk 0's loads of the last chunk's vertices, taken from its output block when a forward
   // pass ends early (uploaded with the load stage; 0 in baseline mode).
   std::int64_t head_rows = 0;
@@ -215,6 +219,7 @@ enum class BufferRole {
   kAdamFirstMoment,
   kAdamSecondMoment,
   kSideBySideWeights,
+  kReceivedGradients,  // the rows other partitions push into this one, before they are added
   kSliceInputs,
   kSliceTransformed,
   kSlicePositions,     // constant
@@ -249,6 +254,7 @@ enum class BufferRole {
   kDestinationKeys,
   kLabels,
   kSplitBits,
+  kReceivedSlots,  // where the rows other partitions push land here
   // The kept tail, per chunk, uploaded after every device's constants.
   kTailRows,
   kTailPositions,

@@ -390,7 +390,15 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
           s.pulls = per_owner(total.pulled, k);
           break;
       }
-      if (comm != CommMode::kBaseline) s.tail = total.tail[first + c];
+      if (comm != CommMode::kBaseline) {
+        s.tail = total.tail[first + c];
+        // The other partitions' chunks of the batch push a row for each of their columns p owns.
+        for (int q = 0; q < P; ++q)
+          if (q != p)
+            s.received +=
+                total.owned[(std::size_t(q) * C + std::size_t(order[std::size_t(c) * P + q])) * P +
+                            std::size_t(p)];
+      }
       profile.lists.push_back(std::move(s));
       CsrShape csr;
       csr.rows = range_end(k) - range_begin(k);

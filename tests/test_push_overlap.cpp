@@ -27,10 +27,8 @@ struct Trained {
 
 Trained train(const Dataset& d, const Plan& plan, const std::string& model, int layers,
               std::int64_t remote_first_push_bytes) {
-  const ModelSpec spec = test::model_spec(test::model_shape(model, layers)
-                                              .in_dim(d.feature_dim)
-                                              .hidden(16)
-                                              .classes(d.num_classes));
+  const ModelSpec spec = test::model_spec(
+      test::model_shape(model, layers).in_dim(d.feature_dim).hidden(16).classes(d.num_classes));
   std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   ScheduleOptions options;
   options.dropout = 0.3f;

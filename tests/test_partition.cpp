@@ -222,48 +222,49 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //     = 200 B.
   //   constants, 4 B per entry: chunk row positions 2 = 8 B; batch 0: CSR (2+1)x8 + 6x4 = 48 B
   //     with the column degrees of the 5 merged rows 20 B, self columns 2 + loads 3x3 + pulls
-  //     2x2 + pushes 2x2 + remote slots 2 + leaves 3x1 + destination keys, labels, mask 3x2 +
-  //     received slots 2 = 32 entries, 196 B; batch 1: 68 B + (2 + 3x1 + 0 + 2x2 + 2 + 3x3 +
-  //     3x2 + 2 = 28) x 4 = 180 B; flush positions 3 = 12 B; the kept tail (vertex 0 | vertices
-  //     2, 3: source and block positions per chunk) 2x3 = 24 B; batch 0's load of vertex 2 as
-  //     a row of the last chunk's block (early next pass) 4 B; 424 B.
-  //   CUDA: 66 allocations, each under 256 B, one 256-byte granule each = 16896 B: 12 buffers,
-  //     5 overlap buffers, 37 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
+  //     2x2 + pushes 2 (local slots; the owner holds where they land) + remote slots 2 + leaves
+  //     3x1 + destination keys, labels, mask 3x2 + received slots 2 = 30 entries, 188 B;
+  //     batch 1: 68 B + (2 + 3x1 + 0 + 2 + 2 + 3x3 + 3x2 + 2 = 26) x 4 = 172 B; flush
+  //     positions 3 = 12 B; the kept tail (vertex 0 | vertices 2, 3: source and block positions
+  //     per chunk) 2x3 = 24 B; batch 0's load of vertex 2 as a row of the last chunk's block
+  //     (early next pass) 4 B; 408 B.
+  //   CUDA: 64 allocations, each under 256 B, one 256-byte granule each = 16384 B: 12 buffers,
+  //     5 overlap buffers, 35 uploaded lists besides the CSRs, 2 x 6 CSR arrays in the CUDA
   //     layout (offsets, columns, self entries, transposed offsets and rows, column degrees: GCN
   //     derives its entry weights, so no values and no transpose permutation). Scratch: the
   //     loss, the chunk's predictions and the column sums' partial sums (one slice of 8 floats),
   //     3 x 256 = 768 B.
-  //   all_constants = max(ceil(16896 x 8 / 7), 16896 + 768) = 19310.
+  //   all_constants = max(ceil(16384 x 8 / 7), 16384 + 768) = 18725.
   //   With constants spilling to host memory, seven eighths of the budget hold the setup with
-  //   only the largest chunk's constants (batch 0's 22 granules: 6 CSR arrays, 16 lists; batch
-  //   1's take 20, no pulls): 66 - 42 + 22 = 46 granules = 11776 B, ceil(11776 x 8 / 7) =
-  //   13458; but the constants fill the device up to seven eighths first, so the free eighth
+  //   only the largest chunk's constants (batch 0's 21 granules: 6 CSR arrays, 15 lists; batch
+  //   1's take 19, no pulls): 64 - 40 + 21 = 45 granules = 11520 B, ceil(11520 x 8 / 7) =
+  //   13166; but the constants fill the device up to seven eighths first, so the free eighth
   //   must hold the scratch: first use 768 B, two slots for a chunk's CSR arrays staged before
-  //   use, 6 granules each = 3072 B: 8 x 3840 = 30720. total = min(19310, 30720) = 19310.
+  //   use, 6 granules each = 3072 B: 8 x 3840 = 30720. total = min(18725, 30720) = 18725.
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
-  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 39 granules, ceil(9984 x
-  //   8 / 7) = 11411, again below the free eighth's 30720: minimum = total = 19310.
+  //   pass's list: 7 granules; the kept tail lives in dZm and stays): 38 granules, ceil(9728 x
+  //   8 / 7) = 11118, again below the free eighth's 30720: minimum = total = 18725.
   ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
   const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1392);
   EXPECT_EQ(gpu0.overlap, 200);
-  EXPECT_EQ(gpu0.constants, 424);
-  EXPECT_EQ(gpu0.device_bytes(), 2016);
-  EXPECT_EQ(gpu0.cuda_setup, 16896);
+  EXPECT_EQ(gpu0.constants, 408);
+  EXPECT_EQ(gpu0.device_bytes(), 2000);
+  EXPECT_EQ(gpu0.cuda_setup, 16384);
   EXPECT_EQ(gpu0.cuda_scratch, 768);
-  EXPECT_EQ(gpu0.cuda_chunk_constants, 42 * 256);
-  EXPECT_EQ(gpu0.cuda_largest_chunk, 22 * 256);
-  EXPECT_EQ(gpu0.all_constants, 19310);
+  EXPECT_EQ(gpu0.cuda_chunk_constants, 40 * 256);
+  EXPECT_EQ(gpu0.cuda_largest_chunk, 21 * 256);
+  EXPECT_EQ(gpu0.all_constants, 18725);
   EXPECT_EQ(gpu0.cuda_staging, 2 * 6 * 256);
-  EXPECT_EQ(gpu0.total, 19310);
-  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 19310);
+  EXPECT_EQ(gpu0.total, 18725);
+  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 18725);
   EXPECT_EQ(gpu0.cuda_overlap, 7 * 256);
-  EXPECT_EQ(gpu0.minimum, 19310);
+  EXPECT_EQ(gpu0.minimum, 18725);
   // GPU 1 holds one more transition row, and 4 rows leave its last batch.
   EXPECT_GT(estimate_gpu_memory(plan, 1, shape).device_bytes(), gpu0.device_bytes());
   shape.model = "gat";
   shape.heads = 2;
-  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 19310);
+  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 18725);
   shape.model = "gin";  // sluice-train has no GIN
   EXPECT_THROW(estimate_gpu_bytes(plan, 0, shape), InputError);
 }

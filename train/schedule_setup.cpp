@@ -103,7 +103,6 @@ void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, const std
   }
   check("push groups", std::int64_t(ch.pushes.size()), li.pushes.size());
   for (std::size_t g = 0; g < li.pushes.size(); ++g) {
-    check("push owner slots", ch.pushes[g].owner_rows.size, li.pushes[g].owner_rows.size());
     check("push local slots", ch.pushes[g].local_rows.size, li.pushes[g].local_rows.size());
   }
   check("remote slots", ch.remote_rows.size, li.remote_rows.size());
@@ -116,24 +115,28 @@ void check_chunk_uploaded(const DeviceChunk& ch, const ChunkLists& li, const std
   check("split bits", ch.split_bits.size, li.split_bits.size());
 }
 
-// A pull or push group's owner slots open the group (owners ascending, as in the lists); its
-// local slots close it.
+// A pull group's owner slots open the group (owners ascending, as in the lists); its local
+// slots close it. A push group is its local slots alone: the owner adds the rows it receives at
+// its own positions (DeviceChunk::received_rows).
 void upload_peer_rows(Device& d, const BufferSpec& b, const std::vector<PeerRows>& groups,
                       std::vector<DevicePeerRows>& bound, const std::string& where) {
-  const bool owner_slots =
-      b.role == BufferRole::kPullOwnerSlots || b.role == BufferRole::kPushOwnerSlots;
-  if (owner_slots) {
-    if (bound.size() >= groups.size())
-      SLUICE_FAIL("buffer layout: ", where, "more ", buffer_role_name(b.role),
-                  " than the schedule's ", groups.size(), " groups");
+  const bool opens_group =
+      b.role == BufferRole::kPullOwnerSlots || b.role == BufferRole::kPushLocalSlots;
+  if (opens_group && bound.size() >= groups.size())
+    SLUICE_FAIL("buffer layout: ", where, "more ", buffer_role_name(b.role),
+                " than the schedule's ", groups.size(), " groups");
+  if (b.role == BufferRole::kPushLocalSlots) {
     const PeerRows& g = groups[bound.size()];
-    bound.push_back({g.owner, upload_list(d, b, g.owner_rows, where), Idx{}});
+    bound.push_back({g.owner, Idx{}, upload_list(d, b, g.local_rows, where)});
     bound.back().receive_first = g.receive_first;
     const std::vector<vertex_t>& local = g.local_rows;
     bool consecutive = !local.empty();
     for (std::size_t i = 1; i < local.size() && consecutive; ++i)
       consecutive = local[i] == local[i - 1] + 1;
     if (consecutive) bound.back().local_first = local.front();
+  } else if (opens_group) {
+    const PeerRows& g = groups[bound.size()];
+    bound.push_back({g.owner, upload_list(d, b, g.owner_rows, where), Idx{}});
   } else {
     if (bound.empty() || bound.back().local_rows.size > 0)
       SLUICE_FAIL("buffer layout: ", where, buffer_role_name(b.role), " without owner slots");
@@ -937,7 +940,6 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
     case BufferRole::kPullLocalSlots:
       upload_peer_rows(d, b, li.pulls, ch.pulls, where);
       return;
-    case BufferRole::kPushOwnerSlots:
     case BufferRole::kPushLocalSlots:
       upload_peer_rows(d, b, li.pushes, ch.pushes, where);
       return;

@@ -13,7 +13,7 @@ namespace sluice::schedule_detail {
 
 struct DevicePeerRows {
   int owner = 0;
-  Idx owner_rows, local_rows;
+  Idx owner_rows, local_rows;  // a push has no owner rows here (the owner holds them)
   // A push's first row in the owner's receive buffer (DeviceState::received), and, where its
   // local rows are the consecutive rows [local_first, + local_rows.size), the first of them
   // (one block copy); -1 otherwise.

@@ -446,7 +446,7 @@ void Schedule::Impl::join_lanes(SideLanes sides) {
 
 // Phase D (backward): remote-row gradients to their owners. On its peer lane each device copies
 // its remote rows' gradients into their owners' receive buffers once its compute wrote them
-// (kRemoteGradients: GCN computes the remote region first, gcn_input_gradients()) and the owner
+// (kRemoteGradients; transposed_product_remote_first() marks it early) and the owner
 // added what it received before (kReceived): one block copy where the rows are consecutive (a
 // copy engine's work, beside the compute), else a gather into the owner's memory. Then each
 // owner adds what it received into its own rows on its compute lane, pushers ascending: the
@@ -496,12 +496,11 @@ void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
     if (!ch.pushes.empty()) d.wait(kPushed);
     if (ch.received.empty()) continue;
     const Mat gradient = exchanged_gradient(s, layer);
+    const Mat received = inbox(s, sent_rows(gradient)).col_block(0, gradient.cols);
     d.phase_begin(Phase::kP2p, tag(c));
     for (const ReceivedRows& from : ch.received) {
       d.wait_peer(*dev[std::size_t(from.pusher)].device, kPushed);
-      d.scatter_add_rows(inbox(s, sent_rows(gradient))
-                             .row_block(from.first, from.count)
-                             .col_block(0, gradient.cols),
+      d.scatter_add_rows(received.row_block(from.first, from.count),
                          part(ch.received_rows, from.first, from.first + from.count), gradient);
     }
     d.phase_end(Phase::kP2p);

@@ -250,8 +250,7 @@ void CudaDevice::put_block(Mat src, Device& peer, Mat dst) {
   if (src.empty()) return;
   DeviceGuard guard(gpu_);
   // A copy engine's work (no SMs): between GPUs a peer copy, staged through the host by the
-  // driver where the GPUs have no peer access; one span where both sides are contiguous (a
-  // strided copy of narrow rows moves row by row).
+  // driver where the GPUs have no peer access; one span where both sides are contiguous.
   if (src.ld == src.cols && dst.ld == dst.cols) {
     SLUICE_CUDA(cudaMemcpyPeerAsync(dst.data, target.gpu_, src.data, gpu_,
                                     static_cast<std::size_t>(src.rows * src.cols * kFloat), cur()));

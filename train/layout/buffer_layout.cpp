@@ -495,10 +495,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
       add.list(BufferRole::kPullOwnerSlots, count, c);
       add.list(BufferRole::kPullLocalSlots, count, c);
     }
-    for (std::int64_t count : s.pushes) {
-      add.list(BufferRole::kPushOwnerSlots, count, c);
-      add.list(BufferRole::kPushLocalSlots, count, c);
-    }
+    for (std::int64_t count : s.pushes) add.list(BufferRole::kPushLocalSlots, count, c);
     add.list(BufferRole::kRemoteSlots, s.remote, c);
     add.list(BufferRole::kLeaveVertices, s.leaves, c);
     add.list(BufferRole::kLeaveSlots, s.leaves, c);
@@ -684,8 +681,6 @@ const char* buffer_role_name(BufferRole role) {
       return "pull owner slots";
     case BufferRole::kPullLocalSlots:
       return "pull local slots";
-    case BufferRole::kPushOwnerSlots:
-      return "push owner slots";
     case BufferRole::kPushLocalSlots:
       return "push local slots";
     case BufferRole::kRemoteSlots:

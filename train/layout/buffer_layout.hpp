@@ -245,7 +245,6 @@ enum class BufferRole {
   kLoadKeys,
   kPullOwnerSlots,
   kPullLocalSlots,
-  kPushOwnerSlots,
   kPushLocalSlots,
   kRemoteSlots,
   kLeaveVertices,

@@ -117,7 +117,7 @@ void Schedule::Impl::end_forward_early() {
 // One layer's backward pass, or with kFused the last layer's forward and backward in one pass
 // (loads and pulls as a forward pass, no blocks from host memory): per batch, load the rows
 // (when the pass recomputes the layer), pull the remote ones, compute the chunk, push the
-// remote rows' gradients to their owners and flush the leaving rows. Drained at the end (G^l
+// remote rows' gradients to their owners and flush the leaving rows. Ends as end_pass() (G^l
 // complete before the next layer prefetches its blocks).
 void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
   const bool fused = kind == PassKind::kFused;
@@ -155,10 +155,9 @@ void Schedule::Impl::backward_layer(const LayerSpec& layer, PassKind kind) {
     }
   }
   by_rows = false;
-  if (layer.index == 0)  // the step's last pass: the optimizer follows on the host
-    drain();
-  else
-    end_pass();
+  // The step's last pass too: Schedule::forward_backward() queues the weight gradients' all-reduce
+  // behind it and drains after that, so the devices add them without a trip through the host.
+  end_pass();
   if (fused && gat()) swap_last_layer_attention();
   if (!fused)
     for (auto& s : dev) {
@@ -279,12 +278,12 @@ double Schedule::forward_backward(std::int64_t epoch) {
   m.backward_layer(m.model.layers.back(), PassKind::kFused);
   for (int l = L - 2; l >= 0; --l)
     m.backward_layer(m.model.layers[std::size_t(l)], PassKind::kBackward);
-  const double t = now_seconds();
+  // Queued behind the last pass, which ended without a drain: the devices add the weight
+  // gradients as soon as their passes end.
   std::vector<float*> grads;
   for (auto& s : m.dev) grads.push_back(s.grads.data);
   m.backend.all_reduce_sum(grads, m.model.num_parameters);
-  m.backend.synchronize_all();
-  times_.optimizer += now_seconds() - t;
+  m.drain();
   m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
   double loss = 0;
   for (auto& s : m.dev) loss += s.loss_sum;

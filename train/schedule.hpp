@@ -143,7 +143,8 @@ struct PhaseTimes {
   double compute = 0;    // chunk compute
   double store = 0;      // device -> host: forward results (H^{l+1} or T^{l+1}, A^l)
   double flush = 0;      // leaving gradient rows into G^l (GPU stores, CPU additions)
-  double optimizer = 0;  // all-reduce and optimizer step (host wall time)
+  double optimizer = 0;  // optimizer step (host wall time; the all-reduce of the weight
+                         // gradients runs behind the last pass, in no phase)
   double total() const { return load + p2p + compute + store + flush + optimizer; }
 };
 

@@ -1,5 +1,6 @@
 // CudaBackend: P logical devices round-robin on the physical GPUs, peer access, pinned host
-// matrices, and the weight-gradient all-reduce (local sums per GPU, then NCCL across GPUs).
+// matrices, and the weight-gradient all-reduce (local sums per GPU, then across GPUs by peer
+// reads where every GPU may read every other's memory, else NCCL).
 #include "kernels/cuda/cuda_backend.hpp"
 
 #include <algorithm>
@@ -157,7 +158,9 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
     SLUICE_CUDA(cudaStreamWaitEvent(leader.stream(), member.event(), 0));
     launch_axpy(n, 1.f, buffers[d], buffers[leader.index()], leader.stream());
   }
-  if (gpus > 1) {
+  if (gpus > 1 && every_peer_direct() && gpus <= kMaxSumInputs) {
+    peer_all_reduce(buffers, n);
+  } else if (gpus > 1) {
 #if defined(SLUICE_HAVE_NCCL)
     SLUICE_NCCL(ncclGroupStart());
     for (int g = 0; g < gpus; ++g) {
@@ -186,6 +189,51 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
       CudaDevice& member = *devices_[d];
       DeviceGuard guard(member.gpu());
       SLUICE_CUDA(cudaStreamWaitEvent(member.stream(), devices_[member.gpu()]->event(), 0));
+    }
+  }
+}
+
+bool CudaBackend::every_peer_direct() const {
+  for (const auto& row : shared_->direct_peer)
+    for (const bool direct : row)
+      if (!direct) return false;
+  return true;
+}
+
+void CudaBackend::peer_all_reduce(const std::vector<float*>& buffers, std::int64_t n) {
+  const int gpus = shared_->used_gpus;
+  // Slice g of the n floats: [first(g), first(g + 1)), starts 16-byte aligned.
+  const auto first = [&](int g) { return g == gpus ? n : n * g / gpus / 4 * 4; };
+  // Every leader's work so far is done before any leader's next step reads or writes peers'
+  // buffers: the records precede all the waits, as in barrier().
+  const auto join_leaders = [&] {
+    for (int g = 0; g < gpus; ++g) {
+      DeviceGuard guard(g);
+      SLUICE_CUDA(cudaEventRecord(devices_[g]->event(), devices_[g]->stream()));
+    }
+    for (int g = 0; g < gpus; ++g) {
+      DeviceGuard guard(g);
+      for (int q = 0; q < gpus; ++q)
+        if (q != g)
+          SLUICE_CUDA(cudaStreamWaitEvent(devices_[g]->stream(), devices_[q]->event(), 0));
+    }
+  };
+  join_leaders();
+  for (int g = 0; g < gpus; ++g) {
+    DeviceGuard guard(g);
+    std::vector<const float*> slices;
+    for (int q = 0; q < gpus; ++q) slices.push_back(buffers[q] + first(g));
+    launch_sum_inputs(slices, first(g + 1) - first(g), buffers[g] + first(g),
+                      devices_[g]->stream());
+  }
+  join_leaders();
+  for (int g = 0; g < gpus; ++g) {
+    DeviceGuard guard(g);
+    for (int q = 0; q < gpus; ++q) {
+      const std::int64_t count = first(q + 1) - first(q);
+      if (q == g || count == 0) continue;
+      SLUICE_CUDA(cudaMemcpyPeerAsync(buffers[g] + first(q), g, buffers[q] + first(q), q,
+                                      std::size_t(count) * sizeof(float), devices_[g]->stream()));
     }
   }
 }

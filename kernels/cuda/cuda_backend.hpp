@@ -346,6 +346,13 @@ class CudaBackend final : public Backend {
   std::int64_t placement_capacity(int index) const override;
 
  private:
+  // all_reduce_sum across the GPUs' leading devices where each GPU may read every other's memory:
+  // GPU g adds slice g of every buffer, in device order, then copies the other slices from their
+  // GPUs. Each sum is the CPU backend's, on every GPU.
+  void peer_all_reduce(const std::vector<float*>& buffers, std::int64_t n);
+  // every_peer_direct(): each used GPU may read every other's memory.
+  bool every_peer_direct() const;
+
   std::unique_ptr<BackendShared> shared_;
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::vector<Event> barrier_events_;  // one per logical device, on its GPU

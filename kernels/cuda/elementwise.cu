@@ -285,6 +285,19 @@ __global__ void axpy_kernel(std::int64_t n, float alpha, const float* __restrict
   SLUICE_FOR_N(i, n) y[i] += alpha * x[i];
 }
 
+struct SumInputs {
+  const float* in[kMaxSumInputs];
+  int count;
+};
+
+__global__ void sum_inputs_kernel(SumInputs inputs, std::int64_t n, float* out) {
+  SLUICE_FOR_N(i, n) {
+    float sum = 0.f;
+    for (int k = 0; k < inputs.count; ++k) sum += inputs.in[k][i];
+    out[i] = sum;
+  }
+}
+
 __global__ void head_mean_kernel(const float* __restrict__ in, std::int64_t ldi, std::int64_t rows,
                                  int heads, std::int64_t width, float* __restrict__ out,
                                  std::int64_t ldo) {
@@ -483,6 +496,18 @@ void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, 
 void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream) {
   if (n <= 0) return;
   axpy_kernel<<<grid_1d(n), 256, 0, stream>>>(n, alpha, x, y);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+void launch_sum_inputs(const std::vector<const float*>& inputs, std::int64_t n, float* out,
+                       cudaStream_t stream) {
+  SLUICE_EXPECTS(!inputs.empty() && inputs.size() <= std::size_t(kMaxSumInputs),
+                 "sum_inputs: ", inputs.size(), " inputs (1 to ", kMaxSumInputs, ")");
+  if (n <= 0) return;
+  SumInputs list{};
+  list.count = static_cast<int>(inputs.size());
+  for (std::size_t k = 0; k < inputs.size(); ++k) list.in[k] = inputs[k];
+  sum_inputs_kernel<<<grid_1d(n), 256, 0, stream>>>(list, n, out);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "common/types.hpp"
 #include "kernels/cuda_memory_rules.hpp"
@@ -99,6 +100,13 @@ void launch_add_column_sums(const float* m, std::int64_t ld, std::int64_t rows, 
 
 // y += alpha * x over n floats.
 void launch_axpy(std::int64_t n, float alpha, const float* x, float* y, cudaStream_t stream);
+
+// out[i] = ((0 + inputs[0][i]) + inputs[1][i]) + ..., i < n: the inputs added in list order (as
+// the CPU backend's all-reduce adds its devices), at most kMaxSumInputs of them, any of them on
+// a peer GPU this one may read. out may be one of the inputs.
+inline constexpr int kMaxSumInputs = 16;
+void launch_sum_inputs(const std::vector<const float*>& inputs, std::int64_t n, float* out,
+                       cudaStream_t stream);
 
 // out[r, f] = mean_h in[r, h * width + f].
 void launch_head_mean(const float* in, std::int64_t ldi, std::int64_t rows, int heads,

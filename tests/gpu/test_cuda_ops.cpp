@@ -2406,6 +2406,58 @@ TEST_F(CudaOps, AllReduceAcrossLogicalDevicesOnOneGpu) {
   }
 }
 
+bool gpus_read_each_other() {
+  int forward = 0, back = 0;
+  SLUICE_CUDA(cudaDeviceCanAccessPeer(&forward, 0, 1));
+  SLUICE_CUDA(cudaDeviceCanAccessPeer(&back, 1, 0));
+  return forward != 0 && back != 0;
+}
+
+// Across GPUs: with peer access each GPU adds a slice of every buffer in device order and copies
+// the others' slices, so every device holds the CPU backend's sums bit for bit; without it NCCL
+// adds them (to rounding). Three logical devices on two GPUs add the third into GPU 0's first.
+TEST_F(CudaOps, AllReduceAcrossTwoGpus) {
+  for (const int partitions : {2, 3}) {
+    for (const PeerAccess peers : {PeerAccess::kAuto, PeerAccess::kOff}) {
+      std::unique_ptr<Backend> backend;
+      try {
+        backend = make_cuda_backend(test::backend_options(partitions).gpus(2).peer_access(peers));
+      } catch (const InputError& e) {
+        GTEST_SKIP() << "needs two GPUs: " << e.what();
+      }
+      for (const std::int64_t n : {std::int64_t(1), std::int64_t(7), std::int64_t(100003)}) {
+        std::vector<float*> buffers;
+        std::vector<Host> values;
+        for (int d = 0; d < partitions; ++d) {
+          values.push_back(random_floats(n, rng_));
+          Mat m = backend->device(d).alloc(1, n, "grad");
+          backend->device(d).write(values.back().data(), n, m.data);
+          buffers.push_back(m.data);
+        }
+        // The leaders' sums in device order: GPU 0 holds devices 0 and 2, GPU 1 device 1.
+        Host want(n);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float gpu0 = partitions == 3 ? values[0][i] + values[2][i] : values[0][i];
+          want[i] = 0.f + gpu0 + values[1][i];
+        }
+        backend->all_reduce_sum(buffers, n);
+        backend->synchronize_all();
+        for (int d = 0; d < partitions; ++d) {
+          Host got(n);
+          backend->device(d).read(buffers[d], n, got.data());
+          if (peers == PeerAccess::kAuto && gpus_read_each_other()) {
+            EXPECT_EQ(got, want) << "device " << d << " of " << partitions << ", n = " << n;
+          } else {
+            EXPECT_LT(relative_error(got, std::vector<double>(want.begin(), want.end())),
+                      kTolerance)
+                << "device " << d << ", n = " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
 // Throughput of the transfer paths, printed (not asserted); runs only with SLUICE_GPU_BENCH=1
 // (scripts/device-test.sh --bench). Sorted 25% subset of a 1 GiB pinned host matrix.
 TEST_F(CudaOps, TransferBandwidthReport) {

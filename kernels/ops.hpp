@@ -15,8 +15,8 @@
 // - HostMat is host memory the Backend allocated (pinned + mapped for CUDA), shared by devices.
 // - Operations are asynchronous and ordered per device (one in-order stream on CUDA).
 //   Results read on the host (loss sums, predictions) are valid after synchronize().
-//   Cross-device operations (pull_rows, push_add_rows) require the caller to have ordered them
-//   after the other device's producing work (Device::wait_peer or Backend::barrier).
+//   Cross-device operations (pull_rows, put_block, put_rows) require the caller to have ordered
+//   them after the other device's producing work (Device::wait_peer or Backend::barrier).
 // - Index arrays hold 32-bit positions (vertex_t); counts are 64-bit.
 #pragma once
 
@@ -220,7 +220,7 @@ struct TransferCounters {
   // The host-row ids that go with flush_add_rows' rows to the CPU threads adding them (CUDA:
   // those in device memory; the CPU backend counts all).
   std::int64_t d2h_index_bytes = 0;
-  std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, push_add_rows
+  std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, put_block, put_rows
   std::int64_t resident_bytes = 0;           // the same operations on resident matrices
 };
 
@@ -351,9 +351,6 @@ class Device {
   // dst[dst_rows[i]] = owner_buf[owner_rows[i]] where owner_buf lives on `owner` (P2P pull).
   virtual void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                          Mat dst) = 0;
-  // owner_buf[owner_rows[i]] += src[src_rows[i]] atomically, owner_buf on `owner` (P2P push).
-  virtual void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
-                             Idx owner_rows) = 0;
   // dst = src, dst on `peer` (same shape): one block copy into a peer's buffer (P2P put).
   virtual void put_block(Mat src, Device& peer, Mat dst) = 0;
   // dst[i] = src[src_rows[i]] for i < src_rows.size, dst on `peer` (dst.rows == src_rows.size):
@@ -625,10 +622,10 @@ class Backend {
   }
 };
 
-// How the CUDA backend moves rows between logical devices (pull_rows, push_add_rows).
+// How the CUDA backend moves rows between logical devices (pull_rows, put_block, put_rows).
 enum class PeerAccess {
-  kAuto,  // direct reads and atomic adds where the GPUs allow them (always on one GPU), else
-          // staged through host memory
+  kAuto,  // direct reads and writes where the GPUs allow them (always on one GPU), else staged
+          // through host memory
   kOff,   // always staged (cudaMemcpyPeer, host-staged where needed): for machines whose
           // peer-to-peer path is broken; logical devices sharing a GPU stage too
 };

@@ -263,20 +263,6 @@ void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Id
   counters_.p2p_bytes += owner_rows.size * dst.cols * std::int64_t(sizeof(float));
 }
 
-void CpuDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) {
-  cpu::expect_index(src_rows, "src_rows");
-  cpu::expect_index(owner_rows, "owner_rows");
-  SLUICE_EXPECTS(src_rows.size == owner_rows.size, "push_add_rows: ", src_rows.size,
-                 " source rows, ", owner_rows.size, " owner rows");
-  SLUICE_EXPECTS(src.cols == owner_buf.cols, "push_add_rows: width ", src.cols, " vs ",
-                 owner_buf.cols);
-  auto* target = dynamic_cast<CpuDevice*>(&owner);
-  SLUICE_EXPECTS(target != nullptr, "push_add_rows: owner ", owner.name(), " is not a CPU device");
-  target->add_rows_locked(src, src_rows, owner_buf, owner_rows);
-  counters_.p2p_rows += src_rows.size;
-  counters_.p2p_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
-}
-
 void CpuDevice::put_block(Mat src, Device& peer, Mat dst) {
   SLUICE_EXPECTS(src.rows == dst.rows && src.cols == dst.cols, "put_block: ", src.rows, " x ",
                  src.cols, " into ", dst.rows, " x ", dst.cols);
@@ -296,13 +282,6 @@ void CpuDevice::put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) {
   cpu::copy_indexed_rows(src, src_rows.data, dst, nullptr, src_rows.size);
   counters_.p2p_rows += src_rows.size;
   counters_.p2p_bytes += src_rows.size * src.cols * std::int64_t(sizeof(float));
-}
-
-void CpuDevice::add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows) {
-  // Pushes from several devices (possibly on several host threads) serialize on the owner; within
-  // one call repeated owner rows are safe: each destination row is summed by one thread.
-  std::lock_guard<std::mutex> lock(push_mutex_);
-  cpu::add_indexed_rows(src, src_rows.data, owner_buf, owner_rows.data, src_rows.size);
 }
 
 void CpuDevice::expect_flush(const char* operation, Mat src, Idx src_rows, Idx host_rows,

@@ -80,7 +80,6 @@ class CpuDevice final : public Device {
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
-  void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void put_block(Mat src, Device& peer, Mat dst) override;
   void put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
@@ -176,8 +175,6 @@ class CpuDevice final : public Device {
                            HostMat host);
   // Adds the held flush_add_rows into its host matrix, if one is held.
   void land_pending_add();
-  // owner_buf[owner_rows[i]] += src[src_rows[i]], serialized per owner device.
-  void add_rows_locked(Mat src, Idx src_rows, Mat owner_buf, Idx owner_rows);
 
   int index_;
   std::int64_t memory_budget_;
@@ -200,7 +197,6 @@ class CpuDevice final : public Device {
   double time_origin_ = 0;
   PhaseRange open_[kPhases];  // begin in host seconds until phase_end
   std::vector<PhaseRange> ranges_;
-  std::mutex push_mutex_;       // serializes pushes from other devices into this device's buffers
   std::vector<float> scratch_;  // per-entry temporaries of gat_backward (not device memory)
   struct AnnouncedCsr {
     int id = -1;

@@ -24,18 +24,17 @@ namespace cuda {
 namespace {
 
 // Enables peer access between every pair of used GPUs (unless PeerAccess::kOff); fills the
-// direct/atomic tables.
+// direct_peer table.
 void setup_peer_access(BackendShared& shared) {
   const int g = shared.used_gpus;
   const bool disabled = shared.options.peer_access == PeerAccess::kOff;
   shared.direct_peer.assign(g, std::vector<bool>(g, false));
-  shared.peer_atomics.assign(g, std::vector<bool>(g, false));
   bool all_direct = true;
   for (int a = 0; a < g; ++a) {
-    shared.direct_peer[a][a] = shared.peer_atomics[a][a] = !disabled;
+    shared.direct_peer[a][a] = !disabled;
     for (int b = 0; b < g; ++b) {
       if (a == b || disabled) continue;
-      int can_access = 0, atomics = 0;
+      int can_access = 0;
       SLUICE_CUDA(cudaDeviceCanAccessPeer(&can_access, a, b));
       if (can_access) {
         DeviceGuard guard(a);
@@ -45,19 +44,17 @@ void setup_peer_access(BackendShared& shared) {
         } else {
           SLUICE_CUDA(status);
         }
-        SLUICE_CUDA(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, a, b));
       }
       shared.direct_peer[a][b] = can_access != 0;
-      shared.peer_atomics[a][b] = can_access != 0 && atomics != 0;
-      all_direct = all_direct && shared.peer_atomics[a][b];
+      all_direct = all_direct && shared.direct_peer[a][b];
     }
   }
   if (disabled) {
     log_info("CUDA: peer access off; peer rows go through staged copies");
   } else if (!all_direct) {
     log_info(
-        "CUDA: some GPU pairs lack peer access or peer atomics; those transfers are staged "
-        "through host memory (slower)");
+        "CUDA: some GPU pairs lack peer access; those transfers are staged through host memory "
+        "(slower)");
   }
 }
 

@@ -27,10 +27,9 @@ inline constexpr std::int64_t kFloat = sizeof(float);  // bytes of one matrix el
 struct BackendShared {
   BackendOptions options;
   int used_gpus = 1;
-  // direct_peer[a][b]: GPU a's kernels may read GPU b's memory; peer_atomics[a][b]: and add to
-  // it atomically. False for every pair, a GPU with itself included, with PeerAccess::kOff
-  // (every peer transfer is staged).
-  std::vector<std::vector<bool>> direct_peer, peer_atomics;
+  // direct_peer[a][b]: GPU a's kernels may read and write GPU b's memory. False for every pair,
+  // a GPU with itself included, with PeerAccess::kOff (every peer transfer is staged).
+  std::vector<std::vector<bool>> direct_peer;
   PinnedRegistry host_memory;
 };
 
@@ -75,7 +74,6 @@ class CudaDevice final : public Device {
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
-  void push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf, Idx owner_rows) override;
   void put_block(Mat src, Device& peer, Mat dst) override;
   void put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) override;
   void flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) override;
@@ -168,11 +166,6 @@ class CudaDevice final : public Device {
   void expect_compute_lane(const char* operation) const {
     SLUICE_EXPECTS(lane_ == 0, operation, " must be issued on the compute lane");
   }
-  // Host-staged peer transfers (no direct peer access, or PeerAccess::kOff).
-  struct PeerStaging {
-    DeviceBuffer values, rows;
-    Event done;  // recorded on the owner's stream
-  };
   const DeviceCsr& csr(Csr a) const;
   // Chunk CSR arrays copied from pinned host memory into device scratch: one bulk copy per array
   // instead of zero-copy reads by every kernel, which are latency-bound. Each array sits at its
@@ -211,7 +204,6 @@ class CudaDevice final : public Device {
   // transpose permutation, else in the transposed order.
   void transposed_aggregate(const DeviceCsr& m, const float* weights, int heads, std::int64_t width,
                             Mat dout, Mat dz);
-  PeerStaging& peer_staging(int gpu, std::int64_t value_bytes, std::int64_t row_bytes);
   // Logs, once, how many bytes of constants live in host memory (called by the first
   // operations after setup, when every constant has been placed).
   // Every operation calls it: the first ends setup, freeing the upload scratch (upload_csr makes
@@ -321,7 +313,6 @@ class CudaDevice final : public Device {
   static constexpr std::int64_t kIndexBytes = sizeof(std::int32_t);
   Scratch loss_accumulator_, predictions_;
   PinnedScratch host_loss_, host_predictions_;
-  std::map<int, PeerStaging> peer_staging_;
   TransferCounters counters_;
 };
 

@@ -153,22 +153,6 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
   bytes_counter(dst, counters_.d2h_bytes, counters_) += src.rows * src.cols * dst.element_bytes();
 }
 
-CudaDevice::PeerStaging& CudaDevice::peer_staging(int gpu, std::int64_t value_bytes,
-                                                  std::int64_t row_bytes_needed) {
-  PeerStaging& staging = peer_staging_[gpu];
-  if (!staging.done.get()) staging.done = Event(gpu);
-  if (static_cast<std::int64_t>(staging.values.bytes()) < value_bytes ||
-      static_cast<std::int64_t>(staging.rows.bytes()) < row_bytes_needed) {
-    SLUICE_CUDA(cudaStreamSynchronize(cur()));
-    SLUICE_CUDA(cudaEventSynchronize(staging.done.get()));
-    staging.values = DeviceBuffer();
-    staging.rows = DeviceBuffer();
-    staging.values = DeviceBuffer(static_cast<std::size_t>(value_bytes), gpu);
-    staging.rows = DeviceBuffer(static_cast<std::size_t>(row_bytes_needed), gpu);
-  }
-  return staging;
-}
-
 void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                            Mat dst) {
   OpScope op(*this, "pull_rows");
@@ -194,52 +178,6 @@ void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, I
                      dst.cols, cur());
   counters_.p2p_rows += n;
   counters_.p2p_bytes += n * row_bytes(dst);
-}
-
-void CudaDevice::push_add_rows(Mat src, Idx src_rows, Device& owner, Mat owner_buf,
-                               Idx owner_rows) {
-  OpScope op(*this, "push_add_rows");
-  auto& target = dynamic_cast<CudaDevice&>(owner);
-  const std::int64_t n = src_rows.size;
-  SLUICE_EXPECTS(owner_rows.size == n, "push_add_rows: ", n, " source rows but ", owner_rows.size,
-                 " owner rows");
-  SLUICE_EXPECTS(owner_buf.cols == src.cols, "push_add_rows: width ", src.cols, " vs ",
-                 owner_buf.cols);
-  if (n == 0 || src.cols == 0) return;
-  DeviceGuard guard(gpu_);
-  const std::int64_t cols = src.cols;
-  const bool same_gpu = target.gpu_ == gpu_;
-  const bool direct =
-      same_gpu ? shared_.direct_peer[gpu_][gpu_] : shared_.peer_atomics[gpu_][target.gpu_];
-  const AtomicScope scope = same_gpu ? AtomicScope::kDevice : AtomicScope::kSystem;
-  if (direct) {
-    launch_scatter_add_rows(src.data, src.ld, src_rows.data, owner_buf.data, owner_buf.ld,
-                            owner_rows.data, n, cols, scope, cur());
-  } else {
-    // Compact here, copy values and row indices to the owner's GPU, add there on the owner's
-    // stream; the two streams are ordered by events both ways.
-    float* compact = staging_.ensure_as<float>(n * cols, account_, cur(), "push staging");
-    launch_gather_rows(src.data, src.ld, src_rows.data, compact, cols, nullptr, n, cols, cur());
-    PeerStaging& remote = peer_staging(target.gpu_, n * cols * kFloat, n * kFloat);
-    SLUICE_CUDA(cudaMemcpyPeerAsync(remote.values.get(), target.gpu_, compact, gpu_,
-                                    static_cast<std::size_t>(n * cols * kFloat), cur()));
-    // owner_rows may be a constant in mapped host memory: a UVA copy, not a peer copy.
-    SLUICE_CUDA(cudaMemcpyAsync(remote.rows.get(), owner_rows.data,
-                                static_cast<std::size_t>(n * sizeof(vertex_t)), cudaMemcpyDefault,
-                                cur()));
-    SLUICE_CUDA(cudaEventRecord(event_.get(), cur()));
-    {
-      DeviceGuard owner_guard(target.gpu_);
-      SLUICE_CUDA(cudaStreamWaitEvent(target.stream(), event_.get(), 0));
-      launch_scatter_add_rows(remote.values.as<float>(), cols, nullptr, owner_buf.data,
-                              owner_buf.ld, remote.rows.as<vertex_t>(), n, cols, scope,
-                              target.stream());
-      SLUICE_CUDA(cudaEventRecord(remote.done.get(), target.stream()));
-    }
-    SLUICE_CUDA(cudaStreamWaitEvent(cur(), remote.done.get(), 0));
-  }
-  counters_.p2p_rows += n;
-  counters_.p2p_bytes += n * row_bytes(src);
 }
 
 void CudaDevice::put_block(Mat src, Device& peer, Mat dst) {
@@ -392,7 +330,7 @@ void CudaDevice::scatter_add_rows(Mat src, Idx rows, Mat dst) {
   expect_rows_fit(src, rows.size, "scatter_add_rows source");
   DeviceGuard guard(gpu_);
   launch_scatter_add_rows(src.data, src.ld, nullptr, dst.data, dst.ld, rows.data, rows.size,
-                          dst.cols, AtomicScope::kDevice, cur());
+                          dst.cols, cur());
 }
 
 void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy mode) {
@@ -406,7 +344,7 @@ void CudaDevice::copy_rows(Mat src, Idx src_rows, Idx dst_rows, Mat dst, RowCopy
   if (add) {
     // Unique destination rows: each element gets one addition, so the atomics are deterministic.
     launch_scatter_add_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
-                            src_rows.size, dst.cols, AtomicScope::kDevice, cur());
+                            src_rows.size, dst.cols, cur());
   } else {
     launch_gather_rows(src.data, src.ld, src_rows.data, dst.data, dst.ld, dst_rows.data,
                        src_rows.size, dst.cols, cur());

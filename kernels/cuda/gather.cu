@@ -133,7 +133,6 @@ __global__ void host_rows_kernel(const float* __restrict__ src, std::int64_t src
   }
 }
 
-template <bool kSystem>
 __global__ void scatter_add_rows_kernel(const float* __restrict__ src, std::int64_t src_ld,
                                         const vertex_t* __restrict__ src_rows, float* dst,
                                         std::int64_t dst_ld, const vertex_t* __restrict__ dst_rows,
@@ -142,13 +141,7 @@ __global__ void scatter_add_rows_kernel(const float* __restrict__ src, std::int6
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
     const float* from = detail::indexed_row(src, src_ld, src_rows, i);
     float* to = detail::indexed_row(dst, dst_ld, dst_rows, i);
-    for (std::int64_t c = lane; c < cols; c += 32) {
-      if constexpr (kSystem) {
-        atomicAdd_system(to + c, from[c]);
-      } else {
-        atomicAdd(to + c, from[c]);
-      }
-    }
+    for (std::int64_t c = lane; c < cols; c += 32) atomicAdd(to + c, from[c]);
   }
 }
 
@@ -236,16 +229,10 @@ void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t
 
 void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
                              float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
-                             std::int64_t n, std::int64_t cols, AtomicScope scope,
-                             cudaStream_t stream) {
+                             std::int64_t n, std::int64_t cols, cudaStream_t stream) {
   if (n <= 0 || cols <= 0) return;
-  if (scope == AtomicScope::kSystem) {
-    scatter_add_rows_kernel<true><<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
-        src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
-  } else {
-    scatter_add_rows_kernel<false><<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
-        src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
-  }
+  scatter_add_rows_kernel<<<warp_blocks(n), detail::kBlockThreads, 0, stream>>>(
+      src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

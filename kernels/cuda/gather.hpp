@@ -36,15 +36,10 @@ void launch_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_
                      std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                      std::int64_t cols, cudaStream_t stream, unsigned max_blocks = 0);
 
-// The scope of atomic additions: this GPU's, or the system's (dst on a peer GPU that other GPUs
-// may update concurrently: atomicAdd_system).
-enum class AtomicScope { kDevice, kSystem };
-
-// dst[dst_rows[i]] += src[src_rows[i]] atomically (rows may repeat).
+// dst[dst_rows[i]] += src[src_rows[i]] atomically (rows may repeat; dst on this GPU).
 void launch_scatter_add_rows(const float* src, std::int64_t src_ld, const vertex_t* src_rows,
                              float* dst, std::int64_t dst_ld, const vertex_t* dst_rows,
-                             std::int64_t n, std::int64_t cols, AtomicScope scope,
-                             cudaStream_t stream);
+                             std::int64_t n, std::int64_t cols, cudaStream_t stream);
 
 // m[rows[i], :] = 0.
 void launch_zero_rows(float* m, std::int64_t ld, const vertex_t* rows, std::int64_t n,

@@ -56,7 +56,7 @@ struct Problem {
   Host values, host_x, dy, dx, z, att_src, att_dst, dout;
   std::vector<std::int32_t> degrees;  // per column, for the GCN-weighted copy of the CSR
   std::vector<vertex_t> load_src, load_dst, gather, keys, all_rows, zero, flush_src, flush_host;
-  std::vector<vertex_t> pull_owner, pull_local, push_src, push_owner;
+  std::vector<vertex_t> pull_owner, pull_local, push_src;
 
   explicit Problem(std::mt19937& rng) {
     csr = test::random_chunk_csr(rows, cols, 120, test::EmptyRows::kNone, rng);
@@ -85,7 +85,6 @@ struct Problem {
     pull_owner = distinct_rows(900, cols, rng);
     pull_local = distinct_rows(900, 900, rng);
     push_src = distinct_rows(600, 900, rng);
-    push_owner = distinct_rows(600, cols, rng);
   }
 };
 
@@ -192,7 +191,6 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   Idx pull_owner = d1.upload(p.pull_owner, "pull owner slots");
   Idx pull_local = d1.upload(p.pull_local, "pull local slots");
   Idx push_src = d1.upload(p.push_src, "push local slots");
-  Idx push_owner = d1.upload(p.push_owner, "push owner slots");
   // The same structure with derived weights: no values, no permutation; GCN's column degrees.
   Csr gcn = d0.upload_csr(p.csr.indptr, p.csr.columns, p.cols,
                           CsrWeighting{CsrWeights::kSymmetricNorm, p.degrees}, "GCN CSR");
@@ -216,7 +214,7 @@ Outcome run(const Problem& p, const RunOptions& settings) {
   d0.flush_add_rows(dx, flush_src, flush_host, hg);
   backend->synchronize_all();
   d1.pull_rows(d0, x, pull_owner, pull_local, b1);
-  d1.push_add_rows(b1, push_src, d0, dx, push_owner);
+  d1.put_rows(b1, push_src, d0, dx.row_block(0, std::int64_t(p.push_src.size())));
   d0.spmm(gcn, nullptr, x, y_gcn);
   d0.spmm_transpose_add(gcn, nullptr, dy, dx_gcn);
   d0.spmm(sage, nullptr, x, y_sage);

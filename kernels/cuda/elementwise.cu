@@ -61,6 +61,29 @@ __device__ __forceinline__ float activation_slope(float x, ActivationCode act) {
 // its columns in increasing order, so every result is the same.
 constexpr int kColumnBatch = 4;
 
+// out[c] = in[c] * scale where the dropout mask of row key `key` keeps column c, else 0, the
+// warp's lanes over the columns (in may be out).
+__device__ __forceinline__ void warp_dropout_row(const float* in, float* out, std::int64_t cols,
+                                                 vertex_t key, std::uint64_t seed,
+                                                 std::uint64_t salt, float rate, float scale,
+                                                 int lane) {
+  const std::uint64_t prefix =
+      key_hash_prefix(seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(key)));
+  for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
+    float v[kColumnBatch];
+#pragma unroll
+    for (int k = 0; k < kColumnBatch; ++k) v[k] = base + 32 * k < cols ? in[base + 32 * k] : 0.f;
+#pragma unroll
+    for (int k = 0; k < kColumnBatch; ++k) {
+      const std::int64_t c = base + 32 * k;
+      if (c >= cols) break;
+      const bool keep =
+          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+      out[c] = keep ? v[k] * scale : 0.f;
+    }
+  }
+}
+
 __global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols,
                                     const vertex_t* __restrict__ rows,
                                     const vertex_t* __restrict__ keys, std::int64_t n,
@@ -69,22 +92,7 @@ __global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols
   const int lane = lane_id();
   for (std::int64_t i = global_warp(); i < n; i += warp_count()) {
     float* row = detail::indexed_row(m, ld, rows, i);
-    const std::uint64_t key = static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i]));
-    // key_hash(seed, 1, salt, key, j): the row's prefix once, one mixing step per element.
-    const std::uint64_t prefix = key_hash_prefix(seed, 1, salt, key);
-    for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
-      float v[kColumnBatch];
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k) v[k] = base + 32 * k < cols ? row[base + 32 * k] : 0.f;
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k) {
-        const std::int64_t j = base + 32 * k;
-        if (j >= cols) break;
-        const bool keep =
-            hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
-        row[j] = keep ? v[k] * scale : 0.f;
-      }
-    }
+    warp_dropout_row(row, row, cols, keys[i], seed, salt, rate, scale, lane);
   }
 }
 
@@ -144,29 +152,6 @@ __global__ void bias_activation_dropout_kernel(const float* z, std::int64_t ldz,
             hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
         out[r * ldo + c] = keep ? h * scale : 0.f;
       }
-    }
-  }
-}
-
-// out[c] = in[c] * scale where dropout_rows_kernel's mask of row key `key` keeps column c, else
-// 0, the warp's lanes over the columns.
-__device__ __forceinline__ void warp_dropout_row(const float* __restrict__ in, float* out,
-                                                 std::int64_t cols, vertex_t key,
-                                                 std::uint64_t seed, std::uint64_t salt, float rate,
-                                                 float scale, int lane) {
-  const std::uint64_t prefix =
-      key_hash_prefix(seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(key)));
-  for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
-    float v[kColumnBatch];
-#pragma unroll
-    for (int k = 0; k < kColumnBatch; ++k) v[k] = base + 32 * k < cols ? in[base + 32 * k] : 0.f;
-#pragma unroll
-    for (int k = 0; k < kColumnBatch; ++k) {
-      const std::int64_t c = base + 32 * k;
-      if (c >= cols) break;
-      const bool keep =
-          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
-      out[c] = keep ? v[k] * scale : 0.f;
     }
   }
 }

@@ -893,65 +893,73 @@ TEST_F(CudaOps, UnknownPeerAccessModeIsRejected) {
 // ---------------------------------------------------------------------------------------------
 // Dense operators
 
+// At 50 and 300 columns: the kernels read four of a lane's columns (128 a warp) before writing,
+// so 300 takes two whole batches and a partial one.
 TEST_F(CudaOps, DropoutRowsMatchesHashMask) {
-  const std::int64_t rows = 64, cols = 50;
-  const Host values = random_floats(rows * cols, rng_);
-  Mat m = upload(rows, cols, values);
-  std::vector<vertex_t> sel = {3, 9, 10, 63}, keys = {1000, 7, 123456, 42};
-  DropoutKey key{99, 3, 1, 0.4f};
-  dev().dropout_rows(m, dev().upload(sel, "rows"), dev().upload(keys, "keys"), key);
-  const Host got = download(m);
-  Host want = values;
-  for (std::size_t i = 0; i < sel.size(); ++i)
-    for (std::int64_t j = 0; j < cols; ++j) {
-      const bool keep =
-          hash_to_unit(key_hash(key.seed, 1, key.epoch * 1024 + key.layer, keys[i], j)) >= key.rate;
-      float& x = want[sel[i] * cols + j];
-      x = keep ? x * (1.f / (1.f - key.rate)) : 0.f;
-    }
-  for (std::int64_t i = 0; i < rows * cols; ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << i;
+  for (const std::int64_t cols : {50, 300}) {
+    SCOPED_TRACE(cat(cols, " columns"));
+    const std::int64_t rows = 64;
+    const Host values = random_floats(rows * cols, rng_);
+    Mat m = upload(rows, cols, values);
+    std::vector<vertex_t> sel = {3, 9, 10, 63}, keys = {1000, 7, 123456, 42};
+    DropoutKey key{99, 3, 1, 0.4f};
+    dev().dropout_rows(m, dev().upload(sel, "rows"), dev().upload(keys, "keys"), key);
+    const Host got = download(m);
+    Host want = values;
+    for (std::size_t i = 0; i < sel.size(); ++i)
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const bool keep = hash_to_unit(key_hash(key.seed, 1, key.epoch * 1024 + key.layer, keys[i],
+                                                j)) >= key.rate;
+        float& x = want[sel[i] * cols + j];
+        x = keep ? x * (1.f / (1.f - key.rate)) : 0.f;
+      }
+    for (std::int64_t i = 0; i < rows * cols; ++i) ASSERT_FLOAT_EQ(got[i], want[i]) << i;
+  }
 }
 
 // The fused backward of H = dropout(act(Z)) gives exactly what its four parts give on the GPU,
 // and what the CPU backend's fused operation gives (within float rounding of expf), for every
-// activation, with and without dropout, on a strided view.
+// activation, with and without dropout, on a strided view of 45 and of 300 columns.
 TEST_F(CudaOps, DropoutActivationBackwardEqualsItsParts) {
-  const std::int64_t rows = 300, cols = 45, ld = 48;
-  const Host gradient = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
-  const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
-  const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
-  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
-  auto cpu = make_cpu_backend(test::backend_options(1));
-  Device& reference = cpu->device(0);
-  for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu})
-    for (const float rate : {0.f, 0.5f}) {
-      SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
-      const DropoutKey key{42, 3, 1, rate};
-      std::vector<Host> results;
-      for (Device* d : {&dev(), &dev(), &reference}) {
-        const bool parts = results.size() == 1;
-        const Mat dh = upload(*d, rows, ld, gradient).col_block(0, cols);
-        const Mat z = upload(*d, rows, ld, value).col_block(0, cols);
-        const Idx key_rows = d->upload(keys, "keys");
-        if (parts) {
-          const Idx rows_idx = d->upload(positions, "positions");
-          if (rate > 0) d->dropout_rows(dh, rows_idx, key_rows, key);
-          d->activation_backward(dh, z, act, dh);
-          d->bias_activation(z, nullptr, act, z);
-          if (rate > 0) d->dropout_rows(z, rows_idx, key_rows, key);
-        } else {
-          d->dropout_activation_backward(dh, z, act, key_rows, key);
+  for (const auto& [cols, ld] : {std::pair<std::int64_t, std::int64_t>{45, 48}, {300, 304}}) {
+    SCOPED_TRACE(cat(cols, " columns"));
+    const std::int64_t rows = 300;
+    const Host gradient = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+    const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+    const std::vector<vertex_t> keys = test::id_sequence(rows, 1000, 7);
+    const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
+    auto cpu = make_cpu_backend(test::backend_options(1));
+    Device& reference = cpu->device(0);
+    for (const Activation act : {Activation::kNone, Activation::kRelu, Activation::kElu})
+      for (const float rate : {0.f, 0.5f}) {
+        SCOPED_TRACE(cat("activation ", int(act), ", rate ", rate));
+        const DropoutKey key{42, 3, 1, rate};
+        std::vector<Host> results;
+        for (Device* d : {&dev(), &dev(), &reference}) {
+          const bool parts = results.size() == 1;
+          const Mat dh = upload(*d, rows, ld, gradient).col_block(0, cols);
+          const Mat z = upload(*d, rows, ld, value).col_block(0, cols);
+          const Idx key_rows = d->upload(keys, "keys");
+          if (parts) {
+            const Idx rows_idx = d->upload(positions, "positions");
+            if (rate > 0) d->dropout_rows(dh, rows_idx, key_rows, key);
+            d->activation_backward(dh, z, act, dh);
+            d->bias_activation(z, nullptr, act, z);
+            if (rate > 0) d->dropout_rows(z, rows_idx, key_rows, key);
+          } else {
+            d->dropout_activation_backward(dh, z, act, key_rows, key);
+          }
+          Host got = download_matrix(*d, dh);
+          const Host got_z = download_matrix(*d, z);
+          got.insert(got.end(), got_z.begin(), got_z.end());
+          results.push_back(got);
         }
-        Host got = download_matrix(*d, dh);
-        const Host got_z = download_matrix(*d, z);
-        got.insert(got.end(), got_z.begin(), got_z.end());
-        results.push_back(got);
+        for (std::size_t i = 0; i < results[0].size(); ++i) {
+          ASSERT_EQ(fp32_bits(results[0][i]), fp32_bits(results[1][i])) << i;
+          ASSERT_NEAR(results[0][i], results[2][i], 1e-6 * (1 + std::fabs(results[2][i]))) << i;
+        }
       }
-      for (std::size_t i = 0; i < results[0].size(); ++i) {
-        ASSERT_EQ(fp32_bits(results[0][i]), fp32_bits(results[1][i])) << i;
-        ASSERT_NEAR(results[0][i], results[2][i], 1e-6 * (1 + std::fabs(results[2][i]))) << i;
-      }
-    }
+  }
 }
 
 // The ReLU backward from the forward's kept H = dropout(relu(Z)) gives the fused backward's dh
@@ -994,57 +1002,61 @@ TEST_F(CudaOps, DropoutReluBackwardFromOutputMatchesTheOneFromZ) {
 // dropout, rates 0 and 0.5), and what the CPU backend's fused passes give (within float rounding
 // of expm1f).
 TEST_F(CudaOps, FusedDropoutPassesEqualTheirParts) {
-  const std::int64_t rows = 300, cols = 45, ld = 48;
-  const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
-  const Host bias = random_floats(std::size_t(cols), rng_, -1.f, 1.f);
-  const std::vector<vertex_t> keys = test::id_sequence(rows, 2000, 3);
-  const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
-  std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
-  for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
-  const std::vector<vertex_t> sources(targets.rbegin(), targets.rend());  // another one
-  auto cpu = make_cpu_backend(test::backend_options(1));
-  Device& reference = cpu->device(0);
-  for (const float rate : {0.f, 0.5f}) {
-    const DropoutKey key{42, 3, 1, rate};
-    // bias + activation + dropout per activation, scatter, copy between indexed rows
-    for (int op = 0; op < 5; ++op) {
-      const Activation act = op == 0   ? Activation::kNone
-                             : op == 1 ? Activation::kRelu
-                                       : Activation::kElu;
-      SCOPED_TRACE(cat(op == 3   ? "scatter"
-                       : op == 4 ? "copy"
-                                 : "bias activation",
-                       " ", op, ", rate ", rate));
-      std::vector<Host> results;
-      for (Device* d : {&dev(), &dev(), &reference}) {
-        const bool parts = results.size() == 1;
-        const Mat in = upload(*d, rows, ld, value).col_block(0, cols);
-        const Mat out = upload(*d, rows, ld, Host(std::size_t(rows * ld), 9.f)).col_block(0, cols);
-        const Idx key_rows = d->upload(keys, "keys");
-        const Idx positions_idx = d->upload(positions, "positions");
-        const Idx targets_idx = d->upload(targets, "targets");
-        const float* dbias = upload(*d, 1, cols, bias).data;
-        if (op == 4 && parts) {
-          d->copy_rows(in, d->upload(sources, "sources"), targets_idx, out, RowCopy::kOverwrite);
-          d->dropout_rows(out, targets_idx, key_rows, key);
-        } else if (op == 4) {
-          d->copy_dropout_rows(in, d->upload(sources, "sources"), targets_idx, out, key_rows, key);
-        } else if (op == 3 && parts) {
-          d->scatter_rows(in, targets_idx, out);
-          d->dropout_rows(out, targets_idx, key_rows, key);
-        } else if (op == 3) {
-          d->scatter_dropout_rows(in, targets_idx, out, key_rows, key);
-        } else if (parts) {
-          d->bias_activation(in, dbias, act, out);
-          d->dropout_rows(out, positions_idx, key_rows, key);
-        } else {
-          d->bias_activation_dropout(in, dbias, act, out, key_rows, key);
+  for (const auto& [cols, ld] : {std::pair<std::int64_t, std::int64_t>{45, 48}, {300, 304}}) {
+    const std::int64_t rows = 300;
+    const Host value = random_floats(std::size_t(rows * ld), rng_, -2.f, 2.f);
+    const Host bias = random_floats(std::size_t(cols), rng_, -1.f, 1.f);
+    const std::vector<vertex_t> keys = test::id_sequence(rows, 2000, 3);
+    const std::vector<vertex_t> positions = test::id_sequence(rows, 0, 1);
+    std::vector<vertex_t> targets = test::id_sequence(rows, 0, 7);
+    for (vertex_t& t : targets) t %= vertex_t(rows);  // a permutation of the rows
+    const std::vector<vertex_t> sources(targets.rbegin(), targets.rend());  // another one
+    auto cpu = make_cpu_backend(test::backend_options(1));
+    Device& reference = cpu->device(0);
+    for (const float rate : {0.f, 0.5f}) {
+      const DropoutKey key{42, 3, 1, rate};
+      // bias + activation + dropout per activation, scatter, copy between indexed rows
+      for (int op = 0; op < 5; ++op) {
+        const Activation act = op == 0   ? Activation::kNone
+                               : op == 1 ? Activation::kRelu
+                                         : Activation::kElu;
+        SCOPED_TRACE(cat(op == 3   ? "scatter"
+                         : op == 4 ? "copy"
+                                   : "bias activation",
+                         " ", op, ", rate ", rate, ", ", cols, " columns"));
+        std::vector<Host> results;
+        for (Device* d : {&dev(), &dev(), &reference}) {
+          const bool parts = results.size() == 1;
+          const Mat in = upload(*d, rows, ld, value).col_block(0, cols);
+          const Mat out =
+              upload(*d, rows, ld, Host(std::size_t(rows * ld), 9.f)).col_block(0, cols);
+          const Idx key_rows = d->upload(keys, "keys");
+          const Idx positions_idx = d->upload(positions, "positions");
+          const Idx targets_idx = d->upload(targets, "targets");
+          const float* dbias = upload(*d, 1, cols, bias).data;
+          if (op == 4 && parts) {
+            d->copy_rows(in, d->upload(sources, "sources"), targets_idx, out, RowCopy::kOverwrite);
+            d->dropout_rows(out, targets_idx, key_rows, key);
+          } else if (op == 4) {
+            d->copy_dropout_rows(in, d->upload(sources, "sources"), targets_idx, out, key_rows,
+                                 key);
+          } else if (op == 3 && parts) {
+            d->scatter_rows(in, targets_idx, out);
+            d->dropout_rows(out, targets_idx, key_rows, key);
+          } else if (op == 3) {
+            d->scatter_dropout_rows(in, targets_idx, out, key_rows, key);
+          } else if (parts) {
+            d->bias_activation(in, dbias, act, out);
+            d->dropout_rows(out, positions_idx, key_rows, key);
+          } else {
+            d->bias_activation_dropout(in, dbias, act, out, key_rows, key);
+          }
+          results.push_back(download_matrix(*d, out));
         }
-        results.push_back(download_matrix(*d, out));
-      }
-      for (std::size_t i = 0; i < results[0].size(); ++i) {
-        ASSERT_EQ(fp32_bits(results[0][i]), fp32_bits(results[1][i])) << i;
-        ASSERT_NEAR(results[0][i], results[2][i], 1e-6 * (1 + std::fabs(results[2][i]))) << i;
+        for (std::size_t i = 0; i < results[0].size(); ++i) {
+          ASSERT_EQ(fp32_bits(results[0][i]), fp32_bits(results[1][i])) << i;
+          ASSERT_NEAR(results[0][i], results[2][i], 1e-6 * (1 + std::fabs(results[2][i]))) << i;
+        }
       }
     }
   }

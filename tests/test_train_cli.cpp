@@ -346,6 +346,47 @@ TEST_F(TrainCli, TraceSummaryFindsEveryPassOfAStep) {
   }
 }
 
+// trace_summary.py --op-totals sums a step's operation ranges (CUDA's --op-times) per pass,
+// operation and device, largest first, and leaves ranges of other steps and the parts inside
+// an operation ("gat_forward.scores") out of the device totals.
+TEST_F(TrainCli, TraceSummarySumsOperationsPerDevice) {
+  const std::string trace = dir_->file("operations-trace.json");
+  {
+    std::ofstream out(trace);
+    out << R"({"traceEvents": [
+      {"ph": "X", "cat": "host", "name": "epoch 0 training step", "pid": 2, "tid": 0, "ts": 0, "dur": 1000},
+      {"ph": "X", "cat": "op forward 0", "name": "spmm", "pid": 0, "tid": 0, "ts": 10, "dur": 300},
+      {"ph": "X", "cat": "op forward 0", "name": "spmm", "pid": 1, "tid": 0, "ts": 12, "dur": 320},
+      {"ph": "X", "cat": "op forward 0", "name": "gemm A B", "pid": 0, "tid": 0, "ts": 400, "dur": 100},
+      {"ph": "X", "cat": "op forward 0", "name": "gemm A B", "pid": 0, "tid": 0, "ts": 520, "dur": 50},
+      {"ph": "X", "cat": "op fused 1", "name": "gat_forward", "pid": 1, "tid": 0, "ts": 600, "dur": 200},
+      {"ph": "X", "cat": "op fused 1", "name": "gat_forward.scores", "pid": 1, "tid": 0, "ts": 600, "dur": 80},
+      {"ph": "X", "cat": "op fused 1", "name": "pull_rows", "pid": 1, "tid": 1, "ts": 600, "dur": 40},
+      {"ph": "X", "cat": "host", "name": "epoch 1 training step", "pid": 2, "tid": 0, "ts": 1500, "dur": 1000},
+      {"ph": "X", "cat": "op forward 0", "name": "spmm", "pid": 0, "tid": 0, "ts": 2000, "dur": 300}
+    ]})";
+  }
+  const auto r =
+      test::run_command(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                        "/scripts/bench/trace_summary.py --epoch 0 --op-totals --json " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto totals = nlohmann::json::parse(r.output)[trace];
+  EXPECT_EQ(totals["step"], "epoch 0 training step");
+  EXPECT_EQ(totals["devices"], (std::vector<std::string>{"0", "1"}));
+  const auto& rows = totals["operations"];
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0]["operation"], "spmm");  // 0.62 ms over both devices
+  EXPECT_DOUBLE_EQ(rows[0]["devices"]["0"]["ms"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(rows[0]["devices"]["1"]["ms"].get<double>(), 0.32);
+  EXPECT_EQ(rows[1]["operation"], "gat_forward");
+  EXPECT_EQ(rows[2]["operation"], "gemm A B");
+  EXPECT_EQ(rows[2]["devices"]["0"]["calls"], 2);
+  EXPECT_DOUBLE_EQ(rows[2]["devices"]["0"]["ms"].get<double>(), 0.15);
+  EXPECT_FALSE(rows[2]["devices"].contains("1"));
+  EXPECT_DOUBLE_EQ(totals["device_totals_ms"]["0"].get<double>(), 0.45);
+  EXPECT_DOUBLE_EQ(totals["device_totals_ms"]["1"].get<double>(), 0.56);  // no .scores part
+}
+
 // The schedule loads batch 0 of a pass during the last batch of the pass before (on the
 // transfer lane; the CPU backend runs it in line): in the trace, device 0's first "load 0" of
 // fused 1 (layer 1's forward and backward) and of backward 0 (GAT reloads its input) begins

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Summarizes one training step of a Chrome trace written by `sluice-train --trace FILE`.
 
-Usage: scripts/bench/trace_summary.py [--epoch N] [--json | --ops] trace.json [trace2.json ...]
+Usage: scripts/bench/trace_summary.py [--epoch N] [--json] [--ops | --op-totals] trace.json ...
 
 For the chosen step (host event "epoch N training step", N counted from 0 as in the trace;
 default: the last one) and the device ranges inside it, prints in milliseconds: the wall time;
@@ -20,7 +20,10 @@ ranges moving data over the host link) as a fraction of the wall time; and per p
 batch the compute start, compute time and the wait before the compute range (since the previous
 range end on the compute lane). --json prints the same numbers as one JSON object keyed by file.
 --ops lists the step's operation ranges instead (a trace of --trace with --op-times), in time
-order with each one's idle time on its lane before it.
+order with each one's idle time on its lane before it. --op-totals sums them per pass and
+operation for each device (milliseconds and calls), largest first, and each device's total
+(ranges named "op.part" lie inside the range "op" and count only in their own row); with --json
+as one JSON object keyed by file.
 Standard library only.
 """
 import argparse
@@ -267,9 +270,8 @@ def print_text(s):
     print()
 
 
-def print_operations(path, epoch):
-    """The chosen step's operation ranges: start and duration (ms from the step start), device,
-    lane, pass and name, and per lane the idle time before the range."""
+def operation_ranges(path, epoch):
+    """The chosen step and its operation ranges, in time order."""
     with open(path) as f:
         data = json.load(f)
     events = data["traceEvents"] if isinstance(data, dict) else data
@@ -280,6 +282,49 @@ def print_operations(path, epoch):
                  key=lambda e: e["ts"])
     if not ops:
         sys.exit(f"{path}: no operation ranges in {step['name']} (run with --trace and --op-times)")
+    return step, ops
+
+
+def operation_totals(path, epoch):
+    """Per pass and operation, each device's summed milliseconds and calls, largest first; and
+    each device's total over the ranges that lie in no other (names without a '.')."""
+    step, ops = operation_ranges(path, epoch)
+    per_op = {}
+    for e in ops:
+        device = per_op.setdefault((e["cat"][3:], e["name"]), {}).setdefault(
+            str(e["pid"]), {"ms": 0.0, "calls": 0})
+        device["ms"] += e["dur"] / 1e3
+        device["calls"] += 1
+    devices = sorted({str(e["pid"]) for e in ops}, key=int)
+    rows = [{"pass": p, "operation": name, "devices": per}
+            for (p, name), per in per_op.items()]
+    rows.sort(key=lambda r: (-sum(d["ms"] for d in r["devices"].values()), r["pass"],
+                             r["operation"]))
+    totals = {d: sum(r["devices"][d]["ms"] for r in rows
+                     if d in r["devices"] and "." not in r["operation"]) for d in devices}
+    return {"file": path, "step": step["name"], "step_ms": step["dur"] / 1e3, "devices": devices,
+            "operations": rows, "device_totals_ms": totals}
+
+
+def print_operation_totals(t):
+    print(f"## {os.path.basename(t['file'])}: {t['step']}, {t['step_ms']:.2f} ms\n")
+    header = " | ".join(f"device {d} ms (calls)" for d in t["devices"])
+    print(f"| pass | operation | {header} |")
+    print("|---|---|" + "---|" * len(t["devices"]))
+    for r in t["operations"]:
+        cells = " | ".join(
+            f"{r['devices'][d]['ms']:.3f} ({r['devices'][d]['calls']})" if d in r["devices"]
+            else "" for d in t["devices"])
+        print(f"| {r['pass']} | {r['operation']} | {cells} |")
+    cells = " | ".join(f"{t['device_totals_ms'][d]:.3f}" for d in t["devices"])
+    print(f"| all | every operation | {cells} |\n")
+
+
+def print_operations(path, epoch):
+    """The chosen step's operation ranges: start and duration (ms from the step start), device,
+    lane, pass and name, and per lane the idle time before the range."""
+    step, ops = operation_ranges(path, epoch)
+    t0 = step["ts"]
     print(f"## {os.path.basename(path)}: {step['name']}, {step['dur'] / 1e3:.2f} ms\n")
     print("| start | ms | idle before | device | lane | pass | operation |")
     print("|---|---|---|---|---|---|---|")
@@ -298,13 +343,25 @@ def main():
     parser.add_argument("traces", nargs="+", help="Chrome trace JSON from sluice-train --trace")
     parser.add_argument("--epoch", type=int, help="epoch N (from 0) of 'epoch N training step'")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--ops", action="store_true",
-                        help="list the step's operation ranges in time order instead (traces of "
-                        "sluice-train --trace with --op-times)")
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--ops", action="store_true",
+                      help="list the step's operation ranges in time order instead (traces of "
+                      "sluice-train --trace with --op-times)")
+    kind.add_argument("--op-totals", action="store_true",
+                      help="sum the step's operation ranges per pass, operation and device "
+                      "instead")
     args = parser.parse_args()
     if args.ops:
         for path in args.traces:
             print_operations(path, args.epoch)
+        return
+    if args.op_totals:
+        totals = [operation_totals(path, args.epoch) for path in args.traces]
+        if args.json:
+            print(json.dumps({t["file"]: rounded(t) for t in totals}, indent=1))
+        else:
+            for t in totals:
+                print_operation_totals(t)
         return
     summaries = [summarize(path, args.epoch) for path in args.traces]
     if args.json:

@@ -356,19 +356,15 @@ def main():
             print_operations(path, args.epoch)
         return
     if args.op_totals:
-        totals = [operation_totals(path, args.epoch) for path in args.traces]
-        if args.json:
-            print(json.dumps({t["file"]: rounded(t) for t in totals}, indent=1))
-        else:
-            for t in totals:
-                print_operation_totals(t)
-        return
-    summaries = [summarize(path, args.epoch) for path in args.traces]
-    if args.json:
-        print(json.dumps({s["file"]: rounded(s) for s in summaries}, indent=1))
+        make, show = operation_totals, print_operation_totals
     else:
-        for s in summaries:
-            print_text(s)
+        make, show = summarize, print_text
+    results = [make(path, args.epoch) for path in args.traces]
+    if args.json:
+        print(json.dumps({r["file"]: rounded(r) for r in results}, indent=1))
+    else:
+        for r in results:
+            show(r)
 
 
 if __name__ == "__main__":

@@ -196,6 +196,9 @@ class CudaDevice final : public Device {
   // spmm_transpose_add, spmm_transpose_rows.
   void transposed_product(Csr a, const float* values, Mat dy, Mat dx, RowSpmmWrite write,
                           RowRange rows, const char* operation);
+  // src (on this GPU) into dst on GPU target_gpu, on the current lane, by a copy engine: put_block
+  // and put_rows' staged copies.
+  void copy_block_to(Mat src, int target_gpu, Mat dst);
   // Rows `rows` of y (=|+=) A x (over = kMatrix) or A^T x (kTransposed).
   void row_spmm(const DeviceCsr& m, RowSpmmOver over, const float* values, Mat x, Mat y,
                 RowSpmmWrite write, RowRange rows);

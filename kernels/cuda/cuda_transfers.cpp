@@ -180,6 +180,21 @@ void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, I
   counters_.p2p_bytes += n * row_bytes(dst);
 }
 
+// A copy engine's work (no SMs): between GPUs a peer copy, staged through the host by the driver
+// where the GPUs have no peer access; one span where both sides are contiguous.
+void CudaDevice::copy_block_to(Mat src, int target_gpu, Mat dst) {
+  if (src.ld == src.cols && dst.ld == dst.cols) {
+    SLUICE_CUDA(cudaMemcpyPeerAsync(dst.data, target_gpu, src.data, gpu_,
+                                    static_cast<std::size_t>(src.rows * src.cols * kFloat), cur()));
+  } else if (target_gpu == gpu_) {
+    SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
+                                  src.cols * kFloat, src.rows, cudaMemcpyDeviceToDevice, cur()));
+  } else {
+    const cudaMemcpy3DPeerParms copy = peer_copy(src, gpu_, dst, target_gpu);
+    SLUICE_CUDA(cudaMemcpy3DPeerAsync(&copy, cur()));
+  }
+}
+
 void CudaDevice::put_block(Mat src, Device& peer, Mat dst) {
   OpScope op(*this, "put_block");
   const auto& target = dynamic_cast<const CudaDevice&>(peer);
@@ -187,18 +202,7 @@ void CudaDevice::put_block(Mat src, Device& peer, Mat dst) {
                  src.cols, " into ", dst.rows, " x ", dst.cols);
   if (src.empty()) return;
   DeviceGuard guard(gpu_);
-  // A copy engine's work (no SMs): between GPUs a peer copy, staged through the host by the
-  // driver where the GPUs have no peer access; one span where both sides are contiguous.
-  if (src.ld == src.cols && dst.ld == dst.cols) {
-    SLUICE_CUDA(cudaMemcpyPeerAsync(dst.data, target.gpu_, src.data, gpu_,
-                                    static_cast<std::size_t>(src.rows * src.cols * kFloat), cur()));
-  } else if (target.gpu_ == gpu_) {
-    SLUICE_CUDA(cudaMemcpy2DAsync(dst.data, dst.ld * kFloat, src.data, src.ld * kFloat,
-                                  src.cols * kFloat, src.rows, cudaMemcpyDeviceToDevice, cur()));
-  } else {
-    const cudaMemcpy3DPeerParms copy = peer_copy(src, gpu_, dst, target.gpu_);
-    SLUICE_CUDA(cudaMemcpy3DPeerAsync(&copy, cur()));
-  }
+  copy_block_to(src, target.gpu_, dst);
   counters_.p2p_rows += src.rows;
   counters_.p2p_bytes += src.rows * row_bytes(src);
 }
@@ -220,9 +224,7 @@ void CudaDevice::put_rows(Mat src, Idx src_rows, Device& peer, Mat dst) {
     float* compact = staging_.ensure_as<float>(n * src.cols, account_, cur(), "put staging");
     launch_gather_rows(src.data, src.ld, src_rows.data, compact, src.cols, nullptr, n, src.cols,
                        cur());
-    const cudaMemcpy3DPeerParms copy =
-        peer_copy(Mat{compact, n, src.cols, src.cols}, gpu_, dst, target.gpu_);
-    SLUICE_CUDA(cudaMemcpy3DPeerAsync(&copy, cur()));
+    copy_block_to(Mat{compact, n, src.cols, src.cols}, target.gpu_, dst);
   }
   counters_.p2p_rows += n;
   counters_.p2p_bytes += n * row_bytes(src);

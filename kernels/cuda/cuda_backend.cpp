@@ -93,13 +93,18 @@ CudaBackend::CudaBackend(const BackendOptions& options)
     devices_.push_back(std::make_unique<CudaDevice>(d, d % shared_->used_gpus, *shared_));
     barrier_events_.emplace_back(devices_.back()->gpu());
   }
-  if (shared_->used_gpus > 1) {
+  // NCCL's communicators only where the all-reduce needs them: creating them takes part of a
+  // multi-GPU start.
+  if (shared_->used_gpus > 1 && !sums_by_peer_reads()) {
 #if defined(SLUICE_HAVE_NCCL)
     std::vector<int> ids(static_cast<std::size_t>(shared_->used_gpus));
     for (int g = 0; g < shared_->used_gpus; ++g) ids[g] = g;
     nccl_ = NcclCommunicators(ids);
 #else
-    throw InputError("this build has no NCCL: the CUDA backend can use only one GPU (--gpus 1)");
+    throw InputError(cat(
+        "this build has no NCCL: the CUDA backend uses several GPUs only where each may read the "
+        "others' memory (peer access, at most ",
+        kMaxSumInputs, " GPUs); use --gpus 1"));
 #endif
   }
   log_info("CUDA backend: ", options.partitions, " logical devices on ", shared_->used_gpus,
@@ -155,7 +160,7 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
     SLUICE_CUDA(cudaStreamWaitEvent(leader.stream(), member.event(), 0));
     launch_axpy(n, 1.f, buffers[d], buffers[leader.index()], leader.stream());
   }
-  if (gpus > 1 && every_peer_direct() && gpus <= kMaxSumInputs) {
+  if (sums_by_peer_reads()) {
     peer_all_reduce(buffers, n);
   } else if (gpus > 1) {
 #if defined(SLUICE_HAVE_NCCL)
@@ -188,6 +193,10 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
       SLUICE_CUDA(cudaStreamWaitEvent(member.stream(), devices_[member.gpu()]->event(), 0));
     }
   }
+}
+
+bool CudaBackend::sums_by_peer_reads() const {
+  return shared_->used_gpus > 1 && shared_->used_gpus <= kMaxSumInputs && every_peer_direct();
 }
 
 bool CudaBackend::every_peer_direct() const {

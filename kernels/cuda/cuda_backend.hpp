@@ -346,6 +346,10 @@ class CudaBackend final : public Backend {
   void peer_all_reduce(const std::vector<float*>& buffers, std::int64_t n);
   // every_peer_direct(): each used GPU may read every other's memory.
   bool every_peer_direct() const;
+  // Whether all_reduce_sum adds by peer reads (peer_all_reduce()) rather than by NCCL, whose
+  // communicators then are not created: several GPUs, every one reading every other's memory,
+  // at most kMaxSumInputs of them.
+  bool sums_by_peer_reads() const;
 
   std::unique_ptr<BackendShared> shared_;
   std::vector<std::unique_ptr<CudaDevice>> devices_;

@@ -57,8 +57,8 @@ __device__ __forceinline__ float activation_slope(float x, ActivationCode act) {
 
 // The warp-per-row kernels below read kColumnBatch of a lane's columns (c, c + 32, ...) before
 // they write any: a streaming row needs several loads in flight per warp to approach the memory
-// bandwidth (one at a time, copy_dropout_rows moved 1.6 TB/s on an H200). A lane still takes
-// its columns in increasing order, so every result is the same.
+// bandwidth (kernels/cuda/NOTES.md). A lane still takes its columns in increasing order, so every
+// result is the same.
 constexpr int kColumnBatch = 4;
 
 // out[c] = in[c] * scale where the dropout mask of row key `key` keeps column c, else 0, the

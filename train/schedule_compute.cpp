@@ -137,6 +137,7 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   } else if (!transforms(layer)) {
     A = aggregate(s, ch, layer, set);
     if (writes_evaluation_aggregation(layer)) keep_evaluation_rows(s, ch, p, A);
+    if (layer.index == 0 && prefetches_next_step_inputs()) prefetch_next_step_inputs(s, ch, layer);
   } else if (keeps_head_outputs(layer)) {
     A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
   }

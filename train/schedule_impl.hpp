@@ -539,6 +539,22 @@ struct Schedule::Impl {
            (!transforms(layer) || attends_inputs(layer));
   }
   void place_remote_features();
+  // Whether a training step queues the next step's layer-0 input rows into X as soon as its
+  // forward 0 has read them (prefetch_next_step_inputs()), instead of copying them on the
+  // compute lane when the next step begins: one batch a device, passes that run through, a
+  // layer 0 that aggregates first and reads X in its forward alone (the backward takes the kept
+  // aggregation), layers above that take transformed rows (Zm), and devices that hold their
+  // input rows in fp32 and copies of their remote feature rows, so that nothing but the next
+  // layer-0 load touches X and no peer reads it.
+  bool prefetches_next_step_inputs() const;
+  void prefetch_next_step_inputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);
+  // load_phase(), layer 0: whether X holds the batch's rows with the running pass's dropout,
+  // queued by the step before (the compute lane waits for them either way: any other load
+  // overwrites them).
+  bool takes_next_step_inputs(DeviceState& s);
+  // The device's copies of the chunk's remote feature rows into their X rows, with `key`'s dropout.
+  void copy_remote_features(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                            const DropoutKey& key);
   // Frees every host matrix whose rows all devices hold (place_vertex_data()).
   void release_resident_host_matrices();
   // Layers whose training forward may keep its output rows for the backward pass

@@ -95,6 +95,9 @@ enum Marker : int {
   kStoreJoined = 15,  // store lane's work of the pass done
   // Compute lane: the batch's remote rows' gradients are computed (its peer lane may push them).
   kRemoteGradients = 16,
+  // The next training step's layer-0 input rows (Schedule::Impl::prefetch_next_step_inputs()):
+  kInputsRead = 17,        // compute lane: this step's last read of X is queued
+  kInputsPrefetched = 18,  // store lane: the next step's rows are in X
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running
@@ -222,6 +225,14 @@ struct DeviceState {
   Mat remote_features;
   Idx remote_feature_keys;
   std::vector<vertex_t> pulled_vertices;
+  // Layer 0's input rows of the coming training step (the device's own rows and its copies of
+  // the remote feature rows), with that step's dropout `key`, queued into X on the store lane
+  // (Schedule::Impl::prefetch_next_step_inputs()); `taken`: the running pass's batch found them
+  // there, so its load and pull phases copy nothing.
+  struct NextStepInputs {
+    bool queued = false, taken = false;
+    DropoutKey key;
+  } next_step_inputs;
   double loss_sum = 0;
   SplitCounts split_counts;  // of the running evaluation
 };

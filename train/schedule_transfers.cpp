@@ -33,7 +33,10 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     // A backward pass that flushes adds into its arrivals' gradient rows: they start at zero.
     const bool zeroes_arrivals = steps.flush_gradients && !stores_input_gradients();
     bool arrivals_zeroed = false;
-    if (load_inputs && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
+    // Layer 0's rows may be in X already, queued by the step before (prefetch_next_step_inputs()).
+    s.next_step_inputs.taken = false;
+    const bool queued = load_inputs && layer.index == 0 && takes_next_step_inputs(s);
+    if (load_inputs && !queued && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
       // T rows had their dropout before the transform (forward_compute()).
       const DropoutKey key = pretransformed(layer) ? DropoutKey{} : feature_key(layer.index);
@@ -330,6 +333,68 @@ void Schedule::Impl::preload_aggregation_blocks(const LayerSpec& layer) {
   }
 }
 
+void Schedule::Impl::copy_remote_features(DeviceState& s, const DeviceChunk& ch,
+                                          const LayerSpec& layer, const DropoutKey& key) {
+  std::int64_t first = ch.remote_features_first;
+  for (const auto& pull : ch.pulls) {
+    const std::int64_t count = pull.local_rows.size;
+    s.device->scatter_dropout_rows(s.remote_features.row_block(first, count), pull.local_rows,
+                                   exchanged_rows(s, layer),
+                                   part(s.remote_feature_keys, first, first + count), key);
+    first += count;
+  }
+}
+
+bool Schedule::Impl::prefetches_next_step_inputs() const {
+  const int L = int(model.layers.size());
+  if (!training || C != 1 || L < 2 || !runs_through_passes()) return false;
+  const LayerSpec& first = model.layers[0];
+  if (transforms(first) || recompute(first) || backward_loads_inputs(first)) return false;
+  for (int l = 1; l < L; ++l)
+    if (!pretransformed(model.layers[std::size_t(l)])) return false;
+  return std::all_of(dev.begin(), dev.end(), [&](const DeviceState& s) {
+    const bool own_copies =
+        s.chunks[0].pulls.empty() || (pulls_features(first) && !s.remote_features.empty());
+    return !resident_inputs(s, first).empty() && own_copies;
+  });
+}
+
+// Called by forward 0's compute right after its product over X: on the store lane (the lowest
+// priority, idle while the vertex data are resident), behind that product, the device's rows of
+// the next training step, with the dropout of the next epoch. The rest of the step runs beside
+// the copies; the next step's load finds them (takes_next_step_inputs()).
+void Schedule::Impl::prefetch_next_step_inputs(DeviceState& s, const DeviceChunk& ch,
+                                               const LayerSpec& layer) {
+  Device& d = *s.device;
+  DropoutKey next = feature_key(layer.index);
+  ++next.epoch;
+  d.mark(kInputsRead);
+  LaneScope lane(d, Lane::kStore);
+  d.wait(kInputsRead);
+  d.phase_begin(Phase::kLoad, tag(0));
+  if (ch.load_rows.size > 0)
+    d.copy_dropout_rows(resident_inputs(s, layer), ch.load_vertices, ch.load_rows,
+                        input_rows(s, layer), ch.load_keys, next);
+  if (!s.remote_features.empty()) copy_remote_features(s, ch, layer, next);
+  d.phase_end(Phase::kLoad);
+  d.mark(kInputsPrefetched);
+  s.next_step_inputs.queued = true;
+  s.next_step_inputs.key = next;
+}
+
+bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
+  if (!s.next_step_inputs.queued) return false;
+  s.device->wait(kInputsPrefetched);
+  s.next_step_inputs.queued = false;
+  const DropoutKey want = feature_key(0), have = s.next_step_inputs.key;
+  // Without dropout the rows are the features themselves, whatever the epoch.
+  s.next_step_inputs.taken =
+      want.rate == have.rate &&
+      (want.rate == 0 ||
+       (want.seed == have.seed && want.epoch == have.epoch && want.layer == have.layer));
+  return s.next_step_inputs.taken;
+}
+
 // Phase B: remote rows from the owners' transition buffers, once each owner has loaded them; or
 // a device's copies of the remote feature rows (place_remote_features()), with the dropout the
 // owners' loads apply.
@@ -340,16 +405,11 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
     const DeviceChunk& ch = s.chunks[std::size_t(c)];
     const auto& pulls = ch.pulls;
     if (!s.remote_features.empty() && pulls_features(layer)) {
-      d.phase_begin(Phase::kLoad, tag(c));
-      std::int64_t first = ch.remote_features_first;
-      for (const auto& pull : pulls) {
-        const std::int64_t count = pull.local_rows.size;
-        d.scatter_dropout_rows(
-            s.remote_features.row_block(first, count), pull.local_rows, exchanged_rows(s, layer),
-            part(s.remote_feature_keys, first, first + count), feature_key(layer.index));
-        first += count;
+      if (!s.next_step_inputs.taken) {
+        d.phase_begin(Phase::kLoad, tag(c));
+        copy_remote_features(s, ch, layer, feature_key(layer.index));
+        d.phase_end(Phase::kLoad);
       }
-      d.phase_end(Phase::kLoad);
       d.mark(kPulled);
       continue;
     }

@@ -571,6 +571,44 @@ void expect_same_training(const TrainResult& got, const TrainResult& want,
   EXPECT_LE(relative_error(got.flat_parameters, want.flat_parameters), kTolerance) << what;
 }
 
+// A training step of one chunk a partition with its inputs on the GPU queues the next step's
+// layer-0 rows, with the next epoch's dropout, into X behind its forward 0
+// (Schedule::Impl::prefetch_next_step_inputs()), where the CPU backend copies them as each step
+// begins. With an evaluation after every step, the first evaluation overwrites them (it has no
+// dropout) and the later ones read the kept aggregation and leave them: every step must still
+// train on its own epoch's dropout, and every evaluation see the features without it.
+TEST(CudaNextStepInputs, EvaluationsBetweenStepsAgreeWithTheCpuBackend) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
+                    "(scripts/device-test.sh)";
+  for (const char* model : {"gcn", "sage"})
+    for (const int partitions : {1, 2}) {
+      const Case c{model, partitions, 1, partitions == 2 && have_gpus(2) ? 2 : 1, "p2p+reuse"};
+      SCOPED_TRACE(case_name(c));
+      const Dataset& d = CudaTrainAgreement::dataset();
+      const Plan& plan = CudaTrainAgreement::plan(partitions, 1);
+      const auto config = [&](const char* device) -> TrainConfig {
+        return test::TrainConfigBuilder(CudaTrainAgreement::config(c, device))
+            .epochs(4)
+            .eval_every(1);
+      };
+      const TrainResult cpu = train(d, plan, config("cpu"));
+      const TrainResult gpu = train(d, plan, config("cuda"));
+      expect_agrees_with_cpu(gpu, cpu);
+      ASSERT_EQ(gpu.records.size(), 4u);
+      ASSERT_EQ(cpu.records.size(), 4u);
+      for (std::size_t e = 0; e < 4; ++e) {
+        EXPECT_TRUE(gpu.records[e].evaluated) << "epoch " << e;
+        // One vertex's argmax may flip where the two backends' sums round apart.
+        EXPECT_NEAR(gpu.records[e].train_accuracy, cpu.records[e].train_accuracy, 0.01)
+            << "epoch " << e;
+        EXPECT_NEAR(gpu.records[e].valid_accuracy, cpu.records[e].valid_accuracy, 0.01)
+            << "epoch " << e;
+      }
+      EXPECT_NE(cpu.losses.front(), cpu.losses.back());
+    }
+}
+
 // A budget that holds every vertex matrix beside the required buffers but not beside the overlap
 // buffers as well: sluice-train gives up the overlap buffers (prefer_residency()), keeps all the
 // vertex data on the device and moves nothing over the host link, with the numbers of the run

@@ -234,7 +234,7 @@ struct TransferCounters {
 // compute lane's work.
 enum class Lane { kCompute = 0, kTransfer = 1, kStore = 2, kPeer = 3 };
 inline constexpr int kLanes = 4;
-inline constexpr int kMarkers = 19;  // marker ids 0 .. kMarkers-1 per device
+inline constexpr int kMarkers = 21;  // marker ids 0 .. kMarkers-1 per device
 
 // Work of one epoch timed per lane (device timers; CUDA events).
 enum class Phase { kLoad = 0, kP2p, kCompute, kStore, kFlush };

@@ -319,11 +319,16 @@ struct Schedule::Impl {
   // bytes: the forward leaves the pad columns unwritten, and they stay 0 as the resident copy
   // of the zero-filled host matrix starts them (every store into T^{l+1} copies rows whose pad
   // is 0 too: the layer output buffers are zero-filled).
+  // Where the training forward writes the transforms into the transition slots of the rows
+  // (writes_transforms_into_slots()), those slots.
   Mat output_in_place(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer) const {
     if (layer.last) return Mat{};
     const HostMat& H = s.vertex.H[std::size_t(layer.index) + 1];
     const std::int64_t written = output_width(layer);
-    return H.cols == written ? resident_rows(H, ch) : Mat{};
+    if (H.cols != written) return Mat{};
+    if (writes_transforms_into_slots(layer))
+      return schedule_detail::rows_of(s.Zm, ch.num_dst, written);
+    return resident_rows(H, ch);
   }
   // A forward chunk's output block: its rows of H^{l+1} in place (output_in_place()), or the
   // set's output rows, which store_blocks() copies to H^{l+1}.
@@ -529,6 +534,38 @@ struct Schedule::Impl {
     return std::all_of(dev.begin(), dev.end(), [&](const DeviceState& s) {
       return s.loads_in_row_order &&
              !resident_rows(s.vertex.H[std::size_t(layer.index)], s.chunks[0]).empty();
+    });
+  }
+  // Whether the training forward of `layer` sends the next layer's T rows into the peers' slots
+  // as soon as it has written them (send_transforms()), where pulls_resident_rows() would have
+  // each peer pull them at the next pass's start: two layers on one chunk a device, the pass
+  // between (layer 0's forward) leaving the peers' transformed rows alone (layer 0 aggregates
+  // first), and every device's pulls its pushes (DeviceState::pulls_are_pushes: its rows' owners
+  // hold their lists as received_rows).
+  bool sends_transforms(const LayerSpec& layer) const {
+    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 || transforms(layer))
+      return false;
+    return pulls_resident_rows(model.layers[1]) &&
+           std::all_of(dev.begin(), dev.end(),
+                       [](const DeviceState& s) { return s.pulls_are_pushes; });
+  }
+  void send_transforms(DeviceState& s, const LayerSpec& next, Mat rows);
+  // Whether the training forward of `layer` writes the next layer's T rows straight into the
+  // device's transition slots of its own rows (where the fused pass would copy them from the
+  // resident T^{l+1} first) and leaves T^{l+1} as it was: two layers on one chunk a device whose
+  // slot i holds its vertex i, with T^1 resident in fp32, and on several partitions the rows
+  // sent to the peers from there (sends_transforms()), so that nothing reads T^1 before the
+  // next forward (an evaluation's included) writes it again.
+  bool writes_transforms_into_slots(const LayerSpec& layer) const {
+    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 || transforms(layer) ||
+        !stores_transform(layer) || !runs_through_passes() || !pretransformed(model.layers[1]))
+      return false;
+    if (P > 1 && !sends_transforms(layer)) return false;
+    const std::int64_t written = output_width(layer);
+    return std::all_of(dev.begin(), dev.end(), [&](const DeviceState& s) {
+      const HostMat& T = s.vertex.H[1];
+      return s.loads_in_row_order && s.Zm.cols >= written && T.cols == written &&
+             !resident_rows(T, s.chunks[0]).empty();
     });
   }
   // Layers whose pulls a device may take from its own copy of the remote feature rows

@@ -762,7 +762,8 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
   constexpr int kGroups = int(OverlapGroup::kKeptAttention) + 1;
   bool refused[kGroups] = {};
   std::string allocated;  // for the log
-  // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0.
+  // T rows leave padded to 16 bytes: their pad column is never written, so it stays 0 (in the
+  // transition slots too, where the forward may write them, Impl::writes_transforms_into_slots()).
   const bool pads_outputs =
       std::any_of(layer_rules.begin(), layer_rules.end(),
                   [](const LayerRoles& roles) { return roles.stores_transform; });
@@ -796,7 +797,8 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
     }
     *slot.buffer = m;
     if (pads_outputs &&
-        (b.role == BufferRole::kLayerOutput || b.role == BufferRole::kSecondLayerOutput))
+        (b.role == BufferRole::kLayerOutput || b.role == BufferRole::kSecondLayerOutput ||
+         b.role == BufferRole::kTransformedRows))
       d.fill(m, 0.f);
     if (b.role == BufferRole::kTransformedRows)
       s.transform_region =
@@ -865,6 +867,15 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
       for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
         s.loads_in_row_order =
             std::int64_t(li.load_rows[i]) == std::int64_t(li.load_vertices[i]) - s.vertex.first_row;
+      s.pulls_are_pushes = li.pulls.size() == li.pushes.size();
+      for (std::size_t g = 0; s.pulls_are_pushes && g < li.pulls.size(); ++g) {
+        const PeerRows &pull = li.pulls[g], &push = li.pushes[g];
+        const std::vector<vertex_t>& local = pull.local_rows;
+        s.pulls_are_pushes = pull.owner == push.owner && pull.owner_rows == push.owner_rows &&
+                             local == push.local_rows;
+        for (std::size_t i = 1; s.pulls_are_pushes && i < local.size(); ++i)
+          s.pulls_are_pushes = local[i] == local[i - 1] + 1;
+      }
     }
     const std::string where = cat("chunk (", c, ",", p, ") ");
     for (; next < buffers.size() && buffers[next].chunk == c && per_chunk_constant(buffers[next]);

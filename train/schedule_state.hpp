@@ -98,6 +98,9 @@ enum Marker : int {
   // The next training step's layer-0 input rows (Schedule::Impl::prefetch_next_step_inputs()):
   kInputsRead = 17,        // compute lane: this step's last read of X is queued
   kInputsPrefetched = 18,  // store lane: the next step's rows are in X
+  // An owner's T rows sent into its peers' slots (Schedule::Impl::send_transforms()):
+  kTransformsWritten = 19,  // compute lane: the forward wrote them
+  kTransformsSent = 20,     // peer lane: they are in every peer's slots
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running
@@ -190,6 +193,13 @@ struct DeviceState {
   // holds the device's vertex i): its slots are rows of its resident vertex matrices too
   // (Schedule::Impl::pulls_resident_rows()).
   bool loads_in_row_order = false;
+  // One chunk whose pulls are its pushes (the same rows of the same owners in the same order),
+  // each owner's rows in consecutive slots: the owners' received_rows name the rows this device
+  // pulls, so an owner may send them (Schedule::Impl::send_transforms()).
+  bool pulls_are_pushes = false;
+  // The running step's fused pass finds its remote T rows sent by their owners, and its own T
+  // rows written into their slots by the forward (Schedule::Impl::writes_transforms_into_slots()).
+  bool transforms_received = false, transforms_in_slots = false;
   // The host rows of the coming backward pass's first chunk blocks are in sets[0]
   // (Schedule::Impl::preload_next_blocks()).
   bool first_blocks_preloaded = false;

@@ -33,10 +33,20 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     // A backward pass that flushes adds into its arrivals' gradient rows: they start at zero.
     const bool zeroes_arrivals = steps.flush_gradients && !stores_input_gradients();
     bool arrivals_zeroed = false;
-    // Layer 0's rows may be in X already, queued by the step before (prefetch_next_step_inputs()).
+    // The rows may be in place already: layer 0's queued by the step before
+    // (prefetch_next_step_inputs()), the fused pass's written by the forward before it
+    // (writes_transforms_into_slots()).
     s.next_step_inputs.taken = false;
-    const bool queued = load_inputs && layer.index == 0 && takes_next_step_inputs(s);
-    if (load_inputs && !queued && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
+    bool in_place = false;
+    if (load_inputs && layer.index == 0) {
+      in_place = takes_next_step_inputs(s);
+    } else if (load_inputs && s.transforms_in_slots) {
+      SLUICE_EXPECTS(layer.index == 1 && c == 0, "transforms in the slots of layer ", layer.index,
+                     "'s batch ", c);
+      in_place = true;
+    }
+    s.transforms_in_slots = false;
+    if (load_inputs && !in_place && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
       // T rows had their dropout before the transform (forward_compute()).
       const DropoutKey key = pretransformed(layer) ? DropoutKey{} : feature_key(layer.index);
@@ -95,8 +105,9 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     // Batch 0 may be in the stage already but for its pending rows (prefetch_next_head()).
     const bool prefetched = c == 0 && s.head.prefetched;
     if (prefetched) s.head.prefetched = false;
+    // (The fused pass finds its own rows in place where the forward wrote them there.)
     const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
-                       resident_inputs(s, layer).empty() &&
+                       resident_inputs(s, layer).empty() && !s.transforms_in_slots &&
                        (!prefetched || s.head.pending_end > s.head.pending_begin);
     const bool set = steps.load_blocks && s.prefetch_blocks && ch.num_dst > 0;
     const bool csr = steps.products && ch.num_dst > 0;
@@ -395,6 +406,43 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
   return s.next_step_inputs.taken;
 }
 
+// Called by forward 0's compute once its transform wrote the device's T rows of the next layer
+// (`rows`: in its resident matrix, or in its slots, writes_transforms_into_slots()): on the peer
+// lane, the rows each peer pulls (this device's
+// received_rows from that peer, DeviceState::pulls_are_pushes) go into the peer's consecutive
+// slots for them. The slower device of a pair finds its remote rows there when its fused pass
+// begins, instead of pulling them then; the peers' slots are idle until that pass (layer 0
+// aggregates first, and the step began after a drain).
+void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows) {
+  Device& d = *s.device;
+  const DeviceChunk& ch = s.chunks[0];
+  const int self = int(&s - dev.data());
+  // Rows go with their padding to 16 bytes where both sides have it (no reader looks at it), so
+  // that each row moves in 16-byte words.
+  const std::int64_t padded = (next.transform_width + 3) / 4 * 4;
+  d.mark(kTransformsWritten);
+  LaneScope lane(d, Lane::kPeer);
+  d.wait(kTransformsWritten);
+  d.phase_begin(Phase::kP2p, tag(0));
+  for (const ReceivedRows& r : ch.received) {
+    DeviceState& peer = dev[std::size_t(r.pusher)];
+    for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
+      if (slots.owner != self) continue;
+      SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ",
+                     r.pusher, "'s slots for device ", self, "'s rows");
+      const std::int64_t width =
+          rows.ld >= padded && peer.Zm.ld >= padded ? padded : next.transform_width;
+      const Mat slots_rows = peer.Zm.row_block(slots.local_first, r.count);
+      d.put_rows(Mat{rows.data, rows.rows, width, rows.ld},
+                 part(ch.received_rows, r.first, r.first + r.count), *peer.device,
+                 Mat{slots_rows.data, slots_rows.rows, width, slots_rows.ld});
+      peer.transforms_received = true;
+    }
+  }
+  d.phase_end(Phase::kP2p);
+  d.mark(kTransformsSent);
+}
+
 // Phase B: remote rows from the owners' transition buffers, once each owner has loaded them; or
 // a device's copies of the remote feature rows (place_remote_features()), with the dropout the
 // owners' loads apply.
@@ -410,6 +458,14 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
         copy_remote_features(s, ch, layer, feature_key(layer.index));
         d.phase_end(Phase::kLoad);
       }
+      d.mark(kPulled);
+      continue;
+    }
+    if (pulls_resident_rows(layer) && s.transforms_received) {
+      // The owners sent the rows as their forward wrote them (send_transforms()).
+      for (const auto& pull : pulls)
+        d.wait_peer(*dev[std::size_t(pull.owner)].device, kTransformsSent);
+      s.transforms_received = false;
       d.mark(kPulled);
       continue;
     }

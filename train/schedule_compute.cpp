@@ -429,9 +429,13 @@ void Schedule::Impl::gat_input_scores(DeviceState& s, const DeviceChunk& ch,
   }
   const Mat X = rows_of(s.X, s.merged_rows, D);
   multiply(d, X, folded.col_block(0, K), rows_of(s.el, s.merged_rows, K));
-  // The chunk rows' own input rows, for a moment where their weighted sums go next.
-  const Mat self = rows_of(s.input_sums, nd, D);
-  d.gather_rows(X, ch.self_columns, self);
+  // The chunk rows' own input rows: X's first rows where they are, else gathered, for a moment,
+  // where their weighted sums go next.
+  Mat self = X.row_block(0, nd);
+  if (!ch.self_columns_in_order) {
+    self = rows_of(s.input_sums, nd, D);
+    d.gather_rows(X, ch.self_columns, self);
+  }
   multiply(d, self, folded.col_block(K, K), rows_of(s.er, nd, K));
 }
 

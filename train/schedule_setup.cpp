@@ -936,6 +936,9 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
       return;
     case BufferRole::kSelfColumns:
       ch.self_columns = upload_list(d, b, li.self_columns, where);
+      ch.self_columns_in_order = true;
+      for (std::size_t r = 0; ch.self_columns_in_order && r < li.self_columns.size(); ++r)
+        ch.self_columns_in_order = std::size_t(li.self_columns[r]) == r;
       return;
     case BufferRole::kLoadVertices:
       count_from(s.vertex.first_row, li.load_vertices);

@@ -37,6 +37,9 @@ struct DeviceChunk {
   std::int64_t nnz = 0;
   Csr csr;
   Idx self_columns;
+  // self_columns[r] == r for every row: the chunk's rows are the merged rows 0, 1, ... (one
+  // chunk whose slot i holds its vertex i), so their own input rows are X's first rows.
+  bool self_columns_in_order = false;
   Idx load_vertices, load_rows, load_keys;
   std::vector<DevicePeerRows> pulls, pushes;
   // What the peers push into this device in the batch (pushers ascending) and where each

@@ -408,11 +408,11 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
 
 // Called by forward 0's compute once its transform wrote the device's T rows of the next layer
 // (`rows`: in its resident matrix, or in its slots, writes_transforms_into_slots()): on the peer
-// lane, the rows each peer pulls (this device's
-// received_rows from that peer, DeviceState::pulls_are_pushes) go into the peer's consecutive
-// slots for them. The slower device of a pair finds its remote rows there when its fused pass
-// begins, instead of pulling them then; the peers' slots are idle until that pass (layer 0
-// aggregates first, and the step began after a drain).
+// lane, the rows each peer pulls (this device's received_rows from that peer,
+// DeviceState::pulls_are_pushes) go into the peer's consecutive slots for them. The slower
+// device of a pair finds its remote rows there when its fused pass begins, instead of pulling
+// them then; the peers' slots are idle until that pass (layer 0 aggregates first, and the step
+// began after a drain), and the device's own rows stay as they are until the next forward.
 void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows) {
   Device& d = *s.device;
   const DeviceChunk& ch = s.chunks[0];

@@ -31,6 +31,16 @@ void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_r
   SLUICE_EXPECTS(src.cols == host.cols, operation, ": width ", src.cols, " vs ", host.cols);
 }
 
+void expect_input_scores_shapes(const Mat& x, const Mat& folded, int heads, const Mat& el,
+                                const Mat& er) {
+  SLUICE_EXPECTS(heads > 0 && folded.rows == x.cols && folded.cols == 2 * heads,
+                 "gat_input_scores: folded ", folded.rows, " x ", folded.cols, " for ", x.cols,
+                 "-float rows and ", heads, " heads");
+  SLUICE_EXPECTS(el.rows == x.rows && el.cols == heads && er.rows <= x.rows && er.cols == heads,
+                 "gat_input_scores: el ", el.rows, " x ", el.cols, ", er ", er.rows, " x ", er.cols,
+                 " for ", x.rows, " rows and ", heads, " heads");
+}
+
 const char* phase_name(Phase phase) {
   switch (phase) {
     case Phase::kLoad:

@@ -254,6 +254,10 @@ struct PhaseRange {
   const char* operation = nullptr;
 };
 
+// gat_input_scores()'s shapes: folded x.cols x 2K, el x.rows x K, er at most x.rows rows of K.
+void expect_input_scores_shapes(const Mat& x, const Mat& folded, int heads, const Mat& el,
+                                const Mat& er);
+
 // The shape checks of Device::flush_add_rows and flush_store_rows, for every backend: as many
 // host rows as source rows (src's first rows when src_rows is empty), and equal widths.
 void expect_flush_shapes(const char* operation, const Mat& src, const Idx& src_rows,
@@ -507,6 +511,11 @@ class Device {
   // Writes alpha (nnz x K, after softmax, BEFORE attention dropout, the coefficients gat_forward
   // would compute from the same scores) and agg (a.rows x K*D): agg_i^h = sum_k alpha~_k^h x[u_k],
   // from which O^h = agg^h W^h.
+  // The scores x_u W^h a_src^h and x_self W^h a_dst^h where every row's self column is its own
+  // row: el (x.rows x K) = x folded[:, 0:K) and er (er.rows x K, er.rows <= x.rows) = x's first
+  // er.rows rows times folded[:, K:2K), folded: x.cols x 2K (W^h a_src^h, then W^h a_dst^h).
+  // The same products as two GEMMs, in one read of x.
+  virtual void gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) = 0;
   virtual void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
                                  const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                                  Mat agg) = 0;

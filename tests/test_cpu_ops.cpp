@@ -783,6 +783,35 @@ TEST_F(CpuOps, GemmAllTranspositionsOnStridedViews) {
   EXPECT_EQ(get(c), (Floats{2, 4, 6, 8}));
 }
 
+// GAT's layer-0 scores over input rows: el = x times the folded source vectors (columns 0..K-1),
+// er = x's first rows times the destination ones (K..2K-1), on a view of a wider x; shapes that
+// do not fit are refused.
+TEST_F(CpuOps, GatInputScoresAreTheTwoProducts) {
+  const std::int64_t rows = 6, width = 3, K = 2;
+  const Floats xv = random_floats(std::size_t(rows * (width + 1)), 21);
+  const Floats fv = random_floats(std::size_t(width * 2 * K), 22);
+  const Mat x = mat(rows, width + 1, xv).col_block(1, width);
+  const Mat folded = mat(width, 2 * K, fv);
+  Mat el = dev().alloc(rows, K, "el"), er = dev().alloc(4, K, "er");
+  dev().gat_input_scores(x, folded, int(K), el, er);
+  Floats want_el(std::size_t(rows * K)), want_er(std::size_t(4 * K));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < 2 * K; ++j) {
+      double sum = 0;
+      for (std::int64_t c = 0; c < width; ++c)
+        sum += double(x.data[r * x.ld + c]) * folded.data[c * folded.ld + j];
+      if (j < K)
+        want_el[std::size_t(r * K + j)] = float(sum);
+      else if (r < 4)
+        want_er[std::size_t(r * K + j - K)] = float(sum);
+    }
+  expect_near_all(get(el), want_el, 1e-5);
+  expect_near_all(get(er), want_er, 1e-5);
+  EXPECT_THROW(dev().gat_input_scores(x, folded, int(K), el, dev().alloc(rows + 1, K, "er")),
+               std::exception);
+  EXPECT_THROW(dev().gat_input_scores(x, folded.col_block(0, K), int(K), el, er), std::exception);
+}
+
 TEST_F(CpuOps, BiasActivationAndBackward) {
   Device& d = dev();
   Mat z = mat(2, 3, {-1, 0, 2, 0.5f, -2, 1});

@@ -428,15 +428,16 @@ void Schedule::Impl::gat_input_scores(DeviceState& s, const DeviceChunk& ch,
     multiply(d, Wh, param(s, layer.att_dst_offset + h * F, F, 1), folded.col_block(K + h, 1));
   }
   const Mat X = rows_of(s.X, s.merged_rows, D);
-  multiply(d, X, folded.col_block(0, K), rows_of(s.el, s.merged_rows, K));
-  // The chunk rows' own input rows: X's first rows where they are, else gathered, for a moment,
-  // where their weighted sums go next.
-  Mat self = X.row_block(0, nd);
-  if (!ch.self_columns_in_order) {
-    self = rows_of(s.input_sums, nd, D);
-    d.gather_rows(X, ch.self_columns, self);
+  const Mat el = rows_of(s.el, s.merged_rows, K), er = rows_of(s.er, nd, K);
+  if (ch.self_columns_in_order) {  // the chunk's own rows are X's first rows: one read of X
+    d.gat_input_scores(X, folded, K, el, er);
+    return;
   }
-  multiply(d, self, folded.col_block(K, K), rows_of(s.er, nd, K));
+  multiply(d, X, folded.col_block(0, K), el);
+  // The chunk rows' own input rows, for a moment where their weighted sums go next.
+  const Mat self = rows_of(s.input_sums, nd, D);
+  d.gather_rows(X, ch.self_columns, self);
+  multiply(d, self, folded.col_block(K, K), er);
 }
 
 // GAT's layer 0 attending over its input rows: per head the weighted sums agg^h of the chunk

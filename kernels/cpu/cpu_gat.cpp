@@ -138,6 +138,21 @@ void CpuDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int hea
   }
 }
 
+void CpuDevice::gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) {
+  expect_input_scores_shapes(x, folded, heads, el, er);
+  const std::int64_t K = heads, D = x.cols;
+#pragma omp parallel for schedule(static) if (x.rows * D * 2 * K > cpu::kParallelThreshold)
+  for (std::int64_t r = 0; r < x.rows; ++r) {
+    const float* row = x.data + r * x.ld;
+    for (std::int64_t j = 0; j < 2 * K; ++j) {
+      if (j >= K && r >= er.rows) break;
+      float sum = 0.f;
+      for (std::int64_t c = 0; c < D; ++c) sum += row[c] * folded.data[c * folded.ld + j];
+      (j < K ? el.data[r * el.ld + j] : er.data[r * er.ld + j - K]) = sum;
+    }
+  }
+}
+
 void CpuDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                             Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                             Mat alpha, Mat out, SourceScores source_scores) {

@@ -128,6 +128,7 @@ class CudaDevice final : public Device {
   void gat_backward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                     Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                     Mat out, Mat dout, Mat dz, float* d_att_src, float* d_att_dst) override;
+  void gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) override;
   void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,
                          Mat el, Mat er, Mat alpha, Mat agg) override;
   void gat_input_backward(Csr a, Mat x, int heads, Idx row_keys, const DropoutKey& attention_key,

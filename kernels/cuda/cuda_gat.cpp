@@ -133,6 +133,23 @@ void CudaDevice::gat_source_scores(Mat z, Idx rows, const float* att_src, int he
                             el.data, el.ld, cur());
 }
 
+void CudaDevice::gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) {
+  OpScope op(*this, "gat_input_scores");
+  expect_compute_lane("gat_input_scores");
+  expect_input_scores_shapes(x, folded, heads, el, er);
+  if (x.rows == 0) return;
+  DeviceGuard guard(gpu_);
+  if (!gat_input_scores_fit(x.cols, heads)) {  // rows too wide for one pass: two products
+    gemm(Transpose::kNo, Transpose::kNo, 1.f, x, folded.col_block(0, heads), 0.f, el);
+    gemm(Transpose::kNo, Transpose::kNo, 1.f, x.row_block(0, er.rows),
+         folded.col_block(heads, heads), 0.f, er);
+    return;
+  }
+  launch_gat_input_scores(GatInputScores{x.data, x.ld, x.rows, x.cols, folded.data, folded.ld,
+                                         heads, el.data, el.ld, er.data, er.ld, er.rows},
+                          cur());
+}
+
 void CudaDevice::gat_forward(Csr a, Mat z, const float* att_src, const float* att_dst, int heads,
                              Idx row_keys, const DropoutKey& attention_key, Mat el, Mat er,
                              Mat alpha, Mat out, SourceScores source_scores) {

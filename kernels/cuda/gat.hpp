@@ -195,6 +195,24 @@ template <typename Index>
 void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::int64_t ldalpha,
                               float* agg, std::int64_t ldagg, cudaStream_t stream);
 
+// GAT's layer-0 scores from its input rows, in one read of x (rows x width, width <= 128):
+// el (rows x heads) = x folded[:, 0:K) and er (er_rows x heads, er_rows <= rows) = the first
+// er_rows rows of x times folded[:, K:2K) (folded: width x 2K, row-major, ld ldfolded).
+struct GatInputScores {
+  const float* x;
+  std::int64_t ldx, rows, width;
+  const float* folded;
+  std::int64_t ldfolded;
+  int heads;
+  float* el;
+  std::int64_t ldel;
+  float* er;
+  std::int64_t lder, er_rows;
+};
+// Whether launch_gat_input_scores() takes rows of `width` floats and `heads` heads.
+bool gat_input_scores_fit(std::int64_t width, int heads);
+void launch_gat_input_scores(const GatInputScores& p, cudaStream_t stream);
+
 // The backward's device scratch: rows (a.rows x K: the softmax backward's per-row sums, then
 // d_er), sources (a.cols x K: d_el), entries (nnz x K: each entry's softmax gradient d_e) and
 // partials (gat_input_partials(rows, cols) x K D floats).

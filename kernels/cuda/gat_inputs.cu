@@ -570,6 +570,100 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
+// ---- Layer 0's scores from its input rows in one read of them: a warp per row of x at a time,
+// lane l holding columns l, l + 32, ... (up to kScoreQuads x 32 of them) and, in registers for
+// all its rows, those columns of the folded attention vectors; the N dot products (N = 2K
+// rounded up to a power of two) are summed over the warp by halving: at each of log2 N steps a
+// lane keeps half of its values and adds its partner's other half, so that lane l ends with
+// product index(l), then the lanes below the last step's offset add theirs.
+constexpr int kScoreQuads = 4;         // rows of up to 128 floats
+constexpr int kScoreRowsPerWarp = 64;  // rows a warp takes (its folded columns loaded once)
+
+template <int kN>
+__global__ void __launch_bounds__(kRowThreads)
+    gat_input_scores_kernel(ConstRowMatrix x, std::int64_t rows, std::int64_t width,
+                            const float* __restrict__ folded, std::int64_t ldf, int heads,
+                            RowMatrix el, RowMatrix er, std::int64_t er_rows) {
+  const int lane = lane_id();
+  float f[kScoreQuads][kN];
+#pragma unroll
+  for (int t = 0; t < kScoreQuads; ++t) {
+    const std::int64_t c = lane + 32 * t;
+#pragma unroll
+    for (int j = 0; j < kN; ++j) f[t][j] = c < width && j < 2 * heads ? folded[c * ldf + j] : 0.f;
+  }
+  // The lane's product after the halving steps, and the offset below which lanes add theirs.
+  int index = 0;
+#pragma unroll
+  for (int o = 16, n = kN; n > 1; o /= 2, n /= 2) index += (lane & o) ? n / 2 : 0;
+  constexpr int kLast = 32 / kN;  // the offsets kLast / 2, ..., 1 remain
+  for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
+    const float* row = x.data + r * x.ld;
+    float v[kScoreQuads];
+#pragma unroll
+    for (int t = 0; t < kScoreQuads; ++t) {
+      const std::int64_t c = lane + 32 * t;
+      v[t] = c < width ? row[c] : 0.f;
+    }
+    float acc[kN];
+#pragma unroll
+    for (int j = 0; j < kN; ++j) {
+      acc[j] = 0.f;
+#pragma unroll
+      for (int t = 0; t < kScoreQuads; ++t) acc[j] += v[t] * f[t][j];
+    }
+#pragma unroll
+    for (int o = 16, n = kN; n > 1; o /= 2, n /= 2) {
+      const bool upper = (lane & o) != 0;
+#pragma unroll
+      for (int i = 0; i < n / 2; ++i) {
+        const float keep = upper ? acc[i + n / 2] : acc[i];
+        const float send = upper ? acc[i] : acc[i + n / 2];
+        acc[i] = keep + __shfl_xor_sync(kFullMask, send, o);
+      }
+    }
+#pragma unroll
+    for (int o = kLast / 2; o > 0; o /= 2) acc[0] += __shfl_xor_sync(kFullMask, acc[0], o);
+    if (lane % kLast == 0) {
+      if (index < heads)
+        el.data[r * el.ld + index] = acc[0];
+      else if (index < 2 * heads && r < er_rows)
+        er.data[r * er.ld + index - heads] = acc[0];
+    }
+  }
+}
+
+template <int kN>
+void launch_input_scores(const GatInputScores& p, cudaStream_t stream) {
+  const std::int64_t per_block = std::int64_t(kRowWarps) * kScoreRowsPerWarp;
+  const auto blocks = static_cast<unsigned>((p.rows + per_block - 1) / per_block);
+  gat_input_scores_kernel<kN><<<blocks, kRowThreads, 0, stream>>>(
+      ConstRowMatrix{p.x, p.ldx}, p.rows, p.width, p.folded, p.ldfolded, p.heads,
+      RowMatrix{p.el, p.ldel}, RowMatrix{p.er, p.lder}, p.er_rows);
+  SLUICE_CUDA_LAUNCH_CHECK();
+}
+
+bool gat_input_scores_fit(std::int64_t width, int heads) {
+  return width <= 32 * kScoreQuads && heads >= 1 && 2 * heads <= 32;
+}
+
+void launch_gat_input_scores(const GatInputScores& p, cudaStream_t stream) {
+  SLUICE_EXPECTS(gat_input_scores_fit(p.width, p.heads), "input scores of ", p.width,
+                 "-float rows for ", p.heads, " heads");
+  if (p.rows <= 0) return;
+  const int n = 2 * p.heads;
+  if (n <= 2)
+    launch_input_scores<2>(p, stream);
+  else if (n <= 4)
+    launch_input_scores<4>(p, stream);
+  else if (n <= 8)
+    launch_input_scores<8>(p, stream);
+  else if (n <= 16)
+    launch_input_scores<16>(p, stream);
+  else
+    launch_input_scores<32>(p, stream);
+}
+
 #define SLUICE_GAT_INPUT_INSTANTIATE(Index)                                                       \
   template void launch_gat_input_forward<Index>(const GatInputRows<Index>&, float*, std::int64_t, \
                                                 float*, std::int64_t, cudaStream_t);              \

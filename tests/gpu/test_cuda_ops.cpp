@@ -2262,6 +2262,45 @@ TEST_F(CudaOps, GatOverInputRowsMatchesTheTransformFirstReference) {
                    4, 100, 64, 0.3f);
 }
 
+// GAT's layer-0 scores in one read of x: el = x times the folded source vectors and er = x's
+// first rows times the folded destination ones, as the two products give them, for head counts
+// that take each of the kernel's reduction widths (2K = 2, 4, 8, 16, 32 after rounding up),
+// rows of 100 floats, a view of 7 columns of a wider matrix, more rows than the warps take in
+// one sweep, and rows past one pass (130 floats: two GEMMs instead).
+TEST_F(CudaOps, GatInputScoresEqualTheirProducts) {
+  struct Shape {
+    std::int64_t rows, width, ld;
+    int heads;
+    std::int64_t er_rows;
+  };
+  for (const Shape& sh :
+       {Shape{1000, 100, 100, 4, 700}, Shape{333, 7, 12, 1, 333}, Shape{257, 64, 64, 3, 100},
+        Shape{300, 128, 128, 8, 300}, Shape{90, 130, 132, 2, 50}, Shape{40, 32, 32, 16, 40},
+        Shape{20000, 24, 24, 2, 19999}}) {
+    SCOPED_TRACE(cat(sh.rows, " rows of ", sh.width, " floats, ", sh.heads, " heads"));
+    const std::int64_t K = sh.heads, N = 2 * K;
+    const Host x = random_floats(std::size_t(sh.rows * sh.ld), rng_);
+    const Host f = random_floats(std::size_t(sh.width * N), rng_);
+    const Mat dx = upload(sh.rows, sh.ld, x).col_block(0, sh.width);
+    const Mat df = upload(sh.width, N, f);
+    const Mat el = dev().alloc(sh.rows, K, "el"), er = dev().alloc(sh.er_rows, K, "er");
+    dev().gat_input_scores(dx, df, sh.heads, el, er);
+    std::vector<double> want_el(std::size_t(sh.rows * K)), want_er(std::size_t(sh.er_rows * K));
+    for (std::int64_t r = 0; r < sh.rows; ++r)
+      for (std::int64_t j = 0; j < N; ++j) {
+        double sum = 0;
+        for (std::int64_t c = 0; c < sh.width; ++c)
+          sum += double(x[std::size_t(r * sh.ld + c)]) * f[std::size_t(c * N + j)];
+        if (j < K)
+          want_el[std::size_t(r * K + j)] = sum;
+        else if (r < sh.er_rows)
+          want_er[std::size_t(r * K + j - K)] = sum;
+      }
+    EXPECT_LT(relative_error(download(el), want_el), kTolerance);
+    EXPECT_LT(relative_error(download(er), want_er), kTolerance);
+  }
+}
+
 // Rows with more entries than the long-row threshold (and transposed rows with more) get a block
 // of warps each: the hub chunk puts a quarter of its rows and its hub columns on that path, in
 // every kernel variant (backward by source with lane-group, warp and narrow-head reductions,

@@ -550,8 +550,16 @@ TEST_F(TrainEquivalence, GatLayerZeroAttendingOverItsInputsMatchesReference) {
             const TransferCounters& a = attend.records.back().transfers;
             const TransferCounters& t = transform.records.back().transfers;
             EXPECT_EQ(a.h2d_gather_bytes, t.h2d_gather_bytes);
-            EXPECT_EQ(a.h2d_block_bytes, t.h2d_block_bytes);
-            EXPECT_EQ(a.d2h_bytes, t.d2h_bytes);
+            // Both keep layer 1's last gradient rows for layer 0's blocks: attending in dZm (its
+            // layer 0 writes none), transforming first in the flush buffer, so only with overlap
+            // buffers; without them the latter stores and loads those rows.
+            if (overlap) {
+              EXPECT_EQ(a.h2d_block_bytes, t.h2d_block_bytes);
+              EXPECT_EQ(a.d2h_bytes, t.d2h_bytes);
+            } else {
+              EXPECT_LE(a.h2d_block_bytes, t.h2d_block_bytes);
+              EXPECT_LT(a.d2h_bytes, t.d2h_bytes);
+            }
             // Auto attends on one chunk where that takes no more device memory: 2 heads of 8 (a
             // 24-wide sum per chunk row, and Zm 4 instead of 16 wide), not 4 heads of 4 (48 wide).
             if (C != 8 && intermediates == "auto" && overlap)

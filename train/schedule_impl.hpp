@@ -145,7 +145,7 @@ struct Schedule::Impl {
         options(o),
         layout_options(::sluice::layout_options(o)),
         layer_shapes(model_layers(m)),
-        tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes)) {
+        tail_in_flush_buffer(::sluice::tail_in_flush_buffer(layer_shapes, layout_options)) {
     for (const LayerSpec& layer : m.layers)
       layer_rules.push_back(layer_roles(layer_shapes, layer.index, layout_options));
   }
@@ -386,8 +386,8 @@ struct Schedule::Impl {
     return tail_rows(s).row_block(ch.tail_block_first, ch.num_dst);
   }
   // Where layer 1's backward pass keeps its tail: in the flush buffer when layer 0 writes the
-  // buffer the rows accumulate in (GAT's dZm), else in that buffer (dX, or dZm of a
-  // pretransformed layer 1).
+  // buffer the rows accumulate in (GAT's dZm, where layer 0 transforms first), else in that
+  // buffer (dX, or dZm of a pretransformed layer 1).
   Mat tail_rows(DeviceState& s) const {
     const LayerSpec& one = model.layers[1];
     const Mat m = tail_in_flush_buffer ? s.leave : pretransformed(one) ? s.dZm : s.dX;

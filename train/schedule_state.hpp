@@ -189,8 +189,9 @@ struct DeviceState {
   // (Schedule::Impl::transform_blocks()), so that T = X W^t and its input gradient are one
   // product each. Empty otherwise.
   Mat side_by_side_w;
-  // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX, for GAT
-  // in the flush buffer) for layer 0's G^1 blocks (Schedule::Impl::keeps_tail()).
+  // Layer 1's backward pass keeps its last batch's leaving rows on this device (in dX or dZm; for
+  // GAT transforming first in the flush buffer) for layer 0's G^1 blocks
+  // (Schedule::Impl::keeps_tail()).
   bool keep_tail = false;
   // One chunk whose load list puts each vertex in the transition slot of its own row (slot i
   // holds the device's vertex i): its slots are rows of its resident vertex matrices too

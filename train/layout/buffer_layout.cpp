@@ -42,16 +42,16 @@ LayerRoles layer_roles(const ModelLayers& model, int l, const LayoutOptions& opt
   return r;
 }
 
-bool tail_in_flush_buffer(const ModelLayers& model) {
+bool tail_in_flush_buffer(const ModelLayers& model, const LayoutOptions& options) {
   if (model.layers.size() < 2) return false;
-  const LayoutOptions defaults;
-  const LayerRoles zero = layer_roles(model, 0, defaults), one = layer_roles(model, 1, defaults);
-  return one.pretransformed ? zero.transforms : one.transforms;
+  const LayerRoles zero = layer_roles(model, 0, options), one = layer_roles(model, 1, options);
+  // GAT's layer 0 attending over its input rows writes no dZm (it has no input gradient).
+  return one.pretransformed ? zero.transforms && !zero.attends_inputs : one.transforms;
 }
 
 bool keeps_tail(const ModelLayers& model, const LayoutOptions& options) {
   return model.layers.size() >= 2 && options.comm != CommMode::kBaseline &&
-         (!tail_in_flush_buffer(model) || options.overlap);
+         (!tail_in_flush_buffer(model, options) || options.overlap);
 }
 
 BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& options) {
@@ -153,7 +153,7 @@ BufferWidths layer_buffer_widths(const ModelLayers& model, const LayoutOptions& 
   // Forward passes that store transforms apply the next layer's dropout to a chunk's rows;
   // SAGE's transform-first layer adds the rows' own T_self to theirs.
   w.chunk_row_positions = any_stored_transform || sage_transforms_first;
-  w.tail_in_flush_buffer = tail_in_flush_buffer(model);
+  w.tail_in_flush_buffer = tail_in_flush_buffer(model, options);
   w.keep_tail = keeps_tail(model, options);
   return w;
 }

@@ -83,8 +83,9 @@ LayerRoles layer_roles(const ModelLayers& model, int layer, const LayoutOptions&
 
 // Whether layer 1's backward pass keeps its tail (its last batch's leaving gradient rows, for
 // layer 0's G^1 blocks) in the flush buffer: when layer 0 writes the buffer the rows accumulate
-// in. Otherwise they stay in dX, or in dZm of a pretransformed layer 1.
-bool tail_in_flush_buffer(const ModelLayers& model);
+// in (GAT's dZm where layer 0 transforms first). Otherwise they stay in dX, or in dZm of a
+// pretransformed layer 1.
+bool tail_in_flush_buffer(const ModelLayers& model, const LayoutOptions& options);
 // Whether the schedule keeps that tail: two layers or more, not in baseline mode (whose leave
 // lists hold rows several devices flush), and where the tail lives in the flush buffer only with
 // overlap buffers (and then only on devices that get the flush buffer).

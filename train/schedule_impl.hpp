@@ -327,7 +327,7 @@ struct Schedule::Impl {
     const std::int64_t written = output_width(layer);
     if (H.cols != written) return Mat{};
     if (writes_transforms_into_slots(layer))
-      return schedule_detail::rows_of(s.Zm, ch.num_dst, written);
+      return schedule_detail::rows_of(fused_slots(s), ch.num_dst, written);
     return resident_rows(H, ch);
   }
   // A forward chunk's output block: its rows of H^{l+1} in place (output_in_place()), or the
@@ -553,20 +553,27 @@ struct Schedule::Impl {
   // Whether the training forward of `layer` writes the next layer's T rows straight into the
   // device's transition slots of its own rows (where the fused pass would copy them from the
   // resident T^{l+1} first) and leaves T^{l+1} as it was: two layers on one chunk a device whose
-  // slot i holds its vertex i, with T^1 resident in fp32, and on several partitions the rows
+  // slot i holds its vertex i, with T^1 resident in fp32, a layer 0 that leaves the slots alone
+  // (aggregating first, or GAT's attending over its inputs), and on several partitions the rows
   // sent to the peers from there (sends_transforms()), so that nothing reads T^1 before the
   // next forward (an evaluation's included) writes it again.
   bool writes_transforms_into_slots(const LayerSpec& layer) const {
-    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 || transforms(layer) ||
-        !stores_transform(layer) || !runs_through_passes() || !pretransformed(model.layers[1]))
+    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 ||
+        (transforms(layer) && !attends_inputs(layer)) || !stores_transform(layer) ||
+        !runs_through_passes() || !pretransformed(model.layers[1]))
       return false;
     if (P > 1 && !sends_transforms(layer)) return false;
     const std::int64_t written = output_width(layer);
     return std::all_of(dev.begin(), dev.end(), [&](const DeviceState& s) {
       const HostMat& T = s.vertex.H[1];
-      return s.loads_in_row_order && s.Zm.cols >= written && T.cols == written &&
+      return s.loads_in_row_order && fused_slots(s).cols >= written && T.cols == written &&
              !resident_rows(T, s.chunks[0]).empty();
     });
+  }
+  // The transition slots of the fused pass's rows: GAT's last layer's own where the device has
+  // them (swap_last_layer_attention() brings them in for that pass), else Zm.
+  static const Mat& fused_slots(const DeviceState& s) {
+    return s.last_layer_attention.allocated() ? s.last_layer_attention.Zm : s.Zm;
   }
   // Layers whose pulls a device may take from its own copy of the remote feature rows
   // (RemoteFeatures): layer 0 where it exchanges input rows (GCN, SAGE, GAT attending over its

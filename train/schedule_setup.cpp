@@ -798,7 +798,7 @@ std::size_t Schedule::Impl::allocate_device_buffers(DeviceState& s, int p,
     *slot.buffer = m;
     if (pads_outputs &&
         (b.role == BufferRole::kLayerOutput || b.role == BufferRole::kSecondLayerOutput ||
-         b.role == BufferRole::kTransformedRows))
+         b.role == BufferRole::kTransformedRows || b.role == BufferRole::kLastLayerTransformedRows))
       d.fill(m, 0.f);
     if (b.role == BufferRole::kTransformedRows)
       s.transform_region =

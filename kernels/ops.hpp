@@ -507,15 +507,15 @@ class Device {
                             float* d_att_dst) = 0;
   // ---- GAT over input rows (a layer 0 that attends before it transforms, docs/model-math.md):
   //      x: a.cols x D (the merged input rows, after dropout); el (a.cols x K) and er (a.rows x K)
-  //      are the scores x_u W^h a_src^h and x_self W^h a_dst^h, given (the caller multiplies).
+  //      are the scores x_u W^h a_src^h and x_self W^h a_dst^h, given (the caller multiplies,
+  //      or gat_input_scores() forms them).
+  // The scores where every row's self column is its own row: el (x.rows x K) = x folded[:, 0:K)
+  // and er (er.rows x K, er.rows <= x.rows) = x's first er.rows rows times folded[:, K:2K),
+  // folded: x.cols x 2K (W^h a_src^h, then W^h a_dst^h). The two products in one read of x.
+  virtual void gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) = 0;
   // Writes alpha (nnz x K, after softmax, BEFORE attention dropout, the coefficients gat_forward
   // would compute from the same scores) and agg (a.rows x K*D): agg_i^h = sum_k alpha~_k^h x[u_k],
   // from which O^h = agg^h W^h.
-  // The scores x_u W^h a_src^h and x_self W^h a_dst^h where every row's self column is its own
-  // row: el (x.rows x K) = x folded[:, 0:K) and er (er.rows x K, er.rows <= x.rows) = x's first
-  // er.rows rows times folded[:, K:2K), folded: x.cols x 2K (W^h a_src^h, then W^h a_dst^h).
-  // The same products as two GEMMs, in one read of x.
-  virtual void gat_input_scores(Mat x, Mat folded, int heads, Mat el, Mat er) = 0;
   virtual void gat_input_forward(Csr a, Mat x, int heads, Idx row_keys,
                                  const DropoutKey& attention_key, Mat el, Mat er, Mat alpha,
                                  Mat agg) = 0;

@@ -278,7 +278,9 @@ __device__ __forceinline__ std::int64_t row_of_entry(const Index* indptr, std::i
   return lo;
 }
 
-template <typename Index, int kHeads>
+// kAllHeads: heads == kHeads, so no head's work is behind a branch (the loads of every head's g
+// words can then be in flight together).
+template <typename Index, int kHeads, bool kAllHeads>
 __global__ void __launch_bounds__(32 * kBackwardWarps)
     gat_input_entries_kernel(CsrArrays<Index> a, std::int64_t per_warp, const float* __restrict__ x,
                              std::int64_t ldx, std::int64_t width, const float* __restrict__ alpha,
@@ -302,11 +304,12 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       const float* row = x + static_cast<std::int64_t>(a.columns[e]) * ldx;
       const float* gi = g + i * ldg;
       float dot[kHeads] = {};
+#pragma unroll 4
       for (std::int64_t c = 0; c < width; c += 4) {
         const float4 v = *reinterpret_cast<const float4*>(row + c);
 #pragma unroll
         for (int h = 0; h < kHeads; ++h) {
-          if (h < heads) {
+          if (kAllHeads || h < heads) {
             const float4 w = *reinterpret_cast<const float4*>(gi + h * width + c);
             dot[h] += w.x * v.x + w.y * v.y + w.z * v.z + w.w * v.w;
           }
@@ -315,7 +318,7 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
       const std::uint64_t prefix = attention_prefix(dropout, i);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h)
-        if (h < heads)
+        if (kAllHeads || h < heads)
           d_entries[e * heads + h] =
               alpha[e * ldalpha + h] *
               (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * ldrow_sums + h]);
@@ -538,10 +541,14 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
           a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, p.head_dots, p.ldhead_dots, p.g,
           p.ldg, heads, in.dropout, scratch.entries);
     };
-    if (heads <= 4)
-      launch(gat_input_entries_kernel<Index, 4>);
+    if (heads == 4)
+      launch(gat_input_entries_kernel<Index, 4, true>);
+    else if (heads < 4)
+      launch(gat_input_entries_kernel<Index, 4, false>);
+    else if (heads == 8)
+      launch(gat_input_entries_kernel<Index, 8, true>);
     else
-      launch(gat_input_entries_kernel<Index, 8>);
+      launch(gat_input_entries_kernel<Index, 8, false>);
     SLUICE_CUDA_LAUNCH_CHECK();
   }
   // d_er per row, d_el per source; 0 for rows without entries.

@@ -85,8 +85,9 @@ __device__ __forceinline__ void load_heads(float (&w)[kHeads], const float* from
 }
 
 // acc[h] += coef[j * kHeads + h] x[u_j] over the lane's columns for the count entries of a
-// 32-entry group, u_j on lane j: four x rows in flight, added in entry order.
-template <int kHeads, int kQuads>
+// 32-entry group, u_j on lane j: four x rows in flight, added in entry order (kAllHeads: every
+// one of the kHeads heads, so the head loop carries no test).
+template <int kHeads, int kQuads, bool kAllHeads>
 __device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, std::int64_t ldx,
                                                   std::int64_t width, std::int64_t u_mine,
                                                   int count, const float* coef, int heads, int lane,
@@ -105,7 +106,7 @@ __device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, s
       load_heads<kHeads>(w, coef + (j + r) * kHeads);
 #pragma unroll
       for (int h = 0; h < kHeads; ++h) {
-        if (h < heads) {
+        if (kAllHeads || h < heads) {
 #pragma unroll
           for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[r][t];
         }
@@ -120,7 +121,7 @@ __device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, s
     load_heads<kHeads>(w, coef + j * kHeads);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
-      if (h < heads) {
+      if (kAllHeads || h < heads) {
 #pragma unroll
         for (int t = 0; t < 4 * kQuads; ++t) acc[h][t] += w[h] * v[t];
       }
@@ -131,7 +132,7 @@ __device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, s
 // A forward pass over row i's 32-entry chunks first_chunk, first_chunk + step, ... with the row's
 // head_max and head_inv: per chunk, lane j's coefficients of the chunk's j-th entry (alpha
 // stored) into coef, then the chunk's x rows added to acc for every head.
-template <typename Index, int kHeads, int kQuads>
+template <typename Index, int kHeads, int kQuads, bool kAllHeads>
 __device__ __forceinline__ void forward_chunks(
     const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t degree,
     std::int64_t first_chunk, std::int64_t step, const float* __restrict__ x, std::int64_t ldx,
@@ -147,16 +148,18 @@ __device__ __forceinline__ void forward_chunks(
                                               prefix, head_max, head_inv, true, alpha, ldalpha,
                                               coef + lane * kHeads);
     __syncwarp();
-    add_weighted_rows<kHeads, kQuads>(x, ldx, width, u_mine,
-                                      static_cast<int>(degree - chunk < 32 ? degree - chunk : 32),
-                                      coef, heads, lane, acc);
+    add_weighted_rows<kHeads, kQuads, kAllHeads>(
+        x, ldx, width, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef,
+        heads, lane, acc);
     __syncwarp();
   }
 }
 
-// One warp per row of at most a.long_rows.degree entries.
-template <typename Index, int kHeads, int kQuads>
-__global__ void __launch_bounds__(kRowThreads)
+// One warp per row of at most a.long_rows.degree entries; kAllHeads: heads == kHeads (no branch
+// per head). Held to 64 registers (32 warps an SM), where the all-heads instance would take 66
+// and fit 28 warps.
+template <typename Index, int kHeads, int kQuads, bool kAllHeads>
+__global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
     gat_input_forward_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
                              std::int64_t width, const float* __restrict__ el, std::int64_t ldel,
                              const float* __restrict__ er, std::int64_t lder, int heads,
@@ -176,12 +179,13 @@ __global__ void __launch_bounds__(kRowThreads)
     row_softmax_stats(a.columns, i, begin, degree, el, ldel, er, lder, heads, head_max, head_inv);
     __syncwarp();
     float acc[kHeads][4 * kQuads] = {};
-    forward_chunks<Index, kHeads, kQuads>(a, i, begin, degree, 0, 32, x, ldx, width, el, ldel, er,
-                                          lder, heads, dropout, prefix, head_max, head_inv, coef,
-                                          alpha, ldalpha, lane, acc);
+    forward_chunks<Index, kHeads, kQuads, kAllHeads>(
+        a, i, begin, degree, 0, 32, x, ldx, width, el, ldel, er, lder, heads, dropout, prefix,
+        head_max, head_inv, coef, alpha, ldalpha, lane, acc);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (h < heads) store_columns<kQuads>(agg + i * ldagg + h * width, acc[h], lane, width);
+      if (kAllHeads || h < heads)
+        store_columns<kQuads>(agg + i * ldagg + h * width, acc[h], lane, width);
     __syncwarp();
   }
 }
@@ -191,7 +195,7 @@ __global__ void __launch_bounds__(kRowThreads)
 // the warps in warp order through shared memory (dynamic: kLongInputWarps x K D floats).
 constexpr int kLongInputWarps = 8;
 
-template <typename Index, int kHeads, int kQuads>
+template <typename Index, int kHeads, int kQuads, bool kAllHeads>
 __global__ void __launch_bounds__(32 * kLongInputWarps)
     gat_input_forward_long_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
                                   std::int64_t width, const float* __restrict__ el,
@@ -232,12 +236,12 @@ __global__ void __launch_bounds__(32 * kLongInputWarps)
     }
     __syncthreads();
     float acc[kHeads][4 * kQuads] = {};
-    forward_chunks<Index, kHeads, kQuads>(a, i, begin, degree, 32 * warp, 32 * kLongInputWarps, x,
-                                          ldx, width, el, ldel, er, lder, heads, dropout, prefix,
-                                          head_max, head_inv, coef, alpha, ldalpha, lane, acc);
+    forward_chunks<Index, kHeads, kQuads, kAllHeads>(
+        a, i, begin, degree, 32 * warp, 32 * kLongInputWarps, x, ldx, width, el, ldel, er, lder,
+        heads, dropout, prefix, head_max, head_inv, coef, alpha, ldalpha, lane, acc);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (h < heads)
+      if (kAllHeads || h < heads)
         store_columns<kQuads>(partial + warp * values + h * width, acc[h], lane, width);
     __syncthreads();
     for (std::int64_t v = threadIdx.x; v < values; v += blockDim.x) {
@@ -513,12 +517,23 @@ void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::
                             in.dropout, alpha, ldalpha, agg, ldagg);
     SLUICE_CUDA_LAUNCH_CHECK();
   };
+  // All heads (heads == kHeads) without a branch per head; fewer behind one.
+  const auto launch_heads = [&](auto heads_max, auto quads) {
+    constexpr int kHeads = decltype(heads_max)::value;
+    constexpr int kQuads = decltype(quads)::value;
+    if (in.heads == kHeads)
+      launch(gat_input_forward_kernel<Index, kHeads, kQuads, true>,
+             gat_input_forward_long_kernel<Index, kHeads, kQuads, true>);
+    else
+      launch(gat_input_forward_kernel<Index, kHeads, kQuads, false>,
+             gat_input_forward_long_kernel<Index, kHeads, kQuads, false>);
+  };
   if (in.heads <= 4 && in.width <= 128)
-    launch(gat_input_forward_kernel<Index, 4, 1>, gat_input_forward_long_kernel<Index, 4, 1>);
+    launch_heads(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
   else if (in.heads <= 4)
-    launch(gat_input_forward_kernel<Index, 4, 2>, gat_input_forward_long_kernel<Index, 4, 2>);
+    launch_heads(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
   else
-    launch(gat_input_forward_kernel<Index, 8, 1>, gat_input_forward_long_kernel<Index, 8, 1>);
+    launch_heads(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
 }
 
 template <typename Index>

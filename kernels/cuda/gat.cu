@@ -1108,13 +1108,13 @@ __device__ __forceinline__ void by_source_apply(
 // row i_mine and forward entry e_mine, and per head alpha~ (alpha with its attention dropout),
 // alpha * S(i) and the LeakyReLU slope at the entry's score, into stage (4 x 32 x K floats:
 // alpha~, alpha * S(i), slope, then room for the dot products dO_i^h . Z_u^h).
-template <typename Index>
+template <typename Index, int kFixedHeads = 0>
 __device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& p, std::int64_t u,
                                                       std::int64_t begin, std::int64_t degree,
                                                       std::int64_t chunk, int lane, float* stage,
                                                       std::int64_t& i_mine, std::int64_t& e_mine) {
   if (chunk + lane >= degree) return;
-  const int heads = p.heads;
+  const int heads = kFixedHeads > 0 ? kFixedHeads : p.heads;
   i_mine = p.t.columns[begin + chunk + lane];
   e_mine = p.t.perm[begin + chunk + lane];
   const std::int64_t k = e_mine - p.a.indptr[i_mine];
@@ -1132,12 +1132,12 @@ __device__ __forceinline__ void stage_by_source_entry(const GatBySource<Index>& 
 // gradients, ds = LeakyReLU' (alpha~ dot - alpha S(i)) (d(alpha) = dot * mask, and alpha
 // d(alpha) = alpha~ dot), written in forward entry order; the warp sums them per head into
 // `del` on lane h.
-template <typename Index>
+template <typename Index, int kFixedHeads = 0>
 __device__ __forceinline__ void finish_by_source_chunk(const GatBySource<Index>& p,
                                                        std::int64_t degree, std::int64_t chunk,
                                                        int lane, const float* stage,
                                                        std::int64_t e_mine, float& del) {
-  const int heads = p.heads;
+  const int heads = kFixedHeads > 0 ? kFixedHeads : p.heads;
   const bool mine = chunk + lane < degree;
   for (int h = 0; h < heads; ++h) {
     float d = 0.f;
@@ -1333,7 +1333,7 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
   float* dots = stage + 96;
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     std::int64_t i_mine = 0, e_mine = 0;
-    stage_by_source_entry(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
+    stage_by_source_entry<Index, 1>(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
     __syncwarp();
     const int count = static_cast<int>(degree - chunk < 32 ? degree - chunk : 32);
     for (int j0 = 0; j0 < count; j0 += 2 * kSlots) {
@@ -1369,7 +1369,7 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
       }
     }
     __syncwarp();
-    finish_by_source_chunk(p, degree, chunk, lane, stage, e_mine, r.del);
+    finish_by_source_chunk<Index, 1>(p, degree, chunk, lane, stage, e_mine, r.del);
     __syncwarp();
   }
 }
@@ -1604,11 +1604,11 @@ __global__ void gat_narrow_row_sums_kernel(std::int64_t rows, const float* __res
 struct StoredShares {
   const float* __restrict__ ds;
   int heads;
-  template <int kHeads>
+  template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t, float (&acc)[kHeads]) const {
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (h < heads) acc[h] += ds[pos * heads + h];
+      if (kAllHeads || h < heads) acc[h] += ds[pos * heads + h];
   }
 };
 

@@ -51,14 +51,16 @@ __device__ __forceinline__ float attention_coefficient(float el_u, float er_i, f
 // head_max / head_inv) into alpha[(begin + k) * ldalpha + h] when store_alpha, and with kScaled
 // that coefficient times the entry's attention-dropout scale into coef[h] (the lane's slot of the
 // chunk's coefficients).
-template <bool kScaled, typename Index>
+template <bool kScaled, int kFixedHeads = 0, typename Index>
 __device__ __forceinline__ std::int64_t stage_entry_coefficients(
     const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t k, const float* el,
     std::int64_t ldel, const float* er, std::int64_t lder, int heads,
     const AttentionDropout& dropout, std::uint64_t prefix, const float* head_max,
     const float* head_inv, bool store_alpha, float* alpha, std::int64_t ldalpha, float* coef) {
   const std::int64_t u = a.columns[begin + k];
-  for (int h = 0; h < heads; ++h) {
+  const int count = kFixedHeads > 0 ? kFixedHeads : heads;
+#pragma unroll
+  for (int h = 0; h < count; ++h) {
     const float coefficient =
         attention_coefficient(el[u * ldel + h], er[i * lder + h], head_max[h], head_inv[h]);
     if (store_alpha) alpha[(begin + k) * ldalpha + h] = coefficient;
@@ -156,9 +158,10 @@ struct RowRanges {
 
 // sums[r * K + h] = sum over row r's entries (positions pos) of their shares: per lane in entry
 // order, then over the lanes (a warp per row; long rows a block, over its warps in order):
-// deterministic. Share: a device functor with add<kHeads>(pos, row, acc), which adds the entry's
-// share of every head h < K to acc[h]. K <= kHeads <= 8.
-template <typename Index, int kHeads, typename Share>
+// deterministic. Share: a device functor with add<kHeads, kAllHeads>(pos, row, acc), which adds
+// the entry's share of every head h < K to acc[h]. K <= kHeads <= 8; kAllHeads: K == kHeads (no
+// test per head).
+template <typename Index, int kHeads, bool kAllHeads, typename Share>
 __global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads,
                                       float* __restrict__ sums) {
   const int lane = detail::lane_id();
@@ -170,10 +173,11 @@ __global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads
     // Unrolled, so that a lane's loads of several entries are in flight at once (the adds keep
     // their order).
 #pragma unroll 4
-    for (std::int64_t k = lane; k < degree; k += 32) share.template add<kHeads>(begin + k, r, acc);
+    for (std::int64_t k = lane; k < degree; k += 32)
+      share.template add<kHeads, kAllHeads>(begin + k, r, acc);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
-      if (h < heads) {
+      if (kAllHeads || h < heads) {
         const float s = detail::warp_sum(acc[h]);
         if (lane == 0) sums[r * heads + h] = s;
       }
@@ -181,7 +185,7 @@ __global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads
   }
 }
 
-template <typename Index, int kHeads, typename Share>
+template <typename Index, int kHeads, bool kAllHeads, typename Share>
 __global__ void __launch_bounds__(kLongThreads)
     row_share_sums_long_kernel(RowRanges<Index> a, Share share, int heads,
                                float* __restrict__ sums) {
@@ -194,7 +198,7 @@ __global__ void __launch_bounds__(kLongThreads)
     const std::int64_t degree = a.indptr[r + 1] - begin;
     float acc[kHeads] = {};
     for (std::int64_t k = threadIdx.x; k < degree; k += kLongThreads)
-      share.template add<kHeads>(begin + k, r, acc);
+      share.template add<kHeads, kAllHeads>(begin + k, r, acc);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h) {
       const float s = detail::warp_sum(acc[h]);
@@ -212,21 +216,26 @@ void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int he
                            cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
   SLUICE_EXPECTS(heads <= 8, "GAT score-gradient sums: ", heads, " heads (at most 8)");
-  const auto launch = [&](auto heads_max) {
+  const auto launch = [&](auto heads_max, auto all_heads) {
     constexpr int kHeads = decltype(heads_max)::value;
-    row_share_sums_kernel<Index, kHeads, Share>
+    constexpr bool kAllHeads = decltype(all_heads)::value;
+    row_share_sums_kernel<Index, kHeads, kAllHeads, Share>
         <<<detail::blocks_for(a.rows, detail::kWarpsPerBlock), detail::kBlockThreads, 0, stream>>>(
             a, share, heads, sums);
     SLUICE_CUDA_LAUNCH_CHECK();
     if (a.long_rows.count == 0) return;
-    row_share_sums_long_kernel<Index, kHeads, Share>
+    row_share_sums_long_kernel<Index, kHeads, kAllHeads, Share>
         <<<long_blocks(a.long_rows.count), kLongThreads, 0, stream>>>(a, share, heads, sums);
     SLUICE_CUDA_LAUNCH_CHECK();
   };
-  if (heads <= 4)
-    launch(std::integral_constant<int, 4>{});
+  if (heads == 4)
+    launch(std::integral_constant<int, 4>{}, std::true_type{});
+  else if (heads < 4)
+    launch(std::integral_constant<int, 4>{}, std::false_type{});
+  else if (heads == 8)
+    launch(std::integral_constant<int, 8>{}, std::true_type{});
   else
-    launch(std::integral_constant<int, 8>{});
+    launch(std::integral_constant<int, 8>{}, std::false_type{});
 }
 
 }  // namespace sluice::cuda::gat_detail

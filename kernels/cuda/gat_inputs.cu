@@ -144,9 +144,10 @@ __device__ __forceinline__ void forward_chunks(
     const std::int64_t k = chunk + lane;
     std::int64_t u_mine = 0;
     if (k < degree)
-      u_mine = stage_entry_coefficients<true>(a, i, begin, k, el, ldel, er, lder, heads, dropout,
-                                              prefix, head_max, head_inv, true, alpha, ldalpha,
-                                              coef + lane * kHeads);
+      u_mine = stage_entry_coefficients < true,
+      kAllHeads ? kHeads
+                : 0 > (a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max,
+                       head_inv, true, alpha, ldalpha, coef + lane * kHeads);
     __syncwarp();
     add_weighted_rows<kHeads, kQuads, kAllHeads>(
         x, ldx, width, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef,
@@ -358,12 +359,13 @@ template <typename Index>
 struct DestinationShares {
   const Index* __restrict__ columns;
   EntryGradients g;
-  template <int kHeads>
+  template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t i, float (&acc)[kHeads]) const {
     const std::int64_t u = columns[pos];
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (h < g.heads && !g.positive(u, i, h)) acc[h] += (kLeakySlope - 1.f) * g.d(pos, h);
+      if ((kAllHeads || h < g.heads) && !g.positive(u, i, h))
+        acc[h] += (kLeakySlope - 1.f) * g.d(pos, h);
   }
 };
 
@@ -374,12 +376,13 @@ struct SourceShares {
   const Index* __restrict__ columns;
   const Index* __restrict__ perm;
   EntryGradients g;
-  template <int kHeads>
+  template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t u, float (&acc)[kHeads]) const {
     const std::int64_t i = columns[pos], e = perm[pos];
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (h < g.heads) acc[h] += g.positive(u, i, h) ? g.d(e, h) : kLeakySlope * g.d(e, h);
+      if (kAllHeads || h < g.heads)
+        acc[h] += g.positive(u, i, h) ? g.d(e, h) : kLeakySlope * g.d(e, h);
   }
 };
 

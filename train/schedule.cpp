@@ -270,7 +270,6 @@ double Schedule::forward_backward(std::int64_t epoch) {
   const int L = m.model.num_layers();
   for (auto& s : m.dev) {
     s.loss_sum = 0;
-    s.transforms_received = s.transforms_in_slots = false;  // only this step's forward 0's
     s.device->fill(s.grads, 0.f);
   }
   m.lay_weights_side_by_side();

@@ -150,7 +150,6 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
                             kept.empty() ? rows_of(s.Z, ch.num_dst, layer.out_width) : kept,
                             feature_key(above(layer)->index));
     transform_outputs(s, ch, layer, H, set);
-    s.transforms_in_slots = writes_transforms_into_slots(layer);
     if (sends_transforms(layer))
       send_transforms(s, *above(layer), forward_output_block(s, ch, layer, set));
     return;

@@ -536,6 +536,21 @@ struct Schedule::Impl {
              !resident_rows(s.vertex.H[std::size_t(layer.index)], s.chunks[0]).empty();
     });
   }
+  // Whether `layer`'s pass is the training forward right below the fused pass on one chunk a
+  // device: layer 0 of two. Its outputs may go straight where that pass reads them
+  // (sends_transforms(), writes_transforms_into_slots()).
+  bool feeds_fused_pass(const LayerSpec& layer) const {
+    return training && layer.index == 0 && model.layers.size() == 2 && C == 1;
+  }
+  // Whether batch c of `layer`'s pass finds its own T rows in their slots and its peers' rows
+  // sent there, by this step's forward below (writes_transforms_into_slots(),
+  // sends_transforms()): the fused pass's, which that forward always precedes in a step.
+  bool finds_transforms_in_slots(const LayerSpec& layer, int c) const {
+    return layer.index == 1 && c == 0 && writes_transforms_into_slots(model.layers[0]);
+  }
+  bool finds_transforms_sent(const LayerSpec& layer, int c) const {
+    return layer.index == 1 && c == 0 && sends_transforms(model.layers[0]);
+  }
   // Whether the training forward of `layer` sends the next layer's T rows into the peers' slots
   // as soon as it has written them (send_transforms()), where pulls_resident_rows() would have
   // each peer pull them at the next pass's start: two layers on one chunk a device, the pass
@@ -543,8 +558,7 @@ struct Schedule::Impl {
   // first), and every device's pulls its pushes (DeviceState::pulls_are_pushes: its rows' owners
   // hold their lists as received_rows).
   bool sends_transforms(const LayerSpec& layer) const {
-    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 || transforms(layer))
-      return false;
+    if (!feeds_fused_pass(layer) || transforms(layer)) return false;
     return pulls_resident_rows(model.layers[1]) &&
            std::all_of(dev.begin(), dev.end(),
                        [](const DeviceState& s) { return s.pulls_are_pushes; });
@@ -558,9 +572,8 @@ struct Schedule::Impl {
   // sent to the peers from there (sends_transforms()), so that nothing reads T^1 before the
   // next forward (an evaluation's included) writes it again.
   bool writes_transforms_into_slots(const LayerSpec& layer) const {
-    if (!training || layer.index != 0 || model.layers.size() != 2 || C != 1 ||
-        (transforms(layer) && !attends_inputs(layer)) || !stores_transform(layer) ||
-        !runs_through_passes() || !pretransformed(model.layers[1]))
+    if (!feeds_fused_pass(layer) || (transforms(layer) && !attends_inputs(layer)) ||
+        !stores_transform(layer) || !runs_through_passes() || !pretransformed(model.layers[1]))
       return false;
     if (P > 1 && !sends_transforms(layer)) return false;
     const std::int64_t written = output_width(layer);

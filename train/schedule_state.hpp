@@ -201,9 +201,6 @@ struct DeviceState {
   // each owner's rows in consecutive slots: the owners' received_rows name the rows this device
   // pulls, so an owner may send them (Schedule::Impl::send_transforms()).
   bool pulls_are_pushes = false;
-  // The running step's fused pass finds its remote T rows sent by their owners, and its own T
-  // rows written into their slots by the forward (Schedule::Impl::writes_transforms_into_slots()).
-  bool transforms_received = false, transforms_in_slots = false;
   // The host rows of the coming backward pass's first chunk blocks are in sets[0]
   // (Schedule::Impl::preload_next_blocks()).
   bool first_blocks_preloaded = false;

@@ -40,12 +40,9 @@ void Schedule::Impl::load_phase(const LayerSpec& layer, int c, const BatchSteps&
     bool in_place = false;
     if (load_inputs && layer.index == 0) {
       in_place = takes_next_step_inputs(s);
-    } else if (load_inputs && s.transforms_in_slots) {
-      SLUICE_EXPECTS(layer.index == 1 && c == 0, "transforms in the slots of layer ", layer.index,
-                     "'s batch ", c);
+    } else if (load_inputs && finds_transforms_in_slots(layer, c)) {
       in_place = true;
     }
-    s.transforms_in_slots = false;
     if (load_inputs && !in_place && ch.load_rows.size > 0 && !reloads_inputs(layer)) {
       Mat X = input_rows(s, layer);
       // T rows had their dropout before the transform (forward_compute()).
@@ -107,7 +104,7 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
     if (prefetched) s.head.prefetched = false;
     // (The fused pass finds its own rows in place where the forward wrote them there.)
     const bool stage = steps.load_inputs && !s.stage.empty() && ch.load_rows.size > 0 &&
-                       resident_inputs(s, layer).empty() && !s.transforms_in_slots &&
+                       resident_inputs(s, layer).empty() && !finds_transforms_in_slots(layer, c) &&
                        (!prefetched || s.head.pending_end > s.head.pending_begin);
     const bool set = steps.load_blocks && s.prefetch_blocks && ch.num_dst > 0;
     const bool csr = steps.products && ch.num_dst > 0;
@@ -436,7 +433,6 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
       d.put_rows(Mat{rows.data, rows.rows, width, rows.ld},
                  part(ch.received_rows, r.first, r.first + r.count), *peer.device,
                  Mat{slots_rows.data, slots_rows.rows, width, slots_rows.ld});
-      peer.transforms_received = true;
     }
   }
   d.phase_end(Phase::kP2p);
@@ -461,11 +457,10 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
       d.mark(kPulled);
       continue;
     }
-    if (pulls_resident_rows(layer) && s.transforms_received) {
+    if (pulls_resident_rows(layer) && finds_transforms_sent(layer, c)) {
       // The owners sent the rows as their forward wrote them (send_transforms()).
       for (const auto& pull : pulls)
         d.wait_peer(*dev[std::size_t(pull.owner)].device, kTransformsSent);
-      s.transforms_received = false;
       d.mark(kPulled);
       continue;
     }

@@ -61,27 +61,47 @@ __device__ __forceinline__ float activation_slope(float x, ActivationCode act) {
 // result is the same.
 constexpr int kColumnBatch = 4;
 
+// The lane's columns c = lane, lane + 32, ... below cols of a row whose dropout mask has key
+// prefix `prefix` (drop false: no dropout), kColumnBatch at a time: load(c) for the batch, then
+// apply(c, loaded, keep) in column order, keep = whether the mask keeps column c. Load returns
+// the column's values (any copyable type); a column past cols is neither loaded nor applied.
+template <typename Load, typename Apply>
+__device__ __forceinline__ void for_lane_columns(std::int64_t cols, int lane, bool drop,
+                                                 std::uint64_t prefix, float rate, Load load,
+                                                 Apply apply) {
+  using Value = decltype(load(std::int64_t{0}));
+  for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
+    Value v[kColumnBatch];
+#pragma unroll
+    for (int k = 0; k < kColumnBatch; ++k)
+      if (base + 32 * k < cols) v[k] = load(base + 32 * k);
+#pragma unroll
+    for (int k = 0; k < kColumnBatch; ++k) {
+      const std::int64_t c = base + 32 * k;
+      if (c >= cols) break;
+      const bool keep =
+          !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
+      apply(c, v[k], keep);
+    }
+  }
+}
+
+// The dropout mask's key prefix of the row keyed `key`.
+__device__ __forceinline__ std::uint64_t dropout_prefix(vertex_t key, std::uint64_t seed,
+                                                        std::uint64_t salt) {
+  return key_hash_prefix(seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(key)));
+}
+
 // out[c] = in[c] * scale where the dropout mask of row key `key` keeps column c, else 0, the
 // warp's lanes over the columns (in may be out).
 __device__ __forceinline__ void warp_dropout_row(const float* in, float* out, std::int64_t cols,
                                                  vertex_t key, std::uint64_t seed,
                                                  std::uint64_t salt, float rate, float scale,
                                                  int lane) {
-  const std::uint64_t prefix =
-      key_hash_prefix(seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(key)));
-  for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
-    float v[kColumnBatch];
-#pragma unroll
-    for (int k = 0; k < kColumnBatch; ++k) v[k] = base + 32 * k < cols ? in[base + 32 * k] : 0.f;
-#pragma unroll
-    for (int k = 0; k < kColumnBatch; ++k) {
-      const std::int64_t c = base + 32 * k;
-      if (c >= cols) break;
-      const bool keep =
-          hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
-      out[c] = keep ? v[k] * scale : 0.f;
-    }
-  }
+  for_lane_columns(
+      cols, lane, true, dropout_prefix(key, seed, salt), rate,
+      [&](std::int64_t c) { return in[c]; },
+      [&](std::int64_t c, float v, bool keep) { out[c] = keep ? v * scale : 0.f; });
 }
 
 __global__ void dropout_rows_kernel(float* m, std::int64_t ld, std::int64_t cols,
@@ -136,23 +156,15 @@ __global__ void bias_activation_dropout_kernel(const float* z, std::int64_t ldz,
                                                float scale) {
   const int lane = lane_id();
   for (std::int64_t r = global_warp(); r < rows; r += warp_count()) {
-    const std::uint64_t prefix = key_hash_prefix(
-        seed, 1, salt, static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[r])));
-    for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
-      float v[kColumnBatch];
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k)
-        v[k] = base + 32 * k < cols ? z[r * ldz + base + 32 * k] : 0.f;
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k) {
-        const std::int64_t c = base + 32 * k;
-        if (c >= cols) break;
-        const float h = activate(v[k] + (bias ? bias[c] : 0.f), act);
-        const bool keep =
-            hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(c))) >= rate;
-        out[r * ldo + c] = keep ? h * scale : 0.f;
-      }
-    }
+    const float* in = z + r * ldz;
+    float* row = out + r * ldo;
+    for_lane_columns(
+        cols, lane, true, dropout_prefix(keys[r], seed, salt), rate,
+        [&](std::int64_t c) { return in[c]; },
+        [&](std::int64_t c, float v, bool keep) {
+          const float h = activate(v + (bias ? bias[c] : 0.f), act);
+          row[c] = keep ? h * scale : 0.f;
+        });
   }
 }
 
@@ -233,51 +245,36 @@ __global__ void dropout_activation_backward_kernel(float* dh, std::int64_t ldd, 
   for (std::int64_t i = global_warp(); i < rows; i += warp_count()) {
     float* g = dh + i * ldd;
     const float* x = in + i * ldin;
-    const std::uint64_t prefix =
-        drop ? key_hash_prefix(seed, 1, salt,
-                               static_cast<std::uint64_t>(static_cast<std::int64_t>(keys[i])))
-             : 0;
+    const std::uint64_t prefix = drop ? dropout_prefix(keys[i], seed, salt) : 0;
     float dot = 0.f;
     std::int64_t groups_left = groups;  // in the current head
     float* row_dots = groups > 0 ? dots.dots + i * dots.ld : nullptr;
-    for (std::int64_t base = lane; base < cols; base += 32 * kColumnBatch) {
-      float gv[kColumnBatch], xv[kColumnBatch];
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k) {
-        const bool inside = base + 32 * k < cols;
-        gv[k] = inside ? g[base + 32 * k] : 0.f;
-        xv[k] = inside ? x[base + 32 * k] : 0.f;
-      }
-#pragma unroll
-      for (int k = 0; k < kColumnBatch; ++k) {
-        const std::int64_t j = base + 32 * k;
-        if (j >= cols) break;
-        const bool keep =
-            !drop || hash_to_unit(key_hash_finish(prefix, static_cast<std::uint64_t>(j))) >= rate;
-        const float gradient = drop ? (keep ? gv[k] * scale : 0.f) : gv[k];
-        if constexpr (kFrom == BackwardFrom::kReluOutput) {
-          g[j] = gradient * (xv[k] > 0.f ? 1.f : 0.f);
-        } else {
-          const float input = xv[k];
-          const float value = kFrom == BackwardFrom::kBiasedInput ? input + bias[j] : input;
-          const float result =
-              gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
-          g[j] = result;
-          const float h = activate(value + 0.f, act);
-          out[i * ldout + j] = drop ? (keep ? h * scale : 0.f) : h;
-          if (groups > 0) {
-            dot = __fmaf_rn(result, input, dot);
-            if (--groups_left == 0) {
-              dot = detail::warp_sum(dot);
-              if (lane == 0) *row_dots = dot;
-              ++row_dots;
-              dot = 0.f;
-              groups_left = groups;
+    for_lane_columns(
+        cols, lane, drop, prefix, rate, [&](std::int64_t j) { return make_float2(g[j], x[j]); },
+        [&](std::int64_t j, float2 v, bool keep) {
+          const float gradient = drop ? (keep ? v.x * scale : 0.f) : v.x;
+          if constexpr (kFrom == BackwardFrom::kReluOutput) {
+            g[j] = gradient * (v.y > 0.f ? 1.f : 0.f);
+          } else {
+            const float input = v.y;
+            const float value = kFrom == BackwardFrom::kBiasedInput ? input + bias[j] : input;
+            const float result =
+                gradient * (act == ActivationCode::kNone ? 1.f : activation_slope(value, act));
+            g[j] = result;
+            const float h = activate(value + 0.f, act);
+            out[i * ldout + j] = drop ? (keep ? h * scale : 0.f) : h;
+            if (groups > 0) {
+              dot = __fmaf_rn(result, input, dot);
+              if (--groups_left == 0) {
+                dot = detail::warp_sum(dot);
+                if (lane == 0) *row_dots = dot;
+                ++row_dots;
+                dot = 0.f;
+                groups_left = groups;
+              }
             }
           }
-        }
-      }
-    }
+        });
   }
 }
 

@@ -43,8 +43,8 @@ struct RowMatrix {
   std::int64_t ld;
 };
 
-// row[4 lane + 128 q .. + 3] for q < kQuads into v[4 q .. 4 q + 3], 0 at and beyond `width` (the
-// row's last word may hold padding columns).
+// row[4 lane + 128 q .. + 3] for q < kQuads into v[4 q .. 4 q + 3], 0 for the words at and beyond
+// `width` (a multiple of 4, gat_inputs_fit(): no word is partial).
 template <int kQuads>
 __device__ __forceinline__ void load_words(float (&v)[4 * kQuads], const float* row, int lane,
                                            std::int64_t width) {
@@ -54,9 +54,9 @@ __device__ __forceinline__ void load_words(float (&v)[4 * kQuads], const float* 
     float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
     if (c < width) w = *reinterpret_cast<const float4*>(row + c);
     v[4 * q] = w.x;
-    v[4 * q + 1] = c + 1 < width ? w.y : 0.f;
-    v[4 * q + 2] = c + 2 < width ? w.z : 0.f;
-    v[4 * q + 3] = c + 3 < width ? w.w : 0.f;
+    v[4 * q + 1] = w.y;
+    v[4 * q + 2] = w.z;
+    v[4 * q + 3] = w.w;
   }
 }
 

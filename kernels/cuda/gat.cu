@@ -1427,8 +1427,11 @@ __global__ void __launch_bounds__(kRowThreads, kNarrowBySourceBlocksPerSm)
 // One narrow head (K = 1, F <= 64): the warp of row i in groups of kGroup lanes, each group
 // adding every (32 / kGroup)-th entry of a chunk over 4 columns a lane (as the narrow pass by
 // source below), the groups' sums combined in a fixed tree at the end of the row. The
-// coefficients are gat_aggregate_kernel's, with the row's softmax statistics of lane 0.
-template <typename Index, int kGroup>
+// coefficients are gat_aggregate_kernel's, with the row's softmax statistics of lane 0. kWords
+// (rows of z 16-byte aligned): lane g holds columns 4 g .. 4 g + 3, one 16-byte load a row (a
+// last word's padding columns are added too, into sums that are never written); else columns g,
+// g + kGroup, ... as the pass by source. The same sums in the same order either way.
+template <typename Index, int kGroup, bool kWords>
 __global__ void __launch_bounds__(kRowThreads)
     gat_narrow_aggregate_kernel(CsrArrays<Index> a, const float* __restrict__ z, std::int64_t ldz,
                                 const float* __restrict__ el, std::int64_t ldel,
@@ -1470,7 +1473,14 @@ __global__ void __launch_bounds__(kRowThreads)
         for (int x = 0; x < 2; ++x) {
           const int j = j0 + x * kSlots + slot;
           const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j & 31);
-          if (j < count) {
+          if (j < count && kWords) {
+            float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (4 * g < columns) w = *reinterpret_cast<const float4*>(z + u * ldz + 4 * g);
+            v[x][0] = w.x;
+            v[x][1] = w.y;
+            v[x][2] = w.z;
+            v[x][3] = w.w;
+          } else if (j < count) {
             load_narrow_columns<kGroup>(v[x], z + u * ldz, g, columns);
           } else {
 #pragma unroll
@@ -1496,7 +1506,7 @@ __global__ void __launch_bounds__(kRowThreads)
     if (lane < kGroup) {
 #pragma unroll
       for (int t = 0; t < kPerLane; ++t) {
-        const int c = lane + kGroup * t;
+        const int c = kWords ? 4 * lane + t : lane + kGroup * t;
         if (c < columns) out[i * ldout + c] = acc[t];
       }
     }
@@ -1765,15 +1775,23 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
       per_lane >= 4 && width % 4 == 0 && rows_aligned16(z, ldz) && rows_aligned16(out, ldout);
   const std::size_t narrow_shared = static_cast<std::size_t>(kRowWarps) * 32 * sizeof(float);
   const int columns = static_cast<int>(total_cols);
+  const auto narrow = [&](auto group) {
+    constexpr int kGroup = decltype(group)::value;
+    if (rows_aligned16(z, ldz))
+      gat_narrow_aggregate_kernel<Index, kGroup, true>
+          <<<blocks, kRowThreads, narrow_shared, stream>>>(
+              short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+    else
+      gat_narrow_aggregate_kernel<Index, kGroup, false>
+          <<<blocks, kRowThreads, narrow_shared, stream>>>(
+              short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+  };
   if (heads == 1 && total_cols <= 4 * 4) {
-    gat_narrow_aggregate_kernel<Index, 4><<<blocks, kRowThreads, narrow_shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+    narrow(std::integral_constant<int, 4>{});
   } else if (heads == 1 && total_cols <= 8 * 4) {
-    gat_narrow_aggregate_kernel<Index, 8><<<blocks, kRowThreads, narrow_shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+    narrow(std::integral_constant<int, 8>{});
   } else if (heads == 1 && total_cols <= 16 * 4) {
-    gat_narrow_aggregate_kernel<Index, 16><<<blocks, kRowThreads, narrow_shared, stream>>>(
-        short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
+    narrow(std::integral_constant<int, 16>{});
   } else {
     launch_by_lanes(total_cols, vec4, [&](auto lanes, auto words) {
       gat_aggregate_kernel<Index, lanes.value, words.value, Aggregate::kWeightedSums>

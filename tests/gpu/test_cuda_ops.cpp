@@ -2135,7 +2135,8 @@ TEST_F(CudaOps, GatForwardBackwardWideSingleHead) {
 // head of at most 64 columns takes groups of 16 lanes per entry (1 x 47, the benchmark's output
 // layer; 1 x 64), of 8 (1 x 32, 1 x 20) or of 4 (1 x 16, 1 x 7). Wider layers take the edge and
 // transposed kernels: lane per entry (1 x 300, 2 x 160), warp-cooperative for more heads of a
-// power of two (16 x 8).
+// power of two (16 x 8). The one-head forward reads 16-byte words where the rows are aligned
+// (1 x 64, 32, 20, 16) and single columns where they are not (1 x 47, 1 x 7).
 TEST_F(CudaOps, GatForwardBackwardEveryBackwardKernel) {
   check_gat(dev(), rng_, 4, 64, 0.3f);
   check_gat(dev(), rng_, 1, 47, 0.2f);

@@ -211,12 +211,27 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
+// Calls f(std::integral_constant<int, kHeads>, std::bool_constant<kAllHeads>) with the kernel
+// instance for `heads` (1 to 8): kHeads = 4 or 8 heads at most, kAllHeads = (heads == kHeads),
+// so that a layer whose heads fill the instance runs without a test per head.
+template <typename F>
+void with_head_instance(int heads, F&& f) {
+  if (heads == 4)
+    f(std::integral_constant<int, 4>{}, std::true_type{});
+  else if (heads < 4)
+    f(std::integral_constant<int, 4>{}, std::false_type{});
+  else if (heads == 8)
+    f(std::integral_constant<int, 8>{}, std::true_type{});
+  else
+    f(std::integral_constant<int, 8>{}, std::false_type{});
+}
+
 template <typename Index, typename Share>
 void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int heads, float* sums,
                            cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
   SLUICE_EXPECTS(heads <= 8, "GAT score-gradient sums: ", heads, " heads (at most 8)");
-  const auto launch = [&](auto heads_max, auto all_heads) {
+  with_head_instance(heads, [&](auto heads_max, auto all_heads) {
     constexpr int kHeads = decltype(heads_max)::value;
     constexpr bool kAllHeads = decltype(all_heads)::value;
     row_share_sums_kernel<Index, kHeads, kAllHeads, Share>
@@ -227,15 +242,7 @@ void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int he
     row_share_sums_long_kernel<Index, kHeads, kAllHeads, Share>
         <<<long_blocks(a.long_rows.count), kLongThreads, 0, stream>>>(a, share, heads, sums);
     SLUICE_CUDA_LAUNCH_CHECK();
-  };
-  if (heads == 4)
-    launch(std::integral_constant<int, 4>{}, std::true_type{});
-  else if (heads < 4)
-    launch(std::integral_constant<int, 4>{}, std::false_type{});
-  else if (heads == 8)
-    launch(std::integral_constant<int, 8>{}, std::true_type{});
-  else
-    launch(std::integral_constant<int, 8>{}, std::false_type{});
+  });
 }
 
 }  // namespace sluice::cuda::gat_detail

@@ -30,6 +30,7 @@ using gat_detail::row_softmax_stats;
 using gat_detail::RowRanges;
 using gat_detail::softmax_stats_entries;
 using gat_detail::stage_entry_coefficients;
+using gat_detail::with_head_instance;
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -140,14 +141,14 @@ __device__ __forceinline__ void forward_chunks(
     const float* __restrict__ er, std::int64_t lder, int heads, const AttentionDropout& dropout,
     std::uint64_t prefix, const float* head_max, const float* head_inv, float* coef,
     float* __restrict__ alpha, std::int64_t ldalpha, int lane, float (&acc)[kHeads][4 * kQuads]) {
+  constexpr int kFixedHeads = kAllHeads ? kHeads : 0;  // stage_entry_coefficients()'s count
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     const std::int64_t k = chunk + lane;
     std::int64_t u_mine = 0;
     if (k < degree)
-      u_mine = stage_entry_coefficients < true,
-      kAllHeads ? kHeads
-                : 0 > (a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max,
-                       head_inv, true, alpha, ldalpha, coef + lane * kHeads);
+      u_mine = stage_entry_coefficients<true, kFixedHeads>(
+          a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max, head_inv, true,
+          alpha, ldalpha, coef + lane * kHeads);
     __syncwarp();
     add_weighted_rows<kHeads, kQuads, kAllHeads>(
         x, ldx, width, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef,
@@ -554,19 +555,12 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
     const std::int64_t blocks = gat_input_blocks(a.nnz);
     const std::int64_t warps = blocks * kBackwardWarps;
     const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
-    const auto launch = [&](auto kernel) {
-      kernel<<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
-          a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, p.head_dots, p.ldhead_dots, p.g,
-          p.ldg, heads, in.dropout, scratch.entries);
-    };
-    if (heads == 4)
-      launch(gat_input_entries_kernel<Index, 4, true>);
-    else if (heads < 4)
-      launch(gat_input_entries_kernel<Index, 4, false>);
-    else if (heads == 8)
-      launch(gat_input_entries_kernel<Index, 8, true>);
-    else
-      launch(gat_input_entries_kernel<Index, 8, false>);
+    with_head_instance(heads, [&](auto heads_max, auto all_heads) {
+      gat_input_entries_kernel<Index, decltype(heads_max)::value, decltype(all_heads)::value>
+          <<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
+              a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, p.head_dots, p.ldhead_dots,
+              p.g, p.ldg, heads, in.dropout, scratch.entries);
+    });
     SLUICE_CUDA_LAUNCH_CHECK();
   }
   // d_er per row, d_el per source; 0 for rows without entries.

@@ -228,7 +228,9 @@ int run_partition(const std::vector<std::string>& args) {
   // The estimate the chosen C fits under (kept or reloaded input rows; all overlap buffers or
   // only the required buffers).
   BudgetRule rule;  // what the chosen C fits under
-  auto fit_bytes = [&](const Plan& p) { return rule_bytes(p, shape, layout, rule); };
+  auto fit_bytes = [&](const Plan& p) {
+    return rule_bytes(p, loss_row_flags(dataset, p.old_to_new), shape, layout, rule);
+  };
   ChunkSearchResult found;
   if (values.count("gpu-memory")) {
     budget = parse_bytes(gpu_memory, "--gpu-memory");

@@ -56,6 +56,8 @@ void expect_same_profile(const PartitionProfile& built, const PartitionProfile& 
   EXPECT_EQ(sketched.head_rows, built.head_rows);
   ASSERT_EQ(sketched.lists.size(), built.lists.size());
   ASSERT_EQ(sketched.csr.size(), built.csr.size());
+  ASSERT_EQ(sketched.loss_csr.size(), built.csr.size());
+  ASSERT_EQ(built.loss_csr.size(), built.csr.size());
   for (std::size_t c = 0; c < built.lists.size(); ++c) {
     SCOPED_TRACE(cat("batch ", c));
     const ChunkListSizes &a = built.lists[c], &b = sketched.lists[c];
@@ -68,12 +70,16 @@ void expect_same_profile(const PartitionProfile& built, const PartitionProfile& 
     EXPECT_EQ(b.pushes, a.pushes);
     EXPECT_EQ(b.tail, a.tail);
     EXPECT_EQ(b.received, a.received);
-    const CsrShape &x = built.csr[c], &y = sketched.csr[c];
-    EXPECT_EQ(y.rows, x.rows);
-    EXPECT_EQ(y.cols, x.cols);
-    EXPECT_EQ(y.nnz, x.nnz);
-    EXPECT_EQ(y.long_rows, x.long_rows);
-    EXPECT_EQ(y.long_columns, x.long_columns);
+    for (const bool loss : {false, true}) {
+      SCOPED_TRACE(loss ? "loss-row CSR" : "CSR");
+      const CsrShape &x = loss ? built.loss_csr[c] : built.csr[c],
+                     &y = loss ? sketched.loss_csr[c] : sketched.csr[c];
+      EXPECT_EQ(y.rows, x.rows);
+      EXPECT_EQ(y.cols, x.cols);
+      EXPECT_EQ(y.nnz, x.nnz);
+      EXPECT_EQ(y.long_rows, x.long_rows);
+      EXPECT_EQ(y.long_columns, x.long_columns);
+    }
   }
 }
 
@@ -103,7 +109,9 @@ TEST(ChunkSketch, ProfilesEqualThoseOfBuiltPlans) {
             const std::vector<PartitionProfile> sketched = sketch.profiles(C, comm);
             ASSERT_EQ(sketched.size(), std::size_t(P));
             for (int p = 0; p < P; ++p)
-              expect_same_profile(partition_profile(plan, p, comm), sketched[std::size_t(p)]);
+              expect_same_profile(
+                  partition_profile(plan, p, comm, loss_row_flags(d, plan.old_to_new)),
+                  sketched[std::size_t(p)]);
             ++compared;
           }
           if (HasFatalFailure()) return;
@@ -131,8 +139,9 @@ TEST(ChunkSketch, ParallelPassesGiveTheProfilesOfBuiltPlansAtAnyThreadCount) {
       const std::vector<PartitionProfile> sketched = sketch.profiles(C, CommMode::kP2pReuse);
       omp_set_num_threads(threads);
       for (int p = 0; p < 3; ++p)
-        expect_same_profile(partition_profile(plan, p, CommMode::kP2pReuse),
-                            sketched[std::size_t(p)]);
+        expect_same_profile(
+            partition_profile(plan, p, CommMode::kP2pReuse, loss_row_flags(d, plan.old_to_new)),
+            sketched[std::size_t(p)]);
       if (HasFatalFailure()) return;
     }
   }
@@ -159,7 +168,9 @@ TEST(ChunkSketch, ProfilesOfReorganizedLayoutsEqualThoseOfBuiltPlans) {
         for (const CommMode comm : {CommMode::kBaseline, CommMode::kP2p, CommMode::kP2pReuse}) {
           const std::vector<PartitionProfile> sketched = sketch.profiles(C, comm, order);
           for (int p = 0; p < P; ++p)
-            expect_same_profile(partition_profile(plan, p, comm), sketched[std::size_t(p)]);
+            expect_same_profile(
+                partition_profile(plan, p, comm, loss_row_flags(d, plan.old_to_new)),
+                sketched[std::size_t(p)]);
         }
         if (HasFatalFailure()) return;
       }
@@ -274,7 +285,8 @@ TEST(ChunkSketch, EstimatesEqualThoseOfBuiltPlans) {
             LayoutOptions options;
             options.comm = comm;
             const std::vector<BudgetRule> rules = budget_rules(shape, options, true);
-            const std::vector<std::int64_t> built = rules_bytes(plan, shape, options, rules);
+            const std::vector<std::int64_t> built =
+                rules_bytes(plan, loss_row_flags(d, plan.old_to_new), shape, options, rules);
             const std::vector<std::int64_t> sketched =
                 rules_bytes(sketch.profiles(C, comm), shape, options, rules);
             ASSERT_EQ(built.size(), sketched.size());
@@ -312,8 +324,8 @@ TEST(ChunkSketch, SearchPicksTheChunkCountOfBuiltPlans) {
       const ChunkEstimator built = [&](int chunks) {
         PlanOptions o = options;
         o.chunks = chunks;
-        return rules_bytes(build_plan_from_partition(d, partition, o, fingerprint), shape, layout,
-                           rules);
+        const Plan plan = build_plan_from_partition(d, partition, o, fingerprint);
+        return rules_bytes(plan, loss_row_flags(d, plan.old_to_new), shape, layout, rules);
       };
       // Budgets at and just below the first rule's need at a few chunk counts, and below
       // everything.

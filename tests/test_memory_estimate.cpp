@@ -73,6 +73,11 @@ ModelShape shape_of(const std::string& model, int layers, const Widths& widths) 
       .output_heads(1);
 }
 
+// The loss-row flags of a test plan's dataset (its chunks' loss-row CSRs).
+LossRowFlags loss_rows(const Widths& widths, const Plan& plan) {
+  return loss_row_flags(dataset_of(widths), plan.old_to_new);
+}
+
 void expect_same_layers(const ModelLayers& a, const ModelLayers& b) {
   EXPECT_EQ(a.kind, b.kind);
   EXPECT_EQ(a.parameters, b.parameters);
@@ -103,6 +108,7 @@ std::vector<std::int64_t> setup_peaks(const Dataset& d, const Plan& plan, const 
   options.reload_inputs = layout.reload_inputs;
   options.cache_intermediates = layout.gat_head_outputs == GatHeadOutputs::kKept;
   options.gat_layer_zero = layout.gat_layer_zero;
+  options.last_layer_rows = layout.last_layer_rows;
   options.evaluation_cache = EvaluationCache::kNone;  // an optional buffer beyond the estimate
   options.remote_features = RemoteFeatures::kPulled;  // the same
   options.layer_outputs = LayerOutputs::kRecomputed;  // so are kept layer outputs
@@ -151,7 +157,8 @@ TEST(MemoryEstimate, EqualsTheCpuBackendsPeakOnEveryDevice) {
                   const std::vector<std::int64_t> peaks =
                       setup_peaks(dataset_of(widths), plan, spec, layout);
                   for (int p = 0; p < P; ++p) {
-                    const GpuMemoryEstimate e = estimate_gpu_memory(plan, p, shape, layout);
+                    const GpuMemoryEstimate e =
+                        estimate_gpu_memory(plan, loss_rows(widths, plan), p, shape, layout);
                     EXPECT_EQ(e.device_bytes(), peaks[std::size_t(p)]) << "partition " << p;
                     // The CUDA layout charges at least what the Device interface accounts.
                     EXPECT_GE(e.cuda_setup, e.device_bytes());
@@ -199,11 +206,15 @@ TEST(MemoryEstimate, GatAttendingOverItsInputsEqualsTheCpuBackendsPeak) {
                     setup_peaks(dataset_of(widths), plan, spec, layout);
                 for (int p = 0; p < P; ++p) {
                   const std::int64_t peak = peaks[std::size_t(p)];
-                  EXPECT_EQ(estimate_gpu_memory(plan, p, shape, layout).device_bytes(), peak)
+                  EXPECT_EQ(estimate_gpu_memory(plan, loss_rows(widths, plan), p, shape, layout)
+                                .device_bytes(),
+                            peak)
                       << "partition " << p;
                   LayoutOptions transform = layout;
                   transform.gat_layer_zero = GatLayerZero::kTransformFirst;
-                  EXPECT_NE(estimate_gpu_memory(plan, p, shape, transform).device_bytes(), peak)
+                  EXPECT_NE(estimate_gpu_memory(plan, loss_rows(widths, plan), p, shape, transform)
+                                .device_bytes(),
+                            peak)
                       << "partition " << p;
                 }
                 ++cases;
@@ -240,7 +251,8 @@ TEST(MemoryEstimate, LayerZeroTransformingFirstEqualsTheCpuBackendsPeak) {
                 const std::vector<std::int64_t> peaks =
                     setup_peaks(dataset_of(widths), plan, spec, layout);
                 for (int p = 0; p < P; ++p)
-                  EXPECT_EQ(estimate_gpu_memory(plan, p, shape, layout).device_bytes(),
+                  EXPECT_EQ(estimate_gpu_memory(plan, loss_rows(widths, plan), p, shape, layout)
+                                .device_bytes(),
                             peaks[std::size_t(p)])
                       << "partition " << p;
                 ++cases;
@@ -318,13 +330,57 @@ TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
               : rows * (first.aggregate_width + first.out_width) * std::int64_t(sizeof(float)) +
                     pulled * (first.in_width * std::int64_t(sizeof(float)) +
                               std::int64_t(sizeof(vertex_t)));
-      estimated = std::max(estimated, estimate_gpu_memory(plan, p, memory_shape(d, config),
-                                                          memory_layout_options(config))
-                                              .device_bytes() +
-                                          cache);
+      estimated = std::max(
+          estimated, estimate_gpu_memory(plan, loss_row_flags(d, plan.old_to_new), p,
+                                         memory_shape(d, config), memory_layout_options(config))
+                             .device_bytes() +
+                         cache);
     }
     EXPECT_EQ(result.records.front().peak_device_bytes, estimated);
   }
+}
+
+// Each chunk of a model of two layers or more keeps a loss-row CSR (LastLayerRows::kLoss) that
+// holds the entries of its rows in the loss; none with kAll or one layer. The estimate counts
+// them as the CPU backend allocates them.
+TEST(MemoryEstimate, LossRowCsrsHoldTheLossRowsEntries) {
+  int kept = 0;
+  for (const int C : {1, 3})
+    for (const int layers : {1, 2})
+      for (const LastLayerRows rows : {LastLayerRows::kLoss, LastLayerRows::kAll}) {
+        SCOPED_TRACE(cat("C=", C, ", ", layers, " layers, ", last_layer_rows_name(rows)));
+        const Plan& plan = plan_of(kNarrowing, 2, C);
+        const LossRowFlags flags = loss_rows(kNarrowing, plan);
+        const ModelShape shape = shape_of("gcn", layers, kNarrowing);
+        LayoutOptions options;
+        options.last_layer_rows = rows;
+        for (int p = 0; p < 2; ++p) {
+          const PartitionLayout layout =
+              partition_layout(plan, p, model_layers(shape), options, flags);
+          std::vector<std::int64_t> entries(std::size_t(C), -1);
+          for (const BufferSpec& b : layout.buffers)
+            if (b.role == BufferRole::kLossCsr) entries[std::size_t(b.chunk)] = b.csr.nnz;
+          for (int c = 0; c < C; ++c) {
+            const ChunkPlan& chunk = plan.chunk(c, p);
+            std::int64_t expected = 0;
+            for (vertex_t r = 0; r < chunk.num_dst(); ++r)
+              if (flags[std::size_t(chunk.dst_begin + r)])
+                expected += chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)];
+            ASSERT_GT(expected, 0);
+            ASSERT_LT(expected, chunk.num_entries());
+            const bool keeps = rows == LastLayerRows::kLoss && layers >= 2;
+            EXPECT_EQ(entries[std::size_t(c)], keeps ? expected : -1) << "chunk " << c;
+            kept += keeps;
+          }
+        }
+        const std::vector<std::int64_t> peaks =
+            setup_peaks(dataset_of(kNarrowing), plan, test::model_spec(shape), options);
+        for (int p = 0; p < 2; ++p)
+          EXPECT_EQ(estimate_gpu_memory(plan, flags, p, shape, options).device_bytes(),
+                    peaks[std::size_t(p)])
+              << "partition " << p;
+      }
+  EXPECT_EQ(kept, 2 * (1 + 3));
 }
 
 // The CUDA figures by their rules: the per-chunk constants' share, the largest chunk, and the
@@ -332,10 +388,12 @@ TEST(MemoryEstimate, EpochAllocatesNothingBeyondSetup) {
 TEST(MemoryEstimate, CudaFiguresFollowTheirRules) {
   const Plan& plan = plan_of(kNarrowing, 2, 3);
   const ModelShape shape = shape_of("gat", 2, kNarrowing);
-  const PartitionLayout layout = partition_layout(plan, 0, model_layers(shape), {});
+  const PartitionLayout layout =
+      partition_layout(plan, 0, model_layers(shape), {}, loss_rows(kNarrowing, plan));
   const GpuMemoryEstimate e = estimate_layout_memory(layout);
   std::int64_t setup = 0, chunks = 0, largest = 0, staging = 0, overlap = 0;
-  std::map<int, std::int64_t> per_chunk, staged;
+  std::map<int, std::int64_t> per_chunk;
+  int loss_csrs = 0;
   for (const BufferSpec& b : layout.buffers) {
     EXPECT_EQ(cuda_bytes(b) % kCudaGranule, 0) << buffer_role_name(b.role);
     if (b.kind == BufferKind::kFirstUseScratch) continue;
@@ -344,12 +402,14 @@ TEST(MemoryEstimate, CudaFiguresFollowTheirRules) {
     if (!per_chunk_constant(b)) continue;
     chunks += cuda_bytes(b);
     per_chunk[b.chunk] += cuda_bytes(b);
-    staged[b.chunk] += cuda_staged_bytes(b);
+    // A slot holds one CSR: a chunk's or its loss-row CSR.
+    staging = std::max(staging, cuda_staged_bytes(b));
+    loss_csrs += b.role == BufferRole::kLossCsr;
   }
   for (const auto& [chunk, bytes] : per_chunk) largest = std::max(largest, bytes);
-  for (const auto& [chunk, bytes] : staged) staging = std::max(staging, bytes);
   staging *= cuda::kStagedCsrSlots;  // two slots: one computing, one filling
   ASSERT_EQ(per_chunk.size(), 3u);
+  EXPECT_EQ(loss_csrs, 3);
   EXPECT_EQ(e.cuda_setup, setup);
   EXPECT_EQ(e.cuda_overlap, overlap);
   EXPECT_EQ(e.cuda_chunk_constants, chunks);
@@ -398,8 +458,8 @@ TEST(MemoryEstimate, BudgetRulesInOrderOfPreference) {
 TEST(MemoryEstimate, SecondBlockSetOnlyWithTwoChunksOrMore) {
   for (const int C : {1, 2}) {
     const Plan& plan = plan_of(kNarrowing, 1, C);
-    const PartitionLayout layout =
-        partition_layout(plan, 0, model_layers(shape_of("gcn", 2, kNarrowing)), {});
+    const PartitionLayout layout = partition_layout(
+        plan, 0, model_layers(shape_of("gcn", 2, kNarrowing)), {}, loss_rows(kNarrowing, plan));
     int stage = 0, second = 0;
     for (const BufferSpec& b : layout.buffers) {
       stage += b.role == BufferRole::kLoadStage;
@@ -508,7 +568,8 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     options.chunks = C;
     const Plan plan = build_plan_from_partition(d, partition, options, fingerprint);
     for (std::size_t r = 0; r < rules.size(); ++r)
-      least[r] = std::min(least[r], rule_bytes(plan, shape, layout, rules[r]));
+      least[r] = std::min(
+          least[r], rule_bytes(plan, loss_row_flags(d, plan.old_to_new), shape, layout, rules[r]));
     if (C == max_chunks) break;
   }
   // Kept rows need more than reloaded ones, every overlap buffer more than none.

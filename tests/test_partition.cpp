@@ -244,8 +244,10 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   //   minimum, without the overlap buffers (5 buffers, the flush positions and the early next
   //   pass's list: 7 granules; the kept tail lives in dZm and stays): 38 granules, ceil(9728 x
   //   8 / 7) = 11118, again below the free eighth's 30720: minimum = total = 18725.
+  //   No loss-row CSRs (empty flags: as --last-layer-rows all).
   ModelShape shape = test::model_shape("gcn", 2).in_dim(4).hidden(8).classes(2);
-  const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, 0, shape);
+  const LossRowFlags all_rows;
+  const GpuMemoryEstimate gpu0 = estimate_gpu_memory(plan, all_rows, 0, shape);
   EXPECT_EQ(gpu0.buffers, 1392);
   EXPECT_EQ(gpu0.overlap, 200);
   EXPECT_EQ(gpu0.constants, 408);
@@ -257,16 +259,16 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   EXPECT_EQ(gpu0.all_constants, 18725);
   EXPECT_EQ(gpu0.cuda_staging, 2 * 6 * 256);
   EXPECT_EQ(gpu0.total, 18725);
-  EXPECT_EQ(estimate_gpu_bytes(plan, 0, shape), 18725);
+  EXPECT_EQ(estimate_gpu_bytes(plan, all_rows, 0, shape), 18725);
   EXPECT_EQ(gpu0.cuda_overlap, 7 * 256);
   EXPECT_EQ(gpu0.minimum, 18725);
   // GPU 1 holds one more transition row, and 4 rows leave its last batch.
-  EXPECT_GT(estimate_gpu_memory(plan, 1, shape).device_bytes(), gpu0.device_bytes());
+  EXPECT_GT(estimate_gpu_memory(plan, all_rows, 1, shape).device_bytes(), gpu0.device_bytes());
   shape.model = "gat";
   shape.heads = 2;
-  EXPECT_GT(estimate_gpu_bytes(plan, 0, shape), 18725);
+  EXPECT_GT(estimate_gpu_bytes(plan, all_rows, 0, shape), 18725);
   shape.model = "gin";  // sluice-train has no GIN
-  EXPECT_THROW(estimate_gpu_bytes(plan, 0, shape), InputError);
+  EXPECT_THROW(estimate_gpu_bytes(plan, all_rows, 0, shape), InputError);
 }
 
 // Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same

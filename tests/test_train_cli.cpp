@@ -488,6 +488,7 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--model gat --layer-zero-order transform",
                {"--layer-zero-order", "--gat-layer-zero"});
   expect_error("--feature-norm l2", {"--feature-norm"});
+  expect_error("--last-layer-rows some", {"--last-layer-rows", "some", "loss or all"});
   expect_error("--no-such-option", {"no-such-option"});
 }
 
@@ -504,7 +505,8 @@ TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   write_plan(dir_->file("plan1.h5"), one_chunk);
   const ModelShape shape =
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(64).classes(d.num_classes);
-  const std::int64_t need = estimate_peak_gpu_bytes(one_chunk, shape);
+  const std::int64_t need =
+      estimate_peak_gpu_bytes(one_chunk, loss_row_flags(d, one_chunk.old_to_new), shape);
   const std::int64_t budget = need / 2;
   const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("wide.h5") +
                           " --threads 1 --no-progress --epochs 2 --hidden 64 --gpu-memory " +
@@ -532,7 +534,7 @@ TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   EXPECT_NE(failed.output.find("; C=" + std::to_string(fitting.chunks) + " fits ("),
             std::string::npos)
       << failed.output;
-  EXPECT_LE(estimate_peak_gpu_bytes(fitting, shape), budget);
+  EXPECT_LE(estimate_peak_gpu_bytes(fitting, loss_row_flags(d, fitting.old_to_new), shape), budget);
   const auto fitted = test::run_command(run + dir_->file("plan-fit.h5"));
   EXPECT_EQ(fitted.exit_code, 0) << fitted.output;
 }

@@ -367,6 +367,43 @@ TEST_F(TrainEquivalence, OverlapOnAndOffGiveIdenticalNumbers) {
     }
 }
 
+// The last layer's training passes over the loss rows alone (--last-layer-rows loss, the
+// default, through each chunk's loss-row CSR) give the numbers of passes over every row, bit for
+// bit: the other rows' gradients are zero, and the sums over the kept rows add the same terms in
+// the same order. Evaluations read every row either way.
+TEST_F(TrainEquivalence, LastLayerOverItsLossRowsGivesTheNumbersOfAllRows) {
+  struct Variant {
+    std::string model;
+    int layers, output_heads;
+  };
+  for (const Variant v : {Variant{"gcn", 2, 1}, Variant{"sage", 2, 1}, Variant{"gat", 2, 1},
+                          Variant{"gcn", 3, 1}, Variant{"gat", 3, 2}})
+    for (const auto& shape : {std::pair{1, 1}, std::pair{2, 3}, std::pair{4, 8}}) {
+      const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
+      RunSetup s;
+      s.model = v.model;
+      s.layers = v.layers;
+      s.output_heads = v.output_heads;
+      s.optimizer = "adam";
+      const std::string what =
+          cat(v.model, " ", v.layers, " layers, P=", shape.first, " C=", shape.second);
+      const test::TrainConfigBuilder config = train_config(s, 3).eval_every(1);
+      const TrainResult loss = train(dataset(), plan, config);
+      const TrainResult all =
+          train(dataset(), plan, test::TrainConfigBuilder(config).last_layer_rows("all"));
+      expect_identical(loss, all, what);
+      ASSERT_EQ(loss.records.size(), all.records.size()) << what;
+      for (std::size_t e = 0; e < all.records.size(); ++e) {
+        EXPECT_GE(all.records[e].valid_accuracy, 0.0) << what;
+        EXPECT_EQ(loss.records[e].valid_accuracy, all.records[e].valid_accuracy) << what;
+        EXPECT_EQ(loss.records[e].test_accuracy, all.records[e].test_accuracy) << what;
+      }
+      // The loss-row CSRs take device memory of their own (GPU tests: and fewer staged bytes).
+      EXPECT_GT(loss.records.back().peak_device_bytes, all.records.back().peak_device_bytes)
+          << what;
+    }
+}
+
 // One chunk per partition: the blocks of the backward passes load on the transfer lane into the
 // only block set (and layer 0's first ones during the fused pass), with no second set to
 // alternate with. The numbers are those of the in-line path.

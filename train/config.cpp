@@ -1,5 +1,6 @@
 // Implementation of train/config.hpp.
 #include "train/config.hpp"
+#include "train/layout/buffer_layout.hpp"
 
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -55,6 +56,7 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
                      "unknown --layer-outputs '", c.layer_outputs,
                      "' (expected auto or recompute)");
+  parse_last_layer_rows(c.last_layer_rows, "--last-layer-rows");
   SLUICE_INPUT_CHECK(c.remote_features == "auto" || c.remote_features == "pull",
                      "unknown --remote-features '", c.remote_features, "' (expected auto or pull)");
   SLUICE_INPUT_CHECK(
@@ -173,6 +175,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "its own copy of the feature rows it reads from other partitions where it fits after "
       "everything else, instead of pulling them from their owners in every pass that reads the "
       "features; same results) | pull")(
+      "last-layer-rows", po::value(&c.last_layer_rows)->default_value(c.last_layer_rows),
+      "loss (the last layer's training passes compute only the rows of train vertices, the "
+      "rows the loss reads, through a second CSR per chunk holding their entries; the same "
+      "losses and weights, for that CSR's memory) | all (every row)")(
       "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
       "auto (GAT on one chunk per partition, two layers or more, input rows kept: layer 0 "
       "attends over its input rows and transforms each head's weighted sum where its rows are "
@@ -266,8 +272,9 @@ std::string describe_config(const TrainConfig& c) {
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
       << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
-      << " gat_layer_zero=" << c.gat_layer_zero << " layer_zero_order=" << c.layer_zero_order
-      << " device=" << c.device << " threads=" << c.threads;
+      << " last_layer_rows=" << c.last_layer_rows << " gat_layer_zero=" << c.gat_layer_zero
+      << " layer_zero_order=" << c.layer_zero_order << " device=" << c.device
+      << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

@@ -69,6 +69,9 @@ struct TrainConfig {
   // auto (attend over its input rows first where that reads fewer floats per entry and takes no
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
+  // Which rows the last layer's training passes compute (ScheduleOptions::last_layer_rows):
+  // loss (the rows of the loss, through a second CSR per chunk) | all.
+  std::string last_layer_rows = "loss";
   // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto
   // (on the GPU, transform first where that narrows its rows at least fourfold; the CPU backend
   // aggregates first: layer_zero_order()) | aggregate | transform.

@@ -52,14 +52,25 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   // The constants as the buffer layout has them (train/layout/memory_estimate.hpp): CUDA's
   // per-chunk constants, all of them as if in pinned host memory; with a host device (CPU),
   // every device buffer.
+  // With a host device, the CPU backend's transpose of each loss-row CSR too (as above).
   const ModelLayers layers = model_layers(model);
   const LayoutOptions layout = layout_options(options);
+  const LossRowFlags loss_rows =
+      !profiles && layout.last_layer_rows == LastLayerRows::kLoss && model.layers.size() >= 2
+          ? loss_row_flags(dataset, plan.old_to_new)
+          : LossRowFlags{};
   for (int p = 0; p < plan.partitions; ++p) {
-    const GpuMemoryEstimate e = estimate_layout_memory(
+    const PartitionLayout partition =
         profiles ? partition_layout((*profiles)[std::size_t(p)], layers, layout)
-                 : partition_layout(plan, p, layers, layout));
+                 : partition_layout(plan, p, layers, layout, loss_rows);
+    const GpuMemoryEstimate e = estimate_layout_memory(partition);
     out.chunk_constants +=
         device_is_host ? e.buffers + e.overlap + e.constants : e.cuda_chunk_constants;
+    if (device_is_host)
+      for (const BufferSpec& b : partition.buffers)
+        if (b.role == BufferRole::kLossCsr)
+          out.chunk_constants += 12 * b.csr.nnz + 8 * (b.csr.cols + 1) +
+                                 (model.kind == ModelKind::kGat ? 0 : 4 * b.csr.nnz);
   }
   std::int64_t graph = 0;
   if (release == InputRelease::kDatasetAndPlanLists) {

@@ -120,6 +120,9 @@ struct ScheduleOptions {
   // GAT's layer 0: transform first, or attend over its input rows first (GatLayerZero,
   // train/layout/buffer_layout.hpp: input rows kept, a layer below the last).
   GatLayerZero gat_layer_zero = GatLayerZero::kTransformFirst;
+  // Which rows the last layer's training passes compute (LastLayerRows,
+  // train/layout/buffer_layout.hpp): the loss rows through a second CSR per chunk, or all.
+  LastLayerRows last_layer_rows = LastLayerRows::kLoss;
   // A backward batch that pushes at least this many bytes of gradient rows to their owners
   // computes its transposed product's remote rows first, so that they go on the peer lane
   // beside the rest of the product (Schedule::Impl::transposed_product_remote_first()). The
@@ -127,7 +130,8 @@ struct ScheduleOptions {
   // reddit-like graphs (two H200s): it pays where the copy it hides is longer, as products-like's
   // 77 MB a device (0.2 ms), not reddit-like's 15 MB (0.05 ms). 0: every batch that pushes.
   std::int64_t remote_first_push_bytes = std::int64_t(32) << 20;
-  // The plan's partition profiles under `comm` (partition_profile()), when the caller has them
+  // The plan's partition profiles under `comm` (partition_profile(), with loss_row_flags() of
+  // the dataset where last_layer_rows is kLoss), when the caller has them
   // already: each is a pass over every chunk's entries. Null: setup computes them. Read during
   // the constructor only.
   const std::vector<PartitionProfile>* profiles = nullptr;

@@ -259,18 +259,18 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
     dO = rows_of(s.dA, nd, KF);
     d.head_mean_backward(dZ, layer.heads, dO);
   }
-  d.gat_backward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
-                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
-                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O, dO,
-                 rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
-                 s.grads.data + layer.att_dst_offset);
+  d.gat_backward(
+      chunk_csr(ch, layer), rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+      s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys, attention_key(layer.index),
+      rows_of(s.el, M, layer.heads), rows_of(s.er, nd, layer.heads),
+      rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), O, dO, rows_of(s.dZm, M, KF),
+      s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
 }
 
 // GCN's input gradients (schedule_impl.hpp).
-void Schedule::Impl::gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, Mat dy,
-                                         Mat dx) const {
-  transposed_product_remote_first(s, ch, dy, dx,
+void Schedule::Impl::gcn_input_gradients(DeviceState& s, const DeviceChunk& ch,
+                                         const LayerSpec& layer, Mat dy, Mat dx) const {
+  transposed_product_remote_first(s, ch, layer, dy, dx,
                                   stores_input_gradients() ? RowCopy::kOverwrite : RowCopy::kAdd);
 }
 
@@ -278,8 +278,9 @@ void Schedule::Impl::gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, 
 // ScheduleOptions::remote_first_push_bytes (and some rows) computes the remote region's rows
 // first and marks kRemoteGradients, so that they go to their owners on the peer lane while the
 // partition's own rows are computed (push_phase()); each row gets the same sum either way.
-void Schedule::Impl::transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch, Mat dy,
-                                                     Mat dx, RowCopy write) const {
+void Schedule::Impl::transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch,
+                                                     const LayerSpec& layer, Mat dy, Mat dx,
+                                                     RowCopy write) const {
   Device& d = *s.device;
   std::int64_t pushed_rows = 0;
   for (const DevicePeerRows& push : ch.pushes) pushed_rows += push.local_rows.size;
@@ -287,15 +288,16 @@ void Schedule::Impl::transposed_product_remote_first(DeviceState& s, const Devic
   if (pushed_rows == 0 || pushed_bytes < options.remote_first_push_bytes ||
       s.remote_first >= dx.rows) {
     if (write == RowCopy::kOverwrite)
-      d.spmm_transpose(ch.csr, nullptr, dy, dx);
+      d.spmm_transpose(chunk_csr(ch, layer), nullptr, dy, dx);
     else
-      d.spmm_transpose_add(ch.csr, nullptr, dy, dx);
+      d.spmm_transpose_add(chunk_csr(ch, layer), nullptr, dy, dx);
     return;
   }
-  d.spmm_transpose_rows(ch.csr, nullptr, dy, dx, RowRange{s.remote_first, dx.rows}, write);
+  d.spmm_transpose_rows(chunk_csr(ch, layer), nullptr, dy, dx, RowRange{s.remote_first, dx.rows},
+                        write);
   d.mark(kRemoteGradients);
   s.remote_gradients_marked = true;
-  d.spmm_transpose_rows(ch.csr, nullptr, dy, dx, RowRange{0, s.remote_first}, write);
+  d.spmm_transpose_rows(chunk_csr(ch, layer), nullptr, dy, dx, RowRange{0, s.remote_first}, write);
 }
 
 // GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient
@@ -311,10 +313,10 @@ void Schedule::Impl::aggregate_backward(DeviceState& s, const DeviceChunk& ch,
   Mat dA = rows_of(s.dA, ch.num_dst, layer.aggregate_width);
   multiply_by_transpose(d, dZ, W, dA);
   if (model.kind == ModelKind::kGcn) {
-    gcn_input_gradients(s, ch, dA, dX);
+    gcn_input_gradients(s, ch, layer, dA, dX);
   } else {
     d.scatter_add_rows(dA.col_block(0, layer.in_width), ch.self_columns, dX);
-    transposed_product_remote_first(s, ch, dA.col_block(layer.in_width, layer.in_width), dX,
+    transposed_product_remote_first(s, ch, layer, dA.col_block(layer.in_width, layer.in_width), dX,
                                     RowCopy::kAdd);
   }
 }
@@ -326,10 +328,10 @@ Mat Schedule::Impl::aggregate(DeviceState& s, const DeviceChunk& ch, const Layer
   Mat X = s.X.col_block(0, layer.in_width);
   Mat A = rows_of(set.A, ch.num_dst, layer.aggregate_width);
   if (model.kind == ModelKind::kGcn) {
-    d.spmm(ch.csr, nullptr, X, A);
+    d.spmm(chunk_csr(ch, layer), nullptr, X, A);
   } else {
     d.gather_rows(X, ch.self_columns, A.col_block(0, layer.in_width));
-    d.spmm(ch.csr, nullptr, X, A.col_block(layer.in_width, layer.in_width));
+    d.spmm(chunk_csr(ch, layer), nullptr, X, A.col_block(layer.in_width, layer.in_width));
   }
   return A;
 }
@@ -342,11 +344,11 @@ void Schedule::Impl::aggregate_transformed(DeviceState& s, const DeviceChunk& ch
   Device& d = *s.device;
   const Mat T = rows_of(s.Zm, s.merged_rows, layer.transform_width);
   if (model.kind == ModelKind::kGcn) {
-    d.spmm(ch.csr, nullptr, T, Z);
+    d.spmm(chunk_csr(ch, layer), nullptr, T, Z);
     return;
   }
   const std::int64_t F = layer.out_width;
-  d.spmm(ch.csr, nullptr, T.col_block(F, F), Z);
+  d.spmm(chunk_csr(ch, layer), nullptr, T.col_block(F, F), Z);
   d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z,
               RowCopy::kAdd);
 }
@@ -359,11 +361,11 @@ void Schedule::Impl::aggregate_transformed_backward(DeviceState& s, const Device
   Device& d = *s.device;
   const Mat dT = rows_of(s.dZm, s.merged_rows, layer.transform_width);
   if (model.kind == ModelKind::kGcn) {
-    gcn_input_gradients(s, ch, dZ, dT);
+    gcn_input_gradients(s, ch, layer, dZ, dT);
     return;
   }
   const std::int64_t F = layer.out_width;
-  transposed_product_remote_first(s, ch, dZ, dT.col_block(F, F), RowCopy::kAdd);
+  transposed_product_remote_first(s, ch, layer, dZ, dT.col_block(F, F), RowCopy::kAdd);
   d.scatter_add_rows(dZ, ch.self_columns, dT.col_block(0, F));
 }
 
@@ -385,11 +387,11 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const SourceScores scores = take_source_scores(s);
-  d.gat_forward(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+  d.gat_forward(chunk_csr(ch, layer), rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, ch.nnz, layer.heads), O,
-                scores);
+                rows_of(s.er, ch.num_dst, layer.heads),
+                rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), O, scores);
   return O;
 }
 
@@ -405,10 +407,11 @@ void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& c
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const SourceScores scores = take_source_scores(s);
-  d.gat_coefficients(ch.csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
-                     s.params.data + layer.att_dst_offset, layer.heads,
-                     rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
-                     rows_of(s.alpha, ch.nnz, layer.heads), scores);
+  d.gat_coefficients(chunk_csr(ch, layer), rows_of(s.Zm, M, KF),
+                     s.params.data + layer.att_src_offset, s.params.data + layer.att_dst_offset,
+                     layer.heads, rows_of(s.el, M, layer.heads),
+                     rows_of(s.er, ch.num_dst, layer.heads),
+                     rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), scores);
 }
 
 // GAT's layer 0 attending over its input rows: the scores of the merged rows and the chunk's rows
@@ -449,9 +452,9 @@ Mat Schedule::Impl::gat_input_layer(DeviceState& s, const DeviceChunk& ch, const
   const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
   gat_input_scores(s, ch, layer);
   const Mat agg = rows_of(s.input_sums, nd, K * D);
-  d.gat_input_forward(ch.csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+  d.gat_input_forward(chunk_csr(ch, layer), rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
                       attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
-                      rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), agg);
+                      rows_of(s.er, nd, K), rows_of(s.alpha, chunk_csr(ch, layer).nnz, K), agg);
   if (O.empty()) return O;
   const Mat W = param(s, layer.w_offset, D, K * F);
   for (int h = 0; h < K; ++h)
@@ -484,9 +487,10 @@ void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk&
     multiply_by_transpose(d, dO.col_block(h * F, F), W.col_block(h * F, F),
                           agg.col_block(h * D, D));
   const Mat sums{s.input_attention.data + 2 * K * D, 2 * K, D, D};
-  d.gat_input_backward(ch.csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+  d.gat_input_backward(chunk_csr(ch, layer), rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
                        attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
-                       rows_of(s.er, nd, K), rows_of(s.alpha, ch.nnz, K), head_dots, agg, sums);
+                       rows_of(s.er, nd, K), rows_of(s.alpha, chunk_csr(ch, layer).nnz, K),
+                       head_dots, agg, sums);
   for (int h = 0; h < K; ++h) {
     const Mat Wh = W.col_block(h * F, F), dWh = dW.col_block(h * F, F);
     for (const auto& [row, offset] :

@@ -82,6 +82,9 @@ struct Schedule::Impl {
   // During setup: the plan itself when setup frees each chunk's columns and lists once uploaded
   // (InputRelease::kDatasetAndPlanLists), else null.
   Plan* release_plan = nullptr;
+  // loss_row_flags() of the dataset during setup, where chunks keep loss-row CSRs
+  // (LastLayerRows::kLoss, two layers or more); empty otherwise.
+  LossRowFlags loss_rows;
   const ModelSpec& model;
   ScheduleOptions options;
   int P = 1, C = 1;
@@ -172,12 +175,13 @@ struct Schedule::Impl {
   bool stores_input_gradients() const { return C == 1 && model.kind == ModelKind::kGcn; }
   // GCN's input gradients of a chunk, dx = A^T dy: stored where stores_input_gradients(), else
   // added into the rows the load phase zeroed.
-  void gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, Mat dy, Mat dx) const;
+  void gcn_input_gradients(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat dy,
+                           Mat dx) const;
   // dx (=|+=) A^T dy, the remote region's rows first where the chunk pushes enough of them
   // (ScheduleOptions::remote_first_push_bytes), then kRemoteGradients marked (push_phase()
   // sends them beside the rest of the product).
-  void transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch, Mat dy, Mat dx,
-                                       RowCopy write) const;
+  void transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch,
+                                       const LayerSpec& layer, Mat dy, Mat dx, RowCopy write) const;
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
   // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).
@@ -251,6 +255,12 @@ struct Schedule::Impl {
       out.push_back({member.view_dst_begin - ch.view_dst_begin, member.num_dst, member.dst_keys});
     }
     return out;
+  }
+  // The CSR a pass over `layer` reads of chunk ch: a training pass of the last layer reads the
+  // chunk's loss rows alone where it keeps them (DeviceChunk::loss_csr); its other rows get no
+  // gradient from the loss, so their sums would be wasted. Its nnz sizes the layer's alpha.
+  const Csr& chunk_csr(const DeviceChunk& ch, const LayerSpec& layer) const {
+    return training && layer.last && ch.loss_csr.id >= 0 ? ch.loss_csr : ch.csr;
   }
   // The running pass's batches: the chunks, or the row groups of a pass by rows.
   int batches() const { return by_rows ? int(dev.front().row_groups.size()) : C; }

@@ -498,6 +498,25 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
 // transition buffer). A row's first flush is in the first list (in flush order) that holds it,
 // at its first position there: the first list of every vertex is found in parallel (the least
 // list index), then every list is split on its own thread.
+LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                          const std::uint8_t* keep) {
+  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
+  LossRowsCsr out;
+  out.indptr.assign(std::size_t(rows) + 1, 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    out.indptr[std::size_t(r) + 1] =
+        out.indptr[std::size_t(r)] +
+        (keep[r] ? indptr[std::size_t(r) + 1] - indptr[std::size_t(r)] : 0);
+  out.columns.resize(std::size_t(out.indptr.back()));
+#pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(columns.size())))
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (keep[r])
+      std::copy(columns.begin() + indptr[std::size_t(r)],
+                columns.begin() + indptr[std::size_t(r) + 1],
+                out.columns.begin() + out.indptr[std::size_t(r)]);
+  return out;
+}
+
 void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
   constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> first_list(std::size_t(num_nodes), kNever);

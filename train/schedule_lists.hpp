@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "formats/dataset.hpp"
@@ -44,6 +45,16 @@ struct ChunkLists {
   // Per destination row: dataset id, label, splits (bit 0 train, 1 valid, 2 test).
   std::vector<vertex_t> dst_keys, labels, split_bits;
 };
+
+// A chunk CSR restricted to the rows flagged in `keep` (by chunk row; LossRowFlags from the
+// chunk's first vertex), their entries in order, every other row empty: the CSR of
+// BufferRole::kLossCsr, which the last layer's training passes read (LastLayerRows::kLoss).
+struct LossRowsCsr {
+  std::vector<edge_t> indptr;
+  std::vector<vertex_t> columns;
+};
+LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                          const std::uint8_t* keep);
 
 // The lists of every chunk (index batch * P + p) for `mode`, checking the plan against the
 // dataset: every failed check throws InputError naming the plan element at fault.

@@ -275,7 +275,10 @@ void Schedule::Impl::setup(const Dataset& dataset, Dataset* releasable, Plan* re
     StageTimer host_stage("host matrices");
     allocate_host_matrices(dataset, releasable);
   }
+  if (options.last_layer_rows == LastLayerRows::kLoss && model.layers.size() >= 2)
+    loss_rows = loss_row_flags(dataset, plan.old_to_new);
   setup_devices(lists);
+  LossRowFlags().swap(loss_rows);
   if (host_matrices.valid()) {
     StageTimer wait("wait for the host matrices");
     host_matrices.get();
@@ -335,7 +338,7 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     layouts[std::size_t(p)] =
         options.profiles
             ? partition_layout((*options.profiles)[std::size_t(p)], layer_shapes, layout_options)
-            : partition_layout(plan, p, layer_shapes, layout_options);
+            : partition_layout(plan, p, layer_shapes, layout_options, loss_rows);
   }
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
@@ -457,6 +460,7 @@ LayoutOptions layout_options(const ScheduleOptions& options) {
   layout.reload_inputs = options.reload_inputs;
   layout.gat_head_outputs = gat_head_outputs(options.cache_intermediates, options.host_precision);
   layout.gat_layer_zero = options.gat_layer_zero;
+  layout.last_layer_rows = options.last_layer_rows;
   return layout;
 }
 
@@ -934,6 +938,21 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
           d.upload_csr(cp.indptr, cp.columns, s.merged_rows,
                        CsrWeighting{b.csr.weights, std::move(li.column_degrees)}, where + "CSR");
       return;
+    case BufferRole::kLossCsr: {  // before the chunk's CSR, whose upload takes the degrees
+      SLUICE_EXPECTS(!loss_rows.empty(), "buffer layout: ", where,
+                     "a loss-row CSR without loss-row flags");
+      const LossRowsCsr loss =
+          loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
+      if (b.csr.rows != cp.num_dst() || b.csr.nnz != std::int64_t(loss.columns.size()) ||
+          b.csr.cols != s.merged_rows)
+        SLUICE_FAIL("buffer layout: ", where, "loss-row CSR of ", b.csr.rows, " x ", b.csr.cols,
+                    " with ", b.csr.nnz, " entries, the plan's is ", cp.num_dst(), " x ",
+                    s.merged_rows, " with ", loss.columns.size());
+      ch.loss_csr =
+          d.upload_csr(loss.indptr, loss.columns, s.merged_rows,
+                       CsrWeighting{b.csr.weights, li.column_degrees}, where + "loss-row CSR");
+      return;
+    }
     case BufferRole::kSelfColumns:
       ch.self_columns = upload_list(d, b, li.self_columns, where);
       ch.self_columns_in_order = true;

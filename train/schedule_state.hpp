@@ -36,6 +36,10 @@ struct DeviceChunk {
   vertex_t view_dst_begin = 0;
   std::int64_t nnz = 0;
   Csr csr;
+  // The CSR's loss rows alone (loss_rows_csr()), which the last layer's training passes read
+  // (Schedule::Impl::chunk_csr()); id -1 where the chunk keeps none (every row in the loss, or
+  // LastLayerRows::kAll).
+  Csr loss_csr;
   Idx self_columns;
   // self_columns[r] == r for every row: the chunk's rows are the merged rows 0, 1, ... (one
   // chunk whose slot i holds its vertex i), so their own input rows are X's first rows.

@@ -217,7 +217,9 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
   const std::vector<std::int64_t> bytes =
       estimate ? *estimate
-               : budget_estimate(dataset, plan_profiles(plan, memory_layout_options(config).comm),
+               : budget_estimate(dataset,
+                                 plan_profiles(plan, loss_rows_for(dataset, plan, config),
+                                               memory_layout_options(config).comm),
                                  config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
                  " per GPU by the memory estimate");
@@ -408,6 +410,7 @@ ScheduleOptions schedule_options(const Dataset& dataset,
                                 ? RemoteFeatures::kPulled
                                 : RemoteFeatures::kDeviceCopyWhereItFits;
   options.gat_layer_zero = gat_layer_zero(dataset, profiles, config, options.reload_inputs);
+  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
   options.profiles = &profiles;
   return options;
 }
@@ -422,6 +425,7 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
   options.cache_intermediates = config.intermediates != "recompute";
   options.overlap = !config.no_overlap;
   options.reload_inputs = config.input_rows == "reload";
+  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
   return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
                           config.device == "cpu", &profiles);
 }
@@ -430,7 +434,8 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
 
 std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                                 InputRelease release, std::int64_t available) {
-  const std::vector<PartitionProfile> profiles = plan_profiles(plan, parse_comm_mode(config.comm));
+  const std::vector<PartitionProfile> profiles =
+      plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
   const HostMemoryPlan need = host_plan_for(dataset, plan, config, release, profiles);
   if (available < 0 || need.peak <= available) return "";
   std::string message =
@@ -513,7 +518,14 @@ LayoutOptions memory_layout_options(const TrainConfig& config) {
   options.gat_head_outputs =
       gat_head_outputs(config.intermediates != "recompute",
                        parse_host_precision(config.host_precision, "--host-precision"));
+  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
   return options;
+}
+
+LossRowFlags loss_rows_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+  if (parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows") != LastLayerRows::kLoss)
+    return {};
+  return loss_row_flags(dataset, plan.old_to_new);
 }
 
 std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
@@ -825,9 +837,11 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
   // What the CPU backend allocates through its Device interface, summed over the partitions.
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions layout = memory_layout_options(config);
+  const LossRowFlags loss_rows = loss_rows_for(dataset, plan, config);
   std::int64_t devices = 0;
   for (int p = 0; p < plan.partitions; ++p)
-    devices = saturating_add(devices, estimate_gpu_memory(plan, p, shape, layout).device_bytes());
+    devices = saturating_add(devices,
+                             estimate_gpu_memory(plan, loss_rows, p, shape, layout).device_bytes());
   require_memory({saturating_add(bytes, devices),
                   cat(purpose, " on ", plan.partitions, " CPU device(s)"), cause});
 }
@@ -840,7 +854,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
     const std::vector<PartitionProfile> profiles =
-        plan_profiles(plan, parse_comm_mode(config.comm));
+        plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
     return train_within_budget(dataset, nullptr, plan, nullptr, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
@@ -854,7 +868,8 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
   // the dataset's graph: taken before setup releases them (the chunk count only when the
   // estimate already exceeds the budget).
   // The partition profiles serve the estimate, the host memory plan and the buffer layouts.
-  const std::vector<PartitionProfile> profiles = plan_profiles(plan, parse_comm_mode(config.comm));
+  const std::vector<PartitionProfile> profiles =
+      plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
   const std::vector<std::int64_t> estimate = budget_estimate(dataset, profiles, config);
   std::string fitting;
   const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;

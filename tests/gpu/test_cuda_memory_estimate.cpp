@@ -126,7 +126,8 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
   layout.reload_inputs = c.input_rows == InputRows::kReload;
   std::vector<GpuMemoryEstimate> estimates;
   for (int p = 0; p < plan.partitions; ++p)
-    estimates.push_back(estimate_gpu_memory(plan, p, shape, layout));
+    estimates.push_back(
+        estimate_gpu_memory(plan, loss_row_flags(dataset(), plan.old_to_new), p, shape, layout));
 
   // Without a budget: setup charges cuda_setup, the epoch adds the first-use scratch.
   {

@@ -512,8 +512,10 @@ TEST(CudaResidentVertexData, SameNumbersAtEveryBudget) {
         shape.hidden = 16;
         shape.classes = d.num_classes;
         shape.heads = 2;
-        const std::int64_t least = estimate_peak_gpu_bytes(plan, shape);
-        const std::int64_t least_without_overlap = estimate_minimum_gpu_bytes(plan, shape);
+        const std::int64_t least =
+            estimate_peak_gpu_bytes(plan, loss_row_flags(d, plan.old_to_new), shape);
+        const std::int64_t least_without_overlap =
+            estimate_minimum_gpu_bytes(plan, loss_row_flags(d, plan.old_to_new), shape);
         const std::int64_t most = (all_peak + all_peak / 7) + 4096;
         ASSERT_GT(most, least) << what;
         for (int step = 0; step <= 16; ++step) {
@@ -728,12 +730,14 @@ TEST_P(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
                                .classes(d.num_classes)
                                .heads(2);
   const LayoutOptions options = memory_layout_options(config);
-  const GpuMemoryEstimate e = estimate_gpu_memory(p, 0, shape, options);
+  const GpuMemoryEstimate e =
+      estimate_gpu_memory(p, loss_row_flags(d, p.old_to_new), 0, shape, options);
   ASSERT_LT(e.total, e.all_constants) << what << ": every constant fits the estimated budget";
   const TrainResult resident = train(d, p, config);
-  const TrainResult capped = train(
-      d, p,
-      test::TrainConfigBuilder(config).gpu_memory(estimate_peak_gpu_bytes(p, shape, options)));
+  const TrainResult capped =
+      train(d, p,
+            test::TrainConfigBuilder(config).gpu_memory(
+                estimate_peak_gpu_bytes(p, loss_row_flags(d, p.old_to_new), shape, options)));
   const TransferCounters& t = capped.records.back().transfers;
   EXPECT_EQ(resident.records.back().transfers.h2d_csr_bytes, 0) << what;
   EXPECT_GT(t.h2d_csr_bytes, 0) << what << ": no CSR in host memory under the budget";
@@ -746,8 +750,20 @@ TEST_P(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
   EXPECT_NEAR(capped.records.back().valid_accuracy, resident.records.back().valid_accuracy, 0.01)
       << what;
   EXPECT_GT(capped.records.back().valid_accuracy, 0.0) << what;
-  std::printf("[csr prefetch] %-48s staged %lld B per epoch\n", what.c_str(),
-              static_cast<long long>(t.h2d_csr_bytes));
+  // The last layer's training passes stage the chunks' loss-row CSRs (--last-layer-rows loss):
+  // fewer bytes than with every row's CSR (all), each under its own estimated budget.
+  const TrainConfig all_rows = test::TrainConfigBuilder(config).last_layer_rows("all");
+  const TrainResult capped_all =
+      train(d, p,
+            test::TrainConfigBuilder(all_rows).gpu_memory(estimate_peak_gpu_bytes(
+                p, LossRowFlags{}, shape, memory_layout_options(all_rows))));
+  const std::int64_t all_bytes = capped_all.records.back().transfers.h2d_csr_bytes;
+  EXPECT_LT(t.h2d_csr_bytes, all_bytes) << what;
+  for (std::size_t i = 0; i < resident.losses.size(); ++i)
+    EXPECT_LE(std::abs(capped_all.losses[i] - resident.losses[i]) / resident.losses[i], kTolerance)
+        << what << ", all rows, epoch " << i;
+  std::printf("[csr prefetch] %-48s staged %lld B per epoch (all rows: %lld B)\n", what.c_str(),
+              static_cast<long long>(t.h2d_csr_bytes), static_cast<long long>(all_bytes));
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkStructures,

@@ -116,6 +116,11 @@ TrainConfigBuilder& TrainConfigBuilder::gat_layer_zero(const std::string& mode) 
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::last_layer_rows(const std::string& rows) {
+  config_.last_layer_rows = rows;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::remote_features(const std::string& mode) {
   config_.remote_features = mode;
   return *this;

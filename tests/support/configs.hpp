@@ -49,6 +49,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& layer_outputs(const std::string& mode);      // auto | recompute
   TrainConfigBuilder& remote_features(const std::string& mode);    // auto | pull
   TrainConfigBuilder& gat_layer_zero(const std::string& mode);     // auto | transform | attend
+  TrainConfigBuilder& last_layer_rows(const std::string& rows);    // loss | all
   TrainConfigBuilder& layer_zero_order(const std::string& order);  // auto | aggregate | transform
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 

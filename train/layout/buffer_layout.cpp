@@ -12,6 +12,27 @@
 
 namespace sluice {
 
+const char* last_layer_rows_name(LastLayerRows rows) {
+  return rows == LastLayerRows::kLoss ? "loss" : "all";
+}
+
+LastLayerRows parse_last_layer_rows(const std::string& text, const std::string& option) {
+  if (text == "loss") return LastLayerRows::kLoss;
+  if (text == "all") return LastLayerRows::kAll;
+  throw InputError(cat("unknown ", option, " '", text, "' (expected loss or all)"));
+}
+
+LossRowFlags loss_row_flags(const Dataset& dataset, const std::vector<vertex_t>& old_to_new) {
+  SLUICE_INPUT_CHECK(std::int64_t(old_to_new.size()) == dataset.num_nodes, "the plan renumbers ",
+                     old_to_new.size(), " vertices, dataset '", dataset.name, "' has ",
+                     dataset.num_nodes, " (plan built from another dataset?)");
+  LossRowFlags flags(std::size_t(dataset.num_nodes), 0);
+  if (dataset.labels.empty()) return flags;  // no labels: no row enters the loss
+  for (const vertex_t v : dataset.train)
+    if (dataset.labels[std::size_t(v)] >= 0) flags[std::size_t(old_to_new[std::size_t(v)])] = 1;
+  return flags;
+}
+
 std::int64_t aligned_width(std::int64_t cols) {
   return (cols + 3) / 4 * 4;
 }
@@ -255,49 +276,60 @@ std::int64_t head_rows(const Plan& plan, int p, CommMode comm) {
   return stop - first;
 }
 
-// The shape of a chunk's CSR: its long rows, and its long columns (columns with more entries
+// The shape of a chunk's CSR, or of its rows flagged in `keep` (by chunk row; null: every row)
+// with the others left empty: its long rows, and its long columns (columns with more entries
 // than the threshold), counted in `column_count` (merged_rows zeros, left zero): by a team over
-// the entries (atomic counts) with CsrShapeThreads::kTeam, else on the calling thread.
+// the rows (atomic counts) with CsrShapeThreads::kTeam, else on the calling thread.
 enum class CsrShapeThreads { kOne, kTeam };
-CsrShape csr_shape(const ChunkPlan& chunk, std::int64_t merged_rows,
+CsrShape csr_shape(const ChunkPlan& chunk, const std::uint8_t* keep, std::int64_t merged_rows,
                    std::vector<std::int32_t>& column_count, CsrShapeThreads threads) {
   CsrShape csr;
   csr.rows = chunk.num_dst();
   csr.cols = merged_rows;
-  csr.nnz = chunk.num_entries();
+  const std::int64_t rows = csr.rows;
+  const std::vector<edge_t>& indptr = chunk.indptr;
+  const auto length = [&](std::int64_t r) -> std::int64_t {
+    return keep && !keep[r] ? 0 : indptr[std::size_t(r) + 1] - indptr[std::size_t(r)];
+  };
+  const bool team = threads == CsrShapeThreads::kTeam && worth_parallel(chunk.num_entries());
+  std::int64_t nnz = 0;
+#pragma omp parallel for schedule(static) reduction(+ : nnz) if (team)
+  for (std::int64_t r = 0; r < rows; ++r) nnz += length(r);
+  csr.nnz = nnz;
   const std::int64_t threshold = cuda::long_degree_for(csr.nnz);
-  const std::int64_t rows = csr.rows, nnz = std::int64_t(chunk.columns.size());
-  const bool team = threads == CsrShapeThreads::kTeam;
   std::int64_t long_rows = 0, long_columns = 0;
-#pragma omp parallel for schedule(static) reduction(+ : long_rows) if (team && worth_parallel(rows))
-  for (std::int64_t r = 0; r < rows; ++r)
-    long_rows +=
-        chunk.indptr[std::size_t(r) + 1] - chunk.indptr[std::size_t(r)] > threshold ? 1 : 0;
+#pragma omp parallel for schedule(static) reduction(+ : long_rows) if (team)
+  for (std::int64_t r = 0; r < rows; ++r) long_rows += length(r) > threshold ? 1 : 0;
   // Column counts, then each column's count taken (and zeroed) by the first of its entries.
   std::int32_t* count = column_count.data();
   const vertex_t* columns = chunk.columns.data();
-  if (!team || !worth_parallel(nnz)) {
-    for (std::int64_t e = 0; e < nnz; ++e) ++count[columns[e]];
-    for (std::int64_t e = 0; e < nnz; ++e) {
-      long_columns += count[columns[e]] > threshold ? 1 : 0;
-      count[columns[e]] = 0;
-    }
-  } else {
-#pragma omp parallel for schedule(static) if (worth_parallel(nnz))
-    for (std::int64_t e = 0; e < nnz; ++e) {
-#pragma omp atomic update
-      ++count[columns[e]];
-    }
-#pragma omp parallel for schedule(static) reduction(+ : long_columns) if (worth_parallel(nnz))
-    for (std::int64_t e = 0; e < nnz; ++e) {
-      std::int32_t seen;
-#pragma omp atomic capture
-      {
-        seen = count[columns[e]];
+  if (!team) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (edge_t e = indptr[std::size_t(r)], end = e + length(r); e < end; ++e)
+        ++count[columns[e]];
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (edge_t e = indptr[std::size_t(r)], end = e + length(r); e < end; ++e) {
+        long_columns += count[columns[e]] > threshold ? 1 : 0;
         count[columns[e]] = 0;
       }
-      long_columns += seen > threshold ? 1 : 0;
-    }
+  } else {
+#pragma omp parallel for schedule(dynamic, 256) if (team)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (edge_t e = indptr[std::size_t(r)], end = e + length(r); e < end; ++e) {
+#pragma omp atomic update
+        ++count[columns[e]];
+      }
+#pragma omp parallel for schedule(dynamic, 256) reduction(+ : long_columns) if (team)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (edge_t e = indptr[std::size_t(r)], end = e + length(r); e < end; ++e) {
+        std::int32_t seen;
+#pragma omp atomic capture
+        {
+          seen = count[columns[e]];
+          count[columns[e]] = 0;
+        }
+        long_columns += seen > threshold ? 1 : 0;
+      }
   }
   csr.long_rows = long_rows;
   csr.long_columns = long_columns;
@@ -332,9 +364,9 @@ class LayoutBuilder {
     add(role, kind, rows, width);
     if (rows > 0 && width > 0) out_.back().element_bytes = element_bytes;
   }
-  void csr(int chunk, const CsrShape& shape) {
+  void csr(BufferRole role, int chunk, const CsrShape& shape) {
     BufferSpec b;
-    b.role = BufferRole::kCsr;
+    b.role = role;
     b.kind = BufferKind::kConstant;
     b.chunk = chunk;
     b.rows = shape.rows;
@@ -349,8 +381,11 @@ class LayoutBuilder {
 
 }  // namespace
 
-PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm) {
+PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm,
+                                   const LossRowFlags& loss_rows) {
   SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p, " of ", plan.partitions);
+  SLUICE_EXPECTS(loss_rows.empty() || std::int64_t(loss_rows.size()) == plan.num_nodes,
+                 loss_rows.size(), " loss-row flags for a plan of ", plan.num_nodes, " vertices");
   PartitionProfile profile;
   profile.partition = p;
   profile.comm = comm;
@@ -362,7 +397,16 @@ PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm) {
   // Chunks in parallel, each on one thread with its own counts, when there are enough of them
   // to keep the threads busy; else one chunk after the other, each by the whole team.
   const int C = plan.chunks;
+  const bool losses = !loss_rows.empty();
   profile.csr.resize(std::size_t(C));
+  if (losses) profile.loss_csr.resize(std::size_t(C));
+  const auto shapes = [&](int c, std::vector<std::int32_t>& column_count, CsrShapeThreads threads) {
+    const ChunkPlan& chunk = plan.chunk(c, p);
+    profile.csr[std::size_t(c)] = csr_shape(chunk, nullptr, merged_rows, column_count, threads);
+    if (losses)
+      profile.loss_csr[std::size_t(c)] =
+          csr_shape(chunk, loss_rows.data() + chunk.dst_begin, merged_rows, column_count, threads);
+  };
   std::int64_t entries = 0;
   for (int c = 0; c < C; ++c) entries += std::int64_t(plan.chunk(c, p).columns.size());
   if (C >= omp_get_max_threads() && worth_parallel(entries)) {
@@ -370,22 +414,18 @@ PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm) {
     {
       std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
 #pragma omp for schedule(dynamic, 1)
-      for (int c = 0; c < C; ++c)
-        profile.csr[std::size_t(c)] =
-            csr_shape(plan.chunk(c, p), merged_rows, column_count, CsrShapeThreads::kOne);
+      for (int c = 0; c < C; ++c) shapes(c, column_count, CsrShapeThreads::kOne);
     }
   } else {
     std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
-    for (int c = 0; c < C; ++c)
-      profile.csr[std::size_t(c)] =
-          csr_shape(plan.chunk(c, p), merged_rows, column_count, CsrShapeThreads::kTeam);
+    for (int c = 0; c < C; ++c) shapes(c, column_count, CsrShapeThreads::kTeam);
   }
   return profile;
 }
 
 PartitionLayout partition_layout(const Plan& plan, int p, const ModelLayers& model,
-                                 const LayoutOptions& options) {
-  return partition_layout(partition_profile(plan, p, options.comm), model, options);
+                                 const LayoutOptions& options, const LossRowFlags& loss_rows) {
+  return partition_layout(partition_profile(plan, p, options.comm, loss_rows), model, options);
 }
 
 PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLayers& model,
@@ -482,11 +522,19 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   }
 
   // Per-chunk constants.
+  // A model of one layer computes every row (LastLayerRows).
+  const bool keeps_loss_csr = options.last_layer_rows == LastLayerRows::kLoss &&
+                              model.layers.size() >= 2 && !profile.loss_csr.empty();
   for (int c = 0; c < chunks; ++c) {
     const ChunkListSizes& s = lists[std::size_t(c)];
     CsrShape csr = profile.csr[std::size_t(c)];
     csr.weights = chunk_csr_weights(model.kind);
-    add.csr(c, csr);
+    if (keeps_loss_csr) {
+      CsrShape loss = profile.loss_csr[std::size_t(c)];
+      loss.weights = csr.weights;
+      if (loss.nnz < csr.nnz) add.csr(BufferRole::kLossCsr, c, loss);
+    }
+    add.csr(BufferRole::kCsr, c, csr);
     add.list(BufferRole::kSelfColumns, s.rows, c);
     add.list(BufferRole::kLoadVertices, s.loads, c);
     add.list(BufferRole::kLoadSlots, s.loads, c);
@@ -557,6 +605,10 @@ CsrWeights chunk_csr_weights(ModelKind kind) {
   return CsrWeights::kPerCall;
 }
 
+bool is_csr(const BufferSpec& b) {
+  return b.role == BufferRole::kCsr || b.role == BufferRole::kLossCsr;
+}
+
 bool per_chunk_constant(const BufferSpec& b) {
   return b.kind == BufferKind::kConstant && b.chunk >= 0 && b.role != BufferRole::kTailRows &&
          b.role != BufferRole::kTailPositions;
@@ -569,7 +621,7 @@ std::int64_t device_bytes(const BufferSpec& b) {
     default:
       break;
   }
-  if (b.role == BufferRole::kCsr)
+  if (is_csr(b))
     return (b.csr.rows + 1) * std::int64_t(sizeof(edge_t)) +
            b.csr.nnz * std::int64_t(sizeof(vertex_t)) +
            (b.csr.weights == CsrWeights::kSymmetricNorm
@@ -579,12 +631,12 @@ std::int64_t device_bytes(const BufferSpec& b) {
 }
 
 std::int64_t cuda_bytes(const BufferSpec& b) {
-  if (b.role == BufferRole::kCsr) return cuda::csr_bytes(b.csr);
+  if (is_csr(b)) return cuda::csr_bytes(b.csr);
   return cuda::rounded(b.rows * b.width * b.element_bytes);
 }
 
 std::int64_t cuda_staged_bytes(const BufferSpec& b) {
-  if (b.role == BufferRole::kCsr) return cuda_bytes(b);
+  if (is_csr(b)) return cuda_bytes(b);
   return 0;
 }
 
@@ -669,6 +721,8 @@ const char* buffer_role_name(BufferRole role) {
       return "last layer's GAT attention";
     case BufferRole::kCsr:
       return "CSR";
+    case BufferRole::kLossCsr:
+      return "loss-row CSR";
     case BufferRole::kSelfColumns:
       return "self columns";
     case BufferRole::kLoadVertices:

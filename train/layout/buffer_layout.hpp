@@ -13,8 +13,10 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "formats/dataset.hpp"
 #include "formats/plan.hpp"
 #include "kernels/cuda_memory_rules.hpp"
 #include "train/layout/comm_mode.hpp"
@@ -42,6 +44,23 @@ constexpr GatHeadOutputs gat_head_outputs(bool cache_intermediates, HostPrecisio
 // layer 0 does (from the owners' loads, or each device's copy of them), and no gradients.
 enum class GatLayerZero { kTransformFirst, kAttendInputs };
 
+// Which destination rows the last layer's training passes compute. The loss reads only the
+// rows of train vertices with a label; the others get no gradient, so their sums in the last
+// layer's forward and backward are wasted work. kLoss keeps a second CSR per chunk with those
+// rows' entries alone (LossRowFlags; the chunk's CSR where every row enters the loss) and the
+// last layer's training passes read it; evaluations and the layers below read the chunk's CSR.
+// The losses and weights are those of kAll. A one-layer model computes every row (its layer 0
+// keeps the aggregation evaluations reuse).
+enum class LastLayerRows { kLoss, kAll };
+const char* last_layer_rows_name(LastLayerRows rows);  // "loss", "all"
+// Parses "loss" or "all"; throws InputError naming `option` otherwise.
+LastLayerRows parse_last_layer_rows(const std::string& text, const std::string& option);
+
+// Per renumbered vertex, 1 where its row enters the loss: a train vertex with a label (>= 0).
+// Empty: the profile counts no loss-row CSRs.
+using LossRowFlags = std::vector<std::uint8_t>;
+LossRowFlags loss_row_flags(const Dataset& dataset, const std::vector<vertex_t>& old_to_new);
+
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same
 // names; gat_head_outputs from its cache_intermediates and host_precision: layout_options()).
 struct LayoutOptions {
@@ -50,6 +69,7 @@ struct LayoutOptions {
   bool reload_inputs = false;  // layers transformed on arrival keep no input rows
   GatHeadOutputs gat_head_outputs = GatHeadOutputs::kKept;  // recomputed: no A buffer for GAT
   GatLayerZero gat_layer_zero = GatLayerZero::kTransformFirst;
+  LastLayerRows last_layer_rows = LastLayerRows::kLoss;
 };
 
 // A row width rounded up to a multiple of 4 floats: 16-byte rows, which the vectorized sparse
@@ -180,8 +200,13 @@ struct PartitionProfile {
   std::int64_t head_rows = 0;
   std::vector<ChunkListSizes> lists;  // per batch position
   std::vector<CsrShape> csr;          // per batch position; cols = the merged rows
+  // Per batch position, the shape of the chunk CSR's loss rows alone (loss_rows_csr() of
+  // train/schedule_lists.hpp); empty where the profile was taken without loss-row flags.
+  std::vector<CsrShape> loss_csr;
 };
-PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm);
+// `loss_rows`: loss_row_flags() of the plan's dataset, or empty (no loss-row CSRs counted).
+PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm,
+                                   const LossRowFlags& loss_rows);
 
 // The partition's row counts behind the buffers.
 struct PartitionSizes {
@@ -239,6 +264,7 @@ enum class BufferRole {
   kLastLayerDestinationScores,
   kLastLayerAttention,
   // Per-chunk constants, in upload order.
+  kLossCsr,  // LastLayerRows::kLoss, where some of the chunk's rows are not in the loss
   kCsr,
   kSelfColumns,
   kLoadVertices,
@@ -289,7 +315,7 @@ struct BufferSpec {
   int chunk = -1;  // batch position of a per-chunk constant or tail list; else -1
   std::int64_t rows = 0, width = 1;
   std::int64_t element_bytes = 4;  // floats and vertex indices; 8 for the loss accumulator
-  CsrShape csr;                    // kCsr only
+  CsrShape csr;                    // kCsr and kLossCsr only
 };
 
 struct PartitionLayout {
@@ -302,7 +328,7 @@ struct PartitionLayout {
   std::vector<BufferSpec> buffers;
 };
 PartitionLayout partition_layout(const Plan& plan, int partition, const ModelLayers& model,
-                                 const LayoutOptions& options);
+                                 const LayoutOptions& options, const LossRowFlags& loss_rows);
 // The same from a profile (its comm must be options.comm).
 PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLayers& model,
                                  const LayoutOptions& options);
@@ -310,6 +336,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
 // Whether a constant is one of a chunk's own (uploaded in the chunk loop; the CUDA backend may
 // keep those of chunks beyond the budget in host memory).
 bool per_chunk_constant(const BufferSpec& buffer);
+// A chunk CSR: kCsr or kLossCsr (BufferSpec::csr holds its shape).
+bool is_csr(const BufferSpec& buffer);
 
 // ---- how the backends charge a buffer ----
 

@@ -18,6 +18,7 @@ struct SketchCounts {
       : owned(chunks * partitions, 0),
         pulled(chunks * partitions, 0),
         long_columns(chunks, 0),
+        loss_long_columns(chunks, 0),
         tail(chunks, 0),
         transition(chunks, 0),
         reused(chunks, 0),
@@ -29,6 +30,7 @@ struct SketchCounts {
     sum(owned, other.owned);
     sum(pulled, other.pulled);
     sum(long_columns, other.long_columns);
+    sum(loss_long_columns, other.loss_long_columns);
     sum(tail, other.tail);
     sum(transition, other.transition);
     sum(reused, other.reused);
@@ -39,6 +41,9 @@ struct SketchCounts {
   std::vector<std::int64_t> owned, pulled;
   // Per chunk: sources with more entries than the chunk's long-degree threshold.
   std::vector<std::int64_t> long_columns;
+  // The same in the chunk's loss-row CSR: sources with more entries into loss rows than its
+  // threshold.
+  std::vector<std::int64_t> loss_long_columns;
   // Per partition p and batch c (index p * C + c): vertices of p's chunk in batch c that are in
   // the last batch's T^p.
   std::vector<std::int64_t> tail;
@@ -91,6 +96,7 @@ ChunkSketch::ChunkSketch(const Dataset& d, const std::vector<vertex_t>& new_to_o
   const vertex_t n = d.num_nodes;
   SLUICE_EXPECTS(new_to_old.size() == std::size_t(n) && old_to_new.size() == std::size_t(n),
                  "a renumbering of ", new_to_old.size(), " vertices for ", n);
+  loss_rows_ = loss_row_flags(d, old_to_new);
   SLUICE_EXPECTS(partition_offsets.size() >= 2 && partition_offsets.front() == 0 &&
                      partition_offsets.back() == n,
                  "partition offsets do not cover the ", n, " vertices");
@@ -260,16 +266,29 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
                        starts.begin()) -
            1;
   };
+  // The same for the chunk's loss-row CSR (its loss rows' entries alone).
   std::vector<std::int64_t> nnz(K), threshold(K), long_rows(K);
+  std::vector<std::int64_t> loss_nnz(K), loss_threshold(K), loss_long_rows(K);
 #pragma omp parallel for schedule(dynamic, 1) if (parallel)
   for (std::size_t k = 0; k < K; ++k) {
     const vertex_t begin = range_begin(k), end = range_end(k);
+    const auto length = [&](vertex_t v) {
+      return row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)];
+    };
     nnz[k] = row_offsets_[std::size_t(end)] - row_offsets_[std::size_t(begin)];
     threshold[k] = cuda::long_degree_for(nnz[k]);
-    std::int64_t long_count = 0;
-    for (vertex_t v = begin; v < end; ++v)
-      long_count += row_offsets_[std::size_t(v) + 1] - row_offsets_[std::size_t(v)] > threshold[k];
+    std::int64_t long_count = 0, loss_entries = 0;
+    for (vertex_t v = begin; v < end; ++v) {
+      long_count += length(v) > threshold[k];
+      if (loss_rows_[std::size_t(v)]) loss_entries += length(v);
+    }
     long_rows[k] = long_count;
+    loss_nnz[k] = loss_entries;
+    loss_threshold[k] = cuda::long_degree_for(loss_entries);
+    std::int64_t loss_long = 0;
+    for (vertex_t v = begin; v < end; ++v)
+      loss_long += loss_rows_[std::size_t(v)] && length(v) > loss_threshold[k];
+    loss_long_rows[k] = loss_long;
   }
 
   // One pass over the entries grouped by source: the chunks each source appears in (with how
@@ -279,7 +298,8 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
 #pragma omp parallel if (parallel)
   {
     SketchCounts mine(K, P);
-    std::vector<std::int32_t> chunk_stamp(K, -1), entries(K, 0), batch_stamp(std::size_t(C), -1);
+    std::vector<std::int32_t> chunk_stamp(K, -1), entries(K, 0), loss_entries(K, 0),
+        batch_stamp(std::size_t(C), -1);
     std::vector<std::size_t> runs;
     std::vector<int> batches;
     std::uint64_t pending = 0;  // entries not yet counted in the progress line
@@ -310,9 +330,11 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
         if (chunk_stamp[k] != u) {
           chunk_stamp[k] = u;
           entries[k] = 0;
+          loss_entries[k] = 0;
           runs.push_back(k);
         }
         ++entries[k];
+        loss_entries[k] += loss_rows_[std::size_t(v)];
       }
       for (const std::size_t k : runs) {
         const int p = static_cast<int>(k / C), c = batch_of[k];
@@ -321,6 +343,7 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
         if (p != owner && (previous[k] == K || chunk_stamp[previous[k]] != u))
           ++mine.pulled[k * P + owner];
         if (entries[k] > threshold[k]) ++mine.long_columns[k];
+        if (loss_entries[k] > loss_threshold[k]) ++mine.loss_long_columns[k];
         if (batch_stamp[std::size_t(c)] != u) {
           batch_stamp[std::size_t(c)] = u;
           batches.push_back(c);
@@ -407,6 +430,11 @@ std::vector<PartitionProfile> ChunkSketch::profiles(int chunks, CommMode comm,
       csr.long_rows = long_rows[k];
       csr.long_columns = total.long_columns[k];
       profile.csr.push_back(csr);
+      CsrShape loss = csr;
+      loss.nnz = loss_nnz[k];
+      loss.long_rows = loss_long_rows[k];
+      loss.long_columns = total.loss_long_columns[k];
+      profile.loss_csr.push_back(loss);
     }
     profile.head_rows = comm == CommMode::kBaseline ? 0 : total.head[std::size_t(p)];
   }

@@ -31,7 +31,8 @@ std::vector<vertex_t> edge_balanced_bounds(const std::vector<edge_t>& row_offset
 class ChunkSketch {
  public:
   // From the dataset's graph and a renumbering by partition (the plan's new_to_old, old_to_new
-  // and partition_offsets): row lengths and the rows grouped by source. Memory: one vertex id
+  // and partition_offsets): row lengths and the rows grouped by source; and the loss rows, so
+  // that the profiles hold every chunk's loss-row CSR shape. Memory: one vertex id
   // per entry and self entry, two offsets per vertex; building it holds 10 bytes more per entry
   // for a while (the renumbered rows and the entries by bucket of sources).
   ChunkSketch(const Dataset& dataset, const std::vector<vertex_t>& new_to_old,
@@ -54,6 +55,7 @@ class ChunkSketch {
   std::vector<edge_t> row_offsets_;     // renumbered rows (destination first, then in-edges)
   std::vector<edge_t> source_offsets_;  // per renumbered source: where its entries start
   std::vector<vertex_t> destinations_;  // the destinations of each source's entries
+  LossRowFlags loss_rows_;              // loss_row_flags() of the dataset, by renumbered id
 };
 
 }  // namespace sluice

@@ -15,7 +15,7 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   e.merged_rows = layout.sizes.merged_rows;
   e.chunk_rows = layout.sizes.chunk_rows;
   e.max_nnz = layout.sizes.max_nnz;
-  std::map<int, std::int64_t> chunk_bytes, chunk_staging;  // per chunk: constants, staged
+  std::map<int, std::int64_t> chunk_bytes;  // per chunk: its constants
   for (const BufferSpec& b : layout.buffers) {
     const std::int64_t cuda = cuda_bytes(b);
     switch (b.kind) {
@@ -37,12 +37,12 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
     if (per_chunk_constant(b)) {
       e.cuda_chunk_constants += cuda;
       chunk_bytes[b.chunk] += cuda;
-      chunk_staging[b.chunk] += cuda_staged_bytes(b);
+      // A staging slot holds one CSR (a chunk's, or its loss-row CSR), sized for the largest.
+      e.cuda_staging = std::max(e.cuda_staging, cuda_staged_bytes(b));
     }
   }
   for (const auto& [chunk, bytes] : chunk_bytes)
     e.cuda_largest_chunk = std::max(e.cuda_largest_chunk, bytes);
-  for (const auto& [chunk, bytes] : chunk_staging) e.cuda_staging = std::max(e.cuda_staging, bytes);
   e.cuda_staging *= cuda::kStagedCsrSlots;
 
   // The CUDA backend places constants and overlap buffers in device memory only while an eighth
@@ -68,31 +68,32 @@ GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout) {
   return e;
 }
 
-GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int partition, const ModelShape& shape,
+GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, const LossRowFlags& loss_rows,
+                                      int partition, const ModelShape& shape,
                                       const LayoutOptions& options) {
   const ModelLayers model = model_layers(shape);
   SLUICE_EXPECTS(partition >= 0 && partition < plan.partitions, "partition ", partition);
-  return estimate_layout_memory(partition_layout(plan, partition, model, options));
+  return estimate_layout_memory(partition_layout(plan, partition, model, options, loss_rows));
 }
 
-std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShape& shape,
-                                const LayoutOptions& options) {
-  return estimate_gpu_memory(plan, partition, shape, options).total;
+std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows, int partition,
+                                const ModelShape& shape, const LayoutOptions& options) {
+  return estimate_gpu_memory(plan, loss_rows, partition, shape, options).total;
 }
 
-std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const ModelShape& shape,
-                                     const LayoutOptions& options) {
+std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                     const ModelShape& shape, const LayoutOptions& options) {
   std::int64_t peak = 0;
   for (int p = 0; p < plan.partitions; ++p)
-    peak = std::max(peak, estimate_gpu_bytes(plan, p, shape, options));
+    peak = std::max(peak, estimate_gpu_bytes(plan, loss_rows, p, shape, options));
   return peak;
 }
 
-std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const ModelShape& shape,
-                                        const LayoutOptions& options) {
+std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                        const ModelShape& shape, const LayoutOptions& options) {
   std::int64_t peak = 0;
   for (int p = 0; p < plan.partitions; ++p)
-    peak = std::max(peak, estimate_gpu_memory(plan, p, shape, options).minimum);
+    peak = std::max(peak, estimate_gpu_memory(plan, loss_rows, p, shape, options).minimum);
   return peak;
 }
 
@@ -120,16 +121,18 @@ std::string budget_rule_name(const BudgetRule& rule) {
              rule.all_overlap ? "" : ", required buffers only");
 }
 
-std::vector<PartitionProfile> plan_profiles(const Plan& plan, CommMode comm) {
+std::vector<PartitionProfile> plan_profiles(const Plan& plan, const LossRowFlags& loss_rows,
+                                            CommMode comm) {
   std::vector<PartitionProfile> profiles;
-  for (int p = 0; p < plan.partitions; ++p) profiles.push_back(partition_profile(plan, p, comm));
+  for (int p = 0; p < plan.partitions; ++p)
+    profiles.push_back(partition_profile(plan, p, comm, loss_rows));
   return profiles;
 }
 
-std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
-                                      const LayoutOptions& options,
+std::vector<std::int64_t> rules_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                      const ModelShape& shape, const LayoutOptions& options,
                                       const std::vector<BudgetRule>& rules) {
-  return rules_bytes(plan_profiles(plan, options.comm), shape, options, rules);
+  return rules_bytes(plan_profiles(plan, loss_rows, options.comm), shape, options, rules);
 }
 
 std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profiles,
@@ -153,9 +156,9 @@ std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profi
   return bytes;
 }
 
-std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutOptions& options,
-                        const BudgetRule& rule) {
-  return rules_bytes(plan, shape, options, {rule}).front();
+std::int64_t rule_bytes(const Plan& plan, const LossRowFlags& loss_rows, const ModelShape& shape,
+                        const LayoutOptions& options, const BudgetRule& rule) {
+  return rules_bytes(plan, loss_rows, shape, options, {rule}).front();
 }
 
 ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
@@ -184,9 +187,9 @@ ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
   return current;
 }
 
-std::string describe_estimate(const Plan& plan, const ModelShape& shape,
-                              const LayoutOptions& options) {
-  return describe_estimate(plan_profiles(plan, options.comm), shape, options);
+std::string describe_estimate(const Plan& plan, const LossRowFlags& loss_rows,
+                              const ModelShape& shape, const LayoutOptions& options) {
+  return describe_estimate(plan_profiles(plan, loss_rows, options.comm), shape, options);
 }
 
 std::string describe_estimate(const std::vector<PartitionProfile>& profiles,

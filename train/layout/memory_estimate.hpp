@@ -36,7 +36,7 @@ struct GpuMemoryEstimate {
   // The per-chunk constants' share of cuda_setup, and the largest chunk's.
   std::int64_t cuda_chunk_constants = 0, cuda_largest_chunk = 0;
   // The scratch chunks whose constants live in host memory are staged into before use (their
-  // CSR arrays): kStagedCsrSlots slots of the largest chunk's.
+  // CSR arrays): kStagedCsrSlots slots of the largest CSR (a chunk's or its loss-row CSR).
   std::int64_t cuda_staging = 0;
   // The overlap buffers' share of cuda_setup, with the constants allocated with them (head
   // rows, flush positions, a kept tail that lives in the flush buffer).
@@ -64,21 +64,24 @@ struct GpuMemoryEstimate {
 // The estimate of one partition's layout.
 GpuMemoryEstimate estimate_layout_memory(const PartitionLayout& layout);
 
+// The plan-based estimates below take `loss_rows`, loss_row_flags() of the plan's dataset, for
+// the chunks' loss-row CSRs (LastLayerRows::kLoss); empty counts none.
 // The estimate of partition p's GPU, part by part. Throws InputError for a model sluice-train
 // does not have or a shape make_model() rejects.
-GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, int partition, const ModelShape& shape,
+GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, const LossRowFlags& loss_rows,
+                                      int partition, const ModelShape& shape,
                                       const LayoutOptions& options = {});
 
 // estimate_gpu_memory(...).total.
-std::int64_t estimate_gpu_bytes(const Plan& plan, int partition, const ModelShape& shape,
-                                const LayoutOptions& options = {});
+std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows, int partition,
+                                const ModelShape& shape, const LayoutOptions& options = {});
 
 // The maximum of estimate_gpu_bytes over all partitions.
-std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const ModelShape& shape,
-                                     const LayoutOptions& options = {});
+std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                     const ModelShape& shape, const LayoutOptions& options = {});
 // The maximum of estimate_gpu_memory(...).minimum over all partitions.
-std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const ModelShape& shape,
-                                        const LayoutOptions& options = {});
+std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                        const ModelShape& shape, const LayoutOptions& options = {});
 
 // The ways a plan may meet a --gpu-memory budget, in order of preference (the first that fits
 // is what sluice-train does and what partition --gpu-memory searches for): every overlap buffer
@@ -97,14 +100,15 @@ std::string budget_rule_name(const BudgetRule& rule);
 // The plan's peak per-GPU need under each rule (the largest `total`, or `minimum` for rules
 // without every overlap buffer, over the partitions), each partition estimated once per
 // input-row choice; rule_bytes for one rule.
-std::vector<std::int64_t> rules_bytes(const Plan& plan, const ModelShape& shape,
-                                      const LayoutOptions& options,
+std::vector<std::int64_t> rules_bytes(const Plan& plan, const LossRowFlags& loss_rows,
+                                      const ModelShape& shape, const LayoutOptions& options,
                                       const std::vector<BudgetRule>& rules);
-std::int64_t rule_bytes(const Plan& plan, const ModelShape& shape, const LayoutOptions& options,
-                        const BudgetRule& rule);
+std::int64_t rule_bytes(const Plan& plan, const LossRowFlags& loss_rows, const ModelShape& shape,
+                        const LayoutOptions& options, const BudgetRule& rule);
 // The same from the plan's partition profiles under options.comm (every partition's, in order):
 // those of a built plan (plan_profiles) or of a chunk sketch (chunk_sketch.hpp).
-std::vector<PartitionProfile> plan_profiles(const Plan& plan, CommMode comm);
+std::vector<PartitionProfile> plan_profiles(const Plan& plan, const LossRowFlags& loss_rows,
+                                            CommMode comm);
 std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profiles,
                                       const ModelShape& shape, const LayoutOptions& options,
                                       const std::vector<BudgetRule>& rules);
@@ -138,8 +142,8 @@ ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
 
 // What makes up the peak partition's estimate, for logs and errors: "partition 0: transition
 // buffer 262144 rows, largest chunk 12 rows / 93113 entries; working buffers 1.2 GiB, ...".
-std::string describe_estimate(const Plan& plan, const ModelShape& shape,
-                              const LayoutOptions& options = {});
+std::string describe_estimate(const Plan& plan, const LossRowFlags& loss_rows,
+                              const ModelShape& shape, const LayoutOptions& options = {});
 std::string describe_estimate(const std::vector<PartitionProfile>& profiles,
                               const ModelShape& shape, const LayoutOptions& options = {});
 

@@ -5,7 +5,9 @@
 // `omp parallel` in the tree carries `if (worth_parallel(work))`, work being the items it visits.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 
 namespace sluice {
@@ -34,6 +36,20 @@ void check_in_parallel(std::int64_t count, std::int64_t grain, std::int64_t work
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+// out[i] = in[i] for i in [0, count) (trivially copyable T), in blocks over an OpenMP team when
+// worth_parallel(count): a vertex-sized host array (an evaluation's predictions) copies at the
+// memory's bandwidth, not one core's.
+template <typename T>
+void parallel_copy(const T* in, std::int64_t count, T* out) {
+  constexpr std::int64_t kBlock = std::int64_t(1) << 16;
+  const std::int64_t blocks = (count + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (worth_parallel(count))
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t begin = b * kBlock, end = std::min(count, begin + kBlock);
+    std::memcpy(out + begin, in + begin, sizeof(T) * std::size_t(end - begin));
+  }
 }
 
 }  // namespace sluice

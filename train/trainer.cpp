@@ -17,6 +17,7 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
+#include "common/parallel.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "train/host_memory.hpp"
@@ -745,7 +746,9 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
         state.best_train_accuracy = record.train_accuracy;
         state.best_epoch = epoch;
         state.best_parameters = schedule.parameters();
-        best_renumbered = predictions;  // in dataset order after the last epoch
+        // In dataset order after the last epoch.
+        best_renumbered.resize(predictions.size());
+        parallel_copy(predictions.data(), std::int64_t(predictions.size()), best_renumbered.data());
       }
       record.eval_seconds = now_seconds() - eval_start;
       if (trace) {

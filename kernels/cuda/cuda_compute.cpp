@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/log.hpp"
+#include "common/parallel.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/elementwise.hpp"
 #include "kernels/cuda/gat.hpp"
@@ -403,7 +404,7 @@ void CudaDevice::deliver_losses() {
   if (!pending_predictions_.empty()) {
     const auto* staging = static_cast<const std::int32_t*>(host_predictions_.get());
     for (const PendingPredictions& p : pending_predictions_)
-      std::memcpy(p.to, staging + p.offset, static_cast<std::size_t>(p.rows * kIndexBytes));
+      parallel_copy(staging + p.offset, p.rows, p.to);
     pending_predictions_.clear();
     pending_prediction_rows_ = 0;
   }

@@ -128,20 +128,31 @@ __global__ void bias_activation_kernel(const float* z, std::int64_t ldz,
   }
 }
 
-// bias_activation_kernel over rows of 16-byte vectors (cols4 = cols / 4, lds in vectors): the same
-// arithmetic per element, a quarter of the memory instructions.
+// bias_activation_kernel over rows of 16-byte words (rows aligned to 16 bytes, lds in words):
+// the same arithmetic per element, a quarter of the memory instructions. A row's last word may
+// hold fewer than 4 of its `cols` columns: it is read whole (the row's stride covers it) and
+// only its columns are written.
 __global__ void bias_activation4_kernel(const float4* z, std::int64_t ldz4,
                                         const float* __restrict__ bias, ActivationCode act,
                                         float4* out, std::int64_t ldo4, std::int64_t rows,
-                                        std::int64_t cols4) {
+                                        std::int64_t cols) {
+  const std::int64_t words = (cols + 3) / 4;
   SLUICE_FOR_ROWS(r, rows) {
-    SLUICE_FOR_COLS(c, cols4) {
+    SLUICE_FOR_COLS(c, words) {
       const float4 x = z[r * ldz4 + c];
-      const float4 b =
-          bias ? make_float4(bias[4 * c], bias[4 * c + 1], bias[4 * c + 2], bias[4 * c + 3])
-               : make_float4(0.f, 0.f, 0.f, 0.f);
-      out[r * ldo4 + c] = make_float4(activate(x.x + b.x, act), activate(x.y + b.y, act),
-                                      activate(x.z + b.z, act), activate(x.w + b.w, act));
+      float b[4] = {0.f, 0.f, 0.f, 0.f};
+      const int valid = 4 * c + 4 <= cols ? 4 : static_cast<int>(cols - 4 * c);
+      if (bias)
+        for (int k = 0; k < valid; ++k) b[k] = bias[4 * c + k];
+      const float4 y = make_float4(activate(x.x + b[0], act), activate(x.y + b[1], act),
+                                   activate(x.z + b[2], act), activate(x.w + b[3], act));
+      if (valid == 4) {
+        out[r * ldo4 + c] = y;
+      } else {
+        float* o = reinterpret_cast<float*>(out + r * ldo4 + c);
+        const float v[4] = {y.x, y.y, y.z, y.w};
+        for (int k = 0; k < valid; ++k) o[k] = v[k];
+      }
     }
   }
 }
@@ -433,11 +444,15 @@ void launch_bias_activation(const float* z, std::int64_t ldz, const float* bias,
                             float* out, std::int64_t ldo, std::int64_t rows, std::int64_t cols,
                             cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return;
-  if (cols % 4 == 0 && detail::rows_aligned16(z, ldz) && detail::rows_aligned16(out, ldo)) {
-    const Grid2D g = grid_2d(rows, cols / 4);
+  if (detail::rows_aligned16(z, ldz) && detail::rows_aligned16(out, ldo)) {
+    // Rows of at most 16 words (narrow layers, logits) in blocks of 16 x 16 threads, so that few
+    // threads of a block idle past a row's end.
+    const std::int64_t words = (cols + 3) / 4;
+    const Grid2D g = words <= 16 ? Grid2D{dim3(1, detail::blocks_for(rows, 16 * 4)), dim3(16, 16)}
+                                 : grid_2d(rows, words);
     bias_activation4_kernel<<<g.grid, g.block, 0, stream>>>(
         reinterpret_cast<const float4*>(z), ldz / 4, bias, act, reinterpret_cast<float4*>(out),
-        ldo / 4, rows, cols / 4);
+        ldo / 4, rows, cols);
   } else {
     const Grid2D g = grid_2d(rows, cols);
     bias_activation_kernel<<<g.grid, g.block, 0, stream>>>(z, ldz, bias, act, out, ldo, rows, cols);

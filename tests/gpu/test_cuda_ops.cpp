@@ -1227,8 +1227,8 @@ TEST_F(CudaOps, GemmOnStridedViews) {
   EXPECT_LT(relative_error(download(c), want), kTolerance);
 }
 
-// Widths of a multiple of 4 on 16-byte rows take the vector path of bias_activation, which gives
-// exactly what the element path gives (the same rows, read through a view whose ld is odd).
+// 16-byte rows take the word path of bias_activation (a row's last word column by column where
+// the width is not a multiple of 4), which gives exactly what the element path gives.
 TEST_F(CudaOps, BiasActivationAndBackward) {
   const std::int64_t rows = 77;
   for (const std::int64_t cols : {21, 24, 64})
@@ -1257,16 +1257,24 @@ TEST_F(CudaOps, BiasActivationAndBackward) {
         }
       EXPECT_LT(relative_error(download(out), want_out), kTolerance);
       EXPECT_LT(relative_error(download(grad), want_grad), kTolerance);
-      if (cols % 4 == 0) {
-        Host wide(std::size_t(rows * (cols + 1)), 0.f);
+      // The same rows in views of other strides, in place: ld = cols + 1 (the element path) and
+      // the multiple of 4 above cols (16-byte rows: the word path, whose last word may hold
+      // fewer than 4 columns); both give out's bits, and the columns past the view keep theirs.
+      const Host expected = download(out);
+      for (const std::int64_t ld : {cols + 1, (cols + 4) / 4 * 4}) {
+        SCOPED_TRACE(cat("ld ", ld));
+        Host wide(std::size_t(rows * ld), 7.f);
         for (std::int64_t r = 0; r < rows; ++r)
-          std::copy(z.begin() + r * cols, z.begin() + (r + 1) * cols,
-                    wide.begin() + r * (cols + 1));
-        const Mat strided = upload(rows, cols + 1, wide).col_block(0, cols);
+          std::copy(z.begin() + r * cols, z.begin() + (r + 1) * cols, wide.begin() + r * ld);
+        const Mat full = upload(rows, ld, wide);
+        const Mat strided = full.col_block(0, cols);
         dev().bias_activation(strided, dbias.data, act, strided);
-        const Host scalar = download(strided), vector = download(out);
-        for (std::size_t i = 0; i < vector.size(); ++i)
-          ASSERT_EQ(fp32_bits(vector[i]), fp32_bits(scalar[i])) << i;
+        const Host got = download(full);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < ld; ++c) {
+            const float want = c < cols ? expected[std::size_t(r * cols + c)] : 7.f;
+            ASSERT_EQ(fp32_bits(got[std::size_t(r * ld + c)]), fp32_bits(want)) << r << ", " << c;
+          }
       }
       // In place: out aliases z.
       dev().bias_activation(dz_in, nullptr, act, dz_in);

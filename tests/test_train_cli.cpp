@@ -488,7 +488,7 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
   expect_error("--model gat --layer-zero-order transform",
                {"--layer-zero-order", "--gat-layer-zero"});
   expect_error("--feature-norm l2", {"--feature-norm"});
-  expect_error("--last-layer-rows some", {"--last-layer-rows", "some", "loss or all"});
+  expect_error("--last-layer-rows some", {"--last-layer-rows", "some", "auto, loss or all"});
   expect_error("--no-such-option", {"no-such-option"});
 }
 

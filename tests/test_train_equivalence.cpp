@@ -17,6 +17,7 @@
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "tests/support/reference_model.hpp"
+#include "train/layout/memory_estimate.hpp"
 #include "train/model.hpp"
 #include "train/trainer.hpp"
 
@@ -402,6 +403,33 @@ TEST_F(TrainEquivalence, LastLayerOverItsLossRowsGivesTheNumbersOfAllRows) {
       EXPECT_GT(loss.records.back().peak_device_bytes, all.records.back().peak_device_bytes)
           << what;
     }
+}
+
+// --last-layer-rows auto keeps the loss-row CSRs unless the plan then meets --gpu-memory only by a
+// later budget rule: at a budget that the plan meets with every overlap buffer only without them,
+// it trains every row (the peak of an `all` run); at one it meets with them, the loss rows.
+TEST_F(TrainEquivalence, LastLayerRowsAutoGivesWayToOverlapBuffers) {
+  const Plan plan = test::make_plan(dataset(), plan_options(1, 3));
+  RunSetup s;
+  const TrainConfig base = train_config(s, 2).input_rows("keep");
+  const ModelShape shape = memory_shape(dataset(), base);
+  const LossRowFlags flags = loss_row_flags(dataset(), plan.old_to_new);
+  LayoutOptions options =
+      memory_layout_options(test::TrainConfigBuilder(base).last_layer_rows("all"));
+  const std::int64_t need_all = estimate_peak_gpu_bytes(plan, flags, shape, options);
+  options.last_layer_rows = LastLayerRows::kLoss;
+  const std::int64_t need_loss = estimate_peak_gpu_bytes(plan, flags, shape, options);
+  ASSERT_GT(need_loss, need_all);
+  for (const std::int64_t budget : {need_all, need_loss}) {
+    const std::string chosen = budget < need_loss ? "all" : "loss";
+    SCOPED_TRACE(cat("budget ", budget, ": ", chosen));
+    const TrainResult automatic =
+        train(dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget));
+    const TrainResult fixed = train(
+        dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(chosen));
+    expect_identical(automatic, fixed, "auto");
+    EXPECT_EQ(automatic.records.back().peak_device_bytes, fixed.records.back().peak_device_bytes);
+  }
 }
 
 // One chunk per partition: the blocks of the backward passes load on the transfer lane into the

@@ -56,7 +56,9 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
                      "unknown --layer-outputs '", c.layer_outputs,
                      "' (expected auto or recompute)");
-  parse_last_layer_rows(c.last_layer_rows, "--last-layer-rows");
+  SLUICE_INPUT_CHECK(
+      c.last_layer_rows == "auto" || c.last_layer_rows == "loss" || c.last_layer_rows == "all",
+      "unknown --last-layer-rows '", c.last_layer_rows, "' (expected auto, loss or all)");
   SLUICE_INPUT_CHECK(c.remote_features == "auto" || c.remote_features == "pull",
                      "unknown --remote-features '", c.remote_features, "' (expected auto or pull)");
   SLUICE_INPUT_CHECK(
@@ -176,9 +178,11 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "everything else, instead of pulling them from their owners in every pass that reads the "
       "features; same results) | pull")(
       "last-layer-rows", po::value(&c.last_layer_rows)->default_value(c.last_layer_rows),
-      "loss (the last layer's training passes compute only the rows of train vertices, the "
-      "rows the loss reads, through a second CSR per chunk holding their entries; the same "
-      "losses and weights, for that CSR's memory) | all (every row)")(
+      "auto (loss, unless with --gpu-memory its CSRs leave the plan fitting only by reloading "
+      "input rows or without overlap buffers: then all) | loss (the last layer's training "
+      "passes compute only the rows of train vertices, the rows the loss reads, through a "
+      "second CSR per chunk holding their entries; the same losses and weights, for that CSR's "
+      "memory) | all (every row)")(
       "gat-layer-zero", po::value(&c.gat_layer_zero)->default_value(c.gat_layer_zero),
       "auto (GAT on one chunk per partition, two layers or more, input rows kept: layer 0 "
       "attends over its input rows and transforms each head's weighted sum where its rows are "

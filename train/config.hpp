@@ -70,8 +70,9 @@ struct TrainConfig {
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
   // Which rows the last layer's training passes compute (ScheduleOptions::last_layer_rows):
+  // auto (loss, unless its CSRs make the plan meet --gpu-memory only by a later budget rule) |
   // loss (the rows of the loss, through a second CSR per chunk) | all.
-  std::string last_layer_rows = "loss";
+  std::string last_layer_rows = "auto";
   // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto
   // (on the GPU, transform first where that narrows its rows at least fourfold; the CPU backend
   // aggregates first: layer_zero_order()) | aggregate | transform.

@@ -219,7 +219,7 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   const std::vector<std::int64_t> bytes =
       estimate ? *estimate
                : budget_estimate(dataset,
-                                 plan_profiles(plan, loss_rows_for(dataset, plan, config),
+                                 plan_profiles(plan, loss_rows_for(dataset, plan),
                                                memory_layout_options(config).comm),
                                  config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
@@ -251,24 +251,59 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   return message;
 }
 
-// --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
-// --gpu-memory only that way by its memory estimate (the first budget rule that fits, as
-// partition --gpu-memory chooses; the least memory when none fits).
-bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
-                   const TrainConfig& config) {
-  if (config.input_rows != "auto") return config.input_rows == "reload";
-  if (config.gpu_memory <= 0) return false;
+// The first budget rule under which the plan meets --gpu-memory by its memory estimate (as
+// partition --gpu-memory chooses; the last, the least memory, when none fits), and every rule's
+// bytes.
+struct ChosenRule {
+  std::vector<BudgetRule> rules;
+  std::vector<std::int64_t> bytes;
+  std::size_t chosen = 0;
+};
+ChosenRule first_fitting_rule(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
+                              const TrainConfig& config, LastLayerRows last_layer_rows) {
   const ModelShape shape = memory_shape(dataset, config);
-  const LayoutOptions options = memory_layout_options(config);
-  const std::vector<BudgetRule> rules = budget_rules(shape, options, true);
-  const std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
-  std::size_t chosen = rules.size() - 1;
-  for (std::size_t r = 0; r < rules.size(); ++r)
-    if (bytes[r] <= config.gpu_memory) {
-      chosen = r;
+  LayoutOptions options = memory_layout_options(config);
+  options.last_layer_rows = last_layer_rows;
+  ChosenRule out;
+  out.rules = budget_rules(shape, options, config.input_rows == "auto");
+  out.bytes = rules_bytes(profiles, shape, options, out.rules);
+  out.chosen = out.rules.size() - 1;
+  for (std::size_t r = 0; r < out.rules.size(); ++r)
+    if (out.bytes[r] <= config.gpu_memory) {
+      out.chosen = r;
       break;
     }
-  if (!rules[chosen].reload_inputs) return false;
+  return out;
+}
+
+// --last-layer-rows: auto keeps the loss-row CSRs unless, with --gpu-memory, the plan then meets
+// the budget only by a later budget rule than without them (reloaded input rows, or without the
+// overlap buffers): those cost an epoch more than the last layer's rows outside the loss save
+// (capped products-like GAT, one H200: reloading took 1.329 s an epoch against 1.246 s).
+LastLayerRows last_layer_rows(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
+                              const TrainConfig& config) {
+  if (config.last_layer_rows != "auto")
+    return parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
+  if (config.gpu_memory <= 0) return LastLayerRows::kLoss;
+  const ChosenRule loss = first_fitting_rule(dataset, profiles, config, LastLayerRows::kLoss);
+  const ChosenRule all = first_fitting_rule(dataset, profiles, config, LastLayerRows::kAll);
+  if (loss.chosen <= all.chosen) return LastLayerRows::kLoss;
+  log_info("--last-layer-rows auto: every row (with the loss-row CSRs the plan meets --gpu-memory ",
+           format_bytes(double(config.gpu_memory)), " only with ",
+           budget_rule_name(loss.rules[loss.chosen]), ", without them with ",
+           budget_rule_name(all.rules[all.chosen]), ")");
+  return LastLayerRows::kAll;
+}
+
+// --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
+// --gpu-memory only that way by its memory estimate (first_fitting_rule()).
+bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
+                   const TrainConfig& config, LastLayerRows last_layer_rows) {
+  if (config.input_rows != "auto") return config.input_rows == "reload";
+  if (config.gpu_memory <= 0) return false;
+  const ChosenRule rule = first_fitting_rule(dataset, profiles, config, last_layer_rows);
+  const std::vector<std::int64_t>& bytes = rule.bytes;
+  if (!rule.rules[rule.chosen].reload_inputs) return false;
   log_info("--input-rows auto: reloading input rows (the memory estimate with kept rows is ",
            format_bytes(double(bytes.front())), " per GPU, over --gpu-memory ",
            format_bytes(double(config.gpu_memory)), ")");
@@ -399,7 +434,8 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.row_normalize_features = config.feature_norm == "row";
   options.synchronize_phases = config.phase_timing;
   options.overlap = !config.no_overlap;
-  options.reload_inputs = reload_inputs(dataset, profiles, config);
+  options.last_layer_rows = last_layer_rows(dataset, profiles, config);
+  options.reload_inputs = reload_inputs(dataset, profiles, config, options.last_layer_rows);
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
   options.vertex_data =
       config.vertex_data == "host" ? VertexData::kHost : VertexData::kDeviceWhereItFits;
@@ -411,7 +447,6 @@ ScheduleOptions schedule_options(const Dataset& dataset,
                                 ? RemoteFeatures::kPulled
                                 : RemoteFeatures::kDeviceCopyWhereItFits;
   options.gat_layer_zero = gat_layer_zero(dataset, profiles, config, options.reload_inputs);
-  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
   options.profiles = &profiles;
   return options;
 }
@@ -426,7 +461,7 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
   options.cache_intermediates = config.intermediates != "recompute";
   options.overlap = !config.no_overlap;
   options.reload_inputs = config.input_rows == "reload";
-  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
+  options.last_layer_rows = memory_layout_options(config).last_layer_rows;
   return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
                           config.device == "cpu", &profiles);
 }
@@ -436,7 +471,7 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
 std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                                 InputRelease release, std::int64_t available) {
   const std::vector<PartitionProfile> profiles =
-      plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
+      plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
   const HostMemoryPlan need = host_plan_for(dataset, plan, config, release, profiles);
   if (available < 0 || need.peak <= available) return "";
   std::string message =
@@ -519,13 +554,13 @@ LayoutOptions memory_layout_options(const TrainConfig& config) {
   options.gat_head_outputs =
       gat_head_outputs(config.intermediates != "recompute",
                        parse_host_precision(config.host_precision, "--host-precision"));
-  options.last_layer_rows = parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
+  // auto counts the loss-row CSRs: the most it may take.
+  options.last_layer_rows =
+      config.last_layer_rows == "all" ? LastLayerRows::kAll : LastLayerRows::kLoss;
   return options;
 }
 
-LossRowFlags loss_rows_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
-  if (parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows") != LastLayerRows::kLoss)
-    return {};
+LossRowFlags loss_rows_for(const Dataset& dataset, const Plan& plan) {
   return loss_row_flags(dataset, plan.old_to_new);
 }
 
@@ -840,7 +875,7 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
   // What the CPU backend allocates through its Device interface, summed over the partitions.
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions layout = memory_layout_options(config);
-  const LossRowFlags loss_rows = loss_rows_for(dataset, plan, config);
+  const LossRowFlags loss_rows = loss_rows_for(dataset, plan);
   std::int64_t devices = 0;
   for (int p = 0; p < plan.partitions; ++p)
     devices = saturating_add(devices,
@@ -857,7 +892,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
     const std::vector<PartitionProfile> profiles =
-        plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
+        plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
     return train_within_budget(dataset, nullptr, plan, nullptr, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
@@ -872,7 +907,7 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
   // estimate already exceeds the budget).
   // The partition profiles serve the estimate, the host memory plan and the buffer layouts.
   const std::vector<PartitionProfile> profiles =
-      plan_profiles(plan, loss_rows_for(dataset, plan, config), parse_comm_mode(config.comm));
+      plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
   const std::vector<std::int64_t> estimate = budget_estimate(dataset, profiles, config);
   std::string fitting;
   const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;

@@ -405,28 +405,36 @@ TEST_F(TrainEquivalence, LastLayerOverItsLossRowsGivesTheNumbersOfAllRows) {
     }
 }
 
-// --last-layer-rows auto keeps the loss-row CSRs unless the plan then meets --gpu-memory only by a
-// later budget rule: at a budget that the plan meets with every overlap buffer only without them,
-// it trains every row (the peak of an `all` run); at one it meets with them, the loss rows.
-TEST_F(TrainEquivalence, LastLayerRowsAutoGivesWayToOverlapBuffers) {
-  const Plan plan = test::make_plan(dataset(), plan_options(1, 3));
+// --last-layer-rows auto keeps the loss-row CSRs unless the plan then meets --gpu-memory only by
+// reloading input rows (GAT's layer 0): at the budget of kept rows without the CSRs it trains
+// every row (the numbers and peak of an `all` run), at that of kept rows with them its loss rows.
+TEST_F(TrainEquivalence, LastLayerRowsAutoGivesWayToKeptInputRows) {
+  // Input rows wide enough that reloading them saves more than the loss-row CSRs take.
+  const Dataset d = test::random_dataset(200, 4, 96, 4, 5, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, plan_options(1, 3));
   RunSetup s;
-  const TrainConfig base = train_config(s, 2).input_rows("keep");
-  const ModelShape shape = memory_shape(dataset(), base);
-  const LossRowFlags flags = loss_row_flags(dataset(), plan.old_to_new);
+  s.model = "gat";
+  const TrainConfig base = train_config(s, 2);
+  const ModelShape shape = memory_shape(d, base);
+  const LossRowFlags flags = loss_row_flags(d, plan.old_to_new);
   LayoutOptions options =
       memory_layout_options(test::TrainConfigBuilder(base).last_layer_rows("all"));
-  const std::int64_t need_all = estimate_peak_gpu_bytes(plan, flags, shape, options);
+  const std::int64_t kept_all = estimate_peak_gpu_bytes(plan, flags, shape, options);
   options.last_layer_rows = LastLayerRows::kLoss;
-  const std::int64_t need_loss = estimate_peak_gpu_bytes(plan, flags, shape, options);
-  ASSERT_GT(need_loss, need_all);
-  for (const std::int64_t budget : {need_all, need_loss}) {
-    const std::string chosen = budget < need_loss ? "all" : "loss";
+  const std::int64_t kept_loss = estimate_peak_gpu_bytes(plan, flags, shape, options);
+  options.reload_inputs = true;
+  ASSERT_LE(estimate_peak_gpu_bytes(plan, flags, shape, options), kept_all)
+      << "reloading fits where the loss-row CSRs leave no room for kept rows";
+  ASSERT_GT(kept_loss, kept_all);
+  for (const std::int64_t budget : {kept_all, kept_loss}) {
+    const std::string chosen = budget < kept_loss ? "all" : "loss";
     SCOPED_TRACE(cat("budget ", budget, ": ", chosen));
     const TrainResult automatic =
-        train(dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget));
-    const TrainResult fixed = train(
-        dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(chosen));
+        train(d, plan, test::TrainConfigBuilder(base).gpu_memory(budget));
+    const TrainResult fixed =
+        train(d, plan,
+              test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(chosen).input_rows(
+                  "keep"));
     expect_identical(automatic, fixed, "auto");
     EXPECT_EQ(automatic.records.back().peak_device_bytes, fixed.records.back().peak_device_bytes);
   }

@@ -405,38 +405,32 @@ TEST_F(TrainEquivalence, LastLayerOverItsLossRowsGivesTheNumbersOfAllRows) {
     }
 }
 
-// --last-layer-rows auto keeps the loss-row CSRs unless the plan then meets --gpu-memory only by
-// reloading input rows (GAT's layer 0): at the budget of kept rows without the CSRs it trains
-// every row (the numbers and peak of an `all` run), at that of kept rows with them its loss rows.
-TEST_F(TrainEquivalence, LastLayerRowsAutoGivesWayToKeptInputRows) {
-  // Input rows wide enough that reloading them saves more than the loss-row CSRs take.
-  const Dataset d = test::random_dataset(200, 4, 96, 4, 5, test::ReverseEdgesIntoSources::kAdd);
-  const Plan plan = test::make_plan(d, plan_options(1, 3));
+// --last-layer-rows auto keeps the loss-row CSRs where, under --gpu-memory, every chunk
+// structure fits in device memory with them (the estimate's all_constants): at that budget it
+// trains the loss rows (the peak of a `loss` run), a byte below it every row (that of `all`).
+TEST_F(TrainEquivalence, LastLayerRowsAutoKeepsTheLossRowsWhereTheStructuresFit) {
+  const Plan plan = test::make_plan(dataset(), plan_options(1, 3));
   RunSetup s;
-  s.model = "gat";
   const TrainConfig base = train_config(s, 2);
-  const ModelShape shape = memory_shape(d, base);
-  const LossRowFlags flags = loss_row_flags(d, plan.old_to_new);
   LayoutOptions options =
-      memory_layout_options(test::TrainConfigBuilder(base).last_layer_rows("all"));
-  const std::int64_t kept_all = estimate_peak_gpu_bytes(plan, flags, shape, options);
-  options.last_layer_rows = LastLayerRows::kLoss;
-  const std::int64_t kept_loss = estimate_peak_gpu_bytes(plan, flags, shape, options);
-  options.reload_inputs = true;
-  ASSERT_LE(estimate_peak_gpu_bytes(plan, flags, shape, options), kept_all)
-      << "reloading fits where the loss-row CSRs leave no room for kept rows";
-  ASSERT_GT(kept_loss, kept_all);
-  for (const std::int64_t budget : {kept_all, kept_loss}) {
-    const std::string chosen = budget < kept_loss ? "all" : "loss";
+      memory_layout_options(test::TrainConfigBuilder(base).last_layer_rows("loss"));
+  const std::int64_t fits = estimate_gpu_memory(plan, loss_row_flags(dataset(), plan.old_to_new), 0,
+                                                memory_shape(dataset(), base), options)
+                                .all_constants;
+  for (const std::int64_t budget : {fits, fits - 1}) {
+    const std::string chosen = budget == fits ? "loss" : "all";
     SCOPED_TRACE(cat("budget ", budget, ": ", chosen));
     const TrainResult automatic =
-        train(d, plan, test::TrainConfigBuilder(base).gpu_memory(budget));
-    const TrainResult fixed =
-        train(d, plan,
-              test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(chosen).input_rows(
-                  "keep"));
+        train(dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget));
+    const TrainResult fixed = train(
+        dataset(), plan, test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(chosen));
     expect_identical(automatic, fixed, "auto");
     EXPECT_EQ(automatic.records.back().peak_device_bytes, fixed.records.back().peak_device_bytes);
+    const TrainResult other =
+        train(dataset(), plan,
+              test::TrainConfigBuilder(base).gpu_memory(budget).last_layer_rows(
+                  chosen == "loss" ? "all" : "loss"));
+    EXPECT_NE(automatic.records.back().peak_device_bytes, other.records.back().peak_device_bytes);
   }
 }
 

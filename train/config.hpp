@@ -70,7 +70,7 @@ struct TrainConfig {
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
   // Which rows the last layer's training passes compute (ScheduleOptions::last_layer_rows):
-  // auto (loss, unless its CSRs make the plan meet --gpu-memory only by reloading input rows) |
+  // auto (loss where every chunk structure fits in GPU memory with its CSRs under --gpu-memory) |
   // loss (the rows of the loss, through a second CSR per chunk) | all.
   std::string last_layer_rows = "auto";
   // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto

@@ -721,9 +721,11 @@ TEST_P(CudaChunkStructures, ProductsFindTheirCsrPrefetched) {
   c.vertex_data = "host";
   const std::string what = cat(case_name(c), ", ", v.layers, " layers");
   const Plan& p = plan(v.partitions);
+  // The loss-row CSRs even where they stay in host memory (auto trains every row there).
   const TrainConfig config = test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda"))
                                  .layers(v.layers)
-                                 .eval_every(1);
+                                 .eval_every(1)
+                                 .last_layer_rows("loss");
   const ModelShape shape = test::model_shape(v.model, v.layers)
                                .in_dim(d.feature_dim)
                                .hidden(c.hidden)

@@ -494,10 +494,6 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
   return lists;
 }
 
-// Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
-// transition buffer). A row's first flush is in the first list (in flush order) that holds it,
-// at its first position there: the first list of every vertex is found in parallel (the least
-// list index), then every list is split on its own thread.
 LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                           const std::uint8_t* keep) {
   const std::int64_t rows = std::int64_t(indptr.size()) - 1;
@@ -517,6 +513,10 @@ LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<v
   return out;
 }
 
+// Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
+// transition buffer). A row's first flush is in the first list (in flush order) that holds it,
+// at its first position there: the first list of every vertex is found in parallel (the least
+// list index), then every list is split on its own thread.
 void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes) {
   constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   std::vector<std::int32_t> first_list(std::size_t(num_nodes), kNever);

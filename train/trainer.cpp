@@ -283,23 +283,27 @@ ChosenRule first_fitting_rule(const Dataset& dataset, const std::vector<Partitio
 // few percent of a link-bound epoch: at RMAT 25 under 24G, +3.9 GiB of host memory and +7 s of
 // start-up for 1.86 -> 1.83 s an epoch; and where they push the plan into reloading its input
 // rows they cost time (capped products-like GAT 1.246 -> 1.329 s).
-LastLayerRows last_layer_rows(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
-                              const TrainConfig& config) {
+// `needed`: what auto compared with --gpu-memory (0 where it compared nothing).
+struct LastLayerChoice {
+  LastLayerRows rows = LastLayerRows::kLoss;
+  std::int64_t needed = 0;
+};
+LastLayerChoice last_layer_rows(const Dataset& dataset,
+                                const std::vector<PartitionProfile>& profiles,
+                                const TrainConfig& config) {
   if (config.last_layer_rows != "auto")
-    return parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows");
-  if (config.gpu_memory <= 0) return LastLayerRows::kLoss;
+    return {parse_last_layer_rows(config.last_layer_rows, "--last-layer-rows"), 0};
+  if (config.gpu_memory <= 0) return {LastLayerRows::kLoss, 0};
   const ModelLayers layers = model_layers(memory_shape(dataset, config));
   LayoutOptions options = memory_layout_options(config);
   options.last_layer_rows = LastLayerRows::kLoss;
-  std::int64_t needed = 0;
+  LastLayerChoice choice;
   for (const PartitionProfile& profile : profiles)
-    needed = std::max(
-        needed, estimate_layout_memory(partition_layout(profile, layers, options)).all_constants);
-  if (needed <= config.gpu_memory) return LastLayerRows::kLoss;
-  log_info("--last-layer-rows auto: every row (with the loss-row CSRs the chunk structures need ",
-           format_bytes(double(needed)), " per GPU to stay in GPU memory, over --gpu-memory ",
-           format_bytes(double(config.gpu_memory)), ")");
-  return LastLayerRows::kAll;
+    choice.needed =
+        std::max(choice.needed,
+                 estimate_layout_memory(partition_layout(profile, layers, options)).all_constants);
+  if (choice.needed > config.gpu_memory) choice.rows = LastLayerRows::kAll;
+  return choice;
 }
 
 // --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
@@ -441,7 +445,13 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.row_normalize_features = config.feature_norm == "row";
   options.synchronize_phases = config.phase_timing;
   options.overlap = !config.no_overlap;
-  options.last_layer_rows = last_layer_rows(dataset, profiles, config);
+  const LastLayerChoice last = last_layer_rows(dataset, profiles, config);
+  if (last.needed > 0 && last.rows == LastLayerRows::kAll)
+    log_info("--last-layer-rows auto: every row (with the loss-row CSRs the chunk structures need ",
+             format_bytes(double(last.needed)),
+             " per GPU to stay in GPU memory, over --gpu-memory ",
+             format_bytes(double(config.gpu_memory)), ")");
+  options.last_layer_rows = last.rows;
   options.reload_inputs = reload_inputs(dataset, profiles, config, options.last_layer_rows);
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
   options.vertex_data =
@@ -462,13 +472,14 @@ ScheduleOptions schedule_options(const Dataset& dataset,
 HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                              InputRelease release, const std::vector<PartitionProfile>& profiles) {
   // The options that shape host memory (schedule_options() without its device memory
-  // estimate): --input-rows auto counts as keep.
+  // estimate for the input rows): --input-rows auto counts as keep; --last-layer-rows as
+  // schedule_options() resolves it.
   ScheduleOptions options;
   options.comm = parse_comm_mode(config.comm);
   options.cache_intermediates = config.intermediates != "recompute";
   options.overlap = !config.no_overlap;
   options.reload_inputs = config.input_rows == "reload";
-  options.last_layer_rows = memory_layout_options(config).last_layer_rows;
+  options.last_layer_rows = last_layer_rows(dataset, profiles, config).rows;
   return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
                           config.device == "cpu", &profiles);
 }

@@ -171,7 +171,8 @@ int run_partition(const std::vector<std::string>& args) {
   const DatasetInfo info = read_dataset_info(dataset_path);
   DatasetReadOptions read_options;
   read_options.features = false;
-  read_options.labels = false;
+  // The memory estimate counts the last layer's loss-row CSRs, whose rows the labels decide.
+  read_options.labels = values.count("gpu-memory") > 0;
   const Dataset dataset = read_dataset(dataset_path, read_options);
   check_graph(dataset);
 

@@ -26,8 +26,9 @@ LossRowFlags loss_row_flags(const Dataset& dataset, const std::vector<vertex_t>&
   SLUICE_INPUT_CHECK(std::int64_t(old_to_new.size()) == dataset.num_nodes, "the plan renumbers ",
                      old_to_new.size(), " vertices, dataset '", dataset.name, "' has ",
                      dataset.num_nodes, " (plan built from another dataset?)");
+  SLUICE_EXPECTS(std::int64_t(dataset.labels.size()) == dataset.num_nodes,
+                 "loss-row flags of dataset '", dataset.name, "' read without its labels");
   LossRowFlags flags(std::size_t(dataset.num_nodes), 0);
-  if (dataset.labels.empty()) return flags;  // no labels: no row enters the loss
   for (const vertex_t v : dataset.train)
     if (dataset.labels[std::size_t(v)] >= 0) flags[std::size_t(old_to_new[std::size_t(v)])] = 1;
   return flags;

@@ -57,7 +57,8 @@ const char* last_layer_rows_name(LastLayerRows rows);  // "loss", "all"
 LastLayerRows parse_last_layer_rows(const std::string& text, const std::string& option);
 
 // Per renumbered vertex, 1 where its row enters the loss: a train vertex with a label (>= 0).
-// Empty: the profile counts no loss-row CSRs.
+// The dataset must hold its labels (DatasetReadOptions::labels). Empty flags: the profile counts
+// no loss-row CSRs.
 using LossRowFlags = std::vector<std::uint8_t>;
 LossRowFlags loss_row_flags(const Dataset& dataset, const std::vector<vertex_t>& old_to_new);
 

@@ -37,8 +37,8 @@ struct DeviceChunk {
   std::int64_t nnz = 0;
   Csr csr;
   // The CSR's loss rows alone (loss_rows_csr()), which the last layer's training passes read
-  // (Schedule::Impl::chunk_csr()); id -1 where the chunk keeps none (every row in the loss, a
-  // one-layer model, or LastLayerRows::kAll).
+  // (Schedule::Impl::chunk_csr()); id -1 where the chunk keeps none (every row in the loss or
+  // none, a one-layer model, or LastLayerRows::kAll).
   Csr loss_csr;
   Idx self_columns;
   // self_columns[r] == r for every row: the chunk's rows are the merged rows 0, 1, ... (one

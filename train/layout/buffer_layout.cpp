@@ -533,7 +533,8 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     if (keeps_loss_csr) {
       CsrShape loss = profile.loss_csr[std::size_t(c)];
       loss.weights = csr.weights;
-      if (loss.nnz < csr.nnz) add.csr(BufferRole::kLossCsr, c, loss);
+      // A chunk without loss rows reads its own CSR: no CSR of no entries goes up.
+      if (loss.nnz > 0 && loss.nnz < csr.nnz) add.csr(BufferRole::kLossCsr, c, loss);
     }
     add.csr(BufferRole::kCsr, c, csr);
     add.list(BufferRole::kSelfColumns, s.rows, c);

@@ -265,7 +265,7 @@ enum class BufferRole {
   kLastLayerDestinationScores,
   kLastLayerAttention,
   // Per-chunk constants, in upload order.
-  kLossCsr,  // LastLayerRows::kLoss, where some of the chunk's rows are not in the loss
+  kLossCsr,  // LastLayerRows::kLoss, where some but not all of the chunk's rows are in the loss
   kCsr,
   kSelfColumns,
   kLoadVertices,

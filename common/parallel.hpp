@@ -38,14 +38,14 @@ void check_in_parallel(std::int64_t count, std::int64_t grain, std::int64_t work
   if (error) std::rethrow_exception(error);
 }
 
-// out[i] = in[i] for i in [0, count) (trivially copyable T), in blocks over an OpenMP team when
-// worth_parallel(count): a vertex-sized host array (an evaluation's predictions) copies at the
-// memory's bandwidth, not one core's.
+// out[i] = in[i] for i in [0, count) (trivially copyable T), in blocks of 2^16 elements over an
+// OpenMP team when there is more than one: a vertex-sized array (an evaluation's predictions, a
+// CPU device matrix) copies at the memory's bandwidth, not one core's.
 template <typename T>
 void parallel_copy(const T* in, std::int64_t count, T* out) {
   constexpr std::int64_t kBlock = std::int64_t(1) << 16;
   const std::int64_t blocks = (count + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (worth_parallel(count))
+#pragma omp parallel for schedule(static) if (blocks > 1)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t begin = b * kBlock, end = std::min(count, begin + kBlock);
     std::memcpy(out + begin, in + begin, sizeof(T) * std::size_t(end - begin));

@@ -378,8 +378,8 @@ TEST_F(TrainEquivalence, LastLayerOverItsLossRowsGivesTheNumbersOfAllRows) {
     std::string model;
     int layers, output_heads;
   };
-  for (const Variant v : {Variant{"gcn", 2, 1}, Variant{"sage", 2, 1}, Variant{"gat", 2, 1},
-                          Variant{"gcn", 3, 1}, Variant{"gat", 3, 2}})
+  for (const Variant& v : {Variant{"gcn", 2, 1}, Variant{"sage", 2, 1}, Variant{"gat", 2, 1},
+                           Variant{"gcn", 3, 1}, Variant{"gat", 3, 2}})
     for (const auto& shape : {std::pair{1, 1}, std::pair{2, 3}, std::pair{4, 8}}) {
       const Plan plan = test::make_plan(dataset(), plan_options(shape.first, shape.second));
       if (shape.second == 8) {

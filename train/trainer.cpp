@@ -32,6 +32,13 @@ namespace {
 
 using json = nlohmann::json;
 
+// The plan's partition profiles under --comm, the chunks' loss-row CSR shapes included.
+std::vector<PartitionProfile> partition_profiles(const Dataset& dataset, const Plan& plan,
+                                                 const TrainConfig& config) {
+  return plan_profiles(plan, loss_row_flags(dataset, plan.old_to_new),
+                       parse_comm_mode(config.comm));
+}
+
 std::unique_ptr<Backend> make_backend(const TrainConfig& config, int partitions) {
   BackendOptions options;
   options.partitions = partitions;
@@ -218,10 +225,7 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   const std::vector<BudgetRule> rules = budget_rules(shape, options, config.input_rows == "auto");
   const std::vector<std::int64_t> bytes =
       estimate ? *estimate
-               : budget_estimate(dataset,
-                                 plan_profiles(plan, loss_rows_for(dataset, plan),
-                                               memory_layout_options(config).comm),
-                                 config);
+               : budget_estimate(dataset, partition_profiles(dataset, plan, config), config);
   message += cat(" and needs about ", format_bytes(double(bytes.front())),
                  " per GPU by the memory estimate");
   if (rules.size() > 1)
@@ -249,31 +253,6 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
   if (options.comm != CommMode::kP2pReuse || !options.overlap)
     message += " (it sizes the buffers of --comm p2p+reuse with overlap)";
   return message;
-}
-
-// The first budget rule under which the plan meets --gpu-memory by its memory estimate (as
-// partition --gpu-memory chooses; the last, the least memory, when none fits), and every rule's
-// bytes.
-struct ChosenRule {
-  std::vector<BudgetRule> rules;
-  std::vector<std::int64_t> bytes;
-  std::size_t chosen = 0;
-};
-ChosenRule first_fitting_rule(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
-                              const TrainConfig& config, LastLayerRows last_layer_rows) {
-  const ModelShape shape = memory_shape(dataset, config);
-  LayoutOptions options = memory_layout_options(config);
-  options.last_layer_rows = last_layer_rows;
-  ChosenRule out;
-  out.rules = budget_rules(shape, options, config.input_rows == "auto");
-  out.bytes = rules_bytes(profiles, shape, options, out.rules);
-  out.chosen = out.rules.size() - 1;
-  for (std::size_t r = 0; r < out.rules.size(); ++r)
-    if (out.bytes[r] <= config.gpu_memory) {
-      out.chosen = r;
-      break;
-    }
-  return out;
 }
 
 // --last-layer-rows: auto keeps the loss-row CSRs where, under --gpu-memory, every partition's
@@ -307,14 +286,24 @@ LastLayerChoice last_layer_rows(const Dataset& dataset,
 }
 
 // --input-rows: auto reloads the input rows of layers transformed on arrival when the plan meets
-// --gpu-memory only that way by its memory estimate (first_fitting_rule()).
+// --gpu-memory only that way by its memory estimate (the first budget rule that fits, as
+// partition --gpu-memory chooses; the least memory when none fits).
 bool reload_inputs(const Dataset& dataset, const std::vector<PartitionProfile>& profiles,
                    const TrainConfig& config, LastLayerRows last_layer_rows) {
   if (config.input_rows != "auto") return config.input_rows == "reload";
   if (config.gpu_memory <= 0) return false;
-  const ChosenRule rule = first_fitting_rule(dataset, profiles, config, last_layer_rows);
-  const std::vector<std::int64_t>& bytes = rule.bytes;
-  if (!rule.rules[rule.chosen].reload_inputs) return false;
+  const ModelShape shape = memory_shape(dataset, config);
+  LayoutOptions options = memory_layout_options(config);
+  options.last_layer_rows = last_layer_rows;
+  const std::vector<BudgetRule> rules = budget_rules(shape, options, true);
+  const std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
+  std::size_t chosen = rules.size() - 1;
+  for (std::size_t r = 0; r < rules.size(); ++r)
+    if (bytes[r] <= config.gpu_memory) {
+      chosen = r;
+      break;
+    }
+  if (!rules[chosen].reload_inputs) return false;
   log_info("--input-rows auto: reloading input rows (the memory estimate with kept rows is ",
            format_bytes(double(bytes.front())), " per GPU, over --gpu-memory ",
            format_bytes(double(config.gpu_memory)), ")");
@@ -488,8 +477,7 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
 
 std::string host_memory_refusal(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
                                 InputRelease release, std::int64_t available) {
-  const std::vector<PartitionProfile> profiles =
-      plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
+  const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
   const HostMemoryPlan need = host_plan_for(dataset, plan, config, release, profiles);
   if (available < 0 || need.peak <= available) return "";
   std::string message =
@@ -576,10 +564,6 @@ LayoutOptions memory_layout_options(const TrainConfig& config) {
   options.last_layer_rows =
       config.last_layer_rows == "all" ? LastLayerRows::kAll : LastLayerRows::kLoss;
   return options;
-}
-
-LossRowFlags loss_rows_for(const Dataset& dataset, const Plan& plan) {
-  return loss_row_flags(dataset, plan.old_to_new);
 }
 
 std::string config_fingerprint(const TrainConfig& c, const Plan& plan) {
@@ -893,7 +877,7 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
   // What the CPU backend allocates through its Device interface, summed over the partitions.
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions layout = memory_layout_options(config);
-  const LossRowFlags loss_rows = loss_rows_for(dataset, plan);
+  const LossRowFlags loss_rows = loss_row_flags(dataset, plan.old_to_new);
   std::int64_t devices = 0;
   for (int p = 0; p < plan.partitions; ++p)
     devices = saturating_add(devices,
@@ -909,8 +893,7 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    const std::vector<PartitionProfile> profiles =
-        plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
+    const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
     return train_within_budget(dataset, nullptr, plan, nullptr, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
@@ -924,8 +907,7 @@ TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, Input
   // the dataset's graph: taken before setup releases them (the chunk count only when the
   // estimate already exceeds the budget).
   // The partition profiles serve the estimate, the host memory plan and the buffer layouts.
-  const std::vector<PartitionProfile> profiles =
-      plan_profiles(plan, loss_rows_for(dataset, plan), parse_comm_mode(config.comm));
+  const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
   const std::vector<std::int64_t> estimate = budget_estimate(dataset, profiles, config);
   std::string fitting;
   const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;

@@ -79,9 +79,6 @@ ModelShape memory_shape(const Dataset& dataset, const TrainConfig& config);
 // multiplying first measured no faster (docs/benchmarks.md, "Schedule").
 LayerZeroOrder layer_zero_order(const TrainConfig& config);
 LayoutOptions memory_layout_options(const TrainConfig& config);
-// The loss-row flags the plan's profiles and plan-based memory estimates take (loss_row_flags()
-// of the dataset in the plan's ids); the layout options say whether the CSRs are kept.
-LossRowFlags loss_rows_for(const Dataset& dataset, const Plan& plan);
 
 // sluice-train: reads the files named in config, trains, writes report/predictions.
 void run_train(const TrainConfig& config);

@@ -414,7 +414,7 @@ void CpuDevice::copy(Mat src, Mat dst) {
                  " into ", dst.rows, " x ", dst.cols);
   if (src.empty()) return;
   if (src.ld == src.cols && dst.ld == dst.cols) {
-    cpu::parallel_copy(src.data, dst.data, src.rows * src.cols);
+    parallel_copy(src.data, src.rows * src.cols, dst.data);
     return;
   }
 #pragma omp parallel for schedule(static) if (src.rows * src.cols > cpu::kParallelThreshold)

@@ -84,14 +84,4 @@ void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t
       add_row(order[std::size_t(k)]);
 }
 
-void parallel_copy(const float* src, float* dst, std::int64_t n) {
-  constexpr std::int64_t kBlock = 1 << 16;
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (blocks > 1)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
-    std::memcpy(dst + begin, src + begin, std::size_t(count) * sizeof(float));
-  }
-}
-
 }  // namespace sluice::cpu

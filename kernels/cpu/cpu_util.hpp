@@ -31,7 +31,6 @@ void copy_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_
 // result is race-free and deterministic.
 void add_indexed_rows(Mat src, const vertex_t* src_rows, Mat dst, const vertex_t* dst_rows,
                       std::int64_t n);
-void parallel_copy(const float* src, float* dst, std::int64_t n);
 
 // Rows between device matrices and host matrices of either precision (cpu_host_rows.cpp), with
 // the rounding of kernels/bfloat16.hpp; null index arrays mean rows 0..n-1, as above.

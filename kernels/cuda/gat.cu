@@ -1610,15 +1610,23 @@ __global__ void gat_narrow_row_sums_kernel(std::int64_t rows, const float* __res
   }
 }
 
-// Each entry's stored share of d_er (gat_backward_by_source's ds), entry-major.
+// Each entry's stored share of d_er (gat_backward_by_source's ds), entry-major (kAllHeads: read
+// as 16-byte words).
 struct StoredShares {
   const float* __restrict__ ds;
   int heads;
   template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t, float (&acc)[kHeads]) const {
+    if constexpr (kAllHeads) {
+      float d[kHeads];
+      gat_detail::load_head_words<kHeads>(d, ds + pos * kHeads);
 #pragma unroll
-    for (int h = 0; h < kHeads; ++h)
-      if (kAllHeads || h < heads) acc[h] += ds[pos * heads + h];
+      for (int h = 0; h < kHeads; ++h) acc[h] += d[h];
+    } else {
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h)
+        if (h < heads) acc[h] += ds[pos * heads + h];
+    }
   }
 };
 
@@ -2008,7 +2016,8 @@ template <typename Index>
 void launch_gat_destination_sums(const CsrArrays<Index>& a, const float* ds, int heads, float* d_er,
                                  cudaStream_t stream) {
   gat_detail::launch_row_share_sums(gat_detail::RowRanges<Index>{a.indptr, a.rows, a.long_rows},
-                                    StoredShares{ds, heads}, heads, d_er, stream);
+                                    StoredShares{ds, heads}, heads,
+                                    gat_detail::head_records({{ds, heads}}), d_er, stream);
 }
 
 void launch_gat_scores_backward(const float* dscore, std::int64_t lds, const vertex_t* row_map,

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
+#include <utility>
 
 #include "common/hash.hpp"
 #include "kernels/cuda/gat.hpp"
@@ -46,25 +48,62 @@ __device__ __forceinline__ float attention_coefficient(float el_u, float er_i, f
   return expf(leaky_relu(el_u + er_i) - row_max) * row_inv;
 }
 
+// v[h] = p[h] for h < kHeads in 16-byte words (a head record: p 16-byte aligned, kHeads a
+// multiple of 4), read through the read-only path.
+template <int kHeads>
+__device__ __forceinline__ void load_head_words(float (&v)[kHeads], const float* p) {
+  static_assert(kHeads % 4 == 0, "head records are whole 16-byte words");
+#pragma unroll
+  for (int h = 0; h < kHeads; h += 4) {
+    const float4 w = __ldg(reinterpret_cast<const float4*>(p + h));
+    v[h] = w.x;
+    v[h + 1] = w.y;
+    v[h + 2] = w.z;
+    v[h + 3] = w.w;
+  }
+}
+
+// p[h] = v[h] for h < kHeads in 16-byte words (p 16-byte aligned).
+template <int kHeads>
+__device__ __forceinline__ void store_head_words(float* p, const float (&v)[kHeads]) {
+  static_assert(kHeads % 4 == 0, "head records are whole 16-byte words");
+#pragma unroll
+  for (int h = 0; h < kHeads; h += 4)
+    *reinterpret_cast<float4*>(p + h) = make_float4(v[h], v[h + 1], v[h + 2], v[h + 3]);
+}
+
 // The lane's entry k < degree of row i (CSR position begin + k) in an aggregation's chunk: returns
 // its column u and, per head h, computes its coefficient (attention_coefficient with the row's
 // head_max / head_inv) into alpha[(begin + k) * ldalpha + h] when store_alpha, and with kScaled
 // that coefficient times the entry's attention-dropout scale into coef[h] (the lane's slot of the
-// chunk's coefficients).
-template <bool kScaled, int kFixedHeads = 0, typename Index>
+// chunk's coefficients). kWordHeads > 0: heads == kWordHeads and the rows of el, er and alpha are
+// head records (HeadRecords::kAligned), read and written as 16-byte words.
+template <bool kScaled, int kWordHeads = 0, typename Index>
 __device__ __forceinline__ std::int64_t stage_entry_coefficients(
     const CsrArrays<Index>& a, std::int64_t i, std::int64_t begin, std::int64_t k, const float* el,
     std::int64_t ldel, const float* er, std::int64_t lder, int heads,
     const AttentionDropout& dropout, std::uint64_t prefix, const float* head_max,
     const float* head_inv, bool store_alpha, float* alpha, std::int64_t ldalpha, float* coef) {
   const std::int64_t u = a.columns[begin + k];
-  const int count = kFixedHeads > 0 ? kFixedHeads : heads;
+  if constexpr (kWordHeads > 0) {
+    float el_u[kWordHeads], er_i[kWordHeads], c[kWordHeads];
+    load_head_words<kWordHeads>(el_u, el + u * ldel);
+    load_head_words<kWordHeads>(er_i, er + i * lder);
 #pragma unroll
-  for (int h = 0; h < count; ++h) {
-    const float coefficient =
-        attention_coefficient(el[u * ldel + h], er[i * lder + h], head_max[h], head_inv[h]);
-    if (store_alpha) alpha[(begin + k) * ldalpha + h] = coefficient;
-    if constexpr (kScaled) coef[h] = coefficient * attention_scale(dropout, prefix, k, h);
+    for (int h = 0; h < kWordHeads; ++h)
+      c[h] = attention_coefficient(el_u[h], er_i[h], head_max[h], head_inv[h]);
+    if (store_alpha) store_head_words<kWordHeads>(alpha + (begin + k) * ldalpha, c);
+    if constexpr (kScaled) {
+#pragma unroll
+      for (int h = 0; h < kWordHeads; ++h) coef[h] = c[h] * attention_scale(dropout, prefix, k, h);
+    }
+  } else {
+    for (int h = 0; h < heads; ++h) {
+      const float coefficient =
+          attention_coefficient(el[u * ldel + h], er[i * lder + h], head_max[h], head_inv[h]);
+      if (store_alpha) alpha[(begin + k) * ldalpha + h] = coefficient;
+      if constexpr (kScaled) coef[h] = coefficient * attention_scale(dropout, prefix, k, h);
+    }
   }
   return u;
 }
@@ -76,6 +115,30 @@ __device__ __forceinline__ void merge_softmax_stats(float& m, float& s, float m_
   s = (s == 0.f ? 0.f : s * expf(m - m_new)) +
       (s_other == 0.f ? 0.f : s_other * expf(m_other - m_new));
   m = m_new;
+}
+
+// Adds score e to a lane's online softmax statistics (m, s).
+__device__ __forceinline__ void add_to_softmax_stats(float e, float& m, float& s) {
+  if (e > m) {
+    s = s * expf(m - e) + 1.f;
+    m = e;
+  } else {
+    s += expf(e - m);
+  }
+}
+
+// The lanes' statistics (m, s) reduced over the warp, on every lane: the maximum first, then
+// every lane's sum rescaled to it and summed (one exponential a lane instead of two at every
+// step of a pairwise merge).
+__device__ __forceinline__ void warp_softmax_stats(float& m, float& s) {
+  float row_max = m;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2)
+    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
+  s = s == 0.f ? 0.f : s * expf(m - row_max);
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+  m = row_max;
 }
 
 // Online softmax statistics of head h over row entries first + lane, first + lane + step, ...
@@ -91,40 +154,65 @@ __device__ __forceinline__ void softmax_stats_entries(const Index* columns, std:
   s = 0.f;
   for (std::int64_t k = first + detail::lane_id(); k < degree; k += step) {
     const std::int64_t u = columns[begin + k];
-    const float e = leaky_relu(el[u * ldel + h] + er_ih);
-    if (e > m) {
-      s = s * expf(m - e) + 1.f;
-      m = e;
-    } else {
-      s += expf(e - m);
-    }
+    add_to_softmax_stats(leaky_relu(el[u * ldel + h] + er_ih), m, s);
   }
-  // Over the warp: the maximum first, then every lane's sum rescaled to it and summed (one
-  // exponential a lane instead of two at every step of a pairwise merge).
-  float row_max = m;
+  warp_softmax_stats(m, s);
+}
+
+// softmax_stats_entries() of every head at once, in one pass over the entries (each column and
+// el record read once), for head records (HeadRecords::kAligned): the same operations per head
+// in the same order, so the same bits.
+template <int kHeads, typename Index>
+__device__ __forceinline__ void softmax_stats_entries_all_heads(
+    const Index* columns, std::int64_t begin, std::int64_t degree, std::int64_t first,
+    std::int64_t step, const float* __restrict__ el, std::int64_t ldel, const float (&er_i)[kHeads],
+    float (&m)[kHeads], float (&s)[kHeads]) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2)
-    row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, offset));
-  s = s == 0.f ? 0.f : s * expf(m - row_max);
+  for (int h = 0; h < kHeads; ++h) {
+    m[h] = -FLT_MAX;
+    s[h] = 0.f;
+  }
+  for (std::int64_t k = first + detail::lane_id(); k < degree; k += step) {
+    const std::int64_t u = columns[begin + k];
+    float el_u[kHeads];
+    load_head_words<kHeads>(el_u, el + u * ldel);
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-  m = row_max;
+    for (int h = 0; h < kHeads; ++h)
+      add_to_softmax_stats(leaky_relu(el_u[h] + er_i[h]), m[h], s[h]);
+  }
+#pragma unroll
+  for (int h = 0; h < kHeads; ++h) warp_softmax_stats(m[h], s[h]);
 }
 
 // Row i's softmax statistics per head over the whole row on one warp: lane 0 writes the max into
 // head_max[h] and 1 / sum into head_inv[h] (0 for an empty row). The caller syncs the warp.
-template <typename Index>
+// kWordHeads > 0: heads == kWordHeads, el and er rows head records, one pass for all heads.
+template <int kWordHeads = 0, typename Index>
 __device__ __forceinline__ void row_softmax_stats(const Index* columns, std::int64_t i,
                                                   std::int64_t begin, std::int64_t degree,
                                                   const float* __restrict__ el, std::int64_t ldel,
                                                   const float* __restrict__ er, std::int64_t lder,
                                                   int heads, float* head_max, float* head_inv) {
-  for (int h = 0; h < heads; ++h) {
-    float m, s;
-    softmax_stats_entries(columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
+  if constexpr (kWordHeads > 0) {
+    float er_i[kWordHeads], m[kWordHeads], s[kWordHeads];
+    load_head_words<kWordHeads>(er_i, er + i * lder);
+    softmax_stats_entries_all_heads<kWordHeads>(columns, begin, degree, 0, 32, el, ldel, er_i, m,
+                                                s);
     if (detail::lane_id() == 0) {
-      head_max[h] = m;
-      head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+#pragma unroll
+      for (int h = 0; h < kWordHeads; ++h) {
+        head_max[h] = m[h];
+        head_inv[h] = s[h] > 0.f ? 1.f / s[h] : 0.f;
+      }
+    }
+  } else {
+    for (int h = 0; h < heads; ++h) {
+      float m, s;
+      softmax_stats_entries(columns, begin, degree, 0, 32, el, ldel, h, er[i * lder + h], m, s);
+      if (detail::lane_id() == 0) {
+        head_max[h] = m;
+        head_inv[h] = s > 0.f ? 1.f / s : 0.f;
+      }
     }
   }
 }
@@ -160,7 +248,7 @@ struct RowRanges {
 // order, then over the lanes (a warp per row; long rows a block, over its warps in order):
 // deterministic. Share: a device functor with add<kHeads, kAllHeads>(pos, row, acc), which adds
 // the entry's share of every head h < K to acc[h]. K <= kHeads <= 8; kAllHeads: K == kHeads (no
-// test per head).
+// test per head) and the head records aligned (with_head_instance()).
 template <typename Index, int kHeads, bool kAllHeads, typename Share>
 __global__ void row_share_sums_kernel(RowRanges<Index> a, Share share, int heads,
                                       float* __restrict__ sums) {
@@ -211,27 +299,40 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
+// Whether a kernel may read a row's K per-head values (scores, coefficients, their gradients:
+// a head record) as 16-byte words: kAligned when every record it reads starts 16-byte aligned
+// (ld a multiple of 4; head_records() tells).
+enum class HeadRecords { kAligned, kUnaligned };
+
+inline HeadRecords head_records(std::initializer_list<std::pair<const float*, std::int64_t>> rows) {
+  for (const auto& [data, ld] : rows)
+    if (!detail::rows_aligned16(data, ld)) return HeadRecords::kUnaligned;
+  return HeadRecords::kAligned;
+}
+
 // Calls f(std::integral_constant<int, kHeads>, std::bool_constant<kAllHeads>) with the kernel
-// instance for `heads` (1 to 8): kHeads = 4 or 8 heads at most, kAllHeads = (heads == kHeads),
-// so that a layer whose heads fill the instance runs without a test per head.
+// instance for `heads` (1 to 8): kHeads = 4 or 8 heads at most, kAllHeads where heads == kHeads
+// and the records are aligned, so that a layer whose heads fill the instance runs without a test
+// per head and reads its head records as 16-byte words.
 template <typename F>
-void with_head_instance(int heads, F&& f) {
-  if (heads == 4)
+void with_head_instance(int heads, HeadRecords records, F&& f) {
+  const bool words = records == HeadRecords::kAligned;
+  if (heads == 4 && words)
     f(std::integral_constant<int, 4>{}, std::true_type{});
-  else if (heads < 4)
+  else if (heads <= 4)
     f(std::integral_constant<int, 4>{}, std::false_type{});
-  else if (heads == 8)
+  else if (heads == 8 && words)
     f(std::integral_constant<int, 8>{}, std::true_type{});
   else
     f(std::integral_constant<int, 8>{}, std::false_type{});
 }
 
 template <typename Index, typename Share>
-void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int heads, float* sums,
-                           cudaStream_t stream) {
+void launch_row_share_sums(const RowRanges<Index>& a, const Share& share, int heads,
+                           HeadRecords records, float* sums, cudaStream_t stream) {
   if (a.rows <= 0 || heads <= 0) return;
   SLUICE_EXPECTS(heads <= 8, "GAT score-gradient sums: ", heads, " heads (at most 8)");
-  with_head_instance(heads, [&](auto heads_max, auto all_heads) {
+  with_head_instance(heads, records, [&](auto heads_max, auto all_heads) {
     constexpr int kHeads = decltype(heads_max)::value;
     constexpr bool kAllHeads = decltype(all_heads)::value;
     row_share_sums_kernel<Index, kHeads, kAllHeads, Share>

@@ -24,12 +24,16 @@ using detail::warp_sum;
 using gat_detail::attention_coefficient;
 using gat_detail::attention_prefix;
 using gat_detail::attention_scale;
+using gat_detail::head_records;
+using gat_detail::HeadRecords;
 using gat_detail::kLeakySlope;
 using gat_detail::launch_row_share_sums;
+using gat_detail::load_head_words;
 using gat_detail::row_softmax_stats;
 using gat_detail::RowRanges;
 using gat_detail::softmax_stats_entries;
 using gat_detail::stage_entry_coefficients;
+using gat_detail::store_head_words;
 using gat_detail::with_head_instance;
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -141,14 +145,14 @@ __device__ __forceinline__ void forward_chunks(
     const float* __restrict__ er, std::int64_t lder, int heads, const AttentionDropout& dropout,
     std::uint64_t prefix, const float* head_max, const float* head_inv, float* coef,
     float* __restrict__ alpha, std::int64_t ldalpha, int lane, float (&acc)[kHeads][4 * kQuads]) {
-  constexpr int kFixedHeads = kAllHeads ? kHeads : 0;  // stage_entry_coefficients()'s count
+  constexpr int kWordHeads = kAllHeads ? kHeads : 0;  // head records read as words
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     const std::int64_t k = chunk + lane;
     std::int64_t u_mine = 0;
     if (k < degree)
-      u_mine = stage_entry_coefficients<true, kFixedHeads>(
-          a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max, head_inv, true,
-          alpha, ldalpha, coef + lane * kHeads);
+      u_mine = stage_entry_coefficients<true, kWordHeads>(a, i, begin, k, el, ldel, er, lder, heads,
+                                                          dropout, prefix, head_max, head_inv, true,
+                                                          alpha, ldalpha, coef + lane * kHeads);
     __syncwarp();
     add_weighted_rows<kHeads, kQuads, kAllHeads>(
         x, ldx, width, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef,
@@ -158,8 +162,8 @@ __device__ __forceinline__ void forward_chunks(
 }
 
 // One warp per row of at most a.long_rows.degree entries; kAllHeads: heads == kHeads (no branch
-// per head). Held to 64 registers (32 warps an SM), where the all-heads instance would take 66
-// and fit 28 warps.
+// per head) and el, er and alpha rows head records, read and written as 16-byte words. Held to 64
+// registers (32 warps an SM), where the all-heads instance would take 66 and fit 28 warps.
 template <typename Index, int kHeads, int kQuads, bool kAllHeads>
 __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
     gat_input_forward_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
@@ -178,7 +182,8 @@ __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // gat_input_forward_long_kernel's
     const std::uint64_t prefix = attention_prefix(dropout, i);
-    row_softmax_stats(a.columns, i, begin, degree, el, ldel, er, lder, heads, head_max, head_inv);
+    row_softmax_stats<kAllHeads ? kHeads : 0>(a.columns, i, begin, degree, el, ldel, er, lder,
+                                              heads, head_max, head_inv);
     __syncwarp();
     float acc[kHeads][4 * kQuads] = {};
     forward_chunks<Index, kHeads, kQuads, kAllHeads>(
@@ -285,7 +290,8 @@ __device__ __forceinline__ std::int64_t row_of_entry(const Index* indptr, std::i
 }
 
 // kAllHeads: heads == kHeads, so no head's work is behind a branch (the loads of every head's g
-// words can then be in flight together).
+// words can then be in flight together), and alpha, row_sums and d_entries rows are head records
+// (16-byte words).
 template <typename Index, int kHeads, bool kAllHeads>
 __global__ void __launch_bounds__(32 * kBackwardWarps)
     gat_input_entries_kernel(CsrArrays<Index> a, std::int64_t per_warp, const float* __restrict__ x,
@@ -322,12 +328,22 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
         }
       }
       const std::uint64_t prefix = attention_prefix(dropout, i);
+      if constexpr (kAllHeads) {
+        float alpha_e[kHeads], sums_i[kHeads], d[kHeads];
+        load_head_words<kHeads>(alpha_e, alpha + e * ldalpha);
+        load_head_words<kHeads>(sums_i, row_sums + i * ldrow_sums);
 #pragma unroll
-      for (int h = 0; h < kHeads; ++h)
-        if (kAllHeads || h < heads)
-          d_entries[e * heads + h] =
-              alpha[e * ldalpha + h] *
-              (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * ldrow_sums + h]);
+        for (int h = 0; h < kHeads; ++h)
+          d[h] = alpha_e[h] * (attention_scale(dropout, prefix, k, h) * dot[h] - sums_i[h]);
+        store_head_words<kHeads>(d_entries + e * kHeads, d);
+      } else {
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h)
+          if (h < heads)
+            d_entries[e * heads + h] =
+                alpha[e * ldalpha + h] *
+                (attention_scale(dropout, prefix, k, h) * dot[h] - row_sums[i * ldrow_sums + h]);
+      }
     }
     // The next group's first row: this group's last entry's or later.
     const std::int64_t next = group + 32;
@@ -340,7 +356,7 @@ __global__ void __launch_bounds__(32 * kBackwardWarps)
 }
 
 // The entries' softmax gradients d_e (entry-major) and the scores that tell an entry's side of
-// the LeakyReLU.
+// the LeakyReLU. The all-heads instances (kAllHeads) read every record as 16-byte words.
 struct EntryGradients {
   const float* __restrict__ d_entries;
   const float* __restrict__ el;
@@ -348,9 +364,25 @@ struct EntryGradients {
   const float* __restrict__ er;
   std::int64_t lder;
   int heads;
-  __device__ float d(std::int64_t e, int h) const { return d_entries[e * heads + h]; }
-  __device__ bool positive(std::int64_t u, std::int64_t i, int h) const {
-    return el[u * ldel + h] + er[i * lder + h] > 0.f;
+  // Entry e's d_e, source u's el and destination i's er for every head h < kHeads (kAllHeads: in
+  // words; else the heads h < heads).
+  template <int kHeads, bool kAllHeads>
+  __device__ void load(std::int64_t e, std::int64_t u, std::int64_t i, float (&d)[kHeads],
+                       float (&el_u)[kHeads], float (&er_i)[kHeads]) const {
+    if constexpr (kAllHeads) {
+      load_head_words<kHeads>(d, d_entries + e * kHeads);
+      load_head_words<kHeads>(el_u, el + u * ldel);
+      load_head_words<kHeads>(er_i, er + i * lder);
+    } else {
+#pragma unroll
+      for (int h = 0; h < kHeads; ++h) {
+        if (h < heads) {
+          d[h] = d_entries[e * heads + h];
+          el_u[h] = el[u * ldel + h];
+          er_i[h] = er[i * lder + h];
+        }
+      }
+    }
   }
 };
 
@@ -362,11 +394,12 @@ struct DestinationShares {
   EntryGradients g;
   template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t i, float (&acc)[kHeads]) const {
-    const std::int64_t u = columns[pos];
+    float d[kHeads], el_u[kHeads], er_i[kHeads];
+    g.load<kHeads, kAllHeads>(pos, columns[pos], i, d, el_u, er_i);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if ((kAllHeads || h < g.heads) && !g.positive(u, i, h))
-        acc[h] += (kLeakySlope - 1.f) * g.d(pos, h);
+      if ((kAllHeads || h < g.heads) && !(el_u[h] + er_i[h] > 0.f))
+        acc[h] += (kLeakySlope - 1.f) * d[h];
   }
 };
 
@@ -379,11 +412,11 @@ struct SourceShares {
   EntryGradients g;
   template <int kHeads, bool kAllHeads>
   __device__ void add(std::int64_t pos, std::int64_t u, float (&acc)[kHeads]) const {
-    const std::int64_t i = columns[pos], e = perm[pos];
+    float d[kHeads], el_u[kHeads], er_i[kHeads];
+    g.load<kHeads, kAllHeads>(perm[pos], u, columns[pos], d, el_u, er_i);
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
-      if (kAllHeads || h < g.heads)
-        acc[h] += g.positive(u, i, h) ? g.d(e, h) : kLeakySlope * g.d(e, h);
+      if (kAllHeads || h < g.heads) acc[h] += el_u[h] + er_i[h] > 0.f ? d[h] : kLeakySlope * d[h];
   }
 };
 
@@ -521,23 +554,22 @@ void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::
                             in.dropout, alpha, ldalpha, agg, ldagg);
     SLUICE_CUDA_LAUNCH_CHECK();
   };
-  // All heads (heads == kHeads) without a branch per head; fewer behind one.
-  const auto launch_heads = [&](auto heads_max, auto quads) {
-    constexpr int kHeads = decltype(heads_max)::value;
+  // All heads (heads == kHeads, records aligned) without a branch per head; fewer behind one.
+  const HeadRecords records = head_records({{in.el, in.ldel}, {in.er, in.lder}, {alpha, ldalpha}});
+  const auto launch_quads = [&](auto quads) {
     constexpr int kQuads = decltype(quads)::value;
-    if (in.heads == kHeads)
-      launch(gat_input_forward_kernel<Index, kHeads, kQuads, true>,
-             gat_input_forward_long_kernel<Index, kHeads, kQuads, true>);
-    else
-      launch(gat_input_forward_kernel<Index, kHeads, kQuads, false>,
-             gat_input_forward_long_kernel<Index, kHeads, kQuads, false>);
+    with_head_instance(in.heads, records, [&](auto heads_max, auto all_heads) {
+      constexpr int kHeads = decltype(heads_max)::value;
+      constexpr bool kAllHeads = decltype(all_heads)::value;
+      if constexpr (kHeads == 4 || kQuads == 1)
+        launch(gat_input_forward_kernel<Index, kHeads, kQuads, kAllHeads>,
+               gat_input_forward_long_kernel<Index, kHeads, kQuads, kAllHeads>);
+    });
   };
-  if (in.heads <= 4 && in.width <= 128)
-    launch_heads(std::integral_constant<int, 4>{}, std::integral_constant<int, 1>{});
-  else if (in.heads <= 4)
-    launch_heads(std::integral_constant<int, 4>{}, std::integral_constant<int, 2>{});
+  if (in.width <= 128)
+    launch_quads(std::integral_constant<int, 1>{});
   else
-    launch_heads(std::integral_constant<int, 8>{}, std::integral_constant<int, 1>{});
+    launch_quads(std::integral_constant<int, 2>{});
 }
 
 template <typename Index>
@@ -555,7 +587,9 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
     const std::int64_t blocks = gat_input_blocks(a.nnz);
     const std::int64_t warps = blocks * kBackwardWarps;
     const std::int64_t per_warp = ((a.nnz + warps - 1) / warps + 31) / 32 * 32;
-    with_head_instance(heads, [&](auto heads_max, auto all_heads) {
+    const HeadRecords records = head_records(
+        {{p.alpha, p.ldalpha}, {p.head_dots, p.ldhead_dots}, {scratch.entries, heads}});
+    with_head_instance(heads, records, [&](auto heads_max, auto all_heads) {
       gat_input_entries_kernel<Index, decltype(heads_max)::value, decltype(all_heads)::value>
           <<<static_cast<unsigned>(blocks), 32 * kBackwardWarps, 0, stream>>>(
               a, per_warp, in.x, in.ldx, in.width, p.alpha, p.ldalpha, p.head_dots, p.ldhead_dots,
@@ -565,11 +599,14 @@ void launch_gat_input_backward(const GatInputBackward<Index>& p, cudaStream_t st
   }
   // d_er per row, d_el per source; 0 for rows without entries.
   const EntryGradients entries{scratch.entries, in.el, in.ldel, in.er, in.lder, heads};
+  const HeadRecords share_records =
+      head_records({{scratch.entries, heads}, {in.el, in.ldel}, {in.er, in.lder}});
   launch_row_share_sums(RowRanges<Index>{a.indptr, a.rows, a.long_rows},
-                        DestinationShares<Index>{a.columns, entries}, heads, scratch.rows, stream);
+                        DestinationShares<Index>{a.columns, entries}, heads, share_records,
+                        scratch.rows, stream);
   launch_row_share_sums(RowRanges<Index>{p.t.indptr, a.cols, p.t.long_rows},
-                        SourceShares<Index>{p.t.columns, p.t.perm, entries}, heads, scratch.sources,
-                        stream);
+                        SourceShares<Index>{p.t.columns, p.t.perm, entries}, heads, share_records,
+                        scratch.sources, stream);
   const std::int64_t source_slices = gat_input_slices(a.cols);
   const std::int64_t row_slices = gat_input_slices(a.rows);
   const dim3 slice_block(32, kSliceRows);

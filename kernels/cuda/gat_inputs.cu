@@ -32,6 +32,7 @@ using gat_detail::load_head_words;
 using gat_detail::row_softmax_stats;
 using gat_detail::RowRanges;
 using gat_detail::softmax_stats_entries;
+using gat_detail::softmax_stats_entries_all_heads;
 using gat_detail::stage_entry_coefficients;
 using gat_detail::store_head_words;
 using gat_detail::with_head_instance;
@@ -48,24 +49,45 @@ struct RowMatrix {
   std::int64_t ld;
 };
 
-// row[4 lane + 128 q .. + 3] for q < kQuads into v[4 q .. 4 q + 3], 0 for the words at and beyond
-// `width` (a multiple of 4, gat_inputs_fit(): no word is partial).
+// A lane's words of x rows: columns 4 lane + 128 q .. + 3 for q < kQuads of row u of x (rows ld
+// floats apart). A lane whose word lies at or beyond `width` (a multiple of 4, gat_inputs_fit():
+// no word is partial) reads the row's first word instead, in a cache line the warp reads anyway,
+// so that no load needs a test; its sums are never stored. With a 32-bit index type a word's
+// address is one 32 x 32-bit multiply-add onto the lane's column (u * row bytes + column).
 template <int kQuads>
-__device__ __forceinline__ void load_words(float (&v)[4 * kQuads], const float* row, int lane,
-                                           std::int64_t width) {
+struct LaneWords {
+  const float* column[kQuads];  // x + the lane's q-th column
+  std::uint32_t row_bytes;      // 4 ld < 2^32 (check_input_shape())
+  std::int64_t ld;
+  __device__ LaneWords(const float* x, int lane, std::int64_t width, std::int64_t ldx)
+      : row_bytes(static_cast<std::uint32_t>(4 * ldx)), ld(ldx) {
 #pragma unroll
-  for (int q = 0; q < kQuads; ++q) {
-    const std::int64_t c = 128 * q + 4 * lane;
-    float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (c < width) w = *reinterpret_cast<const float4*>(row + c);
-    v[4 * q] = w.x;
-    v[4 * q + 1] = w.y;
-    v[4 * q + 2] = w.z;
-    v[4 * q + 3] = w.w;
+    for (int q = 0; q < kQuads; ++q) {
+      const int c = 128 * q + 4 * lane;
+      column[q] = x + (c < width ? c : 0);
+    }
   }
-}
+  template <typename Index>
+  __device__ __forceinline__ void load(float (&v)[4 * kQuads], Index u) const {
+#pragma unroll
+    for (int q = 0; q < kQuads; ++q) {
+      const float* word;
+      if constexpr (sizeof(Index) <= 4)
+        word = reinterpret_cast<const float*>(
+            reinterpret_cast<const char*>(column[q]) +
+            static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) * row_bytes);
+      else
+        word = column[q] + static_cast<std::int64_t>(u) * ld;
+      const float4 w = __ldg(reinterpret_cast<const float4*>(word));
+      v[4 * q] = w.x;
+      v[4 * q + 1] = w.y;
+      v[4 * q + 2] = w.z;
+      v[4 * q + 3] = w.w;
+    }
+  }
+};
 
-// row[c] = v[t] for the lane's columns c (the layout of load_words) below width.
+// row[c] = v[t] for the lane's columns c (the layout of LaneWords) below width.
 template <int kQuads>
 __device__ __forceinline__ void store_columns(float* row, const float (&v)[4 * kQuads], int lane,
                                               std::int64_t width) {
@@ -73,6 +95,20 @@ __device__ __forceinline__ void store_columns(float* row, const float (&v)[4 * k
   for (int t = 0; t < 4 * kQuads; ++t) {
     const std::int64_t c = 128 * (t / 4) + 4 * lane + t % 4;
     if (c < width) row[c] = v[t];
+  }
+}
+
+// row[c] = v[t] for the lane's columns c (the layout of LaneWords) below width, as 16-byte words
+// (row 16-byte aligned).
+template <int kQuads>
+__device__ __forceinline__ void store_words(float* row, const float (&v)[4 * kQuads], int lane,
+                                            std::int64_t width) {
+#pragma unroll
+  for (int q = 0; q < kQuads; ++q) {
+    const std::int64_t c = 128 * q + 4 * lane;
+    if (c < width)
+      *reinterpret_cast<float4*>(row + c) =
+          make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
   }
 }
 
@@ -92,19 +128,15 @@ __device__ __forceinline__ void load_heads(float (&w)[kHeads], const float* from
 // acc[h] += coef[j * kHeads + h] x[u_j] over the lane's columns for the count entries of a
 // 32-entry group, u_j on lane j: four x rows in flight, added in entry order (kAllHeads: every
 // one of the kHeads heads, so the head loop carries no test).
-template <int kHeads, int kQuads, bool kAllHeads>
-__device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, std::int64_t ldx,
-                                                  std::int64_t width, std::int64_t u_mine,
-                                                  int count, const float* coef, int heads, int lane,
+template <int kHeads, int kQuads, bool kAllHeads, typename Index>
+__device__ __forceinline__ void add_weighted_rows(const LaneWords<kQuads>& words, Index u_mine,
+                                                  int count, const float* coef, int heads,
                                                   float (&acc)[kHeads][4 * kQuads]) {
   int j = 0;
   for (; j + 3 < count; j += 4) {
     float v[4][4 * kQuads];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const std::int64_t u = __shfl_sync(kFullMask, u_mine, j + r);
-      load_words<kQuads>(v[r], x + u * ldx, lane, width);
-    }
+    for (int r = 0; r < 4; ++r) words.load(v[r], __shfl_sync(kFullMask, u_mine, j + r));
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       float w[kHeads];
@@ -119,9 +151,8 @@ __device__ __forceinline__ void add_weighted_rows(const float* __restrict__ x, s
     }
   }
   for (; j < count; ++j) {
-    const std::int64_t u = __shfl_sync(kFullMask, u_mine, j);
     float v[4 * kQuads];
-    load_words<kQuads>(v, x + u * ldx, lane, width);
+    words.load(v, __shfl_sync(kFullMask, u_mine, j));
     float w[kHeads];
     load_heads<kHeads>(w, coef + j * kHeads);
 #pragma unroll
@@ -146,17 +177,18 @@ __device__ __forceinline__ void forward_chunks(
     std::uint64_t prefix, const float* head_max, const float* head_inv, float* coef,
     float* __restrict__ alpha, std::int64_t ldalpha, int lane, float (&acc)[kHeads][4 * kQuads]) {
   constexpr int kWordHeads = kAllHeads ? kHeads : 0;  // head records read as words
+  const LaneWords<kQuads> words(x, lane, width, ldx);
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     const std::int64_t k = chunk + lane;
-    std::int64_t u_mine = 0;
+    Index u_mine = 0;  // shuffled as the index type: one shuffle a row for 32-bit indices
     if (k < degree)
-      u_mine = stage_entry_coefficients<true, kWordHeads>(a, i, begin, k, el, ldel, er, lder, heads,
-                                                          dropout, prefix, head_max, head_inv, true,
-                                                          alpha, ldalpha, coef + lane * kHeads);
+      u_mine = static_cast<Index>(stage_entry_coefficients<true, kWordHeads>(
+          a, i, begin, k, el, ldel, er, lder, heads, dropout, prefix, head_max, head_inv, true,
+          alpha, ldalpha, coef + lane * kHeads));
     __syncwarp();
     add_weighted_rows<kHeads, kQuads, kAllHeads>(
-        x, ldx, width, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef,
-        heads, lane, acc);
+        words, u_mine, static_cast<int>(degree - chunk < 32 ? degree - chunk : 32), coef, heads,
+        acc);
     __syncwarp();
   }
 }
@@ -164,6 +196,8 @@ __device__ __forceinline__ void forward_chunks(
 // One warp per row of at most a.long_rows.degree entries; kAllHeads: heads == kHeads (no branch
 // per head) and el, er and alpha rows head records, read and written as 16-byte words. Held to 64
 // registers (32 warps an SM), where the all-heads instance would take 66 and fit 28 warps.
+constexpr int kInputRowsPerWarp = 2;
+
 template <typename Index, int kHeads, int kQuads, bool kAllHeads>
 __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
     gat_input_forward_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
@@ -177,7 +211,9 @@ __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
   float* coef = shared + (threadIdx.x / 32) * (34 * kHeads);
   float* head_max = coef + 32 * kHeads;
   float* head_inv = head_max + kHeads;
-  for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
+  const std::int64_t first = global_warp() * kInputRowsPerWarp;
+  const std::int64_t end = first + kInputRowsPerWarp < a.rows ? first + kInputRowsPerWarp : a.rows;
+  for (std::int64_t i = first; i < end; ++i) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     if (degree > a.long_rows.degree) continue;  // gat_input_forward_long_kernel's
@@ -192,7 +228,7 @@ __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
 #pragma unroll
     for (int h = 0; h < kHeads; ++h)
       if (kAllHeads || h < heads)
-        store_columns<kQuads>(agg + i * ldagg + h * width, acc[h], lane, width);
+        store_words<kQuads>(agg + i * ldagg + h * width, acc[h], lane, width);
     __syncwarp();
   }
 }
@@ -222,13 +258,27 @@ __global__ void __launch_bounds__(32 * kLongInputWarps)
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
     const std::uint64_t prefix = attention_prefix(dropout, i);
-    for (int h = 0; h < heads; ++h) {
-      float m, s;
-      softmax_stats_entries(a.columns, begin, degree, 32 * warp, 32 * kLongInputWarps, el, ldel, h,
-                            er[i * lder + h], m, s);
+    if constexpr (kAllHeads) {
+      float er_i[kHeads], m[kHeads], s[kHeads];
+      load_head_words<kHeads>(er_i, er + i * lder);
+      softmax_stats_entries_all_heads<kHeads>(a.columns, begin, degree, 32 * warp,
+                                              32 * kLongInputWarps, el, ldel, er_i, m, s);
       if (lane == 0) {
-        stats[warp * 2 * kHeads + h] = m;
-        stats[warp * 2 * kHeads + kHeads + h] = s;
+#pragma unroll
+        for (int h = 0; h < kHeads; ++h) {
+          stats[warp * 2 * kHeads + h] = m[h];
+          stats[warp * 2 * kHeads + kHeads + h] = s[h];
+        }
+      }
+    } else {
+      for (int h = 0; h < heads; ++h) {
+        float m, s;
+        softmax_stats_entries(a.columns, begin, degree, 32 * warp, 32 * kLongInputWarps, el, ldel,
+                              h, er[i * lder + h], m, s);
+        if (lane == 0) {
+          stats[warp * 2 * kHeads + h] = m;
+          stats[warp * 2 * kHeads + kHeads + h] = s;
+        }
       }
     }
     __syncthreads();
@@ -530,6 +580,8 @@ void check_input_shape(int heads, std::int64_t width, const float* x, std::int64
   SLUICE_EXPECTS(gat_inputs_fit(heads, width), "GAT over input rows: ", heads, " heads of ", width,
                  " columns do not fit its kernels (at most 8 heads, 256 columns, 8 x 128 in all)");
   SLUICE_EXPECTS(detail::rows_aligned16(x, ldx), "GAT over input rows: x rows not 16-byte aligned");
+  SLUICE_EXPECTS(ldx < (std::int64_t{1} << 30), "GAT over input rows: x rows ", ldx,
+                 " floats apart");
 }
 
 }  // namespace
@@ -540,7 +592,9 @@ void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::
   const CsrArrays<Index>& a = in.a;
   if (a.rows <= 0) return;
   check_input_shape(in.heads, in.width, in.x, in.ldx);
-  const unsigned blocks = row_blocks(a.rows);
+  SLUICE_EXPECTS(detail::rows_aligned16(agg, ldagg),
+                 "GAT over input rows: agg rows not 16-byte aligned");
+  const unsigned blocks = row_blocks((a.rows + kInputRowsPerWarp - 1) / kInputRowsPerWarp);
   const std::size_t long_shared =
       static_cast<std::size_t>(kLongInputWarps) * in.heads * in.width * sizeof(float);
   const auto launch = [&](auto kernel, auto long_kernel) {

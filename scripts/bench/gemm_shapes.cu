@@ -12,6 +12,8 @@
 //   c. for the dW shapes (K = rows) only, a "sliced" variant: K split into 64, 132 and 264
 //      slices, one cublasSgemmStridedBatched (+ a cublasSgemm for a shorter last slice) into
 //      per-slice partials, then a kernel summing the partials in slice order.
+//   d. for the GAT shapes (a head's blocks of wider matrices), 4 heads as 4 cublasSgemm calls
+//      against one cublasSgemmStridedBatched call.
 // Timing: cudaEvent per run, 2 warm-up runs, median of 7 runs. TFLOPS = 2*m*n*k / time.
 //
 // Build (on a machine with the CUDA toolkit):
@@ -341,6 +343,31 @@ int main(int argc, char** argv) {
       std::printf("  %-58s %9.3f ms %7.2f TFLOPS  mismatch-vs-base %llu  max|diff|/max|C| %.3g\n",
                   label, ms, tflops(s, ms), r.mismatches,
                   r.max_ref > 0 ? (double)r.max_diff / r.max_ref : (double)r.max_diff);
+    }
+
+    // ---- d. the GAT shapes (a head's column blocks of wider matrices): 4 heads side by side as
+    // 4 cublasSgemm calls against one cublasSgemmStridedBatched (strides: the blocks' widths)
+    if (s.lda > 0 && s.ldc > 0 && 4 * colsA <= lda && 4 * colsB <= ldb && 4 * n <= ldc) {
+      auto heads_loop = [&](float* out) {
+        for (int h = 0; h < 4; ++h)
+          CUBLAS_CHECK(cublasSgemm(handle, opB, opA, n, m, k, &alpha, B + h * colsB, ldb,
+                                   A + h * colsA, lda, &beta, out + h * n, ldc));
+      };
+      auto heads_batched = [&](float* out) {
+        CUBLAS_CHECK(cublasSgemmStridedBatched(handle, opB, opA, n, m, k, &alpha, B, ldb, colsB, A,
+                                               lda, colsA, &beta, out, ldc, n, 4));
+      };
+      const float loop_ms = time_median([&] { heads_loop(C); });
+      const float batched_ms = time_median([&] { heads_batched(C2); });
+      CUDA_CHECK(cudaMemset(C, 0, countC * sizeof(float)));
+      CUDA_CHECK(cudaMemset(C2, 0, countC * sizeof(float)));
+      heads_loop(C);
+      heads_batched(C2);
+      const CompareResult r = compare(C2, C, countC);
+      std::printf(
+          "  4 heads: %d sgemm calls %9.3f ms, one strided-batched call %9.3f ms (%.2fx), "
+          "mismatches %llu\n",
+          4, loop_ms, batched_ms, loop_ms / batched_ms, r.mismatches);
     }
   }
 

@@ -1331,6 +1331,10 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
   const int columns = static_cast<int>(p.width);
   const float* at = stage;
   float* dots = stage + 96;
+  // The lane's columns of a dO row; one past the width reads column 0 instead (no test per load):
+  // Z_u is 0 there, so its products add nothing to the dot products, and its sums are never
+  // written. Entries past count read row 0 (lanes without an entry keep i = 0) and are not added.
+  const gat_detail::RowStride dout_rows(p.lddout);
   for (std::int64_t chunk = first_chunk; chunk < degree; chunk += step) {
     std::int64_t i_mine = 0, e_mine = 0;
     stage_by_source_entry<Index, 1>(p, u, begin, degree, chunk, lane, stage, i_mine, e_mine);
@@ -1342,13 +1346,11 @@ __device__ __forceinline__ void narrow_by_source_chunks(const GatBySource<Index>
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         const int j = j0 + x * kSlots + slot;
-        const std::int64_t i = __shfl_sync(0xffffffffu, i_mine, j & 31);
-        if (j < count) {
-          load_narrow_columns<kGroup>(dv[x], p.dout + i * p.lddout, g, columns);
-        } else {
+        const Index i = __shfl_sync(0xffffffffu, static_cast<Index>(i_mine), j & 31);
+        const float* row = dout_rows.row(p.dout, i);
 #pragma unroll
-          for (int t = 0; t < kNarrowColumnsPerLane; ++t) dv[x][t] = 0.f;
-        }
+        for (int t = 0; t < kNarrowColumnsPerLane; ++t)
+          dv[x][t] = __ldg(row + (g + kGroup * t < columns ? g + kGroup * t : 0));
         dot[x] = 0.f;
 #pragma unroll
         for (int t = 0; t < kNarrowColumnsPerLane; ++t) dot[x] += dv[x][t] * r.z[t];
@@ -1444,6 +1446,10 @@ __global__ void __launch_bounds__(kRowThreads)
   const int lane = lane_id();
   const int g = lane % kGroup, slot = lane / kGroup;
   float* coef = shared + (threadIdx.x / 32) * 32;
+  // kWords: the lane's word of a z row; a lane past the columns reads the row's first word (its
+  // sums are never written), so that no load needs a test.
+  const float* z_word = z + (4 * g < columns ? 4 * g : 0);
+  const gat_detail::RowStride z_rows(ldz);
   for (std::int64_t i = global_warp(); i < a.rows; i += warp_count()) {
     const std::int64_t begin = a.indptr[i];
     const std::int64_t degree = a.indptr[i + 1] - begin;
@@ -1458,7 +1464,7 @@ __global__ void __launch_bounds__(kRowThreads)
     float acc[kPerLane] = {0.f, 0.f, 0.f, 0.f};
     for (std::int64_t chunk = 0; chunk < degree; chunk += 32) {
       const std::int64_t k = chunk + lane;
-      std::int64_t u_mine = 0;
+      Index u_mine = 0;  // lanes past the row's entries keep row 0, a row kWords may read
       if (k < degree) {
         u_mine = a.columns[begin + k];
         const float coefficient = attention_coefficient(el[u_mine * ldel], er_i, m, inv);
@@ -1472,10 +1478,9 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
         for (int x = 0; x < 2; ++x) {
           const int j = j0 + x * kSlots + slot;
-          const std::int64_t u = __shfl_sync(0xffffffffu, u_mine, j & 31);
-          if (j < count && kWords) {
-            float4 w = make_float4(0.f, 0.f, 0.f, 0.f);
-            if (4 * g < columns) w = *reinterpret_cast<const float4*>(z + u * ldz + 4 * g);
+          const Index u = __shfl_sync(0xffffffffu, u_mine, j & 31);
+          if constexpr (kWords) {  // entries past count are loaded but not added
+            const float4 w = __ldg(reinterpret_cast<const float4*>(z_rows.row(z_word, u)));
             v[x][0] = w.x;
             v[x][1] = w.y;
             v[x][2] = w.z;
@@ -1785,7 +1790,7 @@ void launch_gat_aggregate(const CsrArrays<Index>& a, const float* z, std::int64_
   const int columns = static_cast<int>(total_cols);
   const auto narrow = [&](auto group) {
     constexpr int kGroup = decltype(group)::value;
-    if (rows_aligned16(z, ldz))
+    if (rows_aligned16(z, ldz) && ldz < gat_detail::RowStride::kMaxLd)
       gat_narrow_aggregate_kernel<Index, kGroup, true>
           <<<blocks, kRowThreads, narrow_shared, stream>>>(
               short_rows, z, ldz, el, ldel, er, lder, columns, dropout, alpha, ldalpha, out, ldout);
@@ -1962,6 +1967,8 @@ void launch_by_source_layout(const GatBySource<Index>& p, int group, cudaStream_
 
 template <typename Index, int kGroup>
 void launch_narrow_by_source(const GatBySource<Index>& p, cudaStream_t stream) {
+  SLUICE_EXPECTS(p.lddout < gat_detail::RowStride::kMaxLd, "GAT backward: dO rows ", p.lddout,
+                 " floats apart");
   const std::size_t shared = sizeof(float) * static_cast<std::size_t>(kRowWarps) * 128;
   gat_narrow_by_source_kernel<Index, kGroup>
       <<<row_blocks(p.a.cols), kRowThreads, shared, stream>>>(p);

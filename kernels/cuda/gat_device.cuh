@@ -23,6 +23,26 @@ __device__ __forceinline__ float leaky_relu(float x) {
   return x > 0.f ? x : kLeakySlope * x;
 }
 
+// Rows of a row-major float matrix, ld floats apart (ld < 2^30): row(base, u) is base + u ld, for
+// a 32-bit index type one 32 x 32-bit multiply-add on byte addresses, else 64-bit arithmetic. base
+// may carry a column (a lane's word).
+struct RowStride {
+  std::int64_t ld;
+  std::uint32_t bytes;
+  __host__ __device__ explicit RowStride(std::int64_t ld_floats)
+      : ld(ld_floats), bytes(static_cast<std::uint32_t>(4 * ld_floats)) {}
+  static constexpr std::int64_t kMaxLd = std::int64_t{1} << 30;
+  template <typename Index>
+  __device__ __forceinline__ const float* row(const float* base, Index u) const {
+    if constexpr (sizeof(Index) <= 4)
+      return reinterpret_cast<const float*>(
+          reinterpret_cast<const char*>(base) +
+          static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) * bytes);
+    else
+      return base + static_cast<std::int64_t>(u) * ld;
+  }
+};
+
 // Attention dropout of row i's entries: the row's hash prefix (computed once per row) and the
 // keep scale of its k-th entry, head h: key_hash(seed, 2, salt, key_i, k * 256 + h), split as
 // key_hash_prefix / key_hash_finish so that each entry costs one mixing step.

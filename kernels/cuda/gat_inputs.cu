@@ -31,6 +31,7 @@ using gat_detail::launch_row_share_sums;
 using gat_detail::load_head_words;
 using gat_detail::row_softmax_stats;
 using gat_detail::RowRanges;
+using gat_detail::RowStride;
 using gat_detail::softmax_stats_entries;
 using gat_detail::softmax_stats_entries_all_heads;
 using gat_detail::stage_entry_coefficients;
@@ -57,10 +58,9 @@ struct RowMatrix {
 template <int kQuads>
 struct LaneWords {
   const float* column[kQuads];  // x + the lane's q-th column
-  std::uint32_t row_bytes;      // 4 ld < 2^32 (check_input_shape())
-  std::int64_t ld;
+  RowStride stride;             // ld < RowStride::kMaxLd (check_input_shape())
   __device__ LaneWords(const float* x, int lane, std::int64_t width, std::int64_t ldx)
-      : row_bytes(static_cast<std::uint32_t>(4 * ldx)), ld(ldx) {
+      : stride(ldx) {
 #pragma unroll
     for (int q = 0; q < kQuads; ++q) {
       const int c = 128 * q + 4 * lane;
@@ -71,14 +71,7 @@ struct LaneWords {
   __device__ __forceinline__ void load(float (&v)[4 * kQuads], Index u) const {
 #pragma unroll
     for (int q = 0; q < kQuads; ++q) {
-      const float* word;
-      if constexpr (sizeof(Index) <= 4)
-        word = reinterpret_cast<const float*>(
-            reinterpret_cast<const char*>(column[q]) +
-            static_cast<std::uint64_t>(static_cast<std::uint32_t>(u)) * row_bytes);
-      else
-        word = column[q] + static_cast<std::int64_t>(u) * ld;
-      const float4 w = __ldg(reinterpret_cast<const float4*>(word));
+      const float4 w = __ldg(reinterpret_cast<const float4*>(stride.row(column[q], u)));
       v[4 * q] = w.x;
       v[4 * q + 1] = w.y;
       v[4 * q + 2] = w.z;
@@ -580,8 +573,7 @@ void check_input_shape(int heads, std::int64_t width, const float* x, std::int64
   SLUICE_EXPECTS(gat_inputs_fit(heads, width), "GAT over input rows: ", heads, " heads of ", width,
                  " columns do not fit its kernels (at most 8 heads, 256 columns, 8 x 128 in all)");
   SLUICE_EXPECTS(detail::rows_aligned16(x, ldx), "GAT over input rows: x rows not 16-byte aligned");
-  SLUICE_EXPECTS(ldx < (std::int64_t{1} << 30), "GAT over input rows: x rows ", ldx,
-                 " floats apart");
+  SLUICE_EXPECTS(ldx < RowStride::kMaxLd, "GAT over input rows: x rows ", ldx, " floats apart");
 }
 
 }  // namespace

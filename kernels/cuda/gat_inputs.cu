@@ -186,11 +186,13 @@ __device__ __forceinline__ void forward_chunks(
   }
 }
 
-// One warp per row of at most a.long_rows.degree entries; kAllHeads: heads == kHeads (no branch
-// per head) and el, er and alpha rows head records, read and written as 16-byte words. Held to 64
-// registers (32 warps an SM), where the all-heads instance would take 66 and fit 28 warps.
+// Consecutive rows a warp of the forward takes (four or eight were slower: kernels/cuda/NOTES.md).
 constexpr int kInputRowsPerWarp = 2;
 
+// A warp per kInputRowsPerWarp consecutive rows of at most a.long_rows.degree entries; kAllHeads:
+// heads == kHeads (no branch per head) and el, er and alpha rows head records, read and written as
+// 16-byte words. Held to 64 registers (32 warps an SM), where the all-heads instance would take
+// 66 and fit 28 warps.
 template <typename Index, int kHeads, int kQuads, bool kAllHeads>
 __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
     gat_input_forward_kernel(CsrArrays<Index> a, const float* __restrict__ x, std::int64_t ldx,
@@ -204,6 +206,8 @@ __global__ void __launch_bounds__(kRowThreads, 32 / kRowWarps)
   float* coef = shared + (threadIdx.x / 32) * (34 * kHeads);
   float* head_max = coef + 32 * kHeads;
   float* head_inv = head_max + kHeads;
+  // The grid has a warp for every kInputRowsPerWarp rows (row_blocks(): a chunk's rows are
+  // vertex ids, far below the 2^33 rows its clamp would cut).
   const std::int64_t first = global_warp() * kInputRowsPerWarp;
   const std::int64_t end = first + kInputRowsPerWarp < a.rows ? first + kInputRowsPerWarp : a.rows;
   for (std::int64_t i = first; i < end; ++i) {
@@ -607,6 +611,7 @@ void launch_gat_input_forward(const GatInputRows<Index>& in, float* alpha, std::
     with_head_instance(in.heads, records, [&](auto heads_max, auto all_heads) {
       constexpr int kHeads = decltype(heads_max)::value;
       constexpr bool kAllHeads = decltype(all_heads)::value;
+      // More than 4 heads take one quad (gat_inputs_fit(), checked above): no 8 x 2 instance.
       if constexpr (kHeads == 4 || kQuads == 1)
         launch(gat_input_forward_kernel<Index, kHeads, kQuads, kAllHeads>,
                gat_input_forward_long_kernel<Index, kHeads, kQuads, kAllHeads>);

@@ -27,6 +27,12 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
   // columns, keys, labels and train mask per destination; vertices, slots and keys per load and
   // leave; remote slots with their pull and push groups.
   const std::int64_t degrees_per_merged_row = model.kind == ModelKind::kGcn ? 4 : 0;
+  // The CPU backend's transpose of a CSR of `nnz` entries over `cols` columns beside the
+  // modelled device memory: transposed offsets and entry positions of 8 bytes, transposed rows
+  // of 4; and the derived entry weights (GCN, SAGE), 4 bytes an entry.
+  const auto cpu_transpose_bytes = [&](std::int64_t nnz, std::int64_t cols) {
+    return 12 * nnz + 8 * (cols + 1) + (model.kind == ModelKind::kGat ? 0 : 4 * nnz);
+  };
   for (int p = 0; p < plan.partitions; ++p) {
     const std::int64_t merged =
         std::int64_t(plan.transition_rows[std::size_t(p)]) + plan.remote_rows[std::size_t(p)];
@@ -41,18 +47,13 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
         loads = leaves = std::min(nnz, merged);
       out.index_lists += degrees_per_merged_row * merged + 16 * rows + 12 * (loads + leaves) +
                          20 * std::int64_t(ch.remote_vertices.size());
-      // The CPU backend's CSR transpose beside the modelled device memory: transposed offsets
-      // and entry positions of 8 bytes, transposed rows of 4; and the derived entry weights
-      // (GCN, SAGE), 4 bytes an entry.
-      if (device_is_host)
-        out.chunk_constants +=
-            12 * nnz + 8 * (merged + 1) + (model.kind == ModelKind::kGat ? 0 : 4 * nnz);
+      if (device_is_host) out.chunk_constants += cpu_transpose_bytes(nnz, merged);
     }
   }
   // The constants as the buffer layout has them (train/layout/memory_estimate.hpp): CUDA's
   // per-chunk constants, all of them as if in pinned host memory; with a host device (CPU),
   // every device buffer.
-  // With a host device, the CPU backend's transpose of each loss-row CSR too (as above).
+  // With a host device, the CPU backend's transpose of each loss-row CSR too.
   const ModelLayers layers = model_layers(model);
   const LayoutOptions layout = layout_options(options);
   const LossRowFlags loss_rows =
@@ -69,8 +70,7 @@ HostMemoryPlan host_memory_plan(const Dataset& dataset, const Plan& plan, const 
     if (device_is_host)
       for (const BufferSpec& b : partition.buffers)
         if (b.role == BufferRole::kLossCsr)
-          out.chunk_constants += 12 * b.csr.nnz + 8 * (b.csr.cols + 1) +
-                                 (model.kind == ModelKind::kGat ? 0 : 4 * b.csr.nnz);
+          out.chunk_constants += cpu_transpose_bytes(b.csr.nnz, b.csr.cols);
   }
   std::int64_t graph = 0;
   if (release == InputRelease::kDatasetAndPlanLists) {

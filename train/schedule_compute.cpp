@@ -259,12 +259,13 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
     dO = rows_of(s.dA, nd, KF);
     d.head_mean_backward(dZ, layer.heads, dO);
   }
-  d.gat_backward(
-      chunk_csr(ch, layer), rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
-      s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys, attention_key(layer.index),
-      rows_of(s.el, M, layer.heads), rows_of(s.er, nd, layer.heads),
-      rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), O, dO, rows_of(s.dZm, M, KF),
-      s.grads.data + layer.att_src_offset, s.grads.data + layer.att_dst_offset);
+  const Csr& csr = chunk_csr(ch, layer);
+  d.gat_backward(csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
+                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
+                 rows_of(s.er, nd, layer.heads), rows_of(s.alpha, csr.nnz, layer.heads), O, dO,
+                 rows_of(s.dZm, M, KF), s.grads.data + layer.att_src_offset,
+                 s.grads.data + layer.att_dst_offset);
 }
 
 // GCN's input gradients (schedule_impl.hpp).
@@ -282,22 +283,22 @@ void Schedule::Impl::transposed_product_remote_first(DeviceState& s, const Devic
                                                      const LayerSpec& layer, Mat dy, Mat dx,
                                                      RowCopy write) const {
   Device& d = *s.device;
+  const Csr& csr = chunk_csr(ch, layer);
   std::int64_t pushed_rows = 0;
   for (const DevicePeerRows& push : ch.pushes) pushed_rows += push.local_rows.size;
   const std::int64_t pushed_bytes = pushed_rows * dx.cols * std::int64_t(sizeof(float));
   if (pushed_rows == 0 || pushed_bytes < options.remote_first_push_bytes ||
       s.remote_first >= dx.rows) {
     if (write == RowCopy::kOverwrite)
-      d.spmm_transpose(chunk_csr(ch, layer), nullptr, dy, dx);
+      d.spmm_transpose(csr, nullptr, dy, dx);
     else
-      d.spmm_transpose_add(chunk_csr(ch, layer), nullptr, dy, dx);
+      d.spmm_transpose_add(csr, nullptr, dy, dx);
     return;
   }
-  d.spmm_transpose_rows(chunk_csr(ch, layer), nullptr, dy, dx, RowRange{s.remote_first, dx.rows},
-                        write);
+  d.spmm_transpose_rows(csr, nullptr, dy, dx, RowRange{s.remote_first, dx.rows}, write);
   d.mark(kRemoteGradients);
   s.remote_gradients_marked = true;
-  d.spmm_transpose_rows(chunk_csr(ch, layer), nullptr, dy, dx, RowRange{0, s.remote_first}, write);
+  d.spmm_transpose_rows(csr, nullptr, dy, dx, RowRange{0, s.remote_first}, write);
 }
 
 // GCN/SAGE aggregating first: dW += A^T dZ and, above layer 0, the input gradient
@@ -387,11 +388,12 @@ Mat Schedule::Impl::gat_layer(DeviceState& s, const DeviceChunk& ch, const Layer
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const SourceScores scores = take_source_scores(s);
-  d.gat_forward(chunk_csr(ch, layer), rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+  const Csr& csr = chunk_csr(ch, layer);
+  d.gat_forward(csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
                 s.params.data + layer.att_dst_offset, layer.heads, ch.dst_keys,
                 attention_key(layer.index), rows_of(s.el, M, layer.heads),
-                rows_of(s.er, ch.num_dst, layer.heads),
-                rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), O, scores);
+                rows_of(s.er, ch.num_dst, layer.heads), rows_of(s.alpha, csr.nnz, layer.heads), O,
+                scores);
   return O;
 }
 
@@ -407,11 +409,11 @@ void Schedule::Impl::gat_coefficients_again(DeviceState& s, const DeviceChunk& c
   Device& d = *s.device;
   const std::int64_t M = s.merged_rows, KF = layer.transform_width;
   const SourceScores scores = take_source_scores(s);
-  d.gat_coefficients(chunk_csr(ch, layer), rows_of(s.Zm, M, KF),
-                     s.params.data + layer.att_src_offset, s.params.data + layer.att_dst_offset,
-                     layer.heads, rows_of(s.el, M, layer.heads),
-                     rows_of(s.er, ch.num_dst, layer.heads),
-                     rows_of(s.alpha, chunk_csr(ch, layer).nnz, layer.heads), scores);
+  const Csr& csr = chunk_csr(ch, layer);
+  d.gat_coefficients(csr, rows_of(s.Zm, M, KF), s.params.data + layer.att_src_offset,
+                     s.params.data + layer.att_dst_offset, layer.heads,
+                     rows_of(s.el, M, layer.heads), rows_of(s.er, ch.num_dst, layer.heads),
+                     rows_of(s.alpha, csr.nnz, layer.heads), scores);
 }
 
 // GAT's layer 0 attending over its input rows: the scores of the merged rows and the chunk's rows
@@ -452,9 +454,10 @@ Mat Schedule::Impl::gat_input_layer(DeviceState& s, const DeviceChunk& ch, const
   const std::int64_t D = layer.in_width, F = layer.head_width, nd = ch.num_dst;
   gat_input_scores(s, ch, layer);
   const Mat agg = rows_of(s.input_sums, nd, K * D);
-  d.gat_input_forward(chunk_csr(ch, layer), rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+  const Csr& csr = chunk_csr(ch, layer);
+  d.gat_input_forward(csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
                       attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
-                      rows_of(s.er, nd, K), rows_of(s.alpha, chunk_csr(ch, layer).nnz, K), agg);
+                      rows_of(s.er, nd, K), rows_of(s.alpha, csr.nnz, K), agg);
   if (O.empty()) return O;
   const Mat W = param(s, layer.w_offset, D, K * F);
   for (int h = 0; h < K; ++h)
@@ -487,10 +490,10 @@ void Schedule::Impl::gat_input_layer_backward(DeviceState& s, const DeviceChunk&
     multiply_by_transpose(d, dO.col_block(h * F, F), W.col_block(h * F, F),
                           agg.col_block(h * D, D));
   const Mat sums{s.input_attention.data + 2 * K * D, 2 * K, D, D};
-  d.gat_input_backward(chunk_csr(ch, layer), rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
+  const Csr& csr = chunk_csr(ch, layer);
+  d.gat_input_backward(csr, rows_of(s.X, s.merged_rows, D), K, ch.dst_keys,
                        attention_key(layer.index), rows_of(s.el, s.merged_rows, K),
-                       rows_of(s.er, nd, K), rows_of(s.alpha, chunk_csr(ch, layer).nnz, K),
-                       head_dots, agg, sums);
+                       rows_of(s.er, nd, K), rows_of(s.alpha, csr.nnz, K), head_dots, agg, sums);
   for (int h = 0; h < K; ++h) {
     const Mat Wh = W.col_block(h * F, F), dWh = dW.col_block(h * F, F);
     for (const auto& [row, offset] :

@@ -257,11 +257,10 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
 
 // --last-layer-rows: auto keeps the loss-row CSRs where, under --gpu-memory, every partition's
 // chunk structures fit in GPU memory with them (the estimate's all_constants, input rows kept
-// unless --input-rows reload): there the last layer's sparse work sets much of the epoch
-// (products-like GCN 33.8 -> 27.7 ms). Out of core the CSRs would sit in pinned host memory for a
-// few percent of a link-bound epoch: at RMAT 25 under 24G, +3.9 GiB of host memory and +7 s of
-// start-up for 1.86 -> 1.83 s an epoch; and where they push the plan into reloading its input
-// rows they cost time (capped products-like GAT 1.246 -> 1.329 s).
+// unless --input-rows reload): there the last layer's sparse work sets much of the epoch. Out of
+// core the CSRs would sit in pinned host memory for a few percent of a link-bound epoch, cost
+// host memory and start-up, and may push the plan into reloading its input rows (docs/design.md,
+// "One epoch", has the measurements).
 // `needed`: what auto compared with --gpu-memory (0 where it compared nothing).
 struct LastLayerChoice {
   LastLayerRows rows = LastLayerRows::kLoss;

@@ -215,5 +215,35 @@ TEST(EvaluationCache, HostCacheWaitsForAnEvaluationAhead) {
   EXPECT_EQ(host.transfers[2].h2d_block_bytes, plain.transfers[2].h2d_block_bytes + cache_bytes);
 }
 
+// An evaluation that keeps its predictions on the devices returns none and reports the
+// accuracies of one that brings them back, which are its predictions counted over each split.
+TEST(EvaluationPredictions, KeptOnTheDevicesCountTheSameAccuracies) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(2, 3));
+  const ModelSpec spec = test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
+  Schedule schedule(*backend, d, plan, spec, ScheduleOptions{});
+  schedule.set_parameters(init_parameters(spec, 3));
+  const std::vector<std::int32_t> predictions =
+      schedule.evaluate(EvaluationsAhead::kMore, Predictions::kToHost);
+  const std::array<double, 3> brought = schedule.accuracies();
+  ASSERT_EQ(predictions.size(), std::size_t(d.num_nodes));
+  const std::array<const std::vector<vertex_t>*, 3> splits{&d.train, &d.valid, &d.test};
+  for (std::size_t k = 0; k < 3; ++k) {
+    std::int64_t correct = 0, labeled = 0;
+    for (const vertex_t v : *splits[k]) {
+      const std::int32_t label = d.labels[std::size_t(v)];
+      if (label < 0) continue;
+      ++labeled;
+      correct += predictions[std::size_t(plan.old_to_new[std::size_t(v)])] == label;
+    }
+    ASSERT_GT(labeled, 0) << k;
+    EXPECT_DOUBLE_EQ(brought[k], double(correct) / double(labeled)) << k;
+  }
+  EXPECT_TRUE(schedule.evaluate(EvaluationsAhead::kMore, Predictions::kOnDevices).empty());
+  EXPECT_EQ(schedule.accuracies(), brought);
+}
+
 }  // namespace
 }  // namespace sluice

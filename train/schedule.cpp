@@ -308,17 +308,20 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
   times_.optimizer += now_seconds() - t;
 }
 
-const std::vector<std::int32_t>& Schedule::evaluate(EvaluationsAhead ahead) {
+const std::vector<std::int32_t>& Schedule::evaluate(EvaluationsAhead ahead,
+                                                    Predictions predictions) {
+  static const std::vector<std::int32_t> kKeptOnDevices;
   start_timeline();
   Impl& m = *impl_;
   m.training = false;
+  m.predictions_to_host = predictions == Predictions::kToHost;
   if (ahead == EvaluationsAhead::kMore) m.allocate_evaluation_host_cache();
   for (auto& s : m.dev) s.split_counts = SplitCounts{};
   m.lay_weights_side_by_side();
   for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
   // Predictions and split counts are host-visible after forward_layer's drain.
   m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
-  return m.predictions;
+  return m.predictions_to_host ? m.predictions : kKeptOnDevices;
 }
 
 std::array<double, 3> Schedule::accuracies() const {

@@ -58,6 +58,13 @@ enum class EvaluationCache { kNone, kWhereItFits };
 // a cache that exists is used as always.
 enum class EvaluationsAhead { kNone, kMore };
 
+// Whether an evaluation brings every vertex's argmax prediction back to the host
+// (Schedule::evaluate()). The devices count each split's labeled and correctly predicted vertices
+// either way (Schedule::accuracies()); the predictions themselves are one index a vertex, copied
+// over the link and then on the host, so an evaluation that only reports accuracies keeps them
+// on the devices.
+enum class Predictions { kOnDevices, kToHost };
+
 // Whether training keeps the output rows H = dropout(relu(Z)) of a GCN or SAGE layer whose
 // outputs the next layer transforms (the forward pass turns them into the next layer's T = H W
 // right away, so they are in no host matrix). With kDeviceWhereItFits each device keeps its
@@ -260,8 +267,10 @@ class Schedule {
   void sgd_step(float lr, float weight_decay);
   void adam_step(float lr, float weight_decay, std::int64_t step);
 
-  // Forward without dropout; argmax predictions indexed by RENUMBERED vertex id.
-  const std::vector<std::int32_t>& evaluate(EvaluationsAhead ahead = EvaluationsAhead::kMore);
+  // Forward without dropout. With Predictions::kToHost returns the argmax predictions indexed by
+  // RENUMBERED vertex id (valid until the next evaluate()); with kOnDevices an empty vector.
+  const std::vector<std::int32_t>& evaluate(EvaluationsAhead ahead = EvaluationsAhead::kMore,
+                                            Predictions predictions = Predictions::kToHost);
   // Of the last evaluate(), per split (train, valid, test): the fraction of its labeled vertices
   // predicted right (0 for a split without labeled vertices), counted on the devices.
   std::array<double, 3> accuracies() const;

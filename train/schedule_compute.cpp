@@ -163,11 +163,11 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
                                     rows_of(s.Z, ch.num_dst, layer.out_width));
   Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
   if (!training && captured_logits.data) d.store_block(Z, captured_logits, ch.dst_begin);
-  // Predictions and split counts come back from evaluations only.
+  // Split counts come back from evaluations, predictions from those that ask for them.
   LossOutputs out;
   out.loss_sum = &s.loss_sum;
   if (!training) {
-    out.predictions = predictions.data() + ch.dst_begin;
+    if (predictions_to_host) out.predictions = predictions.data() + ch.dst_begin;
     out.split_counts = &s.split_counts;
   }
   d.softmax_cross_entropy(Z, ch.labels, ch.split_bits, loss_scale, grad_logits, out);

@@ -97,6 +97,8 @@ struct Schedule::Impl {
   std::vector<HostMat> A_cache;  // A[l] in cache mode
   std::vector<DeviceState> dev;
   std::vector<std::int32_t> predictions;
+  // The running evaluation writes `predictions` (Schedule::evaluate(), Predictions::kToHost).
+  bool predictions_to_host = false;
   // Schedule::evaluate_outputs(): the evaluation pass also stores the last layer's logits and,
   // when the last layer's inputs arrive transformed (T^{L-1} in H[L-1]), its input rows H^{L-1}
   // (transform_outputs()) into these host matrices (empty data: not captured).

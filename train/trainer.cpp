@@ -17,7 +17,6 @@
 #include "common/hash.hpp"
 #include "common/log.hpp"
 #include "common/memory.hpp"
-#include "common/parallel.hpp"
 #include "formats/checkpoint.hpp"
 #include "kernels/ops.hpp"
 #include "train/host_memory.hpp"
@@ -734,7 +733,6 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
   TrainResult result;
   result.best_predictions.clear();
-  std::vector<std::int32_t> best_renumbered;  // predictions of the best-valid evaluation
   const std::int64_t total = config.epochs;
   std::optional<Progress> progress;
   if (config.progress && !config.quiet)
@@ -768,9 +766,10 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
     if ((epoch + 1) % config.eval_every == 0 || epoch + 1 == total) {
       const double eval_start = now_seconds();
-      // The last epoch always evaluates: another evaluation follows while epochs remain.
-      const auto& predictions =
-          schedule.evaluate(epoch + 1 < total ? EvaluationsAhead::kMore : EvaluationsAhead::kNone);
+      // The last epoch always evaluates: another evaluation follows while epochs remain. The
+      // predictions stay on the devices (the best-valid epoch's come back after the epochs).
+      schedule.evaluate(epoch + 1 < total ? EvaluationsAhead::kMore : EvaluationsAhead::kNone,
+                        Predictions::kOnDevices);
       record.evaluated = true;
       const std::array<double, 3> correct = schedule.accuracies();
       record.train_accuracy = correct[0];
@@ -782,9 +781,6 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
         state.best_train_accuracy = record.train_accuracy;
         state.best_epoch = epoch;
         state.best_parameters = schedule.parameters();
-        // In dataset order after the last epoch.
-        best_renumbered.resize(predictions.size());
-        parallel_copy(predictions.data(), std::int64_t(predictions.size()), best_renumbered.data());
       }
       record.eval_seconds = now_seconds() - eval_start;
       if (trace) {
@@ -824,12 +820,14 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();
 
-  if (!best_renumbered.empty()) result.best_predictions = by_dataset_vertex(best_renumbered, plan);
-  // Best-valid predictions lost across a resume: recompute them from the stored parameters.
-  if (result.best_predictions.empty() && state.best_epoch >= 0 && !state.best_parameters.empty()) {
+  // The best-valid epoch's predictions (that epoch's, or one before a resume): one evaluation
+  // with its parameters, which gives what that epoch's evaluation gave (an evaluation is
+  // deterministic). An evaluation in the epochs brings none to the host: they are one index a
+  // vertex over the link and then copied on the host (docs/design.md).
+  if (state.best_epoch >= 0 && !state.best_parameters.empty()) {
     const std::vector<float> final_parameters = schedule.parameters();
     schedule.set_parameters(state.best_parameters);
-    const auto& predictions = schedule.evaluate(EvaluationsAhead::kNone);
+    const auto& predictions = schedule.evaluate(EvaluationsAhead::kNone, Predictions::kToHost);
     result.best_predictions = by_dataset_vertex(predictions, plan);
     schedule.set_parameters(final_parameters);
   }

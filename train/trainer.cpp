@@ -825,11 +825,14 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
   // deterministic). An evaluation in the epochs brings none to the host: they are one index a
   // vertex over the link and then copied on the host (docs/design.md).
   if (state.best_epoch >= 0 && !state.best_parameters.empty()) {
+    const double start = now_seconds();
     const std::vector<float> final_parameters = schedule.parameters();
     schedule.set_parameters(state.best_parameters);
     const auto& predictions = schedule.evaluate(EvaluationsAhead::kNone, Predictions::kToHost);
     result.best_predictions = by_dataset_vertex(predictions, plan);
     schedule.set_parameters(final_parameters);
+    log_info("predictions of the best-valid epoch, ", state.best_epoch + 1, "/", total, ": ",
+             format_seconds(now_seconds() - start));
   }
 
   if (!config.embeddings_out.empty()) {
@@ -1011,7 +1014,8 @@ void run_train(const TrainConfig& config) {
   for (const EpochRecord& record : result.records)
     peak_device = std::max(peak_device, record.peak_device_bytes);
   log_info("done: ", result.epochs, " epochs, final loss ", result.final_loss,
-           ", best valid accuracy ", result.best_valid_accuracy, " at epoch ", result.best_epoch,
+           ", best valid accuracy ", result.best_valid_accuracy, " at epoch ",
+           result.best_epoch + 1,  // counted from 1, as the epochs' lines
            ", test accuracy ", result.test_accuracy, "; epoch time median ",
            format_seconds(median_epoch_seconds(result)), ", mean ",
            format_seconds(result.seconds_per_epoch));

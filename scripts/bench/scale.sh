@@ -14,7 +14,8 @@
 #   part:S[:EF[:L[:H]]]     sluice-preprocess partition --partitions 1 --gpu-memory $GPU_MEMORY for
 #                           a GCN of L layers (2) and hidden H (128): the smallest chunk count
 #   train:S[:EF[:L[:H]]]    sluice-train on that plan, --device cuda --gpu-memory $GPU_MEMORY,
-#                           $EPOCHS epochs
+#                           $EPOCHS epochs, evaluating every $EVAL_EVERY (each epoch's training
+#                           and evaluation seconds go to scale.log)
 #   all:S[:EF[:L[:H]]]      the three in a row
 #   clean                   delete $BENCH_DIR
 # The issue's runs: all:24, all:25, all:26 (2 B edges; generation and partitioning may take one
@@ -23,6 +24,7 @@
 # Results: $OUT/scale.md (one row per step) and $OUT/scale.log (each run's log lines: per-stage
 # times and peaks); without OUT, ./out/scale.
 # Environment: BENCH_DIR (/tmp/sluice-scale), BUDGET_S (560), GPU_MEMORY (24G), EPOCHS (3),
+# EVAL_EVERY ($EPOCHS: one evaluation, after the last epoch),
 # FEATURES (128), TRAIN_ARGS ("": more sluice-train options), DEVICE (cuda; cpu for a smoke run
 # here with SLUICE_BIN=build/bin), OMP_NUM_THREADS (all cores).
 set -uo pipefail
@@ -112,9 +114,16 @@ train() {  # scale edge_factor layers hidden
   # shellcheck disable=SC2086
   bench_run "train:$name" "$run_log" "$bin/sluice-train" --dataset "$data" --plan "$plan" \
     --device "${DEVICE:-cuda}" --gpu-memory "$gpu_memory" --model gcn --layers "$layers" \
-    --hidden "$hidden" --epochs "$epochs" --eval-every "$epochs" --metrics "$metrics" --no-progress \
+    --hidden "$hidden" --epochs "$epochs" --eval-every "${EVAL_EVERY:-$epochs}" --metrics "$metrics" --no-progress \
     ${TRAIN_ARGS:-}
   row "train" "rmat$scale ef$ef" "gcn l$layers h$hidden" "$rc" "$wall" "$run_log" "$data" "$plan" "$metrics"
+  [[ -f "$metrics" ]] && python3 - "$metrics" "train:$name" <<'PY' | tee -a "$log"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+train = " ".join(f"{r['seconds']:.2f}" for r in records)
+evals = " ".join(f"{r['eval_seconds']:.2f}" for r in records if r.get("eval_seconds"))
+print(f"{sys.argv[2]}: training s {train} | evaluation s {evals or '-'}")
+PY
   return "$rc"
 }
 

@@ -593,6 +593,28 @@ TEST(TrainAccuracy, AnEarlierBestEpochsPredictionsAreItsOwn) {
   expect_accuracies_count_the_best_predictions(d, r);
 }
 
+// With embeddings asked for, that evaluation also gives the best-valid epoch's outputs: its
+// predictions are their logits' argmax.
+TEST(TrainAccuracy, EmbeddingsComeFromTheBestEpochsEvaluation) {
+  const Dataset d = test::random_dataset(700, 5, 16, 4, 29, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(3, 2));
+  const int epochs = 12;
+  TrainConfig config =
+      test::train_config().model("gcn").hidden(16).epochs(epochs).eval_every(1).lr(0.5);
+  config.embeddings_out = "embeddings.h5";  // train() writes no file: it fills best_outputs
+  const TrainResult r = train(d, plan, config);
+  ASSERT_LT(r.best_epoch, epochs - 1) << "the case needs an earlier best epoch";
+  expect_accuracies_count_the_best_predictions(d, r);
+  ASSERT_EQ(r.best_outputs.predictions, r.best_predictions);
+  const std::int64_t classes = r.best_outputs.classes;
+  ASSERT_EQ(r.best_outputs.logits.size(), std::size_t(d.num_nodes * classes));
+  for (vertex_t v = 0; v < d.num_nodes; ++v) {
+    const float* row = r.best_outputs.logits.data() + std::int64_t(v) * classes;
+    EXPECT_EQ(std::max_element(row, row + classes) - row, r.best_predictions[std::size_t(v)])
+        << "vertex " << v;
+  }
+}
+
 // The host-memory evaluation cache pays off only from the second evaluation: under a budget that
 // sends it to host memory, a run whose only evaluation follows its last epoch allocates none,
 // and a run that evaluates after every epoch does.

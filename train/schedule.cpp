@@ -351,7 +351,7 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
   if (hidden_transformed)
     m.captured_hidden = HostMat{out.hidden.data(), m.n, out.hidden_width, out.hidden_width};
   try {
-    evaluate(EvaluationsAhead::kNone);  // the outputs are asked for once
+    out.predictions = evaluate(EvaluationsAhead::kNone);  // the outputs are asked for once
     m.backend.synchronize_all();
   } catch (...) {
     m.captured_logits = HostMat{};

@@ -274,13 +274,15 @@ class Schedule {
   // Of the last evaluate(), per split (train, valid, test): the fraction of its labeled vertices
   // predicted right (0 for a split without labeled vertices), counted on the devices.
   std::array<double, 3> accuracies() const;
-  // The same pass, returning every vertex's input of the last layer and its logits.
+  // The same pass, returning every vertex's input of the last layer, its logits and its
+  // prediction.
   struct VertexOutputs {
     std::int64_t hidden_width = 0, classes = 0;
-    std::vector<float> hidden;  // n x hidden_width, H^{L-1} (H^0, the features, for one layer)
-    std::vector<float> logits;  // n x classes
+    std::vector<float> hidden;              // n x hidden_width, H^{L-1} (H^0 for one layer)
+    std::vector<float> logits;              // n x classes
+    std::vector<std::int32_t> predictions;  // n, the logits' argmax
   };
-  // Rows by RENUMBERED vertex id; predictions() are the logits' argmax.
+  // Rows by RENUMBERED vertex id.
   VertexOutputs evaluate_outputs();
 
   PhaseTimes& times() { return times_; }

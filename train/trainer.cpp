@@ -75,6 +75,7 @@ Schedule::VertexOutputs by_dataset_vertex(Schedule::VertexOutputs renumbered, co
     const std::size_t v = std::size_t(plan.new_to_old[r]);
     std::copy_n(renumbered.hidden.begin() + r * h, h, out.hidden.begin() + v * h);
     std::copy_n(renumbered.logits.begin() + r * k, k, out.logits.begin() + v * k);
+    out.predictions[v] = renumbered.predictions[r];
   }
   return out;
 }
@@ -820,27 +821,28 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();
 
-  // The best-valid epoch's predictions (that epoch's, or one before a resume): one evaluation
-  // with its parameters, which gives what that epoch's evaluation gave (an evaluation is
-  // deterministic). An evaluation in the epochs brings none to the host: they are one index a
-  // vertex over the link and then copied on the host (docs/design.md).
-  if (state.best_epoch >= 0 && !state.best_parameters.empty()) {
+  // The best-valid epoch's predictions (that epoch's, or one before a resume), and with
+  // embeddings_out its outputs: one evaluation with its parameters, which gives what that
+  // epoch's evaluation gave (an evaluation is deterministic). An evaluation in the epochs brings
+  // none to the host: they are one index a vertex over the link and then copied on the host
+  // (docs/design.md). Without a best-valid epoch the outputs are the final parameters'.
+  const bool best = state.best_epoch >= 0 && !state.best_parameters.empty();
+  if (best || !config.embeddings_out.empty()) {
     const double start = now_seconds();
     const std::vector<float> final_parameters = schedule.parameters();
-    schedule.set_parameters(state.best_parameters);
-    const auto& predictions = schedule.evaluate(EvaluationsAhead::kNone, Predictions::kToHost);
-    result.best_predictions = by_dataset_vertex(predictions, plan);
+    if (best) schedule.set_parameters(state.best_parameters);
+    if (!config.embeddings_out.empty()) {
+      result.best_outputs = by_dataset_vertex(schedule.evaluate_outputs(), plan);
+      if (best) result.best_predictions = result.best_outputs.predictions;
+    } else {
+      result.best_predictions =
+          by_dataset_vertex(schedule.evaluate(EvaluationsAhead::kNone, Predictions::kToHost), plan);
+    }
     schedule.set_parameters(final_parameters);
-    log_info("predictions of the best-valid epoch, ", state.best_epoch + 1, "/", total, ": ",
-             format_seconds(now_seconds() - start));
-  }
-
-  if (!config.embeddings_out.empty()) {
-    const std::vector<float> final_parameters = schedule.parameters();
-    if (!state.best_parameters.empty()) schedule.set_parameters(state.best_parameters);
-    Schedule::VertexOutputs renumbered = schedule.evaluate_outputs();
-    schedule.set_parameters(final_parameters);
-    result.best_outputs = by_dataset_vertex(std::move(renumbered), plan);
+    if (best)
+      log_info("best-valid epoch ", state.best_epoch + 1, "/", total, " evaluated again for its ",
+               config.embeddings_out.empty() ? "predictions" : "predictions and embeddings", ": ",
+               format_seconds(now_seconds() - start));
   }
 
   result.losses = state.losses;

@@ -343,6 +343,15 @@ TEST_F(TrainCli, TraceSummaryFindsEveryPassOfAStep) {
     }
     EXPECT_EQ(passes, (std::vector<std::string>{"forward 0", "fused 1", "backward 0"}));
     EXPECT_GE(summary["next_step_loads_ms"].get<double>(), 0.0);
+    // --evaluation: the last epoch's evaluation, its passes the forward passes of each layer.
+    r = test::run_command(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                          "/scripts/bench/trace_summary.py --evaluation --json " + trace);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const auto evaluation = nlohmann::json::parse(r.output)[trace];
+    EXPECT_EQ(evaluation["step"], "epoch 2 evaluation");
+    passes.clear();
+    for (const auto& pass : evaluation["passes"]) passes.push_back(pass["pass"]);
+    EXPECT_EQ(passes, (std::vector<std::string>{"evaluate 0", "evaluate 1"}));
   }
 }
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Summarizes one training step of a Chrome trace written by `sluice-train --trace FILE`.
+"""Summarizes one training step (or evaluation) of a Chrome trace from `sluice-train --trace`.
 
-Usage: scripts/bench/trace_summary.py [--epoch N] [--json] [--ops | --op-totals] trace.json ...
+Usage: scripts/bench/trace_summary.py [--epoch N] [--evaluation] [--json] [--ops | --op-totals]
+       trace.json ...
 
 For the chosen step (host event "epoch N training step", N counted from 0 as in the trace;
-default: the last one) and the device ranges inside it, prints in milliseconds: the wall time;
-per device the busy time per lane (union of ranges) and per phase (sum of durations); per pass
-(forward 0, forward 1, backward 1, ...) and device the start, span, each lane's busy time
+default: the last one; with --evaluation the host event "epoch N evaluation" instead, whose
+passes are "evaluate 0", "evaluate 1", ...) and the device ranges inside it, prints in
+milliseconds: the wall time; per device the busy time per lane (union of ranges) and per phase
+(sum of durations); per pass (forward 0, forward 1, backward 1, ...) and device the start, span, each lane's busy time
 (the union of its ranges; a compute-lane range may hold waits for the other lanes' work),
 head (first range to first compute), tail (last compute end to last range end) and compute-lane
 idle time, the median host lead (a batch's compute start less the end of its issue on the
@@ -35,7 +37,9 @@ import sys
 # A batch whose compute began within this long after the host finished issuing it waited for
 # the host (a launch takes a few microseconds to reach the GPU).
 HOST_BOUND_MS = 0.05
-STEP = re.compile(r"epoch (\d+) training step$")
+# The host event of a training step and of an evaluation (--evaluation).
+STEPS = {False: re.compile(r"epoch (\d+) training step$"),
+         True: re.compile(r"epoch (\d+) evaluation$")}
 COMPUTE_LANE, TRANSFER_LANE, STORE_LANE, PEER_LANE = 0, 1, 2, 3
 LANE_NAMES = {COMPUTE_LANE: "compute", TRANSFER_LANE: "transfer", STORE_LANE: "store",
               PEER_LANE: "peer"}
@@ -82,18 +86,20 @@ def is_operation(event):
     return event.get("cat", "").startswith("op ")
 
 
-def choose_step(host, epoch, path):
-    steps = sorted((e for e in host if STEP.match(e["name"])), key=lambda e: e["ts"])
+def choose_step(host, epoch, path, evaluation):
+    pattern = STEPS[evaluation]
+    steps = sorted((e for e in host if pattern.match(e["name"])), key=lambda e: e["ts"])
     if epoch is not None:
-        steps = [e for e in steps if int(STEP.match(e["name"]).group(1)) == epoch]
+        steps = [e for e in steps if int(pattern.match(e["name"]).group(1)) == epoch]
     if not steps:
-        sys.exit(f"{path}: no 'epoch {'N' if epoch is None else epoch} training step' host event")
+        what = "evaluation" if evaluation else "training step"
+        sys.exit(f"{path}: no 'epoch {'N' if epoch is None else epoch} {what}' host event")
     return steps[-1]
 
 
-def summarize(path, epoch):
+def summarize(path, epoch, evaluation=False):
     devices, lane_names, host, raw, raw_issues = read_trace(path)
-    step = choose_step(host, epoch, path)
+    step = choose_step(host, epoch, path, evaluation)
     t0, wall = step["ts"], step["dur"]
     # When the host finished issuing each batch's compute: {(pass, batch): ms from the step start}.
     issued = {(e["cat"][len("issue "):], e["args"]["batch"]): (e["ts"] + e["dur"] - t0) / 1e3
@@ -270,13 +276,13 @@ def print_text(s):
     print()
 
 
-def operation_ranges(path, epoch):
+def operation_ranges(path, epoch, evaluation):
     """The chosen step and its operation ranges, in time order."""
     with open(path) as f:
         data = json.load(f)
     events = data["traceEvents"] if isinstance(data, dict) else data
     complete = [e for e in events if e.get("ph") == "X"]
-    step = choose_step([e for e in complete if e.get("cat") == "host"], epoch, path)
+    step = choose_step([e for e in complete if e.get("cat") == "host"], epoch, path, evaluation)
     t0, t1 = step["ts"], step["ts"] + step["dur"]
     ops = sorted((e for e in complete if is_operation(e) and t0 <= e["ts"] <= t1),
                  key=lambda e: e["ts"])
@@ -285,10 +291,10 @@ def operation_ranges(path, epoch):
     return step, ops
 
 
-def operation_totals(path, epoch):
+def operation_totals(path, epoch, evaluation=False):
     """Per pass and operation, each device's summed milliseconds and calls, largest first; and
     each device's total over the ranges that lie in no other (names without a '.')."""
-    step, ops = operation_ranges(path, epoch)
+    step, ops = operation_ranges(path, epoch, evaluation)
     per_op = {}
     for e in ops:
         device = per_op.setdefault((e["cat"][3:], e["name"]), {}).setdefault(
@@ -320,10 +326,10 @@ def print_operation_totals(t):
     print(f"| all | every operation | {cells} |\n")
 
 
-def print_operations(path, epoch):
+def print_operations(path, epoch, evaluation=False):
     """The chosen step's operation ranges: start and duration (ms from the step start), device,
     lane, pass and name, and per lane the idle time before the range."""
-    step, ops = operation_ranges(path, epoch)
+    step, ops = operation_ranges(path, epoch, evaluation)
     t0 = step["ts"]
     print(f"## {os.path.basename(path)}: {step['name']}, {step['dur'] / 1e3:.2f} ms\n")
     print("| start | ms | idle before | device | lane | pass | operation |")
@@ -342,6 +348,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("traces", nargs="+", help="Chrome trace JSON from sluice-train --trace")
     parser.add_argument("--epoch", type=int, help="epoch N (from 0) of 'epoch N training step'")
+    parser.add_argument("--evaluation", action="store_true",
+                        help="summarize the evaluation 'epoch N evaluation' instead of the step")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     kind = parser.add_mutually_exclusive_group()
     kind.add_argument("--ops", action="store_true",
@@ -353,13 +361,13 @@ def main():
     args = parser.parse_args()
     if args.ops:
         for path in args.traces:
-            print_operations(path, args.epoch)
+            print_operations(path, args.epoch, args.evaluation)
         return
     if args.op_totals:
         make, show = operation_totals, print_operation_totals
     else:
         make, show = summarize, print_text
-    results = [make(path, args.epoch) for path in args.traces]
+    results = [make(path, args.epoch, args.evaluation) for path in args.traces]
     if args.json:
         print(json.dumps({r["file"]: rounded(r) for r in results}, indent=1))
     else:

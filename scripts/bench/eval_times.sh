@@ -10,8 +10,8 @@
 #     RUNS=3 EPOCHS=8 MODEL=gcn bash scripts/bench/eval_times.sh
 # ENVS: space-separated; "default" runs with the environment as it is, anything else is one
 # VARIABLE=value set for that run only. TRACE=1 also writes each run's --trace timeline to
-# $OUT/eval-traces/ (scripts/bench/trace_summary.py reads them). BIN_DIR (.device-bundle) holds
-# the binaries, DEVICE (cuda) is sluice-train's --device.
+# $OUT/eval-traces/ (`scripts/bench/trace_summary.py --evaluation` summarizes one). BIN_DIR
+# (.device-bundle) holds the binaries, DEVICE (cuda) is sluice-train's --device.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bundle=${BIN_DIR:-$root/.device-bundle}

@@ -277,7 +277,8 @@ TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
                                  .dropout(0.5)
                                  .seed(5)
                                  .epochs(7)
-                                 .eval_every(2);
+                                 .eval_every(2)
+                                 .predictions("predictions.csv");
   const TrainResult full = train(d, plan, config);
 
   train(d, plan, test::train_config(config).epochs(4).checkpoint(dir.file("ck.h5"), 2));
@@ -293,6 +294,7 @@ TEST_P(Resume, IsBitIdenticalToAnUninterruptedRun) {
             0);
   EXPECT_EQ(resumed.best_epoch, full.best_epoch);
   EXPECT_EQ(resumed.test_accuracy, full.test_accuracy);
+  ASSERT_EQ(full.best_predictions.size(), std::size_t(d.num_nodes));
   EXPECT_EQ(resumed.best_predictions, full.best_predictions);
 
   // The checkpoint after the resumed run holds all 7 epochs; other settings are refused.

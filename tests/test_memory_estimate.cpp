@@ -726,7 +726,8 @@ TEST(HostMemory, RefusalNamesNeedAvailableAndFittingOptions) {
 // exactly as keeping them, and leaves the labels, splits and ids, and the plan's ranges.
 TEST(HostMemory, ReleasedInputsTrainTheSame) {
   const Plan& plan = plan_of(kNarrowing, 2, 3);
-  const TrainConfig config = test::train_config().hidden(kNarrowing.hidden).epochs(3);
+  const TrainConfig config =
+      test::train_config().hidden(kNarrowing.hidden).epochs(3).predictions("predictions.csv");
   const TrainResult kept = train(dataset_of(kNarrowing), plan, config);
   Dataset copy = dataset_of(kNarrowing);
   Plan plan_copy = plan;
@@ -740,6 +741,7 @@ TEST(HostMemory, ReleasedInputsTrainTheSame) {
   EXPECT_EQ(plan_copy.old_to_new, plan.old_to_new);
   EXPECT_EQ(kept.losses, released.losses);
   EXPECT_EQ(kept.flat_parameters, released.flat_parameters);
+  ASSERT_EQ(kept.best_predictions.size(), std::size_t(dataset_of(kNarrowing).num_nodes));
   EXPECT_EQ(kept.best_predictions, released.best_predictions);
   EXPECT_TRUE(copy.features.empty());
   EXPECT_TRUE(copy.indices.empty());

@@ -229,7 +229,11 @@ TEST(TrainBf16, ResumeIsBitIdenticalAndRefusesAnotherPrecision) {
   test::ScratchDir dir;
   for (const std::string model : {"gcn", "gat"}) {
     SCOPED_TRACE(model);
-    const TrainConfig config = bf16_config(model, 2, 6).optimizer("adam").lr(0.02).eval_every(2);
+    const TrainConfig config = bf16_config(model, 2, 6)
+                                   .optimizer("adam")
+                                   .lr(0.02)
+                                   .eval_every(2)
+                                   .predictions("predictions.csv");
     const TrainResult full = train(dataset(), plan, config);
     const std::string checkpoint = dir.file(model + ".h5");
     train(dataset(), plan, test::train_config(config).epochs(3).checkpoint(checkpoint, 3));
@@ -237,6 +241,7 @@ TEST(TrainBf16, ResumeIsBitIdenticalAndRefusesAnotherPrecision) {
         train(dataset(), plan, test::train_config(config).resume_from(checkpoint));
     EXPECT_EQ(resumed.losses, full.losses);
     EXPECT_EQ(resumed.flat_parameters, full.flat_parameters);
+    ASSERT_EQ(full.best_predictions.size(), std::size_t(dataset().num_nodes));
     EXPECT_EQ(resumed.best_predictions, full.best_predictions);
     EXPECT_THROW(train(dataset(), plan,
                        test::train_config(config).resume_from(checkpoint).host_precision("fp32")),

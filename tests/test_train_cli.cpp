@@ -586,7 +586,9 @@ TEST(TrainAccuracy, ReportedAccuraciesCountTheBestPredictions) {
   const Dataset d = test::random_dataset(700, 5, 16, 4, 29, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(3, 2));
   const TrainResult r =
-      train(d, plan, test::train_config().model("gcn").hidden(16).epochs(6).eval_every(1));
+      train(d, plan,
+            test::train_config().model("gcn").hidden(16).epochs(6).eval_every(1).predictions(
+                "predictions.csv"));
   expect_accuracies_count_the_best_predictions(d, r);
 }
 
@@ -597,9 +599,16 @@ TEST(TrainAccuracy, AnEarlierBestEpochsPredictionsAreItsOwn) {
   const Plan plan = test::make_plan(d, test::plan_options(3, 2));
   const int epochs = 12;
   const TrainResult r = train(
-      d, plan, test::train_config().model("gcn").hidden(16).epochs(epochs).eval_every(1).lr(0.5));
+      d, plan,
+      test::train_config().model("gcn").hidden(16).epochs(epochs).eval_every(1).lr(0.5).predictions(
+          "predictions.csv"));
   ASSERT_LT(r.best_epoch, epochs - 1) << "the case needs an earlier best epoch";
   expect_accuracies_count_the_best_predictions(d, r);
+  // Not asked for, the predictions are not computed.
+  const TrainResult without = train(
+      d, plan, test::train_config().model("gcn").hidden(16).epochs(epochs).eval_every(1).lr(0.5));
+  EXPECT_TRUE(without.best_predictions.empty());
+  EXPECT_EQ(without.best_epoch, r.best_epoch);
 }
 
 // With embeddings asked for, that evaluation also gives the best-valid epoch's outputs: its

@@ -821,13 +821,13 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
       (config.checkpoint_every == 0 || state.epochs_done % config.checkpoint_every != 0))
     save_checkpoint();
 
-  // The best-valid epoch's predictions (that epoch's, or one before a resume), and with
-  // embeddings_out its outputs: one evaluation with its parameters, which gives what that
-  // epoch's evaluation gave (an evaluation is deterministic). An evaluation in the epochs brings
-  // none to the host: they are one index a vertex over the link and then copied on the host
-  // (docs/design.md). Without a best-valid epoch the outputs are the final parameters'.
+  // The best-valid epoch's predictions (that epoch's, or one before a resume) where asked for,
+  // and with embeddings_out its outputs: one evaluation with its parameters, which gives what
+  // that epoch's evaluation gave (an evaluation is deterministic). An evaluation in the epochs
+  // brings none to the host: they are one index a vertex over the link and then copied on the
+  // host (docs/design.md). Without a best-valid epoch the outputs are the final parameters'.
   const bool best = state.best_epoch >= 0 && !state.best_parameters.empty();
-  if (best || !config.embeddings_out.empty()) {
+  if ((best && !config.predictions.empty()) || !config.embeddings_out.empty()) {
     const double start = now_seconds();
     const std::vector<float> final_parameters = schedule.parameters();
     if (best) schedule.set_parameters(state.best_parameters);

@@ -44,7 +44,8 @@ struct TrainResult {
   double best_valid_accuracy = -1, test_accuracy = -1, train_accuracy = -1;  // best-valid model
   double final_loss = 0;
   double seconds_per_epoch = 0;
-  // Predictions of the best-valid model by dataset vertex id (empty when none evaluated).
+  // Predictions of the best-valid model by dataset vertex id: with config.predictions or
+  // config.embeddings_out non-empty (empty when none evaluated).
   std::vector<std::int32_t> best_predictions;
   // With config.embeddings_out: the best-valid model's evaluation outputs (Schedule::
   // evaluate_outputs()), rows by dataset vertex id.
@@ -52,8 +53,9 @@ struct TrainResult {
 };
 
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
-// and checkpoint are ignored; a non-empty embeddings_out fills TrainResult::best_outputs). Throws
-// InputError for inconsistent inputs.
+// and checkpoint are ignored but for asking for results: a non-empty predictions fills
+// TrainResult::best_predictions, a non-empty embeddings_out best_outputs and best_predictions,
+// each costing one evaluation after the epochs). Throws InputError for inconsistent inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
 // The same, releasing what `release` names of the dataset and plan during setup (sluice-train:
 // the dataset's features and graph and the plan's chunk lists, once the schedule holds its own

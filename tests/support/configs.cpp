@@ -178,6 +178,11 @@ TrainConfigBuilder& TrainConfigBuilder::resume_from(const std::string& checkpoin
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::predictions(const std::string& path) {
+  config_.predictions = path;
+  return *this;
+}
+
 ModelShapeBuilder::ModelShapeBuilder(const std::string& model, int layers) {
   shape_.model = model;
   shape_.layers = layers;

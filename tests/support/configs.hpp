@@ -64,6 +64,9 @@ class TrainConfigBuilder {
   TrainConfigBuilder& checkpoint(const std::string& path, int every_epochs);
   TrainConfigBuilder& resume_from(const std::string& checkpoint_path);
 
+  // Outputs: train() writes no file, but a path asks it for TrainResult::best_predictions.
+  TrainConfigBuilder& predictions(const std::string& path);
+
   TrainConfig config() const { return config_; }
   operator TrainConfig() const { return config_; }
 

@@ -202,6 +202,13 @@ TEST_F(TrainCli, GoodRunWritesReportMetricsAndPredictions) {
     for (const char* key : {"loss", "seconds", "phases", "transfers", "peak_host_bytes"})
       EXPECT_TRUE(m.contains(key)) << key;
     EXPECT_EQ(m["valid_accuracy"].is_null(), count % 2 == 0);
+    // An evaluation's own transfers: it loads features, and training's stores are not its.
+    EXPECT_EQ(m["eval_transfers"].is_null(), count % 2 == 0);
+    if (count % 2 == 1) {
+      EXPECT_GT(m["eval_transfers"]["h2d_gather_bytes"].get<std::int64_t>(), 0);
+      EXPECT_LT(m["eval_transfers"]["d2h_bytes"].get<std::int64_t>(),
+                m["transfers"]["d2h_bytes"].get<std::int64_t>());
+    }
     ++count;
   }
   EXPECT_EQ(count, 4);

@@ -128,10 +128,12 @@ json epoch_json(const EpochRecord& r) {
     j["train_accuracy"] = r.train_accuracy;
     j["valid_accuracy"] = r.valid_accuracy;
     j["test_accuracy"] = r.test_accuracy;
+    j["eval_transfers"] = transfers_json(r.eval_transfers);
   } else {
     j["train_accuracy"] = nullptr;
     j["valid_accuracy"] = nullptr;
     j["test_accuracy"] = nullptr;
+    j["eval_transfers"] = nullptr;
   }
   return j;
 }
@@ -767,11 +769,13 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 
     if ((epoch + 1) % config.eval_every == 0 || epoch + 1 == total) {
       const double eval_start = now_seconds();
+      schedule.reset_counters();  // the step's are in record.transfers
       // The last epoch always evaluates: another evaluation follows while epochs remain. The
       // predictions stay on the devices (the best-valid epoch's come back after the epochs).
       schedule.evaluate(epoch + 1 < total ? EvaluationsAhead::kMore : EvaluationsAhead::kNone,
                         Predictions::kOnDevices);
       record.evaluated = true;
+      record.eval_transfers = schedule.counters();
       const std::array<double, 3> correct = schedule.accuracies();
       record.train_accuracy = correct[0];
       record.valid_accuracy = correct[1];

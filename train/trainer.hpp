@@ -27,6 +27,7 @@ struct EpochRecord {
   PhaseTimes phases;                      // the slowest device's per phase
   std::vector<PhaseTimes> device_phases;  // per device (P entries)
   TransferCounters transfers;             // of the training step
+  TransferCounters eval_transfers;        // of the evaluation (zero when none ran)
   std::uint64_t peak_host_bytes = 0;
   std::int64_t peak_device_bytes = 0;
 };

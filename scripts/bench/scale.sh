@@ -15,7 +15,8 @@
 #                           a GCN of L layers (2) and hidden H (128): the smallest chunk count
 #   train:S[:EF[:L[:H]]]    sluice-train on that plan, --device cuda --gpu-memory $GPU_MEMORY,
 #                           $EPOCHS epochs, evaluating every $EVAL_EVERY (each epoch's training
-#                           and evaluation seconds go to scale.log)
+#                           and evaluation seconds, and each evaluation's host-link bytes, go to
+#                           scale.log)
 #   all:S[:EF[:L[:H]]]      the three in a row
 #   clean                   delete $BENCH_DIR
 # The issue's runs: all:24, all:25, all:26 (2 B edges; generation and partitioning may take one
@@ -120,9 +121,13 @@ train() {  # scale edge_factor layers hidden
   [[ -f "$metrics" ]] && python3 - "$metrics" "train:$name" <<'PY' | tee -a "$log"
 import json, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+def link_gb(t):
+    return (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
+            t.get("d2h_index_bytes", 0)) / 1e9
 train = " ".join(f"{r['seconds']:.2f}" for r in records)
-evals = " ".join(f"{r['eval_seconds']:.2f}" for r in records if r.get("eval_seconds"))
-print(f"{sys.argv[2]}: training s {train} | evaluation s {evals or '-'}")
+evals = " ".join(f"{r['eval_seconds']:.2f} ({link_gb(r['eval_transfers']):.1f} GB)"
+                 for r in records if r.get("eval_transfers"))
+print(f"{sys.argv[2]}: training s {train} | evaluation s (host-link bytes) {evals or '-'}")
 PY
   return "$rc"
 }

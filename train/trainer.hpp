@@ -56,7 +56,8 @@ struct TrainResult {
 // Trains `dataset` over `plan` as configured (the path fields of config other than metrics
 // and checkpoint are ignored but for asking for results: a non-empty predictions fills
 // TrainResult::best_predictions, a non-empty embeddings_out best_outputs and best_predictions,
-// each costing one evaluation after the epochs). Throws InputError for inconsistent inputs.
+// from one evaluation after the epochs that serves both). Throws InputError for inconsistent
+// inputs.
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config);
 // The same, releasing what `release` names of the dataset and plan during setup (sluice-train:
 // the dataset's features and graph and the plan's chunk lists, once the schedule holds its own

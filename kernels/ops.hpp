@@ -222,6 +222,12 @@ struct TransferCounters {
   std::int64_t d2h_index_bytes = 0;
   std::int64_t p2p_rows = 0, p2p_bytes = 0;  // pull_rows, put_block, put_rows
   std::int64_t resident_bytes = 0;           // the same operations on resident matrices
+
+  // The counter a transfer of `m` adds its bytes to: `link` (one of the host-link counters
+  // above) for a host matrix, resident_bytes for a resident one.
+  std::int64_t& bytes_for(const HostMat& m, std::int64_t& link) {
+    return m.residence == Residence::kHost ? link : resident_bytes;
+  }
 };
 
 // Independent in-order queues of one device (CUDA: one stream each). Work is issued to the

@@ -1,7 +1,11 @@
-// Evaluations that keep layer 0's aggregation of the features (ScheduleOptions::evaluation_cache):
-// the first evaluation writes it, later ones take layer 0's aggregation from it and load no
-// features, and every evaluation predicts exactly what it predicts without the cache, between
-// training steps too (the features never change, and an evaluation has no dropout).
+// What evaluations keep and where. Layer 0's aggregation of the features
+// (ScheduleOptions::evaluation_cache): the first evaluation writes it, later ones take layer 0's
+// aggregation from it and load no features, and every evaluation predicts exactly what it
+// predicts without the cache, between training steps too (the features never change, and an
+// evaluation has no dropout). The layer outputs an evaluation's next pass reads
+// (ScheduleOptions::evaluation_outputs), in training buffers: the same predictions, and the
+// training steps after them the same losses, with none of those rows on the host link. What an
+// evaluation prepares for the run ahead (EvaluationsAhead), and its predictions (Predictions).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -213,6 +217,147 @@ TEST(EvaluationCache, HostCacheWaitsForAnEvaluationAhead) {
   // The third reads it back (told that none follows, it uses the cache that exists).
   EXPECT_LT(host.transfers[2].h2d_gather_rows, plain.transfers[2].h2d_gather_rows);
   EXPECT_EQ(host.transfers[2].h2d_block_bytes, plain.transfers[2].h2d_block_bytes + cache_bytes);
+}
+
+struct EvaluationsAndSteps {
+  std::vector<std::vector<std::int32_t>> predictions;  // per evaluation
+  std::vector<TransferCounters> transfers;             // per evaluation
+  std::vector<double> losses;                          // per training step
+  std::vector<TransferCounters> step_transfers;        // per training step
+};
+
+// Evaluation, step, evaluation, step, evaluation (dropout on, so that the steps differ).
+EvaluationsAndSteps evaluate_between_steps(const Dataset& d, const Plan& plan,
+                                           const ModelSpec& spec, EvaluationOutputs outputs,
+                                           HostPrecision precision = HostPrecision::kFp32) {
+  std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
+  ScheduleOptions options;
+  options.dropout = 0.3f;
+  options.seed = 5;
+  options.host_precision = precision;
+  options.comm = plan.partitions > 1 ? CommMode::kP2p : CommMode::kP2pReuse;
+  options.evaluation_outputs = outputs;
+  Schedule schedule(*backend, d, plan, spec, options);
+  schedule.set_parameters(init_parameters(spec, 3));
+  EvaluationsAndSteps out;
+  for (int i = 0; i < 3; ++i) {
+    schedule.reset_counters();
+    out.predictions.push_back(schedule.evaluate());
+    out.transfers.push_back(schedule.counters());
+    if (i == 2) break;
+    schedule.reset_counters();
+    out.losses.push_back(schedule.forward_backward(i));
+    out.step_transfers.push_back(schedule.counters());
+    schedule.adam_step(0.05f, 0.f, i + 1);
+  }
+  return out;
+}
+
+// Where a block set's dZ holds a partition's rows of T^l (hidden 32 against T rows of 8 floats,
+// SAGE's 12; chunks of a third of a partition or more, half for SAGE), an evaluation writes and
+// reads them there: the same predictions and, after it, the same training steps (which write dZ
+// again) as with the rows in host memory; the loads of those rows move from the link to device
+// memory, byte for byte, and their stores disappear. GCN of three layers: H^1 (32 wide) fits no
+// dZ, T^2 does.
+TEST(EvaluationOutputs, InTrainingBuffersPredictTheSameOffTheLink) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  struct Case {
+    std::string model;
+    int layers, partitions, chunks;
+  };
+  for (const Case c :
+       {Case{"gcn", 2, 1, 2}, Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 2, 2}, Case{"sage", 2, 1, 2},
+        Case{"gat", 2, 1, 2}, Case{"gat", 2, 2, 2}, Case{"gcn", 3, 1, 2}}) {
+    SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
+                 std::to_string(c.partitions) + ", C = " + std::to_string(c.chunks));
+    const Plan plan = test::make_plan(d, test::plan_options(c.partitions, c.chunks));
+    const ModelSpec spec = test::model_spec(test::model_shape(c.model, c.layers)
+                                                .in_dim(d.feature_dim)
+                                                .hidden(32)
+                                                .classes(d.num_classes)
+                                                .heads(1));
+    const EvaluationsAndSteps lent =
+        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit);
+    const EvaluationsAndSteps host =
+        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kHost);
+    EXPECT_EQ(lent.predictions, host.predictions);
+    EXPECT_EQ(lent.losses, host.losses);
+    EXPECT_NE(host.predictions[0], host.predictions[2]);  // the steps changed the model
+    for (std::size_t i = 0; i < 3; ++i) {
+      const TransferCounters &a = lent.transfers[i], &b = host.transfers[i];
+      EXPECT_EQ(b.resident_bytes, 0) << i;
+      EXPECT_GT(a.resident_bytes, 0) << i;
+      EXPECT_EQ(a.h2d_gather_bytes + a.resident_bytes, b.h2d_gather_bytes) << i;
+      EXPECT_LT(a.d2h_bytes, b.d2h_bytes) << i;
+      EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << i;
+    }
+    for (std::size_t i = 0; i < 2; ++i) {
+      const TransferCounters &a = lent.step_transfers[i], &b = host.step_transfers[i];
+      EXPECT_EQ(a.h2d_gather_bytes, b.h2d_gather_bytes) << i;
+      EXPECT_EQ(a.d2h_bytes, b.d2h_bytes) << i;
+      EXPECT_EQ(a.resident_bytes, 0) << i;
+    }
+  }
+}
+
+// Where no dZ holds them (hidden 8: dZ has 8 floats a chunk row, as many as a T row, and four
+// chunks), or the host matrices are bf16 (fp32 rows in device memory would skip the rounding a
+// store gives them), the rows stay in host memory: the same transfers as kHost.
+TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  struct Case {
+    std::int64_t hidden;
+    int chunks;
+    HostPrecision precision;
+  };
+  for (const Case c : {Case{8, 4, HostPrecision::kFp32}, Case{32, 2, HostPrecision::kBf16}}) {
+    SCOPED_TRACE("hidden " + std::to_string(c.hidden) + ", " + host_precision_name(c.precision));
+    const Plan plan = test::make_plan(d, test::plan_options(1, c.chunks));
+    const ModelSpec spec = test::model_spec(
+        test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(c.hidden).classes(d.num_classes));
+    const EvaluationsAndSteps lent = evaluate_between_steps(
+        d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit, c.precision);
+    const EvaluationsAndSteps host =
+        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kHost, c.precision);
+    EXPECT_EQ(lent.predictions, host.predictions);
+    for (std::size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(lent.transfers[i].resident_bytes, 0) << i;
+      EXPECT_EQ(lent.transfers[i].h2d_gather_bytes, host.transfers[i].h2d_gather_bytes) << i;
+      EXPECT_EQ(lent.transfers[i].d2h_bytes, host.transfers[i].d2h_bytes) << i;
+    }
+  }
+}
+
+// An evaluation told that nothing follows (EvaluationsAhead::kNone) does not load the next
+// training step's first batch; a step that follows anyway loads it itself: the same loss, and
+// the rows one pair loads are the rows the other does.
+TEST(EvaluationsAhead, TheLastEvaluationLoadsNothingForTheNextStep) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(1, 3));
+  const ModelSpec spec = test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  std::int64_t eval_rows[2] = {0, 0}, step_rows[2] = {0, 0};
+  double losses[2] = {0, 0};
+  std::vector<std::int32_t> predictions[2];
+  for (const EvaluationsAhead ahead : {EvaluationsAhead::kMore, EvaluationsAhead::kNone}) {
+    const int k = ahead == EvaluationsAhead::kNone;
+    std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(1));
+    ScheduleOptions options;
+    options.dropout = 0.3f;
+    options.evaluation_cache = EvaluationCache::kNone;
+    Schedule schedule(*backend, d, plan, spec, options);
+    schedule.set_parameters(init_parameters(spec, 3));
+    predictions[k] = schedule.evaluate(ahead);
+    eval_rows[k] = schedule.counters().h2d_gather_rows;
+    schedule.reset_counters();
+    losses[k] = schedule.forward_backward(0);
+    step_rows[k] = schedule.counters().h2d_gather_rows;
+  }
+  EXPECT_EQ(predictions[0], predictions[1]);
+  EXPECT_EQ(losses[0], losses[1]);
+  EXPECT_LT(eval_rows[1], eval_rows[0]);
+  EXPECT_GT(step_rows[1], step_rows[0]);
+  EXPECT_EQ(eval_rows[0] + step_rows[0], eval_rows[1] + step_rows[1]);
 }
 
 // An evaluation that keeps its predictions on the devices returns none and reports the

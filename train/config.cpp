@@ -53,6 +53,9 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.evaluation_cache == "auto" || c.evaluation_cache == "off",
                      "unknown --evaluation-cache '", c.evaluation_cache,
                      "' (expected auto or off)");
+  SLUICE_INPUT_CHECK(c.evaluation_outputs == "auto" || c.evaluation_outputs == "host",
+                     "unknown --evaluation-outputs '", c.evaluation_outputs,
+                     "' (expected auto or host)");
   SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
                      "unknown --layer-outputs '", c.layer_outputs,
                      "' (expected auto or recompute)");
@@ -168,6 +171,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "auto (GCN, SAGE: the first evaluation keeps layer 0's aggregation of each partition's "
       "features on its device where it fits on every device, else, with fp32 host data, in host "
       "memory where there is room, and later evaluations start from it) | off")(
+      "evaluation-outputs", po::value(&c.evaluation_outputs)->default_value(c.evaluation_outputs),
+      "auto (an evaluation keeps the layer outputs its next pass reads, each GPU its partition's "
+      "rows, in GPU buffers that only training uses, where one holds them, instead of storing and "
+      "loading them over the host link; same results) | host")(
       "layer-outputs", po::value(&c.layer_outputs)->default_value(c.layer_outputs),
       "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
       "device for its backward pass where they fit after everything else, instead of computing "
@@ -275,10 +282,10 @@ std::string describe_config(const TrainConfig& c) {
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
-      << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
-      << " last_layer_rows=" << c.last_layer_rows << " gat_layer_zero=" << c.gat_layer_zero
-      << " layer_zero_order=" << c.layer_zero_order << " device=" << c.device
-      << " threads=" << c.threads;
+      << " evaluation_outputs=" << c.evaluation_outputs << " layer_outputs=" << c.layer_outputs
+      << " remote_features=" << c.remote_features << " last_layer_rows=" << c.last_layer_rows
+      << " gat_layer_zero=" << c.gat_layer_zero << " layer_zero_order=" << c.layer_zero_order
+      << " device=" << c.device << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

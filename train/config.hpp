@@ -59,6 +59,10 @@ struct TrainConfig {
   // (ScheduleOptions::evaluation_cache): auto (on the devices where it fits, else in host
   // memory) | off.
   std::string evaluation_cache = "auto";
+  // Where evaluations keep the layer outputs their next pass reads
+  // (ScheduleOptions::evaluation_outputs): auto (in GPU buffers only training uses, where they
+  // fit) | host.
+  std::string evaluation_outputs = "auto";
   // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
   // auto (where they fit) | recompute.
   std::string layer_outputs = "auto";

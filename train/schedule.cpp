@@ -59,9 +59,11 @@ void Schedule::Impl::forward_layer(const LayerSpec& layer) {
   const PassKind kind = training ? PassKind::kForward : PassKind::kEvaluate;
   if (layer.last) {
     // Evaluation: its last pass prefetches the next training step's first batch (features are
-    // constant), as layer 0's backward pass does for the next forward pass or evaluation; an
-    // evaluation that follows instead, or none, leaves it unused.
-    set_next_head(&model.layers[0], PassKind::kForward, NextInputs::kComplete);
+    // constant), as layer 0's backward pass does for the next forward pass or evaluation, unless
+    // the run ends (EvaluationsAhead::kNone); an evaluation that follows instead leaves it unused.
+    const bool step_ahead = training || evaluations_ahead == EvaluationsAhead::kMore;
+    set_next_head(step_ahead ? &model.layers[0] : nullptr, PassKind::kForward,
+                  NextInputs::kComplete);
   } else {
     const LayerSpec& next = *above(layer);
     set_next_head(&next, fuses(next) ? PassKind::kFused : kind, NextInputs::kWrittenByThisPass);
@@ -308,6 +310,66 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
   times_.optimizer += now_seconds() - t;
 }
 
+void Schedule::Impl::lend_training_buffers() {
+  if (options.evaluation_outputs != EvaluationOutputs::kTrainingBuffersWhereTheyFit ||
+      !reads_own_rows_only())
+    return;
+  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n, C);
+  std::string lent;
+  for (DeviceState& s : dev) {
+    std::vector<Mat> idle;
+    for (const BlockSet& set : s.sets)
+      if (!set.dZ.empty()) idle.push_back(set.dZ);
+    const auto floats = [](const Mat& m) { return m.rows * m.ld; };
+    std::sort(idle.begin(), idle.end(),
+              [&](const Mat& a, const Mat& b) { return floats(a) < floats(b); });
+    std::vector<int> layers;
+    for (int l = 1; l < model.num_layers(); ++l) layers.push_back(l);
+    std::stable_sort(layers.begin(), layers.end(), [&](int a, int b) {
+      return s.vertex.H[std::size_t(a)].cols < s.vertex.H[std::size_t(b)].cols;
+    });
+    s.views_lent.assign(model.layers.size(), HostMat{});
+    for (const int l : layers) {
+      HostMat& view = s.vertex.H[std::size_t(l)];
+      if (view.empty() || view.residence != Residence::kHost ||
+          view.precision != HostPrecision::kFp32)
+        continue;
+      const auto buffer = std::find_if(idle.begin(), idle.end(), [&](const Mat& m) {
+        return floats(m) >= view.rows * view.cols;
+      });
+      if (buffer == idle.end()) continue;
+      const Mat rows{buffer->data, view.rows, view.cols, view.cols};
+      s.device->fill(rows, 0.f);
+      s.views_lent[std::size_t(l)] = view;
+      view = HostMat{rows.data,         view.rows, view.cols, view.cols, HostPrecision::kFp32,
+                     Residence::kDevice};
+      idle.erase(buffer);
+      if (!training_buffers_logged) {
+        const auto shape = std::find_if(shapes.begin(), shapes.end(), [&](const auto& m) {
+          return m.role == HostMatrixRole::kInput && m.layer == l;
+        });
+        lent += cat(lent.empty() ? "" : "; ", shape == shapes.end() ? cat("H^", l) : shape->name,
+                    " rows (", format_bytes(double(view.rows * view.cols * 4)), ") on ",
+                    s.device->name());
+      }
+    }
+  }
+  if (!training_buffers_logged)
+    log_info("evaluation: ",
+             lent.empty() ? std::string("its layer outputs in host memory (no training buffer "
+                                        "holds them)")
+                          : cat("its layer outputs in training buffers: ", lent));
+  training_buffers_logged = true;
+}
+
+void Schedule::Impl::return_training_buffers() {
+  for (DeviceState& s : dev) {
+    for (std::size_t l = 0; l < s.views_lent.size(); ++l)
+      if (!s.views_lent[l].empty()) s.vertex.H[l] = s.views_lent[l];
+    s.views_lent.clear();
+  }
+}
+
 const std::vector<std::int32_t>& Schedule::evaluate(EvaluationsAhead ahead,
                                                     Predictions predictions) {
   static const std::vector<std::int32_t> kKeptOnDevices;
@@ -315,10 +377,18 @@ const std::vector<std::int32_t>& Schedule::evaluate(EvaluationsAhead ahead,
   Impl& m = *impl_;
   m.training = false;
   m.predictions_to_host = predictions == Predictions::kToHost;
+  m.evaluations_ahead = ahead;
   if (ahead == EvaluationsAhead::kMore) m.allocate_evaluation_host_cache();
   for (auto& s : m.dev) s.split_counts = SplitCounts{};
   m.lay_weights_side_by_side();
-  for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
+  try {
+    m.lend_training_buffers();
+    for (const LayerSpec& layer : m.model.layers) m.forward_layer(layer);
+  } catch (...) {
+    m.return_training_buffers();
+    throw;
+  }
+  m.return_training_buffers();  // the last pass drained every lane
   // Predictions and split counts are host-visible after forward_layer's drain.
   m.take_times(times_, device_times_, timeline_on_ ? &timeline_ : nullptr);
   return m.predictions_to_host ? m.predictions : kKeptOnDevices;

@@ -52,11 +52,25 @@ enum class VertexData { kHost, kDeviceWhereItFits };
 // transformed rows and keeps nothing.
 enum class EvaluationCache { kNone, kWhereItFits };
 
-// Whether another evaluation follows the one asked for (Schedule::evaluate()). A host-memory
-// cache of layer 0's aggregation pays off only in later evaluations, so with kNone an
-// evaluation that would allocate one (the first, under a budget) neither allocates nor fills it;
-// a cache that exists is used as always.
+// Whether more of the run follows the evaluation asked for (Schedule::evaluate()): another
+// evaluation, and the training steps before it (a trainer evaluates after its last step). With
+// kNone the evaluation prepares nothing for later work:
+// - a host-memory cache of layer 0's aggregation pays off only in later evaluations, so an
+//   evaluation that would allocate one (the first, under a budget) neither allocates nor fills
+//   it; a cache that exists is used as always;
+// - its last pass does not load the next training step's first batch (a step that follows anyway
+//   loads it itself).
 enum class EvaluationsAhead { kNone, kMore };
+
+// Where an evaluation keeps the layer outputs one of its passes writes and the next reads (H^l or
+// T^l, l >= 1, in fp32 host matrices): in host memory, as a training step does, or, with
+// kTrainingBuffersWhereTheyFit, in device buffers that only training steps use (the block sets'
+// output gradients dZ), each device its partition's rows, narrowest matrix first, where one such
+// buffer holds them. The passes then write and read those rows in device memory: an evaluation
+// moves neither its stores nor those loads over the host link (an RMAT graph's 8-wide T^1: 32-byte
+// rows, which the link gathers slowly). The results are the same bits either way; training
+// writes every row of those matrices again before it reads any.
+enum class EvaluationOutputs { kHost, kTrainingBuffersWhereTheyFit };
 
 // Whether an evaluation brings every vertex's argmax prediction back to the host
 // (Schedule::evaluate()). The devices count each split's labeled and correctly predicted vertices
@@ -122,6 +136,7 @@ struct ScheduleOptions {
   HostSetup host_setup = HostSetup::kAfterLists;
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
   EvaluationCache evaluation_cache = EvaluationCache::kWhereItFits;
+  EvaluationOutputs evaluation_outputs = EvaluationOutputs::kTrainingBuffersWhereTheyFit;
   LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
   RemoteFeatures remote_features = RemoteFeatures::kDeviceCopyWhereItFits;
   // GAT's layer 0: transform first, or attend over its input rows first (GatLayerZero,

@@ -99,6 +99,8 @@ struct Schedule::Impl {
   std::vector<std::int32_t> predictions;
   // The running evaluation writes `predictions` (Schedule::evaluate(), Predictions::kToHost).
   bool predictions_to_host = false;
+  // The running evaluation's EvaluationsAhead (Schedule::evaluate()).
+  EvaluationsAhead evaluations_ahead = EvaluationsAhead::kMore;
   // Schedule::evaluate_outputs(): the evaluation pass also stores the last layer's logits and,
   // when the last layer's inputs arrive transformed (T^{L-1} in H[L-1]), its input rows H^{L-1}
   // (transform_outputs()) into these host matrices (empty data: not captured).
@@ -658,6 +660,15 @@ struct Schedule::Impl {
              return !s.evaluation_aggregation.empty() || !s.evaluation_aggregation_on_host.empty();
            });
   }
+  // For the running evaluation (EvaluationOutputs::kTrainingBuffersWhereTheyFit): each device's
+  // views of H[l], l >= 1, that are fp32 host memory move into its block sets' dZ buffers,
+  // narrowest first, each into the smallest free one that holds it, zero-filled (T rows' pad
+  // columns start at 0, as in the host matrix). Every lane is idle before and after an
+  // evaluation, and no evaluation pass touches dZ. return_training_buffers() puts the host views
+  // back.
+  void lend_training_buffers();
+  void return_training_buffers();
+  bool training_buffers_logged = false;
   // The first evaluation's host-memory cache (evaluation_cache_on_host), where host memory allows.
   void allocate_evaluation_host_cache();
   // A chunk's rows of layer 0's evaluation aggregation: read in place from the device's cache, or

@@ -448,6 +448,9 @@ ScheduleOptions schedule_options(const Dataset& dataset,
       config.vertex_data == "host" ? VertexData::kHost : VertexData::kDeviceWhereItFits;
   options.evaluation_cache =
       config.evaluation_cache == "off" ? EvaluationCache::kNone : EvaluationCache::kWhereItFits;
+  options.evaluation_outputs = config.evaluation_outputs == "host"
+                                   ? EvaluationOutputs::kHost
+                                   : EvaluationOutputs::kTrainingBuffersWhereTheyFit;
   options.layer_outputs = config.layer_outputs == "recompute" ? LayerOutputs::kRecomputed
                                                               : LayerOutputs::kDeviceWhereItFits;
   options.remote_features = config.remote_features == "pull"

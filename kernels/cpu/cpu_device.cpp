@@ -226,8 +226,9 @@ void CpuDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   // An empty dst_rows: rows land compact, in order (the copy checks they fit).
   cpu::load_host_rows(src, src_rows.data, dst, dst_rows.size ? dst_rows.data : nullptr,
                       src_rows.size);
-  counters_.h2d_gather_rows += src_rows.size;
-  counters_.h2d_gather_bytes += src_rows.size * dst.cols * src.element_bytes();
+  if (src.residence == Residence::kHost) counters_.h2d_gather_rows += src_rows.size;
+  counters_.bytes_for(src, counters_.h2d_gather_bytes) +=
+      src_rows.size * dst.cols * src.element_bytes();
 }
 
 void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
@@ -237,7 +238,7 @@ void CpuDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
     copy(cpu::fp32_view(block), dst);
   else
     cpu::load_host_rows(block, nullptr, dst, nullptr, dst.rows);
-  counters_.h2d_block_bytes += dst.rows * dst.cols * src.element_bytes();
+  counters_.bytes_for(src, counters_.h2d_block_bytes) += dst.rows * dst.cols * src.element_bytes();
 }
 
 void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
@@ -247,7 +248,7 @@ void CpuDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
     copy(src, cpu::fp32_view(block));
   else
     cpu::store_host_rows(src, nullptr, block, nullptr, src.rows);
-  counters_.d2h_bytes += src.rows * src.cols * dst.element_bytes();
+  counters_.bytes_for(dst, counters_.d2h_bytes) += src.rows * src.cols * dst.element_bytes();
 }
 
 void CpuDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
@@ -300,14 +301,16 @@ void CpuDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat hos
   cpu::copy_indexed_rows(src, src_rows.data, Mat{pending.rows.data(), n, src.cols, src.cols},
                          nullptr, n);
   pending_add_ = std::move(pending);
-  counters_.d2h_bytes += n * src.cols * host.element_bytes();
-  counters_.d2h_index_bytes += n * std::int64_t(sizeof(vertex_t));
+  counters_.bytes_for(host, counters_.d2h_bytes) += n * src.cols * host.element_bytes();
+  if (host.residence == Residence::kHost)
+    counters_.d2h_index_bytes += n * std::int64_t(sizeof(vertex_t));
 }
 
 void CpuDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat host) {
   expect_flush("flush_store_rows", src, src_rows, host_rows, host);
   cpu::store_host_rows(src, src_rows.data, host, host_rows.data, host_rows.size);
-  counters_.d2h_bytes += host_rows.size * src.cols * host.element_bytes();
+  counters_.bytes_for(host, counters_.d2h_bytes) +=
+      host_rows.size * src.cols * host.element_bytes();
 }
 
 void CpuDevice::land_pending_add() {

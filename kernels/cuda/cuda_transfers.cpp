@@ -33,12 +33,6 @@ unsigned blocks_for(const HostMat& m, unsigned host_link_blocks) {
   return m.residence == Residence::kHost ? host_link_blocks : 0;
 }
 
-// The counter a transfer of `m` adds its bytes to: `link` for a host matrix, the resident bytes
-// for a resident one.
-std::int64_t& bytes_counter(const HostMat& m, std::int64_t& link, TransferCounters& counters) {
-  return m.residence == Residence::kHost ? link : counters.resident_bytes;
-}
-
 // dst[dst_rows[i]] = src[src_rows[i]] (src_rows null: row i) for i < n, each row with the
 // dropout keyed keys[i] (scatter_dropout_rows, copy_dropout_rows; the caller set the device).
 void move_rows_with_dropout(Mat src, const vertex_t* src_rows, const vertex_t* dst_rows,
@@ -104,7 +98,7 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
     launch_gather_rows(static_cast<const float*>(source), src.ld, src_rows.data, dst.data, dst.ld,
                        to, n, dst.cols, cur(), blocks);
   if (src.residence == Residence::kHost) counters_.h2d_gather_rows += n;
-  bytes_counter(src, counters_.h2d_gather_bytes, counters_) += n * dst.cols * src.element_bytes();
+  counters_.bytes_for(src, counters_.h2d_gather_bytes) += n * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
@@ -127,8 +121,7 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
         src.residence == Residence::kHost ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToDevice,
         cur()));
   }
-  bytes_counter(src, counters_.h2d_block_bytes, counters_) +=
-      dst.rows * dst.cols * src.element_bytes();
+  counters_.bytes_for(src, counters_.h2d_block_bytes) += dst.rows * dst.cols * src.element_bytes();
 }
 
 void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
@@ -150,7 +143,7 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
         dst.residence == Residence::kHost ? cudaMemcpyDeviceToHost : cudaMemcpyDeviceToDevice,
         cur()));
   }
-  bytes_counter(dst, counters_.d2h_bytes, counters_) += src.rows * src.cols * dst.element_bytes();
+  counters_.bytes_for(dst, counters_.d2h_bytes) += src.rows * src.cols * dst.element_bytes();
 }
 
 void CudaDevice::pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
@@ -280,7 +273,7 @@ void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat 
   else
     launch_gather_rows(src.data, src.ld, src_rows.data, static_cast<float*>(target), host.ld,
                        host_rows.data, n, src.cols, cur(), blocks);
-  bytes_counter(host, counters_.d2h_bytes, counters_) += n * src.cols * host.element_bytes();
+  counters_.bytes_for(host, counters_.d2h_bytes) += n * src.cols * host.element_bytes();
 }
 
 void CudaDevice::scatter_rows(Mat src, Idx rows, Mat dst) {

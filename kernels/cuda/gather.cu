@@ -1,6 +1,6 @@
-// Row movement kernels (see gather.hpp). A warp moves a row, or in gathers from host memory
-// (launch_load_host_rows) tiles of rows. Lanes stride over 16-byte words when both matrices have
-// 16-byte aligned rows, with a scalar tail, else over floats.
+// Row movement kernels (see gather.hpp). A warp moves a row (a group of lanes a narrow one), or in
+// gathers from host memory (launch_load_host_rows) tiles of rows. Lanes stride over 16-byte words
+// when both matrices have 16-byte aligned rows, with a scalar tail, else over floats.
 #include "kernels/cuda/gather.hpp"
 #include "kernels/cuda/launch.cuh"
 
@@ -90,6 +90,30 @@ __global__ void row_walk_kernel(const float* __restrict__ src, std::int64_t src_
   }
 }
 
+// Narrow rows (at most 16 words): a group of kGroup lanes per row, kWarp / kGroup rows a warp at a
+// time (grid-stride), where a warp per row would leave most of its lanes idle and take one row's
+// latency per round.
+template <typename Op, int kGroup>
+__global__ void grouped_row_walk_kernel(const float* __restrict__ src, std::int64_t src_ld,
+                                        const vertex_t* __restrict__ src_rows,
+                                        float* __restrict__ dst, std::int64_t dst_ld,
+                                        const vertex_t* __restrict__ dst_rows, std::int64_t n,
+                                        std::int64_t cols, std::int64_t vectors) {
+  constexpr int kGroups = kWarp / kGroup;
+  const int member = lane_id() % kGroup;
+  const std::int64_t groups = warp_count() * kGroups;
+  for (std::int64_t i = global_warp() * kGroups + lane_id() / kGroup; i < n; i += groups) {
+    const float* from = detail::indexed_row(src, src_ld, src_rows, i);
+    float* to = detail::indexed_row(dst, dst_ld, dst_rows, i);
+    const auto* in = reinterpret_cast<const float4*>(from);
+    auto* out = reinterpret_cast<float4*>(to);
+    for (std::int64_t v = member; v < vectors; v += kGroup)
+      out[v] = Op::apply(in[v], Op::kReadsDestination ? out[v] : float4{});
+    for (std::int64_t c = vectors * 4 + member; c < cols; c += kGroup)
+      to[c] = Op::apply(from[c], Op::kReadsDestination ? to[c] : 0.f);
+  }
+}
+
 // Gather from mapped host memory. A warp takes `tile` consecutive positions at a time (a power of
 // two, at most 32, launch_load_host_rows() says which): lane j < tile reads position j's row ids,
 // one coalesced read per index list where a warp per row waits a round trip of the link for each id
@@ -168,16 +192,33 @@ unsigned warp_blocks(std::int64_t rows) {
   return detail::blocks_for(rows, detail::kWarpsPerBlock);
 }
 
-// Rows of `cols` floats moved by Op, a warp per row; max_blocks > 0 caps the grid.
+// Rows of `cols` floats moved by Op: a warp per row, or a group of lanes per narrow row (a lane a
+// word: 2, 4, 8 or 16 lanes); max_blocks > 0 caps the grid.
 template <typename Op>
 void launch_row_walk(const float* src, std::int64_t src_ld, const vertex_t* src_rows, float* dst,
                      std::int64_t dst_ld, const vertex_t* dst_rows, std::int64_t n,
                      std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
   const std::int64_t vectors = row_words(src, src_ld, dst, dst_ld, cols);
-  const unsigned blocks = max_blocks > 0 ? std::min(warp_blocks(n), max_blocks) : warp_blocks(n);
-  row_walk_kernel<Op><<<blocks, detail::kBlockThreads, 0, stream>>>(
-      src, src_ld, src_rows, dst, dst_ld, dst_rows, n, cols, vectors);
+  const std::int64_t words = vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
+  const int group = words <= 2 ? 2 : words <= 4 ? 4 : words <= 8 ? 8 : words <= 16 ? 16 : kWarp;
+  const std::int64_t warps = (n + kWarp / group - 1) / (kWarp / group);
+  const unsigned blocks =
+      max_blocks > 0 ? std::min(warp_blocks(warps), max_blocks) : warp_blocks(warps);
+  const auto launch = [&](auto kernel) {
+    kernel<<<blocks, detail::kBlockThreads, 0, stream>>>(src, src_ld, src_rows, dst, dst_ld,
+                                                         dst_rows, n, cols, vectors);
+  };
+  if (group == 2)
+    launch(grouped_row_walk_kernel<Op, 2>);
+  else if (group == 4)
+    launch(grouped_row_walk_kernel<Op, 4>);
+  else if (group == 8)
+    launch(grouped_row_walk_kernel<Op, 8>);
+  else if (group == 16)
+    launch(grouped_row_walk_kernel<Op, 16>);
+  else
+    launch(row_walk_kernel<Op>);
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,8 +1,9 @@
 // The row SpMM (row_spmm.hpp). A warp per row on a row-local grid; the row's entries 32 at a
 // time: lane j loads entry j's column and weight, then the warp's lane groups take the entries
 // several at a time each (a group of 32 / G lanes covers a column pass, G groups take G entries
-// side by side), the groups' sums added in a fixed tree at the end. Rows longer than
-// LongRows::degree get a block of warps, combined in warp order; the longest of them
+// side by side), the groups' sums added in a fixed tree at the end. Products of at most 32
+// columns give their short rows a lane group each instead (grouped_row_spmm_kernel). Rows longer
+// than LongRows::degree get a block of warps, combined in warp order; the longest of them
 // (LongRows::split) a block per segment, whose sums a second kernel adds in segment order.
 #include <cub/block/block_scan.cuh>
 
@@ -218,6 +219,71 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
+// Narrow products (at most 32 columns, one pass of kGroupLanes lanes covering them): a group of
+// lanes per row for the rows of at most kShortRow entries, kGroups rows a warp at once, each
+// group walking its row's entries in order, kShortInFlight loaded at a time; then the warp's rows
+// of more entries (up to the long-row degree), one at a time with every group on them, as
+// row_spmm_kernel does. Most rows of a power-law graph are short: a warp each kept one row's few
+// loads in flight.
+constexpr int kShortRow = 32;
+constexpr int kShortInFlight = 4;
+
+template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
+__global__ void __launch_bounds__(kRowThreads)
+    grouped_row_spmm_kernel(RowSpmmMatrix<Index> a, const float* __restrict__ x, std::int64_t ldx,
+                            float* __restrict__ y, std::int64_t ldy, int cols) {
+  using P = Pass<kFloats, kGroupLanes, kVec4>;
+  constexpr int G = P::kGroups;
+  const int lane = lane_id(), group = lane / kGroupLanes, group_lane = lane % kGroupLanes;
+  const std::int64_t r = a.first_row + global_warp() * G + group;
+  const bool live = r < a.end_row;
+  std::int64_t begin = 0, end = 0;
+  if (live) {
+    begin = a.indptr[r];
+    end = a.indptr[r + 1];
+  }
+  const std::int64_t short_limit = kShortRow < a.long_rows.degree ? kShortRow : a.long_rows.degree;
+  if (live && end - begin <= short_limit && !(kWrite == RowSpmmWrite::kAdd && begin == end)) {
+    const std::int32_t row_degree = row_degree_of(a, r, begin, end);
+    float acc[kFloats] = {};
+    for (std::int64_t e = begin; e < end; e += kShortInFlight) {
+      std::int64_t c[kShortInFlight];
+      float w[kShortInFlight];
+      float v[kShortInFlight][kFloats];
+#pragma unroll
+      for (int k = 0; k < kShortInFlight; ++k)
+        c[k] = e + k < end ? static_cast<std::int64_t>(a.columns[e + k]) : 0;
+#pragma unroll
+      for (int k = 0; k < kShortInFlight; ++k)
+        if (e + k < end) {
+          w[k] = entry_weight(a, r, e + k, begin, end, c[k], row_degree);
+          load_slots<kFloats, kGroupLanes, kVec4>(v[k], x + c[k] * ldx, 0, group_lane, cols);
+        }
+#pragma unroll
+      for (int k = 0; k < kShortInFlight; ++k)
+        if (e + k < end) {
+#pragma unroll
+          for (int t = 0; t < kFloats; ++t) acc[t] = fmaf(w[k], v[k][t], acc[t]);
+        }
+    }
+    write_slots<kFloats, kGroupLanes, kVec4, kWrite>(acc, y + r * ldy, 0, group_lane, cols);
+  }
+  for (int g = 0; g < G; ++g) {
+    const int leader = g * kGroupLanes;
+    if (!__shfl_sync(0xffffffffu, static_cast<int>(live), leader)) break;  // rows are in order
+    const std::int64_t rg = __shfl_sync(0xffffffffu, r, leader);
+    const std::int64_t bg = __shfl_sync(0xffffffffu, begin, leader);
+    const std::int64_t eg = __shfl_sync(0xffffffffu, end, leader);
+    if (eg - bg <= short_limit || eg - bg > a.long_rows.degree) continue;
+    const std::int32_t row_degree = row_degree_of(a, rg, bg, eg);
+    float acc[kFloats] = {};
+    accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, rg, bg, eg, bg, eg, 32,
+                                                          row_degree, 0, cols, acc);
+    if (lane < kGroupLanes)
+      write_slots<kFloats, kGroupLanes, kVec4, kWrite>(acc, y + rg * ldy, 0, lane, cols);
+  }
+}
+
 // segment_end[k]: the segments of split rows 0..k (LongRows::split), counted by the block's
 // kLongThreads threads, a thread per row.
 template <typename Index>
@@ -338,8 +404,16 @@ __global__ void __launch_bounds__(kLongThreads)
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
 void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
                    std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
-  row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
-      <<<row_blocks(a.end_row - a.first_row), kRowThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
+  using P = Pass<kFloats, kGroupLanes, kVec4>;
+  const std::int64_t rows = a.end_row - a.first_row;
+  if (kGroupLanes <= 8 && cols <= P::kSpan) {  // at most 32 columns
+    grouped_row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
+        <<<row_blocks((rows + P::kGroups - 1) / P::kGroups), kRowThreads, 0, stream>>>(a, x, ldx, y,
+                                                                                       ldy, cols);
+  } else {
+    row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
+        <<<row_blocks(rows), kRowThreads, 0, stream>>>(a, x, ldx, y, ldy, cols);
+  }
   SLUICE_CUDA_LAUNCH_CHECK();
   if (a.long_rows.count == 0) return;
   const LongSplit& split = a.long_rows.split;
@@ -360,7 +434,11 @@ void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t l
 template <typename Index, bool kVec4, RowSpmmWrite kWrite>
 void launch_width(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
                   std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
-  if (cols <= 32) {
+  if (cols <= 8) {
+    launch_layout<Index, 4, 2, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+  } else if (cols <= 16) {
+    launch_layout<Index, 4, 4, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+  } else if (cols <= 32) {
     launch_layout<Index, 4, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
   } else if (cols <= 64) {
     launch_layout<Index, 4, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);

@@ -2,7 +2,8 @@
 // CudaDevice (faster than cuSPARSE's on every measured matrix and width, kernels/cuda/NOTES.md). It
 // reads the dense rows in 16-byte words when x and y have 16-byte aligned rows (leading
 // dimensions a multiple of 4, 16-byte aligned bases), else a float at a time; narrow products
-// split the warp into groups of lanes that take different entries at once. Derived weights
+// split the warp into groups of lanes that take different entries at once, and products of at
+// most 32 columns give each row of at most 32 entries a group of its own. Derived weights
 // (GCN's symmetric norm, SAGE's mean) are computed per entry from the structure, bit for bit
 // those of kernels/entry_weights.hpp, so the product needs no weight array. Run over the
 // transposed CSR it is the transposed product. Every row's sum is taken in a fixed order

@@ -420,8 +420,10 @@ TEST_F(CudaOps, ResidentMatricesKeepTheBudget) {
   EXPECT_EQ(d.bytes_in_use(), kept_bytes);
 }
 
+// Wide rows a warp each; narrow ones (at most 16 words) a group of lanes each, several rows a
+// warp: 16-byte words (rows of a multiple of 4 floats) or single floats.
 TEST_F(CudaOps, CopyRowsCopiesOrAddsIndexedRows) {
-  for (std::int64_t cols : {64, 37}) {
+  for (std::int64_t cols : {64, 37, 1, 3, 5, 8, 12, 16, 17, 64 + 4}) {
     const std::int64_t block_rows = 20;
     Host want = random_floats(block_rows * cols, rng_);
     Mat block = upload(block_rows, cols, want);
@@ -1882,10 +1884,11 @@ TEST_F(CudaOps, SpmmStoresTheProductEveryCall) {
     const std::int64_t nnz = a.indptr.back();
     const Host values = random_floats(nnz, rng_);
     Mat dvalues = upload(1, nnz, values);
-    for (const std::int64_t f : {1, 8, 30, 47, 64, 100, 128, 256, 602, 39}) {
+    for (const std::int64_t f : {1, 5, 8, 12, 16, 30, 47, 64, 100, 128, 256, 602, 39, 7}) {
       Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "A");  // a fresh choice per case
-      // Leading dimensions: padded to 4 floats, or 41 (rows not 16-byte aligned) at width 39.
-      const std::int64_t ld = f == 39 ? 41 : (f + 3) / 4 * 4;
+      // Leading dimensions: padded to 4 floats, or 41 and 9 (rows not 16-byte aligned) at widths
+      // 39 and 7.
+      const std::int64_t ld = f == 39 ? 41 : f == 7 ? 9 : (f + 3) / 4 * 4;
       const Host xs = random_floats(a.cols * ld, rng_);
       Mat x = upload(a.cols, ld, xs).col_block(0, f);
       Mat ywide = d.alloc(a.rows, ld, "y");

@@ -611,6 +611,48 @@ TEST(CudaNextStepInputs, EvaluationsBetweenStepsAgreeWithTheCpuBackend) {
     }
 }
 
+// Evaluations between steps on a chunked plan whose vertex data stay in host memory, with their
+// layer outputs in the idle dZ buffers (--evaluation-outputs auto) and in host memory: the same
+// accuracies and losses, bit for bit (the same kernels read the same rows), and the CPU
+// backend's within its tolerance; only the first moves no T rows over the link.
+TEST(CudaEvaluationOutputs, InTrainingBuffersAgreeWithHostRows) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
+                    "(scripts/device-test.sh)";
+  for (const char* model : {"gcn", "gat"}) {
+    Case c{model, 1, 2, 1, "p2p+reuse"};
+    c.vertex_data = "host";
+    c.hidden = 64;
+    SCOPED_TRACE(case_name(c));
+    const Dataset& d = CudaTrainAgreement::dataset();
+    const Plan& plan = CudaTrainAgreement::plan(1, 2);
+    const auto config = [&](const char* device, const char* outputs) -> TrainConfig {
+      return test::TrainConfigBuilder(CudaTrainAgreement::config(c, device))
+          .epochs(3)
+          .eval_every(1)
+          .evaluation_outputs(outputs);
+    };
+    const TrainResult lent = train(d, plan, config("cuda", "auto"));
+    const TrainResult host = train(d, plan, config("cuda", "host"));
+    const TrainResult cpu = train(d, plan, config("cpu", "auto"));
+    expect_agrees_with_cpu(lent, cpu);
+    EXPECT_EQ(lent.losses, host.losses);
+    ASSERT_EQ(lent.records.size(), 3u);
+    ASSERT_EQ(host.records.size(), 3u);
+    for (std::size_t e = 0; e < 3; ++e) {
+      const EpochRecord &a = lent.records[e], &b = host.records[e];
+      EXPECT_EQ(a.train_accuracy, b.train_accuracy) << e;
+      EXPECT_EQ(a.valid_accuracy, b.valid_accuracy) << e;
+      EXPECT_EQ(a.test_accuracy, b.test_accuracy) << e;
+      EXPECT_GT(a.eval_transfers.resident_bytes, 0) << e;
+      EXPECT_EQ(b.eval_transfers.resident_bytes, 0) << e;
+      EXPECT_LT(a.eval_transfers.h2d_gather_bytes + a.eval_transfers.d2h_bytes,
+                b.eval_transfers.h2d_gather_bytes + b.eval_transfers.d2h_bytes)
+          << e;
+    }
+  }
+}
+
 // A budget that holds every vertex matrix beside the required buffers but not beside the overlap
 // buffers as well: sluice-train gives up the overlap buffers (prefer_residency()), keeps all the
 // vertex data on the device and moves nothing over the host link, with the numbers of the run

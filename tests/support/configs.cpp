@@ -106,6 +106,11 @@ TrainConfigBuilder& TrainConfigBuilder::evaluation_cache(const std::string& mode
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::evaluation_outputs(const std::string& place) {
+  config_.evaluation_outputs = place;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::layer_zero_order(const std::string& order) {
   config_.layer_zero_order = order;
   return *this;

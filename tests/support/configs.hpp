@@ -40,17 +40,18 @@ class TrainConfigBuilder {
   TrainConfigBuilder& feature_norm(const std::string& norm);  // none | row
 
   // Schedule.
-  TrainConfigBuilder& comm(const std::string& mode);               // baseline | p2p | p2p+reuse
-  TrainConfigBuilder& intermediates(const std::string& mode);      // auto | cache | recompute
-  TrainConfigBuilder& input_rows(const std::string& mode);         // auto | keep | reload
-  TrainConfigBuilder& host_precision(const std::string& name);     // fp32 | bf16
-  TrainConfigBuilder& vertex_data(const std::string& place);       // auto | host
-  TrainConfigBuilder& evaluation_cache(const std::string& mode);   // auto | off
-  TrainConfigBuilder& layer_outputs(const std::string& mode);      // auto | recompute
-  TrainConfigBuilder& remote_features(const std::string& mode);    // auto | pull
-  TrainConfigBuilder& gat_layer_zero(const std::string& mode);     // auto | transform | attend
-  TrainConfigBuilder& last_layer_rows(const std::string& rows);    // loss | all
-  TrainConfigBuilder& layer_zero_order(const std::string& order);  // auto | aggregate | transform
+  TrainConfigBuilder& comm(const std::string& mode);                 // baseline | p2p | p2p+reuse
+  TrainConfigBuilder& intermediates(const std::string& mode);        // auto | cache | recompute
+  TrainConfigBuilder& input_rows(const std::string& mode);           // auto | keep | reload
+  TrainConfigBuilder& host_precision(const std::string& name);       // fp32 | bf16
+  TrainConfigBuilder& vertex_data(const std::string& place);         // auto | host
+  TrainConfigBuilder& evaluation_cache(const std::string& mode);     // auto | off
+  TrainConfigBuilder& evaluation_outputs(const std::string& place);  // auto | host
+  TrainConfigBuilder& layer_outputs(const std::string& mode);        // auto | recompute
+  TrainConfigBuilder& remote_features(const std::string& mode);      // auto | pull
+  TrainConfigBuilder& gat_layer_zero(const std::string& mode);       // auto | transform | attend
+  TrainConfigBuilder& last_layer_rows(const std::string& rows);      // loss | all
+  TrainConfigBuilder& layer_zero_order(const std::string& order);    // auto | aggregate | transform
   TrainConfigBuilder& no_overlap(bool transfers_in_line);
 
   // Device.

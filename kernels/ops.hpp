@@ -64,9 +64,9 @@ inline std::int64_t element_bytes(HostPrecision precision) {
 
 // Where a vertex matrix (HostMat) lives. kHost: host memory the Backend allocated (pinned +
 // mapped on CUDA), which the devices reach over the host link. kDevice: memory of one device,
-// which Device::try_make_resident moved it into; the transfer operations of that device then
-// move its rows within device memory, and host code reads it only through
-// Device::read_matrix.
+// which Device::try_make_resident moved it into, or a device buffer that holds its rows for a
+// while; the transfer operations of that device then move its rows within device memory, and
+// host code reads it only through Device::read_matrix.
 enum class Residence { kHost, kDevice };
 
 // A dense row-major vertex matrix view with a typed element, in host memory unless a device made

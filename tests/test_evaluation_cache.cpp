@@ -265,7 +265,7 @@ TEST(EvaluationOutputs, InTrainingBuffersPredictTheSameOffTheLink) {
     std::string model;
     int layers, partitions, chunks;
   };
-  for (const Case c :
+  for (const Case& c :
        {Case{"gcn", 2, 1, 2}, Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 2, 2}, Case{"sage", 2, 1, 2},
         Case{"gat", 2, 1, 2}, Case{"gat", 2, 2, 2}, Case{"gcn", 3, 1, 2}}) {
     SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
@@ -310,7 +310,7 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
     int chunks;
     HostPrecision precision;
   };
-  for (const Case c : {Case{8, 4, HostPrecision::kFp32}, Case{32, 2, HostPrecision::kBf16}}) {
+  for (const Case& c : {Case{8, 4, HostPrecision::kFp32}, Case{32, 2, HostPrecision::kBf16}}) {
     SCOPED_TRACE("hidden " + std::to_string(c.hidden) + ", " + host_precision_name(c.precision));
     const Plan plan = test::make_plan(d, test::plan_options(1, c.chunks));
     const ModelSpec spec = test::model_spec(

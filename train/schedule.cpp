@@ -341,16 +341,18 @@ void Schedule::Impl::lend_training_buffers() {
       const Mat rows{buffer->data, view.rows, view.cols, view.cols};
       s.device->fill(rows, 0.f);
       s.views_lent[std::size_t(l)] = view;
-      view = HostMat{rows.data,         view.rows, view.cols, view.cols, HostPrecision::kFp32,
-                     Residence::kDevice};
+      view.data = rows.data;
+      view.ld = rows.ld;
+      view.residence = Residence::kDevice;
       idle.erase(buffer);
       if (!training_buffers_logged) {
         const auto shape = std::find_if(shapes.begin(), shapes.end(), [&](const auto& m) {
           return m.role == HostMatrixRole::kInput && m.layer == l;
         });
         lent += cat(lent.empty() ? "" : "; ", shape == shapes.end() ? cat("H^", l) : shape->name,
-                    " rows (", format_bytes(double(view.rows * view.cols * 4)), ") on ",
-                    s.device->name());
+                    " rows (",
+                    format_bytes(double(view.rows * view.cols * std::int64_t(sizeof(float)))),
+                    ") on ", s.device->name());
       }
     }
   }

@@ -258,16 +258,17 @@ EvaluationsAndSteps evaluate_between_steps(const Dataset& d, const Plan& plan,
 // reads them there: the same predictions and, after it, the same training steps (which write dZ
 // again) as with the rows in host memory; the loads of those rows move from the link to device
 // memory, byte for byte, and their stores disappear. GCN of three layers: H^1 (32 wide) fits no
-// dZ, T^2 does.
+// dZ, T^2 does. On one chunk a partition the last layer's pulls read the owners' lent rows in
+// place (Schedule::Impl::pulls_resident_rows()).
 TEST(EvaluationOutputs, InTrainingBuffersPredictTheSameOffTheLink) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   struct Case {
     std::string model;
     int layers, partitions, chunks;
   };
-  for (const Case& c :
-       {Case{"gcn", 2, 1, 2}, Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 2, 2}, Case{"sage", 2, 1, 2},
-        Case{"gat", 2, 1, 2}, Case{"gat", 2, 2, 2}, Case{"gcn", 3, 1, 2}}) {
+  for (const Case& c : {Case{"gcn", 2, 1, 2}, Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 2, 2},
+                        Case{"gcn", 2, 2, 1}, Case{"sage", 2, 1, 2}, Case{"sage", 2, 2, 1},
+                        Case{"gat", 2, 1, 2}, Case{"gat", 2, 2, 2}, Case{"gcn", 3, 1, 2}}) {
     SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
                  std::to_string(c.partitions) + ", C = " + std::to_string(c.chunks));
     const Plan plan = test::make_plan(d, test::plan_options(c.partitions, c.chunks));
@@ -286,7 +287,10 @@ TEST(EvaluationOutputs, InTrainingBuffersPredictTheSameOffTheLink) {
     for (std::size_t i = 0; i < 3; ++i) {
       const TransferCounters &a = lent.transfers[i], &b = host.transfers[i];
       EXPECT_EQ(b.resident_bytes, 0) << i;
-      EXPECT_GT(a.resident_bytes, 0) << i;
+      // (One chunk loads no T rows either way: the next pass finds them in place.)
+      if (c.chunks > 1) {
+        EXPECT_GT(a.resident_bytes, 0) << i;
+      }
       EXPECT_EQ(a.h2d_gather_bytes + a.resident_bytes, b.h2d_gather_bytes) << i;
       EXPECT_LT(a.d2h_bytes, b.d2h_bytes) << i;
       EXPECT_EQ(a.h2d_block_bytes, b.h2d_block_bytes) << i;

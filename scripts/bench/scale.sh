@@ -119,15 +119,19 @@ train() {  # scale edge_factor layers hidden
     ${TRAIN_ARGS:-}
   row "train" "rmat$scale ef$ef" "gcn l$layers h$hidden" "$rc" "$wall" "$run_log" "$data" "$plan" "$metrics"
   [[ -f "$metrics" ]] && python3 - "$metrics" "train:$name" <<'PY' | tee -a "$log"
-import json, sys
+import json, statistics, sys
 records = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 def link_gb(t):
     return (t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
             t.get("d2h_index_bytes", 0)) / 1e9
 train = " ".join(f"{r['seconds']:.2f}" for r in records)
-evals = " ".join(f"{r['eval_seconds']:.2f} ({link_gb(r['eval_transfers']):.1f} GB)"
+# Each evaluation against the median epoch after the first (the first holds warm-up).
+median = statistics.median([r["seconds"] for r in records[1:]] or [records[0]["seconds"]])
+evals = " ".join(f"{r['eval_seconds']:.2f} ({r['eval_seconds'] / median:.2f}x, "
+                 f"{link_gb(r['eval_transfers']):.1f} GB)"
                  for r in records if r.get("eval_transfers"))
-print(f"{sys.argv[2]}: training s {train} | evaluation s (host-link bytes) {evals or '-'}")
+print(f"{sys.argv[2]}: training s {train} | evaluation s (x the median epoch after the first, "
+      f"host-link bytes) {evals or '-'}")
 PY
   return "$rc"
 }

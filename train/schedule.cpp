@@ -314,7 +314,10 @@ void Schedule::Impl::lend_training_buffers() {
   if (options.evaluation_outputs != EvaluationOutputs::kTrainingBuffersWhereTheyFit ||
       !reads_own_rows_only())
     return;
-  const std::vector<HostMatrixShape> shapes = host_matrix_shapes(model, options, n, C);
+  // The matrices' names, for the one log line.
+  const std::vector<HostMatrixShape> shapes = training_buffers_logged
+                                                  ? std::vector<HostMatrixShape>{}
+                                                  : host_matrix_shapes(model, options, n, C);
   std::string lent;
   for (DeviceState& s : dev) {
     std::vector<Mat> idle;

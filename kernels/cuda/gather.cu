@@ -35,6 +35,12 @@ std::int64_t row_words(const float* src, std::int64_t src_ld, const float* dst, 
   return detail::rows_aligned16(src, src_ld) && detail::rows_aligned16(dst, dst_ld) ? cols / 4 : 0;
 }
 
+// The lanes a row's move can keep busy, one word or float each: its 16-byte words (row_words())
+// or its scalar tail, whichever is longer; every float where the rows are not aligned.
+std::int64_t row_lane_words(std::int64_t vectors, std::int64_t cols) {
+  return vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
+}
+
 // `kSteps` rows (from[s] -> to[s], where live[s]) copied by the kGroup lanes of one group, this
 // lane being `member`: every live row's words are loaded before any is stored, so a lane keeps a
 // load per row in flight.
@@ -200,7 +206,7 @@ void launch_row_walk(const float* src, std::int64_t src_ld, const vertex_t* src_
                      std::int64_t cols, cudaStream_t stream, unsigned max_blocks) {
   if (n <= 0 || cols <= 0) return;
   const std::int64_t vectors = row_words(src, src_ld, dst, dst_ld, cols);
-  const std::int64_t words = vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
+  const std::int64_t words = row_lane_words(vectors, cols);
   const int group = words <= 2 ? 2 : words <= 4 ? 4 : words <= 8 ? 8 : words <= 16 ? 16 : kWarp;
   const std::int64_t warps = (n + kWarp / group - 1) / (kWarp / group);
   const unsigned blocks =
@@ -246,7 +252,7 @@ void launch_load_host_rows(const float* src, std::int64_t src_ld, const vertex_t
   SLUICE_EXPECTS(max_blocks > 0, "launch_load_host_rows: a host-link grid cap is required");
   const std::int64_t vectors = row_words(src, src_ld, dst, dst_ld, cols);
   // A group's lanes cover a row in one word each where they can: 8, 16 or 32 lanes a row.
-  const std::int64_t words = vectors > 0 ? std::max(vectors, cols - 4 * vectors) : cols;
+  const std::int64_t words = row_lane_words(vectors, cols);
   const int group = words <= 8 ? 8 : words <= 16 ? 16 : kWarp;
   const int min_tile = (kWarp / group) * kLinkSteps;
   // The smallest tile with which the capped grid's warps take every row in one round (at most

@@ -12,14 +12,8 @@
 #include <cstdlib>
 #include <random>
 #include <vector>
-#define CK(x)                                                          \
-  do {                                                                 \
-    cudaError_t e = (x);                                               \
-    if (e != cudaSuccess) {                                            \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
+
+#include "cuda_check.cuh"
 
 __global__ void warp_gather(const float* __restrict__ src, int64_t ld, const int* __restrict__ rows,
                             float* __restrict__ dst, int64_t n, int cols) {

@@ -17,14 +17,7 @@
 #include <fstream>
 #include <string>
 
-#define CK(x)                                                          \
-  do {                                                                 \
-    cudaError_t e = (x);                                               \
-    if (e != cudaSuccess) {                                            \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      exit(1);                                                         \
-    }                                                                  \
-  } while (0)
+#include "cuda_check.cuh"
 
 namespace {
 

@@ -22,6 +22,12 @@
 namespace sluice {
 namespace {
 
+// A two-layer GCN over `d`'s features and classes.
+ModelSpec gcn_spec(const Dataset& d, std::int64_t hidden) {
+  return test::model_spec(
+      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(hidden).classes(d.num_classes));
+}
+
 struct Evaluations {
   std::vector<std::vector<std::int32_t>> predictions;  // per evaluation
   std::vector<TransferCounters> transfers;             // per evaluation
@@ -118,8 +124,7 @@ TEST(EvaluationCache, GatLoadsEveryTime) {
 TEST(EvaluationCache, KeptOnEveryDeviceOrInHostMemory) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(2, 2));
-  const ModelSpec spec = test::model_spec(
-      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  const ModelSpec spec = gcn_spec(d, 8);
   // Bytes in use per device without and with the cache.
   std::int64_t base[2] = {0, 0}, full[2] = {0, 0};
   for (const EvaluationCache cache : {EvaluationCache::kNone, EvaluationCache::kWhereItFits}) {
@@ -185,8 +190,7 @@ TEST(EvaluationCache, KeptOnEveryDeviceOrInHostMemory) {
 TEST(EvaluationCache, HostCacheWaitsForAnEvaluationAhead) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(1, 2));
-  const ModelSpec spec = test::model_spec(
-      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  const ModelSpec spec = gcn_spec(d, 8);
   // A budget without room for the device cache: it goes to host memory.
   std::int64_t base = 0;
   {
@@ -317,8 +321,7 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
   for (const Case& c : {Case{8, 4, HostPrecision::kFp32}, Case{32, 2, HostPrecision::kBf16}}) {
     SCOPED_TRACE("hidden " + std::to_string(c.hidden) + ", " + host_precision_name(c.precision));
     const Plan plan = test::make_plan(d, test::plan_options(1, c.chunks));
-    const ModelSpec spec = test::model_spec(
-        test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(c.hidden).classes(d.num_classes));
+    const ModelSpec spec = gcn_spec(d, c.hidden);
     const EvaluationsAndSteps lent = evaluate_between_steps(
         d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit, c.precision);
     const EvaluationsAndSteps host =
@@ -338,8 +341,7 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
 TEST(EvaluationsAhead, TheLastEvaluationLoadsNothingForTheNextStep) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(1, 3));
-  const ModelSpec spec = test::model_spec(
-      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  const ModelSpec spec = gcn_spec(d, 8);
   std::int64_t eval_rows[2] = {0, 0}, step_rows[2] = {0, 0};
   double losses[2] = {0, 0};
   std::vector<std::int32_t> predictions[2];
@@ -369,8 +371,7 @@ TEST(EvaluationsAhead, TheLastEvaluationLoadsNothingForTheNextStep) {
 TEST(EvaluationPredictions, KeptOnTheDevicesCountTheSameAccuracies) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
   const Plan plan = test::make_plan(d, test::plan_options(2, 3));
-  const ModelSpec spec = test::model_spec(
-      test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(8).classes(d.num_classes));
+  const ModelSpec spec = gcn_spec(d, 8);
   std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   Schedule schedule(*backend, d, plan, spec, ScheduleOptions{});
   schedule.set_parameters(init_parameters(spec, 3));

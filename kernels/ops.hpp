@@ -152,6 +152,10 @@ const char* csr_weights_name(CsrWeights weights);
 // its transpose (spmm_transpose_add), or both (gat_backward).
 enum class CsrAccess { kRows, kTransposed, kBoth };
 
+// Whether a later pass reads a prefetched chunk CSR again before the space lent for chunk CSRs
+// is released (Device::lend_csr_space): kAgain asks the device to keep its copy there.
+enum class CsrReuse { kOnce, kAgain };
+
 // A CSR's weighting as upload_csr takes it.
 struct CsrWeighting {
   CsrWeights kind = CsrWeights::kPerCall;
@@ -213,8 +217,8 @@ struct TransferCounters {
   std::int64_t h2d_block_bytes = 0;                        // load_block, staged chunk CSRs
   // Of h2d_block_bytes: chunk CSR arrays copied from host memory before products read them,
   // and of those the ones a product copied on the compute lane (no prefetch_csr() had). The CPU
-  // backend counts in h2d_csr_in_line_bytes what products read unannounced, as if every CSR
-  // lived in host memory.
+  // backend counts what prefetches and unannounced products would copy were every CSR in host
+  // memory (in these two, not in h2d_block_bytes).
   std::int64_t h2d_csr_bytes = 0, h2d_csr_in_line_bytes = 0;
   std::int64_t d2h_bytes = 0;  // store_block, flush_add_rows, flush_store_rows
   // The host-row ids that go with flush_add_rows' rows to the CPU threads adding them (CUDA:
@@ -355,7 +359,15 @@ class Device {
   // the products find them there instead of copying them on the compute lane. CUDA keeps two
   // such copies, so a call may replace the copy of the call before the last; the products work
   // without it (the CPU backend ignores it).
-  virtual void prefetch_csr(Csr /*a*/, CsrAccess /*access*/) {}
+  // With CsrReuse::kAgain, while space lent by lend_csr_space() holds the arrays, the copy goes
+  // there instead, and every product and prefetch of `a` finds it until release_csr_space().
+  virtual void prefetch_csr(Csr /*a*/, CsrAccess /*access*/, CsrReuse /*reuse*/) {}
+  // Device memory nothing else touches until release_csr_space() (an evaluation's idle training
+  // buffers), lent for copies of chunk CSRs that later passes read again (prefetch_csr with
+  // CsrReuse::kAgain). release_csr_space() forgets those copies; every lane that read them has
+  // been drained. A backend that reads chunk structures where they are ignores both.
+  virtual void lend_csr_space(const std::vector<Mat>& /*regions*/) {}
+  virtual void release_csr_space() {}
   // dst rows [dst_row, dst_row + src.rows) = src (contiguous device -> host).
   virtual void store_block(Mat src, HostMat dst, std::int64_t dst_row) = 0;
   // dst[dst_rows[i]] = owner_buf[owner_rows[i]] where owner_buf lives on `owner` (P2P pull).

@@ -94,15 +94,15 @@ TEST(CsrPrefetch, UnannouncedProductsCount) {
   d.spmm(a, v.data, x, y);  // staged by the first product
   EXPECT_EQ(d.counters().h2d_csr_in_line_bytes, rows_bytes);
   d.reset_counters();
-  d.prefetch_csr(b, CsrAccess::kRows);
+  d.prefetch_csr(b, CsrAccess::kRows, CsrReuse::kOnce);
   d.spmm(b, v.data, x, y);
   EXPECT_EQ(d.counters().h2d_csr_in_line_bytes, 0);
   d.spmm_transpose_add(b, v.data, y, x);
   EXPECT_EQ(d.counters().h2d_csr_in_line_bytes, transposed_bytes);
   d.reset_counters();
-  d.prefetch_csr(a, CsrAccess::kBoth);
-  d.prefetch_csr(c, CsrAccess::kBoth);  // takes b's slot
-  d.prefetch_csr(b, CsrAccess::kRows);  // takes a's
+  d.prefetch_csr(a, CsrAccess::kBoth, CsrReuse::kOnce);
+  d.prefetch_csr(c, CsrAccess::kBoth, CsrReuse::kOnce);  // takes b's slot
+  d.prefetch_csr(b, CsrAccess::kRows, CsrReuse::kOnce);  // takes a's
   d.spmm(c, v.data, x, y);
   d.spmm_transpose_add(c, v.data, y, x);
   d.spmm(b, v.data, x, y);

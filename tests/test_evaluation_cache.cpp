@@ -231,9 +231,10 @@ struct EvaluationsAndSteps {
 };
 
 // Evaluation, step, evaluation, step, evaluation (dropout on, so that the steps differ).
-EvaluationsAndSteps evaluate_between_steps(const Dataset& d, const Plan& plan,
-                                           const ModelSpec& spec, EvaluationOutputs outputs,
-                                           HostPrecision precision = HostPrecision::kFp32) {
+EvaluationsAndSteps evaluate_between_steps(
+    const Dataset& d, const Plan& plan, const ModelSpec& spec, EvaluationOutputs outputs,
+    HostPrecision precision = HostPrecision::kFp32,
+    EvaluationCsrs csrs = EvaluationCsrs::kKeptWhereTheyFit) {
   std::unique_ptr<Backend> backend = make_cpu_backend(test::backend_options(plan.partitions));
   ScheduleOptions options;
   options.dropout = 0.3f;
@@ -241,6 +242,7 @@ EvaluationsAndSteps evaluate_between_steps(const Dataset& d, const Plan& plan,
   options.host_precision = precision;
   options.comm = plan.partitions > 1 ? CommMode::kP2p : CommMode::kP2pReuse;
   options.evaluation_outputs = outputs;
+  options.evaluation_csrs = csrs;
   Schedule schedule(*backend, d, plan, spec, options);
   schedule.set_parameters(init_parameters(spec, 3));
   EvaluationsAndSteps out;
@@ -333,6 +335,72 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
       EXPECT_EQ(lent.transfers[i].d2h_bytes, host.transfers[i].d2h_bytes) << i;
     }
   }
+}
+
+// An evaluation of several layers copies each chunk CSR once, in its first pass, into what the
+// layer outputs leave of the dZ buffers, where its later passes read it (the CPU backend counts
+// what the CUDA backend would copy, and overwrites the lent memory with NaNs as the copies
+// would): the same predictions, and after it the same training steps, as when every pass copies
+// its CSRs. Three chunks or more a device, so that the two staging slots do not hold them all.
+// Every pass reads the same CSRs; GCN and GraphSAGE evaluations after the first take layer 0's
+// aggregation from the evaluation cache, so one pass fewer reads them.
+TEST(EvaluationCsrs, KeptFromTheFirstPassForTheNext) {
+  const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  struct Case {
+    std::string model;
+    int layers, partitions, chunks;
+  };
+  for (const Case& c : {Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 1, 4}, Case{"gcn", 2, 2, 3},
+                        Case{"sage", 2, 1, 3}, Case{"gat", 2, 1, 3}, Case{"gcn", 3, 1, 3}}) {
+    SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
+                 std::to_string(c.partitions) + ", C = " + std::to_string(c.chunks));
+    const Plan plan = test::make_plan(d, test::plan_options(c.partitions, c.chunks));
+    const ModelSpec spec = test::model_spec(test::model_shape(c.model, c.layers)
+                                                .in_dim(d.feature_dim)
+                                                .hidden(32)
+                                                .classes(d.num_classes)
+                                                .heads(1));
+    const EvaluationsAndSteps kept =
+        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
+                               HostPrecision::kFp32, EvaluationCsrs::kKeptWhereTheyFit);
+    const EvaluationsAndSteps each =
+        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
+                               HostPrecision::kFp32, EvaluationCsrs::kStagedEachPass);
+    EXPECT_EQ(kept.predictions, each.predictions);
+    EXPECT_EQ(kept.losses, each.losses);
+    EXPECT_NE(each.predictions[0], each.predictions[2]);  // the steps changed the model
+    for (std::size_t i = 0; i < 3; ++i) {
+      const TransferCounters &a = kept.transfers[i], &b = each.transfers[i];
+      const int passes = i == 0 || c.model == "gat" ? c.layers : c.layers - 1;
+      EXPECT_GT(a.h2d_csr_bytes, 0) << i;
+      EXPECT_EQ(b.h2d_csr_bytes, passes * a.h2d_csr_bytes) << i;
+      EXPECT_EQ(a.h2d_csr_in_line_bytes, 0) << i;
+      EXPECT_EQ(b.h2d_csr_in_line_bytes, 0) << i;
+    }
+    for (std::size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(kept.step_transfers[i].h2d_csr_bytes, each.step_transfers[i].h2d_csr_bytes) << i;
+  }
+}
+
+// Eight out-edges a vertex, five chunks: a block set's dZ (16 floats a chunk row) holds neither
+// the partition's T^1 rows nor two chunk CSRs. With two sets the first evaluation keeps two
+// chunks' CSRs; the others are copied again in its second pass (the two staging slots hold the
+// last two of the first pass, which the second pass's first copies replace).
+TEST(EvaluationCsrs, CopiedEachPassWhereNoRoomIsLeft) {
+  const Dataset d = test::random_dataset(900, 8, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(1, 5));
+  const ModelSpec spec = gcn_spec(d, 16);
+  const EvaluationsAndSteps kept =
+      evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
+                             HostPrecision::kFp32, EvaluationCsrs::kKeptWhereTheyFit);
+  const EvaluationsAndSteps each =
+      evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
+                             HostPrecision::kFp32, EvaluationCsrs::kStagedEachPass);
+  EXPECT_EQ(kept.predictions, each.predictions);
+  EXPECT_EQ(kept.losses, each.losses);
+  const std::int64_t once = each.transfers[0].h2d_csr_bytes / 2;
+  EXPECT_GT(kept.transfers[0].h2d_csr_bytes, once);
+  EXPECT_LT(kept.transfers[0].h2d_csr_bytes, 2 * once);
 }
 
 // An evaluation told that nothing follows (EvaluationsAhead::kNone) does not load the next

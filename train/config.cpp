@@ -56,6 +56,9 @@ void validate_config(const TrainConfig& c) {
   SLUICE_INPUT_CHECK(c.evaluation_outputs == "auto" || c.evaluation_outputs == "host",
                      "unknown --evaluation-outputs '", c.evaluation_outputs,
                      "' (expected auto or host)");
+  SLUICE_INPUT_CHECK(c.evaluation_csrs == "auto" || c.evaluation_csrs == "each-pass",
+                     "unknown --evaluation-csrs '", c.evaluation_csrs,
+                     "' (expected auto or each-pass)");
   SLUICE_INPUT_CHECK(c.layer_outputs == "auto" || c.layer_outputs == "recompute",
                      "unknown --layer-outputs '", c.layer_outputs,
                      "' (expected auto or recompute)");
@@ -175,6 +178,10 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "auto (an evaluation keeps the layer outputs its next pass reads, each GPU its partition's "
       "rows, in GPU buffers that only training uses, where one holds them, instead of storing and "
       "loading them over the host link; same results) | host")(
+      "evaluation-csrs", po::value(&c.evaluation_csrs)->default_value(c.evaluation_csrs),
+      "auto (an evaluation of several layers copies each chunk structure the GPU memory budget "
+      "leaves in host memory once, into what its layer outputs leave of those buffers where it "
+      "fits, and its later passes read it there; same results) | each-pass")(
       "layer-outputs", po::value(&c.layer_outputs)->default_value(c.layer_outputs),
       "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
       "device for its backward pass where they fit after everything else, instead of computing "
@@ -282,10 +289,11 @@ std::string describe_config(const TrainConfig& c) {
       << " comm=" << c.comm << " intermediates=" << c.intermediates
       << " input_rows=" << c.input_rows << " host_precision=" << c.host_precision
       << " vertex_data=" << c.vertex_data << " evaluation_cache=" << c.evaluation_cache
-      << " evaluation_outputs=" << c.evaluation_outputs << " layer_outputs=" << c.layer_outputs
-      << " remote_features=" << c.remote_features << " last_layer_rows=" << c.last_layer_rows
-      << " gat_layer_zero=" << c.gat_layer_zero << " layer_zero_order=" << c.layer_zero_order
-      << " device=" << c.device << " threads=" << c.threads;
+      << " evaluation_outputs=" << c.evaluation_outputs << " evaluation_csrs=" << c.evaluation_csrs
+      << " layer_outputs=" << c.layer_outputs << " remote_features=" << c.remote_features
+      << " last_layer_rows=" << c.last_layer_rows << " gat_layer_zero=" << c.gat_layer_zero
+      << " layer_zero_order=" << c.layer_zero_order << " device=" << c.device
+      << " threads=" << c.threads;
   if (c.device == "cuda")
     out << " gpus=" << c.gpus << " gpu_memory=" << c.gpu_memory << " tf32=" << c.tf32
         << " peer_access=" << c.peer_access << " op_times=" << c.op_times;

@@ -63,6 +63,10 @@ struct TrainConfig {
   // (ScheduleOptions::evaluation_outputs): auto (in GPU buffers only training uses, where they
   // fit) | host.
   std::string evaluation_outputs = "auto";
+  // Whether evaluations copy host-resident chunk CSRs once for all their passes
+  // (ScheduleOptions::evaluation_csrs): auto (into what the layer outputs leave of those GPU
+  // buffers, where they fit) | each-pass.
+  std::string evaluation_csrs = "auto";
   // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
   // auto (where they fit) | recompute.
   std::string layer_outputs = "auto";

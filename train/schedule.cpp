@@ -311,11 +311,14 @@ void Schedule::adam_step(float lr, float weight_decay, std::int64_t step) {
 }
 
 void Schedule::Impl::lend_training_buffers() {
-  if (options.evaluation_outputs != EvaluationOutputs::kTrainingBuffersWhereTheyFit ||
-      !reads_own_rows_only())
-    return;
+  const bool lends_outputs =
+      options.evaluation_outputs == EvaluationOutputs::kTrainingBuffersWhereTheyFit &&
+      reads_own_rows_only();
+  const bool lends_csrs =
+      options.evaluation_csrs == EvaluationCsrs::kKeptWhereTheyFit && model.num_layers() > 1;
+  if (!lends_outputs && !lends_csrs) return;
   // The matrices' names, for the one log line.
-  const std::vector<HostMatrixShape> shapes = training_buffers_logged
+  const std::vector<HostMatrixShape> shapes = training_buffers_logged || !lends_outputs
                                                   ? std::vector<HostMatrixShape>{}
                                                   : host_matrix_shapes(model, options, n, C);
   std::string lent;
@@ -327,11 +330,13 @@ void Schedule::Impl::lend_training_buffers() {
     std::sort(idle.begin(), idle.end(),
               [&](const Mat& a, const Mat& b) { return floats(a) < floats(b); });
     std::vector<int> layers;
-    for (int l = 1; l < model.num_layers(); ++l) layers.push_back(l);
+    for (int l = 1; l < model.num_layers() && lends_outputs; ++l) layers.push_back(l);
     std::stable_sort(layers.begin(), layers.end(), [&](int a, int b) {
       return s.vertex.H[std::size_t(a)].cols < s.vertex.H[std::size_t(b)].cols;
     });
     s.views_lent.assign(model.layers.size(), HostMat{});
+    // What the outputs leave of each buffer goes to the chunk CSRs.
+    std::vector<Mat> left;
     for (const int l : layers) {
       HostMat& view = s.vertex.H[std::size_t(l)];
       if (view.empty() || view.residence != Residence::kHost ||
@@ -347,6 +352,8 @@ void Schedule::Impl::lend_training_buffers() {
       view.data = rows.data;
       view.ld = rows.ld;
       view.residence = Residence::kDevice;
+      const std::int64_t used = view.rows * view.cols;
+      left.push_back(Mat{buffer->data + used, floats(*buffer) - used, 1, 1});
       idle.erase(buffer);
       if (!training_buffers_logged) {
         const auto shape = std::find_if(shapes.begin(), shapes.end(), [&](const auto& m) {
@@ -358,8 +365,13 @@ void Schedule::Impl::lend_training_buffers() {
                     ") on ", s.device->name());
       }
     }
+    if (lends_csrs) {
+      left.insert(left.end(), idle.begin(), idle.end());
+      s.device->lend_csr_space(left);
+      s.csr_space_lent = true;
+    }
   }
-  if (!training_buffers_logged)
+  if (!training_buffers_logged && lends_outputs)
     log_info("evaluation: ",
              lent.empty() ? std::string("its layer outputs in host memory (no training buffer "
                                         "holds them)")
@@ -372,6 +384,8 @@ void Schedule::Impl::return_training_buffers() {
     for (std::size_t l = 0; l < s.views_lent.size(); ++l)
       if (!s.views_lent[l].empty()) s.vertex.H[l] = s.views_lent[l];
     s.views_lent.clear();
+    if (s.csr_space_lent) s.device->release_csr_space();
+    s.csr_space_lent = false;
   }
 }
 

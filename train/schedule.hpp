@@ -72,6 +72,13 @@ enum class EvaluationsAhead { kNone, kMore };
 // writes every row of those matrices again before it reads any.
 enum class EvaluationOutputs { kHost, kTrainingBuffersWhereTheyFit };
 
+// Whether an evaluation of several layers copies a chunk's CSR from host memory for every pass
+// that reads it (kStagedEachPass, as a training step does), or, with kKeptWhereTheyFit, copies
+// it once in its first pass into what the layer outputs leave of the idle dZ buffers
+// (EvaluationOutputs) while room remains, where its later passes read it. Only CSRs that the
+// GPU memory budget leaves in host memory are copied at all; the results are the same bits.
+enum class EvaluationCsrs { kStagedEachPass, kKeptWhereTheyFit };
+
 // Whether an evaluation brings every vertex's argmax prediction back to the host
 // (Schedule::evaluate()). The devices count each split's labeled and correctly predicted vertices
 // either way (Schedule::accuracies()); the predictions themselves are one index a vertex, copied
@@ -137,6 +144,7 @@ struct ScheduleOptions {
   VertexData vertex_data = VertexData::kDeviceWhereItFits;
   EvaluationCache evaluation_cache = EvaluationCache::kWhereItFits;
   EvaluationOutputs evaluation_outputs = EvaluationOutputs::kTrainingBuffersWhereTheyFit;
+  EvaluationCsrs evaluation_csrs = EvaluationCsrs::kKeptWhereTheyFit;
   LayerOutputs layer_outputs = LayerOutputs::kDeviceWhereItFits;
   RemoteFeatures remote_features = RemoteFeatures::kDeviceCopyWhereItFits;
   // GAT's layer 0: transform first, or attend over its input rows first (GatLayerZero,

@@ -663,11 +663,18 @@ struct Schedule::Impl {
   // For the running evaluation (EvaluationOutputs::kTrainingBuffersWhereTheyFit): each device's
   // views of H[l], l >= 1, that are fp32 host memory move into its block sets' dZ buffers,
   // narrowest first, each into the smallest free one that holds it, zero-filled (T rows' pad
-  // columns start at 0, as in the host matrix). Every lane is idle before and after an
-  // evaluation, and no evaluation pass touches dZ. return_training_buffers() puts the host views
-  // back.
+  // columns start at 0, as in the host matrix); what they leave of the dZ buffers is lent to the
+  // device for chunk CSRs (EvaluationCsrs::kKeptWhereTheyFit, models of several layers). Every
+  // lane is idle before and after an evaluation, and no evaluation pass touches dZ.
+  // return_training_buffers() puts the host views back and releases the CSR space.
   void lend_training_buffers();
   void return_training_buffers();
+  // An evaluation's passes before its last keep the chunk CSRs they prefetch in the lent space
+  // (EvaluationCsrs::kKeptWhereTheyFit): the next pass reads them again.
+  CsrReuse csr_reuse(const DeviceState& s, const LayerSpec& layer) const {
+    return !training && s.csr_space_lent && layer.index + 1 < model.num_layers() ? CsrReuse::kAgain
+                                                                                 : CsrReuse::kOnce;
+  }
   bool training_buffers_logged = false;
   // The first evaluation's host-memory cache (evaluation_cache_on_host), where host memory allows.
   void allocate_evaluation_host_cache();

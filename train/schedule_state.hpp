@@ -147,6 +147,8 @@ struct DeviceState {
   // While an evaluation runs, per layer l the host view of H[l] that it replaced with rows in a
   // training buffer (Schedule::Impl::lend_training_buffers()); empty views elsewhere.
   std::vector<HostMat> views_lent;
+  // While an evaluation runs: its device holds space lent for chunk CSRs (lend_csr_space()).
+  bool csr_space_lent = false;
   std::int64_t merged_rows = 0;
   // The merged rows' remote region starts here (after the transition slots).
   std::int64_t remote_first = 0;

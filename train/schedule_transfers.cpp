@@ -141,7 +141,7 @@ void Schedule::Impl::prefetch(const LayerSpec& layer, int c, const BatchSteps& s
       d.phase_end(Phase::kLoad);
       d.mark(kSetReady + k);
     }
-    if (csr) d.prefetch_csr(chunk_csr(ch, layer), *steps.products);
+    if (csr) d.prefetch_csr(chunk_csr(ch, layer), *steps.products, csr_reuse(s, layer));
   }
 }
 

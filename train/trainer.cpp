@@ -451,6 +451,9 @@ ScheduleOptions schedule_options(const Dataset& dataset,
   options.evaluation_outputs = config.evaluation_outputs == "host"
                                    ? EvaluationOutputs::kHost
                                    : EvaluationOutputs::kTrainingBuffersWhereTheyFit;
+  options.evaluation_csrs = config.evaluation_csrs == "each-pass"
+                                ? EvaluationCsrs::kStagedEachPass
+                                : EvaluationCsrs::kKeptWhereTheyFit;
   options.layer_outputs = config.layer_outputs == "recompute" ? LayerOutputs::kRecomputed
                                                               : LayerOutputs::kDeviceWhereItFits;
   options.remote_features = config.remote_features == "pull"

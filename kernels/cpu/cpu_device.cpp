@@ -175,24 +175,75 @@ const CpuCsr& CpuDevice::csr(const Csr& a) const {
   return m;
 }
 
-void CpuDevice::prefetch_csr(Csr a, CsrAccess access) {
-  csr(a);
+namespace {
+
+// What a CUDA device would copy of `m` were its arrays in host memory: the rows' offsets and
+// columns, and the transpose's.
+std::int64_t host_csr_bytes(const CpuCsr& m, bool rows, bool transposed) {
+  const std::int64_t offset = sizeof(edge_t), index = sizeof(vertex_t);
+  return (rows ? (m.rows + 1) * offset + m.nnz * index : 0) +
+         (transposed ? (m.cols + 1) * offset + m.nnz * index : 0);
+}
+
+}  // namespace
+
+void CpuDevice::prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) {
+  const CpuCsr& m = csr(a);
   const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
+  const auto kept = kept_.find(a.id);
+  if (kept != kept_.end() && (kept->second.rows || !rows) &&
+      (kept->second.transposed || !transposed))
+    return;
+  if (reuse == CsrReuse::kAgain && kept == kept_.end()) {
+    const std::int64_t bytes = host_csr_bytes(m, rows, transposed);
+    for (CsrSpace& space : csr_space_) {
+      if (space.bytes < bytes) continue;
+      // The CUDA backend's copy overwrites the lent memory: so does this one (with NaNs), so
+      // that a pass reading that memory as its own computes NaNs here too.
+      std::memset(space.next, 0xff, std::size_t(bytes));
+      space.next += bytes;
+      space.bytes -= bytes;
+      kept_[a.id] = AnnouncedCsr{a.id, rows, transposed};
+      counters_.h2d_csr_bytes += bytes;
+      return;
+    }
+  }
   for (int k = 0; k < 2; ++k) {
     AnnouncedCsr& slot = announced_[k];
     if (slot.id != a.id) continue;
+    counters_.h2d_csr_bytes +=
+        host_csr_bytes(m, rows && !slot.rows, transposed && !slot.transposed);
     slot.rows = slot.rows || rows;
     slot.transposed = slot.transposed || transposed;
     next_announced_ = 1 - k;
     return;
   }
+  counters_.h2d_csr_bytes += host_csr_bytes(m, rows, transposed);
   announced_[next_announced_] = AnnouncedCsr{a.id, rows, transposed};
   next_announced_ = 1 - next_announced_;
+}
+
+void CpuDevice::lend_csr_space(const std::vector<Mat>& regions) {
+  SLUICE_EXPECTS(csr_space_.empty() && kept_.empty(), "lend_csr_space on ", name(),
+                 " before the space lent last was released");
+  for (const Mat& region : regions)
+    if (region.data && region.rows * region.ld > 0)
+      csr_space_.push_back(CsrSpace{reinterpret_cast<char*>(region.data),
+                                    region.rows * region.ld * std::int64_t(sizeof(float))});
+}
+
+void CpuDevice::release_csr_space() {
+  csr_space_.clear();
+  kept_.clear();
 }
 
 const CpuCsr& CpuDevice::product_csr(const Csr& a, CsrAccess access) {
   const CpuCsr& m = csr(a);
   const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
+  const auto kept = kept_.find(a.id);
+  if (kept != kept_.end() && (kept->second.rows || !rows) &&
+      (kept->second.transposed || !transposed))
+    return m;
   // As CudaDevice::resident_csr(): the slot holding the matrix, else the one the next
   // announcement would take.
   int k = next_announced_;
@@ -200,10 +251,8 @@ const CpuCsr& CpuDevice::product_csr(const Csr& a, CsrAccess access) {
     if (announced_[i].id == a.id) k = i;
   AnnouncedCsr& slot = announced_[k];
   if (slot.id != a.id) slot = AnnouncedCsr{a.id, false, false};
-  const std::int64_t offset = sizeof(edge_t), index = sizeof(vertex_t);
-  if (rows && !slot.rows) counters_.h2d_csr_in_line_bytes += (m.rows + 1) * offset + m.nnz * index;
-  if (transposed && !slot.transposed)
-    counters_.h2d_csr_in_line_bytes += (m.cols + 1) * offset + m.nnz * index;
+  counters_.h2d_csr_in_line_bytes +=
+      host_csr_bytes(m, rows && !slot.rows, transposed && !slot.transposed);
   slot.rows = slot.rows || rows;
   slot.transposed = slot.transposed || transposed;
   return m;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,7 +77,9 @@ class CpuDevice final : public Device {
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
-  void prefetch_csr(Csr a, CsrAccess access) override;
+  void prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) override;
+  void lend_csr_space(const std::vector<Mat>& regions) override;
+  void release_csr_space() override;
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
@@ -161,9 +164,10 @@ class CpuDevice final : public Device {
   void account_constant(std::int64_t bytes, const std::string& what);
   const CpuCsr& csr(const Csr& a) const;
   // The matrix for a product that reads `access`. prefetch_csr()'s announcements are kept as the
-  // CUDA backend keeps its two staging slots; a product that finds its access in neither counts
-  // what it reads of the CSR in h2d_csr_in_line_bytes, as if every CSR lived in host memory, so
-  // that the schedule's announcements are checked without a GPU.
+  // CUDA backend keeps its two staging slots and its copies in lent space; a product that finds
+  // its access in none counts what it reads of the CSR in h2d_csr_in_line_bytes, as prefetches
+  // count theirs in h2d_csr_bytes, as if every CSR lived in host memory, so that the schedule's
+  // announcements are checked without a GPU.
   const CpuCsr& product_csr(const Csr& a, CsrAccess access);
   // Rows `rows` of dx (=|+=) A^T dy: spmm_transpose (kStore), spmm_transpose_add (kAdd) and
   // spmm_transpose_rows.
@@ -205,6 +209,13 @@ class CpuDevice final : public Device {
   };
   AnnouncedCsr announced_[2];  // prefetch_csr(); the next announcement takes next_announced_
   int next_announced_ = 0;
+  // lend_csr_space(): what is left of each region, and the announcements kept there (by id).
+  struct CsrSpace {
+    char* next = nullptr;
+    std::int64_t bytes = 0;
+  };
+  std::vector<CsrSpace> csr_space_;
+  std::map<int, AnnouncedCsr> kept_;
 };
 
 // The CPU backend: P CpuDevices and zero-initialized host matrices.

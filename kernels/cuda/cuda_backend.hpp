@@ -70,7 +70,9 @@ class CudaDevice final : public Device {
 
   void load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) override;
   void load_block(HostMat src, std::int64_t src_row, Mat dst) override;
-  void prefetch_csr(Csr a, CsrAccess access) override;
+  void prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) override;
+  void lend_csr_space(const std::vector<Mat>& regions) override;
+  void release_csr_space() override;
   void store_block(Mat src, HostMat dst, std::int64_t dst_row) override;
   void pull_rows(const Device& owner, Mat owner_buf, Idx owner_rows, Idx dst_rows,
                  Mat dst) override;
@@ -180,9 +182,16 @@ class CudaDevice final : public Device {
     std::unique_ptr<DeviceCsr> view;
     Event ready;  // prefetch slots: recorded on the transfer lane after the copies
   };
-  // Copies the arrays in `arrays` that `slot` lacks (and host `values` when given) on `stream`.
-  void stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const float* values,
-                        cudaStream_t stream);
+  // The device memory of a prefetch slot, sized (once) for the largest matrix's staged layout.
+  char* slot_base(StagedCsr& slot, const DeviceCsr& m, std::int64_t values_bytes,
+                  cudaStream_t stream);
+  // Copies the arrays in `arrays` that `slot` lacks (and host `values` when given) on `stream`
+  // to `base`, where the arrays of `layout` lie in kStagedArrays' order (a slot: every host
+  // array, so arrays a later product reads join those already there; a kept copy: only those it
+  // holds).
+  void stage_csr_arrays(StagedCsr& slot, Csr a, char* base, unsigned layout, unsigned arrays,
+                        const float* values, cudaStream_t stream);
+  StagedCsr* kept_csr(Csr a, unsigned wanted);
   // The matrix for a product on the compute lane that reads `access`, with every array it reads
   // in device memory (and *values, per-call entry values, when kept in host memory): from a
   // prefetch slot (the compute lane waits for its copy), else staged on the compute lane into
@@ -283,6 +292,16 @@ class CudaDevice final : public Device {
   // takes next_staged_ (the slot it did not take last).
   StagedCsr staged_csr_[2];
   int next_staged_ = 0;
+  // lend_csr_space(): what is left of each lent region, and the copies prefetch_csr() kept there
+  // (CsrReuse::kAgain) by matrix id, each with the event its copies recorded.
+  struct CsrSpace {
+    char* next = nullptr;
+    std::int64_t bytes = 0;
+  };
+  std::vector<CsrSpace> csr_space_;
+  std::map<int, StagedCsr> kept_csrs_;
+  std::int64_t kept_csr_bytes_ = 0, csrs_not_kept_ = 0;  // since lend_csr_space(), for one log line
+  bool kept_csrs_logged_ = false;
   std::int64_t staged_slot_bytes_ = 0;
   std::int64_t largest_staged_csr_ = 0;  // over csrs_[0, staged_csrs_measured_)
   std::size_t staged_csrs_measured_ = 0;

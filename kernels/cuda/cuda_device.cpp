@@ -242,12 +242,8 @@ std::int64_t staged_bytes(const DeviceCsr& m, std::int64_t values_bytes) {
 
 }  // namespace
 
-void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const float* values,
-                                  cudaStream_t stream) {
-  const DeviceCsr& m = csr(a);
-  const auto host_values = values ? host_values_bytes_.find(values) : host_values_bytes_.end();
-  const std::int64_t values_bytes =
-      host_values != host_values_bytes_.end() ? host_values->second : 0;
+char* CudaDevice::slot_base(StagedCsr& slot, const DeviceCsr& m, std::int64_t values_bytes,
+                            cudaStream_t stream) {
   // Sized once for the largest matrix, so no slot grows while a lane may read it (matrices
   // uploaded since the last call are measured once).
   for (; staged_csrs_measured_ < csrs_.size(); ++staged_csrs_measured_)
@@ -262,7 +258,15 @@ void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const
     }
     staged_slot_bytes_ = largest;
   }
-  char* base = static_cast<char*>(slot.buffer.ensure(largest, account_, stream, "staged host CSR"));
+  return static_cast<char*>(slot.buffer.ensure(largest, account_, stream, "staged host CSR"));
+}
+
+void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, char* base, unsigned layout,
+                                  unsigned arrays, const float* values, cudaStream_t stream) {
+  const DeviceCsr& m = csr(a);
+  const auto host_values = values ? host_values_bytes_.find(values) : host_values_bytes_.end();
+  const std::int64_t values_bytes =
+      host_values != host_values_bytes_.end() ? host_values->second : 0;
   if (slot.id != a.id) {
     slot.id = a.id;
     slot.arrays = 0;
@@ -291,7 +295,7 @@ void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const
   };
   for (int i = 0; i < kNumStagedArrays; ++i) {
     const ConstantBuffer& from = m.*kStagedArrays[i];
-    if (!from.on_host()) continue;
+    if (!from.on_host() || !(layout & array_bit(i))) continue;
     if ((arrays & array_bit(i)) && !(slot.arrays & array_bit(i))) {
       copy(base + offset, from.get(), from.bytes());
       (*slot.view).*kStagedArrays[i] = ConstantBuffer::view(base + offset, from.bytes());
@@ -306,15 +310,72 @@ void CudaDevice::stage_csr_arrays(StagedCsr& slot, Csr a, unsigned arrays, const
   }
 }
 
-void CudaDevice::prefetch_csr(Csr a, CsrAccess access) {
-  const unsigned wanted = arrays_read(access) & host_arrays(csr(a));
-  if (wanted == 0) return;
-  OpScope op(*this, "prefetch_csr");
+// The kept copy of `a` holding every array of `wanted`, or null.
+CudaDevice::StagedCsr* CudaDevice::kept_csr(Csr a, unsigned wanted) {
+  const auto kept = kept_csrs_.find(a.id);
+  if (kept == kept_csrs_.end() || (kept->second.arrays & wanted) != wanted) return nullptr;
+  return &kept->second;
+}
+
+void CudaDevice::lend_csr_space(const std::vector<Mat>& regions) {
+  SLUICE_EXPECTS(csr_space_.empty() && kept_csrs_.empty(), "lend_csr_space on ", name_,
+                 " before the space lent last was released");
+  for (const Mat& region : regions) {
+    if (!region.data) continue;
+    // Staged arrays start at multiples of 256 bytes, as in a slot.
+    const auto start = static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(region.data));
+    const std::int64_t skip = rounded(start) - start;
+    const std::int64_t bytes = region.rows * region.ld * std::int64_t(sizeof(float)) - skip;
+    if (bytes > 0)
+      csr_space_.push_back(CsrSpace{reinterpret_cast<char*>(region.data) + skip, bytes});
+  }
+}
+
+void CudaDevice::release_csr_space() {
+  if (!kept_csrs_logged_ && (!kept_csrs_.empty() || csrs_not_kept_ > 0)) {
+    log_info("device ", index_, ": the evaluation kept ", kept_csrs_.size(), " chunk CSRs (",
+             format_bytes(double(kept_csr_bytes_)),
+             ") in idle training buffers for its later "
+             "passes; ",
+             csrs_not_kept_, " did not fit (copied again each pass)");
+    kept_csrs_logged_ = true;
+  }
+  csr_space_.clear();
+  kept_csrs_.clear();
+  kept_csr_bytes_ = 0;
+  csrs_not_kept_ = 0;
+}
+
+void CudaDevice::prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) {
+  const DeviceCsr& m = csr(a);
+  const unsigned wanted = arrays_read(access) & host_arrays(m);
+  if (wanted == 0 || kept_csr(a, wanted)) return;
   DeviceGuard guard(gpu_);
+  if (reuse == CsrReuse::kAgain && kept_csrs_.count(a.id) == 0) {
+    // Packed: only the arrays this access reads.
+    std::int64_t bytes = 0;
+    for (int i = 0; i < kNumStagedArrays; ++i)
+      if (wanted & array_bit(i)) bytes += rounded((m.*kStagedArrays[i]).bytes());
+    for (CsrSpace& space : csr_space_) {
+      if (space.bytes < bytes) continue;
+      StagedCsr& kept = kept_csrs_[a.id];
+      kept.ready = Event(gpu_);
+      OpScope op(*this, "prefetch_csr");
+      stage_csr_arrays(kept, a, space.next, wanted, wanted, nullptr, cur());
+      SLUICE_CUDA(cudaEventRecord(kept.ready.get(), cur()));
+      space.next += bytes;
+      space.bytes -= bytes;
+      kept_csr_bytes_ += bytes;
+      return;
+    }
+    ++csrs_not_kept_;
+  }
   for (int k = 0; k < 2; ++k) {
     if (staged_csr_[k].id != a.id) continue;
     if ((staged_csr_[k].arrays & wanted) != wanted) {
-      stage_csr_arrays(staged_csr_[k], a, wanted, nullptr, cur());
+      OpScope op(*this, "prefetch_csr");
+      stage_csr_arrays(staged_csr_[k], a, slot_base(staged_csr_[k], m, 0, cur()), host_arrays(m),
+                       wanted, nullptr, cur());
       SLUICE_CUDA(cudaEventRecord(staged_csr_[k].ready.get(), cur()));
     }
     next_staged_ = 1 - k;
@@ -325,7 +386,8 @@ void CudaDevice::prefetch_csr(Csr a, CsrAccess access) {
   // The compute lane's reads of the slot's matrix were all issued before this call.
   SLUICE_CUDA(cudaEventRecord(event_.get(), stream()));
   SLUICE_CUDA(cudaStreamWaitEvent(cur(), event_.get(), 0));
-  stage_csr_arrays(slot, a, wanted, nullptr, cur());
+  OpScope op(*this, "prefetch_csr");  // the copies only, not the wait before them
+  stage_csr_arrays(slot, a, slot_base(slot, m, 0, cur()), host_arrays(m), wanted, nullptr, cur());
   SLUICE_CUDA(cudaEventRecord(slot.ready.get(), cur()));
 }
 
@@ -335,6 +397,10 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, CsrAccess access, const float**
   const unsigned wanted = arrays_read(access) & host_arrays(m);
   if (wanted == 0 && !stage_values) return m;
   expect_compute_lane("resident_csr");
+  if (StagedCsr* kept = stage_values ? nullptr : kept_csr(a, wanted)) {
+    SLUICE_CUDA(cudaStreamWaitEvent(cur(), kept->ready.get(), 0));
+    return *kept->view;
+  }
   // A slot holding the matrix (prefetched, or staged by an earlier product), else the one the
   // next prefetch would take: the one it took before holds the matrix of the batch ahead.
   int k = next_staged_;
@@ -347,7 +413,10 @@ const DeviceCsr& CudaDevice::resident_csr(Csr a, CsrAccess access, const float**
                         (!stage_values || slot.values_source == *values);
   if (!complete) {
     const std::int64_t before = counters_.h2d_csr_bytes;
-    stage_csr_arrays(slot, a, wanted, stage_values ? *values : nullptr, cur());
+    const float* staged_values = stage_values ? *values : nullptr;
+    const std::int64_t values_bytes = stage_values ? host_values_bytes_.at(*values) : 0;
+    stage_csr_arrays(slot, a, slot_base(slot, m, values_bytes, cur()), host_arrays(m), wanted,
+                     staged_values, cur());
     counters_.h2d_csr_in_line_bytes += counters_.h2d_csr_bytes - before;
     SLUICE_CUDA(cudaEventRecord(slot.ready.get(), cur()));
   }

@@ -823,6 +823,61 @@ INSTANTIATE_TEST_SUITE_P(Cases, CudaChunkStructures,
                            return cat(v.model, v.layers, "_", v.intermediates, "_P", v.partitions);
                          });
 
+// Two-layer evaluations under a budget that leaves the chunk CSRs in host memory: with
+// --evaluation-csrs auto the first pass copies each into the idle dZ buffers where room is left
+// (hidden 64 against 16 entries a row: a set's dZ holds a few chunks' CSRs), and the second
+// pass reads those there. The same losses and accuracies, bit for bit, as copying them in
+// every pass; fewer CSR bytes in the first evaluation (later GCN evaluations start from the
+// evaluation cache: one pass); no product copies a CSR itself.
+TEST(CudaEvaluationCsrs, KeptFromTheFirstPassAgreeWithEachPass) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
+                    "(scripts/device-test.sh)";
+  const Dataset d = test::random_dataset(3000, 8, 8, 5, 23, test::ReverseEdgesIntoSources::kAdd);
+  const Plan p = test::make_plan(d, test::plan_options(1, 12).seed(3));
+  for (const char* model : {"gcn", "gat"}) {
+    Case c{model, 1, 12, 1, "p2p+reuse"};
+    c.vertex_data = "host";
+    c.hidden = 64;
+    const std::string what = case_name(c);
+    const TrainConfig config = test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda"))
+                                   .epochs(3)
+                                   .eval_every(1)
+                                   .last_layer_rows("all");
+    const ModelShape shape = test::model_shape(model, 2)
+                                 .in_dim(d.feature_dim)
+                                 .hidden(c.hidden)
+                                 .classes(d.num_classes)
+                                 .heads(2);
+    const std::int64_t budget =
+        estimate_peak_gpu_bytes(p, LossRowFlags{}, shape, memory_layout_options(config));
+    const auto run = [&](const char* csrs) {
+      return train(d, p, test::TrainConfigBuilder(config).gpu_memory(budget).evaluation_csrs(csrs));
+    };
+    const TrainResult kept = run("auto");
+    const TrainResult each = run("each-pass");
+    EXPECT_EQ(kept.losses, each.losses) << what;
+    ASSERT_EQ(kept.records.size(), 3u) << what;
+    ASSERT_EQ(each.records.size(), 3u) << what;
+    for (std::size_t e = 0; e < 3; ++e) {
+      const EpochRecord &a = kept.records[e], &b = each.records[e];
+      EXPECT_EQ(a.train_accuracy, b.train_accuracy) << what << ", epoch " << e;
+      EXPECT_EQ(a.valid_accuracy, b.valid_accuracy) << what << ", epoch " << e;
+      EXPECT_EQ(a.eval_transfers.h2d_csr_in_line_bytes, 0) << what << ", epoch " << e;
+      EXPECT_EQ(b.eval_transfers.h2d_csr_in_line_bytes, 0) << what << ", epoch " << e;
+      EXPECT_LE(a.eval_transfers.h2d_csr_bytes, b.eval_transfers.h2d_csr_bytes)
+          << what << ", epoch " << e;
+    }
+    const std::int64_t kept_bytes = kept.records[0].eval_transfers.h2d_csr_bytes;
+    const std::int64_t each_bytes = each.records[0].eval_transfers.h2d_csr_bytes;
+    ASSERT_GT(each_bytes, 0) << what << ": no CSR in host memory under the budget";
+    EXPECT_LT(kept_bytes, each_bytes) << what;
+    std::printf(
+        "[evaluation csrs] %-32s first evaluation's CSR copies %lld B (each pass: %lld B)\n",
+        what.c_str(), static_cast<long long>(kept_bytes), static_cast<long long>(each_bytes));
+  }
+}
+
 // ---- Backend::barrier: event-only ordering between logical devices ----
 
 // Two logical devices (on one GPU, or on two): device 0 produces after a long queue of GEMMs,

@@ -111,6 +111,11 @@ TrainConfigBuilder& TrainConfigBuilder::evaluation_outputs(const std::string& pl
   return *this;
 }
 
+TrainConfigBuilder& TrainConfigBuilder::evaluation_csrs(const std::string& copies) {
+  config_.evaluation_csrs = copies;
+  return *this;
+}
+
 TrainConfigBuilder& TrainConfigBuilder::layer_zero_order(const std::string& order) {
   config_.layer_zero_order = order;
   return *this;

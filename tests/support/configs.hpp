@@ -47,6 +47,7 @@ class TrainConfigBuilder {
   TrainConfigBuilder& vertex_data(const std::string& place);         // auto | host
   TrainConfigBuilder& evaluation_cache(const std::string& mode);     // auto | off
   TrainConfigBuilder& evaluation_outputs(const std::string& place);  // auto | host
+  TrainConfigBuilder& evaluation_csrs(const std::string& copies);    // auto | each-pass
   TrainConfigBuilder& layer_outputs(const std::string& mode);        // auto | recompute
   TrainConfigBuilder& remote_features(const std::string& mode);      // auto | pull
   TrainConfigBuilder& gat_layer_zero(const std::string& mode);       // auto | transform | attend

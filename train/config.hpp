@@ -64,8 +64,8 @@ struct TrainConfig {
   // fit) | host.
   std::string evaluation_outputs = "auto";
   // Whether evaluations copy host-resident chunk CSRs once for all their passes
-  // (ScheduleOptions::evaluation_csrs): auto (into what the layer outputs leave of those GPU
-  // buffers, where they fit) | each-pass.
+  // (ScheduleOptions::evaluation_csrs): auto (into GPU buffers only training uses, less the
+  // layer outputs kept there, where they fit) | each-pass.
   std::string evaluation_csrs = "auto";
   // Whether training keeps layer outputs for the backward pass (ScheduleOptions::layer_outputs):
   // auto (where they fit) | recompute.

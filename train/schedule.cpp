@@ -367,6 +367,9 @@ void Schedule::Impl::lend_training_buffers() {
     }
     if (lends_csrs) {
       left.insert(left.end(), idle.begin(), idle.end());
+      // The other buffers only a backward pass uses: gradients and what carries them.
+      for (const Mat* m : {&s.dX, &s.dA, &s.dZm, &s.leave, &s.received})
+        if (!m->empty()) left.push_back(*m);
       s.device->lend_csr_space(left);
       s.csr_space_lent = true;
     }

@@ -74,8 +74,9 @@ enum class EvaluationOutputs { kHost, kTrainingBuffersWhereTheyFit };
 
 // Whether an evaluation of several layers copies a chunk's CSR from host memory for every pass
 // that reads it (kStagedEachPass, as a training step does), or, with kKeptWhereTheyFit, copies
-// it once in its first pass into what the layer outputs leave of the idle dZ buffers
-// (EvaluationOutputs) while room remains, where its later passes read it. Only CSRs that the
+// it once in its first pass, while room remains, into the device buffers only a backward pass
+// uses (what the layer outputs leave of dZ, EvaluationOutputs; dX, dA, dZm, the flush and
+// receive buffers), where its later passes read it. Only CSRs that the
 // GPU memory budget leaves in host memory are copied at all; the results are the same bits.
 enum class EvaluationCsrs { kStagedEachPass, kKeptWhereTheyFit };
 

@@ -663,9 +663,10 @@ struct Schedule::Impl {
   // For the running evaluation (EvaluationOutputs::kTrainingBuffersWhereTheyFit): each device's
   // views of H[l], l >= 1, that are fp32 host memory move into its block sets' dZ buffers,
   // narrowest first, each into the smallest free one that holds it, zero-filled (T rows' pad
-  // columns start at 0, as in the host matrix); what they leave of the dZ buffers is lent to the
-  // device for chunk CSRs (EvaluationCsrs::kKeptWhereTheyFit, models of several layers). Every
-  // lane is idle before and after an evaluation, and no evaluation pass touches dZ.
+  // columns start at 0, as in the host matrix); what they leave of the dZ buffers, and dX, dA,
+  // dZm, the flush and receive buffers, are lent to the device for chunk CSRs
+  // (EvaluationCsrs::kKeptWhereTheyFit, models of several layers). Every lane is idle before and
+  // after an evaluation, and no evaluation pass touches those buffers.
   // return_training_buffers() puts the host views back and releases the CSR space.
   void lend_training_buffers();
   void return_training_buffers();

@@ -28,6 +28,25 @@ ModelSpec gcn_spec(const Dataset& d, std::int64_t hidden) {
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(hidden).classes(d.num_classes));
 }
 
+// A model and a plan's shape, for the tests that loop over several.
+struct ModelCase {
+  std::string model;
+  int layers, partitions, chunks;
+  std::string name() const {
+    return model + " " + std::to_string(layers) + " layers, P = " + std::to_string(partitions) +
+           ", C = " + std::to_string(chunks);
+  }
+};
+
+// `model` of `layers` layers over `d`'s features and classes (GAT: one head).
+ModelSpec spec_for(const Dataset& d, const std::string& model, int layers, std::int64_t hidden) {
+  return test::model_spec(test::model_shape(model, layers)
+                              .in_dim(d.feature_dim)
+                              .hidden(hidden)
+                              .classes(d.num_classes)
+                              .heads(1));
+}
+
 struct Evaluations {
   std::vector<std::vector<std::int32_t>> predictions;  // per evaluation
   std::vector<TransferCounters> transfers;             // per evaluation
@@ -268,21 +287,13 @@ EvaluationsAndSteps evaluate_between_steps(
 // place (Schedule::Impl::pulls_resident_rows()).
 TEST(EvaluationOutputs, InTrainingBuffersPredictTheSameOffTheLink) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
-  struct Case {
-    std::string model;
-    int layers, partitions, chunks;
-  };
-  for (const Case& c : {Case{"gcn", 2, 1, 2}, Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 2, 2},
-                        Case{"gcn", 2, 2, 1}, Case{"sage", 2, 1, 2}, Case{"sage", 2, 2, 1},
-                        Case{"gat", 2, 1, 2}, Case{"gat", 2, 2, 2}, Case{"gcn", 3, 1, 2}}) {
-    SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
-                 std::to_string(c.partitions) + ", C = " + std::to_string(c.chunks));
+  for (const ModelCase& c :
+       {ModelCase{"gcn", 2, 1, 2}, ModelCase{"gcn", 2, 1, 3}, ModelCase{"gcn", 2, 2, 2},
+        ModelCase{"gcn", 2, 2, 1}, ModelCase{"sage", 2, 1, 2}, ModelCase{"sage", 2, 2, 1},
+        ModelCase{"gat", 2, 1, 2}, ModelCase{"gat", 2, 2, 2}, ModelCase{"gcn", 3, 1, 2}}) {
+    SCOPED_TRACE(c.name());
     const Plan plan = test::make_plan(d, test::plan_options(c.partitions, c.chunks));
-    const ModelSpec spec = test::model_spec(test::model_shape(c.model, c.layers)
-                                                .in_dim(d.feature_dim)
-                                                .hidden(32)
-                                                .classes(d.num_classes)
-                                                .heads(1));
+    const ModelSpec spec = spec_for(d, c.model, c.layers, 32);
     const EvaluationsAndSteps lent =
         evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit);
     const EvaluationsAndSteps host =
@@ -337,6 +348,23 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
   }
 }
 
+struct CsrRuns {
+  EvaluationsAndSteps kept, each;  // EvaluationCsrs::kKeptWhereTheyFit, kStagedEachPass
+};
+
+// evaluate_between_steps() with the chunk CSRs kept for later passes and copied every pass: the
+// same predictions and losses.
+CsrRuns kept_and_each_pass(const Dataset& d, const Plan& plan, const ModelSpec& spec) {
+  const auto run = [&](EvaluationCsrs csrs) {
+    return evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
+                                  HostPrecision::kFp32, csrs);
+  };
+  CsrRuns r{run(EvaluationCsrs::kKeptWhereTheyFit), run(EvaluationCsrs::kStagedEachPass)};
+  EXPECT_EQ(r.kept.predictions, r.each.predictions);
+  EXPECT_EQ(r.kept.losses, r.each.losses);
+  return r;
+}
+
 // An evaluation of several layers copies each chunk CSR once, in its first pass, into what the
 // layer outputs leave of the dZ buffers, where its later passes read it (the CPU backend counts
 // what the CUDA backend would copy, and overwrites the lent memory with NaNs as the copies
@@ -346,28 +374,13 @@ TEST(EvaluationOutputs, InHostMemoryWhereNoTrainingBufferHoldsThem) {
 // aggregation from the evaluation cache, so one pass fewer reads them.
 TEST(EvaluationCsrs, KeptFromTheFirstPassForTheNext) {
   const Dataset d = test::random_dataset(900, 5, 24, 5, 17, test::ReverseEdgesIntoSources::kAdd);
-  struct Case {
-    std::string model;
-    int layers, partitions, chunks;
-  };
-  for (const Case& c : {Case{"gcn", 2, 1, 3}, Case{"gcn", 2, 1, 4}, Case{"gcn", 2, 2, 3},
-                        Case{"sage", 2, 1, 3}, Case{"gat", 2, 1, 3}, Case{"gcn", 3, 1, 3}}) {
-    SCOPED_TRACE(c.model + " " + std::to_string(c.layers) + " layers, P = " +
-                 std::to_string(c.partitions) + ", C = " + std::to_string(c.chunks));
+  for (const ModelCase& c :
+       {ModelCase{"gcn", 2, 1, 3}, ModelCase{"gcn", 2, 1, 4}, ModelCase{"gcn", 2, 2, 3},
+        ModelCase{"sage", 2, 1, 3}, ModelCase{"gat", 2, 1, 3}, ModelCase{"gcn", 3, 1, 3}}) {
+    SCOPED_TRACE(c.name());
     const Plan plan = test::make_plan(d, test::plan_options(c.partitions, c.chunks));
-    const ModelSpec spec = test::model_spec(test::model_shape(c.model, c.layers)
-                                                .in_dim(d.feature_dim)
-                                                .hidden(32)
-                                                .classes(d.num_classes)
-                                                .heads(1));
-    const EvaluationsAndSteps kept =
-        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
-                               HostPrecision::kFp32, EvaluationCsrs::kKeptWhereTheyFit);
-    const EvaluationsAndSteps each =
-        evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
-                               HostPrecision::kFp32, EvaluationCsrs::kStagedEachPass);
-    EXPECT_EQ(kept.predictions, each.predictions);
-    EXPECT_EQ(kept.losses, each.losses);
+    const ModelSpec spec = spec_for(d, c.model, c.layers, 32);
+    const auto [kept, each] = kept_and_each_pass(d, plan, spec);
     EXPECT_NE(each.predictions[0], each.predictions[2]);  // the steps changed the model
     for (std::size_t i = 0; i < 3; ++i) {
       const TransferCounters &a = kept.transfers[i], &b = each.transfers[i];
@@ -392,19 +405,8 @@ TEST(EvaluationCsrs, CopiedEachPassWhereNoRoomIsLeft) {
     for (const int partitions : {1, 2}) {
       SCOPED_TRACE(std::string(model) + ", P = " + std::to_string(partitions));
       const Plan plan = test::make_plan(d, test::plan_options(partitions, 5));
-      const ModelSpec spec = test::model_spec(test::model_shape(model, 2)
-                                                  .in_dim(d.feature_dim)
-                                                  .hidden(16)
-                                                  .classes(d.num_classes)
-                                                  .heads(1));
-      const EvaluationsAndSteps kept =
-          evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
-                                 HostPrecision::kFp32, EvaluationCsrs::kKeptWhereTheyFit);
-      const EvaluationsAndSteps each =
-          evaluate_between_steps(d, plan, spec, EvaluationOutputs::kTrainingBuffersWhereTheyFit,
-                                 HostPrecision::kFp32, EvaluationCsrs::kStagedEachPass);
-      EXPECT_EQ(kept.predictions, each.predictions);
-      EXPECT_EQ(kept.losses, each.losses);
+      const ModelSpec spec = spec_for(d, model, 2, 16);
+      const auto [kept, each] = kept_and_each_pass(d, plan, spec);
       const std::int64_t once = each.transfers[0].h2d_csr_bytes / 2;
       EXPECT_LT(kept.transfers[0].h2d_csr_bytes, 2 * once);
       if (partitions == 1) {

@@ -181,8 +181,7 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "evaluation-csrs", po::value(&c.evaluation_csrs)->default_value(c.evaluation_csrs),
       "auto (an evaluation of several layers copies each chunk structure the GPU memory budget "
       "leaves in host memory once, into GPU buffers only training uses (what its layer outputs "
-      "leave) where it "
-      "fits, and its later passes read it there; same results) | each-pass")(
+      "leave) where it fits, and its later passes read it there; same results) | each-pass")(
       "layer-outputs", po::value(&c.layer_outputs)->default_value(c.layer_outputs),
       "auto (GCN, SAGE: a ReLU layer whose outputs the next layer transforms keeps them on the "
       "device for its backward pass where they fit after everything else, instead of computing "

@@ -76,8 +76,8 @@ enum class EvaluationOutputs { kHost, kTrainingBuffersWhereTheyFit };
 // that reads it (kStagedEachPass, as a training step does), or, with kKeptWhereTheyFit, copies
 // it once in its first pass, while room remains, into the device buffers only a backward pass
 // uses (what the layer outputs leave of dZ, EvaluationOutputs; dX, dA, dZm, the flush and
-// receive buffers), where its later passes read it. Only CSRs that the
-// GPU memory budget leaves in host memory are copied at all; the results are the same bits.
+// receive buffers), where its later passes read it. Only CSRs that the GPU memory budget leaves
+// in host memory are copied at all; the results are the same bits.
 enum class EvaluationCsrs { kStagedEachPass, kKeptWhereTheyFit };
 
 // Whether an evaluation brings every vertex's argmax prediction back to the host

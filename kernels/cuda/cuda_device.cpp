@@ -333,11 +333,11 @@ void CudaDevice::lend_csr_space(const std::vector<Mat>& regions) {
 
 void CudaDevice::release_csr_space() {
   if (!kept_csrs_logged_ && (!kept_csrs_.empty() || csrs_not_kept_ > 0)) {
-    log_info("device ", index_, ": the evaluation kept ", kept_csrs_.size(), " chunk CSRs (",
-             format_bytes(double(kept_csr_bytes_)),
-             ") in idle training buffers for its later "
-             "passes; ",
-             csrs_not_kept_, " did not fit (copied again each pass)");
+    const std::string kept =
+        cat(kept_csrs_.size(), " chunk CSRs (", format_bytes(double(kept_csr_bytes_)), ")");
+    log_info("device ", index_, ": the evaluation kept ", kept,
+             " in idle training buffers for its later passes; ", csrs_not_kept_,
+             " did not fit (copied again each pass)");
     kept_csrs_logged_ = true;
   }
   csr_space_.clear();

@@ -164,6 +164,15 @@ TEST_F(TrainCli, HelpListsEveryOption) {
                              "--no-overlap",
                              "--trace",
                              "--input-rows",
+                             "--host-precision",
+                             "--vertex-data",
+                             "--evaluation-cache",
+                             "--evaluation-outputs",
+                             "--evaluation-csrs",
+                             "--layer-outputs",
+                             "--remote-features",
+                             "--last-layer-rows",
+                             "--gat-layer-zero",
                              "--layer-zero-order",
                              "--peer-access",
                              "--op-times",
@@ -505,6 +514,9 @@ TEST_F(TrainCli, NonsensicalHyperparameters) {
                {"--layer-zero-order", "--gat-layer-zero"});
   expect_error("--feature-norm l2", {"--feature-norm"});
   expect_error("--last-layer-rows some", {"--last-layer-rows", "some", "auto, loss or all"});
+  expect_error("--evaluation-cache on", {"--evaluation-cache", "'on'", "auto or off"});
+  expect_error("--evaluation-outputs gpu", {"--evaluation-outputs", "'gpu'", "auto or host"});
+  expect_error("--evaluation-csrs once", {"--evaluation-csrs", "'once'", "auto or each-pass"});
   expect_error("--no-such-option", {"no-such-option"});
 }
 

@@ -2,7 +2,7 @@
 // host memory: cudaHostAlloc; anonymous pages with MADV_HUGEPAGE, faulted in and registered
 // (kernels/cuda/resources.cpp, register_pages(): what sluice-train pins large buffers with); the
 // same pages without the huge-page hint. Three patterns, each printing GB/s:
-//   repeat   one 108 MB buffer (a 1 B-edge chunk's CSR) copied 20 times;
+//   repeat   one 108 MB buffer (a 1 B-edge chunk's CSR columns) copied 20 times;
 //   walk     36 buffers of 108 MB, each its own allocation as the constant store's large slabs
 //            are, copied once each in order (the second of two rounds is timed);
 //   busy     the walk while a kernel on another stream gathers random 32-byte rows from a

@@ -4,8 +4,10 @@
 // predicts without the cache, between training steps too (the features never change, and an
 // evaluation has no dropout). The layer outputs an evaluation's next pass reads
 // (ScheduleOptions::evaluation_outputs), in training buffers: the same predictions, and the
-// training steps after them the same losses, with none of those rows on the host link. What an
-// evaluation prepares for the run ahead (EvaluationsAhead), and its predictions (Predictions).
+// training steps after them the same losses, with none of those rows on the host link. The chunk
+// CSRs its later passes read again (ScheduleOptions::evaluation_csrs), copied once into training
+// buffers: the same numbers, fewer copies. What an evaluation prepares for the run ahead
+// (EvaluationsAhead), and its predictions (Predictions).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -365,8 +367,8 @@ CsrRuns kept_and_each_pass(const Dataset& d, const Plan& plan, const ModelSpec& 
   return r;
 }
 
-// An evaluation of several layers copies each chunk CSR once, in its first pass, into what the
-// layer outputs leave of the dZ buffers, where its later passes read it (the CPU backend counts
+// An evaluation of several layers copies each chunk CSR once, in its first pass, into the
+// buffers only training uses (dZ first), where its later passes read it (the CPU backend counts
 // what the CUDA backend would copy, and overwrites the lent memory with NaNs as the copies
 // would): the same predictions, and after it the same training steps, as when every pass copies
 // its CSRs. Three chunks or more a device, so that the two staging slots do not hold them all.

@@ -190,11 +190,8 @@ std::int64_t host_csr_bytes(const CpuCsr& m, bool rows, bool transposed) {
 void CpuDevice::prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) {
   const CpuCsr& m = csr(a);
   const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
-  const auto kept = kept_.find(a.id);
-  if (kept != kept_.end() && (kept->second.rows || !rows) &&
-      (kept->second.transposed || !transposed))
-    return;
-  if (reuse == CsrReuse::kAgain && kept == kept_.end()) {
+  if (kept_holds(a, rows, transposed)) return;
+  if (reuse == CsrReuse::kAgain && kept_.count(a.id) == 0) {
     const std::int64_t bytes = host_csr_bytes(m, rows, transposed);
     for (CsrSpace& space : csr_space_) {
       if (space.bytes < bytes) continue;
@@ -232,6 +229,12 @@ void CpuDevice::lend_csr_space(const std::vector<Mat>& regions) {
                                     region.rows * region.ld * std::int64_t(sizeof(float))});
 }
 
+bool CpuDevice::kept_holds(const Csr& a, bool rows, bool transposed) const {
+  const auto kept = kept_.find(a.id);
+  return kept != kept_.end() && (kept->second.rows || !rows) &&
+         (kept->second.transposed || !transposed);
+}
+
 void CpuDevice::release_csr_space() {
   csr_space_.clear();
   kept_.clear();
@@ -240,10 +243,7 @@ void CpuDevice::release_csr_space() {
 const CpuCsr& CpuDevice::product_csr(const Csr& a, CsrAccess access) {
   const CpuCsr& m = csr(a);
   const bool rows = access != CsrAccess::kTransposed, transposed = access != CsrAccess::kRows;
-  const auto kept = kept_.find(a.id);
-  if (kept != kept_.end() && (kept->second.rows || !rows) &&
-      (kept->second.transposed || !transposed))
-    return m;
+  if (kept_holds(a, rows, transposed)) return m;
   // As CudaDevice::resident_csr(): the slot holding the matrix, else the one the next
   // announcement would take.
   int k = next_announced_;

@@ -169,6 +169,9 @@ class CpuDevice final : public Device {
   // count theirs in h2d_csr_bytes, as if every CSR lived in host memory, so that the schedule's
   // announcements are checked without a GPU.
   const CpuCsr& product_csr(const Csr& a, CsrAccess access);
+  // Whether the announcements kept in lent space hold `a`'s rows (if `rows`) and transpose (if
+  // `transposed`), as CudaDevice::kept_csr() finds a kept copy.
+  bool kept_holds(const Csr& a, bool rows, bool transposed) const;
   // Rows `rows` of dx (=|+=) A^T dy: spmm_transpose (kStore), spmm_transpose_add (kAdd) and
   // spmm_transpose_rows.
   enum class ProductWrite { kStore, kAdd };

@@ -232,11 +232,12 @@ unsigned host_arrays(const DeviceCsr& m) {
   return out;
 }
 
-// Bytes of the staged layout of `m`: its host arrays, then `values_bytes` of entry values.
-std::int64_t staged_bytes(const DeviceCsr& m, std::int64_t values_bytes) {
+// Bytes of a staged layout of `m` holding `arrays` (a slot: host_arrays(m)), then
+// `values_bytes` of entry values.
+std::int64_t staged_bytes(const DeviceCsr& m, unsigned arrays, std::int64_t values_bytes) {
   std::int64_t bytes = rounded(values_bytes);
-  for (const CsrArray array : kStagedArrays)
-    if ((m.*array).on_host()) bytes += rounded((m.*array).bytes());
+  for (int i = 0; i < kNumStagedArrays; ++i)
+    if (arrays & array_bit(i)) bytes += rounded((m.*kStagedArrays[i]).bytes());
   return bytes;
 }
 
@@ -246,10 +247,12 @@ char* CudaDevice::slot_base(StagedCsr& slot, const DeviceCsr& m, std::int64_t va
                             cudaStream_t stream) {
   // Sized once for the largest matrix, so no slot grows while a lane may read it (matrices
   // uploaded since the last call are measured once).
-  for (; staged_csrs_measured_ < csrs_.size(); ++staged_csrs_measured_)
-    largest_staged_csr_ =
-        std::max(largest_staged_csr_, staged_bytes(*csrs_[staged_csrs_measured_], 0));
-  const std::int64_t largest = std::max(largest_staged_csr_, staged_bytes(m, values_bytes));
+  for (; staged_csrs_measured_ < csrs_.size(); ++staged_csrs_measured_) {
+    const DeviceCsr& each = *csrs_[staged_csrs_measured_];
+    largest_staged_csr_ = std::max(largest_staged_csr_, staged_bytes(each, host_arrays(each), 0));
+  }
+  const std::int64_t largest =
+      std::max(largest_staged_csr_, staged_bytes(m, host_arrays(m), values_bytes));
   if (staged_slot_bytes_ < largest) {
     for (const auto& lane : lanes_) SLUICE_CUDA(cudaStreamSynchronize(lane.get()));
     for (StagedCsr* each : {&staged_csr_[0], &staged_csr_[1]}) {
@@ -352,10 +355,7 @@ void CudaDevice::prefetch_csr(Csr a, CsrAccess access, CsrReuse reuse) {
   if (wanted == 0 || kept_csr(a, wanted)) return;
   DeviceGuard guard(gpu_);
   if (reuse == CsrReuse::kAgain && kept_csrs_.count(a.id) == 0) {
-    // Packed: only the arrays this access reads.
-    std::int64_t bytes = 0;
-    for (int i = 0; i < kNumStagedArrays; ++i)
-      if (wanted & array_bit(i)) bytes += rounded((m.*kStagedArrays[i]).bytes());
+    const std::int64_t bytes = staged_bytes(m, wanted, 0);  // packed: the arrays it reads
     for (CsrSpace& space : csr_space_) {
       if (space.bytes < bytes) continue;
       StagedCsr& kept = kept_csrs_[a.id];

@@ -11,10 +11,53 @@
 
 namespace sluice {
 
-ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
-                                          const PlanOptions& plan_options, std::int64_t budget,
-                                          const ModelShape& shape, const LayoutOptions& options,
-                                          bool may_reload) {
+namespace {
+
+// ChunkChoice::kShortestForecast from the smallest fitting count `result.chunks`.
+void choose_by_forecast(const ChunkSketch& sketch, int max_chunks, std::int64_t budget,
+                        const ModelShape& shape, const LayoutOptions& options,
+                        const std::vector<BudgetRule>& rules, const ChunkChoiceOptions& choice,
+                        ChunkSearchResult& result) {
+  const ModelLayers model = model_layers(shape);
+  const int first = result.chunks, last = std::min(max_chunks, 8 * first);
+  const double start = now_seconds();
+  double best = 0;
+  for (int chunks = first; chunks <= last;
+       chunks = std::max(chunks + 1, int(std::ceil(1.5 * chunks)))) {
+    const std::vector<PartitionProfile> profiles = sketch.profiles(chunks, options.comm);
+    const std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
+    std::size_t r = 0;
+    while (r < rules.size() && bytes[r] > budget) ++r;
+    if (r == rules.size()) continue;
+    LayoutOptions layout = options;
+    layout.reload_inputs = rules[r].reload_inputs;
+    const LinkForecast forecast = forecast_link(profiles, model, layout, choice.host,
+                                                choice.intermediates, budget, choice.link);
+    log_info("--gpu-memory: C=", chunks, " forecast ",
+             format_number(std::round(forecast.seconds * 1000) / 1000),
+             " s an epoch: ", format_bytes(double(forecast.link_bytes)),
+             " over the host link, on the GPU ", forecast.resident, " (",
+             format_bytes(double(forecast.resident_bytes)), ")");
+    result.forecasts.push_back(forecast);
+    if (chunks == first || forecast.seconds < best) {
+      best = forecast.seconds;
+      result.chunks = chunks;
+      result.bytes = bytes[r];
+      result.rule = rules[r];
+    }
+    if (forecast.link_bytes == 0) break;
+  }
+  log_info("--gpu-memory: C=", result.chunks, " has the shortest forecast of ",
+           result.forecasts.size(), " chunk counts from C=", first, " (",
+           format_number(std::round((now_seconds() - start) * 100) / 100), " s)");
+}
+
+}  // namespace
+
+ChunkSearchResult choose_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
+                                        const PlanOptions& plan_options, std::int64_t budget,
+                                        const ModelShape& shape, const LayoutOptions& options,
+                                        bool may_reload, const ChunkChoiceOptions& choice) {
   std::shared_ptr<ChunkSketch> sketch;
   {
     StageTimer timer("chunk sketch");
@@ -47,9 +90,12 @@ ChunkSearchResult smallest_fitting_chunks(const Dataset& dataset, const VertexPa
   static_cast<FittingChunks&>(result) =
       sketch_fitting_chunks(*sketch, budget, shape, options, rules, log_candidate);
   result.smallest_partition = smallest;
+  result.smallest_fitting = result.chunks;
   result.sketch = sketch;
   log_info("--gpu-memory: ", candidates, " chunk counts estimated in ",
            format_number(std::round((now_seconds() - start) * 100) / 100), " s");
+  if (result.fits && choice.choice == ChunkChoice::kShortestForecast)
+    choose_by_forecast(*sketch, max_chunks, budget, shape, options, rules, choice, result);
   // The chosen rule's need at half and twice the chosen C, for the command's summary.
   LayoutOptions chosen = options;
   chosen.reload_inputs = result.rule.reload_inputs;

@@ -71,13 +71,13 @@ std::vector<int> parse_counts(const std::string& text) {
   return counts;
 }
 
-// --gpu-memory: the smallest C whose estimated per-GPU peak fits the budget.
+// --gpu-memory: a C whose estimated per-GPU peak fits the budget, by --chunk-choice.
 ChunkSearchResult choose_chunks(const Dataset& dataset, const VertexPartition& partition,
                                 const PlanOptions& options, std::int64_t budget,
                                 const ModelShape& shape, const LayoutOptions& layout,
-                                bool may_reload) {
+                                bool may_reload, const ChunkChoiceOptions& choice) {
   const ChunkSearchResult found =
-      smallest_fitting_chunks(dataset, partition, options, budget, shape, layout, may_reload);
+      choose_fitting_chunks(dataset, partition, options, budget, shape, layout, may_reload, choice);
   SLUICE_INPUT_CHECK(found.fits, "--gpu-memory ", format_bytes(budget), ": even C=", found.chunks,
                      " needs ", format_bytes(found.bytes),
                      " per GPU with only the required buffers (the smallest partition has ",
@@ -91,14 +91,16 @@ const char* kPartitionUsage =
     "Builds a training plan: level-1 partitions (multilevel METIS k-way on the symmetrized\n"
     "graph, balancing in-degree + 1 and vertex counts), edge-balanced chunks, cost-model-guided\n"
     "reorganization, and every transfer index. Chunk count: --chunks C, or --gpu-memory BYTES\n"
-    "with a model description to choose the smallest C whose estimated per-GPU peak fits.";
+    "with a model description to choose C: the smallest whose estimated per-GPU peak fits, or\n"
+    "(--chunk-choice auto) a larger one whose smaller buffers leave room on the GPU for vertex\n"
+    "data, where that shortens the forecast epoch.";
 
 }  // namespace
 
 int run_partition(const std::vector<std::string>& args) {
   std::string dataset_path, output, partitioner, model, gpu_memory, balance, imbalance;
   std::string layer_zero_order;
-  std::string input_rows, intermediates, host_precision;
+  std::string input_rows, intermediates, host_precision, chunk_choice;
   int partitions = 1, chunks = 0, hidden = 256, layers = 2, heads = 8, output_heads = 1;
   std::uint64_t seed = 0;
   std::int64_t feature_dim = 0;
@@ -129,7 +131,11 @@ int run_partition(const std::vector<std::string>& args) {
       "bandwidth-reuse", po::value(&reuse)->default_value(3900),
       "in-place (HBM) GB/s for the cost model")(
       "gpu-memory", po::value(&gpu_memory),
-      "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose the smallest C that fits")(
+      "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose a C that fits")(
+      "chunk-choice", po::value(&chunk_choice)->default_value("auto"),
+      "auto | smallest (--gpu-memory): auto takes, of the smallest C that fits and larger ones "
+      "up to 8x, the one whose forecast epoch (host-link bytes at --bandwidth-h2d, 1 ms a "
+      "chunk) is the shortest, where vertex data fill what smaller buffers leave")(
       "model", po::value(&model)->default_value("gcn"), "gcn | sage | gat (--gpu-memory)")(
       "hidden", po::value(&hidden)->default_value(256), "hidden width (--gpu-memory)")(
       "layers", po::value(&layers)->default_value(2), "layers (--gpu-memory)")(
@@ -219,6 +225,18 @@ int run_partition(const std::vector<std::string>& args) {
       "unknown --intermediates '", intermediates, "' (expected auto, cache or recompute)");
   SLUICE_INPUT_CHECK(host_precision == "fp32" || host_precision == "bf16",
                      "unknown --host-precision '", host_precision, "' (expected fp32 or bf16)");
+  SLUICE_INPUT_CHECK(chunk_choice == "auto" || chunk_choice == "smallest",
+                     "unknown --chunk-choice '", chunk_choice, "' (expected auto or smallest)");
+  ChunkChoiceOptions choice;
+  choice.choice =
+      chunk_choice == "smallest" ? ChunkChoice::kSmallest : ChunkChoice::kShortestForecast;
+  choice.host.cache_intermediates = intermediates != "recompute";
+  choice.host.host_precision =
+      host_precision == "bf16" ? HostPrecision::kBf16 : HostPrecision::kFp32;
+  choice.intermediates = intermediates == "auto"
+                             ? IntermediatesChoice::kRecomputeWhereEverythingFits
+                             : IntermediatesChoice::kAsGiven;
+  choice.link.bytes_per_second = h2d * 1e9;
   // The estimate assumes sluice-train's defaults: p2p+reuse transfers, overlap buffers.
   LayoutOptions layout;
   layout.reload_inputs = input_rows == "reload";
@@ -240,7 +258,7 @@ int run_partition(const std::vector<std::string>& args) {
                        "count (got '",
                        gpu_memory, "')");
     found = choose_chunks(dataset, partition, plan_options, budget, shape, layout,
-                          input_rows == "auto");
+                          input_rows == "auto", choice);
     plan_options.chunks = found.chunks;
     rule = found.rule;
     // The search sized buffers for the natural layout; a reorganized one may need more, which
@@ -273,6 +291,11 @@ int run_partition(const std::vector<std::string>& args) {
                   format_bytes(static_cast<double>(bytes)).c_str(),
                   bytes <= budget ? "  (fits)" : "  (does not fit)");
     }
+    // The counts the forecast compared (the natural layout's profiles).
+    for (const LinkForecast& f : found.forecasts)
+      std::printf("  C=%-6d forecast epoch %.3f s: %s over the host link, on the GPU %s%s\n",
+                  f.chunks, f.seconds, format_bytes(static_cast<double>(f.link_bytes)).c_str(),
+                  f.resident.c_str(), f.chunks == C ? "  (chosen)" : "");
   }
   log_debug("timing: level-1 partition ", partition.seconds, " s (", partition.method,
             partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),

@@ -28,6 +28,9 @@
 namespace sluice {
 namespace {
 
+// The smallest fitting chunk count, as the search finds it.
+const ChunkChoiceOptions kSmallest{ChunkChoice::kSmallest, {}, {}, {}};
+
 struct Graph {
   std::string name;
   Dataset dataset;
@@ -355,7 +358,7 @@ TEST(ChunkSketch, SearchPicksTheChunkCountOfBuiltPlans) {
         SCOPED_TRACE(cat(graph.name, " ", shape.model, " budget ", budget));
         const FittingChunks expected = search_fitting_chunks(max_chunks, budget, rules, built);
         const ChunkSearchResult found =
-            smallest_fitting_chunks(d, partition, options, budget, shape, layout, true);
+            choose_fitting_chunks(d, partition, options, budget, shape, layout, true, kSmallest);
         EXPECT_EQ(found.fits, expected.fits);
         EXPECT_EQ(found.chunks, expected.chunks);
         EXPECT_EQ(found.bytes, expected.bytes);

@@ -33,6 +33,9 @@
 namespace sluice {
 namespace {
 
+// The smallest fitting chunk count, as the search finds it.
+const ChunkChoiceOptions kSmallest{ChunkChoice::kSmallest, {}, {}, {}};
+
 // Input, hidden and output widths, none a multiple of 4 (the schedule pads rows to 16 bytes).
 struct Widths {
   std::string name;
@@ -580,14 +583,14 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
     SCOPED_TRACE(cat("budget: rule ", r, "'s least need"));
     const std::int64_t budget = least[r];
     const ChunkSearchResult found =
-        smallest_fitting_chunks(d, partition, options, budget, shape, layout, true);
+        choose_fitting_chunks(d, partition, options, budget, shape, layout, true, kSmallest);
     ASSERT_TRUE(found.fits);
     EXPECT_LE(found.bytes, budget);
     EXPECT_EQ(found.rule.reload_inputs, rules[r].reload_inputs);
     EXPECT_EQ(found.rule.all_overlap, rules[r].all_overlap);
     // Not allowed to reload: the kept-row rules only.
     const ChunkSearchResult kept =
-        smallest_fitting_chunks(d, partition, options, budget, shape, layout, false);
+        choose_fitting_chunks(d, partition, options, budget, shape, layout, false, kSmallest);
     EXPECT_FALSE(kept.rule.reload_inputs);
     EXPECT_EQ(kept.fits, r != 3);
     // The trainer (--input-rows auto) on the plan found reloads exactly when the rule does: its
@@ -607,7 +610,8 @@ TEST(MemoryEstimate, ChunkSearchFallsBackRuleByRule) {
   }
   // Below the last rule's least need nothing fits.
   EXPECT_FALSE(
-      smallest_fitting_chunks(d, partition, options, least[3] - 1, shape, layout, true).fits);
+      choose_fitting_chunks(d, partition, options, least[3] - 1, shape, layout, true, kSmallest)
+          .fits);
 }
 
 ModelSpec gcn_model(const Widths& widths, int layers) {
@@ -681,18 +685,28 @@ TEST(HostMemory, HostMatricesOfANarrowingGcn) {
 }
 
 // The device-memory priorities of the same matrices: link rows per row and epoch. With 720
-// gathered rows per pass (3 per vertex): H^0 is gathered by the training and evaluation passes
-// (6), T^1 also stored by both forward passes (8), dT^1 and A^0 move twice; recomputing layer 0
-// makes its backward pass gather H^0 again (9).
+// gathered rows per pass (3 per vertex): H^0 is gathered by the training pass (3) and read by
+// the evaluation from its copy of layer 0's aggregation, one row a vertex (1), or gathered there
+// too without that copy (3); T^1 is gathered by both forward passes and stored by both (8); dT^1
+// and A^0 move twice; recomputing layer 0 makes its backward pass gather H^0 again.
 TEST(HostMemory, VertexDataPrioritiesCountLinkRowsPerRow) {
   const Dataset& d = dataset_of(kNarrowing);
   const ModelSpec model = gcn_model(kNarrowing, 2);
   ScheduleOptions options;
+  ASSERT_EQ(options.evaluation_cache, EvaluationCache::kWhereItFits);
   EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
-            (std::vector<double>{6., 2., 2., 8.}));
+            (std::vector<double>{4., 2., 2., 8.}));
   options.cache_intermediates = false;
   EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
+            (std::vector<double>{7., 2., 8.}));
+  options.evaluation_cache = EvaluationCache::kNone;
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
             (std::vector<double>{9., 2., 8.}));
+  options.evaluation_cache = EvaluationCache::kWhereItFits;
+  options.cache_intermediates = true;
+  options.host_precision = HostPrecision::kBf16;  // a bf16 run aggregates every evaluation
+  EXPECT_EQ(vertex_data_priorities(model, options, d.num_nodes, 3 * d.num_nodes, 4),
+            (std::vector<double>{6., 2., 2., 8.}));
 }
 
 // The refusal names the need and what is available, and the options that fit: recomputing

@@ -26,6 +26,7 @@
 #include "kernels/ops.hpp"
 #include "train/layout/buffer_layout.hpp"
 #include "train/layout/comm_mode.hpp"
+#include "train/layout/vertex_data.hpp"
 #include "train/model.hpp"
 
 namespace sluice {
@@ -216,50 +217,20 @@ struct HostIssueRange {
 // labels, splits and ids stay, and so do the plan's renumbering, chunk ranges and CSR offsets.
 enum class InputRelease { kKeep, kDatasetAndPlanLists };
 
-// One host matrix the schedule allocates (Backend::alloc_host): H^l or T^l (a layer's input),
-// G^l or dT^l (gradients flushed by layer l), A^l (cached aggregations). All the schedule's
-// host matrices are in this list, in allocation order.
-enum class HostMatrixRole { kInput, kGradient, kAggregation };
-struct HostMatrixShape {
-  HostMatrixRole role = HostMatrixRole::kInput;
-  int layer = 0;  // the l of H^l, G^l, A^l
-  std::string name;
-  std::int64_t rows = 0, cols = 0;
-  HostPrecision precision = HostPrecision::kFp32;
-  std::int64_t bytes() const { return rows * cols * element_bytes(precision); }
-};
-// Whether the backward pass of `layer` takes A^l from its forward pass instead of recomputing the
-// layer: GCN's and SAGE's aggregation, GAT's head outputs O^l below the last layer, with
-// cache_intermediates; GAT only where gat_head_outputs() (train/layout/buffer_layout.hpp) keeps
-// them, with fp32 host data.
+// The schedule's forms of the host-matrix rules of train/layout/vertex_data.hpp (HostMatrixRole,
+// HostMatrixShape and the functions below are defined there, over the layout library's model).
+HostDataOptions host_data_options(const ScheduleOptions& options);
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer);
-// Whether the backward pass of `layer` loads the layer's input rows again: where it recomputes
-// the layer, and every GAT layer's, whose attention backward reads the merged transforms Zm also
-// when O^l is kept.
 bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& options,
                            const LayerSpec& layer);
-// Whether devices with `chunks` chunks each keep layer `layer`'s A block in their block set from
-// the training forward pass to the backward pass, so that A^l needs no host matrix: one chunk,
-// fp32 host data, the layer below the last keeping intermediates, and a last layer that writes
-// no A block (it transforms its rows: GAT, or GCN/SAGE when narrowing). With bf16 host data the
-// block goes through host memory, so that every plan rounds it alike.
 bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
                    int chunks);
 // The buffer layout's options (train/layout/buffer_layout.hpp) of a schedule with `options`.
 LayoutOptions layout_options(const ScheduleOptions& options);
-// The vertex data in host memory of a plan with `chunks` chunks per partition.
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes, int chunks);
-
-// The host-link rows one epoch moves per row of each matrix of host_matrix_shapes() (same
-// order), the priority of each for device memory (VertexData::kDeviceWhereItFits): a layer's
-// input rows are gathered `gathered_rows` times per reading pass (the training pass, the
-// evaluation, and the backward pass of a layer that reads its inputs again) and, above layer 0,
-// stored once per forward pass (training and evaluation); A^l is stored and loaded once, G^l
-// flushed and loaded once. Bytes saved per byte resident is the same ratio, as every row of a
-// matrix has the same width.
 std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
                                            std::int64_t num_nodes, std::int64_t gathered_rows,
                                            int chunks);

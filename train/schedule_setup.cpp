@@ -445,12 +445,14 @@ void Schedule::Impl::build_row_groups() {
             merged, " chunks merged into groups)");
 }
 
+HostDataOptions host_data_options(const ScheduleOptions& options) {
+  return {options.cache_intermediates, options.host_precision,
+          options.evaluation_cache == EvaluationCache::kWhereItFits};
+}
+
 bool keeps_intermediates(const ModelSpec& model, const ScheduleOptions& options,
                          const LayerSpec& layer) {
-  if (layer.aggregate_width == 0 || !options.cache_intermediates) return false;
-  return model.kind != ModelKind::kGat ||
-         gat_head_outputs(options.cache_intermediates, options.host_precision) ==
-             GatHeadOutputs::kKept;
+  return keeps_intermediates(model_layers(model), host_data_options(options), layer.index);
 }
 
 LayoutOptions layout_options(const ScheduleOptions& options) {
@@ -466,63 +468,26 @@ LayoutOptions layout_options(const ScheduleOptions& options) {
 
 bool backward_reads_inputs(const ModelSpec& model, const ScheduleOptions& options,
                            const LayerSpec& layer) {
-  return model.kind == ModelKind::kGat || !keeps_intermediates(model, options, layer);
+  return backward_reads_inputs(model_layers(model), host_data_options(options), layer.index);
 }
 
 bool keeps_a_block(const ModelSpec& model, const ScheduleOptions& options, const LayerSpec& layer,
                    int chunks) {
-  const bool last_transforms = model.kind == ModelKind::kGat || model.layers.back().transform_first;
-  return chunks == 1 && options.host_precision == HostPrecision::kFp32 && last_transforms &&
-         layer.index + 2 == static_cast<int>(model.layers.size()) &&
-         keeps_intermediates(model, options, layer);
+  return keeps_a_block(model_layers(model), host_data_options(options), layer.index, chunks);
 }
 
 std::vector<HostMatrixShape> host_matrix_shapes(const ModelSpec& model,
                                                 const ScheduleOptions& options,
                                                 std::int64_t num_nodes, int chunks) {
-  const ModelLayers shapes = model_layers(model);
-  const LayoutOptions layout = layout_options(options);
-  std::vector<HostMatrixShape> out;
-  out.push_back(
-      {HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes, model.layers.front().in_width});
-  for (const LayerSpec& layer : model.layers) {
-    const LayerRoles roles = layer_roles(shapes, layer.index, layout);
-    const int l = layer.index;
-    if (l > 0)
-      out.push_back({HostMatrixRole::kInput, l, roles.pretransformed ? cat("T^", l) : cat("H^", l),
-                     num_nodes, roles.input_width});
-    // The fused last layer keeps its loss gradients and aggregations on the device.
-    if (layer.last) continue;
-    if (roles.stores_transform)
-      out.push_back(
-          {HostMatrixRole::kGradient, l + 1, cat("dT^", l + 1), num_nodes, roles.output_width});
-    else
-      out.push_back(
-          {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
-    if (keeps_intermediates(model, options, layer) && !keeps_a_block(model, options, layer, chunks))
-      out.push_back(
-          {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
-  }
-  for (HostMatrixShape& shape : out) shape.precision = options.host_precision;
-  return out;
+  return host_matrix_shapes(model_layers(model), layout_options(options),
+                            host_data_options(options), num_nodes, chunks);
 }
 
 std::vector<double> vertex_data_priorities(const ModelSpec& model, const ScheduleOptions& options,
                                            std::int64_t num_nodes, std::int64_t gathered_rows,
                                            int chunks) {
-  const double gathered = num_nodes > 0 ? double(gathered_rows) / double(num_nodes) : 0.;
-  std::vector<double> out;
-  for (const HostMatrixShape& shape : host_matrix_shapes(model, options, num_nodes, chunks)) {
-    if (shape.role != HostMatrixRole::kInput) {
-      out.push_back(2.);  // A^l: stored, then loaded; G^l: flushed, then loaded
-      continue;
-    }
-    const LayerSpec& layer = model.layers[std::size_t(shape.layer)];
-    const bool reads_again = !layer.last && backward_reads_inputs(model, options, layer);
-    const double reading_passes = 2. + (reads_again ? 1. : 0.);
-    out.push_back(gathered * reading_passes + (shape.layer > 0 ? 2. : 0.));
-  }
-  return out;
+  return vertex_data_priorities(model_layers(model), layout_options(options),
+                                host_data_options(options), num_nodes, gathered_rows, chunks);
 }
 
 // Every device's views of the host matrices (VertexViews); with VertexData::kDeviceWhereItFits,

@@ -17,7 +17,10 @@
 # BENCH_DIR (/tmp/sluice-budget-sweep), so a second call on a warm machine continues with other
 # BUDGETS. Environment: EPOCHS (4; the last is reported, the first warms up), BUDGET_S (540:
 # runs that would start later are skipped and listed), UNCAPPED (1; 0 skips the uncapped run when
-# BUDGETS are given).
+# BUDGETS are given), PARTITION_ARGS (more options of `partition --gpu-memory`, e.g.
+# "--chunk-choice smallest") with TAG (appended to the capped runs' names and plans, e.g.
+# "-smallest"). Link bytes count every host<->GPU byte of the epoch: gathered rows, blocks,
+# staged chunk CSRs, stores and flushes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -47,8 +50,8 @@ if [[ ! -f $data ]]; then
     "${generate_args[@]}" --seed 1 --output "$data" || exit 1
 fi
 
-# run_budget NAME PLAN GPU_MEMORY: trains and appends the run's JSON line; prints its peak GPU
-# bytes.
+# run_budget NAME PLAN GPU_MEMORY TAG: trains and appends the run's JSON line; prints its peak
+# GPU bytes.
 run_budget() {
   local name=$1 plan=$2 cap=$3 rc wall metrics=$dir/$1.jsonl
   rm -f "$metrics"
@@ -56,15 +59,21 @@ run_budget() {
     "${model[@]}" --device cuda --gpu-memory "$cap" --epochs "$epochs" --eval-every 1000 \
     --metrics "$metrics" --no-progress -v >/dev/null
   python3 - "$table" "$graph" "$name" "$cap" "$rc" "$plan" "$metrics" "$out/$name.log" \
-    "$machine" <<'PY'
+    "$machine" "$4" <<'PY'
 import json, os, re, sys
-table, graph, name, cap, rc, plan, metrics, run_log, machine = sys.argv[1:]
-row = {"graph": graph, "name": name, "gpu_memory": cap, "rc": int(rc), "machine": machine}
+table, graph, name, cap, rc, plan, metrics, run_log, machine, tag = sys.argv[1:]
+row = {"graph": graph, "name": name, "gpu_memory": cap, "rc": int(rc), "machine": machine,
+       "tag": tag}
 text = open(run_log, errors="replace").read() if os.path.exists(run_log) else ""
 m = re.search(r"\b1 x (\d+) chunks", text) or re.search(r"C = (\d+)", text)
 if m: row["chunks"] = int(m.group(1))
 m = re.search(r"vertex data: in the memory of (.*)", text)
 if m: row["vertex_data"] = m.group(1).strip()
+plan_log = os.path.join(os.path.dirname(plan), "partition-" + name + ".log")
+if os.path.exists(plan_log):
+    m = re.search(r"C=(\d+) +forecast epoch ([0-9.]+) s: (.*) over the host link.*\(chosen\)",
+                  open(plan_log, errors="replace").read())
+    if m: row.update(forecast_s=float(m.group(2)), forecast_link=m.group(3))
 if os.path.exists(metrics):
     records = [json.loads(l) for l in open(metrics) if l.strip()]
     if records:
@@ -72,7 +81,8 @@ if os.path.exists(metrics):
         t = last["transfers"]
         row.update(epoch_s=last["seconds"],
                    link_bytes=t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
-                   t.get("d2h_index_bytes", 0),
+                   t.get("d2h_index_bytes", 0) + t.get("h2d_csr_bytes", 0) +
+                   t.get("h2d_csr_in_line_bytes", 0),
                    resident_bytes=t.get("resident_bytes", 0),
                    peak_gpu_bytes=max(r["peak_device_bytes"] for r in records))
 open(table, "a").write(json.dumps(row) + "\n")
@@ -86,7 +96,7 @@ if ((${UNCAPPED:-1})) || [[ -z ${BUDGETS:-} ]]; then
   [[ -f $plan ]] || bench_run "partition $graph C=$chunks" "$dir/partition-c$chunks.log" \
     "$bin/sluice-preprocess" partition --dataset "$data" --partitions 1 --chunks "$chunks" \
     --output "$plan" || exit 1
-  peak=$(run_budget "$graph-uncapped" "$plan" 0 | tail -1)
+  peak=$(run_budget "$graph-uncapped" "$plan" 0 "" | tail -1)
   if [[ -z ${BUDGETS:-} ]]; then
     full=$((peak + peak / 7))
     for f in ${FRACTIONS:-0.125 0.25 0.375 0.5 0.625 0.75 0.875}; do
@@ -101,11 +111,14 @@ for cap in "${sizes[@]}"; do
     skipped+=("$cap")
     continue
   fi
-  plan=$dir/$graph-cap-$cap.plan.h5
-  [[ -f $plan ]] || bench_run "partition $graph --gpu-memory $cap" "$dir/partition-$cap.log" \
-    "$bin/sluice-preprocess" partition --dataset "$data" --partitions 1 --gpu-memory "$cap" \
-    "${model[@]}" --output "$plan" || continue
-  run_budget "$graph-$cap" "$plan" "$cap" >/dev/null
+  name=$graph-$cap${TAG:-}
+  plan=$dir/$name.plan.h5
+  # shellcheck disable=SC2086  # PARTITION_ARGS: options split at spaces
+  [[ -f $plan ]] || bench_run "partition $graph --gpu-memory $cap ${PARTITION_ARGS:-}" \
+    "$dir/partition-$name.log" "$bin/sluice-preprocess" partition --dataset "$data" \
+    --partitions 1 --gpu-memory "$cap" "${model[@]}" ${PARTITION_ARGS:-} --output "$plan" ||
+    continue
+  run_budget "$name" "$plan" "$cap" "${TAG:-}" >/dev/null
 done
 ((${#skipped[@]})) && echo "budget_sweep: SKIPPED (budget ${budget}s): BUDGETS=\"${skipped[*]}\""
 echo "budget_sweep: done in $((SECONDS - start)) s"

@@ -11,16 +11,19 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "common/error.hpp"
+#include "kernels/cuda_memory_rules.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
 #include "train/layout/memory_estimate.hpp"
+#include "train/layout/vertex_data.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
 
@@ -178,6 +181,60 @@ TEST_P(CudaMemoryEstimate, ChargedBytesAreTheEstimate) {
       run_epoch(schedule, model);
     });
   }
+}
+
+// The placement forecast_link() (train/layout/vertex_data.hpp) models is the CUDA backend's: under
+// budgets from no room beside the setup to room for every vertex matrix, the device holds,
+// beside its setup, exactly the matrices the forecast names, in their granules
+// (VertexData::kDeviceWhereItFits; the schedule as configured, as the forecast with
+// IntermediatesChoice::kAsGiven).
+TEST(CudaLinkForecast, DeviceHoldsTheMatricesTheForecastPlaces) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: the CUDA backend tests run on the GPU machine "
+                    "(scripts/device-test.sh)";
+  for (const Case& c :
+       {Case{"gcn", 2, 1, 3, CommMode::kP2pReuse}, Case{"sage", 2, 1, 3, CommMode::kP2pReuse},
+        Case{"gat", 2, 1, 3, CommMode::kP2pReuse}})
+    for (const bool overlap : {true, false}) {
+      SCOPED_TRACE(cat(case_name(c), overlap ? ", overlap buffers" : ", no overlap buffers"));
+      const Plan& plan = plan_of(c.partitions, c.chunks);
+      const ModelShape shape = shape_of(c);
+      const ModelSpec model = test::model_spec(shape);
+      LayoutOptions layout;
+      layout.overlap = overlap;
+      const ScheduleOptions options = schedule_options(layout, VertexData::kDeviceWhereItFits);
+      const std::vector<PartitionProfile> profiles =
+          plan_profiles(plan, loss_row_flags(dataset(), plan.old_to_new), layout.comm);
+      const ModelLayers layers = model_layers(shape);
+      const GpuMemoryEstimate e =
+          estimate_layout_memory(partition_layout(profiles[0], layers, layout));
+      const std::vector<HostMatrixShape> matrices =
+          host_matrix_shapes(model, options, dataset().num_nodes, plan.chunks);
+      std::int64_t all = 0;
+      for (const HostMatrixShape& m : matrices) all += cuda::rounded(m.bytes());
+      std::set<std::string> seen;
+      for (std::int64_t room = 0; room <= all + e.cuda_scratch; room += all / 8 + 1) {
+        std::int64_t budget = e.cuda_setup + room;
+        budget += budget / 7;
+        while (budget - budget / cuda::kBudgetHeadroomDivisor < e.cuda_setup + room) ++budget;
+        SCOPED_TRACE(cat("budget ", budget));
+        const LinkForecast forecast = forecast_link(profiles, layers, layout, HostDataOptions{},
+                                                    IntermediatesChoice::kAsGiven, budget);
+        seen.insert(forecast.resident);
+        // There the trainer gives up the overlap buffers (prefer_residency()), as the forecast
+        // does; the schedule alone keeps them.
+        if (overlap && forecast.resident == "every matrix" && room < all + e.cuda_scratch) continue;
+        std::int64_t expected = 0;
+        for (const HostMatrixShape& m : matrices)
+          if (forecast.resident == "every matrix" ||
+              (", " + forecast.resident + ",").find(", " + m.name + ",") != std::string::npos)
+            expected += cuda::rounded(m.bytes());
+        std::unique_ptr<Backend> backend = cuda_backend(1, budget);
+        Schedule schedule(*backend, dataset(), plan, model, options);
+        EXPECT_EQ(backend->device(0).bytes_in_use() - e.cuda_setup, expected) << forecast.resident;
+      }
+      EXPECT_GE(seen.size(), 3u);  // none, some, every matrix
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(

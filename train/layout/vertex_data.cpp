@@ -1,0 +1,200 @@
+// Implementation of train/layout/vertex_data.hpp.
+#include "train/layout/vertex_data.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "common/log.hpp"
+#include "kernels/cuda_memory_rules.hpp"
+#include "train/layout/memory_estimate.hpp"
+
+namespace sluice {
+
+bool keeps_intermediates(const ModelLayers& model, const HostDataOptions& options, int layer) {
+  if (model.layers[std::size_t(layer)].aggregate_width == 0 || !options.cache_intermediates)
+    return false;
+  return model.kind != ModelKind::kGat ||
+         gat_head_outputs(options.cache_intermediates, options.host_precision) ==
+             GatHeadOutputs::kKept;
+}
+
+bool backward_reads_inputs(const ModelLayers& model, const HostDataOptions& options, int layer) {
+  return model.kind == ModelKind::kGat || !keeps_intermediates(model, options, layer);
+}
+
+bool keeps_a_block(const ModelLayers& model, const HostDataOptions& options, int layer,
+                   int chunks) {
+  const bool last_transforms = model.kind == ModelKind::kGat || model.layers.back().transform_first;
+  return chunks == 1 && options.host_precision == HostPrecision::kFp32 && last_transforms &&
+         layer + 2 == static_cast<int>(model.layers.size()) &&
+         keeps_intermediates(model, options, layer);
+}
+
+std::vector<HostMatrixShape> host_matrix_shapes(const ModelLayers& model,
+                                                const LayoutOptions& layout,
+                                                const HostDataOptions& options,
+                                                std::int64_t num_nodes, int chunks) {
+  std::vector<HostMatrixShape> out;
+  out.push_back(
+      {HostMatrixRole::kInput, 0, "H^0 (features)", num_nodes, model.layers.front().in_width});
+  for (const LayerShape& layer : model.layers) {
+    const LayerRoles roles = layer_roles(model, layer.index, layout);
+    const int l = layer.index;
+    if (l > 0)
+      out.push_back({HostMatrixRole::kInput, l, roles.pretransformed ? cat("T^", l) : cat("H^", l),
+                     num_nodes, roles.input_width});
+    // The fused last layer keeps its loss gradients and aggregations on the device.
+    if (layer.last) continue;
+    if (roles.stores_transform)
+      out.push_back(
+          {HostMatrixRole::kGradient, l + 1, cat("dT^", l + 1), num_nodes, roles.output_width});
+    else
+      out.push_back(
+          {HostMatrixRole::kGradient, l + 1, cat("G^", l + 1), num_nodes, layer.out_width});
+    if (keeps_intermediates(model, options, l) && !keeps_a_block(model, options, l, chunks))
+      out.push_back(
+          {HostMatrixRole::kAggregation, l, cat("A^", l), num_nodes, layer.aggregate_width});
+  }
+  for (HostMatrixShape& shape : out) shape.precision = options.host_precision;
+  return out;
+}
+
+std::vector<double> vertex_data_priorities(const ModelLayers& model, const LayoutOptions& layout,
+                                           const HostDataOptions& options, std::int64_t num_nodes,
+                                           std::int64_t gathered_rows, int chunks) {
+  const double gathered = num_nodes > 0 ? double(gathered_rows) / double(num_nodes) : 0.;
+  std::vector<double> out;
+  for (const HostMatrixShape& shape : host_matrix_shapes(model, layout, options, num_nodes, chunks)) {
+    if (shape.role != HostMatrixRole::kInput) {
+      out.push_back(2.);  // A^l: stored, then loaded; G^l: flushed, then loaded
+      continue;
+    }
+    const LayerShape& layer = model.layers[std::size_t(shape.layer)];
+    const bool reads_again = !layer.last && backward_reads_inputs(model, options, layer.index);
+    const bool evaluation_cache = shape.layer == 0 && options.evaluation_cache &&
+                                  options.host_precision == HostPrecision::kFp32 &&
+                                  model.kind != ModelKind::kGat && layer.aggregate_width > 0 &&
+                                  !layer.transform_first;
+    const double evaluation =
+        evaluation_cache ? double(layer.aggregate_width) / double(layer.in_width) : gathered;
+    out.push_back(gathered * (1. + (reads_again ? 1. : 0.)) + evaluation +
+                  (shape.layer > 0 ? 2. : 0.));
+  }
+  return out;
+}
+
+namespace {
+
+// One device's share of the forecast.
+struct DeviceForecast {
+  std::int64_t link_bytes = 0, resident_bytes = 0;
+  std::string resident;
+};
+
+}  // namespace
+
+LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const ModelLayers& model,
+                           const LayoutOptions& layout, const HostDataOptions& options,
+                           IntermediatesChoice intermediates, std::int64_t budget,
+                           const LinkModel& link) {
+  SLUICE_EXPECTS(!profiles.empty() && budget > 0, "forecast_link: ", profiles.size(),
+                 " partitions, budget ", budget);
+  const int chunks = static_cast<int>(profiles.front().lists.size());
+  const std::int64_t capacity = budget - budget / cuda::kBudgetHeadroomDivisor;
+  const int passes = 2 * static_cast<int>(model.layers.size());
+  HostDataOptions recomputed = options;
+  recomputed.cache_intermediates = false;
+  // What the device holds when the vertex data are placed (its setup), and with the scratch
+  // sized on first use (the trainer's need in choose_residency()).
+  const auto estimate = [&](const PartitionProfile& profile, const HostDataOptions& host,
+                            bool overlap) {
+    LayoutOptions o = layout;
+    o.overlap = overlap;
+    o.gat_head_outputs = gat_head_outputs(host.cache_intermediates, host.host_precision);
+    return estimate_layout_memory(partition_layout(profile, model, o));
+  };
+  const auto setup_bytes = [&](const PartitionProfile& profile, const HostDataOptions& host,
+                               bool overlap) {
+    const GpuMemoryEstimate e = estimate(profile, host, overlap);
+    return e.cuda_setup + e.cuda_scratch;
+  };
+  const auto rows_of = [](const PartitionProfile& profile) {
+    std::int64_t rows = 0, gathered = 0;
+    for (const ChunkListSizes& list : profile.lists) {
+      rows += list.rows;
+      gathered += list.loads;
+    }
+    return std::pair{rows, gathered};
+  };
+  // choose_residency()'s needs, so that the forecast gives up what sluice-train gives up.
+  const auto needs = [&](const HostDataOptions& host) {
+    std::vector<ResidencyNeed> out;
+    for (const PartitionProfile& profile : profiles) {
+      const std::int64_t with = setup_bytes(profile, host, true);
+      ResidencyNeed need{with, with - setup_bytes(profile, host, false), 0};
+      for (const HostMatrixShape& m :
+           host_matrix_shapes(model, layout, host, rows_of(profile).first, chunks))
+        need.vertex += m.bytes();
+      out.push_back(need);
+    }
+    return out;
+  };
+  const std::vector<std::int64_t> capacities(profiles.size(), capacity);
+  const std::vector<ResidencyNeed> cached = needs(options);
+  const std::vector<ResidencyNeed> uncached =
+      options.cache_intermediates ? needs(recomputed) : cached;
+  const ResidencyChoice current{layout.overlap, options.cache_intermediates};
+  const ResidencyChoice choice =
+      choose_residency(cached, uncached, capacities, current,
+                       intermediates == IntermediatesChoice::kRecomputeWhereEverythingFits);
+  const bool all_resident = choice.overlap != current.overlap ||
+                            choice.cache_intermediates != current.cache_intermediates ||
+                            std::all_of(cached.begin(), cached.end(), [&](const ResidencyNeed& n) {
+                              return n.setup + n.vertex <= capacity;
+                            });
+  LinkForecast out;
+  out.chunks = chunks;
+  for (std::size_t p = 0; p < profiles.size(); ++p) {
+    DeviceForecast d;
+    const auto [rows, gathered] = rows_of(profiles[p]);
+    if (all_resident) {
+      const ResidencyNeed& n = choice.cache_intermediates ? cached[p] : uncached[p];
+      d.resident_bytes = n.vertex;
+      d.resident = "every matrix";
+    } else {
+      const std::vector<HostMatrixShape> shapes =
+          host_matrix_shapes(model, layout, options, rows, chunks);
+      const std::vector<double> priority =
+          vertex_data_priorities(model, layout, options, rows, gathered, chunks);
+      std::vector<std::size_t> order(shapes.size());
+      std::iota(order.begin(), order.end(), std::size_t(0));
+      std::stable_sort(order.begin(), order.end(),
+                       [&](std::size_t a, std::size_t b) { return priority[a] > priority[b]; });
+      const std::int64_t room =
+          capacity - estimate(profiles[p], options, layout.overlap).cuda_setup;
+      // Constants the room cannot hold are staged into device memory once per pass.
+      if (room < 0) d.link_bytes += -room * passes;
+      std::int64_t free = std::max<std::int64_t>(0, room);
+      for (const std::size_t i : order) {
+        const std::int64_t bytes = shapes[i].bytes();
+        if (cuda::rounded(bytes) <= free) {  // charged in granules
+          free -= cuda::rounded(bytes);
+          d.resident_bytes += bytes;
+          d.resident += cat(d.resident.empty() ? "" : ", ", shapes[i].name);
+        } else {
+          d.link_bytes += static_cast<std::int64_t>(priority[i] * double(bytes));
+        }
+      }
+      if (d.resident.empty()) d.resident = "none";
+    }
+    if (p == 0 || d.link_bytes > out.link_bytes) {
+      out.link_bytes = d.link_bytes;
+      out.resident_bytes = d.resident_bytes;
+      out.resident = d.resident;
+    }
+  }
+  out.seconds = double(out.link_bytes) / link.bytes_per_second + chunks * link.seconds_per_chunk;
+  return out;
+}
+
+}  // namespace sluice

@@ -39,7 +39,10 @@ void choose_by_forecast(const ChunkSketch& sketch, int max_chunks, std::int64_t 
              " over the host link, on the GPU ", forecast.resident, " (",
              format_bytes(double(forecast.resident_bytes)), ")");
     result.forecasts.push_back(forecast);
-    if (chunks == first || forecast.seconds < best) {
+    // A larger count must hold more vertex data to win: more chunks for fewer spilled
+    // constants alone measured slower than the forecast says (docs/design.md, "Choosing C").
+    if (chunks == first || (forecast.seconds < best &&
+                            forecast.resident_bytes > result.forecasts.front().resident_bytes)) {
       best = forecast.seconds;
       result.chunks = chunks;
       result.bytes = bytes[r];

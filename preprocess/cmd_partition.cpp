@@ -134,7 +134,7 @@ int run_partition(const std::vector<std::string>& args) {
       "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose a C that fits")(
       "chunk-choice", po::value(&chunk_choice)->default_value("auto"),
       "auto | smallest (--gpu-memory): auto takes, of the smallest C that fits and larger ones "
-      "up to 8x, the one whose forecast epoch (host-link bytes at --bandwidth-h2d, 1 ms a "
+      "up to 8x, the one whose forecast epoch (host-link bytes at --bandwidth-h2d, 5 ms a "
       "chunk) is the shortest, where vertex data fill what smaller buffers leave")(
       "model", po::value(&model)->default_value("gcn"), "gcn | sage | gat (--gpu-memory)")(
       "hidden", po::value(&hidden)->default_value(256), "hidden width (--gpu-memory)")(

@@ -64,7 +64,8 @@ std::vector<double> vertex_data_priorities(const ModelLayers& model, const Layou
                                            std::int64_t gathered_rows, int chunks) {
   const double gathered = num_nodes > 0 ? double(gathered_rows) / double(num_nodes) : 0.;
   std::vector<double> out;
-  for (const HostMatrixShape& shape : host_matrix_shapes(model, layout, options, num_nodes, chunks)) {
+  for (const HostMatrixShape& shape :
+       host_matrix_shapes(model, layout, options, num_nodes, chunks)) {
     if (shape.role != HostMatrixRole::kInput) {
       out.push_back(2.);  // A^l: stored, then loaded; G^l: flushed, then loaded
       continue;

@@ -55,8 +55,7 @@ bool backward_reads_inputs(const ModelLayers& model, const HostDataOptions& opti
 // fp32 host data, the layer below the last keeping intermediates, and a last layer that writes
 // no A block (it transforms its rows: GAT, or GCN/SAGE when narrowing). With bf16 host data the
 // block goes through host memory, so that every plan rounds it alike.
-bool keeps_a_block(const ModelLayers& model, const HostDataOptions& options, int layer,
-                   int chunks);
+bool keeps_a_block(const ModelLayers& model, const HostDataOptions& options, int layer, int chunks);
 
 // The vertex data in host memory of a plan with `chunks` chunks per partition, `num_nodes` rows
 // each (a partition's rows for one device's share).
@@ -90,16 +89,16 @@ std::vector<double> vertex_data_priorities(const ModelLayers& model, const Layou
 // staged index lists, and takes every load as a row gathered over the link.
 struct LinkForecast {
   int chunks = 0;
-  std::int64_t link_bytes = 0;  // the busiest device's bytes an epoch
+  std::int64_t link_bytes = 0;      // the busiest device's bytes an epoch
   std::int64_t resident_bytes = 0;  // vertex matrices on that device
   std::string resident;             // their names ("none", "every matrix", "T^1, dT^1")
   double seconds = 0;               // link_bytes / link rate + chunks x the per-chunk cost
 };
 struct LinkModel {
   double bytes_per_second = 50e9;  // host->GPU
-  // What each chunk adds to an epoch beside its bytes (launches, pass boundaries, small
-  // transfers): about 1 ms on one H100 and one H200 (docs/design.md, "Choosing C").
-  double seconds_per_chunk = 1e-3;
+  // What each chunk adds to an epoch beside its bytes (launches, pass boundaries, host work per
+  // batch): 2-6 ms on one H200 at C = 48-102 (docs/design.md, "Choosing C").
+  double seconds_per_chunk = 5e-3;
 };
 // Whether sluice-train may give up the cached intermediates so that every matrix fits
 // (--intermediates auto), or keeps them as given (cache, recompute).

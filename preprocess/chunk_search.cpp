@@ -13,7 +13,9 @@ namespace sluice {
 
 namespace {
 
-// ChunkChoice::kShortestForecast from the smallest fitting count `result.chunks`.
+// ChunkChoice::kShortestForecast from the smallest fitting count `result.chunks`: that count C0,
+// then the largest, 8 C0, as a probe (where it holds no more vertex data than C0, no count
+// between does, and none is tried), then the counts between in steps of 1.5.
 void choose_by_forecast(const ChunkSketch& sketch, int max_chunks, std::int64_t budget,
                         const ModelShape& shape, const LayoutOptions& options,
                         const std::vector<BudgetRule>& rules, const ChunkChoiceOptions& choice,
@@ -21,35 +23,58 @@ void choose_by_forecast(const ChunkSketch& sketch, int max_chunks, std::int64_t 
   const ModelLayers model = model_layers(shape);
   const int first = result.chunks, last = std::min(max_chunks, 8 * first);
   const double start = now_seconds();
-  double best = 0;
-  for (int chunks = first; chunks <= last;
-       chunks = std::max(chunks + 1, int(std::ceil(1.5 * chunks)))) {
+  struct Candidate {
+    LinkForecast forecast;
+    std::int64_t bytes = 0;
+    BudgetRule rule;
+  };
+  // A count's forecast under the first rule it fits; false where none fits.
+  const auto estimate = [&](int chunks, Candidate& out) {
     const std::vector<PartitionProfile> profiles = sketch.profiles(chunks, options.comm);
     const std::vector<std::int64_t> bytes = rules_bytes(profiles, shape, options, rules);
     std::size_t r = 0;
     while (r < rules.size() && bytes[r] > budget) ++r;
-    if (r == rules.size()) continue;
+    if (r == rules.size()) return false;
     LayoutOptions layout = options;
     layout.reload_inputs = rules[r].reload_inputs;
-    const LinkForecast forecast = forecast_link(profiles, model, layout, choice.host,
-                                                choice.intermediates, budget, choice.link);
+    out.forecast = forecast_link(profiles, model, layout, choice.host, choice.intermediates, budget,
+                                 choice.link);
+    out.bytes = bytes[r];
+    out.rule = rules[r];
     log_info("--gpu-memory: C=", chunks, " forecast ",
-             format_number(std::round(forecast.seconds * 1000) / 1000),
-             " s an epoch: ", format_bytes(double(forecast.link_bytes)),
-             " over the host link, on the GPU ", forecast.resident, " (",
-             format_bytes(double(forecast.resident_bytes)), ")");
-    result.forecasts.push_back(forecast);
+             format_number(std::round(out.forecast.seconds * 1000) / 1000),
+             " s an epoch: ", format_bytes(double(out.forecast.link_bytes)),
+             " over the host link, on the GPU ", out.forecast.resident, " (",
+             format_bytes(double(out.forecast.resident_bytes)), ")");
+    return true;
+  };
+  Candidate best;
+  if (!estimate(first, best)) return;
+  const std::int64_t held = best.forecast.resident_bytes;
+  result.forecasts.push_back(best.forecast);
+  Candidate probe;
+  const bool probed = last > first && best.forecast.link_bytes > 0 && estimate(last, probe);
+  if (probed && probe.forecast.resident_bytes > held) {
     // A larger count must hold more vertex data to win: more chunks for fewer spilled
     // constants alone measured slower than the forecast says (docs/design.md, "Choosing C").
-    if (chunks == first || (forecast.seconds < best &&
-                            forecast.resident_bytes > result.forecasts.front().resident_bytes)) {
-      best = forecast.seconds;
-      result.chunks = chunks;
-      result.bytes = bytes[r];
-      result.rule = rules[r];
+    const auto consider = [&](const Candidate& c) {
+      result.forecasts.push_back(c.forecast);
+      if (c.forecast.seconds < best.forecast.seconds && c.forecast.resident_bytes > held) best = c;
+      return c.forecast.link_bytes == 0;  // nothing to gain beyond
+    };
+    bool done = false;
+    for (int chunks = std::max(first + 1, int(std::ceil(1.5 * first))); chunks < last && !done;
+         chunks = std::max(chunks + 1, int(std::ceil(1.5 * chunks)))) {
+      Candidate c;
+      if (estimate(chunks, c)) done = consider(c);
     }
-    if (forecast.link_bytes == 0) break;
+    if (!done) consider(probe);
+  } else if (probed) {
+    result.forecasts.push_back(probe.forecast);
   }
+  result.chunks = best.forecast.chunks;
+  result.bytes = best.bytes;
+  result.rule = best.rule;
   log_info("--gpu-memory: C=", result.chunks, " has the shortest forecast of ",
            result.forecasts.size(), " chunk counts from C=", first, " (",
            format_number(std::round((now_seconds() - start) * 100) / 100), " s)");

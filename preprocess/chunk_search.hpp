@@ -60,8 +60,10 @@ struct ChunkSearchResult : FittingChunks {
 // each candidate's estimate and its time. With ChunkChoice::kShortestForecast it then compares
 // the smallest fitting C0 with larger counts, ceil(1.5 x) the one before up to 8 C0 (and the
 // search's range), each under the first rule it fits: a larger count wins where its forecast is
-// shorter and it holds more vertex data than C0 (fewer spilled constants alone do not count);
-// a count whose forecast holds every vertex matrix ends the comparison.
+// shorter and it holds more vertex data than C0 (fewer spilled constants alone do not count).
+// The largest count is forecast first: where it holds no more vertex data than C0, the counts
+// between are not tried (`forecasts` then holds C0 and it); a count whose forecast holds every
+// vertex matrix ends the comparison.
 ChunkSearchResult choose_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
                                         const PlanOptions& plan_options, std::int64_t budget,
                                         const ModelShape& shape, const LayoutOptions& options,

@@ -161,6 +161,8 @@ int run_partition(const std::vector<std::string>& args) {
   check_outputs_do_not_clobber({{"--dataset", dataset_path}}, {{"--output", output}});
   SLUICE_INPUT_CHECK(!(values.count("chunks") && values.count("gpu-memory")),
                      "give either --chunks or --gpu-memory, not both");
+  SLUICE_INPUT_CHECK(chunk_choice == "auto" || chunk_choice == "smallest",
+                     "unknown --chunk-choice '", chunk_choice, "' (expected auto or smallest)");
 
   { AtomicOutput probe(output); }  // a missing output directory fails now, not after the build
   SLUICE_INPUT_CHECK(is_partitioner(partitioner), "--partitioner '", partitioner,
@@ -225,8 +227,6 @@ int run_partition(const std::vector<std::string>& args) {
       "unknown --intermediates '", intermediates, "' (expected auto, cache or recompute)");
   SLUICE_INPUT_CHECK(host_precision == "fp32" || host_precision == "bf16",
                      "unknown --host-precision '", host_precision, "' (expected fp32 or bf16)");
-  SLUICE_INPUT_CHECK(chunk_choice == "auto" || chunk_choice == "smallest",
-                     "unknown --chunk-choice '", chunk_choice, "' (expected auto or smallest)");
   ChunkChoiceOptions choice;
   choice.choice =
       chunk_choice == "smallest" ? ChunkChoice::kSmallest : ChunkChoice::kShortestForecast;
@@ -293,9 +293,10 @@ int run_partition(const std::vector<std::string>& args) {
     }
     // The counts the forecast compared (the natural layout's profiles).
     for (const LinkForecast& f : found.forecasts)
-      std::printf("  C=%-6d forecast epoch %.3f s: %s over the host link, on the GPU %s%s\n",
-                  f.chunks, f.seconds, format_bytes(static_cast<double>(f.link_bytes)).c_str(),
-                  f.resident.c_str(), f.chunks == C ? "  (chosen)" : "");
+      std::printf(
+          "  C=%-6d forecast epoch and evaluation %.3f s: %s over the host link, on the GPU %s%s\n",
+          f.chunks, f.seconds, format_bytes(static_cast<double>(f.link_bytes)).c_str(),
+          f.resident.c_str(), f.chunks == C ? "  (chosen)" : "");
   }
   log_debug("timing: level-1 partition ", partition.seconds, " s (", partition.method,
             partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),

@@ -213,5 +213,50 @@ TEST(ChunkChoice, LargerCountWhereTheForecastIsShorter) {
   EXPECT_TRUE(smallest.forecasts.empty());
 }
 
+// The comparison forecasts the largest count (8 C0) right after C0: where it holds no more
+// vertex data, no count between is tried and C0 stays; otherwise every count between is, in
+// ascending order, and the choice holds more vertex data than C0 or is C0.
+TEST(ChunkChoice, ProbesTheLargestCountFirst) {
+  const Dataset& d = dataset();
+  const Plan whole = test::make_plan(d, test::plan_options(1, 1).seed(3));
+  const VertexPartition partition = partition_of_plan(whole);
+  const PlanOptions options = test::plan_options(1, 1).reorganize(test::Reorganize::kOff);
+  const ModelShape shape = gcn_shape();
+  const LayoutOptions layout;
+  const LossRowFlags loss = loss_row_flags(d, whole.old_to_new);
+  int skipped = 0, compared = 0;
+  for (const int C : {1, 2, 3, 5, 8, 13, 21, 34, 55}) {
+    const std::int64_t budget =
+        rules_bytes(
+            plan_profiles(test::make_plan(d, test::plan_options(1, C).seed(3)), loss, layout.comm),
+            shape, layout, budget_rules(shape, layout, true))
+            .front();
+    SCOPED_TRACE(cat("budget ", budget, " (C=", C, "'s need)"));
+    const ChunkSearchResult found = choose_fitting_chunks(
+        d, partition, options, budget, shape, layout, true, {ChunkChoice::kShortestForecast});
+    ASSERT_TRUE(found.fits);
+    const int first = found.smallest_fitting;
+    ASSERT_FALSE(found.forecasts.empty());
+    EXPECT_EQ(found.forecasts.front().chunks, first);
+    for (std::size_t i = 1; i < found.forecasts.size(); ++i)
+      EXPECT_GT(found.forecasts[i].chunks, found.forecasts[i - 1].chunks);
+    const LinkForecast& c0 = found.forecasts.front();
+    if (found.forecasts.size() == 2 && found.forecasts.back().resident_bytes <= c0.resident_bytes) {
+      ++skipped;
+      EXPECT_EQ(found.forecasts.back().chunks, std::min(8 * first, int(d.num_nodes)));
+      EXPECT_EQ(found.chunks, first);
+    } else if (found.forecasts.size() > 1) {
+      ++compared;
+      for (const LinkForecast& f : found.forecasts)
+        if (f.chunks == found.chunks && f.chunks != first) {
+          EXPECT_GT(f.resident_bytes, c0.resident_bytes);
+          EXPECT_LT(f.seconds, c0.seconds);
+        }
+    }
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(compared, 0);
+}
+
 }  // namespace
 }  // namespace sluice

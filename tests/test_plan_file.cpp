@@ -280,6 +280,38 @@ TEST(PlanCommands, GpuMemoryChoosesSmallestFittingChunks) {
   EXPECT_FALSE(test::file_exists(dir.file("plan2.h5")));
 }
 
+// --chunk-choice: auto (the default) lists the forecast of each count it compared and marks the
+// chosen one, which is the C the summary names; smallest lists none; an unknown value is refused
+// by name and writes no plan.
+TEST(PlanCommands, GpuMemoryChunkChoice) {
+  test::ScratchDir dir;
+  const Dataset d = small_dataset(5, 2000, 16000);
+  write_dataset(dir.file("d.h5"), d);
+  const std::string base = "partition --dataset " + dir.file("d.h5") +
+                           " --gpu-memory 600K --model gcn --hidden 64 --layers 2 --output ";
+  auto r = test::run_command(preprocess(base + dir.file("auto.h5")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const int chosen = chosen_chunks(r.output);
+  EXPECT_NE(r.output.find(cat("  C=", chosen)), std::string::npos) << r.output;
+  const std::size_t mark = r.output.find("(chosen)");
+  ASSERT_NE(mark, std::string::npos) << r.output;
+  const std::size_t line = r.output.rfind("\n", mark) + 1;
+  int forecast_chunks = 0;
+  ASSERT_EQ(std::sscanf(r.output.c_str() + line, "  C=%d forecast epoch", &forecast_chunks), 1)
+      << r.output.substr(line, mark - line);
+  EXPECT_EQ(forecast_chunks, chosen);
+  r = test::run_command(preprocess(base + dir.file("smallest.h5") + " --chunk-choice smallest"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("forecast epoch"), std::string::npos) << r.output;
+  EXPECT_LE(chosen_chunks(r.output), chosen);
+  r = test::run_command(preprocess(base + dir.file("bad.h5") + " --chunk-choice largest"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("unknown --chunk-choice 'largest' (expected auto or smallest)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(test::file_exists(dir.file("bad.h5")));
+}
+
 // The per-GPU estimates partition --gpu-memory prints ("  C=N estimated peak per GPU X"), in
 // bytes by chunk count.
 std::map<int, double> printed_estimates(const std::string& output) {

@@ -71,7 +71,7 @@ m = re.search(r"vertex data: in the memory of (.*)", text)
 if m: row["vertex_data"] = m.group(1).strip()
 plan_log = os.path.join(os.path.dirname(plan), "partition-" + name + ".log")
 if os.path.exists(plan_log):
-    m = re.search(r"C=(\d+) +forecast epoch ([0-9.]+) s: (.*) over the host link.*\(chosen\)",
+    m = re.search(r"C=(\d+) +forecast epoch[a-z ]* ([0-9.]+) s: (.*) over the host link.*\(chosen\)",
                   open(plan_log, errors="replace").read())
     if m: row.update(forecast_s=float(m.group(2)), forecast_link=m.group(3))
 if os.path.exists(metrics):

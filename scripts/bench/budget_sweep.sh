@@ -19,8 +19,8 @@
 # runs that would start later are skipped and listed), UNCAPPED (1; 0 skips the uncapped run when
 # BUDGETS are given), PARTITION_ARGS (more options of `partition --gpu-memory`, e.g.
 # "--chunk-choice smallest") with TAG (appended to the capped runs' names and plans, e.g.
-# "-smallest"). Link bytes count every host<->GPU byte of the epoch: gathered rows, blocks,
-# staged chunk CSRs, stores and flushes.
+# "-smallest"). Link bytes count every host<->GPU byte of the epoch: gathered rows, blocks (the
+# staged chunk CSRs among them), stores and flushes.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -81,8 +81,7 @@ if os.path.exists(metrics):
         t = last["transfers"]
         row.update(epoch_s=last["seconds"],
                    link_bytes=t["h2d_gather_bytes"] + t["h2d_block_bytes"] + t["d2h_bytes"] +
-                   t.get("d2h_index_bytes", 0) + t.get("h2d_csr_bytes", 0) +
-                   t.get("h2d_csr_in_line_bytes", 0),
+                   t.get("d2h_index_bytes", 0),
                    resident_bytes=t.get("resident_bytes", 0),
                    peak_gpu_bytes=max(r["peak_device_bytes"] for r in records))
 open(table, "a").write(json.dumps(row) + "\n")

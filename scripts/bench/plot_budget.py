@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plots epoch time and host-link bytes against --gpu-memory from the JSON lines of
 scripts/bench/budget_sweep.sh (one or more files; one panel per graph), and prints the runs as a
-Markdown table. Needs matplotlib (installed on the GPU machine).
+Markdown table (a run without link_bytes, null, has none in either). Needs matplotlib (installed
+on the GPU machine).
 
 usage: plot_budget.py OUTPUT.png SWEEP.jsonl [SWEEP.jsonl ...]
 """
@@ -33,8 +34,9 @@ def main():
             f"{budget_bytes(r['gpu_memory'], 0) / 2**30:.2f} GiB"
         chosen = "" if cap == "none" else "smallest" if r.get("tag") == "-smallest" else "forecast"
         forecast = f"{r['forecast_s']:.3f}" if "forecast_s" in r else ""
+        link = "" if r.get("link_bytes") is None else f"{r['link_bytes'] / 1e9:.2f}"
         print(f"| {r['graph']} | {cap} | {r.get('chunks', '-')} | {chosen} | {r['epoch_s']:.3f} | "
-              f"{forecast} | {r['link_bytes'] / 1e9:.2f} | {r['resident_bytes'] / 1e9:.2f} | "
+              f"{forecast} | {link} | {r['resident_bytes'] / 1e9:.2f} | "
               f"{r['peak_gpu_bytes'] / 2**30:.2f} |")
     import matplotlib
     matplotlib.use("Agg")
@@ -56,8 +58,9 @@ def main():
             x = [b for b, _ in runs]
             ax.plot(x, [r["epoch_s"] for _, r in runs], "o" + line, color=time_color,
                     label=f"epoch s, {label}")
-            twin.plot(x, [r["link_bytes"] / 1e9 for _, r in runs], "s" + line, color=link_color,
-                      alpha=0.6, label=f"host link GB, {label}")
+            known = [(b, r) for b, r in runs if r.get("link_bytes") is not None]
+            twin.plot([b for b, _ in known], [r["link_bytes"] / 1e9 for _, r in known], "s" + line,
+                      color=link_color, alpha=0.6, label=f"host link GB, {label}")
             for b, r in runs:
                 ax.annotate(f"C={r.get('chunks', '?')}", (b, r["epoch_s"]),
                             textcoords="offset points", xytext=(4, 6), fontsize=7,

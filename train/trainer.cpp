@@ -177,8 +177,8 @@ ModelSpec model_for(const Dataset& dataset, const TrainConfig& config) {
 }
 
 // The message for a plan that does not fit --gpu-memory: the allocator's complaint, the plan's
-// per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that finds
-// the smallest chunk count that fits (same dataset, partitions, partitioner and model).
+// per-GPU need by the memory estimate, and the `sluice-preprocess partition` command that builds
+// a plan that fits (same dataset, partitions, partitioner and model).
 // The memory estimate of every budget rule the message names (empty without --gpu-memory).
 // `profiles`: the plan's partition profiles under --comm.
 std::vector<std::int64_t> budget_estimate(const Dataset& dataset,
@@ -238,7 +238,7 @@ std::string over_budget_message(const OutOfDeviceMemory& error, const Dataset& d
     message += *taken.fitting;
   else if (!dataset.indices.empty())
     message += fitting_chunks_clause(dataset, plan, config);
-  message += cat("; the smallest chunk count that fits: sluice-preprocess partition --dataset ",
+  message += cat("; a plan that fits: sluice-preprocess partition --dataset ",
                  config.dataset.empty() ? std::string("DATASET") : config.dataset, " --partitions ",
                  plan.partitions, " --partitioner ", plan.partitioner);
   if (plan.seed != 0) message += cat(" --seed ", plan.seed);

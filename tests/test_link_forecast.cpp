@@ -159,24 +159,36 @@ TEST(LinkForecast, RecomputesWhereThatHoldsEverything) {
   EXPECT_NE(cached.resident, "every matrix");
 }
 
-// partition --gpu-memory: on a slow link with free chunks the forecast takes a larger C than the
-// smallest that fits, one that holds vertex matrices, and the plan built for it trains under
-// the budget; where each chunk costs more than the link saves it keeps the smallest.
-TEST(ChunkChoice, LargerCountWhereTheForecastIsShorter) {
+// The chunk search's inputs over one level-1 partition of the test graph.
+struct SearchInputs {
   const Dataset& d = dataset();
   const Plan whole = test::make_plan(d, test::plan_options(1, 1).seed(3));
   const VertexPartition partition = partition_of_plan(whole);
   const PlanOptions options = test::plan_options(1, 1).reorganize(test::Reorganize::kOff);
   const ModelShape shape = gcn_shape();
   const LayoutOptions layout;
-  const std::int64_t budget =
-      rules_bytes(plan_profiles(test::make_plan(d, test::plan_options(1, 2).seed(3)),
-                                loss_row_flags(d, whole.old_to_new), layout.comm),
-                  shape, layout, budget_rules(shape, layout, true))
-          .front();
+
+  // The first budget rule's need of the plan with `chunks` chunks.
+  std::int64_t need(int chunks) const {
+    const Plan plan = test::make_plan(d, test::plan_options(1, chunks).seed(3));
+    return rules_bytes(plan_profiles(plan, loss_row_flags(d, whole.old_to_new), layout.comm), shape,
+                       layout, budget_rules(shape, layout, true))
+        .front();
+  }
+  ChunkSearchResult search(std::int64_t budget, const ChunkChoiceOptions& choice) const {
+    return choose_fitting_chunks(d, partition, options, budget, shape, layout, true, choice);
+  }
+};
+
+// partition --gpu-memory: on a slow link with free chunks the forecast takes a larger C than the
+// smallest that fits, one that holds vertex matrices, and the plan built for it trains under
+// the budget; where each chunk costs more than the link saves it keeps the smallest.
+TEST(ChunkChoice, LargerCountWhereTheForecastIsShorter) {
+  const SearchInputs in;
+  const Dataset& d = in.d;
+  const std::int64_t budget = in.need(2);
   ChunkChoiceOptions slow_link{ChunkChoice::kShortestForecast, {}, {}, {1e6, 0.}};
-  const ChunkSearchResult found =
-      choose_fitting_chunks(d, partition, options, budget, shape, layout, true, slow_link);
+  const ChunkSearchResult found = in.search(budget, slow_link);
   ASSERT_TRUE(found.fits);
   EXPECT_EQ(found.smallest_fitting, 2);
   ASSERT_GE(found.forecasts.size(), 2u);
@@ -197,18 +209,17 @@ TEST(ChunkChoice, LargerCountWhereTheForecastIsShorter) {
   EXPECT_LE(found.bytes, budget);
 
   // The plan with the chosen C fits the budget (the CPU backend refuses any excess).
-  PlanOptions chosen_options = options;
+  PlanOptions chosen_options = in.options;
   chosen_options.chunks = found.chunks;
-  const Plan plan = build_plan_from_partition(d, partition, chosen_options, compute_fingerprint(d));
+  const Plan plan =
+      build_plan_from_partition(d, in.partition, chosen_options, compute_fingerprint(d));
   EXPECT_NO_THROW(
       train(d, plan, test::train_config().hidden(24).epochs(1).threads(2).gpu_memory(budget)));
 
   ChunkChoiceOptions costly_chunks{ChunkChoice::kShortestForecast, {}, {}, {1e6, 10.}};
-  const ChunkSearchResult kept =
-      choose_fitting_chunks(d, partition, options, budget, shape, layout, true, costly_chunks);
+  const ChunkSearchResult kept = in.search(budget, costly_chunks);
   EXPECT_EQ(kept.chunks, 2);
-  const ChunkSearchResult smallest = choose_fitting_chunks(
-      d, partition, options, budget, shape, layout, true, {ChunkChoice::kSmallest, {}, {}, {}});
+  const ChunkSearchResult smallest = in.search(budget, {ChunkChoice::kSmallest, {}, {}, {}});
   EXPECT_EQ(smallest.chunks, 2);
   EXPECT_TRUE(smallest.forecasts.empty());
 }
@@ -217,23 +228,12 @@ TEST(ChunkChoice, LargerCountWhereTheForecastIsShorter) {
 // vertex data, no count between is tried and C0 stays; otherwise every count between is, in
 // ascending order, and the choice holds more vertex data than C0 or is C0.
 TEST(ChunkChoice, ProbesTheLargestCountFirst) {
-  const Dataset& d = dataset();
-  const Plan whole = test::make_plan(d, test::plan_options(1, 1).seed(3));
-  const VertexPartition partition = partition_of_plan(whole);
-  const PlanOptions options = test::plan_options(1, 1).reorganize(test::Reorganize::kOff);
-  const ModelShape shape = gcn_shape();
-  const LayoutOptions layout;
-  const LossRowFlags loss = loss_row_flags(d, whole.old_to_new);
+  const SearchInputs in;
   int skipped = 0, compared = 0;
   for (const int C : {1, 2, 3, 5, 8, 13, 21, 34, 55}) {
-    const std::int64_t budget =
-        rules_bytes(
-            plan_profiles(test::make_plan(d, test::plan_options(1, C).seed(3)), loss, layout.comm),
-            shape, layout, budget_rules(shape, layout, true))
-            .front();
+    const std::int64_t budget = in.need(C);
     SCOPED_TRACE(cat("budget ", budget, " (C=", C, "'s need)"));
-    const ChunkSearchResult found = choose_fitting_chunks(
-        d, partition, options, budget, shape, layout, true, {ChunkChoice::kShortestForecast});
+    const ChunkSearchResult found = in.search(budget, {ChunkChoice::kShortestForecast});
     ASSERT_TRUE(found.fits);
     const int first = found.smallest_fitting;
     ASSERT_FALSE(found.forecasts.empty());
@@ -243,7 +243,7 @@ TEST(ChunkChoice, ProbesTheLargestCountFirst) {
     const LinkForecast& c0 = found.forecasts.front();
     if (found.forecasts.size() == 2 && found.forecasts.back().resident_bytes <= c0.resident_bytes) {
       ++skipped;
-      EXPECT_EQ(found.forecasts.back().chunks, std::min(8 * first, int(d.num_nodes)));
+      EXPECT_EQ(found.forecasts.back().chunks, std::min(8 * first, int(in.d.num_nodes)));
       EXPECT_EQ(found.chunks, first);
     } else if (found.forecasts.size() > 1) {
       ++compared;

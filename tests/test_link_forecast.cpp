@@ -233,7 +233,7 @@ TEST(ChunkChoice, ProbesTheLargestCountFirst) {
   for (const int C : {1, 2, 3, 5, 8, 13, 21, 34, 55}) {
     const std::int64_t budget = in.need(C);
     SCOPED_TRACE(cat("budget ", budget, " (C=", C, "'s need)"));
-    const ChunkSearchResult found = in.search(budget, {ChunkChoice::kShortestForecast});
+    const ChunkSearchResult found = in.search(budget, {ChunkChoice::kShortestForecast, {}, {}, {}});
     ASSERT_TRUE(found.fits);
     const int first = found.smallest_fitting;
     ASSERT_FALSE(found.forecasts.empty());

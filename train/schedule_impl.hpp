@@ -200,17 +200,19 @@ struct Schedule::Impl {
   // on arrival, and their leaving rows' weight gradients read the rows from host memory again.
   bool reloads_inputs(const LayerSpec& layer) const { return roles(layer).reloads_inputs; }
   // Layers whose backward pass recomputes the forward's intermediates (keeps_intermediates()).
+  // These take the layer shapes built once (layer_shapes): they run for every batch.
   bool recompute(const LayerSpec& layer) const {
-    return !keeps_intermediates(model, options, layer);
+    return !keeps_intermediates(layer_shapes, host_data_options(options), layer.index);
   }
   // Backward passes that load the layer's input rows (sluice::backward_reads_inputs()).
   bool backward_loads_inputs(const LayerSpec& layer) const {
-    return backward_reads_inputs(model, options, layer);
+    return backward_reads_inputs(layer_shapes, host_data_options(options), layer.index);
   }
   // The training passes keep layer L-2's A block in the block set (sluice::keeps_a_block()):
   // no store to A^l and no load back.
   bool keeps_a_block(const LayerSpec& layer) const {
-    return training && sluice::keeps_a_block(model, options, layer, C);
+    return training &&
+           sluice::keeps_a_block(layer_shapes, host_data_options(options), layer.index, C);
   }
   // A GAT layer's training forward keeps its head outputs in the set's A block for A^l.
   bool keeps_head_outputs(const LayerSpec& layer) const {

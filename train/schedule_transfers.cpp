@@ -458,7 +458,10 @@ void Schedule::Impl::pull_phase(const LayerSpec& layer, int c) {
       continue;
     }
     if (pulls_resident_rows(layer) && finds_transforms_sent(layer, c)) {
-      // The owners sent the rows as their forward wrote them (send_transforms()).
+      // The owners sent the rows as their forward wrote them (send_transforms()). The device's
+      // own sends finish before its product too: beside the product a send runs several times
+      // slower, and a peer waits for it (docs/benchmarks.md, "Two GPUs").
+      d.wait(kTransformsSent);
       for (const auto& pull : pulls)
         d.wait_peer(*dev[std::size_t(pull.owner)].device, kTransformsSent);
       d.mark(kPulled);

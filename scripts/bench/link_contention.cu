@@ -104,8 +104,8 @@ int main() {
   struct Shape {
     int blocks, warps, in_flight;
   };
-  const Shape shapes[] = {{132, 8, 2}, {132, 8, 1}, {132, 4, 2}, {66, 8, 2},  {33, 8, 2},
-                          {33, 8, 4},  {33, 8, 8}, {16, 8, 8},  {132, 16, 2}, {132, 2, 8}};
+  const Shape shapes[] = {{132, 8, 2}, {132, 8, 1}, {132, 4, 2}, {66, 8, 2},   {33, 8, 2},
+                          {33, 8, 4},  {33, 8, 8},  {16, 8, 8},  {132, 16, 2}, {132, 2, 8}};
   auto gather = [&](const Shape& sh, cudaStream_t s) {
     const int threads = sh.warps * 32;
     if (sh.in_flight == 1) host_gather<1><<<sh.blocks, threads, 0, s>>>(hd, rows, dst, n);

@@ -11,12 +11,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <numeric>
 #include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/device_info.hpp"
@@ -968,6 +971,69 @@ TEST(CudaPushes, FourPartitionsRepeatBitForBit) {
     for (std::size_t i = 0; i < first.flat_parameters.size(); ++i)
       differing += first.flat_parameters[i] != second.flat_parameters[i];
     EXPECT_EQ(differing, 0u) << "of " << first.flat_parameters.size() << " parameters";
+  }
+}
+
+// With one chunk a partition and a layer 0 that aggregates first, each device's training
+// forward sends layer 1's T rows into its peer's slots on the peer lane (put_rows, as its
+// transform writes them), and its fused pass's first product starts only after those sends
+// end, as well as after the peer's (Schedule::Impl::pull_phase): beside the product a send runs
+// several times slower while the peer waits for it. Read from the trace's operation ranges,
+// each send against the device's next fused-pass product, on two GPUs where there are two,
+// else two logical devices on one.
+TEST(CudaPushes, FusedProductWaitsForTheDevicesOwnSends) {
+  if (!cuda_backend_available())
+    GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
+  const Dataset d = test::random_dataset(20000, 12, 32, 7, 29, test::ReverseEdgesIntoSources::kAdd);
+  const Plan plan = test::make_plan(d, test::plan_options(2, 1).partitioner("range").seed(3));
+  const int gpus = have_gpus(2) ? 2 : 1;
+  const test::ScratchDir dir;
+  TrainConfig config = test::train_config()
+                           .model("gcn")
+                           .hidden(64)
+                           .dropout(0.5)
+                           .optimizer("adam")
+                           .lr(0.01)
+                           .epochs(3)
+                           .device("cuda")
+                           .gpus(gpus)
+                           .tf32(false);
+  config.trace = dir.file("trace.json");
+  config.op_times = true;
+  train(d, plan, config);
+  std::ifstream in(config.trace);
+  ASSERT_TRUE(in) << config.trace;
+  const auto trace = nlohmann::json::parse(in);
+  struct Op {
+    double begin, end;
+  };
+  std::map<int, std::vector<Op>> sends, fused_products;  // by device (trace process)
+  const int compute_ops = kLanes + int(Lane::kCompute), peer_ops = kLanes + int(Lane::kPeer);
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X" || e["cat"] == "host") continue;
+    const Op op{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
+    const int device = e["pid"], thread = e["tid"];
+    if (thread == peer_ops && e["cat"] == "op forward 0" && e["name"] == "put_rows")
+      sends[device].push_back(op);
+    if (thread == compute_ops && e["cat"] == "op fused 1" && e["name"] == "spmm")
+      fused_products[device].push_back(op);
+  }
+  for (int device = 0; device < 2; ++device) {
+    SCOPED_TRACE(cat("device ", device, " on ", gpus, " GPU(s)"));
+    // One send a training step (one peer): if none, the case no longer takes the sending path.
+    ASSERT_EQ(sends[device].size(), 3u);
+    std::vector<Op>& products = fused_products[device];
+    std::sort(products.begin(), products.end(),
+              [](const Op& a, const Op& b) { return a.begin < b.begin; });
+    for (const Op& send : sends[device]) {
+      const auto next = std::find_if(products.begin(), products.end(),
+                                     [&](const Op& op) { return op.begin >= send.begin; });
+      ASSERT_NE(next, products.end()) << "no fused-pass product after the send at " << send.begin;
+      // Both ranges are the same GPU's timing events, in microseconds on one clock (with the
+      // microsecond of slack of the trace's checks in tests/test_train_cli.cpp).
+      EXPECT_GE(next->begin, send.end - 1.0)
+          << "the product began " << send.end - next->begin << " us before the device's send ended";
+    }
   }
 }
 

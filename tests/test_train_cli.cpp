@@ -412,6 +412,44 @@ TEST_F(TrainCli, TraceSummarySumsOperationsPerDevice) {
   EXPECT_DOUBLE_EQ(totals["device_totals_ms"]["1"].get<double>(), 0.56);  // no .scores part
 }
 
+// On several GPUs one device may begin a pass while another still computes the previous one:
+// each device's ranges of a pass count as prefetched only before that device's own previous
+// pass ended. Device 1 below begins backward 0 (at 0.50 ms) before device 0 ends fused 1
+// (0.60 ms): both devices' backward 0 is listed, device 1's with nothing prefetched, device 0's
+// with its load during its own fused 1 as prefetched.
+TEST_F(TrainCli, TraceSummaryTakesEachDevicesPassesAsItsOwn) {
+  const std::string trace = dir_->file("two-devices-trace.json");
+  {
+    std::ofstream out(trace);
+    out << R"({"traceEvents": [
+      {"ph": "X", "cat": "host", "name": "epoch 0 training step", "pid": 2, "tid": 0, "ts": 0, "dur": 1000},
+      {"ph": "X", "cat": "forward 0", "name": "compute 0", "pid": 0, "tid": 0, "ts": 10, "dur": 190, "args": {"batch": 0}},
+      {"ph": "X", "cat": "forward 0", "name": "compute 0", "pid": 1, "tid": 0, "ts": 10, "dur": 150, "args": {"batch": 0}},
+      {"ph": "X", "cat": "fused 1", "name": "compute 0", "pid": 0, "tid": 0, "ts": 250, "dur": 350, "args": {"batch": 0}},
+      {"ph": "X", "cat": "fused 1", "name": "compute 0", "pid": 1, "tid": 0, "ts": 200, "dur": 290, "args": {"batch": 0}},
+      {"ph": "X", "cat": "backward 0", "name": "load 0", "pid": 0, "tid": 1, "ts": 550, "dur": 40, "args": {"batch": 0}},
+      {"ph": "X", "cat": "backward 0", "name": "compute 0", "pid": 0, "tid": 0, "ts": 610, "dur": 300, "args": {"batch": 0}},
+      {"ph": "X", "cat": "backward 0", "name": "compute 0", "pid": 1, "tid": 0, "ts": 500, "dur": 300, "args": {"batch": 0}}
+    ]})";
+  }
+  const auto r = test::run_command(std::string("/usr/bin/python3 ") + SLUICE_SOURCE_DIR +
+                                   "/scripts/bench/trace_summary.py --json " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto summary = nlohmann::json::parse(r.output)[trace];
+  const auto& passes = summary["passes"];
+  ASSERT_EQ(passes.size(), 3u);
+  const auto& backward = passes[2];
+  EXPECT_EQ(backward["pass"], "backward 0");
+  ASSERT_EQ(backward["devices"].size(), 2u);
+  EXPECT_EQ(backward["devices"][0]["device"], 0);
+  EXPECT_DOUBLE_EQ(backward["devices"][0]["start_ms"].get<double>(), 0.61);
+  EXPECT_DOUBLE_EQ(backward["devices"][0]["prefetched_ms"].get<double>(), 0.04);
+  EXPECT_EQ(backward["devices"][1]["device"], 1);
+  EXPECT_DOUBLE_EQ(backward["devices"][1]["start_ms"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(backward["devices"][1]["compute_lane_busy_ms"].get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(backward["start_ms"].get<double>(), 0.5);
+}
+
 // The schedule loads batch 0 of a pass during the last batch of the pass before (on the
 // transfer lane; the CPU backend runs it in line): in the trace, device 0's first "load 0" of
 // fused 1 (layer 1's forward and backward) and of backward 0 (GAT reloads its input) begins

@@ -14,8 +14,9 @@ head (first range to first compute), tail (last compute end to last range end) a
 idle time, the median host lead (a batch's compute start less the end of its issue on the
 host, "issue" ranges of the host's second track) and the batches that waited for the host, and
 the load time spent on the pass during the previous pass (the schedule prefetches
-batch 0 of a pass during the last batch of the one before: such ranges count as "prefetched"
-and not in the pass's start, span or head; loads of a pass that begin after a later pass's
+batch 0 of a pass during the last batch of the one before: a device's ranges that begin before
+its own previous pass's compute ended count as "prefetched" and not in the pass's start, span
+or head; loads of a pass that begin after a later pass's
 first compute range are the next step's first blocks, counted apart); the gaps between passes; "host link busy" per device (union of load on the transfer
 lane, store/flush on the store lane, load/flush on the compute lane; an approximation of the
 ranges moving data over the host link) as a fraction of the wall time; and per pass, device and
@@ -149,12 +150,15 @@ def summarize(path, epoch, evaluation=False):
             next_step.append(r)
     ranges = [r for r in ranges if r not in next_step]
     out["next_step_loads_ms"] = sum(r[6] - r[5] for r in next_step)
-    previous_end = None
+    previous_end = {}  # device -> end of its previous pass's last compute-lane range
     for p in pass_names:
-        # Passes run one after the other on the compute lane: a range of this pass that begins
-        # before the previous pass's last compute-lane range ended was prefetched during it (the
-        # previous pass's own transfers, as its last stores, may still run beside this one).
-        early = [r for r in ranges if r[4] == p and previous_end is not None and r[5] < previous_end]
+        # Passes run one after the other on each device's compute lane: a range of this pass
+        # that begins before the device's previous pass's last compute-lane range ended was
+        # prefetched during it (the previous pass's own transfers, as its last stores, may still
+        # run beside this one). Each device's own: one device may begin a pass while another
+        # still computes the previous one.
+        early = [r for r in ranges
+                 if r[4] == p and r[0] in previous_end and r[5] < previous_end[r[0]]]
         in_pass = [r for r in ranges if r[4] == p and r not in early]
         if not in_pass:
             continue
@@ -162,8 +166,11 @@ def summarize(path, epoch, evaluation=False):
                  "end_ms": max(r[6] for r in in_pass), "devices": [],
                  "prefetched_ms": sum(r[6] - r[5] for r in early)}
         entry["span_ms"] = entry["end_ms"] - entry["start_ms"]
-        lane0_ends = [r[6] for r in in_pass if r[1] == COMPUTE_LANE]
-        previous_end = max(lane0_ends) if lane0_ends else entry["end_ms"]
+        for d in device_ids:
+            lane0_ends = [r[6] for r in in_pass if r[0] == d and r[1] == COMPUTE_LANE]
+            mine_ends = [r[6] for r in in_pass if r[0] == d]
+            if lane0_ends or mine_ends:
+                previous_end[d] = max(lane0_ends) if lane0_ends else max(mine_ends)
         for d in device_ids:
             mine = [r for r in in_pass if r[0] == d]
             if not mine:

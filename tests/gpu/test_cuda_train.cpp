@@ -937,6 +937,33 @@ TEST(CudaBarrier, OrdersTwoGpus) {
   check_barrier(2);
 }
 
+// The pushes' tests: `model` on a 20000-vertex graph (32 features, hidden 64: layer 0 aggregates
+// first), Adam, dropout 0.5, 3 epochs on `gpus` GPUs; and the graph's plan of `partitions`
+// one-chunk partitions by the range partitioner (many remote rows).
+const Dataset& push_dataset() {
+  static const Dataset d =
+      test::random_dataset(20000, 12, 32, 7, 29, test::ReverseEdgesIntoSources::kAdd);
+  return d;
+}
+Plan push_plan(int partitions) {
+  return test::make_plan(push_dataset(),
+                         test::plan_options(partitions, 1).partitioner("range").seed(3));
+}
+TrainConfig push_config(const std::string& model, int gpus) {
+  return test::train_config()
+      .model(model)
+      .hidden(64)
+      .heads(2)
+      .output_heads(1)
+      .dropout(0.5)
+      .optimizer("adam")
+      .lr(0.01)
+      .epochs(3)
+      .device("cuda")
+      .gpus(gpus)
+      .tf32(false);
+}
+
 // With more than two partitions an owner's gradient rows take pushes from several peers. They
 // add one peer at a time in a fixed order (Schedule::Impl::push_phase), so a run repeats bit for
 // bit: GCN, SAGE and GAT on four partitions of one chunk (the range partitioner: many remote
@@ -944,23 +971,12 @@ TEST(CudaBarrier, OrdersTwoGpus) {
 TEST(CudaPushes, FourPartitionsRepeatBitForBit) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
-  const Dataset d = test::random_dataset(20000, 12, 32, 7, 29, test::ReverseEdgesIntoSources::kAdd);
-  const Plan plan = test::make_plan(d, test::plan_options(4, 1).partitioner("range").seed(3));
+  const Dataset& d = push_dataset();
+  const Plan plan = push_plan(4);
   const int gpus = have_gpus(2) ? 2 : 1;
   for (const std::string model : {"gcn", "sage", "gat"}) {
     SCOPED_TRACE(cat(model, " on ", gpus, " GPU(s)"));
-    const TrainConfig config = test::train_config()
-                                   .model(model)
-                                   .hidden(64)
-                                   .heads(2)
-                                   .output_heads(1)
-                                   .dropout(0.5)
-                                   .optimizer("adam")
-                                   .lr(0.01)
-                                   .epochs(3)
-                                   .device("cuda")
-                                   .gpus(gpus)
-                                   .tf32(false);
+    const TrainConfig config = push_config(model, gpus);
     const TrainResult first = train(d, plan, config);
     const TrainResult second = train(d, plan, config);
     ASSERT_EQ(first.losses.size(), second.losses.size());
@@ -984,23 +1000,12 @@ TEST(CudaPushes, FourPartitionsRepeatBitForBit) {
 TEST(CudaPushes, FusedProductWaitsForTheDevicesOwnSends) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
-  const Dataset d = test::random_dataset(20000, 12, 32, 7, 29, test::ReverseEdgesIntoSources::kAdd);
-  const Plan plan = test::make_plan(d, test::plan_options(2, 1).partitioner("range").seed(3));
   const int gpus = have_gpus(2) ? 2 : 1;
   const test::ScratchDir dir;
-  TrainConfig config = test::train_config()
-                           .model("gcn")
-                           .hidden(64)
-                           .dropout(0.5)
-                           .optimizer("adam")
-                           .lr(0.01)
-                           .epochs(3)
-                           .device("cuda")
-                           .gpus(gpus)
-                           .tf32(false);
+  TrainConfig config = push_config("gcn", gpus);
   config.trace = dir.file("trace.json");
   config.op_times = true;
-  train(d, plan, config);
+  train(push_dataset(), push_plan(2), config);
   std::ifstream in(config.trace);
   ASSERT_TRUE(in) << config.trace;
   const auto trace = nlohmann::json::parse(in);

@@ -105,45 +105,57 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
   const int passes = 2 * static_cast<int>(model.layers.size());
   HostDataOptions recomputed = options;
   recomputed.cache_intermediates = false;
-  // What the device holds when the vertex data are placed (its setup), and with the scratch
-  // sized on first use (the trainer's need in choose_residency()).
-  const auto estimate = [&](const PartitionProfile& profile, const HostDataOptions& host,
-                            bool overlap) {
-    LayoutOptions o = layout;
-    o.overlap = overlap;
-    o.gat_head_outputs = gat_head_outputs(host.cache_intermediates, host.host_precision);
-    return estimate_layout_memory(partition_layout(profile, model, o));
-  };
-  const auto setup_bytes = [&](const PartitionProfile& profile, const HostDataOptions& host,
-                               bool overlap) {
-    const GpuMemoryEstimate e = estimate(profile, host, overlap);
-    return e.cuda_setup + e.cuda_scratch;
-  };
-  const auto rows_of = [](const PartitionProfile& profile) {
+  // Each partition's rows and the rows its chunks gather.
+  struct Rows {
     std::int64_t rows = 0, gathered = 0;
-    for (const ChunkListSizes& list : profile.lists) {
-      rows += list.rows;
-      gathered += list.loads;
-    }
-    return std::pair{rows, gathered};
   };
-  // choose_residency()'s needs, so that the forecast gives up what sluice-train gives up.
-  const auto needs = [&](const HostDataOptions& host) {
-    std::vector<ResidencyNeed> out;
+  std::vector<Rows> sizes;
+  for (const PartitionProfile& profile : profiles) {
+    Rows r;
+    for (const ChunkListSizes& list : profile.lists) {
+      r.rows += list.rows;
+      r.gathered += list.loads;
+    }
+    sizes.push_back(r);
+  }
+  // Each partition's layout estimate with and without the overlap buffers, under `host`.
+  struct Estimates {
+    GpuMemoryEstimate with_overlap, without_overlap;
+  };
+  const auto estimates = [&](const HostDataOptions& host) {
+    std::vector<Estimates> out;
     for (const PartitionProfile& profile : profiles) {
-      const std::int64_t with = setup_bytes(profile, host, true);
-      ResidencyNeed need{with, with - setup_bytes(profile, host, false), 0};
+      LayoutOptions o = layout;
+      o.gat_head_outputs = gat_head_outputs(host.cache_intermediates, host.host_precision);
+      o.overlap = true;
+      const GpuMemoryEstimate with = estimate_layout_memory(partition_layout(profile, model, o));
+      o.overlap = false;
+      out.push_back({with, estimate_layout_memory(partition_layout(profile, model, o))});
+    }
+    return out;
+  };
+  // choose_residency()'s needs, so that the forecast gives up what sluice-train gives up: what
+  // the device holds when the vertex data are placed (its setup), and with the scratch sized on
+  // first use.
+  const auto needs = [&](const HostDataOptions& host, const std::vector<Estimates>& e) {
+    std::vector<ResidencyNeed> out;
+    for (std::size_t p = 0; p < profiles.size(); ++p) {
+      const std::int64_t with = e[p].with_overlap.cuda_setup + e[p].with_overlap.cuda_scratch;
+      const std::int64_t without =
+          e[p].without_overlap.cuda_setup + e[p].without_overlap.cuda_scratch;
+      ResidencyNeed need{with, with - without, 0};
       for (const HostMatrixShape& m :
-           host_matrix_shapes(model, layout, host, rows_of(profile).first, chunks))
+           host_matrix_shapes(model, layout, host, sizes[p].rows, chunks))
         need.vertex += m.bytes();
       out.push_back(need);
     }
     return out;
   };
   const std::vector<std::int64_t> capacities(profiles.size(), capacity);
-  const std::vector<ResidencyNeed> cached = needs(options);
+  const std::vector<Estimates> as_given = estimates(options);
+  const std::vector<ResidencyNeed> cached = needs(options, as_given);
   const std::vector<ResidencyNeed> uncached =
-      options.cache_intermediates ? needs(recomputed) : cached;
+      options.cache_intermediates ? needs(recomputed, estimates(recomputed)) : cached;
   const ResidencyChoice current{layout.overlap, options.cache_intermediates};
   const ResidencyChoice choice =
       choose_residency(cached, uncached, capacities, current,
@@ -157,7 +169,7 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
   out.chunks = chunks;
   for (std::size_t p = 0; p < profiles.size(); ++p) {
     DeviceForecast d;
-    const auto [rows, gathered] = rows_of(profiles[p]);
+    const auto [rows, gathered] = sizes[p];
     if (all_resident) {
       const ResidencyNeed& n = choice.cache_intermediates ? cached[p] : uncached[p];
       d.resident_bytes = n.vertex;
@@ -172,7 +184,8 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return priority[a] > priority[b]; });
       const std::int64_t room =
-          capacity - estimate(profiles[p], options, layout.overlap).cuda_setup;
+          capacity -
+          (layout.overlap ? as_given[p].with_overlap : as_given[p].without_overlap).cuda_setup;
       // Constants the room cannot hold are staged into device memory once per pass.
       if (room < 0) d.link_bytes += -room * passes;
       std::int64_t free = std::max<std::int64_t>(0, room);

@@ -229,7 +229,9 @@ class CudaDevice final : public Device {
 
   int index_;
   int gpu_;
-  unsigned host_link_blocks_ = 0;  // grid cap of zero-copy host-link kernels (0: none)
+  // Grid caps of the zero-copy kernels that write over the host link and of those that read
+  // over it (0: none).
+  unsigned host_write_blocks_ = 0, host_read_blocks_ = 0;
   std::string name_;
   BackendShared& shared_;
   MemoryAccount account_;    // before every AccountedBuffer member

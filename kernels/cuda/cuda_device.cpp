@@ -15,10 +15,14 @@
 namespace sluice::cuda {
 namespace {
 
-// Thread blocks (of 8 warps) per SM for the zero-copy row transfers over the host link
-// (load_rows, flush_store_rows), whose warps mostly wait on the link: a grid of one block per 8
-// rows would fill the GPU and slow the compute lane's kernels.
-constexpr int kHostLinkBlocksPerSm = 1;
+// Grids of the zero-copy row transfers over the host link, whose warps mostly wait on the link:
+// a grid of one block (8 warps) per 8 rows would fill the GPU and slow the compute lane's
+// kernels. Writes (flush_store_rows, the host additions' staging, bf16 store_block) take a block
+// on every SM. Reads (load_rows, bf16 load_block) take a block on every fourth SM: a read keeps
+// its pace on a quarter of the SMs, while a kernel beside it slows on every SM that holds one of
+// its blocks (kernels/cuda/NOTES.md, "Transfers").
+constexpr int kHostWriteBlocksPerSm = 1;
+constexpr int kSmsPerHostReadBlock = 4;
 
 }  // namespace
 
@@ -45,7 +49,8 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
       cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   int sms = 0;
   SLUICE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu_));
-  host_link_blocks_ = static_cast<unsigned>(std::max(0, sms * kHostLinkBlocksPerSm));
+  host_write_blocks_ = static_cast<unsigned>(std::max(0, sms * kHostWriteBlocksPerSm));
+  host_read_blocks_ = static_cast<unsigned>(std::max(1, sms / kSmsPerHostReadBlock));
 }
 
 CudaDevice::~CudaDevice() {

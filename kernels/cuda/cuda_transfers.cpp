@@ -87,7 +87,7 @@ void CudaDevice::load_rows(HostMat src, Idx src_rows, Idx dst_rows, Mat dst) {
   DeviceGuard guard(gpu_);
   const void* source = host_device_pointer(src, 0, src.rows);
   const vertex_t* to = dst_rows.size ? dst_rows.data : nullptr;
-  const unsigned blocks = blocks_for(src, host_link_blocks_);
+  const unsigned blocks = blocks_for(src, host_read_blocks_);
   if (src.precision == HostPrecision::kBf16)
     launch_widen_rows(static_cast<const bf16_t*>(source), src.ld, src_rows.data, dst.data, dst.ld,
                       to, n, dst.cols, cur(), blocks);
@@ -113,7 +113,7 @@ void CudaDevice::load_block(HostMat src, std::int64_t src_row, Mat dst) {
     // Read zero-copy and widened on the way (no device staging for the 16-bit block).
     const auto* source = static_cast<const bf16_t*>(host_device_pointer(src, src_row, dst.rows));
     launch_widen_rows(source, src.ld, nullptr, dst.data, dst.ld, nullptr, dst.rows, dst.cols, cur(),
-                      blocks_for(src, host_link_blocks_));
+                      blocks_for(src, host_read_blocks_));
   } else {
     SLUICE_CUDA(cudaMemcpy2DAsync(
         dst.data, dst.ld * kFloat, src.row_block(src_row, 0).data, src.ld * kFloat,
@@ -135,7 +135,7 @@ void CudaDevice::store_block(Mat src, HostMat dst, std::int64_t dst_row) {
     // Rounded on the GPU and written over the link into mapped host memory (posted writes).
     auto* target = static_cast<bf16_t*>(host_device_pointer(dst, dst_row, src.rows));
     launch_narrow_rows(src.data, src.ld, nullptr, target, dst.ld, nullptr, src.rows, src.cols,
-                       cur(), blocks_for(dst, host_link_blocks_));
+                       cur(), blocks_for(dst, host_write_blocks_));
   } else {
     SLUICE_CUDA(cudaMemcpy2DAsync(
         dst.row_block(dst_row, 0).data, dst.ld * kFloat, src.data, src.ld * kFloat,
@@ -239,7 +239,7 @@ void CudaDevice::flush_add_rows(Mat src, Idx src_rows, Idx host_rows, HostMat ho
       const int threads = std::max(1, omp_get_max_threads() / (2 * std::max(1, shared_.used_gpus)));
       host_adds_ = std::make_unique<HostAdds>(gpu_, threads);
     }
-    host_adds_->add(src, src_rows, host_rows, host, cur(), host_link_blocks_, counters_);
+    host_adds_->add(src, src_rows, host_rows, host, cur(), host_write_blocks_, counters_);
     return;
   }
   // A resident matrix: the GPU adds in device memory (rows unique, no atomics); bf16 as the CPU
@@ -266,7 +266,7 @@ void CudaDevice::flush_store_rows(Mat src, Idx src_rows, Idx host_rows, HostMat 
   // A gather whose destination is mapped host memory: the GPU writes the rows over the link
   // (posted writes, no round trip); host_rows is read wherever the constant lives.
   void* target = host_device_pointer(host, 0, host.rows);
-  const unsigned blocks = blocks_for(host, host_link_blocks_);
+  const unsigned blocks = blocks_for(host, host_write_blocks_);
   if (host.precision == HostPrecision::kBf16)
     launch_narrow_rows(src.data, src.ld, src_rows.data, static_cast<bf16_t*>(target), host.ld,
                        host_rows.data, n, src.cols, cur(), blocks);

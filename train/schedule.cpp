@@ -174,6 +174,7 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
                                 std::vector<TimelineRange>* timeline) {
   per_device.resize(dev.size());
   double slowest[kPhases] = {};
+  std::vector<double> compute_busy(dev.size());
   std::vector<PhaseRange> ranges;
   for (std::size_t p = 0; p < dev.size(); ++p) {
     double seconds[kPhases] = {};
@@ -186,6 +187,7 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
                                         r.operation});
     }
     for (int k = 0; k < kPhases; ++k) slowest[k] = std::max(slowest[k], seconds[k]);
+    compute_busy[p] = seconds[int(Phase::kCompute)];
     PhaseTimes& mine = per_device[p];
     mine.load += seconds[int(Phase::kLoad)];
     mine.p2p += seconds[int(Phase::kP2p)];
@@ -198,6 +200,10 @@ void Schedule::Impl::take_times(PhaseTimes& times, std::vector<PhaseTimes>& per_
   times.compute += slowest[int(Phase::kCompute)];
   times.store += slowest[int(Phase::kStore)];
   times.flush += slowest[int(Phase::kFlush)];
+  if (training)
+    std::stable_sort(compute_order.begin(), compute_order.end(), [&](int a, int b) {
+      return compute_busy[std::size_t(a)] > compute_busy[std::size_t(b)];
+    });
 }
 
 Schedule::Schedule(Backend& backend, const Dataset& dataset, const Plan& plan,
@@ -214,6 +220,8 @@ Schedule::Schedule(Backend& backend, Dataset& dataset, Plan& plan, const ModelSp
 }
 
 Schedule::~Schedule() = default;
+
+const std::vector<int>& Schedule::compute_order() const { return impl_->compute_order; }
 
 void Schedule::set_parameters(const std::vector<float>& flat) {
   SLUICE_EXPECTS(std::int64_t(flat.size()) == impl_->model.num_parameters, "bad parameter size");

@@ -287,6 +287,9 @@ class Schedule {
     times_ = PhaseTimes{};
     device_times_.assign(device_times_.size(), PhaseTimes{});
   }
+  // The order in which the host issues the devices' compute: by their compute time in the last
+  // training step, longest first (by index before the first step and for equal times).
+  const std::vector<int>& compute_order() const;
   // With the timeline on, forward_backward() and evaluate() each record the timed ranges of
   // every device (timeline()), starting from an idle point (a host synchronize) whose host
   // time is timeline_origin() (now_seconds()).

@@ -51,7 +51,7 @@ void add_transform_gradient(Device& d, const TransformBlocks& dw, Mat x, Mat dt)
 void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind) {
   const bool forward = kind != PassKind::kBackward;
   const bool backward = kind == PassKind::kBackward || kind == PassKind::kFused;
-  for (int p = 0; p < P; ++p) {
+  for (const int p : compute_order) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
     const int k = c % s.num_sets;

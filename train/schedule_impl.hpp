@@ -96,6 +96,14 @@ struct Schedule::Impl {
   std::vector<HostMat> G;        // G[l], l = 1..L-1 (G[0] unused; G^L stays on the device)
   std::vector<HostMat> A_cache;  // A[l] in cache mode
   std::vector<DeviceState> dev;
+  // The order in which compute_phase() issues the devices' work: the device whose compute lane
+  // was busiest in the last training step first (take_times()), else by index. A step starts
+  // with every device idle, and each device's first kernel waits until the host has issued the
+  // compute of the devices before it; issued first, the slowest device loses nothing, and the
+  // others have time to spare. A device's compute reads no other device's state and writes only
+  // its peers' slots for its rows, which no compute of the same pass touches (send_transforms()),
+  // so the order changes no result.
+  std::vector<int> compute_order;
   std::vector<std::int32_t> predictions;
   // The running evaluation writes `predictions` (Schedule::evaluate(), Predictions::kToHost).
   bool predictions_to_host = false;

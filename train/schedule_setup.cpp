@@ -330,6 +330,8 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   std::vector<std::vector<TailLists>> tails(static_cast<std::size_t>(P));
   std::vector<std::vector<BufferSpec>> tail_buffers(static_cast<std::size_t>(P));
   dev.resize(std::size_t(P));
+  compute_order.resize(std::size_t(P));
+  std::iota(compute_order.begin(), compute_order.end(), 0);
   // Every partition's layout before any device releases its chunks' plan lists: a partition's
   // receive buffer counts the other partitions' pushes into it.
   std::vector<PartitionLayout> layouts(static_cast<std::size_t>(P));

@@ -221,7 +221,9 @@ Schedule::Schedule(Backend& backend, Dataset& dataset, Plan& plan, const ModelSp
 
 Schedule::~Schedule() = default;
 
-const std::vector<int>& Schedule::compute_order() const { return impl_->compute_order; }
+const std::vector<int>& Schedule::compute_order() const {
+  return impl_->compute_order;
+}
 
 void Schedule::set_parameters(const std::vector<float>& flat) {
   SLUICE_EXPECTS(std::int64_t(flat.size()) == impl_->model.num_parameters, "bad parameter size");

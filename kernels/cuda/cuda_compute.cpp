@@ -83,6 +83,7 @@ RowSpmmMatrix<Index> row_spmm_matrix(const DeviceCsr& m, RowSpmmOver over, const
   r.weights = m.weights;
   r.values = values;
   r.degrees = m.column_degrees.as<std::int32_t>();
+  r.nnz = m.nnz;
   if (over == RowSpmmOver::kMatrix) {
     r.indptr = m.indptr.as<Index>();
     r.columns = m.columns.as<Index>();

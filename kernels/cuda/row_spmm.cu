@@ -2,7 +2,8 @@
 // time: lane j loads entry j's column and weight, then the warp's lane groups take the entries
 // several at a time each (a group of 32 / G lanes covers a column pass, G groups take G entries
 // side by side), the groups' sums added in a fixed tree at the end. Products of at most 32
-// columns give their short rows a lane group each instead (grouped_row_spmm_kernel). Rows longer
+// columns, and of at most 128 over a transpose of short rows, give their short rows a lane group
+// each instead (grouped_row_spmm_kernel). Rows longer
 // than LongRows::degree get a block of warps, combined in warp order; the longest of them
 // (LongRows::split) a block per segment, whose sums a second kernel adds in segment order.
 #include <cub/block/block_scan.cuh>
@@ -219,21 +220,40 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// Narrow products (at most 32 columns, one pass of kGroupLanes lanes covering them): a group of
-// lanes per row for the rows of at most kShortRow entries, kGroups rows a warp at once, each
-// group walking its row's entries in order, kShortInFlight loaded at a time; then the warp's rows
-// of more entries (up to the long-row degree), one at a time with every group on them, as
-// row_spmm_kernel does. Most rows of a power-law graph are short: a warp each kept one row's few
-// loads in flight.
+// One pass of kGroupLanes lanes covering the product's columns (narrow products, or short rows:
+// grid_for()): a group of lanes per row for the rows of at most kShortRow entries, kGroups rows
+// a warp at once, each group walking its row's entries in order: a round of kGroupLanes entries
+// (at least kShortInFlight) at a time, lane j of the group reading entry j's column and weight
+// (a weight takes double arithmetic: once per entry, not once per lane), then kShortInFlight of
+// them loaded at a time from the lanes that read them. Then the warp's rows of more entries (up to
+// the long-row degree), one at a time with every group on them, as row_spmm_kernel does. Most rows
+// of a power-law graph are short: a warp each kept one row's few loads in flight.
 constexpr int kShortRow = 32;
 constexpr int kShortInFlight = 4;
+// Blocks of the grouped kernel resident on an SM at least: at most 64 registers a thread.
+constexpr int kGroupedRowBlocks = 16;
+
+// The lanes of group `group` of kGroupLanes lanes, as a shuffle mask.
+template <int kGroupLanes>
+__device__ __forceinline__ unsigned group_mask(int group) {
+  if constexpr (kGroupLanes == 32) {
+    return 0xffffffffu;
+  } else {
+    return ((1u << kGroupLanes) - 1u) << (kGroupLanes * group);
+  }
+}
 
 template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
-__global__ void __launch_bounds__(kRowThreads)
+__global__ void __launch_bounds__(kRowThreads, kGroupedRowBlocks)
     grouped_row_spmm_kernel(RowSpmmMatrix<Index> a, const float* __restrict__ x, std::int64_t ldx,
                             float* __restrict__ y, std::int64_t ldy, int cols) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
   constexpr int G = P::kGroups;
+  // A round: kRound entries whose columns and weights the group's lanes read, kPerLane each (a
+  // lane of a 2-lane group reads two, so that a round holds kShortInFlight entries).
+  constexpr int kPerLane = kGroupLanes < kShortInFlight ? kShortInFlight / kGroupLanes : 1;
+  constexpr int kRound = kGroupLanes * kPerLane;
+  static_assert(kPerLane == 1 || kRound == kShortInFlight, "a round of several slots is one step");
   const int lane = lane_id(), group = lane / kGroupLanes, group_lane = lane % kGroupLanes;
   const std::int64_t r = a.first_row + global_warp() * G + group;
   const bool live = r < a.end_row;
@@ -245,36 +265,52 @@ __global__ void __launch_bounds__(kRowThreads)
   const std::int64_t short_limit = kShortRow < a.long_rows.degree ? kShortRow : a.long_rows.degree;
   if (live && end - begin <= short_limit && !(kWrite == RowSpmmWrite::kAdd && begin == end)) {
     const std::int32_t row_degree = row_degree_of(a, r, begin, end);
+    const unsigned mask = group_mask<kGroupLanes>(group);
     float acc[kFloats] = {};
-    for (std::int64_t e = begin; e < end; e += kShortInFlight) {
-      std::int64_t c[kShortInFlight];
-      float w[kShortInFlight];
-      float v[kShortInFlight][kFloats];
+    for (std::int64_t base = begin; base < end; base += kRound) {
+      // Every lane of the group takes the same branches: count is the group's.
+      const int count = static_cast<int>(end - base < kRound ? end - base : kRound);
+      std::int64_t column_mine[kPerLane];
+      float weight_mine[kPerLane];
 #pragma unroll
-      for (int k = 0; k < kShortInFlight; ++k)
-        c[k] = e + k < end ? static_cast<std::int64_t>(a.columns[e + k]) : 0;
+      for (int p = 0; p < kPerLane; ++p) {
+        const int i = group_lane + kGroupLanes * p;
+        column_mine[p] = i < count ? static_cast<std::int64_t>(a.columns[base + i]) : 0;
+        weight_mine[p] =
+            i < count ? entry_weight(a, r, base + i, begin, end, column_mine[p], row_degree) : 0.f;
+      }
+      for (int j = 0; j < count; j += kShortInFlight) {
+        float w[kShortInFlight];
+        float v[kShortInFlight][kFloats];
 #pragma unroll
-      for (int k = 0; k < kShortInFlight; ++k)
-        if (e + k < end) {
-          w[k] = entry_weight(a, r, e + k, begin, end, c[k], row_degree);
-          load_slots<kFloats, kGroupLanes, kVec4>(v[k], x + c[k] * ldx, 0, group_lane, cols);
-        }
+        for (int k = 0; k < kShortInFlight; ++k)
+          if (j + k < count) {
+            // Entry j + k of the round sits in slot (j + k) / kGroupLanes of lane (j + k) %
+            // kGroupLanes; with several slots a lane, a round is one step (j = 0).
+            const int slot = kPerLane == 1 ? 0 : k / kGroupLanes;
+            const int from = (j + k) % kGroupLanes;
+            const std::int64_t c = __shfl_sync(mask, column_mine[slot], from, kGroupLanes);
+            w[k] = __shfl_sync(mask, weight_mine[slot], from, kGroupLanes);
+            load_slots<kFloats, kGroupLanes, kVec4>(v[k], x + c * ldx, 0, group_lane, cols);
+          }
 #pragma unroll
-      for (int k = 0; k < kShortInFlight; ++k)
-        if (e + k < end) {
+        for (int k = 0; k < kShortInFlight; ++k)
+          if (j + k < count) {
 #pragma unroll
-          for (int t = 0; t < kFloats; ++t) acc[t] = fmaf(w[k], v[k][t], acc[t]);
-        }
+            for (int t = 0; t < kFloats; ++t) acc[t] = fmaf(w[k], v[k][t], acc[t]);
+          }
+      }
     }
     write_slots<kFloats, kGroupLanes, kVec4, kWrite>(acc, y + r * ldy, 0, group_lane, cols);
   }
-  for (int g = 0; g < G; ++g) {
-    const int leader = g * kGroupLanes;
-    if (!__shfl_sync(0xffffffffu, static_cast<int>(live), leader)) break;  // rows are in order
+  // The warp's rows of more than short_limit entries, up to the long-row degree.
+  const bool medium =
+      live && group_lane == 0 && end - begin > short_limit && end - begin <= a.long_rows.degree;
+  for (unsigned rows = __ballot_sync(0xffffffffu, medium); rows != 0; rows &= rows - 1) {
+    const int leader = __ffs(static_cast<int>(rows)) - 1;
     const std::int64_t rg = __shfl_sync(0xffffffffu, r, leader);
     const std::int64_t bg = __shfl_sync(0xffffffffu, begin, leader);
     const std::int64_t eg = __shfl_sync(0xffffffffu, end, leader);
-    if (eg - bg <= short_limit || eg - bg > a.long_rows.degree) continue;
     const std::int32_t row_degree = row_degree_of(a, rg, bg, eg);
     float acc[kFloats] = {};
     accumulate_chunks<Index, kFloats, kGroupLanes, kVec4>(a, x, ldx, rg, bg, eg, bg, eg, 32,
@@ -401,12 +437,28 @@ __global__ void __launch_bounds__(kLongThreads)
   }
 }
 
-template <typename Index, int kFloats, int kGroupLanes, bool kVec4, RowSpmmWrite kWrite>
+// How a launch lays rows on warps: a warp per row, or a lane group per row of at most kShortRow
+// entries (grouped_row_spmm_kernel; one column pass).
+enum class RowGrid { kWarpPerRow, kGroupPerShortRow };
+
+// Transposed structures of at most kRowSpmmShortMean entries a row on average (row_spmm.hpp)
+// take a lane group per short row at up to 128 columns.
+template <typename Index>
+RowGrid grid_for(const RowSpmmMatrix<Index>& a) {
+  return a.over == RowSpmmOver::kTransposed && a.nnz <= kRowSpmmShortMean * a.rows
+             ? RowGrid::kGroupPerShortRow
+             : RowGrid::kWarpPerRow;
+}
+
+template <RowGrid kGrid, typename Index, int kFloats, int kGroupLanes, bool kVec4,
+          RowSpmmWrite kWrite>
 void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
                    std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
   using P = Pass<kFloats, kGroupLanes, kVec4>;
   const std::int64_t rows = a.end_row - a.first_row;
-  if (kGroupLanes <= 8 && cols <= P::kSpan) {  // at most 32 columns
+  if constexpr (kGrid == RowGrid::kGroupPerShortRow) {
+    SLUICE_EXPECTS(cols <= P::kSpan, "row SpMM: a lane group per row covers ", P::kSpan,
+                   " columns, not ", cols);
     grouped_row_spmm_kernel<Index, kFloats, kGroupLanes, kVec4, kWrite>
         <<<row_blocks((rows + P::kGroups - 1) / P::kGroups), kRowThreads, 0, stream>>>(a, x, ldx, y,
                                                                                        ldy, cols);
@@ -429,29 +481,48 @@ void launch_layout(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t l
   SLUICE_CUDA_LAUNCH_CHECK();
 }
 
-// The pass layout by width: narrow products put several entries side by side; wide ones take
-// up to 640 columns a pass (20 a lane), so that 602-wide rows need one pass.
+// The pass layout by width: narrow products put several entries side by side (at most 32 columns
+// a group per short row); wide ones take up to 640 columns a pass (20 a lane), so that 602-wide
+// rows need one pass. Over a transpose of short rows (grid_for()) up to 128 columns take a group
+// per short row, of 8 or 16 lanes with 8 floats each.
 template <typename Index, bool kVec4, RowSpmmWrite kWrite>
 void launch_width(const RowSpmmMatrix<Index>& a, const float* x, std::int64_t ldx, float* y,
                   std::int64_t ldy, int cols, float* segment_sums, cudaStream_t stream) {
+  constexpr RowGrid kGroup = RowGrid::kGroupPerShortRow, kWarp = RowGrid::kWarpPerRow;
+  const bool short_rows = grid_for(a) == kGroup;
   if (cols <= 8) {
-    launch_layout<Index, 4, 2, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kGroup, Index, 4, 2, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
   } else if (cols <= 16) {
-    launch_layout<Index, 4, 4, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kGroup, Index, 4, 4, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
   } else if (cols <= 32) {
-    launch_layout<Index, 4, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kGroup, Index, 4, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
+  } else if (cols <= 64 && short_rows) {
+    launch_layout<kGroup, Index, 8, 8, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
   } else if (cols <= 64) {
-    launch_layout<Index, 4, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 4, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
+  } else if (cols <= 128 && short_rows) {
+    launch_layout<kGroup, Index, 8, 16, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                       stream);
   } else if (cols <= 128) {
-    launch_layout<Index, 4, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 4, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
   } else if (cols <= 256) {
-    launch_layout<Index, 8, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 8, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                      stream);
   } else if (cols <= 384) {
-    launch_layout<Index, 12, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 12, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                       stream);
   } else if (cols <= 512) {
-    launch_layout<Index, 16, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 16, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                       stream);
   } else {
-    launch_layout<Index, 20, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums, stream);
+    launch_layout<kWarp, Index, 20, 32, kVec4, kWrite>(a, x, ldx, y, ldy, cols, segment_sums,
+                                                       stream);
   }
 }
 

@@ -3,7 +3,8 @@
 // reads the dense rows in 16-byte words when x and y have 16-byte aligned rows (leading
 // dimensions a multiple of 4, 16-byte aligned bases), else a float at a time; narrow products
 // split the warp into groups of lanes that take different entries at once, and products of at
-// most 32 columns give each row of at most 32 entries a group of its own. Derived weights
+// most 32 columns, or of at most 128 over a transpose of short rows (a small chunk's), give each
+// row of at most 32 entries a group of its own. Derived weights
 // (GCN's symmetric norm, SAGE's mean) are computed per entry from the structure, bit for bit
 // those of kernels/entry_weights.hpp, so the product needs no weight array. Run over the
 // transposed CSR it is the transposed product. Every row's sum is taken in a fixed order
@@ -29,7 +30,8 @@ struct RowSpmmMatrix {
   const Index* indptr = nullptr;  // rows + 1 (of the structure walked)
   const Index* columns = nullptr;
   std::int64_t rows = 0;
-  LongRows long_rows;  // rows of more entries: a block of warps each (the longest, per segment)
+  std::int64_t nnz = 0;  // entries of the structure walked (its mean row length picks the grid)
+  LongRows long_rows;    // rows of more entries: a block of warps each (the longest, per segment)
   RowSpmmOver over = RowSpmmOver::kMatrix;
   // kPerCall: values[perm ? perm[e] : e]. Derived, per entry (r, c) of the CSR:
   // kSymmetricNorm from degrees (of c, and of row r's self column); kNeighborMean from row r's
@@ -46,6 +48,16 @@ struct RowSpmmMatrix {
   // others are left as they are.
   std::int64_t first_row = 0, end_row = -1;
 };
+
+// Transposed structures of at most this many entries a row on average give each row of at most
+// 32 entries a lane group of its own at up to 128 columns, several rows a warp. A small chunk's
+// transposed CSR (products-like under a quarter of its working set, C = 164: 180 k rows of 3.6
+// entries on average a chunk) kept a warp per row on a chain of dependent reads (offsets,
+// columns, source row, target row) with a row's few loads in flight: 143 us a call against 86 us
+// with 8-lane groups (one H200, Nsight Compute, the kernels alone). The one-chunk transpose (50
+// entries a row) is faster with a warp per row, whose lane groups take several of a row's entries
+// at once, and so were forward products over short rows (107-120 us a call against 115-150 us).
+inline constexpr std::int64_t kRowSpmmShortMean = 8;
 
 // Whether the product stores its rows or adds them to what y holds.
 enum class RowSpmmWrite { kStore, kAdd };

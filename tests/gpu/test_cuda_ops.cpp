@@ -18,6 +18,7 @@
 #include "common/log.hpp"
 #include "kernels/bfloat16.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda/row_spmm.hpp"
 #include "kernels/cuda_memory_rules.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
@@ -1708,6 +1709,72 @@ TEST_F(CudaOps, TransposedProductAddsOncePerCall) {
             << what << ", width " << f << " call " << call;
       }
     }
+  }
+}
+
+// A transpose of short rows (at most kRowSpmmShortMean entries a row on average, as a small
+// chunk's) takes a lane group per row of at most 32 entries at up to 128 columns, the warp for
+// its rows of 33..128 entries, a block for the longer ones: most columns appear in a few rows,
+// columns 3990..3999 in every 40th row besides (75 entries or a few more), column 1 in nine rows of
+// ten (a transposed row split into segments). The transposed product (added on every call), and the
+// product (stored; a warp per row) and its repeat bit for bit, at widths on either side of the 8-
+// and 16-lane groups' spans and on rows that are not 16-byte aligned (ld 41).
+TEST_F(CudaOps, ShortTransposedRowsTakeALaneGroupEach) {
+  Device& d = dev();
+  std::uniform_int_distribution<int> tiny(0, 3), wider(9, 24);
+  const test::ChunkCsr hubs = chunk_with_hubs(
+      3000, 4000, 1, [&](std::int64_t r) { return r % 4 == 1 ? wider(rng_) : tiny(rng_); }, rng_);
+  test::ChunkCsr a{{0}, {}, hubs.rows, hubs.cols};
+  for (std::int64_t r = 0; r < hubs.rows; ++r) {
+    std::vector<vertex_t> row(hubs.columns.begin() + hubs.indptr[r],
+                              hubs.columns.begin() + hubs.indptr[r + 1]);
+    if (r % 40 == 0)
+      for (vertex_t c = 3990; c < 4000; ++c)
+        if (std::find(row.begin(), row.end(), c) == row.end()) row.push_back(c);
+    a.columns.insert(a.columns.end(), row.begin(), row.end());
+    a.indptr.push_back(edge_t(a.columns.size()));
+  }
+  const std::int64_t nnz = a.indptr.back();
+  ASSERT_LE(nnz, cuda::kRowSpmmShortMean * a.cols);
+  ASSERT_GT(std::count(a.columns.begin(), a.columns.end(), vertex_t(1)),
+            cuda::long_segment_entries(nnz));
+  const auto medium = std::count(a.columns.begin(), a.columns.end(), vertex_t(3990));
+  ASSERT_GT(medium, 32);
+  ASSERT_LE(medium, cuda::long_degree_for(nnz));
+  const Host values = random_floats(nnz, rng_);
+  Mat dvalues = upload(1, nnz, values);
+  Csr csr = d.upload_csr(a.indptr, a.columns, a.cols, "short rows");
+  for (const std::int64_t f : {8, 40, 39, 47, 64, 65, 100, 128}) {
+    SCOPED_TRACE(testing::Message() << "width " << f);
+    const Host xs = random_floats(a.cols * f, rng_), dys = random_floats(a.rows * f, rng_);
+    // Width 39 reads and writes rows of ld 41 (not 16-byte aligned).
+    const auto matrix = [&](std::int64_t rows, const Host& h) {
+      if (f != 39) return upload(rows, f, h);
+      Mat m = upload(rows, 41, random_floats(rows * 41, rng_)).col_block(1, f);
+      for (std::int64_t r = 0; r < rows; ++r) d.write(h.data() + r * f, f, m.data + r * m.ld);
+      return m;
+    };
+    Mat x = matrix(a.cols, xs), dy = matrix(a.rows, dys);
+    Mat y = matrix(a.rows, random_floats(a.rows * f, rng_));
+    Mat dx = matrix(a.cols, Host(std::size_t(a.cols * f), 0.f));
+    std::vector<double> want_y(std::size_t(a.rows * f), 0.0), want_dx(std::size_t(a.cols * f), 0.0);
+    for (std::int64_t r = 0; r < a.rows; ++r)
+      for (edge_t e = a.indptr[r]; e < a.indptr[r + 1]; ++e)
+        for (std::int64_t c = 0; c < f; ++c) {
+          want_y[r * f + c] += double(values[e]) * xs[a.columns[e] * f + c];
+          want_dx[a.columns[e] * f + c] += double(values[e]) * dys[r * f + c];
+        }
+    d.spmm(csr, dvalues.data, x, y);
+    const Host first_y = download(y);
+    EXPECT_LT(relative_error(first_y, want_y), kTolerance);
+    d.spmm(csr, dvalues.data, x, y);
+    EXPECT_EQ(download(y), first_y);
+    d.spmm_transpose_add(csr, dvalues.data, dy, dx);
+    const Host first_dx = download(dx);
+    EXPECT_LT(relative_error(first_dx, want_dx), kTolerance);
+    for (double& w : want_dx) w *= 2;
+    d.spmm_transpose_add(csr, dvalues.data, dy, dx);
+    EXPECT_LT(relative_error(download(dx), want_dx), kTolerance);
   }
 }
 

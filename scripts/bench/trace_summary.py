@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 
 # A batch whose compute began within this long after the host finished issuing it waited for
@@ -383,4 +384,6 @@ def main():
 
 
 if __name__ == "__main__":
+    # Piped into head: end quietly when the reader closes the pipe.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     main()

@@ -54,9 +54,11 @@ struct RowSpmmMatrix {
 // transposed CSR (products-like under a quarter of its working set, C = 164: 180 k rows of 3.6
 // entries on average a chunk) kept a warp per row on a chain of dependent reads (offsets,
 // columns, source row, target row) with a row's few loads in flight: 143 us a call against 86 us
-// with 8-lane groups (one H200, Nsight Compute, the kernels alone). The one-chunk transpose (50
-// entries a row) is faster with a warp per row, whose lane groups take several of a row's entries
-// at once, and so were forward products over short rows (107-120 us a call against 115-150 us).
+// with 8-lane groups (one H200, Nsight Compute, the kernels alone). Elsewhere a warp per row,
+// whose lane groups take several of a row's entries at once, stays faster: products-like's
+// one-chunk transpose (50 entries a row, 48 columns) took 2.24 ms against 2.46 ms with 16-lane
+// groups, and the capped epoch's few forward products over structures as short 107-120 us a
+// call against 115-150 us grouped.
 inline constexpr std::int64_t kRowSpmmShortMean = 8;
 
 // Whether the product stores its rows or adds them to what y holds.

@@ -51,6 +51,11 @@ void add_transform_gradient(Device& d, const TransformBlocks& dw, Mat x, Mat dt)
 void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind) {
   const bool forward = kind != PassKind::kBackward;
   const bool backward = kind == PassKind::kBackward || kind == PassKind::kFused;
+  // Every device's first product is issued before the rest of any device's compute: issued one
+  // device after the other, a chunk's compute takes the host 0.1-0.3 ms, which the next device's
+  // product would wait (docs/benchmarks.md, "Two GPUs"). Each device's operations keep their
+  // order.
+  std::vector<Mat> aggregations(static_cast<std::size_t>(P));
   for (const int p : compute_order) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
@@ -60,7 +65,13 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
     // set's dZ, which no store reads: it need not wait for the last forward pass's stores).
     if (kind != PassKind::kFused || !transforms(layer)) d.wait(kStored + k);
     d.phase_begin(Phase::kCompute, tag(c));
-    if (forward) forward_compute(p, c, layer, s.sets[k]);
+    if (forward) aggregations[std::size_t(p)] = forward_aggregation(p, c, layer, s.sets[k]);
+  }
+  for (const int p : compute_order) {
+    DeviceState& s = dev[std::size_t(p)];
+    Device& d = *s.device;
+    const int k = c % s.num_sets;
+    if (forward) forward_compute(p, c, layer, s.sets[k], aggregations[std::size_t(p)]);
     if (backward) backward_compute(p, c, layer, s.sets[k], kind);
     d.phase_end(Phase::kCompute);
     d.mark(kComputed + k);
@@ -125,21 +136,32 @@ void Schedule::Impl::keep_evaluation_rows(DeviceState& s, const DeviceChunk& ch,
     s.device->store_block(A, s.evaluation_aggregation_on_host, row);
 }
 
-// Computes into `set`; store_blocks() writes the results to host memory.
-void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set) {
+// The first product of a forward chunk compute: the aggregation of a layer that aggregates first
+// (or the evaluation's rows of it); empty for a transforming layer.
+Mat Schedule::Impl::forward_aggregation(int p, int c, const LayerSpec& layer, BlockSet& set) {
+  DeviceState& s = dev[std::size_t(p)];
+  const DeviceChunk& ch = s.chunks[std::size_t(c)];
+  if (ch.num_dst == 0) return Mat{};
+  if (reads_evaluation_aggregation(layer)) return evaluation_rows(s, ch, layer, p, set);
+  if (!transforms(layer)) return aggregate(s, ch, layer, set);
+  return Mat{};
+}
+
+// Computes into `set` from the chunk's forward_aggregation() A; store_blocks() writes the
+// results to host memory.
+void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, Mat A) {
   DeviceState& s = dev[std::size_t(p)];
   DeviceChunk& ch = s.chunks[std::size_t(c)];
   if (ch.num_dst == 0) return;
   Device& d = *s.device;
-  Mat A;
-  if (reads_evaluation_aggregation(layer)) {
-    A = evaluation_rows(s, ch, layer, p, set);
-  } else if (!transforms(layer)) {
-    A = aggregate(s, ch, layer, set);
-    if (writes_evaluation_aggregation(layer)) keep_evaluation_rows(s, ch, p, A);
-    if (layer.index == 0 && prefetches_next_step_inputs()) prefetch_next_step_inputs(s, ch, layer);
-  } else if (keeps_head_outputs(layer)) {
-    A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
+  if (!reads_evaluation_aggregation(layer)) {
+    if (!transforms(layer)) {
+      if (writes_evaluation_aggregation(layer)) keep_evaluation_rows(s, ch, p, A);
+      if (layer.index == 0 && prefetches_next_step_inputs())
+        prefetch_next_step_inputs(s, ch, layer);
+    } else if (keeps_head_outputs(layer)) {
+      A = rows_of(set.A, ch.num_dst, layer.aggregate_width);  // GAT's O, stored as A^l
+    }
   }
   // A forward pass keeps no pre-activation: the activation is applied with the bias, and with
   // the dropout of the next layer's inputs where this pass transforms them.
@@ -149,9 +171,18 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
         layer_preactivation(s, ch, layer, A, layer.activation,
                             kept.empty() ? rows_of(s.Z, ch.num_dst, layer.out_width) : kept,
                             feature_key(above(layer)->index));
-    transform_outputs(s, ch, layer, H, set);
-    if (sends_transforms(layer))
-      send_transforms(s, *above(layer), forward_output_block(s, ch, layer, set));
+    const Mat T = forward_output_block(s, ch, layer, set);
+    if (!sends_transforms(layer)) {
+      transform_outputs(s, ch, layer, H, T, 0);
+      return;
+    }
+    std::int64_t row = 0;
+    for (std::size_t k = 0; k < ch.send_ranges.size(); ++k) {
+      const std::int64_t rows = ch.send_ranges[k].row_end - row;
+      transform_outputs(s, ch, layer, H.row_block(row, rows), T.row_block(row, rows), row);
+      send_transforms(s, *above(layer), T, k, set.dZ);
+      row += rows;
+    }
     return;
   }
   if (!layer.last) {
@@ -542,15 +573,17 @@ Mat Schedule::Impl::layer_preactivation(DeviceState& s, const DeviceChunk& ch,
 
 // The next layer's inputs for the chunk's rows, transformed (pretransformed()), from the layer's
 // output rows H = dropout(act(Z)) (the dropout keyed as the next layer's loads would apply it;
-// evaluations have none): T = H W_{l+1} into the set's output rows for store_blocks().
+// evaluations have none): T = H W_{l+1} into `out` (the set's output rows for store_blocks(),
+// forward_output_block()). H and out may hold the chunk's rows from `first_row` on.
 void Schedule::Impl::transform_outputs(DeviceState& s, const DeviceChunk& ch,
-                                       const LayerSpec& layer, Mat H, BlockSet& set) {
+                                       const LayerSpec& layer, Mat H, Mat out,
+                                       std::int64_t first_row) {
   Device& d = *s.device;
   const LayerSpec& next = *above(layer);
   if (!training && next.last && captured_hidden.data)
-    d.store_block(H, captured_hidden, ch.dst_begin);
+    d.store_block(H, captured_hidden, ch.dst_begin + first_row);
   transform(d, transform_blocks(s, next, Weights::kParameters), H,
-            forward_output_block(s, ch, layer, set).col_block(0, next.transform_width));
+            out.col_block(0, next.transform_width));
 }
 
 // Backward of transform_outputs() from the chunk's dT block (in the set's output rows) and

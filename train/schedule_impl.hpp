@@ -587,7 +587,8 @@ struct Schedule::Impl {
            std::all_of(dev.begin(), dev.end(),
                        [](const DeviceState& s) { return s.pulls_are_pushes; });
   }
-  void send_transforms(DeviceState& s, const LayerSpec& next, Mat rows);
+  void send_transforms(DeviceState& s, const LayerSpec& next, Mat rows, std::size_t range,
+                       Mat staging);
   // Whether the training forward of `layer` writes the next layer's T rows straight into the
   // device's transition slots of its own rows (where the fused pass would copy them from the
   // resident T^{l+1} first) and leaves T^{l+1} as it was: two layers on one chunk a device whose
@@ -739,7 +740,8 @@ struct Schedule::Impl {
 
   void compute_phase(const LayerSpec& layer, int c, PassKind kind);
   std::optional<CsrAccess> products_read(const LayerSpec& layer, PassKind kind) const;
-  void forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set);
+  Mat forward_aggregation(int p, int c, const LayerSpec& layer, BlockSet& set);
+  void forward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, Mat A);
   void backward_compute(int p, int c, const LayerSpec& layer, BlockSet& set, PassKind kind);
   void aggregate_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
                           Mat dZ);
@@ -765,7 +767,7 @@ struct Schedule::Impl {
   Mat layer_preactivation(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat A,
                           Activation applied, Mat Z, const DropoutKey& dropout = DropoutKey{});
   void transform_outputs(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer, Mat H,
-                         BlockSet& set);
+                         Mat out, std::int64_t first_row);
   void transform_outputs_backward(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
                                   BlockSet& set, Mat rows, OutputRows kind, Mat dZ, Mat head_dots);
   void transform_arrivals(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer);

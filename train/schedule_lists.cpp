@@ -597,6 +597,29 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
   return out;
 }
 
+std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows) {
+  std::vector<SendRange> ranges(1);
+  ranges[0].row_end = rows;
+  for (const ReceivedRows& r : li.received) ranges[0].received_end.push_back(r.first + r.count);
+  const auto begin = [&](const ReceivedRows& r) { return li.received_rows.begin() + r.first; };
+  const bool ascending = std::all_of(
+      li.received.begin(), li.received.end(),
+      [&](const ReceivedRows& r) { return std::is_sorted(begin(r), begin(r) + r.count); });
+  if (li.received_rows.empty() || !ascending) return ranges;
+  std::vector<vertex_t> sent = li.received_rows;
+  const auto at = sent.begin() + std::ptrdiff_t(2 * sent.size() / 3);
+  std::nth_element(sent.begin(), at, sent.end());
+  const std::int64_t split = *at;
+  if (split <= 0 || split >= rows) return ranges;
+  SendRange first;
+  first.row_end = split;
+  for (const ReceivedRows& r : li.received)
+    first.received_end.push_back(std::lower_bound(begin(r), begin(r) + r.count, vertex_t(split)) -
+                                 li.received_rows.begin());
+  ranges.insert(ranges.begin(), std::move(first));
+  return ranges;
+}
+
 void receive_pushes(std::vector<ChunkLists>& lists, int partitions) {
   const std::size_t P = std::size_t(partitions);
   for (std::size_t batch = 0; batch + P <= lists.size(); batch += P)

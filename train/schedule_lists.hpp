@@ -70,6 +70,15 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes);
 // push's receive_first and the owners' received lists.
 void receive_pushes(std::vector<ChunkLists>& lists, int partitions);
 
+// The row ranges of a one-chunk device's forward transform (`rows` rows), each range's rows that
+// the peers read (`li.received`, `li.received_rows`) sent once its transform is written, while
+// the next range transforms. Two ranges, split where two thirds of the sent rows lie below: the
+// first range's sends take about as long as the second range's transform (a sent row crosses the
+// link in about the time the transform takes for two rows); the second range's sends alone wait.
+// One range where nothing is sent, where a list is not ascending (its positions are the peer's
+// slots, in that order) or where the split leaves a range empty.
+std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows);
+
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
 // destinations they are (Schedule::Impl::keeps_tail()). Per chunk: where each row sits on the
 // device (`src`, TailPlace) and in the chunk's block (`dst`); the first `assign` rows leave for

@@ -834,6 +834,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ch.leave_store_count = std::int64_t(li.leave_store_count);
     ch.received = li.received;
     if (C == 1) {
+      ch.send_ranges = send_ranges(li, ch.num_dst);
       s.loads_in_row_order = li.load_rows.size() == li.load_vertices.size();
       for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
         s.loads_in_row_order =

@@ -28,6 +28,14 @@ struct ReceivedRows {
   std::int64_t first = 0, count = 0;
 };
 
+// Rows [previous row_end, row_end) of a chunk's forward transform, and the positions
+// [previous received_end[i], received_end[i]) of received[i]'s rows among them: the rows of the
+// range that pusher i reads in the forward (DeviceChunk::send_ranges).
+struct SendRange {
+  std::int64_t row_end = 0;
+  std::vector<std::int64_t> received_end;
+};
+
 // One chunk's constants on its device (schedule_lists.hpp's ChunkLists, uploaded).
 struct DeviceChunk {
   vertex_t dst_begin = 0, num_dst = 0;
@@ -50,6 +58,9 @@ struct DeviceChunk {
   // received row is added.
   std::vector<ReceivedRows> received;
   Idx received_rows;
+  // The forward's transform in row ranges, each range's rows that the peers read sent as soon as
+  // it is written (Schedule::Impl::send_transforms(); schedule_lists.hpp's send_ranges()).
+  std::vector<SendRange> send_ranges;
   // The first row of the chunk's pulls in DeviceState::remote_features (pull order).
   std::int64_t remote_features_first = 0;
   Idx remote_rows;

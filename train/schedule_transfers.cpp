@@ -403,36 +403,66 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
   return s.next_step_inputs.taken;
 }
 
-// Called by forward 0's compute once its transform wrote the device's T rows of the next layer
-// (`rows`: in its resident matrix, or in its slots, writes_transforms_into_slots()): on the peer
-// lane, the rows each peer pulls (this device's received_rows from that peer,
-// DeviceState::pulls_are_pushes) go into the peer's consecutive slots for them. The slower
-// device of a pair finds its remote rows there when its fused pass begins, instead of pulling
-// them then; the peers' slots are idle until that pass (layer 0 aggregates first, and the step
-// began after a drain), and the device's own rows stay as they are until the next forward.
-void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows) {
+// Called by forward 0's compute once its transform wrote range `range` of the device's T rows of
+// the next layer (DeviceChunk::send_ranges; `rows`: all of them, in its resident matrix or in
+// its slots, writes_transforms_into_slots()): the range's rows each peer pulls (this device's
+// received_rows from that peer, DeviceState::pulls_are_pushes) go into the peer's consecutive
+// slots for them while the compute lane transforms the next range. The slower device of a pair
+// finds its remote rows there when its fused pass begins, instead of pulling them then; the
+// peers' slots are idle until that pass (layer 0 aggregates first, and the step began after a
+// drain), and the device's own rows stay as they are until the next forward.
+//
+// The rows go compacted into `staging` (the set's dZ block, idle until the fused pass's loss
+// gradient, which waits for these sends) on the compute lane, then by the copy engines on the
+// peer lane: stores by a kernel on the peer lane ran 2-4x slower beside the next range's
+// transform, whose blocks held the SMs (docs/benchmarks.md, "Two GPUs"). Where staging cannot
+// hold every sent row, a kernel on the peer lane stores them into the peer's memory.
+void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows,
+                                     std::size_t range, Mat staging) {
   Device& d = *s.device;
   const DeviceChunk& ch = s.chunks[0];
   const int self = int(&s - dev.data());
   // Rows go with their padding to 16 bytes where both sides have it (no reader looks at it), so
   // that each row moves in 16-byte words.
   const std::int64_t padded = (next.transform_width + 3) / 4 * 4;
+  const bool pads = rows.ld >= padded &&
+                    std::all_of(ch.received.begin(), ch.received.end(), [&](const ReceivedRows& r) {
+                      return dev[std::size_t(r.pusher)].Zm.ld >= padded;
+                    });
+  const std::int64_t width = pads ? padded : next.transform_width;
+  const Mat source{rows.data, rows.rows, width, rows.ld};
+  const bool staged = ch.received_rows.size * width <= staging.rows * staging.ld;
+  const Mat compact{staging.data, staged ? ch.received_rows.size : 0, width, width};
+  // Positions [first, end) of received[i]'s rows in the range.
+  const auto positions = [&](std::size_t i) {
+    const std::int64_t first =
+        range == 0 ? ch.received[i].first : ch.send_ranges[range - 1].received_end[i];
+    return std::pair{first, ch.send_ranges[range].received_end[i]};
+  };
+  if (staged)
+    for (std::size_t i = 0; i < ch.received.size(); ++i) {
+      const auto [first, end] = positions(i);
+      d.gather_rows(source, part(ch.received_rows, first, end),
+                    compact.row_block(first, end - first));
+    }
   d.mark(kTransformsWritten);
   LaneScope lane(d, Lane::kPeer);
   d.wait(kTransformsWritten);
   d.phase_begin(Phase::kP2p, tag(0));
-  for (const ReceivedRows& r : ch.received) {
+  for (std::size_t i = 0; i < ch.received.size(); ++i) {
+    const ReceivedRows& r = ch.received[i];
+    const auto [first, end] = positions(i);
     DeviceState& peer = dev[std::size_t(r.pusher)];
     for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
       if (slots.owner != self) continue;
       SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ",
                      r.pusher, "'s slots for device ", self, "'s rows");
-      const std::int64_t width =
-          rows.ld >= padded && peer.Zm.ld >= padded ? padded : next.transform_width;
-      const Mat slots_rows = peer.Zm.row_block(slots.local_first, r.count);
-      d.put_rows(Mat{rows.data, rows.rows, width, rows.ld},
-                 part(ch.received_rows, r.first, r.first + r.count), *peer.device,
-                 Mat{slots_rows.data, slots_rows.rows, width, slots_rows.ld});
+      const Mat slots_rows = peer.Zm.row_block(slots.local_first + first - r.first, end - first);
+      const Mat into{slots_rows.data, slots_rows.rows, width, slots_rows.ld};
+      if (staged)
+        d.put_block(compact.row_block(first, end - first), *peer.device, into);
+      else
+        d.put_rows(source, part(ch.received_rows, first, end), *peer.device, into);
     }
   }
   d.phase_end(Phase::kP2p);

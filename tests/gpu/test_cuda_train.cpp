@@ -592,8 +592,11 @@ TEST(CudaNextStepInputs, EvaluationsBetweenStepsAgreeWithTheCpuBackend) {
       SCOPED_TRACE(case_name(c));
       const Dataset& d = CudaTrainAgreement::dataset();
       const Plan& plan = CudaTrainAgreement::plan(partitions, 1);
+      // The CPU backend takes no GPU count (CudaTrainAgreement::reference()).
       const auto config = [&](const char* device) -> TrainConfig {
-        return test::TrainConfigBuilder(CudaTrainAgreement::config(c, device))
+        Case on = c;
+        if (std::string(device) == "cpu") on.gpus = 1;
+        return test::TrainConfigBuilder(CudaTrainAgreement::config(on, device))
             .epochs(4)
             .eval_every(1);
       };

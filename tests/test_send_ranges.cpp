@@ -14,15 +14,15 @@ namespace sluice {
 namespace {
 
 using schedule_detail::ChunkLists;
-using schedule_detail::SendRange;
 using schedule_detail::send_ranges;
+using schedule_detail::SendRange;
 
 // Lists as receive_pushes() lays them out: each pusher's rows consecutive, pushers ascending.
 ChunkLists received(const std::vector<std::vector<vertex_t>>& per_pusher) {
   ChunkLists li;
   for (std::size_t q = 0; q < per_pusher.size(); ++q) {
-    li.received.push_back({int(q) + 1, std::int64_t(li.received_rows.size()),
-                           std::int64_t(per_pusher[q].size())});
+    li.received.push_back(
+        {int(q) + 1, std::int64_t(li.received_rows.size()), std::int64_t(per_pusher[q].size())});
     li.received_rows.insert(li.received_rows.end(), per_pusher[q].begin(), per_pusher[q].end());
   }
   return li;

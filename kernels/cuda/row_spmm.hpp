@@ -49,17 +49,18 @@ struct RowSpmmMatrix {
   std::int64_t first_row = 0, end_row = -1;
 };
 
-// Transposed structures of at most this many entries a row on average give each row of at most
-// 32 entries a lane group of its own at up to 128 columns, several rows a warp. A small chunk's
-// transposed CSR (products-like under a quarter of its working set, C = 164: 180 k rows of 3.6
-// entries on average a chunk) kept a warp per row on a chain of dependent reads (offsets,
-// columns, source row, target row) with a row's few loads in flight: 143 us a call against 86 us
-// with 8-lane groups (one H200, Nsight Compute, the kernels alone). Elsewhere a warp per row,
-// whose lane groups take several of a row's entries at once, stays faster: products-like's
-// one-chunk transpose (50 entries a row, 48 columns) took 2.24 ms against 2.46 ms with 16-lane
-// groups, and the capped epoch's few forward products over structures as short 107-120 us a
-// call against 115-150 us grouped.
-inline constexpr std::int64_t kRowSpmmShortMean = 8;
+// Transposed structures of at most this many entries a row on average (a lane group's row, 32
+// entries) give each row of at most 32 entries a lane group of its own at up to 128 columns,
+// several rows a warp; their longer rows take the warp. On such structures a warp per row runs a
+// chain of dependent reads (offsets, columns, source row, target row) with a row's few loads in
+// flight: a small chunk's transposed CSR (products-like under a quarter of its working set, C =
+// 164: 180 k rows of 3.6 entries on average a chunk) took 143 us a call against 86 us with
+// 8-lane groups (one H200, Nsight Compute, the kernels alone), and products-like's one-chunk
+// training epoch, whose fused pass walks the transpose of its loss rows (2.1 M rows of about 12
+// entries, 47 columns), 27.35 against 26.79 ms (kernels/cuda/NOTES.md). Forward products over
+// structures as short keep a warp per row, whose lane groups take several of a row's entries at
+// once: the capped epoch's few took 107-120 us a call against 115-150 us grouped.
+inline constexpr std::int64_t kRowSpmmShortMean = 32;
 
 // Whether the product stores its rows or adds them to what y holds.
 enum class RowSpmmWrite { kStore, kAdd };

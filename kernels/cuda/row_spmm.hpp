@@ -55,11 +55,11 @@ struct RowSpmmMatrix {
 // chain of dependent reads (offsets, columns, source row, target row) with a row's few loads in
 // flight: a small chunk's transposed CSR (products-like under a quarter of its working set, C =
 // 164: 180 k rows of 3.6 entries on average a chunk) took 143 us a call against 86 us with
-// 8-lane groups (one H200, Nsight Compute, the kernels alone), and products-like's one-chunk
-// training epoch, whose fused pass walks the transpose of its loss rows (2.1 M rows of about 12
-// entries, 47 columns), 27.35 against 26.79 ms (kernels/cuda/NOTES.md). Forward products over
-// structures as short keep a warp per row, whose lane groups take several of a row's entries at
-// once: the capped epoch's few took 107-120 us a call against 115-150 us grouped.
+// 8-lane groups (one H200, Nsight Compute, the kernels alone), and the transpose of products-
+// like's loss rows in its one-chunk fused pass (2.1 M rows of about 12 entries, 47 columns) 2.24
+// against 1.69 ms (--op-times; kernels/cuda/NOTES.md). Forward products over structures as
+// short keep a warp per row, whose lane groups take several of a row's entries at once: the
+// capped epoch's few took 107-120 us a call against 115-150 us grouped.
 inline constexpr std::int64_t kRowSpmmShortMean = 32;
 
 // Whether the product stores its rows or adds them to what y holds.

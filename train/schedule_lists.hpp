@@ -73,10 +73,11 @@ void receive_pushes(std::vector<ChunkLists>& lists, int partitions);
 // The row ranges of a one-chunk device's forward transform (`rows` rows), each range's rows that
 // the peers read (`li.received`, `li.received_rows`) sent once its transform is written, while
 // the next range transforms. Two ranges, split where two thirds of the sent rows lie below: the
-// first range's sends take about as long as the second range's transform (a sent row crosses the
-// link in about the time the transform takes for two rows); the second range's sends alone wait.
-// One range where nothing is sent, where a list is not ascending (its positions are the peer's
-// slots, in that order) or where the split leaves a range empty.
+// second range's sends alone are waited for, and the first range's end within the second
+// range's transform (products-like on two H200s: 0.14 ms of copies beside 0.42 ms of transform,
+// the first range half the rows; docs/benchmarks.md, "Two GPUs"). One range where nothing is
+// sent, where a list is not ascending (its positions are the peer's slots, in that order) or
+// where the split leaves a range empty.
 std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows);
 
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose

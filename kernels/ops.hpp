@@ -337,9 +337,10 @@ class Device {
   // Copies a host matrix, or a block of its rows, into this device's memory when it fits the
   // budget with the constants' headroom left (an optional placement, like try_alloc): returns
   // the resident copy, holding the same elements; returns `m` unchanged when it does not fit or
-  // the backend has no device memory (CPU). The host matrix stays allocated
-  // (Backend::release_host frees it once no device reads it). Call it when the device is idle;
-  // only this device's operations may then read or write the copy. Default: no placement.
+  // the backend has no device memory (CPU, unless CpuResidence::kResidentCopies). The host matrix
+  // stays allocated (Backend::release_host frees it once no device reads it). Call it when the
+  // device is idle; only this device's operations may then read or write the copy. Default: no
+  // placement.
   virtual HostMat try_make_resident(HostMat m, const std::string& what) {
     (void)what;
     return m;
@@ -660,6 +661,13 @@ const char* peer_access_name(PeerAccess access);  // "auto", "off"
 // Parses "auto" or "off"; throws InputError naming `option` otherwise.
 PeerAccess parse_peer_access(const std::string& text, const std::string& option);
 
+// The CPU backend's devices and host matrices (Device::try_make_resident): kHostOnly, every host
+// matrix stays in host memory, as a device without memory of its own; kResidentCopies, a device
+// takes resident copies within its budget as a GPU does, so that the schedule's paths for vertex
+// data in device memory (resident pulls, sends into the peers' slots, the next step's inputs
+// queued in place) run and are checked without a GPU.
+enum class CpuResidence { kHostOnly, kResidentCopies };
+
 struct BackendOptions {
   int partitions = 1;                          // logical devices
   int gpus = 1;                                // CUDA: physical GPUs to use
@@ -671,6 +679,7 @@ struct BackendOptions {
   // lane over the run, leaving out the first Device::take_phase_times collection (warm-up),
   // and log the sums when the backend goes away. Costs a pair of timing events per operation.
   bool op_times = false;
+  CpuResidence cpu_residence = CpuResidence::kHostOnly;  // CPU
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);

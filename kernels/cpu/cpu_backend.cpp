@@ -22,7 +22,8 @@ CpuBackend::CpuBackend(const BackendOptions& options) {
     openblas_set_num_threads(options.threads);
   }
   for (int p = 0; p < options.partitions; ++p)
-    devices_.push_back(std::make_unique<CpuDevice>(p, options.memory_budget));
+    devices_.push_back(
+        std::make_unique<CpuDevice>(p, options.memory_budget, options.cpu_residence));
 }
 
 Device& CpuBackend::device(int index) {

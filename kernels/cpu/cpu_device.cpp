@@ -45,8 +45,32 @@ AlignedBuffer::~AlignedBuffer() {
   std::free(data_);
 }
 
-CpuDevice::CpuDevice(int index, std::int64_t memory_budget)
-    : index_(index), memory_budget_(memory_budget) {}
+CpuDevice::CpuDevice(int index, std::int64_t memory_budget, CpuResidence residence)
+    : index_(index), memory_budget_(memory_budget), residence_(residence) {}
+
+HostMat CpuDevice::try_make_resident(HostMat m, const std::string& what) {
+  if (residence_ == CpuResidence::kHostOnly || m.residence == Residence::kDevice || m.empty())
+    return m;
+  SLUICE_EXPECTS(m.ld == m.cols, "try_make_resident: ", what, " is a view (ld ", m.ld, ", ", m.cols,
+                 " columns), not a host matrix or a block of its rows");
+  const std::int64_t bytes = m.rows * m.cols * m.element_bytes();
+  if (memory_budget_ > 0 && bytes_in_use_ + bytes > memory_budget_) return m;
+  account(bytes, what);
+  buffers_.emplace_back(static_cast<std::size_t>(bytes));
+  std::memcpy(buffers_.back().data(), m.data, static_cast<std::size_t>(bytes));
+  HostMat resident = m;
+  resident.data = buffers_.back().data();
+  resident.residence = Residence::kDevice;
+  return resident;
+}
+
+void CpuDevice::read_matrix(const HostMat& m, void* out) {
+  synchronize();
+  const std::int64_t row_bytes = m.cols * m.element_bytes();
+  auto* to = static_cast<char*>(out);
+  for (std::int64_t r = 0; r < m.rows; ++r)
+    std::memcpy(to + r * row_bytes, m.at(r, 0), static_cast<std::size_t>(row_bytes));
+}
 
 std::string CpuDevice::name() const {
   return cat("cpu:", index_);

@@ -54,7 +54,7 @@ struct CpuCsr {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(int index, std::int64_t memory_budget);
+  CpuDevice(int index, std::int64_t memory_budget, CpuResidence residence);
 
   int index() const override { return index_; }
   std::string name() const override;
@@ -68,6 +68,9 @@ class CpuDevice final : public Device {
                  const std::string& what) override;
   Mat upload_constant(const std::vector<float>& values, std::int64_t rows, std::int64_t cols,
                       const std::string& what) override;
+  // A resident copy within the budget where the backend takes them (CpuResidence).
+  HostMat try_make_resident(HostMat m, const std::string& what) override;
+  void read_matrix(const HostMat& m, void* out) override;
   // Bytes of read-only constants kept outside the budget because they did not fit.
   std::int64_t host_constant_bytes() const { return host_constant_bytes_; }
   std::int64_t bytes_in_use() const override { return bytes_in_use_; }
@@ -186,6 +189,7 @@ class CpuDevice final : public Device {
 
   int index_;
   std::int64_t memory_budget_;
+  CpuResidence residence_;
   std::int64_t bytes_in_use_ = 0;
   std::int64_t peak_bytes_ = 0;
   std::int64_t host_constant_bytes_ = 0;

@@ -261,4 +261,9 @@ BackendOptionsBuilder& BackendOptionsBuilder::op_times(bool timed) {
   return *this;
 }
 
+BackendOptionsBuilder& BackendOptionsBuilder::cpu_residence(CpuResidence residence) {
+  options_.cpu_residence = residence;
+  return *this;
+}
+
 }  // namespace sluice::test

@@ -116,6 +116,7 @@ class BackendOptionsBuilder {
   BackendOptionsBuilder& threads(int count);
   BackendOptionsBuilder& peer_access(PeerAccess access);
   BackendOptionsBuilder& op_times(bool timed);
+  BackendOptionsBuilder& cpu_residence(CpuResidence residence);
   BackendOptions options() const { return options_; }
   operator BackendOptions() const { return options_; }
 

@@ -42,8 +42,7 @@ Trained train(const Dataset& d, const Plan& plan, const ModelSpec& spec, CpuResi
     schedule.adam_step(0.05f, 5e-4f, step);
   }
   out.parameters = schedule.parameters();
-  for (int p = 0; p < plan.partitions; ++p)
-    out.p2p_rows += backend->device(p).counters().p2p_rows;
+  for (int p = 0; p < plan.partitions; ++p) out.p2p_rows += backend->device(p).counters().p2p_rows;
   return out;
 }
 

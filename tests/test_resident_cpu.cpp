@@ -1,9 +1,10 @@
 // The schedule's paths for vertex data in device memory, run on the CPU backend with resident
 // copies (CpuResidence::kResidentCopies): the layer-0 rows pulled from the owners' resident
 // matrices, layer 1's T rows sent into the peers' slots range by range (one chunk a device), the
-// next step's input rows queued in place, the remote feature rows copied on each device. They
-// train what the vertex data in host memory train, for every model, on one and several
-// partitions of one and several chunks.
+// next step's input rows queued in place, the remote feature rows copied on each device, and the
+// evaluations between steps (their layer-0 cache and layer outputs on the devices where they
+// fit). They train and predict what the vertex data in host memory do, for every model, on one
+// and several partitions of one and several chunks.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -22,7 +23,8 @@ namespace {
 struct Trained {
   std::vector<double> losses;
   std::vector<float> parameters;
-  std::int64_t resident_bytes = 0;  // over the devices, after setup
+  std::vector<std::vector<std::int32_t>> predictions;  // an evaluation after each step
+  std::int64_t resident_bytes = 0;                     // over the devices, after setup
   std::int64_t p2p_rows = 0;
 };
 
@@ -40,6 +42,8 @@ Trained train(const Dataset& d, const Plan& plan, const ModelSpec& spec, CpuResi
   for (int step = 1; step <= 3; ++step) {
     out.losses.push_back(schedule.forward_backward(step - 1));
     schedule.adam_step(0.05f, 5e-4f, step);
+    out.predictions.push_back(
+        schedule.evaluate(step < 3 ? EvaluationsAhead::kMore : EvaluationsAhead::kNone));
   }
   out.parameters = schedule.parameters();
   for (int p = 0; p < plan.partitions; ++p) out.p2p_rows += backend->device(p).counters().p2p_rows;
@@ -66,6 +70,7 @@ TEST(ResidentCpu, ResidentVertexDataTrainTheSameAsHostRows) {
         EXPECT_GT(resident.resident_bytes, host.resident_bytes) << "nothing was made resident";
         EXPECT_EQ(resident.losses, host.losses);
         EXPECT_EQ(resident.parameters, host.parameters);
+        EXPECT_EQ(resident.predictions, host.predictions);
         if (partitions > 1) EXPECT_GT(resident.p2p_rows, 0);
       }
 }

@@ -8,7 +8,10 @@
 // kept or recomputed; the baseline mode keeps the vertex data in host memory.
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.hpp"

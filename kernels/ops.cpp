@@ -13,6 +13,10 @@ namespace sluice {
 void Device::read_matrix(const HostMat& m, void* out) {
   SLUICE_EXPECTS(m.residence == Residence::kHost, "read_matrix: a ", m.rows, " x ", m.cols,
                  " matrix resident on ", name(), ", which cannot read it back");
+  read_addressable_matrix(m, out);
+}
+
+void Device::read_addressable_matrix(const HostMat& m, void* out) {
   synchronize();
   const std::int64_t row_bytes = m.cols * m.element_bytes();
   auto* to = static_cast<char*>(out);

@@ -595,6 +595,11 @@ class Device {
     (void)lane;
     synchronize();
   }
+
+ protected:
+  // read_matrix() where the host addresses m's elements (a host matrix, or a CPU device's
+  // resident copy).
+  void read_addressable_matrix(const HostMat& m, void* out);
 };
 
 // Issues work on one lane of a device for a scope, then returns to the compute lane.

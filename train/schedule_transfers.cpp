@@ -414,7 +414,7 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
 //
 // The rows go compacted into `staging` (the set's dZ block, idle until the fused pass's loss
 // gradient, which waits for these sends) on the compute lane, then by the copy engines on the
-// peer lane: stores by a kernel on the peer lane ran 2-4x slower beside the next range's
+// peer lane: stores by a kernel on the peer lane ran 3-4x slower beside the next range's
 // transform, whose blocks held the SMs (docs/benchmarks.md, "Two GPUs"). Where staging cannot
 // hold every sent row, a kernel on the peer lane stores them into the peer's memory.
 void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows,

@@ -65,11 +65,7 @@ HostMat CpuDevice::try_make_resident(HostMat m, const std::string& what) {
 }
 
 void CpuDevice::read_matrix(const HostMat& m, void* out) {
-  synchronize();
-  const std::int64_t row_bytes = m.cols * m.element_bytes();
-  auto* to = static_cast<char*>(out);
-  for (std::int64_t r = 0; r < m.rows; ++r)
-    std::memcpy(to + r * row_bytes, m.at(r, 0), static_cast<std::size_t>(row_bytes));
+  read_addressable_matrix(m, out);  // resident copies are in host memory too
 }
 
 std::string CpuDevice::name() const {

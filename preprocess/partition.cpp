@@ -307,24 +307,63 @@ VertexPartition partition_vertices(const Dataset& d, int parts, const std::strin
   return result;
 }
 
-Renumbering renumber_by_partition(const std::vector<std::int32_t>& part, int parts) {
+namespace {
+
+// Renumbers by (partition, group, dataset id) where `second_group` flags the vertices of a
+// partition's second group (empty: one group).
+Renumbering renumber_in_groups(const std::vector<std::int32_t>& part, int parts,
+                               const std::vector<std::uint8_t>& second_group) {
   const auto n = static_cast<vertex_t>(part.size());
   Renumbering r;
   r.partition_offsets.assign(std::size_t(parts) + 1, 0);
+  std::vector<vertex_t> firsts(std::size_t(parts), 0);  // each partition's first group size
   for (vertex_t v = 0; v < n; ++v) {
     SLUICE_EXPECTS(part[v] >= 0 && part[v] < parts, "vertex ", v, " in partition ", part[v]);
     ++r.partition_offsets[part[v] + 1];
+    if (second_group.empty() || !second_group[std::size_t(v)]) ++firsts[std::size_t(part[v])];
   }
   for (int p = 0; p < parts; ++p) r.partition_offsets[p + 1] += r.partition_offsets[p];
   std::vector<vertex_t> cursor(r.partition_offsets.begin(), r.partition_offsets.end() - 1);
+  std::vector<vertex_t> second(static_cast<std::size_t>(parts), 0);
+  for (int p = 0; p < parts; ++p)
+    second[std::size_t(p)] = cursor[std::size_t(p)] + firsts[std::size_t(p)];
   r.new_to_old.resize(n);
   r.old_to_new.resize(n);
   for (vertex_t v = 0; v < n; ++v) {
-    const vertex_t id = cursor[part[v]]++;
+    const bool in_second = !second_group.empty() && second_group[std::size_t(v)];
+    const vertex_t id = in_second ? second[std::size_t(part[v])]++ : cursor[std::size_t(part[v])]++;
     r.new_to_old[id] = v;
     r.old_to_new[v] = id;
   }
   return r;
+}
+
+}  // namespace
+
+Renumbering renumber_by_partition(const std::vector<std::int32_t>& part, int parts) {
+  return renumber_in_groups(part, parts, {});
+}
+
+Renumbering renumber_by_partition(const Dataset& d, const std::vector<std::int32_t>& part,
+                                  int parts, BoundaryVertices boundary) {
+  SLUICE_EXPECTS(part.size() == std::size_t(d.num_nodes), "partition of ", part.size(),
+                 " vertices for a graph of ", d.num_nodes);
+  if (boundary == BoundaryVertices::kInPlace || parts == 1)
+    return renumber_by_partition(part, parts);
+  // Byte flags, each set by whichever row reads it first (relaxed: only the final value counts).
+  std::vector<std::atomic<std::uint8_t>> read_outside(std::size_t(d.num_nodes));
+  for (auto& flag : read_outside) flag.store(0, std::memory_order_relaxed);
+#pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(d.indices.size())))
+  for (vertex_t u = 0; u < d.num_nodes; ++u)
+    for (edge_t e = d.indptr[std::size_t(u)]; e < d.indptr[std::size_t(u) + 1]; ++e) {
+      const vertex_t v = d.indices[std::size_t(e)];
+      if (part[std::size_t(v)] != part[std::size_t(u)])
+        read_outside[std::size_t(v)].store(1, std::memory_order_relaxed);
+    }
+  std::vector<std::uint8_t> interior(std::size_t(d.num_nodes));
+  for (std::size_t v = 0; v < interior.size(); ++v)
+    interior[v] = !read_outside[v].load(std::memory_order_relaxed);
+  return renumber_in_groups(part, parts, interior);
 }
 
 }  // namespace sluice

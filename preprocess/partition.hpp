@@ -74,7 +74,19 @@ struct Renumbering {
   std::vector<vertex_t> old_to_new;
   std::vector<vertex_t> partition_offsets;  // parts + 1
 };
+// Where each partition's boundary vertices (those that a row of another partition reads, as a
+// source of one of its in-edges) go in its numbering.
+enum class BoundaryVertices {
+  kInPlace,  // every vertex in dataset order
+  // Before the partition's other vertices, each group in dataset order: the rows a one-chunk
+  // partition's peers read are its first rows, one consecutive run (docs/design.md, "Two GPUs").
+  kFirst,
+};
+
 // Renumbers by (partition, dataset id): the locality order inside each partition is kept.
 Renumbering renumber_by_partition(const std::vector<std::int32_t>& part, int parts);
+// The same with `boundary` placing the boundary vertices of `d`'s edges under `part`.
+Renumbering renumber_by_partition(const Dataset& d, const std::vector<std::int32_t>& part,
+                                  int parts, BoundaryVertices boundary);
 
 }  // namespace sluice

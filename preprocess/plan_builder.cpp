@@ -308,7 +308,9 @@ Plan build_plan_from_partition(const Dataset& d, const VertexPartition& partitio
   Renumbering renumbering;
   {
     StageTimer timer("renumber");
-    renumbering = renumber_by_partition(partition.part, P);
+    // One chunk a partition: the rows its peers read first, one run (BoundaryVertices::kFirst).
+    renumbering = renumber_by_partition(
+        d, partition.part, P, C == 1 ? BoundaryVertices::kFirst : BoundaryVertices::kInPlace);
   }
   ChunkGraph graph;
   std::vector<vertex_t> bounds;

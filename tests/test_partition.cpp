@@ -273,6 +273,55 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
 
 // Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same
 // pool, so the natural pairing (r with r) is the worst and phase 1 must find the pairs.
+// With one chunk a partition, each partition numbers the vertices that rows of other partitions
+// read before its others (BoundaryVertices::kFirst), each group in dataset order, so that the
+// rows its peers read are one run at its start; with more chunks the dataset order stays.
+TEST(PlanBuilder, OneChunkPartitionsNumberBoundaryVerticesFirst) {
+  const Dataset d = test::graph_from_in_neighbors(
+      {{4, 2}, {4, 5}, {4, 5}, {0, 5}, {0, 2}, {2, 6}, {2, 5}, {3, 4}});
+  // Rows 4-7 read 0, 2 and 3 of partition 0 (not 1); rows 0-3 read 4 and 5 (not 6, 7).
+  const Plan one = test::make_plan(d, options(2, 1, "range", Reorganize::kOff));
+  ASSERT_EQ(find_plan_violation(d, one), "");
+  EXPECT_EQ(one.new_to_old, (std::vector<vertex_t>{0, 2, 3, 1, 4, 5, 6, 7}));
+  // Partition 1's only chunk reads partition 0's vertices 0, 2, 3: its remote rows are
+  // partition 0's first three, in the same order.
+  EXPECT_EQ(one.chunk(0, 1).remote_vertices, (std::vector<vertex_t>{0, 1, 2}));
+  const Plan two = test::make_plan(d, options(2, 2, "range", Reorganize::kOff));
+  EXPECT_EQ(two.new_to_old, (std::vector<vertex_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  // Random graphs: every partition's boundary vertices before its others, both in dataset order.
+  for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+    const vertex_t n = 40 + static_cast<vertex_t>(mix64(seed) % 100);
+    const Dataset g = test::skewed_multigraph(n, 4 * n, seed);
+    for (int P : {2, 3}) {
+      SCOPED_TRACE(cat("seed ", seed, " P ", P));
+      const Plan plan = test::make_plan(g, options(P, 1, "metis", Reorganize::kOff));
+      ASSERT_EQ(find_plan_violation(g, plan), "");
+      std::vector<std::uint8_t> read_outside(std::size_t(n), 0);
+      for (vertex_t u = 0; u < n; ++u)
+        for (edge_t e = g.indptr[std::size_t(u)]; e < g.indptr[std::size_t(u) + 1]; ++e) {
+          const vertex_t v = g.indices[std::size_t(e)];
+          if (plan.owner(plan.old_to_new[std::size_t(v)]) !=
+              plan.owner(plan.old_to_new[std::size_t(u)]))
+            read_outside[std::size_t(v)] = 1;
+        }
+      int boundary = 0;
+      for (int p = 0; p < P; ++p)
+        for (vertex_t v = plan.partition_offsets[std::size_t(p)] + 1;
+             v < plan.partition_offsets[std::size_t(p) + 1]; ++v) {
+          const vertex_t a = plan.new_to_old[std::size_t(v) - 1],
+                         b = plan.new_to_old[std::size_t(v)];
+          boundary += read_outside[std::size_t(a)];
+          // Boundary before interior; within a group, dataset order.
+          EXPECT_GE(read_outside[std::size_t(a)], read_outside[std::size_t(b)]) << "row " << v;
+          if (read_outside[std::size_t(a)] == read_outside[std::size_t(b)]) {
+            EXPECT_LT(a, b) << "row " << v;
+          }
+        }
+      EXPECT_GT(boundary, 0);
+    }
+  }
+}
+
 TEST(Reorganize, FindsMatchingChunks) {
   std::mt19937_64 rng(3);
   std::vector<std::vector<vertex_t>> in(400);

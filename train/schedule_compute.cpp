@@ -176,12 +176,10 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
       transform_outputs(s, ch, layer, H, T, 0);
       return;
     }
-    std::int64_t row = 0;
     for (std::size_t k = 0; k < ch.send_ranges.size(); ++k) {
-      const std::int64_t rows = ch.send_ranges[k].row_end - row;
+      const std::int64_t row = ch.send_ranges[k].row_begin, rows = ch.send_ranges[k].row_end - row;
       transform_outputs(s, ch, layer, H.row_block(row, rows), T.row_block(row, rows), row);
       send_transforms(s, *above(layer), T, k, set.dZ);
-      row += rows;
     }
     return;
   }

@@ -598,26 +598,50 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
 }
 
 std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows) {
-  std::vector<SendRange> ranges(1);
-  ranges[0].row_end = rows;
-  for (const ReceivedRows& r : li.received) ranges[0].received_end.push_back(r.first + r.count);
   const auto begin = [&](const ReceivedRows& r) { return li.received_rows.begin() + r.first; };
+  // Rows [row_begin, row_end), each list's positions among them (found by bisection where the
+  // lists ascend) and whether they are consecutive rows.
+  const auto range = [&](std::int64_t row_begin, std::int64_t row_end, bool ascending) {
+    SendRange out;
+    out.row_begin = row_begin;
+    out.row_end = row_end;
+    for (const ReceivedRows& r : li.received) {
+      std::int64_t first = r.first, end = r.first + r.count;
+      if (ascending) {
+        first = std::lower_bound(begin(r), begin(r) + r.count, vertex_t(row_begin)) -
+                li.received_rows.begin();
+        end = std::lower_bound(begin(r), begin(r) + r.count, vertex_t(row_end)) -
+              li.received_rows.begin();
+      }
+      bool consecutive = true;
+      for (std::int64_t k = first + 1; consecutive && k < end; ++k)
+        consecutive = li.received_rows[std::size_t(k)] == li.received_rows[std::size_t(k) - 1] + 1;
+      out.received_begin.push_back(first);
+      out.received_end.push_back(end);
+      out.sent_first.push_back(first < end && consecutive ? li.received_rows[std::size_t(first)]
+                                                          : -1);
+    }
+    return out;
+  };
   const bool ascending = std::all_of(
       li.received.begin(), li.received.end(),
       [&](const ReceivedRows& r) { return std::is_sorted(begin(r), begin(r) + r.count); });
-  if (li.received_rows.empty() || !ascending) return ranges;
+  if (li.received_rows.empty() || !ascending) return {range(0, rows, false)};
+  // Every sent row in [low, high]: where the rows above `high` (a partition numbered with its
+  // boundary vertices first, BoundaryVertices::kFirst), or else those below `low`, are at least
+  // as many as the sent rows, the sent rows' range goes first and their copies run beside the
+  // other range's transform.
+  const auto [lowest, highest] =
+      std::minmax_element(li.received_rows.begin(), li.received_rows.end());
+  const std::int64_t low = *lowest, high = *highest + 1, sent_count = li.received_rows.size();
+  if (rows - high >= sent_count && high > 0) return {range(0, high, true), range(high, rows, true)};
+  if (low >= sent_count && low < rows) return {range(low, rows, true), range(0, low, true)};
   std::vector<vertex_t> sent = li.received_rows;
   const auto at = sent.begin() + std::ptrdiff_t(2 * sent.size() / 3);
   std::nth_element(sent.begin(), at, sent.end());
   const std::int64_t split = *at;
-  if (split <= 0 || split >= rows) return ranges;
-  SendRange first;
-  first.row_end = split;
-  for (const ReceivedRows& r : li.received)
-    first.received_end.push_back(std::lower_bound(begin(r), begin(r) + r.count, vertex_t(split)) -
-                                 li.received_rows.begin());
-  ranges.insert(ranges.begin(), std::move(first));
-  return ranges;
+  if (split <= 0 || split >= rows) return {range(0, rows, true)};
+  return {range(0, split, true), range(split, rows, true)};
 }
 
 void receive_pushes(std::vector<ChunkLists>& lists, int partitions) {

@@ -70,14 +70,18 @@ void split_first_flushes(std::vector<ChunkLists>& lists, vertex_t num_nodes);
 // push's receive_first and the owners' received lists.
 void receive_pushes(std::vector<ChunkLists>& lists, int partitions);
 
-// The row ranges of a one-chunk device's forward transform (`rows` rows), each range's rows that
-// the peers read (`li.received`, `li.received_rows`) sent once its transform is written, while
-// the next range transforms. Two ranges, split where two thirds of the sent rows lie below: the
-// second range's sends alone are waited for, and the first range's end within the second
-// range's transform (products-like on two H200s: 0.14 ms of copies beside 0.42 ms of transform,
-// the first range half the rows; docs/benchmarks.md, "Two GPUs"). One range where nothing is
-// sent, where a list is not ascending (its positions are the peer's slots, in that order) or
-// where the split leaves a range empty.
+// The row ranges of a one-chunk device's forward transform (`rows` rows), in the order it
+// transforms them, each range's rows that the peers read (`li.received`, `li.received_rows`)
+// sent once its transform is written, while the next range transforms. Where the sent rows lie
+// in [low, high) with at least as many unsent rows above `high` (a partition numbered with its
+// boundary vertices first, the peers' rows one run at its start) or else below `low`: that range
+// first, then the others, beside whose transform the copies run, so that none is waited for
+// after the transform (products-like GCN on two H200s: 0.19 ms of copies beside 0.53 ms of
+// transform). Else two ranges in row order, split where two thirds of the sent rows lie below:
+// the second range's sends alone are waited for, and the first range's end within the second
+// range's transform (0.14 ms of copies beside 0.42 ms; docs/benchmarks.md, "Two GPUs"). One
+// range where nothing is sent, where a list is not ascending (its positions are the peer's
+// slots, in that order) or where the split leaves a range empty.
 std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows);
 
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose

@@ -28,12 +28,13 @@ struct ReceivedRows {
   std::int64_t first = 0, count = 0;
 };
 
-// Rows [previous row_end, row_end) of a chunk's forward transform, and the positions
-// [previous received_end[i], received_end[i]) of received[i]'s rows among them: the rows of the
-// range that pusher i reads in the forward (DeviceChunk::send_ranges).
+// Rows [row_begin, row_end) of a chunk's forward transform, and the positions
+// [received_begin[i], received_end[i]) of received[i]'s rows among them: the rows of the range
+// that pusher i reads in the forward (DeviceChunk::send_ranges). sent_first[i]: the first of
+// them where they are consecutive rows (sent_first[i], sent_first[i] + 1, ...), else -1.
 struct SendRange {
-  std::int64_t row_end = 0;
-  std::vector<std::int64_t> received_end;
+  std::int64_t row_begin = 0, row_end = 0;
+  std::vector<std::int64_t> received_begin, received_end, sent_first;
 };
 
 // One chunk's constants on its device (schedule_lists.hpp's ChunkLists, uploaded).

@@ -412,11 +412,13 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
 // peers' slots are idle until that pass (layer 0 aggregates first, and the step began after a
 // drain), and the device's own rows stay as they are until the next forward.
 //
-// The rows go compacted into `staging` (the set's dZ block, idle until the fused pass's loss
-// gradient, which waits for these sends) on the compute lane, then by the copy engines on the
-// peer lane: stores by a kernel on the peer lane ran 3-4x slower beside the next range's
-// transform, whose blocks held the SMs (docs/benchmarks.md, "Two GPUs"). Where staging cannot
-// hold every sent row, a kernel on the peer lane stores them into the peer's memory.
+// The copy engines move them on the peer lane: stores by a kernel on the peer lane ran 3-4x
+// slower beside the next range's transform, whose blocks held the SMs (docs/benchmarks.md,
+// "Two GPUs"). Rows that are consecutive (SendRange::sent_first; a partition numbered with its
+// boundary vertices first) go as one block; others are first compacted into `staging` (the set's
+// dZ block, idle until the fused pass's loss gradient, which waits for these sends) on the
+// compute lane. Where staging cannot hold every sent row, a kernel on the peer lane stores them
+// into the peer's memory.
 void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows,
                                      std::size_t range, Mat staging) {
   Device& d = *s.device;
@@ -433,17 +435,23 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
   const Mat source{rows.data, rows.rows, width, rows.ld};
   const bool staged = ch.received_rows.size * width <= staging.rows * staging.ld;
   const Mat compact{staging.data, staged ? ch.received_rows.size : 0, width, width};
+  const SendRange& sends = ch.send_ranges[range];
   // Positions [first, end) of received[i]'s rows in the range.
   const auto positions = [&](std::size_t i) {
-    const std::int64_t first =
-        range == 0 ? ch.received[i].first : ch.send_ranges[range - 1].received_end[i];
-    return std::pair{first, ch.send_ranges[range].received_end[i]};
+    return std::pair{sends.received_begin[i], sends.received_end[i]};
   };
+  // A later range that sends nothing leaves kTransformsSent where the earlier ranges' sends
+  // marked it: the peers need no more of this device's rows.
+  bool sends_rows = false;
+  for (std::size_t i = 0; i < ch.received.size(); ++i)
+    sends_rows = sends_rows || positions(i).second > positions(i).first;
+  if (range > 0 && !sends_rows) return;
   if (staged)
     for (std::size_t i = 0; i < ch.received.size(); ++i) {
       const auto [first, end] = positions(i);
-      d.gather_rows(source, part(ch.received_rows, first, end),
-                    compact.row_block(first, end - first));
+      if (sends.sent_first[i] < 0 && end > first)
+        d.gather_rows(source, part(ch.received_rows, first, end),
+                      compact.row_block(first, end - first));
     }
   d.mark(kTransformsWritten);
   LaneScope lane(d, Lane::kPeer);
@@ -452,6 +460,7 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
   for (std::size_t i = 0; i < ch.received.size(); ++i) {
     const ReceivedRows& r = ch.received[i];
     const auto [first, end] = positions(i);
+    if (end == first) continue;
     DeviceState& peer = dev[std::size_t(r.pusher)];
     for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
       if (slots.owner != self) continue;
@@ -459,7 +468,9 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
                      r.pusher, "'s slots for device ", self, "'s rows");
       const Mat slots_rows = peer.Zm.row_block(slots.local_first + first - r.first, end - first);
       const Mat into{slots_rows.data, slots_rows.rows, width, slots_rows.ld};
-      if (staged)
+      if (sends.sent_first[i] >= 0)
+        d.put_block(source.row_block(sends.sent_first[i], end - first), *peer.device, into);
+      else if (staged)
         d.put_block(compact.row_block(first, end - first), *peer.device, into);
       else
         d.put_rows(source, part(ch.received_rows, first, end), *peer.device, into);

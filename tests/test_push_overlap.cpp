@@ -1,9 +1,10 @@
 // The transposed products of a backward batch that pushes gradient rows to their owners: in one
 // launch, or the remote region's rows first (ScheduleOptions::remote_first_push_bytes = 0; the
 // default does so for batches that push at least 32 MiB) so that the pushes go on the peer lane
-// beside the rest of the product. Every row gets the same sum either way: the same training,
-// bit for bit, for GCN (input gradients stored on one chunk, added on three; a 3-layer GCN's
-// aggregate-first middle layer) and GraphSAGE, on two and three partitions.
+// beside the rest of the product. Every row gets the same sum either way: the same training
+// (SGD steps between the epochs, so that the gradients count), bit for bit, for GCN (input
+// gradients stored on one chunk, added on three; a 3-layer GCN's aggregate-first middle layer)
+// and GraphSAGE, on two and three partitions.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -23,6 +24,7 @@ struct Trained {
   std::vector<double> losses;
   std::vector<float> parameters;
   std::int64_t p2p_rows = 0;
+  bool moved = false;  // the SGD steps changed the parameters
 };
 
 Trained train(const Dataset& d, const Plan& plan, const std::string& model, int layers,
@@ -37,8 +39,13 @@ Trained train(const Dataset& d, const Plan& plan, const std::string& model, int 
   Schedule schedule(*backend, d, plan, spec, options);
   schedule.set_parameters(init_parameters(spec, 4));
   Trained out;
-  for (int epoch = 0; epoch < 3; ++epoch) out.losses.push_back(schedule.forward_backward(epoch));
+  // SGD steps between the epochs: the later losses and the parameters depend on the gradients.
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    out.losses.push_back(schedule.forward_backward(epoch));
+    schedule.sgd_step(0.5f, 0.f);
+  }
   out.parameters = schedule.parameters();
+  out.moved = out.parameters != init_parameters(spec, 4);
   for (int p = 0; p < plan.partitions; ++p) out.p2p_rows += backend->device(p).counters().p2p_rows;
   return out;
 }
@@ -54,6 +61,7 @@ TEST(PushOverlap, RemoteRowsFirstTrainTheSame) {
         const Trained whole = train(d, plan, model, layers, std::int64_t(1) << 40);
         const Trained split = train(d, plan, model, layers, 0);
         EXPECT_GT(whole.p2p_rows, 0) << "no rows went between the partitions";
+        EXPECT_TRUE(whole.moved);
         EXPECT_EQ(split.p2p_rows, whole.p2p_rows);
         EXPECT_EQ(split.losses, whole.losses);
         EXPECT_EQ(split.parameters, whole.parameters);

@@ -43,7 +43,10 @@ Outcome run(const std::string& dataset_path, const Plan& built, const std::strin
   EXPECT_TRUE(d.indices.empty()) << "the graph was not released";
   schedule.set_parameters(init_parameters(spec, 3));
   Outcome out;
-  for (int epoch = 0; epoch < 2; ++epoch) out.losses.push_back(schedule.forward_backward(epoch));
+  for (int epoch = 0; epoch < 2; ++epoch) {  // SGD steps: the second loss reads the gradients
+    out.losses.push_back(schedule.forward_backward(epoch));
+    schedule.sgd_step(0.5f, 0.f);
+  }
   out.predictions = schedule.evaluate();
   return out;
 }

@@ -271,8 +271,6 @@ TEST(PlanBuilder, HandExampleTransferCounts) {
   EXPECT_THROW(estimate_gpu_bytes(plan, all_rows, 0, shape), InputError);
 }
 
-// Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same
-// pool, so the natural pairing (r with r) is the worst and phase 1 must find the pairs.
 // With one chunk a partition, each partition numbers the vertices that rows of other partitions
 // read before its others (BoundaryVertices::kFirst), each group in dataset order, so that the
 // rows its peers read are one run at its start; with more chunks the dataset order stays.
@@ -322,6 +320,8 @@ TEST(PlanBuilder, OneChunkPartitionsNumberBoundaryVerticesFirst) {
   }
 }
 
+// Partition 0's range r and partition 1's range 3 - r draw their in-neighbors from the same
+// pool, so the natural pairing (r with r) is the worst and phase 1 must find the pairs.
 TEST(Reorganize, FindsMatchingChunks) {
   std::mt19937_64 rng(3);
   std::vector<std::vector<vertex_t>> in(400);

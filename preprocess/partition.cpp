@@ -350,19 +350,18 @@ Renumbering renumber_by_partition(const Dataset& d, const std::vector<std::int32
                  " vertices for a graph of ", d.num_nodes);
   if (boundary == BoundaryVertices::kInPlace || parts == 1)
     return renumber_by_partition(part, parts);
-  // Byte flags, each set by whichever row reads it first (relaxed: only the final value counts).
-  std::vector<std::atomic<std::uint8_t>> read_outside(std::size_t(d.num_nodes));
-  for (auto& flag : read_outside) flag.store(0, std::memory_order_relaxed);
+  // Cleared by every row of another partition that reads the vertex (atomic byte writes of the
+  // same value: only the final flags count).
+  std::vector<std::uint8_t> interior(std::size_t(d.num_nodes), 1);
 #pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(d.indices.size())))
   for (vertex_t u = 0; u < d.num_nodes; ++u)
     for (edge_t e = d.indptr[std::size_t(u)]; e < d.indptr[std::size_t(u) + 1]; ++e) {
       const vertex_t v = d.indices[std::size_t(e)];
-      if (part[std::size_t(v)] != part[std::size_t(u)])
-        read_outside[std::size_t(v)].store(1, std::memory_order_relaxed);
+      if (part[std::size_t(v)] != part[std::size_t(u)]) {
+#pragma omp atomic write
+        interior[std::size_t(v)] = 0;
+      }
     }
-  std::vector<std::uint8_t> interior(std::size_t(d.num_nodes));
-  for (std::size_t v = 0; v < interior.size(); ++v)
-    interior[v] = !read_outside[v].load(std::memory_order_relaxed);
   return renumber_in_groups(part, parts, interior);
 }
 

@@ -435,20 +435,14 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
   const Mat source{rows.data, rows.rows, width, rows.ld};
   const bool staged = ch.received_rows.size * width <= staging.rows * staging.ld;
   const Mat compact{staging.data, staged ? ch.received_rows.size : 0, width, width};
+  // Positions [received_begin[i], received_end[i]) of received[i]'s rows in the range.
   const SendRange& sends = ch.send_ranges[range];
-  // Positions [first, end) of received[i]'s rows in the range.
-  const auto positions = [&](std::size_t i) {
-    return std::pair{sends.received_begin[i], sends.received_end[i]};
-  };
   // A later range that sends nothing leaves kTransformsSent where the earlier ranges' sends
   // marked it: the peers need no more of this device's rows.
-  bool sends_rows = false;
-  for (std::size_t i = 0; i < ch.received.size(); ++i)
-    sends_rows = sends_rows || positions(i).second > positions(i).first;
-  if (range > 0 && !sends_rows) return;
+  if (range > 0 && sends.received_begin == sends.received_end) return;
   if (staged)
     for (std::size_t i = 0; i < ch.received.size(); ++i) {
-      const auto [first, end] = positions(i);
+      const std::int64_t first = sends.received_begin[i], end = sends.received_end[i];
       if (sends.sent_first[i] < 0 && end > first)
         d.gather_rows(source, part(ch.received_rows, first, end),
                       compact.row_block(first, end - first));
@@ -459,7 +453,7 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
   d.phase_begin(Phase::kP2p, tag(0));
   for (std::size_t i = 0; i < ch.received.size(); ++i) {
     const ReceivedRows& r = ch.received[i];
-    const auto [first, end] = positions(i);
+    const std::int64_t first = sends.received_begin[i], end = sends.received_end[i];
     if (end == first) continue;
     DeviceState& peer = dev[std::size_t(r.pusher)];
     for (const DevicePeerRows& slots : peer.chunks[0].pushes) {

@@ -994,11 +994,11 @@ TEST(CudaPushes, FourPartitionsRepeatBitForBit) {
 }
 
 // With one chunk a partition and a layer 0 that aggregates first, each device's training
-// forward sends layer 1's T rows into its peer's slots on the peer lane (put_block of the rows
-// compacted, range by range as its transform writes them), and its fused pass's first product
-// starts only after those sends
-// end, as well as after the peer's (Schedule::Impl::pull_phase): beside the product a send runs
-// several times slower while the peer waits for it. Read from the trace's operation ranges,
+// forward sends layer 1's T rows into its peer's slots on the peer lane (put_block of one run
+// of rows or of the rows compacted, range by range as its transform writes them), and its fused
+// pass's first product starts only after those sends end, as well as after the peer's
+// (Schedule::Impl::pull_phase): beside the product a send runs several times slower while the
+// peer waits for it. Read from the trace's operation ranges,
 // each send against the device's next fused-pass product, on two GPUs where there are two,
 // else two logical devices on one.
 TEST(CudaPushes, FusedProductWaitsForTheDevicesOwnSends) {
@@ -1022,7 +1022,7 @@ TEST(CudaPushes, FusedProductWaitsForTheDevicesOwnSends) {
     if (e["ph"] != "X" || e["cat"] == "host") continue;
     const Op op{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()};
     const int device = e["pid"], thread = e["tid"];
-    // Compacted rows by the copy engines (put_block), or stored by a kernel (put_rows).
+    // Rows by the copy engines (put_block), or stored by a kernel (put_rows).
     if (thread == peer_ops && e["cat"] == "op forward 0" &&
         (e["name"] == "put_block" || e["name"] == "put_rows"))
       sends[device].push_back(op);

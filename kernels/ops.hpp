@@ -244,7 +244,7 @@ struct TransferCounters {
 // compute lane's work.
 enum class Lane { kCompute = 0, kTransfer = 1, kStore = 2, kPeer = 3 };
 inline constexpr int kLanes = 4;
-inline constexpr int kMarkers = 21;  // marker ids 0 .. kMarkers-1 per device
+inline constexpr int kMarkers = 23;  // marker ids 0 .. kMarkers-1 per device
 
 // Work of one epoch timed per lane (device timers; CUDA events).
 enum class Phase { kLoad = 0, kP2p, kCompute, kStore, kFlush };
@@ -436,7 +436,8 @@ class Device {
   // m[rows[i], j] *= keep(key, keys[i], j) / (1 - rate); keys are dataset vertex ids.
   virtual void dropout_rows(Mat m, Idx rows, Idx keys, const DropoutKey& key) = 0;
   // y = A x with A's entry weights (CsrWeights): `values` for a kPerCall matrix (nnz floats,
-  // device), null for the derived kinds; y.rows == A.rows, x.rows == A.cols.
+  // device), null for the derived kinds; x.rows == A.cols. y.rows <= A.rows: the product's first
+  // y.rows rows (a CSR whose later rows only its transposed products read).
   virtual void spmm(Csr a, const float* values, Mat x, Mat y) = 0;
   // dx += A^T dy, weighted as spmm.
   virtual void spmm_transpose_add(Csr a, const float* values, Mat dy, Mat dx) = 0;

@@ -36,6 +36,7 @@ Trained train(const Dataset& d, const Plan& plan, const std::string& model, int 
   options.dropout = 0.3f;
   options.seed = 11;
   options.remote_first_push_bytes = remote_first_push_bytes;
+  options.loss_row_exchange = LossRowExchange::kPushSums;  // the fused pass pushes too
   Schedule schedule(*backend, d, plan, spec, options);
   schedule.set_parameters(init_parameters(spec, 4));
   Trained out;

@@ -571,8 +571,11 @@ TEST_F(TrainCli, OverBudgetNamesTheCommandThatFindsAFittingPlan) {
   write_plan(dir_->file("plan1.h5"), one_chunk);
   const ModelShape shape =
       test::model_shape("gcn", 2).in_dim(d.feature_dim).hidden(64).classes(d.num_classes);
+  // A run under --gpu-memory pushes the loss rows' sums (LossRowExchange, trainer.cpp).
+  LayoutOptions pushing;
+  pushing.loss_row_exchange = LossRowExchange::kPushSums;
   const std::int64_t need =
-      estimate_peak_gpu_bytes(one_chunk, loss_row_flags(d, one_chunk.old_to_new), shape);
+      estimate_peak_gpu_bytes(one_chunk, loss_row_flags(d, one_chunk.old_to_new), shape, pushing);
   const std::int64_t budget = need / 2;
   const std::string run = test::bin("sluice-train") + " --dataset " + dir_->file("wide.h5") +
                           " --threads 1 --no-progress --epochs 2 --hidden 64 --gpu-memory " +

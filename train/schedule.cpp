@@ -487,6 +487,10 @@ Schedule::VertexOutputs Schedule::evaluate_outputs() {
   return out;
 }
 
+LossRowExchange Schedule::loss_row_exchange() const {
+  return impl_->loss_gradients_sent ? LossRowExchange::kSendGradients : LossRowExchange::kPushSums;
+}
+
 TransferCounters Schedule::counters() const {
   TransferCounters total;
   for (const auto& s : impl_->dev) {

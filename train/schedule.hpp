@@ -155,6 +155,9 @@ struct ScheduleOptions {
   // Which rows the last layer's training passes compute (LastLayerRows,
   // train/layout/buffer_layout.hpp): the loss rows through a second CSR per chunk, or all.
   LastLayerRows last_layer_rows = LastLayerRows::kLoss;
+  // Where a one-chunk plan on several partitions has the fused pass's transposed product reach
+  // the other partitions' vertices (LossRowExchange; kSendGradients where the layout gives it).
+  LossRowExchange loss_row_exchange = LossRowExchange::kSendGradients;
   // A backward batch that pushes at least this many bytes of gradient rows to their owners
   // computes its transposed product's remote rows first, so that they go on the peer lane
   // beside the rest of the product (Schedule::Impl::transposed_product_remote_first()). The
@@ -298,6 +301,10 @@ class Schedule {
   const std::vector<HostIssueRange>& host_issues() const { return host_issues_; }
   double timeline_origin() const { return timeline_origin_; }
   TransferCounters counters() const;  // summed over devices
+  // How the fused pass's transposed product reaches other partitions' vertices in this run:
+  // ScheduleOptions::loss_row_exchange where the plan allows it (buffer_layout.hpp), else
+  // kPushSums (also with one partition, which exchanges nothing).
+  LossRowExchange loss_row_exchange() const;
   void reset_counters();
   std::int64_t peak_device_bytes() const;  // max over devices
 

@@ -56,6 +56,9 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
   // product would wait (docs/benchmarks.md, "Two GPUs"). Each device's operations keep their
   // order.
   std::vector<Mat> aggregations(static_cast<std::size_t>(P));
+  // Where the fused pass sends its loss gradients to their owners, every device's forward and
+  // sends are issued before any device's backward, which waits for its peers' sends.
+  const bool sends = kind == PassKind::kFused && sends_loss_gradients(layer);
   for (const int p : compute_order) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
@@ -67,16 +70,25 @@ void Schedule::Impl::compute_phase(const LayerSpec& layer, int c, PassKind kind)
     d.phase_begin(Phase::kCompute, tag(c));
     if (forward) aggregations[std::size_t(p)] = forward_aggregation(p, c, layer, s.sets[k]);
   }
+  if (sends) {
+    for (const int p : compute_order) {
+      DeviceState& s = dev[std::size_t(p)];
+      forward_compute(p, c, layer, s.sets[c % s.num_sets], aggregations[std::size_t(p)]);
+      s.device->mark(kLossGradients);
+    }
+    for (const int p : compute_order) send_loss_gradients(p, layer);
+  }
   for (const int p : compute_order) {
     DeviceState& s = dev[std::size_t(p)];
     Device& d = *s.device;
     const int k = c % s.num_sets;
-    if (forward) forward_compute(p, c, layer, s.sets[k], aggregations[std::size_t(p)]);
+    if (forward && !sends) forward_compute(p, c, layer, s.sets[k], aggregations[std::size_t(p)]);
     if (backward) backward_compute(p, c, layer, s.sets[k], kind);
     d.phase_end(Phase::kCompute);
     d.mark(kComputed + k);
     // The remote rows' gradients are complete (unless the compute marked that earlier).
-    if (backward && !s.chunks[std::size_t(c)].pushes.empty() && !s.remote_gradients_marked)
+    if (backward && !sends && !s.chunks[std::size_t(c)].pushes.empty() &&
+        !s.remote_gradients_marked)
       d.mark(kRemoteGradients);
     s.remote_gradients_marked = false;
     if (!backward) store_blocks(p, c, layer, s.sets[k], k);
@@ -190,7 +202,13 @@ void Schedule::Impl::forward_compute(int p, int c, const LayerSpec& layer, Block
   }
   const Mat Z = layer_preactivation(s, ch, layer, A, Activation::kNone,
                                     rows_of(s.Z, ch.num_dst, layer.out_width));
-  Mat grad_logits = training ? rows_of(set.dZ, ch.num_dst, layer.out_width) : Mat{};
+  Mat grad_logits;
+  if (training) {
+    grad_logits = loss_gradient_rows(s, layer, set, ch.num_dst);
+    // The peers that pull this device's rows have read them before its gradients replace them.
+    if (sends_loss_gradients(layer))
+      for (const int q : ch.pulled_by) d.wait_peer(*dev[std::size_t(q)].device, kPulled);
+  }
   if (!training && captured_logits.data) d.store_block(Z, captured_logits, ch.dst_begin);
   // Split counts come back from evaluations, predictions from those that ask for them.
   LossOutputs out;
@@ -216,8 +234,9 @@ void Schedule::Impl::backward_compute(int p, int c, const LayerSpec& layer, Bloc
   const std::int64_t nd = ch.num_dst;
   if (!s.prefetch_blocks && !fresh) load_blocks(s, ch, layer, set, BlockRows::kFromHost);
   // The loss gradient (fresh), the gradient through the next layer's transform, or G^{l+1}.
-  Mat dZ = fresh || stores_transform(layer) ? rows_of(set.dZ, nd, layer.out_width)
-                                            : gradient_block(s, ch, layer, set);
+  Mat dZ = fresh                     ? loss_gradient_rows(s, layer, set, nd)
+           : stores_transform(layer) ? rows_of(set.dZ, nd, layer.out_width)
+                                     : gradient_block(s, ch, layer, set);
   Mat A;
   if (!transforms(layer)) {
     A = fresh              ? rows_of(set.A, nd, layer.aggregate_width)
@@ -300,8 +319,31 @@ void Schedule::Impl::gat_layer_backward(DeviceState& s, const DeviceChunk& ch,
 // GCN's input gradients (schedule_impl.hpp).
 void Schedule::Impl::gcn_input_gradients(DeviceState& s, const DeviceChunk& ch,
                                          const LayerSpec& layer, Mat dy, Mat dx) const {
-  transposed_product_remote_first(s, ch, layer, dy, dx,
-                                  stores_input_gradients() ? RowCopy::kOverwrite : RowCopy::kAdd);
+  const RowCopy write = stores_input_gradients() ? RowCopy::kOverwrite : RowCopy::kAdd;
+  if (sends_loss_gradients(layer))
+    owners_transposed_product(s, ch, layer, dx, write);
+  else
+    transposed_product_remote_first(s, ch, layer, dy, dx, write);
+}
+
+void Schedule::Impl::owners_transposed_product(DeviceState& s, const DeviceChunk& ch,
+                                               const LayerSpec& layer, Mat dx,
+                                               RowCopy write) const {
+  Device& d = *s.device;
+  const std::int64_t rows = ch.num_dst, read = std::min(ch.peers_read_end, rows);
+  const auto product = [&](std::int64_t begin, std::int64_t end) {
+    if (begin == end) return;
+    if (ch.loss_csr.id >= 0)
+      d.spmm_transpose_rows(ch.loss_csr, nullptr, rows_of(s.Zm, s.merged_rows, layer.out_width), dx,
+                            RowRange{begin, end}, write);
+    else if (write == RowCopy::kOverwrite)  // no loss row reaches the partition's vertices
+      d.fill(dx.row_block(begin, end - begin), 0.f);
+  };
+  product(read, rows);
+  // The owners of the rows this device reads send it their rows' gradients.
+  for (const DevicePeerRows& owner : ch.pushes)
+    d.wait_peer(*dev[std::size_t(owner.owner)].device, kLossGradientsSent);
+  product(0, read);
 }
 
 // dx (=|+=) A^T dy of a chunk's merged rows. A chunk that pushes at least

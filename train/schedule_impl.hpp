@@ -85,6 +85,10 @@ struct Schedule::Impl {
   // loss_row_flags() of the dataset during setup, where chunks keep loss-row CSRs
   // (LastLayerRows::kLoss, two layers or more); empty otherwise.
   LossRowFlags loss_rows;
+  // Every device sends its fused pass's loss gradients to their owners (the layouts'
+  // sends_loss_gradients, LossRowExchange::kSendGradients): its chunk's loss_csr is the owners'
+  // loss-row CSR (owners_loss_rows_csr()).
+  bool loss_gradients_sent = false;
   const ModelSpec& model;
   ScheduleOptions options;
   int P = 1, C = 1;
@@ -194,6 +198,12 @@ struct Schedule::Impl {
   // sends them beside the rest of the product).
   void transposed_product_remote_first(DeviceState& s, const DeviceChunk& ch,
                                        const LayerSpec& layer, Mat dy, Mat dx, RowCopy write) const;
+  // The same where the fused pass's loss gradients go to their owners (sends_loss_gradients()):
+  // dx's own rows over the owners' loss-row CSR, whose dy is the merged rows (the chunk's loss
+  // gradients, its peers' in their slots): the rows no peer reads first, then, once every peer's
+  // gradients are in, the others. Its remote rows are left alone (nothing pushes them).
+  void owners_transposed_product(DeviceState& s, const DeviceChunk& ch, const LayerSpec& layer,
+                                 Mat dx, RowCopy write) const;
   // Layer 0 of a transforming model (GAT's; a one-layer GCN's or SAGE's when it narrows) transforms
   // its rows on arrival (transform_arrivals()) and applies the transform's backward when they leave
   // (transform_flush()).
@@ -589,6 +599,22 @@ struct Schedule::Impl {
   }
   void send_transforms(DeviceState& s, const LayerSpec& next, Mat rows, std::size_t range,
                        Mat staging);
+  // Whether the training pass of `layer` (the fused last layer) sends its loss gradients to the
+  // owners of the vertices its loss rows read, whose transposed products take them, instead of
+  // pushing its transposed product's rows of those vertices (LossRowExchange).
+  bool sends_loss_gradients(const LayerSpec& layer) const {
+    return training && layer.last && loss_gradients_sent;
+  }
+  void send_loss_gradients(int p, const LayerSpec& layer);
+  // Where the fused pass's loss gradient of a chunk's `rows` rows goes: the set's dZ, or where
+  // it goes to its owners (sends_loss_gradients()), the merged buffer's own rows of the chunk's
+  // T (read by then), whose remote slots receive the peers' gradients: the transposed product
+  // reads both as one matrix.
+  Mat loss_gradient_rows(DeviceState& s, const LayerSpec& layer, BlockSet& set,
+                         std::int64_t rows) const {
+    return schedule_detail::rows_of(sends_loss_gradients(layer) ? s.Zm : set.dZ, rows,
+                                    layer.out_width);
+  }
   // Whether the training forward of `layer` writes the next layer's T rows straight into the
   // device's transition slots of its own rows (where the fused pass would copy them from the
   // resident T^{l+1} first) and leaves T^{l+1} as it was: two layers on one chunk a device whose

@@ -342,6 +342,10 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
             ? partition_layout((*options.profiles)[std::size_t(p)], layer_shapes, layout_options)
             : partition_layout(plan, p, layer_shapes, layout_options, loss_rows);
   }
+  loss_gradients_sent = layouts.front().sends_loss_gradients;
+  for (const PartitionLayout& layout : layouts)
+    if (layout.sends_loss_gradients != loss_gradients_sent)
+      SLUICE_FAIL("buffer layout: the partitions disagree on sending the loss gradients");
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
@@ -465,6 +469,7 @@ LayoutOptions layout_options(const ScheduleOptions& options) {
   layout.gat_head_outputs = gat_head_outputs(options.cache_intermediates, options.host_precision);
   layout.gat_layer_zero = options.gat_layer_zero;
   layout.last_layer_rows = options.last_layer_rows;
+  layout.loss_row_exchange = options.loss_row_exchange;
   return layout;
 }
 
@@ -835,6 +840,15 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
     ch.received = li.received;
     if (C == 1) {
       ch.send_ranges = send_ranges(li, ch.num_dst);
+      for (const vertex_t row : li.received_rows)
+        ch.peers_read_end = std::max<std::int64_t>(ch.peers_read_end, std::int64_t(row) + 1);
+      for (const ReceivedRows& r : li.received) {
+        const auto run = li.received_rows.begin() + r.first;
+        bool consecutive = r.count > 0;
+        for (std::int64_t k = 1; consecutive && k < r.count; ++k)
+          consecutive = run[k] == run[k - 1] + 1;
+        ch.received_run_first.push_back(consecutive ? std::int64_t(run[0]) : -1);
+      }
       s.loads_in_row_order = li.load_rows.size() == li.load_vertices.size();
       for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
         s.loads_in_row_order =
@@ -909,6 +923,18 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
     case BufferRole::kLossCsr: {  // before the chunk's CSR, whose upload takes the degrees
       SLUICE_EXPECTS(!loss_rows.empty(), "buffer layout: ", where,
                      "a loss-row CSR without loss-row flags");
+      if (loss_gradients_sent) {
+        const CsrArrays owners = owners_loss_rows_csr(plan, int(&s - dev.data()), loss_rows);
+        if (b.csr.rows != s.merged_rows || b.csr.nnz != std::int64_t(owners.columns.size()) ||
+            b.csr.cols != s.merged_rows)
+          SLUICE_FAIL("buffer layout: ", where, "owners' loss-row CSR of ", b.csr.rows, " x ",
+                      b.csr.cols, " with ", b.csr.nnz, " entries, the plan's is ", s.merged_rows,
+                      " x ", s.merged_rows, " with ", owners.columns.size());
+        ch.loss_csr = d.upload_csr(owners.indptr, owners.columns, s.merged_rows,
+                                   CsrWeighting{b.csr.weights, li.column_degrees},
+                                   where + "owners' loss-row CSR");
+        return;
+      }
       const LossRowsCsr loss =
           loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
       if (b.csr.rows != cp.num_dst() || b.csr.nnz != std::int64_t(loss.columns.size()) ||

@@ -59,6 +59,10 @@ struct DeviceChunk {
   // received row is added.
   std::vector<ReceivedRows> received;
   Idx received_rows;
+  // One past the last of the chunk's rows that a peer reads (0: none; one chunk a device), and
+  // per received[i] the first of its rows where they are consecutive (-1 otherwise).
+  std::int64_t peers_read_end = 0;
+  std::vector<std::int64_t> received_run_first;
   // The forward's transform in row ranges, each range's rows that the peers read sent as soon as
   // it is written (Schedule::Impl::send_transforms(); schedule_lists.hpp's send_ranges()).
   std::vector<SendRange> send_ranges;
@@ -120,6 +124,9 @@ enum Marker : int {
   // An owner's T rows sent into its peers' slots (Schedule::Impl::send_transforms()):
   kTransformsWritten = 19,  // compute lane: the forward wrote them
   kTransformsSent = 20,     // peer lane: they are in every peer's slots
+  // The fused pass's loss gradients sent to their owners (Schedule::Impl::send_loss_gradients()):
+  kLossGradients = 21,      // compute lane: the forward read the slots and wrote the gradients
+  kLossGradientsSent = 22,  // peer lane: the gradients the peers read are in their slots
 };
 
 // Batch 0's rows of the pass after the running one, loaded into the stage during the running

@@ -474,6 +474,47 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
   d.mark(kTransformsSent);
 }
 
+// The fused pass's loss gradients of device p's rows that its peers read, into the peers' slots
+// for those rows (where the forward sent their transforms), once the peer's forward has read
+// its slots (kLossGradients); then kLossGradientsSent. Each peer's transposed product takes them
+// (owners_transposed_product()). The rows go as one block copy where they are consecutive (a
+// partition numbered with its boundary vertices first), else by the peer lane's row kernel.
+void Schedule::Impl::send_loss_gradients(int p, const LayerSpec& layer) {
+  DeviceState& s = dev[std::size_t(p)];
+  Device& d = *s.device;
+  const DeviceChunk& ch = s.chunks[0];
+  // Rows go with their padding to 16 bytes where both sides have it (no reader looks at it).
+  const std::int64_t padded = aligned_width(layer.out_width);
+  const bool pads = s.Zm.ld >= padded &&
+                    std::all_of(ch.received.begin(), ch.received.end(), [&](const ReceivedRows& r) {
+                      return dev[std::size_t(r.pusher)].Zm.ld >= padded;
+                    });
+  const std::int64_t width = pads ? padded : layer.out_width;
+  const Mat source = rows_of(s.Zm, ch.num_dst, width);
+  LaneScope lane(d, Lane::kPeer);
+  d.wait(kLossGradients);
+  d.phase_begin(Phase::kP2p, tag(0));
+  for (std::size_t i = 0; i < ch.received.size(); ++i) {
+    const ReceivedRows& r = ch.received[i];
+    DeviceState& peer = dev[std::size_t(r.pusher)];
+    d.wait_peer(*peer.device, kLossGradients);
+    const Idx rows = part(ch.received_rows, r.first, r.first + r.count);
+    for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
+      if (slots.owner != p) continue;
+      SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ",
+                     r.pusher, "'s slots for device ", p, "'s rows");
+      const Mat into = rows_of(peer.Zm.row_block(slots.local_first, r.count), r.count, width);
+      const std::int64_t first = ch.received_run_first[i];
+      if (first >= 0)
+        d.put_block(source.row_block(first, r.count), *peer.device, into);
+      else
+        d.put_rows(source, rows, *peer.device, into);
+    }
+  }
+  d.phase_end(Phase::kP2p);
+  d.mark(kLossGradientsSent);
+}
+
 // Phase B: remote rows from the owners' transition buffers, once each owner has loaded them; or
 // a device's copies of the remote feature rows (place_remote_features()), with the dropout the
 // owners' loads apply.
@@ -602,6 +643,10 @@ void Schedule::Impl::join_lanes(SideLanes sides) {
 // same sums in the same order in every run, whatever the timing and the number of partitions,
 // and no device waits for another's compute before it sends.
 void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
+  if (sends_loss_gradients(layer)) {  // the owners' products took every entry into their rows
+    phase_boundary();
+    return;
+  }
   // Rows padded only to 16 bytes go whole, their padding with them (no reader looks at it), so
   // that both sides are contiguous; narrower views of a wider buffer (GAT's output layer in a
   // dZm as wide as layer 0's heads) go as their columns. The receive buffer is viewed with the

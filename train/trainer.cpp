@@ -421,6 +421,14 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
   options.cache_intermediates = choice.cache_intermediates;
 }
 
+// Runs under --gpu-memory push the sums of the loss rows' entries into other partitions' vertices
+// to their owners (LossRowExchange::kPushSums): the chunk-count search that chose their plan
+// counts the plain loss-row CSRs (train/layout/chunk_sketch.hpp), and the run must fit what it
+// counted. Without a budget the loss gradients go to the owners.
+LossRowExchange loss_row_exchange(const TrainConfig& config) {
+  return config.gpu_memory > 0 ? LossRowExchange::kPushSums : LossRowExchange::kSendGradients;
+}
+
 // The schedule's options, all from the command line (config.hpp); `profiles` (the plan's
 // partition profiles under --comm) must outlive them.
 ScheduleOptions schedule_options(const Dataset& dataset,
@@ -442,6 +450,7 @@ ScheduleOptions schedule_options(const Dataset& dataset,
              " per GPU to stay in GPU memory, over --gpu-memory ",
              format_bytes(double(config.gpu_memory)), ")");
   options.last_layer_rows = last.rows;
+  options.loss_row_exchange = loss_row_exchange(config);
   options.reload_inputs = reload_inputs(dataset, profiles, config, options.last_layer_rows);
   options.host_precision = parse_host_precision(config.host_precision, "--host-precision");
   options.vertex_data =
@@ -476,6 +485,7 @@ HostMemoryPlan host_plan_for(const Dataset& dataset, const Plan& plan, const Tra
   options.overlap = !config.no_overlap;
   options.reload_inputs = config.input_rows == "reload";
   options.last_layer_rows = last_layer_rows(dataset, profiles, config).rows;
+  options.loss_row_exchange = loss_row_exchange(config);
   return host_memory_plan(dataset, plan, model_for(dataset, config), options, release,
                           config.device == "cpu", &profiles);
 }
@@ -570,6 +580,7 @@ LayoutOptions memory_layout_options(const TrainConfig& config) {
   // auto counts the loss-row CSRs: the most it may take.
   options.last_layer_rows =
       config.last_layer_rows == "all" ? LastLayerRows::kAll : LastLayerRows::kLoss;
+  options.loss_row_exchange = loss_row_exchange(config);
   return options;
 }
 

@@ -81,11 +81,11 @@ const float* product_values(const CpuCsr& m, const float* values, const char* op
 void CpuDevice::spmm(Csr a, const float* values, Mat x, Mat y) {
   const CpuCsr& m = product_csr(a, CsrAccess::kRows);
   values = product_values(m, values, "spmm");
-  SLUICE_EXPECTS(y.rows == m.rows && x.rows == m.cols && x.cols == y.cols, "spmm: A ", m.rows,
+  SLUICE_EXPECTS(y.rows <= m.rows && x.rows == m.cols && x.cols == y.cols, "spmm: A ", m.rows,
                  " x ", m.cols, ", x ", x.rows, " x ", x.cols, ", y ", y.rows, " x ", y.cols);
   const std::int64_t cols = x.cols;
 #pragma omp parallel for schedule(dynamic, 64) if (m.nnz * cols > cpu::kParallelThreshold)
-  for (std::int64_t r = 0; r < m.rows; ++r) {
+  for (std::int64_t r = 0; r < y.rows; ++r) {
     float* out = y.data + r * y.ld;
     std::fill_n(out, cols, 0.f);
     for (edge_t e = m.indptr[r]; e < m.indptr[r + 1]; ++e) {

@@ -67,4 +67,22 @@ Dataset with_dense_start(Dataset d, vertex_t hubs, vertex_t extra) {
   return d;
 }
 
+Dataset symmetrized(Dataset d) {
+  std::vector<std::set<vertex_t>> in(std::size_t(d.num_nodes));
+  for (vertex_t v = 0; v < d.num_nodes; ++v)
+    for (edge_t e = d.indptr[std::size_t(v)]; e < d.indptr[std::size_t(v) + 1]; ++e) {
+      const vertex_t u = d.indices[std::size_t(e)];
+      in[std::size_t(v)].insert(u);
+      in[std::size_t(u)].insert(v);
+    }
+  d.indptr.assign(1, 0);
+  d.indices.clear();
+  for (const std::set<vertex_t>& row : in) {
+    d.indices.insert(d.indices.end(), row.begin(), row.end());
+    d.indptr.push_back(edge_t(d.indices.size()));
+  }
+  validate_dataset(d, d.name);
+  return d;
+}
+
 }  // namespace sluice::test

@@ -20,6 +20,10 @@ enum class ReverseEdgesIntoSources { kSkip, kAdd };
 Dataset random_dataset(vertex_t n, int out_degree, std::int64_t dim, std::int32_t classes,
                        std::uint64_t seed, ReverseEdgesIntoSources reverse_into_sources);
 
+// `d` over the union of its edges and their reverses (a symmetric graph; self loops kept), its
+// features, labels and splits as they were. Passes validate_dataset.
+Dataset symmetrized(Dataset d);
+
 // `d` with `extra` more in-edges into each of its first `hubs` vertices (sources spread over the
 // graph): its edge-balanced chunks then hold few destinations at the start and many at the end,
 // as a skewed real graph's do. Passes validate_dataset.

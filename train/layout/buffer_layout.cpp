@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <parallel/algorithm>
 
 #include "common/error.hpp"
 #include "common/parallel.hpp"
@@ -382,8 +383,111 @@ class LayoutBuilder {
 
 }  // namespace
 
+namespace {
+
+// The vertex in each slot of partition p's remote region (one chunk a partition).
+std::vector<vertex_t> remote_slot_vertices(const Plan& plan, int p) {
+  const ChunkPlan& chunk = plan.chunk(0, p);
+  std::vector<vertex_t> vertex(std::size_t(plan.remote_rows[std::size_t(p)]), -1);
+  for (std::size_t i = 0; i < chunk.remote_slots.size(); ++i)
+    vertex[std::size_t(chunk.remote_slots[i])] = chunk.remote_vertices[i];
+  return vertex;
+}
+
+}  // namespace
+
+bool loss_cut_mirrors(const Plan& plan, const LossRowFlags& loss_rows) {
+  if (plan.chunks != 1 || plan.partitions < 2 || loss_rows.empty()) return false;
+  // (v, u) for each entry of a loss row v into another partition's u, and for each entry of a
+  // row u into another partition's loss vertex v: the same pairs where the cut mirrors itself.
+  const auto pair = [](vertex_t v, vertex_t u) {
+    return std::uint64_t(std::uint32_t(v)) << 32 | std::uint32_t(u);
+  };
+  std::vector<std::uint64_t> read_by_loss_rows, reading_loss_vertices;
+  for (int p = 0; p < plan.partitions; ++p) {
+    const ChunkPlan& chunk = plan.chunk(0, p);
+    const std::int64_t transition = plan.transition_rows[std::size_t(p)];
+    const std::vector<vertex_t> slot_vertex = remote_slot_vertices(plan, p);
+    for (vertex_t r = 0; r < chunk.num_dst(); ++r) {
+      const vertex_t v = chunk.dst_begin + r;
+      for (edge_t e = chunk.indptr[std::size_t(r)]; e < chunk.indptr[std::size_t(r) + 1]; ++e) {
+        const std::int64_t column = chunk.columns[std::size_t(e)];
+        if (column < transition) continue;
+        const vertex_t u = slot_vertex[std::size_t(column - transition)];
+        if (loss_rows[std::size_t(v)]) read_by_loss_rows.push_back(pair(v, u));
+        if (loss_rows[std::size_t(u)]) reading_loss_vertices.push_back(pair(u, v));
+      }
+    }
+  }
+  for (std::vector<std::uint64_t>* pairs : {&read_by_loss_rows, &reading_loss_vertices})
+    __gnu_parallel::sort(pairs->begin(), pairs->end());
+  return read_by_loss_rows == reading_loss_vertices;
+}
+
+CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss_rows) {
+  SLUICE_EXPECTS(plan.chunks == 1 && p >= 0 && p < plan.partitions,
+                 "the owners' loss-row CSR of partition ", p, " of a plan of ", plan.partitions,
+                 " x ", plan.chunks, " chunks (one chunk a partition)");
+  const ChunkPlan& chunk = plan.chunk(0, p);
+  const std::int64_t rows = chunk.num_dst();
+  const std::int64_t transition = plan.transition_rows[std::size_t(p)];
+  const std::int64_t merged = transition + plan.remote_rows[std::size_t(p)];
+  SLUICE_EXPECTS(rows <= transition, "partition ", p, ": ", rows, " rows beyond ", transition,
+                 " transition slots");
+  const std::vector<vertex_t> slot_vertex = remote_slot_vertices(plan, p);
+  const auto loss_slot = [&](std::int64_t column) {
+    return column >= transition &&
+           loss_rows[std::size_t(slot_vertex[std::size_t(column - transition)])];
+  };
+  CsrArrays out;
+  out.indptr.assign(std::size_t(merged) + 1, 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
+    if (loss_rows[std::size_t(chunk.dst_begin + r)]) out.indptr[std::size_t(r) + 1] = end - begin;
+    for (edge_t e = begin; e < end; ++e)
+      if (loss_slot(chunk.columns[std::size_t(e)]))
+        ++out.indptr[std::size_t(chunk.columns[std::size_t(e)]) + 1];
+  }
+  for (std::int64_t s = transition; s < merged; ++s)  // the self entry of each row with entries
+    if (out.indptr[std::size_t(s) + 1] > 0) ++out.indptr[std::size_t(s) + 1];
+  for (std::int64_t r = 0; r < merged; ++r)
+    out.indptr[std::size_t(r) + 1] += out.indptr[std::size_t(r)];
+  out.columns.resize(std::size_t(out.indptr.back()));
+  std::vector<edge_t> next(out.indptr.begin(), out.indptr.end() - 1);
+  for (std::int64_t s = transition; s < merged; ++s)
+    if (out.indptr[std::size_t(s) + 1] > out.indptr[std::size_t(s)])
+      out.columns[std::size_t(next[std::size_t(s)]++)] = vertex_t(s);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
+    const vertex_t self = chunk.columns[std::size_t(begin)];  // the row's own slot
+    const bool loss = loss_rows[std::size_t(chunk.dst_begin + r)];
+    for (edge_t e = begin; e < end; ++e) {
+      const vertex_t column = chunk.columns[std::size_t(e)];
+      if (loss) out.columns[std::size_t(next[std::size_t(r)]++)] = column;
+      if (loss_slot(column)) out.columns[std::size_t(next[std::size_t(column)]++)] = self;
+    }
+  }
+  return out;
+}
+
+bool sends_loss_gradients(const PartitionProfile& profile, const ModelLayers& model,
+                          const LayoutOptions& options) {
+  if (options.loss_row_exchange != LossRowExchange::kSendGradients ||
+      options.last_layer_rows != LastLayerRows::kLoss || profile.owners_loss_csr.empty() ||
+      model.kind != ModelKind::kGcn || model.layers.size() < 2)
+    return false;
+  return layer_roles(model, int(model.layers.size()) - 1, options).transforms;
+}
+
 PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm,
                                    const LossRowFlags& loss_rows) {
+  return partition_profile(
+      plan, p, comm, loss_rows,
+      loss_cut_mirrors(plan, loss_rows) ? LossCut::kMirrored : LossCut::kNotMirrored);
+}
+
+PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm,
+                                   const LossRowFlags& loss_rows, LossCut cut) {
   SLUICE_EXPECTS(p >= 0 && p < plan.partitions, "partition ", p, " of ", plan.partitions);
   SLUICE_EXPECTS(loss_rows.empty() || std::int64_t(loss_rows.size()) == plan.num_nodes,
                  loss_rows.size(), " loss-row flags for a plan of ", plan.num_nodes, " vertices");
@@ -420,6 +524,16 @@ PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm,
   } else {
     std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
     for (int c = 0; c < C; ++c) shapes(c, column_count, CsrShapeThreads::kTeam);
+  }
+  if (comm != CommMode::kBaseline && cut == LossCut::kMirrored) {
+    CsrArrays owners = owners_loss_rows_csr(plan, p, loss_rows);
+    ChunkPlan arrays;
+    arrays.dst_end = vertex_t(owners.indptr.size() - 1);
+    arrays.indptr = std::move(owners.indptr);
+    arrays.columns = std::move(owners.columns);
+    std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
+    profile.owners_loss_csr.push_back(
+        csr_shape(arrays, nullptr, merged_rows, column_count, CsrShapeThreads::kTeam));
   }
   return profile;
 }
@@ -526,6 +640,7 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
   // A model of one layer computes every row (LastLayerRows).
   const bool keeps_loss_csr = options.last_layer_rows == LastLayerRows::kLoss &&
                               model.layers.size() >= 2 && !profile.loss_csr.empty();
+  const bool owners_loss_csr = keeps_loss_csr && sends_loss_gradients(profile, model, options);
   for (int c = 0; c < chunks; ++c) {
     const ChunkListSizes& s = lists[std::size_t(c)];
     CsrShape csr = profile.csr[std::size_t(c)];
@@ -533,8 +648,16 @@ PartitionLayout partition_layout(const PartitionProfile& profile, const ModelLay
     if (keeps_loss_csr) {
       CsrShape loss = profile.loss_csr[std::size_t(c)];
       loss.weights = csr.weights;
-      // A chunk without loss rows reads its own CSR: no CSR of no entries goes up.
-      if (loss.nnz > 0 && loss.nnz < csr.nnz) add.csr(BufferRole::kLossCsr, c, loss);
+      // A chunk without loss rows reads its own CSR: no CSR of no entries goes up. The owners'
+      // loss-row CSR goes up on every device (all of them exchange so), unless it has none.
+      if (owners_loss_csr) {
+        loss = profile.owners_loss_csr[std::size_t(c)];
+        loss.weights = csr.weights;
+        layout.sends_loss_gradients = true;
+        if (loss.nnz > 0) add.csr(BufferRole::kLossCsr, c, loss);
+      } else if (loss.nnz > 0 && loss.nnz < csr.nnz) {
+        add.csr(BufferRole::kLossCsr, c, loss);
+      }
     }
     add.csr(BufferRole::kCsr, c, csr);
     add.list(BufferRole::kSelfColumns, s.rows, c);

@@ -62,6 +62,18 @@ LastLayerRows parse_last_layer_rows(const std::string& text, const std::string& 
 using LossRowFlags = std::vector<std::uint8_t>;
 LossRowFlags loss_row_flags(const Dataset& dataset, const std::vector<vertex_t>& old_to_new);
 
+// How the last layer's transposed product (GCN: dT = A^T dZ over the loss rows) reaches the
+// vertices of other partitions, on a plan of one chunk a partition. kPushSums: each device walks
+// a row for every source its loss rows read, the other partitions' vertices among them, and
+// pushes those rows to their owners, which add them. kSendGradients: each device sends the
+// gradient rows of its rows that its peers read into the peers' slots for them (where the forward
+// sent those rows' transforms), and each owner walks its own vertices alone, every loss row's
+// entry into them included, its peers' too: no rows for other partitions' vertices and no
+// additions. Its loss-row CSR gains a row per remote loss vertex (owners_loss_rows_csr()), which
+// needs every entry of the cut between loss rows to have its mirror (a symmetric graph:
+// loss_cut_mirrors()); GCN alone (its weights are symmetric), elsewhere kPushSums.
+enum class LossRowExchange { kPushSums, kSendGradients };
+
 // The schedule options that change its device buffers (ScheduleOptions' fields of the same
 // names; gat_head_outputs from its cache_intermediates and host_precision: layout_options()).
 struct LayoutOptions {
@@ -71,6 +83,7 @@ struct LayoutOptions {
   GatHeadOutputs gat_head_outputs = GatHeadOutputs::kKept;  // recomputed: no A buffer for GAT
   GatLayerZero gat_layer_zero = GatLayerZero::kTransformFirst;
   LastLayerRows last_layer_rows = LastLayerRows::kLoss;
+  LossRowExchange loss_row_exchange = LossRowExchange::kSendGradients;
 };
 
 // A row width rounded up to a multiple of 4 floats: 16-byte rows, which the vectorized sparse
@@ -204,10 +217,37 @@ struct PartitionProfile {
   // Per batch position, the shape of the chunk CSR's loss rows alone (loss_rows_csr() of
   // train/schedule_lists.hpp); empty where the profile was taken without loss-row flags.
   std::vector<CsrShape> loss_csr;
+  // The shape of owners_loss_rows_csr() of the partition's one chunk, where a plan of one chunk
+  // on several partitions has it (loss_cut_mirrors()); empty otherwise, and from the chunk-count
+  // search (LossRowExchange::kSendGradients then counts as kPushSums there).
+  std::vector<CsrShape> owners_loss_csr;
 };
+
+// Whether every entry of a loss row into another partition's vertex has its mirror: each loss
+// row v of a partition reading vertex u of another reads u exactly when u's row reads v (a
+// symmetric graph's cut). Plans of one chunk a partition only (false otherwise).
+bool loss_cut_mirrors(const Plan& plan, const LossRowFlags& loss_rows);
+
+// A chunk CSR's arrays.
+struct CsrArrays {
+  std::vector<edge_t> indptr;
+  std::vector<vertex_t> columns;
+};
+// The loss-row CSR of partition p's one chunk for LossRowExchange::kSendGradients, merged_rows
+// rows: rows [0, nd) those of the chunk's loss rows (loss_rows_csr()), every other row below the
+// remote region empty; the row of the remote slot of a loss vertex v that the chunk's rows read:
+// its self entry (v's slot), then the slots of the partition's vertices whose rows read v,
+// ascending. On a cut that mirrors itself (loss_cut_mirrors()) those are v's entries into the
+// partition, so the transpose's row of an own vertex holds every loss row's entry into it.
+CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss_rows);
 // `loss_rows`: loss_row_flags() of the plan's dataset, or empty (no loss-row CSRs counted).
 PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm,
                                    const LossRowFlags& loss_rows);
+// The same where the caller knows loss_cut_mirrors() of the plan (kMirrored: the profile holds
+// owners_loss_csr), as plan_profiles() finds it once for every partition.
+enum class LossCut { kMirrored, kNotMirrored };
+PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm,
+                                   const LossRowFlags& loss_rows, LossCut cut);
 
 // The partition's row counts behind the buffers.
 struct PartitionSizes {
@@ -327,7 +367,14 @@ struct PartitionLayout {
   // buffers, overlap buffers (all granted), per-chunk constants, the kept tail; then the CUDA
   // backend's scratch.
   std::vector<BufferSpec> buffers;
+  // The chunk's loss-row CSR is owners_loss_rows_csr() (sends_loss_gradients()).
+  bool sends_loss_gradients = false;
 };
+// Whether a layout of `profile` sends the last layer's loss gradients to their owners
+// (LossRowExchange::kSendGradients): GCN of two layers or more whose last layer transforms
+// first and trains over its loss rows, on a profile with owners_loss_csr.
+bool sends_loss_gradients(const PartitionProfile& profile, const ModelLayers& model,
+                          const LayoutOptions& options);
 PartitionLayout partition_layout(const Plan& plan, int partition, const ModelLayers& model,
                                  const LayoutOptions& options, const LossRowFlags& loss_rows);
 // The same from a profile (its comm must be options.comm).

@@ -124,8 +124,10 @@ std::string budget_rule_name(const BudgetRule& rule) {
 std::vector<PartitionProfile> plan_profiles(const Plan& plan, const LossRowFlags& loss_rows,
                                             CommMode comm) {
   std::vector<PartitionProfile> profiles;
+  const LossCut cut =
+      loss_cut_mirrors(plan, loss_rows) ? LossCut::kMirrored : LossCut::kNotMirrored;
   for (int p = 0; p < plan.partitions; ++p)
-    profiles.push_back(partition_profile(plan, p, comm, loss_rows));
+    profiles.push_back(partition_profile(plan, p, comm, loss_rows, cut));
   return profiles;
 }
 

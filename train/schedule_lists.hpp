@@ -10,6 +10,7 @@
 
 #include "formats/dataset.hpp"
 #include "formats/plan.hpp"
+#include "train/layout/buffer_layout.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
 #include "train/schedule_state.hpp"
@@ -49,10 +50,7 @@ struct ChunkLists {
 // A chunk CSR restricted to the rows flagged in `keep` (by chunk row; LossRowFlags from the
 // chunk's first vertex), their entries in order, every other row empty: the CSR of
 // BufferRole::kLossCsr, which the last layer's training passes read (LastLayerRows::kLoss).
-struct LossRowsCsr {
-  std::vector<edge_t> indptr;
-  std::vector<vertex_t> columns;
-};
+using LossRowsCsr = CsrArrays;
 LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
                           const std::uint8_t* keep);
 

@@ -381,10 +381,6 @@ class LayoutBuilder {
   std::vector<BufferSpec>& out_;
 };
 
-}  // namespace
-
-namespace {
-
 // The vertex in each slot of partition p's remote region (one chunk a partition).
 std::vector<vertex_t> remote_slot_vertices(const Plan& plan, int p) {
   const ChunkPlan& chunk = plan.chunk(0, p);

@@ -301,12 +301,12 @@ class Schedule {
   const std::vector<HostIssueRange>& host_issues() const { return host_issues_; }
   double timeline_origin() const { return timeline_origin_; }
   TransferCounters counters() const;  // summed over devices
+  void reset_counters();
+  std::int64_t peak_device_bytes() const;  // max over devices
   // How the fused pass's transposed product reaches other partitions' vertices in this run:
   // ScheduleOptions::loss_row_exchange where the plan allows it (buffer_layout.hpp), else
   // kPushSums (also with one partition, which exchanges nothing).
   LossRowExchange loss_row_exchange() const;
-  void reset_counters();
-  std::int64_t peak_device_bytes() const;  // max over devices
 
  private:
   struct Impl;

@@ -346,6 +346,10 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
   for (const PartitionLayout& layout : layouts)
     if (layout.sends_loss_gradients != loss_gradients_sent)
       SLUICE_FAIL("buffer layout: the partitions disagree on sending the loss gradients");
+  if (loss_gradients_sent)
+    log_debug(
+        "fused pass: each device sends its loss gradients to the owners of the vertices "
+        "its loss rows read (LossRowExchange::kSendGradients)");
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);

@@ -900,11 +900,10 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
   // What the CPU backend allocates through its Device interface, summed over the partitions.
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions layout = memory_layout_options(config);
-  const LossRowFlags loss_rows = loss_row_flags(dataset, plan.old_to_new);
   std::int64_t devices = 0;
-  for (int p = 0; p < plan.partitions; ++p)
-    devices = saturating_add(devices,
-                             estimate_gpu_memory(plan, loss_rows, p, shape, layout).device_bytes());
+  for (const GpuMemoryEstimate& e :
+       plan_estimates(plan, loss_row_flags(dataset, plan.old_to_new), shape, layout))
+    devices = saturating_add(devices, e.device_bytes());
   require_memory({saturating_add(bytes, devices),
                   cat(purpose, " on ", plan.partitions, " CPU device(s)"), cause});
 }

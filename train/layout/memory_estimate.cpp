@@ -81,19 +81,29 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
   return estimate_gpu_memory(plan, loss_rows, partition, shape, options).total;
 }
 
+std::vector<GpuMemoryEstimate> plan_estimates(const Plan& plan, const LossRowFlags& loss_rows,
+                                              const ModelShape& shape,
+                                              const LayoutOptions& options) {
+  const ModelLayers model = model_layers(shape);
+  std::vector<GpuMemoryEstimate> estimates;
+  for (const PartitionProfile& profile : plan_profiles(plan, loss_rows, options.comm))
+    estimates.push_back(estimate_layout_memory(partition_layout(profile, model, options)));
+  return estimates;
+}
+
 std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
                                      const ModelShape& shape, const LayoutOptions& options) {
   std::int64_t peak = 0;
-  for (int p = 0; p < plan.partitions; ++p)
-    peak = std::max(peak, estimate_gpu_bytes(plan, loss_rows, p, shape, options));
+  for (const GpuMemoryEstimate& e : plan_estimates(plan, loss_rows, shape, options))
+    peak = std::max(peak, e.total);
   return peak;
 }
 
 std::int64_t estimate_minimum_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
                                         const ModelShape& shape, const LayoutOptions& options) {
   std::int64_t peak = 0;
-  for (int p = 0; p < plan.partitions; ++p)
-    peak = std::max(peak, estimate_gpu_memory(plan, loss_rows, p, shape, options).minimum);
+  for (const GpuMemoryEstimate& e : plan_estimates(plan, loss_rows, shape, options))
+    peak = std::max(peak, e.minimum);
   return peak;
 }
 

@@ -76,6 +76,11 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, const LossRowFlags& loss
 std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows, int partition,
                                 const ModelShape& shape, const LayoutOptions& options = {});
 
+// Every partition's estimate, from the plan's profiles taken once (plan_profiles()).
+std::vector<GpuMemoryEstimate> plan_estimates(const Plan& plan, const LossRowFlags& loss_rows,
+                                              const ModelShape& shape,
+                                              const LayoutOptions& options = {});
+
 // The maximum of estimate_gpu_bytes over all partitions.
 std::int64_t estimate_peak_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
                                      const ModelShape& shape, const LayoutOptions& options = {});

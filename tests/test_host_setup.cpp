@@ -15,6 +15,7 @@
 #include "tests/support/paths.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
+#include "tests/support/sgd_epochs.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
 
@@ -41,12 +42,8 @@ Outcome run(const std::string& dataset_path, const Plan& built, const std::strin
   options.host_setup = host_setup;
   Schedule schedule(*backend, d, plan, spec, options, InputRelease::kDatasetAndPlanLists);
   EXPECT_TRUE(d.indices.empty()) << "the graph was not released";
-  schedule.set_parameters(init_parameters(spec, 3));
   Outcome out;
-  for (int epoch = 0; epoch < 2; ++epoch) {  // SGD steps: the second loss reads the gradients
-    out.losses.push_back(schedule.forward_backward(epoch));
-    schedule.sgd_step(0.5f, 0.f);
-  }
+  out.losses = test::sgd_epochs(schedule, spec, 3, 2).losses;  // the second reads the gradients
   out.predictions = schedule.evaluate();
   return out;
 }

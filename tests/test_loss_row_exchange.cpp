@@ -17,6 +17,7 @@
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
+#include "tests/support/sgd_epochs.hpp"
 #include "train/layout/buffer_layout.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
@@ -90,10 +91,8 @@ TEST(LossRowExchange, OwnersCsrHoldsEveryLossEntryIntoThePartition) {
 }
 
 struct Trained {
-  std::vector<double> losses;
-  std::vector<float> parameters;
+  test::SgdEpochs run;
   LossRowExchange exchange = LossRowExchange::kPushSums;
-  bool moved = false;  // the SGD steps changed the parameters
 };
 
 Trained train(const Dataset& d, const Plan& plan, int layers, LossRowExchange exchange) {
@@ -105,20 +104,10 @@ Trained train(const Dataset& d, const Plan& plan, int layers, LossRowExchange ex
   options.seed = 5;
   options.loss_row_exchange = exchange;
   Schedule schedule(*backend, d, plan, spec, options);
-  schedule.set_parameters(init_parameters(spec, 8));
-  Trained out;
-  // SGD steps between the epochs: the later losses and the parameters depend on the gradients.
-  for (int epoch = 0; epoch < 3; ++epoch) {
-    out.losses.push_back(schedule.forward_backward(epoch));
-    schedule.sgd_step(0.5f, 0.f);
-  }
-  out.parameters = schedule.parameters();
-  out.exchange = schedule.loss_row_exchange();
-  out.moved = out.parameters != init_parameters(spec, 8);
-  return out;
+  return {test::sgd_epochs(schedule, spec, 8, 3), schedule.loss_row_exchange()};
 }
 
-void expect_same_training(const Trained& a, const Trained& b) {
+void expect_same_training(const test::SgdEpochs& a, const test::SgdEpochs& b) {
   ASSERT_EQ(a.losses.size(), b.losses.size());
   for (std::size_t e = 0; e < a.losses.size(); ++e)
     EXPECT_NEAR(a.losses[e], b.losses[e], 1e-6 * std::abs(b.losses[e])) << "epoch " << e;
@@ -145,9 +134,9 @@ TEST(LossRowExchange, SentGradientsTrainAsPushedSums) {
       const Trained pushed = train(d, plan, layers, LossRowExchange::kPushSums);
       EXPECT_EQ(sent.exchange, LossRowExchange::kSendGradients);
       EXPECT_EQ(pushed.exchange, LossRowExchange::kPushSums);
-      EXPECT_TRUE(sent.moved);
-      expect_same_training(sent, pushed);
-      expect_same_training(sent, alone);
+      EXPECT_TRUE(sent.run.moved);
+      expect_same_training(sent.run, pushed.run);
+      expect_same_training(sent.run, alone.run);
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
 #include "tests/support/random_graph.hpp"
+#include "tests/support/sgd_epochs.hpp"
 #include "train/model.hpp"
 #include "train/schedule.hpp"
 
@@ -38,15 +39,8 @@ Trained train(const Dataset& d, const Plan& plan, const std::string& model, int 
   options.remote_first_push_bytes = remote_first_push_bytes;
   options.loss_row_exchange = LossRowExchange::kPushSums;  // the fused pass pushes too
   Schedule schedule(*backend, d, plan, spec, options);
-  schedule.set_parameters(init_parameters(spec, 4));
-  Trained out;
-  // SGD steps between the epochs: the later losses and the parameters depend on the gradients.
-  for (int epoch = 0; epoch < 3; ++epoch) {
-    out.losses.push_back(schedule.forward_backward(epoch));
-    schedule.sgd_step(0.5f, 0.f);
-  }
-  out.parameters = schedule.parameters();
-  out.moved = out.parameters != init_parameters(spec, 4);
+  const test::SgdEpochs run = test::sgd_epochs(schedule, spec, 4, 3);
+  Trained out{run.losses, run.parameters, 0, run.moved};
   for (int p = 0; p < plan.partitions; ++p) out.p2p_rows += backend->device(p).counters().p2p_rows;
   return out;
 }

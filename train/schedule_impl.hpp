@@ -599,6 +599,13 @@ struct Schedule::Impl {
   }
   void send_transforms(DeviceState& s, const LayerSpec& next, Mat rows, std::size_t range,
                        Mat staging);
+  // The width rows of `cols` floats go with from a one-chunk device into its peers' slots: with
+  // their padding to 16 bytes where the source (leading dimension source_ld) and every peer's
+  // merged buffer have it (no reader looks at it), so that each row moves in 16-byte words.
+  std::int64_t sent_width(const DeviceChunk& ch, std::int64_t source_ld, std::int64_t cols) const;
+  // The rows of peer r.pusher's merged buffer (Zm) that hold device `owner`'s rows it reads, in
+  // r's order (one run of slots), `width` floats wide; empty where it has no slots for them.
+  Mat peer_slots(const schedule_detail::ReceivedRows& r, int owner, std::int64_t width);
   // Whether the training pass of `layer` (the fused last layer) sends its loss gradients to the
   // owners of the vertices its loss rows read, whose transposed products take them, instead of
   // pushing its transposed product's rows of those vertices (LossRowExchange).

@@ -494,25 +494,6 @@ std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const M
   return lists;
 }
 
-LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                          const std::uint8_t* keep) {
-  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
-  LossRowsCsr out;
-  out.indptr.assign(std::size_t(rows) + 1, 0);
-  for (std::int64_t r = 0; r < rows; ++r)
-    out.indptr[std::size_t(r) + 1] =
-        out.indptr[std::size_t(r)] +
-        (keep[r] ? indptr[std::size_t(r) + 1] - indptr[std::size_t(r)] : 0);
-  out.columns.resize(std::size_t(out.indptr.back()));
-#pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(columns.size())))
-  for (std::int64_t r = 0; r < rows; ++r)
-    if (keep[r])
-      std::copy(columns.begin() + indptr[std::size_t(r)],
-                columns.begin() + indptr[std::size_t(r) + 1],
-                out.columns.begin() + out.indptr[std::size_t(r)]);
-  return out;
-}
-
 // Every vertex leaves at least once per layer (its own chunk's self entry brings it into a
 // transition buffer). A row's first flush is in the first list (in flush order) that holds it,
 // at its first position there: the first list of every vertex is found in parallel (the least
@@ -597,36 +578,53 @@ std::vector<TailLists> tail_lists(const ChunkLists& last, const Plan& plan, int 
   return out;
 }
 
+namespace {
+
+// Where a SendRange finds each list's rows: the whole list, or those in the range's rows, by
+// bisection (the list ascends).
+enum class ListRows { kWhole, kInRange };
+
+// Rows [row_begin, row_end), each list's positions among them and whether they are consecutive
+// rows.
+SendRange send_range(const ChunkLists& li, std::int64_t row_begin, std::int64_t row_end,
+                     ListRows list_rows) {
+  SendRange out;
+  out.row_begin = row_begin;
+  out.row_end = row_end;
+  for (const ReceivedRows& r : li.received) {
+    std::int64_t first = r.first, end = r.first + r.count;
+    if (list_rows == ListRows::kInRange) {
+      const auto begin = li.received_rows.begin() + r.first;
+      first =
+          std::lower_bound(begin, begin + r.count, vertex_t(row_begin)) - li.received_rows.begin();
+      end = std::lower_bound(begin, begin + r.count, vertex_t(row_end)) - li.received_rows.begin();
+    }
+    bool consecutive = true;
+    for (std::int64_t k = first + 1; consecutive && k < end; ++k)
+      consecutive = li.received_rows[std::size_t(k)] == li.received_rows[std::size_t(k) - 1] + 1;
+    out.received_begin.push_back(first);
+    out.received_end.push_back(end);
+    out.sent_first.push_back(first < end && consecutive ? li.received_rows[std::size_t(first)]
+                                                        : -1);
+  }
+  return out;
+}
+
+}  // namespace
+
+SendRange whole_send_range(const ChunkLists& li, std::int64_t rows) {
+  return send_range(li, 0, rows, ListRows::kWhole);
+}
+
 std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows) {
   const auto begin = [&](const ReceivedRows& r) { return li.received_rows.begin() + r.first; };
-  // Rows [row_begin, row_end), each list's positions among them (found by bisection where the
-  // lists ascend) and whether they are consecutive rows.
-  const auto range = [&](std::int64_t row_begin, std::int64_t row_end, bool ascending) {
-    SendRange out;
-    out.row_begin = row_begin;
-    out.row_end = row_end;
-    for (const ReceivedRows& r : li.received) {
-      std::int64_t first = r.first, end = r.first + r.count;
-      if (ascending) {
-        first = std::lower_bound(begin(r), begin(r) + r.count, vertex_t(row_begin)) -
-                li.received_rows.begin();
-        end = std::lower_bound(begin(r), begin(r) + r.count, vertex_t(row_end)) -
-              li.received_rows.begin();
-      }
-      bool consecutive = true;
-      for (std::int64_t k = first + 1; consecutive && k < end; ++k)
-        consecutive = li.received_rows[std::size_t(k)] == li.received_rows[std::size_t(k) - 1] + 1;
-      out.received_begin.push_back(first);
-      out.received_end.push_back(end);
-      out.sent_first.push_back(first < end && consecutive ? li.received_rows[std::size_t(first)]
-                                                          : -1);
-    }
-    return out;
+  const auto range = [&](std::int64_t row_begin, std::int64_t row_end) {
+    return send_range(li, row_begin, row_end, ListRows::kInRange);
   };
   const bool ascending = std::all_of(
       li.received.begin(), li.received.end(),
       [&](const ReceivedRows& r) { return std::is_sorted(begin(r), begin(r) + r.count); });
-  if (li.received_rows.empty() || !ascending) return {range(0, rows, false)};
+  if (li.received_rows.empty() || !ascending) return {whole_send_range(li, rows)};
   // Every sent row in [low, high]: where the rows above `high` (a partition numbered with its
   // boundary vertices first, BoundaryVertices::kFirst), or else those below `low`, are at least
   // as many as the sent rows, the sent rows' range goes first and their copies run beside the
@@ -634,14 +632,14 @@ std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows) {
   const auto [lowest, highest] =
       std::minmax_element(li.received_rows.begin(), li.received_rows.end());
   const std::int64_t low = *lowest, high = *highest + 1, sent_count = li.received_rows.size();
-  if (rows - high >= sent_count && high > 0) return {range(0, high, true), range(high, rows, true)};
-  if (low >= sent_count && low < rows) return {range(low, rows, true), range(0, low, true)};
+  if (rows - high >= sent_count && high > 0) return {range(0, high), range(high, rows)};
+  if (low >= sent_count && low < rows) return {range(low, rows), range(0, low)};
   std::vector<vertex_t> sent = li.received_rows;
   const auto at = sent.begin() + std::ptrdiff_t(2 * sent.size() / 3);
   std::nth_element(sent.begin(), at, sent.end());
   const std::int64_t split = *at;
-  if (split <= 0 || split >= rows) return {range(0, rows, true)};
-  return {range(0, split, true), range(split, rows, true)};
+  if (split <= 0 || split >= rows) return {range(0, rows)};
+  return {range(0, split), range(split, rows)};
 }
 
 void receive_pushes(std::vector<ChunkLists>& lists, int partitions) {

@@ -47,13 +47,6 @@ struct ChunkLists {
   std::vector<vertex_t> dst_keys, labels, split_bits;
 };
 
-// A chunk CSR restricted to the rows flagged in `keep` (by chunk row; LossRowFlags from the
-// chunk's first vertex), their entries in order, every other row empty: the CSR of
-// BufferRole::kLossCsr, which the last layer's training passes read (LastLayerRows::kLoss).
-using LossRowsCsr = CsrArrays;
-LossRowsCsr loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
-                          const std::uint8_t* keep);
-
 // The lists of every chunk (index batch * P + p) for `mode`, checking the plan against the
 // dataset: every failed check throws InputError naming the plan element at fault.
 std::vector<ChunkLists> derive_lists(const Dataset& d, const Plan& plan, const ModelSpec& model,
@@ -81,6 +74,9 @@ void receive_pushes(std::vector<ChunkLists>& lists, int partitions);
 // range where nothing is sent, where a list is not ascending (its positions are the peer's
 // slots, in that order) or where the split leaves a range empty.
 std::vector<SendRange> send_ranges(const ChunkLists& li, std::int64_t rows);
+// Every row of a chunk of `rows` rows as one SendRange, each list's positions its whole list
+// (what send_ranges() gives where a list does not ascend).
+SendRange whole_send_range(const ChunkLists& li, std::int64_t rows);
 
 // The last batch's leaving rows of partition p (a backward pass's tail) by the chunk of p whose
 // destinations they are (Schedule::Impl::keeps_tail()). Per chunk: where each row sits on the

@@ -846,13 +846,7 @@ std::size_t Schedule::Impl::upload_chunks(DeviceState& s, int p,
       ch.send_ranges = send_ranges(li, ch.num_dst);
       for (const vertex_t row : li.received_rows)
         ch.peers_read_end = std::max<std::int64_t>(ch.peers_read_end, std::int64_t(row) + 1);
-      for (const ReceivedRows& r : li.received) {
-        const auto run = li.received_rows.begin() + r.first;
-        bool consecutive = r.count > 0;
-        for (std::int64_t k = 1; consecutive && k < r.count; ++k)
-          consecutive = run[k] == run[k - 1] + 1;
-        ch.received_run_first.push_back(consecutive ? std::int64_t(run[0]) : -1);
-      }
+      ch.peer_rows = whole_send_range(li, ch.num_dst);
       s.loads_in_row_order = li.load_rows.size() == li.load_vertices.size();
       for (std::size_t i = 0; s.loads_in_row_order && i < li.load_rows.size(); ++i)
         s.loads_in_row_order =
@@ -939,8 +933,7 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
                                    where + "owners' loss-row CSR");
         return;
       }
-      const LossRowsCsr loss =
-          loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
+      const CsrArrays loss = loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
       if (b.csr.rows != cp.num_dst() || b.csr.nnz != std::int64_t(loss.columns.size()) ||
           b.csr.cols != s.merged_rows)
         SLUICE_FAIL("buffer layout: ", where, "loss-row CSR of ", b.csr.rows, " x ", b.csr.cols,

@@ -60,9 +60,9 @@ struct DeviceChunk {
   std::vector<ReceivedRows> received;
   Idx received_rows;
   // One past the last of the chunk's rows that a peer reads (0: none; one chunk a device), and
-  // per received[i] the first of its rows where they are consecutive (-1 otherwise).
+  // all the rows the peers read as one range (whole_send_range(): the loss gradients' sends).
   std::int64_t peers_read_end = 0;
-  std::vector<std::int64_t> received_run_first;
+  SendRange peer_rows;
   // The forward's transform in row ranges, each range's rows that the peers read sent as soon as
   // it is written (Schedule::Impl::send_transforms(); schedule_lists.hpp's send_ranges()).
   std::vector<SendRange> send_ranges;

@@ -419,19 +419,34 @@ bool Schedule::Impl::takes_next_step_inputs(DeviceState& s) {
 // dZ block, idle until the fused pass's loss gradient, which waits for these sends) on the
 // compute lane. Where staging cannot hold every sent row, a kernel on the peer lane stores them
 // into the peer's memory.
+std::int64_t Schedule::Impl::sent_width(const DeviceChunk& ch, std::int64_t source_ld,
+                                        std::int64_t cols) const {
+  const std::int64_t padded = aligned_width(cols);
+  const bool pads = source_ld >= padded &&
+                    std::all_of(ch.received.begin(), ch.received.end(), [&](const ReceivedRows& r) {
+                      return dev[std::size_t(r.pusher)].Zm.ld >= padded;
+                    });
+  return pads ? padded : cols;
+}
+
+Mat Schedule::Impl::peer_slots(const ReceivedRows& r, int owner, std::int64_t width) {
+  DeviceState& peer = dev[std::size_t(r.pusher)];
+  for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
+    if (slots.owner != owner) continue;
+    SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ", r.pusher,
+                   "'s slots for device ", owner, "'s rows");
+    const Mat rows = peer.Zm.row_block(slots.local_first, r.count);
+    return Mat{rows.data, rows.rows, width, rows.ld};
+  }
+  return Mat{};
+}
+
 void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat rows,
                                      std::size_t range, Mat staging) {
   Device& d = *s.device;
   const DeviceChunk& ch = s.chunks[0];
   const int self = int(&s - dev.data());
-  // Rows go with their padding to 16 bytes where both sides have it (no reader looks at it), so
-  // that each row moves in 16-byte words.
-  const std::int64_t padded = (next.transform_width + 3) / 4 * 4;
-  const bool pads = rows.ld >= padded &&
-                    std::all_of(ch.received.begin(), ch.received.end(), [&](const ReceivedRows& r) {
-                      return dev[std::size_t(r.pusher)].Zm.ld >= padded;
-                    });
-  const std::int64_t width = pads ? padded : next.transform_width;
+  const std::int64_t width = sent_width(ch, rows.ld, next.transform_width);
   const Mat source{rows.data, rows.rows, width, rows.ld};
   const bool staged = ch.received_rows.size * width <= staging.rows * staging.ld;
   const Mat compact{staging.data, staged ? ch.received_rows.size : 0, width, width};
@@ -455,20 +470,16 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
     const ReceivedRows& r = ch.received[i];
     const std::int64_t first = sends.received_begin[i], end = sends.received_end[i];
     if (end == first) continue;
-    DeviceState& peer = dev[std::size_t(r.pusher)];
-    for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
-      if (slots.owner != self) continue;
-      SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ",
-                     r.pusher, "'s slots for device ", self, "'s rows");
-      const Mat slots_rows = peer.Zm.row_block(slots.local_first + first - r.first, end - first);
-      const Mat into{slots_rows.data, slots_rows.rows, width, slots_rows.ld};
-      if (sends.sent_first[i] >= 0)
-        d.put_block(source.row_block(sends.sent_first[i], end - first), *peer.device, into);
-      else if (staged)
-        d.put_block(compact.row_block(first, end - first), *peer.device, into);
-      else
-        d.put_rows(source, part(ch.received_rows, first, end), *peer.device, into);
-    }
+    const Mat slots = peer_slots(r, self, width);
+    if (slots.empty()) continue;
+    Device& peer = *dev[std::size_t(r.pusher)].device;
+    const Mat into = slots.row_block(first - r.first, end - first);
+    if (sends.sent_first[i] >= 0)
+      d.put_block(source.row_block(sends.sent_first[i], end - first), peer, into);
+    else if (staged)
+      d.put_block(compact.row_block(first, end - first), peer, into);
+    else
+      d.put_rows(source, part(ch.received_rows, first, end), peer, into);
   }
   d.phase_end(Phase::kP2p);
   d.mark(kTransformsSent);
@@ -483,33 +494,22 @@ void Schedule::Impl::send_loss_gradients(int p, const LayerSpec& layer) {
   DeviceState& s = dev[std::size_t(p)];
   Device& d = *s.device;
   const DeviceChunk& ch = s.chunks[0];
-  // Rows go with their padding to 16 bytes where both sides have it (no reader looks at it).
-  const std::int64_t padded = aligned_width(layer.out_width);
-  const bool pads = s.Zm.ld >= padded &&
-                    std::all_of(ch.received.begin(), ch.received.end(), [&](const ReceivedRows& r) {
-                      return dev[std::size_t(r.pusher)].Zm.ld >= padded;
-                    });
-  const std::int64_t width = pads ? padded : layer.out_width;
-  const Mat source = rows_of(s.Zm, ch.num_dst, width);
+  const std::int64_t width = sent_width(ch, s.Zm.ld, layer.out_width);
+  const Mat source{s.Zm.data, ch.num_dst, width, s.Zm.ld};
   LaneScope lane(d, Lane::kPeer);
   d.wait(kLossGradients);
   d.phase_begin(Phase::kP2p, tag(0));
   for (std::size_t i = 0; i < ch.received.size(); ++i) {
     const ReceivedRows& r = ch.received[i];
-    DeviceState& peer = dev[std::size_t(r.pusher)];
-    d.wait_peer(*peer.device, kLossGradients);
-    const Idx rows = part(ch.received_rows, r.first, r.first + r.count);
-    for (const DevicePeerRows& slots : peer.chunks[0].pushes) {
-      if (slots.owner != p) continue;
-      SLUICE_EXPECTS(slots.local_first >= 0 && slots.local_rows.size == r.count, "device ",
-                     r.pusher, "'s slots for device ", p, "'s rows");
-      const Mat into = rows_of(peer.Zm.row_block(slots.local_first, r.count), r.count, width);
-      const std::int64_t first = ch.received_run_first[i];
-      if (first >= 0)
-        d.put_block(source.row_block(first, r.count), *peer.device, into);
-      else
-        d.put_rows(source, rows, *peer.device, into);
-    }
+    Device& peer = *dev[std::size_t(r.pusher)].device;
+    d.wait_peer(peer, kLossGradients);
+    const Mat into = peer_slots(r, p, width);
+    if (into.empty()) continue;
+    const std::int64_t first = ch.peer_rows.sent_first[i];
+    if (first >= 0)
+      d.put_block(source.row_block(first, r.count), peer, into);
+    else
+      d.put_rows(source, part(ch.received_rows, r.first, r.first + r.count), peer, into);
   }
   d.phase_end(Phase::kP2p);
   d.mark(kLossGradientsSent);

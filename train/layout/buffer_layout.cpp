@@ -420,6 +420,25 @@ bool loss_cut_mirrors(const Plan& plan, const LossRowFlags& loss_rows) {
   return read_by_loss_rows == reading_loss_vertices;
 }
 
+CsrArrays loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                        const std::uint8_t* keep) {
+  const std::int64_t rows = std::int64_t(indptr.size()) - 1;
+  CsrArrays out;
+  out.indptr.assign(std::size_t(rows) + 1, 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    out.indptr[std::size_t(r) + 1] =
+        out.indptr[std::size_t(r)] +
+        (keep[r] ? indptr[std::size_t(r) + 1] - indptr[std::size_t(r)] : 0);
+  out.columns.resize(std::size_t(out.indptr.back()));
+#pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(columns.size())))
+  for (std::int64_t r = 0; r < rows; ++r)
+    if (keep[r])
+      std::copy(columns.begin() + indptr[std::size_t(r)],
+                columns.begin() + indptr[std::size_t(r) + 1],
+                out.columns.begin() + out.indptr[std::size_t(r)]);
+  return out;
+}
+
 CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss_rows) {
   SLUICE_EXPECTS(plan.chunks == 1 && p >= 0 && p < plan.partitions,
                  "the owners' loss-row CSR of partition ", p, " of a plan of ", plan.partitions,
@@ -435,33 +454,29 @@ CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss
     return column >= transition &&
            loss_rows[std::size_t(slot_vertex[std::size_t(column - transition)])];
   };
-  CsrArrays out;
-  out.indptr.assign(std::size_t(merged) + 1, 0);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
-    if (loss_rows[std::size_t(chunk.dst_begin + r)]) out.indptr[std::size_t(r) + 1] = end - begin;
-    for (edge_t e = begin; e < end; ++e)
-      if (loss_slot(chunk.columns[std::size_t(e)]))
-        ++out.indptr[std::size_t(chunk.columns[std::size_t(e)]) + 1];
+  // The chunk's loss rows, then empty rows up to the remote region, whose rows follow: a remote
+  // loss vertex read by `readers` of the chunk's rows takes its self entry and those readers.
+  CsrArrays out = loss_rows_csr(chunk.indptr, chunk.columns, loss_rows.data() + chunk.dst_begin);
+  std::vector<edge_t> readers(std::size_t(merged - transition), 0);
+  for (const vertex_t column : chunk.columns)
+    if (loss_slot(column)) ++readers[std::size_t(column - transition)];
+  out.indptr.resize(std::size_t(merged) + 1, out.indptr.back());
+  for (std::int64_t s = transition; s < merged; ++s) {
+    const edge_t count = readers[std::size_t(s - transition)];
+    out.indptr[std::size_t(s) + 1] = out.indptr[std::size_t(s)] + (count > 0 ? 1 + count : 0);
   }
-  for (std::int64_t s = transition; s < merged; ++s)  // the self entry of each row with entries
-    if (out.indptr[std::size_t(s) + 1] > 0) ++out.indptr[std::size_t(s) + 1];
-  for (std::int64_t r = 0; r < merged; ++r)
-    out.indptr[std::size_t(r) + 1] += out.indptr[std::size_t(r)];
   out.columns.resize(std::size_t(out.indptr.back()));
-  std::vector<edge_t> next(out.indptr.begin(), out.indptr.end() - 1);
+  std::vector<edge_t> next(out.indptr.begin() + transition, out.indptr.end() - 1);
   for (std::int64_t s = transition; s < merged; ++s)
-    if (out.indptr[std::size_t(s) + 1] > out.indptr[std::size_t(s)])
-      out.columns[std::size_t(next[std::size_t(s)]++)] = vertex_t(s);
+    if (readers[std::size_t(s - transition)] > 0)
+      out.columns[std::size_t(next[std::size_t(s - transition)]++)] = vertex_t(s);
   for (std::int64_t r = 0; r < rows; ++r) {
     const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
     const vertex_t self = chunk.columns[std::size_t(begin)];  // the row's own slot
-    const bool loss = loss_rows[std::size_t(chunk.dst_begin + r)];
-    for (edge_t e = begin; e < end; ++e) {
-      const vertex_t column = chunk.columns[std::size_t(e)];
-      if (loss) out.columns[std::size_t(next[std::size_t(r)]++)] = column;
-      if (loss_slot(column)) out.columns[std::size_t(next[std::size_t(column)]++)] = self;
-    }
+    for (edge_t e = begin; e < end; ++e)
+      if (loss_slot(chunk.columns[std::size_t(e)]))
+        out.columns[std::size_t(next[std::size_t(chunk.columns[std::size_t(e)] - transition)]++)] =
+            self;
   }
   return out;
 }

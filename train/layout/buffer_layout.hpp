@@ -214,8 +214,8 @@ struct PartitionProfile {
   std::int64_t head_rows = 0;
   std::vector<ChunkListSizes> lists;  // per batch position
   std::vector<CsrShape> csr;          // per batch position; cols = the merged rows
-  // Per batch position, the shape of the chunk CSR's loss rows alone (loss_rows_csr() of
-  // train/schedule_lists.hpp); empty where the profile was taken without loss-row flags.
+  // Per batch position, the shape of the chunk CSR's loss rows alone (loss_rows_csr()); empty
+  // where the profile was taken without loss-row flags.
   std::vector<CsrShape> loss_csr;
   // The shape of owners_loss_rows_csr() of the partition's one chunk, where a plan of one chunk
   // on several partitions has it (loss_cut_mirrors()); empty otherwise, and from the chunk-count
@@ -233,6 +233,11 @@ struct CsrArrays {
   std::vector<edge_t> indptr;
   std::vector<vertex_t> columns;
 };
+// A chunk CSR restricted to the rows flagged in `keep` (by chunk row; LossRowFlags from the
+// chunk's first vertex), their entries in order, every other row empty: the CSR of
+// BufferRole::kLossCsr, which the last layer's training passes read (LastLayerRows::kLoss).
+CsrArrays loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t>& columns,
+                        const std::uint8_t* keep);
 // The loss-row CSR of partition p's one chunk for LossRowExchange::kSendGradients, merged_rows
 // rows: rows [0, nd) those of the chunk's loss rows (loss_rows_csr()), every other row below the
 // remote region empty; the row of the remote slot of a loss vertex v that the chunk's rows read:

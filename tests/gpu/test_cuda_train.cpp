@@ -1053,38 +1053,50 @@ TEST(CudaPushes, FusedProductWaitsForTheDevicesOwnSends) {
 // With one chunk a partition on a symmetric graph each device sends its fused pass's loss
 // gradients into its peers' slots and each owner's transposed product takes every loss row's
 // entry into its vertices (LossRowExchange::kSendGradients): the run agrees with the CPU
-// backend's, GCN of two and three layers, on two GPUs where there are two, else two logical
-// devices on one. Its trace shows the path: the fused pass sends on the peer lane and adds no
-// pushed rows.
+// backend's, GCN of two and three layers, two and four partitions on two GPUs where there are
+// two, else logical devices on one. Its trace shows the path: the fused pass sends on the peer
+// lane and adds no pushed rows. Two partitions, numbered with their boundary vertices first,
+// send one block each (put_block); of four, each reads rows its peers read too, so the rows a
+// peer reads are not one run and go by the peer lane's row kernel (put_rows).
 TEST(CudaLossRowExchange, SentGradientsAgreeWithTheCpuBackend) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine (scripts/device-test.sh)";
   const int gpus = have_gpus(2) ? 2 : 1;
   static const Dataset d = test::symmetrized(push_dataset());
-  const Plan plan = test::make_plan(d, test::plan_options(2, 1).seed(3));
-  for (const int layers : {2, 3}) {
-    SCOPED_TRACE(cat(layers, " layers on ", gpus, " GPU(s)"));
-    const test::ScratchDir dir;
-    TrainConfig config = push_config("gcn", gpus);
-    config.layers = layers;
-    const TrainResult cpu = train(d, plan, test::train_config(config).device("cpu").gpus(1));
-    config.trace = dir.file("trace.json");
-    config.op_times = true;
-    const TrainResult gpu = train(d, plan, config);
-    expect_agrees_with_cpu(gpu, cpu);
-    EXPECT_NE(cpu.losses.front(), cpu.losses.back());
-    std::ifstream in(config.trace);
-    ASSERT_TRUE(in) << config.trace;
-    const auto trace = nlohmann::json::parse(in);
-    int sends = 0, additions = 0;
-    const int peer_ops = kLanes + int(Lane::kPeer);
-    for (const auto& e : trace["traceEvents"]) {
-      if (e["ph"] != "X" || e["cat"] != cat("op fused ", layers - 1)) continue;
-      sends += e["tid"] == peer_ops && (e["name"] == "put_block" || e["name"] == "put_rows");
-      additions += e["name"] == "scatter_add_rows";
+  for (const int partitions : {2, 4}) {
+    const Plan plan = test::make_plan(d, test::plan_options(partitions, 1).seed(3));
+    for (const int layers : {2, 3}) {
+      SCOPED_TRACE(cat(layers, " layers, P = ", partitions, " on ", gpus, " GPU(s)"));
+      const test::ScratchDir dir;
+      TrainConfig config = push_config("gcn", gpus);
+      config.layers = layers;
+      const TrainResult cpu = train(d, plan, test::train_config(config).device("cpu").gpus(1));
+      config.trace = dir.file("trace.json");
+      config.op_times = true;
+      const TrainResult gpu = train(d, plan, config);
+      expect_agrees_with_cpu(gpu, cpu);
+      EXPECT_NE(cpu.losses.front(), cpu.losses.back());
+      std::ifstream in(config.trace);
+      ASSERT_TRUE(in) << config.trace;
+      const auto trace = nlohmann::json::parse(in);
+      int blocks = 0, row_sends = 0, additions = 0;
+      const int peer_ops = kLanes + int(Lane::kPeer);
+      for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] != "X" || e["cat"] != cat("op fused ", layers - 1)) continue;
+        blocks += e["tid"] == peer_ops && e["name"] == "put_block";
+        row_sends += e["tid"] == peer_ops && e["name"] == "put_rows";
+        additions += e["name"] == "scatter_add_rows";
+      }
+      if (partitions == 2) {
+        EXPECT_EQ(blocks, 2 * 3) << "a send a device and training step";
+        EXPECT_EQ(row_sends, 0);
+      } else {
+        EXPECT_GE(blocks + row_sends, partitions * 3)
+            << "a send a device and training step at least";
+        EXPECT_GT(row_sends, 0) << "no rows went by the row kernel";
+      }
+      EXPECT_EQ(additions, 0);
     }
-    EXPECT_EQ(sends, 2 * 3) << "a send a device and training step";
-    EXPECT_EQ(additions, 0);
   }
 }
 

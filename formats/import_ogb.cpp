@@ -23,11 +23,14 @@ bool is_file(const std::string& path) {
   return stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
 }
 
-// "<stem>.csv.gz" or "<stem>.csv"; empty when neither exists (error when required).
-std::string find_table(const std::string& stem, bool required) {
+enum class Table { kRequired, kOptional };
+
+// "<stem>.csv.gz" or "<stem>.csv"; empty when neither exists (an error for a required table).
+std::string find_table(const std::string& stem, Table table) {
   for (const char* suffix : {".csv.gz", ".csv"})
     if (is_file(stem + suffix)) return stem + suffix;
-  SLUICE_INPUT_CHECK(!required, stem, ".csv.gz: missing (neither .csv.gz nor .csv exists)");
+  SLUICE_INPUT_CHECK(table == Table::kOptional, stem,
+                     ".csv.gz: missing (neither .csv.gz nor .csv exists)");
   return {};
 }
 
@@ -108,8 +111,8 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
   d.source = "ogb:" + dir;
   d.options = import_options_json(options);
 
-  const std::string node_list = find_table(raw + "num-node-list", true);
-  const std::string edge_list = find_table(raw + "num-edge-list", true);
+  const std::string node_list = find_table(raw + "num-node-list", Table::kRequired);
+  const std::string edge_list = find_table(raw + "num-edge-list", Table::kRequired);
   const std::int64_t n = single_count(node_list);
   const std::int64_t declared_edges = single_count(edge_list);
   SLUICE_INPUT_CHECK(n > 0, node_list, ": empty graph (0 vertices)");
@@ -117,7 +120,7 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
                      kMaxVertices);
   d.num_nodes = static_cast<vertex_t>(n);
 
-  const std::string edge_file = find_table(raw + "edge", true);
+  const std::string edge_file = find_table(raw + "edge", Table::kRequired);
   {
     std::vector<vertex_t> pairs;
     {
@@ -133,14 +136,14 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
                         report);
   }
 
-  const std::string feature_file = find_table(raw + "node-feat", false);
+  const std::string feature_file = find_table(raw + "node-feat", Table::kOptional);
   if (!feature_file.empty()) {
     StageTimer timer("read features " + feature_file);
     d.features = read_feature_table(feature_file, n, d.feature_dim);
   } else {
     log_info(raw, "node-feat.csv[.gz] absent: the dataset holds no features");
   }
-  const std::string label_file = find_table(raw + "node-label", false);
+  const std::string label_file = find_table(raw + "node-label", Table::kOptional);
   if (!label_file.empty()) {
     d.labels = read_label_column(label_file, n, options.classes);
   } else {
@@ -153,9 +156,9 @@ Dataset import_ogb(const ImportOptions& options, ImportReport& report) {
   ImportOptions recorded = options;
   recorded.split = split_dir.substr(split_dir.find_last_of('/') + 1);
   d.options = import_options_json(recorded);
-  const std::string split_files[3] = {find_table(split_dir + "/train", true),
-                                      find_table(split_dir + "/valid", true),
-                                      find_table(split_dir + "/test", true)};
+  const std::string split_files[3] = {find_table(split_dir + "/train", Table::kRequired),
+                                      find_table(split_dir + "/valid", Table::kRequired),
+                                      find_table(split_dir + "/test", Table::kRequired)};
   d.train = read_index_list(split_files[0], n);
   d.valid = read_index_list(split_files[1], n);
   d.test = read_index_list(split_files[2], n);
@@ -169,7 +172,7 @@ std::string ogb_split_dir(const std::string& dir, const std::string& requested) 
   return choose_split(dir, requested);
 }
 std::string ogb_table(const std::string& stem) {
-  return find_table(stem, true);
+  return find_table(stem, Table::kRequired);
 }
 }  // namespace detail
 

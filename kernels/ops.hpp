@@ -129,6 +129,9 @@ struct LossOutputs {
 struct Idx {
   const vertex_t* data = nullptr;
   std::int64_t size = 0;
+
+  // Positions [begin, end) of the list.
+  Idx slice(std::int64_t begin, std::int64_t end) const { return Idx{data + begin, end - begin}; }
 };
 
 // How spmm and spmm_transpose_add weigh a CSR's entries, fixed when it is uploaded. A row's

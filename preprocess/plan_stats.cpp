@@ -80,17 +80,21 @@ std::string plan_stats_table(const Plan& plan, std::int64_t feature_dim) {
   out += "\n";
   out += line("%-28s %16s %8s %14s %12s", "per layer pass", "rows", "x |V|",
               ("bytes (d=" + std::to_string(dim) + ")").c_str(), "vs baseline");
-  auto volume = [&](const char* name, std::int64_t rows, bool compare) {
+  // A row of the table; `against_baseline` is its last column (the change from the baseline's
+  // rows, or empty).
+  auto volume = [&](const char* name, std::int64_t rows, const std::string& against_baseline) {
     out += line("%-28s %16lld %8.3f %14s %12s", name, static_cast<long long>(rows),
                 static_cast<double>(rows) / std::max<vertex_t>(1, plan.num_nodes),
-                format_bytes(rows * row_bytes).c_str(),
-                compare ? percent(-100.0 * reduction(rows, s.volume_baseline_rows)).c_str() : "");
+                format_bytes(rows * row_bytes).c_str(), against_baseline.c_str());
   };
-  volume("host->GPU baseline", s.volume_baseline_rows, false);
-  volume("host->GPU +P2P", s.volume_p2p_rows, true);
-  volume("host->GPU +P2P +reuse", s.volume_reuse_rows, true);
-  volume("GPU<-GPU pulls (P2P)", s.p2p_rows, false);
-  volume("reused in place", s.reused_rows, false);
+  const auto change = [&](std::int64_t rows) {
+    return percent(-100.0 * reduction(rows, s.volume_baseline_rows));
+  };
+  volume("host->GPU baseline", s.volume_baseline_rows, "");
+  volume("host->GPU +P2P", s.volume_p2p_rows, change(s.volume_p2p_rows));
+  volume("host->GPU +P2P +reuse", s.volume_reuse_rows, change(s.volume_reuse_rows));
+  volume("GPU<-GPU pulls (P2P)", s.p2p_rows, "");
+  volume("reused in place", s.reused_rows, "");
   out += "\n";
   out += line("cost model (d=%lld): before reorganization %.6g ms, after %.6g ms (%+.1f%%)",
               static_cast<long long>(s.cost_feature_dim), 1e3 * s.cost_before, 1e3 * s.cost_after,

@@ -636,12 +636,13 @@ TEST(MemoryEstimate, ResidencyGivesUpOverlapThenCachingOnlyToHoldEverything) {
   const std::vector<ResidencyNeed> cached = {{50, 10, 30}, {50, 10, 30}};
   const std::vector<ResidencyNeed> recomputed = {{50, 10, 20}, {50, 10, 20}};
   const ResidencyChoice both{true, true};
-  const auto choose = [&](std::vector<std::int64_t> capacity,
-                          ResidencyChoice current = {true, true}, bool may_recompute = true) {
-    const ResidencyChoice c =
-        choose_residency(cached, recomputed, capacity, current, may_recompute);
-    return std::pair{c.overlap, c.cache_intermediates};
-  };
+  const auto choose =
+      [&](std::vector<std::int64_t> capacity, ResidencyChoice current = {true, true},
+          IntermediatesChoice intermediates = IntermediatesChoice::kRecomputeWhereEverythingFits) {
+        const ResidencyChoice c =
+            choose_residency(cached, recomputed, capacity, current, intermediates);
+        return std::pair{c.overlap, c.cache_intermediates};
+      };
   using Choice = std::pair<bool, bool>;             // overlap, cached intermediates
   EXPECT_EQ(choose({-1, -1}), Choice(true, true));  // unbounded
   EXPECT_EQ(choose({80, 80}), Choice(true, true));
@@ -651,13 +652,15 @@ TEST(MemoryEstimate, ResidencyGivesUpOverlapThenCachingOnlyToHoldEverything) {
   EXPECT_EQ(choose({60, 60}), Choice(false, false));
   EXPECT_EQ(choose({59, 59}), Choice(true, true));    // nothing holds everything: as configured
   EXPECT_EQ(choose({80, 69}), Choice(false, false));  // every partition must fit
-  EXPECT_EQ(choose({69, 69}, both, false), Choice(true, true));     // caching may not change
+  EXPECT_EQ(choose({69, 69}, both, IntermediatesChoice::kAsGiven),
+            Choice(true, true));                                    // caching may not change
   EXPECT_EQ(choose({79, 79}, {false, true}), Choice(false, true));  // overlap off already
   EXPECT_EQ(choose({59, 59}, {false, true}), Choice(false, true));
   EXPECT_EQ(choose({80, 80}, {true, false}), Choice(true, false));  // never caches anew
   // Overlap buffers smaller than the cached intermediates: where giving them up is not enough,
   // recomputing keeps them.
-  const ResidencyChoice c = choose_residency({{50, 5, 30}}, {{50, 5, 20}}, {70}, both, true);
+  const ResidencyChoice c = choose_residency({{50, 5, 30}}, {{50, 5, 20}}, {70}, both,
+                                             IntermediatesChoice::kRecomputeWhereEverythingFits);
   EXPECT_TRUE(c.overlap);
   EXPECT_FALSE(c.cache_intermediates);
 }

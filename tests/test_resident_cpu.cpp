@@ -107,8 +107,9 @@ TEST(ResidentCpu, ResidentVertexDataTrainTheSameAsHostRows) {
           EXPECT_EQ(resident.losses, host.losses);
           EXPECT_EQ(resident.parameters, host.parameters);
           EXPECT_EQ(resident.predictions, host.predictions);
-          if (partitions > 1 && variant.comm != CommMode::kBaseline)
+          if (partitions > 1 && variant.comm != CommMode::kBaseline) {
             EXPECT_GT(resident.p2p_rows, 0);
+          }
         }
 }
 

@@ -421,7 +421,7 @@ void Schedule::Impl::aggregate_transformed(DeviceState& s, const DeviceChunk& ch
   }
   const std::int64_t F = layer.out_width;
   d.spmm(chunk_csr(ch, layer), nullptr, T.col_block(F, F), Z);
-  d.copy_rows(T.col_block(0, F), ch.self_columns, part(s.chunk_iota, 0, ch.num_dst), Z,
+  d.copy_rows(T.col_block(0, F), ch.self_columns, s.chunk_iota.slice(0, ch.num_dst), Z,
               RowCopy::kAdd);
 }
 
@@ -679,7 +679,7 @@ void Schedule::Impl::transform_arrivals(DeviceState& s, const DeviceChunk& ch,
   }
   for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
     const std::int64_t e = std::min(n, b + s.slice_x.rows);
-    const Idx rows = part(ch.load_rows, b, e);
+    const Idx rows = ch.load_rows.slice(b, e);
     const Mat x = rows_of(s.slice_x, e - b, layer.in_width);
     const Mat z = rows_of(s.slice_z, e - b, layer.transform_width);
     d.gather_rows(X, rows, x);
@@ -707,14 +707,14 @@ void Schedule::Impl::transform_reloaded_arrivals(DeviceState& s, const DeviceChu
       x = s.stage.row_block(b, len).col_block(0, in);
     } else {
       d.phase_begin(Phase::kLoad, tag(c));
-      d.load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.load_vertices, b, e), Idx{}, x);
+      d.load_rows(s.vertex.H[std::size_t(layer.index)], ch.load_vertices.slice(b, e), Idx{}, x);
       d.phase_end(Phase::kLoad);
     }
     d.phase_begin(Phase::kCompute, tag(c));
-    if (key.rate > 0) d.dropout_rows(x, part(s.slice_iota, 0, len), part(ch.load_keys, b, e), key);
+    if (key.rate > 0) d.dropout_rows(x, s.slice_iota.slice(0, len), ch.load_keys.slice(b, e), key);
     const Mat z = rows_of(s.slice_z, len, KF);
     transform(d, W, x, z);
-    d.scatter_rows(z, part(ch.load_rows, b, e), Zm);
+    d.scatter_rows(z, ch.load_rows.slice(b, e), Zm);
     d.phase_end(Phase::kCompute);
   }
   if (staged) d.mark(kStageFree);
@@ -758,16 +758,16 @@ void Schedule::Impl::transform_flush(DeviceState& s, const DeviceChunk& ch, cons
   }
   for (std::int64_t b = 0; b < n; b += s.slice_x.rows) {
     const std::int64_t e = std::min(n, b + s.slice_x.rows), len = e - b;
-    const Idx rows = part(ch.leave_rows, b, e), positions = part(s.slice_iota, 0, len);
+    const Idx rows = ch.leave_rows.slice(b, e), positions = s.slice_iota.slice(0, len);
     const Mat x = rows_of(s.slice_x, len, in), z = rows_of(s.slice_z, len, KF);
     if (reloads_inputs(layer)) {
       // The input rows again, from host memory, with the dropout they had on arrival.
       d.phase_end(Phase::kCompute);
       d.phase_begin(Phase::kLoad, tag(c));
-      d.load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.leave_vertices, b, e), Idx{}, x);
+      d.load_rows(s.vertex.H[std::size_t(layer.index)], ch.leave_vertices.slice(b, e), Idx{}, x);
       d.phase_end(Phase::kLoad);
       d.phase_begin(Phase::kCompute, tag(c));
-      if (key.rate > 0) d.dropout_rows(x, positions, part(ch.leave_keys, b, e), key);
+      if (key.rate > 0) d.dropout_rows(x, positions, ch.leave_keys.slice(b, e), key);
     } else {
       d.gather_rows(X, rows, x);
     }

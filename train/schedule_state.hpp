@@ -288,9 +288,4 @@ inline Mat rows_of(Mat m, std::int64_t rows, std::int64_t cols) {
   return m.row_block(0, rows).col_block(0, cols);
 }
 
-// Positions [begin, end) of an index list.
-inline Idx part(Idx idx, std::int64_t begin, std::int64_t end) {
-  return Idx{idx.data + begin, end - begin};
-}
-
 }  // namespace sluice::schedule_detail

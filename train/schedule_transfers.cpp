@@ -150,7 +150,7 @@ void Schedule::Impl::load_stage_part(DeviceState& s, int c, const LayerSpec& lay
                                      std::int64_t begin, std::int64_t end) {
   if (end <= begin) return;
   const DeviceChunk& ch = s.chunks[std::size_t(c)];
-  s.device->load_rows(s.vertex.H[std::size_t(layer.index)], part(ch.load_vertices, begin, end),
+  s.device->load_rows(s.vertex.H[std::size_t(layer.index)], ch.load_vertices.slice(begin, end),
                       Idx{},
                       s.stage.row_block(begin, end - begin).col_block(0, input_width(layer)));
 }
@@ -212,14 +212,14 @@ void Schedule::Impl::load_head_from_block(DeviceState& s, const LayerSpec& layer
   const auto from_stage = [&](std::int64_t b, std::int64_t e) {
     if (e > b)
       d.scatter_dropout_rows(s.stage.row_block(b, e - b).col_block(0, X.cols),
-                             part(ch.load_rows, b, e), X, part(ch.load_keys, b, e), key);
+                             ch.load_rows.slice(b, e), X, ch.load_keys.slice(b, e), key);
   };
   from_stage(0, begin);
   from_stage(end, n);
   SLUICE_EXPECTS(X.cols == input_width(layer), "batch 0 loads ", X.cols, " columns of ",
                  input_width(layer));
   d.copy_dropout_rows(last_output_block(s, layer, X.cols), s.head.block_rows,
-                      part(ch.load_rows, begin, end), X, part(ch.load_keys, begin, end), key);
+                      ch.load_rows.slice(begin, end), X, ch.load_keys.slice(begin, end), key);
   s.head.pending_in_block = false;
 }
 
@@ -258,10 +258,10 @@ void Schedule::Impl::load_blocks(DeviceState& s, const DeviceChunk& ch, const La
   const auto add_tail = [&](const DeviceChunk& chunk, Mat dst) {
     const std::int64_t n = chunk.tail_src.size, a = chunk.tail_assign;
     if (n == 0) return;
-    d.copy_rows(kept, part(chunk.tail_src, 0, a), part(chunk.tail_dst, 0, a), dst,
+    d.copy_rows(kept, chunk.tail_src.slice(0, a), chunk.tail_dst.slice(0, a), dst,
                 RowCopy::kOverwrite);
-    d.copy_rows(kept, part(chunk.tail_src, a, n), part(chunk.tail_dst, a, n), dst, RowCopy::kAdd);
-    d.round_rows_to_host_precision(dst, part(chunk.tail_dst, a, n), options.host_precision);
+    d.copy_rows(kept, chunk.tail_src.slice(a, n), chunk.tail_dst.slice(a, n), dst, RowCopy::kAdd);
+    d.round_rows_to_host_precision(dst, chunk.tail_dst.slice(a, n), options.host_precision);
   };
   if (ch.end_chunk == ch.first_chunk) {
     add_tail(ch, block);
@@ -348,7 +348,7 @@ void Schedule::Impl::copy_remote_features(DeviceState& s, const DeviceChunk& ch,
     const std::int64_t count = pull.local_rows.size;
     s.device->scatter_dropout_rows(s.remote_features.row_block(first, count), pull.local_rows,
                                    exchanged_rows(s, layer),
-                                   part(s.remote_feature_keys, first, first + count), key);
+                                   s.remote_feature_keys.slice(first, first + count), key);
     first += count;
   }
 }
@@ -459,7 +459,7 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
     for (std::size_t i = 0; i < ch.received.size(); ++i) {
       const std::int64_t first = sends.received_begin[i], end = sends.received_end[i];
       if (sends.sent_first[i] < 0 && end > first)
-        d.gather_rows(source, part(ch.received_rows, first, end),
+        d.gather_rows(source, ch.received_rows.slice(first, end),
                       compact.row_block(first, end - first));
     }
   d.mark(kTransformsWritten);
@@ -479,7 +479,7 @@ void Schedule::Impl::send_transforms(DeviceState& s, const LayerSpec& next, Mat 
     else if (staged)
       d.put_block(compact.row_block(first, end - first), peer, into);
     else
-      d.put_rows(source, part(ch.received_rows, first, end), peer, into);
+      d.put_rows(source, ch.received_rows.slice(first, end), peer, into);
   }
   d.phase_end(Phase::kP2p);
   d.mark(kTransformsSent);
@@ -509,7 +509,7 @@ void Schedule::Impl::send_loss_gradients(int p, const LayerSpec& layer) {
     if (first >= 0)
       d.put_block(source.row_block(first, r.count), peer, into);
     else
-      d.put_rows(source, part(ch.received_rows, r.first, r.first + r.count), peer, into);
+      d.put_rows(source, ch.received_rows.slice(r.first, r.first + r.count), peer, into);
   }
   d.phase_end(Phase::kP2p);
   d.mark(kLossGradientsSent);
@@ -695,7 +695,7 @@ void Schedule::Impl::push_phase(const LayerSpec& layer, int c) {
     for (const ReceivedRows& from : ch.received) {
       d.wait_peer(*dev[std::size_t(from.pusher)].device, kPushed);
       d.scatter_add_rows(received.row_block(from.first, from.count),
-                         part(ch.received_rows, from.first, from.first + from.count), gradient);
+                         ch.received_rows.slice(from.first, from.first + from.count), gradient);
     }
     d.phase_end(Phase::kP2p);
     d.mark(kReceived);
@@ -753,8 +753,8 @@ void Schedule::Impl::flush_rows(DeviceState& s, const DeviceChunk& ch, const Lay
     return;
   }
   if (s.leave.empty()) {
-    d.flush_store_rows(dX, part(ch.leave_rows, 0, stored), part(ch.leave_vertices, 0, stored), g);
-    d.flush_add_rows(dX, part(ch.leave_rows, stored, n), part(ch.leave_vertices, stored, n), g);
+    d.flush_store_rows(dX, ch.leave_rows.slice(0, stored), ch.leave_vertices.slice(0, stored), g);
+    d.flush_add_rows(dX, ch.leave_rows.slice(stored, n), ch.leave_vertices.slice(stored, n), g);
     d.phase_end(Phase::kFlush);
     return;
   }
@@ -777,8 +777,8 @@ void Schedule::Impl::flush_leave_buffer(DeviceState& s, const DeviceChunk& ch,
   LaneScope lane(d, Lane::kStore);
   d.wait(kLeaveReady);
   d.phase_begin(Phase::kFlush, tag(c));
-  d.flush_store_rows(compact, part(s.iota, 0, stored), part(ch.leave_vertices, 0, stored), g);
-  d.flush_add_rows(compact.row_block(stored, n - stored), Idx{}, part(ch.leave_vertices, stored, n),
+  d.flush_store_rows(compact, s.iota.slice(0, stored), ch.leave_vertices.slice(0, stored), g);
+  d.flush_add_rows(compact.row_block(stored, n - stored), Idx{}, ch.leave_vertices.slice(stored, n),
                    g);
   d.phase_end(Phase::kFlush);
   d.mark(kLeaveFree);

@@ -375,27 +375,28 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
   }
   const ModelShape shape = memory_shape(dataset, config);
   const ModelLayers layers = model_layers(shape);
-  const auto needs = [&](bool cache) {
-    ScheduleOptions o = options;
-    o.cache_intermediates = cache;
-    LayoutOptions layout = memory_layout_options(config);
-    layout.reload_inputs = o.reload_inputs;
-    layout.gat_layer_zero = o.gat_layer_zero;
-    layout.gat_head_outputs = gat_head_outputs(cache, o.host_precision);
+  // Each partition's needs under the options `o` (whose cached intermediates are given).
+  const auto needs = [&](const ScheduleOptions& o) {
+    LayoutOptions with_overlap = memory_layout_options(config);
+    with_overlap.reload_inputs = o.reload_inputs;
+    with_overlap.gat_layer_zero = o.gat_layer_zero;
+    with_overlap.gat_head_outputs = gat_head_outputs(o.cache_intermediates, o.host_precision);
+    with_overlap.overlap = true;
+    LayoutOptions without_overlap = with_overlap;
+    without_overlap.overlap = false;
     const std::vector<HostMatrixShape> matrices =
         host_matrix_shapes(model, o, dataset.num_nodes, plan.chunks);
     std::vector<ResidencyNeed> out;
     for (int p = 0; p < P; ++p) {
       // What giving up the overlap buffers frees: the difference of the two layouts (a one-chunk
       // GAT keeps its own last-layer attention buffers either way).
-      const auto setup = [&](bool overlap) {
-        layout.overlap = overlap;
+      const auto setup = [&](const LayoutOptions& layout) {
         const GpuMemoryEstimate e =
             estimate_layout_memory(partition_layout(profiles[std::size_t(p)], layers, layout));
         return e.cuda_setup + e.cuda_scratch;
       };
-      const std::int64_t with = setup(true);
-      ResidencyNeed need{with, with - setup(false), 0};
+      const std::int64_t with = setup(with_overlap);
+      ResidencyNeed need{with, with - setup(without_overlap), 0};
       const std::int64_t rows =
           plan.partition_offsets[std::size_t(p) + 1] - plan.partition_offsets[std::size_t(p)];
       for (const HostMatrixShape& m : matrices)
@@ -404,10 +405,13 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
     }
     return out;
   };
+  ScheduleOptions recomputed = options;
+  recomputed.cache_intermediates = false;
   const ResidencyChoice current{options.overlap, options.cache_intermediates};
-  const ResidencyChoice choice =
-      choose_residency(needs(current.cache_intermediates), needs(false), capacities, current,
-                       config.intermediates == "auto");
+  const ResidencyChoice choice = choose_residency(
+      needs(options), needs(recomputed), capacities, current,
+      config.intermediates == "auto" ? IntermediatesChoice::kRecomputeWhereEverythingFits
+                                     : IntermediatesChoice::kAsGiven);
   if (choice.overlap == current.overlap &&
       choice.cache_intermediates == current.cache_intermediates)
     return;

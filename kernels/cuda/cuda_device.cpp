@@ -43,7 +43,7 @@ CudaDevice::CudaDevice(int index, int gpu, BackendShared& shared)
   event_ = Event(gpu_);
   for (auto& marker : markers_) marker = Event(gpu_);
   for (auto& slot : staged_csr_) slot.ready = Event(gpu_);
-  time_origin_ = Event(gpu_, true);
+  time_origin_ = Event(gpu_, EventTiming::kOn);
   cublas_ = CublasHandle(gpu_, cur());
   SLUICE_CUBLAS(cublasSetMathMode(
       cublas_.get(), shared.options.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
@@ -503,7 +503,7 @@ void CudaDevice::phase_begin(Phase phase, std::int32_t tag) {
   SLUICE_EXPECTS(open_timer_[k] < 0, "phase ", k, " timed twice at once on ", name_);
   DeviceGuard guard(gpu_);
   if (timers_used_ == timers_.size())
-    timers_.push_back(TimedRange{Event(gpu_, true), Event(gpu_, true), k});
+    timers_.push_back(TimedRange{Event(gpu_, EventTiming::kOn), Event(gpu_, EventTiming::kOn), k});
   TimedRange& range = timers_[timers_used_];
   range.phase = k;
   range.lane = lane_;
@@ -561,7 +561,7 @@ int CudaDevice::op_begin(const char* name) {
   if (!shared_.options.op_times) return -1;
   DeviceGuard guard(gpu_);
   if (op_used_ == op_ranges_.size())
-    op_ranges_.push_back(OpRange{Event(gpu_, true), Event(gpu_, true)});
+    op_ranges_.push_back(OpRange{Event(gpu_, EventTiming::kOn), Event(gpu_, EventTiming::kOn)});
   OpRange& range = op_ranges_[op_used_];
   range.name = name;
   range.lane = lane_;

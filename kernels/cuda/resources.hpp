@@ -207,13 +207,17 @@ class Stream {
   Owner<StreamTraits> stream_;
 };
 
+// Whether an event records a time (cudaEventElapsedTime) or only orders work (cheaper).
+enum class EventTiming { kOff, kOn };
+
 class Event {
  public:
   Event() = default;
-  explicit Event(int device, bool timing = false) {
+  explicit Event(int device, EventTiming timing = EventTiming::kOff) {
     DeviceGuard guard(device);
     cudaEvent_t e = nullptr;
-    SLUICE_CUDA(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+    SLUICE_CUDA(cudaEventCreateWithFlags(
+        &e, timing == EventTiming::kOn ? cudaEventDefault : cudaEventDisableTiming));
     event_ = Owner<EventTraits>(e, device);
   }
   cudaEvent_t get() const { return event_.get(); }

@@ -176,7 +176,9 @@ std::int64_t rule_bytes(const Plan& plan, const LossRowFlags& loss_rows, const M
 ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
                                  const std::vector<ResidencyNeed>& recomputed,
                                  const std::vector<std::int64_t>& capacities,
-                                 const ResidencyChoice& current, bool may_recompute) {
+                                 const ResidencyChoice& current,
+                                 IntermediatesChoice intermediates) {
+  const bool may_recompute = intermediates == IntermediatesChoice::kRecomputeWhereEverythingFits;
   SLUICE_EXPECTS(cached.size() == capacities.size() && recomputed.size() == capacities.size(),
                  "choose_residency: ", cached.size(), " and ", recomputed.size(), " needs for ",
                  capacities.size(), " partitions");

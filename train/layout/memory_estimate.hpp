@@ -126,6 +126,9 @@ std::vector<std::int64_t> rules_bytes(const std::vector<PartitionProfile>& profi
 struct ResidencyNeed {
   std::int64_t setup = 0, overlap = 0, vertex = 0;
 };
+// Whether sluice-train may give up the cached intermediates so that every matrix fits
+// (--intermediates auto), or keeps them as given (cache, recompute).
+enum class IntermediatesChoice { kAsGiven, kRecomputeWhereEverythingFits };
 // What a run gives up so that every partition holds all of its vertex data, where it could not
 // otherwise: the overlap buffers (they serve transfers, and a run whose vertex data are all on
 // the devices streams nothing), and with them or without the cached intermediates (the backward
@@ -137,13 +140,13 @@ struct ResidencyChoice {
 // The first of (overlap, cache), (no overlap, cache), (overlap, recompute), (no overlap,
 // recompute) under which every partition's setup and vertex data fit its capacity
 // (Backend::placement_capacity(); -1: unbounded), among those that keep or give up what
-// `current` has (the cached intermediates only with may_recompute); `current` when none fits:
-// the vertex data then stream as placement leaves them. cached[p] and recomputed[p]: partition
-// p's needs with and without cached intermediates.
+// `current` has (the cached intermediates only as `intermediates` allows); `current` when none
+// fits: the vertex data then stream as placement leaves them. cached[p] and recomputed[p]:
+// partition p's needs with and without cached intermediates.
 ResidencyChoice choose_residency(const std::vector<ResidencyNeed>& cached,
                                  const std::vector<ResidencyNeed>& recomputed,
                                  const std::vector<std::int64_t>& capacities,
-                                 const ResidencyChoice& current, bool may_recompute);
+                                 const ResidencyChoice& current, IntermediatesChoice intermediates);
 
 // What makes up the peak partition's estimate, for logs and errors: "partition 0: transition
 // buffer 262144 rows, largest chunk 12 rows / 93113 entries; working buffers 1.2 GiB, ...".

@@ -158,8 +158,7 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
       options.cache_intermediates ? needs(recomputed, estimates(recomputed)) : cached;
   const ResidencyChoice current{layout.overlap, options.cache_intermediates};
   const ResidencyChoice choice =
-      choose_residency(cached, uncached, capacities, current,
-                       intermediates == IntermediatesChoice::kRecomputeWhereEverythingFits);
+      choose_residency(cached, uncached, capacities, current, intermediates);
   const bool all_resident = choice.overlap != current.overlap ||
                             choice.cache_intermediates != current.cache_intermediates ||
                             std::all_of(cached.begin(), cached.end(), [&](const ResidencyNeed& n) {

@@ -14,6 +14,7 @@
 
 #include "kernels/ops.hpp"
 #include "train/layout/buffer_layout.hpp"
+#include "train/layout/memory_estimate.hpp"
 #include "train/layout/model_layers.hpp"
 
 namespace sluice {
@@ -100,9 +101,6 @@ struct LinkModel {
   // batch): 2-6 ms on one H200 at C = 48-102 (docs/design.md, "Choosing C").
   double seconds_per_chunk = 5e-3;
 };
-// Whether sluice-train may give up the cached intermediates so that every matrix fits
-// (--intermediates auto), or keeps them as given (cache, recompute).
-enum class IntermediatesChoice { kAsGiven, kRecomputeWhereEverythingFits };
 LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const ModelLayers& model,
                            const LayoutOptions& layout, const HostDataOptions& options,
                            IntermediatesChoice intermediates, std::int64_t budget,

@@ -891,7 +891,9 @@ TrainResult train_within_budget(const Dataset& dataset, Dataset* releasable, con
 // classes = largest label + 1 set their number). The CPU backend's devices live in host memory
 // too: their estimated bytes (train/layout/memory_estimate.hpp) are added. The per-vertex host
 // matrices are checked by the host memory plan (train/host_memory.hpp) before setup.
-void require_training_memory(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
+// `profiles`: the plan's partition profiles under --comm.
+void require_training_memory(const Dataset& dataset, const Plan& plan, const TrainConfig& config,
+                             const std::vector<PartitionProfile>& profiles) {
   const ModelSpec model = model_for(dataset, config);
   const std::int64_t bytes = saturating_bytes({model.num_parameters, 4, sizeof(float)});
   const std::string cause = cat("--hidden ", config.hidden, " --layers ", config.layers, " with ",
@@ -905,8 +907,7 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
   const ModelShape shape = memory_shape(dataset, config);
   const LayoutOptions layout = memory_layout_options(config);
   std::int64_t devices = 0;
-  for (const GpuMemoryEstimate& e :
-       plan_estimates(plan, loss_row_flags(dataset, plan.old_to_new), shape, layout))
+  for (const GpuMemoryEstimate& e : plan_estimates(profiles, shape, layout))
     devices = saturating_add(devices, e.device_bytes());
   require_memory({saturating_add(bytes, devices),
                   cat(purpose, " on ", plan.partitions, " CPU device(s)"), cause});
@@ -915,11 +916,11 @@ void require_training_memory(const Dataset& dataset, const Plan& plan, const Tra
 }  // namespace
 
 TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& config) {
-  require_training_memory(dataset, plan, config);
+  const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
+  require_training_memory(dataset, plan, config, profiles);
   // Setup allocates every working buffer, but backends size some scratch on first use: an
   // over-budget allocation anywhere in the run gets the chunk-count suggestion.
   try {
-    const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
     return train_within_budget(dataset, nullptr, plan, nullptr, config, profiles);
   } catch (const OutOfDeviceMemory& error) {
     throw InputError(over_budget_message(error, dataset, plan, config));
@@ -928,12 +929,13 @@ TrainResult train(const Dataset& dataset, const Plan& plan, const TrainConfig& c
 
 TrainResult train(Dataset& dataset, Plan& plan, const TrainConfig& config, InputRelease release) {
   if (release == InputRelease::kKeep) return train(std::as_const(dataset), plan, config);
-  require_training_memory(dataset, plan, config);
+  // The partition profiles serve the memory checks, the estimate, the host memory plan and the
+  // buffer layouts.
+  const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
+  require_training_memory(dataset, plan, config, profiles);
   // The over-budget message reads the plan's chunk lists and, for the chunk count that fits,
   // the dataset's graph: taken before setup releases them (the chunk count only when the
   // estimate already exceeds the budget).
-  // The partition profiles serve the estimate, the host memory plan and the buffer layouts.
-  const std::vector<PartitionProfile> profiles = partition_profiles(dataset, plan, config);
   const std::vector<std::int64_t> estimate = budget_estimate(dataset, profiles, config);
   std::string fitting;
   const bool over = config.gpu_memory > 0 && estimate.back() > config.gpu_memory;

@@ -84,9 +84,15 @@ std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows,
 std::vector<GpuMemoryEstimate> plan_estimates(const Plan& plan, const LossRowFlags& loss_rows,
                                               const ModelShape& shape,
                                               const LayoutOptions& options) {
+  return plan_estimates(plan_profiles(plan, loss_rows, options.comm), shape, options);
+}
+
+std::vector<GpuMemoryEstimate> plan_estimates(const std::vector<PartitionProfile>& profiles,
+                                              const ModelShape& shape,
+                                              const LayoutOptions& options) {
   const ModelLayers model = model_layers(shape);
   std::vector<GpuMemoryEstimate> estimates;
-  for (const PartitionProfile& profile : plan_profiles(plan, loss_rows, options.comm))
+  for (const PartitionProfile& profile : profiles)
     estimates.push_back(estimate_layout_memory(partition_layout(profile, model, options)));
   return estimates;
 }

@@ -76,8 +76,12 @@ GpuMemoryEstimate estimate_gpu_memory(const Plan& plan, const LossRowFlags& loss
 std::int64_t estimate_gpu_bytes(const Plan& plan, const LossRowFlags& loss_rows, int partition,
                                 const ModelShape& shape, const LayoutOptions& options = {});
 
-// Every partition's estimate, from the plan's profiles taken once (plan_profiles()).
+// Every partition's estimate, from the plan's profiles taken once (plan_profiles()), or from
+// profiles taken under options.comm.
 std::vector<GpuMemoryEstimate> plan_estimates(const Plan& plan, const LossRowFlags& loss_rows,
+                                              const ModelShape& shape,
+                                              const LayoutOptions& options = {});
+std::vector<GpuMemoryEstimate> plan_estimates(const std::vector<PartitionProfile>& profiles,
                                               const ModelShape& shape,
                                               const LayoutOptions& options = {});
 

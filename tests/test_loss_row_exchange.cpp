@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cuda_memory_rules.hpp"
 #include "kernels/ops.hpp"
 #include "tests/support/configs.hpp"
 #include "tests/support/plans.hpp"
@@ -88,6 +89,48 @@ TEST(LossRowExchange, OwnersCsrHoldsEveryLossEntryIntoThePartition) {
       EXPECT_EQ(got, want) << "partition " << p;
     }
   }
+}
+
+// The profile counts the owners' CSR without building it (owners_loss_csr_shape()): the same
+// entries, long rows and long columns (more entries than cuda::long_degree_for(nnz)) as the
+// built CSR, on the graph above and on one with hubs whose rows and columns are long.
+TEST(LossRowExchange, OwnersCsrShapeCountsTheBuiltCsr) {
+  static const Dataset hubs = test::symmetrized(test::with_dense_start(
+      test::random_dataset(1800, 6, 12, 5, 43, test::ReverseEdgesIntoSources::kAdd), 16, 600));
+  std::int64_t long_rows = 0, long_columns = 0;
+  for (const Dataset* d : {&symmetric(), &hubs})
+    for (const int P : {2, 3}) {
+      SCOPED_TRACE(cat(d == &hubs ? "hubs" : "random graph", ", P = ", P));
+      const Plan plan = test::make_plan(*d, test::plan_options(P, 1));
+      const LossRowFlags loss = loss_row_flags(*d, plan.old_to_new);
+      for (int p = 0; p < P; ++p) {
+        const CsrArrays owners = owners_loss_rows_csr(plan, p, loss);
+        const std::int64_t rows = std::int64_t(owners.indptr.size()) - 1;
+        const std::int64_t nnz = std::int64_t(owners.columns.size());
+        const std::int64_t threshold = cuda::long_degree_for(nnz);
+        CsrShape want;
+        want.rows = want.cols = rows;
+        want.nnz = nnz;
+        std::vector<std::int64_t> count(std::size_t(rows), 0);
+        for (std::int64_t r = 0; r < rows; ++r)
+          want.long_rows +=
+              owners.indptr[std::size_t(r) + 1] - owners.indptr[std::size_t(r)] > threshold;
+        for (const vertex_t c : owners.columns) ++count[std::size_t(c)];
+        for (const std::int64_t n : count) want.long_columns += n > threshold;
+        const CsrShape got = owners_loss_csr_shape(plan, p, loss);
+        EXPECT_EQ(got.rows, want.rows) << "partition " << p;
+        EXPECT_EQ(got.cols, want.cols) << "partition " << p;
+        EXPECT_EQ(got.nnz, want.nnz) << "partition " << p;
+        EXPECT_EQ(got.long_rows, want.long_rows) << "partition " << p;
+        EXPECT_EQ(got.long_columns, want.long_columns) << "partition " << p;
+        if (d == &hubs) {
+          long_rows += want.long_rows;
+          long_columns += want.long_columns;
+        }
+      }
+    }
+  EXPECT_GT(long_rows, 0) << "the hubs' graph has no long rows to count";
+  EXPECT_GT(long_columns, 0) << "the hubs' graph has no long columns to count";
 }
 
 struct Trained {

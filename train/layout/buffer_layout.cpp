@@ -481,6 +481,64 @@ CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss
   return out;
 }
 
+CsrShape owners_loss_csr_shape(const Plan& plan, int p, const LossRowFlags& loss_rows) {
+  SLUICE_EXPECTS(plan.chunks == 1 && p >= 0 && p < plan.partitions,
+                 "the owners' loss-row CSR shape of partition ", p, " of a plan of ",
+                 plan.partitions, " x ", plan.chunks, " chunks (one chunk a partition)");
+  const ChunkPlan& chunk = plan.chunk(0, p);
+  const std::int64_t rows = chunk.num_dst();
+  const std::int64_t transition = plan.transition_rows[std::size_t(p)];
+  const std::int64_t merged = transition + plan.remote_rows[std::size_t(p)];
+  const std::vector<vertex_t> slot_vertex = remote_slot_vertices(plan, p);
+  const std::uint8_t* keep = loss_rows.data() + chunk.dst_begin;
+  const std::vector<edge_t>& indptr = chunk.indptr;
+  const vertex_t* columns = chunk.columns.data();
+  // count[c]: the entries of column c; readers[s]: the chunk's entries into remote loss slot s.
+  // A loss row keeps its entries; a row reading k remote loss slots adds k entries in its own
+  // column (its self entry's), one in each of those slots' rows; each slot read gets its self
+  // entry.
+  std::vector<std::int32_t> count(std::size_t(merged), 0);
+  std::vector<std::int32_t> readers(std::size_t(merged - transition), 0);
+  std::int64_t loss_entries = 0;
+#pragma omp parallel for schedule(dynamic, 256) reduction(+ : loss_entries) if (worth_parallel(chunk.num_entries()))
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const edge_t begin = indptr[std::size_t(r)], end = indptr[std::size_t(r) + 1];
+    std::int32_t read = 0;
+    for (edge_t e = begin; e < end; ++e) {
+      const vertex_t c = columns[e];
+      if (keep[r]) {
+#pragma omp atomic update
+        ++count[std::size_t(c)];
+      }
+      if (c >= transition && loss_rows[std::size_t(slot_vertex[std::size_t(c - transition)])]) {
+        ++read;
+#pragma omp atomic update
+        ++readers[std::size_t(c - transition)];
+      }
+    }
+    if (keep[r]) loss_entries += end - begin;
+    if (read > 0) {
+#pragma omp atomic update
+      count[std::size_t(columns[begin])] += read;
+    }
+  }
+  CsrShape shape;
+  shape.rows = merged;
+  shape.cols = merged;
+  shape.nnz = loss_entries;
+  for (std::size_t s = 0; s < readers.size(); ++s)
+    if (readers[s] > 0) {
+      shape.nnz += 1 + readers[s];
+      ++count[std::size_t(transition) + s];
+    }
+  const std::int64_t threshold = cuda::long_degree_for(shape.nnz);
+  for (std::int64_t r = 0; r < rows; ++r)
+    shape.long_rows += keep[r] && indptr[std::size_t(r) + 1] - indptr[std::size_t(r)] > threshold;
+  for (const std::int32_t n : readers) shape.long_rows += n > 0 && 1 + n > threshold;
+  for (const std::int32_t n : count) shape.long_columns += n > threshold;
+  return shape;
+}
+
 bool sends_loss_gradients(const PartitionProfile& profile, const ModelLayers& model,
                           const LayoutOptions& options) {
   if (options.loss_row_exchange != LossRowExchange::kSendGradients ||
@@ -536,16 +594,8 @@ PartitionProfile partition_profile(const Plan& plan, int p, CommMode comm,
     std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
     for (int c = 0; c < C; ++c) shapes(c, column_count, CsrShapeThreads::kTeam);
   }
-  if (comm != CommMode::kBaseline && cut == LossCut::kMirrored) {
-    CsrArrays owners = owners_loss_rows_csr(plan, p, loss_rows);
-    ChunkPlan arrays;
-    arrays.dst_end = vertex_t(owners.indptr.size() - 1);
-    arrays.indptr = std::move(owners.indptr);
-    arrays.columns = std::move(owners.columns);
-    std::vector<std::int32_t> column_count(std::size_t(merged_rows), 0);
-    profile.owners_loss_csr.push_back(
-        csr_shape(arrays, nullptr, merged_rows, column_count, CsrShapeThreads::kTeam));
-  }
+  if (comm != CommMode::kBaseline && cut == LossCut::kMirrored)
+    profile.owners_loss_csr.push_back(owners_loss_csr_shape(plan, p, loss_rows));
   return profile;
 }
 

@@ -245,6 +245,9 @@ CsrArrays loss_rows_csr(const std::vector<edge_t>& indptr, const std::vector<ver
 // ascending. On a cut that mirrors itself (loss_cut_mirrors()) those are v's entries into the
 // partition, so the transpose's row of an own vertex holds every loss row's entry into it.
 CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss_rows);
+// The shape of owners_loss_rows_csr(plan, p, loss_rows) (its entries, long rows and long
+// columns), counted over the chunk's entries without building it.
+CsrShape owners_loss_csr_shape(const Plan& plan, int p, const LossRowFlags& loss_rows);
 // `loss_rows`: loss_row_flags() of the plan's dataset, or empty (no loss-row CSRs counted).
 PartitionProfile partition_profile(const Plan& plan, int partition, CommMode comm,
                                    const LossRowFlags& loss_rows);

@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu_device.hpp"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <new>
 
 #include "common/log.hpp"
+#include "common/memory.hpp"
 #include "common/parallel.hpp"
 #include "kernels/cpu/cpu_util.hpp"
 #include "kernels/csr_transpose.hpp"
@@ -16,12 +18,45 @@
 
 namespace sluice {
 
+namespace {
+
+// Buffers from this size on get a mapping of their own, on huge pages where the kernel grants
+// them, its (zero) pages faulted in by the whole team: the CPU backend's working buffers and host
+// matrices (GiBs on a products-sized graph) took one thread's zeroing of 4 KiB pages before.
+constexpr std::size_t kMappedBytes = std::size_t(2) << 20;
+
+std::size_t rounded_bytes(std::size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
+
+}  // namespace
+
 AlignedBuffer::AlignedBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes == 0) return;
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
+  const std::size_t rounded = rounded_bytes(bytes);
+  if (rounded >= kMappedBytes) {
+    void* pages =
+        mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (pages == MAP_FAILED) throw std::bad_alloc();
+    madvise(pages, rounded, MADV_HUGEPAGE);  // a hint: 4 KiB pages serve as well
+    populate_in_parallel(pages, rounded);
+    data_ = pages;
+    return;
+  }
   data_ = std::aligned_alloc(64, rounded);
   if (data_ == nullptr) throw std::bad_alloc();
   std::memset(data_, 0, rounded);
+}
+
+void AlignedBuffer::release() noexcept {
+  if (data_ == nullptr) return;
+  const std::size_t rounded = rounded_bytes(bytes_);
+  if (rounded >= kMappedBytes)
+    munmap(data_, rounded);
+  else
+    std::free(data_);
+  data_ = nullptr;
+  bytes_ = 0;
 }
 
 AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
@@ -32,7 +67,7 @@ AlignedBuffer::AlignedBuffer(AlignedBuffer&& other) noexcept
 
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
   if (this != &other) {
-    std::free(data_);
+    release();
     data_ = other.data_;
     bytes_ = other.bytes_;
     other.data_ = nullptr;
@@ -42,7 +77,7 @@ AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& other) noexcept {
 }
 
 AlignedBuffer::~AlignedBuffer() {
-  std::free(data_);
+  release();
 }
 
 CpuDevice::CpuDevice(int index, std::int64_t memory_budget, CpuResidence residence)

@@ -33,6 +33,8 @@ class AlignedBuffer {
   std::size_t bytes() const { return bytes_; }
 
  private:
+  void release() noexcept;
+
   void* data_ = nullptr;
   std::size_t bytes_ = 0;
 };

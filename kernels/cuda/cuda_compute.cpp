@@ -158,8 +158,8 @@ void CudaDevice::transposed_product(Csr a, const float* values, Mat dy, Mat dx, 
   if (dx.cols == 0 || rows.begin == rows.end) return;
   if (m.nnz == 0) {
     if (write == RowSpmmWrite::kStore) {
-      const Mat part = dx.row_block(rows.begin, rows.end - rows.begin);
-      launch_fill(part.data, part.rows, part.cols, part.ld, 0.f, cur());
+      const Mat block = dx.row_block(rows.begin, rows.end - rows.begin);
+      launch_fill(block.data, block.rows, block.cols, block.ld, 0.f, cur());
     }
     return;
   }

@@ -100,8 +100,7 @@ Split random_split(const std::vector<std::int32_t>& labels, const std::array<dou
     auto& target = i < train_end ? split.train : i < valid_end ? split.valid : split.test;
     target.push_back(keyed[i].second);
   }
-  for (auto* ids : {&split.train, &split.valid, &split.test})
-    std::sort(ids->begin(), ids->end());
+  for (auto* ids : {&split.train, &split.valid, &split.test}) std::sort(ids->begin(), ids->end());
   return split;
 }
 

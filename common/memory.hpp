@@ -32,6 +32,24 @@ void resize_populated(std::vector<T>& values, std::size_t size) {
   values.resize(size);
 }
 
+// `values` (empty) becomes a copy of `from`, its pages faulted in by every thread first.
+template <typename T>
+void assign_populated(std::vector<T>& values, const std::vector<T>& from) {
+  values.reserve(from.size());
+  populate_in_parallel(values.data(), from.size() * sizeof(T));
+  values.assign(from.begin(), from.end());
+}
+
+// Resizes `values` to `size` elements; an empty one gets its pages faulted in by every thread
+// first (a reused one keeps the pages it has).
+template <typename T>
+void resize_faulted_once(std::vector<T>& values, std::size_t size) {
+  if (values.empty())
+    resize_populated(values, size);
+  else
+    values.resize(size);
+}
+
 std::uint64_t current_rss_bytes();  // VmRSS
 std::uint64_t peak_rss_bytes();     // VmHWM, the high-water mark since start
 

@@ -200,11 +200,11 @@ Csr CpuDevice::upload_csr(const std::vector<edge_t>& indptr, const std::vector<v
   m->rows = rows;
   m->cols = num_cols;
   m->nnz = nnz;
-  m->indptr = indptr;
-  m->columns = columns;
+  assign_populated(m->indptr, indptr);
+  assign_populated(m->columns, columns);
   m->weights = weighting.kind;
   if (weighting.kind != CsrWeights::kPerCall) {
-    m->derived.resize(std::size_t(nnz));
+    resize_populated(m->derived, std::size_t(nnz));
 #pragma omp parallel for schedule(dynamic, 1024) if (worth_parallel(std::int64_t(nnz)))
     for (std::int64_t r = 0; r < rows; ++r) {
       const edge_t first = indptr[std::size_t(r)], end = indptr[std::size_t(r) + 1];

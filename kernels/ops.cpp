@@ -1,14 +1,21 @@
 // Backend-independent parts of kernels/ops.hpp: names of phases, lanes, peer-access modes, host
-// precisions and CSR weightings, the weighting check, and the CUDA entry points when CUDA is not
-// built.
+// precisions and CSR weightings, the weighting check, the default setup groups, and the CUDA
+// entry points when CUDA is not built.
 #include "kernels/ops.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "common/parallel.hpp"
 
 namespace sluice {
+
+std::vector<std::vector<int>> Backend::setup_groups() const {
+  std::vector<int> every(static_cast<std::size_t>(num_devices()));
+  std::iota(every.begin(), every.end(), 0);
+  return {every};
+}
 
 void Device::read_matrix(const HostMat& m, void* out) {
   SLUICE_EXPECTS(m.residence == Residence::kHost, "read_matrix: a ", m.rows, " x ", m.cols,

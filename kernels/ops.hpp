@@ -657,6 +657,10 @@ class Backend {
     (void)index;
     return -1;
   }
+  // Sets of devices whose setup (buffer allocations, constant uploads) may run side by side, a
+  // set's devices one after the other: devices that share nothing but thread-safe host memory.
+  // Default: every device in one set.
+  virtual std::vector<std::vector<int>> setup_groups() const;
 };
 
 // How the CUDA backend moves rows between logical devices (pull_rows, put_block, put_rows).

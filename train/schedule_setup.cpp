@@ -11,8 +11,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <future>
 #include <numeric>
+#include <thread>
 
 #include "common/log.hpp"
 #include "common/memory.hpp"
@@ -36,6 +38,35 @@ struct DeviceSizes {
 };
 
 namespace {
+
+// set_up(p) for every device p of `groups` (Backend::setup_groups()): the groups side by side,
+// each on a thread of its own with an equal share of the OpenMP threads, a group's devices in
+// its order; a single group on the calling thread. Once every group has ended, the first
+// group's exception (in group order) is rethrown.
+template <typename SetUp>
+void in_setup_groups(const std::vector<std::vector<int>>& groups, const SetUp& set_up) {
+  if (groups.size() <= 1) {
+    for (const std::vector<int>& group : groups)
+      for (const int p : group) set_up(p);
+    return;
+  }
+  const int threads = std::max(1, omp_get_max_threads() / int(groups.size()));
+  std::vector<std::exception_ptr> errors(groups.size());
+  std::vector<std::thread> runs;
+  runs.reserve(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    runs.emplace_back([&, g] {
+      omp_set_num_threads(threads);  // per thread: the group's share
+      try {
+        for (const int p : groups[g]) set_up(p);
+      } catch (...) {
+        errors[g] = std::current_exception();
+      }
+    });
+  for (std::thread& run : runs) run.join();
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+}
 
 // The positions 0, 1, ..., n - 1.
 std::vector<vertex_t> positions(std::int64_t n) {
@@ -350,6 +381,10 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     log_debug(
         "fused pass: each device sends its loss gradients to the owners of the vertices "
         "its loss rows read (LossRowExchange::kSendGradients)");
+  // What each device's setup reads of every partition's lists, before any device releases its
+  // own.
+  std::vector<DeviceSizes> sizes(static_cast<std::size_t>(P));
+  std::vector<std::vector<vertex_t>> head_block_rows(static_cast<std::size_t>(P));
   for (int p = 0; p < P; ++p) {
     DeviceState& s = dev[std::size_t(p)];
     s.device = &backend.device(p);
@@ -361,18 +396,24 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     } else {
       s.vertex.rows = n;
     }
-    const PartitionLayout layout = std::move(layouts[std::size_t(p)]);
-    const DeviceSizes sizes = device_sizes(plan, p, lists);
-    const std::vector<vertex_t> head_block_rows = split_next_pass_head(s, p, lists[std::size_t(p)]);
+    sizes[std::size_t(p)] = device_sizes(plan, p, lists);
+    head_block_rows[std::size_t(p)] = split_next_pass_head(s, p, lists[std::size_t(p)]);
     // Layer 1's backward pass keeps its tail (keeps_tail()), in the flush buffer only where the
     // device gets one (allocate_device_buffers()).
-    s.keep_tail = layout.widths.keep_tail;
+    s.keep_tail = layouts[std::size_t(p)].widths.keep_tail;
     if (s.keep_tail)
       tails[std::size_t(p)] =
           tail_lists(lists[std::size_t(C - 1) * P + p], plan, p,
                      tail_in_flush_buffer ? TailPlace::kFlushBuffer : TailPlace::kGradientSlots);
+  }
+  // Each device's buffers and chunk constants, from its own layout and lists; the backend's
+  // setup groups (a GPU each on CUDA) side by side, each group's devices in turn.
+  const auto set_up = [&](int p) {
+    DeviceState& s = dev[std::size_t(p)];
+    const PartitionLayout layout = std::move(layouts[std::size_t(p)]);
     StageTimer buffers_timer(cat("device ", p, ": working and overlap buffers"));
-    std::size_t next = allocate_device_buffers(s, p, layout, sizes, head_block_rows);
+    std::size_t next = allocate_device_buffers(s, p, layout, sizes[std::size_t(p)],
+                                               head_block_rows[std::size_t(p)]);
     buffers_timer.finish();
     StageTimer chunks_timer(cat("device ", p, ": chunk constants"));
     next = upload_chunks(s, p, layout.buffers, next, lists);
@@ -384,7 +425,12 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
     }
     log_debug("device ", p, ": ", format_bytes(double(s.device->bytes_in_use())),
               " allocated, merged ", s.merged_rows, " rows");
-  }
+  };
+  const std::vector<std::vector<int>> groups = backend.setup_groups();
+  std::int64_t grouped = 0;
+  for (const std::vector<int>& group : groups) grouped += std::int64_t(group.size());
+  SLUICE_EXPECTS(grouped == P, "setup groups cover ", grouped, " of ", P, " devices");
+  in_setup_groups(groups, set_up);
   link_peers();
   attention_buffers_everywhere = std::all_of(dev.begin(), dev.end(), [](const DeviceState& s) {
     return s.last_layer_attention.allocated();

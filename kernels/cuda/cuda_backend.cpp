@@ -195,6 +195,12 @@ void CudaBackend::all_reduce_sum(const std::vector<float*>& buffers, std::int64_
   }
 }
 
+std::vector<std::vector<int>> CudaBackend::setup_groups() const {
+  std::vector<std::vector<int>> groups(std::size_t(shared_->used_gpus));
+  for (const auto& device : devices_) groups[std::size_t(device->gpu())].push_back(device->index());
+  return groups;
+}
+
 bool CudaBackend::sums_by_peer_reads() const {
   return shared_->used_gpus > 1 && shared_->used_gpus <= kMaxSumInputs && every_peer_direct();
 }

@@ -360,6 +360,8 @@ class CudaBackend final : public Backend {
   // ConstantStore::leaves_headroom()'s bound: a budget less its eighth, else the GPU's free
   // memory at the call less a sixteenth of its total, split evenly among its logical devices.
   std::int64_t placement_capacity(int index) const override;
+  // A set per GPU: its logical devices share its memory (and its free-memory headroom checks).
+  std::vector<std::vector<int>> setup_groups() const override;
 
  private:
   // all_reduce_sum across the GPUs' leading devices where each GPU may read every other's memory:

@@ -55,8 +55,7 @@ const Dataset& dataset() {
 ModelSpec spec(const std::string& model) {
   const Dataset& d = dataset();
   return test::model_spec(
-      test::model_shape(model, 2).in_dim(d.feature_dim).hidden(16).heads(2).classes(
-          d.num_classes));
+      test::model_shape(model, 2).in_dim(d.feature_dim).hidden(16).heads(2).classes(d.num_classes));
 }
 
 test::SgdEpochs train(const Plan& plan, const std::string& model,

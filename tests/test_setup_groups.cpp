@@ -1,8 +1,8 @@
 // The schedule sets up its devices by the backend's setup groups (Backend::setup_groups(): a GPU
 // each on CUDA), the groups side by side on threads of their own. Here a CPU backend whose
 // groups are given: every grouping trains the same bits as one group (the devices in turn),
-// groups that miss a device are refused, and a device's failure in a group's thread reaches the
-// caller as the serial setup's would.
+// groups that miss a device or hold one twice are refused, and a device's failure in a group's
+// thread reaches the caller as the serial setup's would.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -86,15 +86,24 @@ TEST(SetupGroups, EveryGroupingTrainsTheSameBits) {
   }
 }
 
-TEST(SetupGroups, GroupsMissingADeviceAreRefused) {
+// Each device in exactly one group: one left out, or set up twice (by two threads at once), is
+// refused before any setup.
+TEST(SetupGroups, GroupsHoldEveryDeviceOnce) {
   const Plan plan = test::make_plan(dataset(), test::plan_options(3, 1));
-  try {
-    train(plan, "gcn", {{0}, {1}});
-    FAIL() << "setup groups without device 2 were accepted";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("setup groups cover 2 of 3 devices"), std::string::npos)
-        << e.what();
-  }
+  const auto refusal = [&](std::vector<std::vector<int>> groups) -> std::string {
+    try {
+      train(plan, "gcn", std::move(groups));
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_NE(refusal({{0}, {1}}).find("setup groups hold device 2 0 times"), std::string::npos)
+      << refusal({{0}, {1}});
+  EXPECT_NE(refusal({{0}, {0}, {2}}).find("setup groups hold device 0 2 times"), std::string::npos)
+      << refusal({{0}, {0}, {2}});
+  EXPECT_NE(refusal({{0, 1}, {3}}).find("setup groups name device 3 of 3"), std::string::npos)
+      << refusal({{0, 1}, {3}});
 }
 
 // A budget too small for any device: each group's first device fails in its own thread, and

@@ -427,9 +427,15 @@ void Schedule::Impl::setup_devices(std::vector<ChunkLists>& lists) {
               " allocated, merged ", s.merged_rows, " rows");
   };
   const std::vector<std::vector<int>> groups = backend.setup_groups();
-  std::int64_t grouped = 0;
-  for (const std::vector<int>& group : groups) grouped += std::int64_t(group.size());
-  SLUICE_EXPECTS(grouped == P, "setup groups cover ", grouped, " of ", P, " devices");
+  std::vector<int> times_grouped(static_cast<std::size_t>(P), 0);
+  for (const std::vector<int>& group : groups)
+    for (const int p : group) {
+      SLUICE_EXPECTS(p >= 0 && p < P, "setup groups name device ", p, " of ", P);
+      ++times_grouped[std::size_t(p)];
+    }
+  for (int p = 0; p < P; ++p)
+    SLUICE_EXPECTS(times_grouped[std::size_t(p)] == 1, "setup groups hold device ", p, " ",
+                   times_grouped[std::size_t(p)], " times (once expected)");
   in_setup_groups(groups, set_up);
   link_peers();
   attention_buffers_everywhere = std::all_of(dev.begin(), dev.end(), [](const DeviceState& s) {

@@ -21,8 +21,8 @@ namespace sluice {
 namespace {
 
 // Buffers from this size on get a mapping of their own, on huge pages where the kernel grants
-// them, its (zero) pages faulted in by the whole team: the CPU backend's working buffers and host
-// matrices (GiBs on a products-sized graph) took one thread's zeroing of 4 KiB pages before.
+// them, whose (zero) pages the whole team faults in: the CPU backend's working buffers and host
+// matrices reach GiBs on a products-sized graph, too many pages for one thread to zero.
 constexpr std::size_t kMappedBytes = std::size_t(2) << 20;
 
 std::size_t rounded_bytes(std::size_t bytes) {

@@ -40,14 +40,18 @@ void assign_populated(std::vector<T>& values, const std::vector<T>& from) {
   values.assign(from.begin(), from.end());
 }
 
-// Resizes `values` to `size` elements; an empty one gets its pages faulted in by every thread
-// first (a reused one keeps the pages it has).
+// Resizes `values` to `size` elements that the caller then overwrites: growing past its capacity
+// takes a fresh allocation whose pages every thread faults in first (the old elements are not
+// kept); within its capacity it keeps the pages it has.
 template <typename T>
-void resize_faulted_once(std::vector<T>& values, std::size_t size) {
-  if (values.empty())
-    resize_populated(values, size);
-  else
+void resize_for_overwrite(std::vector<T>& values, std::size_t size) {
+  if (size > values.capacity()) {
+    std::vector<T> fresh;
+    resize_populated(fresh, size);
+    values.swap(fresh);
+  } else {
     values.resize(size);
+  }
 }
 
 std::uint64_t current_rss_bytes();  // VmRSS

@@ -42,14 +42,14 @@ void transpose_csr(const std::vector<edge_t>& indptr, const std::vector<vertex_t
   const std::int64_t nnz = std::int64_t(columns.size());
   const std::int64_t buckets =
       std::max<std::int64_t>(1, (cols + kTransposeBucketColumns - 1) / kTransposeBucketColumns);
-  resize_faulted_once(t_offsets, std::size_t(cols) + 1);
-  resize_faulted_once(t_rows, std::size_t(nnz));
-  if (t_entries) resize_faulted_once(*t_entries, std::size_t(nnz));
+  resize_for_overwrite(t_offsets, std::size_t(cols) + 1);
+  resize_for_overwrite(t_rows, std::size_t(nnz));
+  if (t_entries) resize_for_overwrite(*t_entries, std::size_t(nnz));
   CsrTransposeScratch local;
   CsrTransposeScratch& ordered = scratch ? *scratch : local;
-  resize_faulted_once(ordered.rows, std::size_t(nnz));
-  resize_faulted_once(ordered.columns, std::size_t(nnz));
-  if (t_entries) resize_faulted_once(ordered.entries, std::size_t(nnz));
+  resize_for_overwrite(ordered.rows, std::size_t(nnz));
+  resize_for_overwrite(ordered.columns, std::size_t(nnz));
+  if (t_entries) resize_for_overwrite(ordered.entries, std::size_t(nnz));
   vertex_t* const bucket_rows = ordered.rows.data();
   vertex_t* const bucket_columns = ordered.columns.data();
   edge_t* const bucket_entries = ordered.entries.data();

@@ -973,27 +973,21 @@ void Schedule::Impl::upload_chunk_constant(DeviceState& s, const BufferSpec& b, 
     case BufferRole::kLossCsr: {  // before the chunk's CSR, whose upload takes the degrees
       SLUICE_EXPECTS(!loss_rows.empty(), "buffer layout: ", where,
                      "a loss-row CSR without loss-row flags");
-      if (loss_gradients_sent) {
-        const CsrArrays owners = owners_loss_rows_csr(plan, int(&s - dev.data()), loss_rows);
-        if (b.csr.rows != s.merged_rows || b.csr.nnz != std::int64_t(owners.columns.size()) ||
-            b.csr.cols != s.merged_rows)
-          SLUICE_FAIL("buffer layout: ", where, "owners' loss-row CSR of ", b.csr.rows, " x ",
-                      b.csr.cols, " with ", b.csr.nnz, " entries, the plan's is ", s.merged_rows,
-                      " x ", s.merged_rows, " with ", owners.columns.size());
-        ch.loss_csr = d.upload_csr(owners.indptr, owners.columns, s.merged_rows,
-                                   CsrWeighting{b.csr.weights, li.column_degrees},
-                                   where + "owners' loss-row CSR");
-        return;
-      }
-      const CsrArrays loss = loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
-      if (b.csr.rows != cp.num_dst() || b.csr.nnz != std::int64_t(loss.columns.size()) ||
+      // The owners' loss-row CSR (a row per merged row) where the loss gradients go to their
+      // owners, else the chunk's loss rows (a row per chunk row).
+      const CsrArrays loss =
+          loss_gradients_sent
+              ? owners_loss_rows_csr(plan, int(&s - dev.data()), loss_rows)
+              : loss_rows_csr(cp.indptr, cp.columns, loss_rows.data() + cp.dst_begin);
+      const std::string name = loss_gradients_sent ? "owners' loss-row CSR" : "loss-row CSR";
+      const std::int64_t rows = std::int64_t(loss.indptr.size()) - 1;
+      if (b.csr.rows != rows || b.csr.nnz != std::int64_t(loss.columns.size()) ||
           b.csr.cols != s.merged_rows)
-        SLUICE_FAIL("buffer layout: ", where, "loss-row CSR of ", b.csr.rows, " x ", b.csr.cols,
-                    " with ", b.csr.nnz, " entries, the plan's is ", cp.num_dst(), " x ",
-                    s.merged_rows, " with ", loss.columns.size());
-      ch.loss_csr =
-          d.upload_csr(loss.indptr, loss.columns, s.merged_rows,
-                       CsrWeighting{b.csr.weights, li.column_degrees}, where + "loss-row CSR");
+        SLUICE_FAIL("buffer layout: ", where, name, " of ", b.csr.rows, " x ", b.csr.cols, " with ",
+                    b.csr.nnz, " entries, the plan's is ", rows, " x ", s.merged_rows, " with ",
+                    loss.columns.size());
+      ch.loss_csr = d.upload_csr(loss.indptr, loss.columns, s.merged_rows,
+                                 CsrWeighting{b.csr.weights, li.column_degrees}, where + name);
       return;
     }
     case BufferRole::kSelfColumns:

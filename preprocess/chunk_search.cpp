@@ -45,22 +45,26 @@ void choose_by_forecast(const ChunkSketch& sketch, int max_chunks, std::int64_t 
              format_number(std::round(out.forecast.seconds * 1000) / 1000),
              " s an epoch: ", format_bytes(double(out.forecast.link_bytes)),
              " over the host link, on the GPU ", out.forecast.resident, " (",
-             format_bytes(double(out.forecast.resident_bytes)), ")");
+             format_bytes(double(out.forecast.resident_bytes)), ")", recompute_note(out.forecast));
     return true;
   };
   Candidate best;
   if (!estimate(first, best)) return;
   const std::int64_t held = best.forecast.resident_bytes;
   result.forecasts.push_back(best.forecast);
+  // What a larger count could still gain: link bytes, or intermediates C0 recomputes.
+  const auto improvable = [](const LinkForecast& f) {
+    return f.link_bytes > 0 || f.recompute_seconds > 0;
+  };
   Candidate probe;
-  const bool probed = last > first && best.forecast.link_bytes > 0 && estimate(last, probe);
+  const bool probed = last > first && improvable(best.forecast) && estimate(last, probe);
   if (probed && probe.forecast.resident_bytes > held) {
     // A larger count must hold more vertex data to win: more chunks for fewer spilled
     // constants alone measured slower than the forecast says (docs/design.md, "Choosing C").
     const auto consider = [&](const Candidate& c) {
       result.forecasts.push_back(c.forecast);
       if (c.forecast.seconds < best.forecast.seconds && c.forecast.resident_bytes > held) best = c;
-      return c.forecast.link_bytes == 0;  // nothing to gain beyond
+      return !improvable(c.forecast);  // nothing to gain beyond
     };
     bool done = false;
     for (int chunks = std::max(first + 1, int(std::ceil(1.5 * first))); chunks < last && !done;

@@ -63,7 +63,8 @@ struct ChunkSearchResult : FittingChunks {
 // shorter and it holds more vertex data than C0 (fewer spilled constants alone do not count).
 // The largest count is forecast first: where it holds no more vertex data than C0, the counts
 // between are not tried (`forecasts` then holds C0 and it); a count whose forecast holds every
-// vertex matrix ends the comparison.
+// vertex matrix, cached intermediates included, ends the comparison (a C0 holding every matrix
+// only by recomputing them still compares larger counts that could cache them).
 ChunkSearchResult choose_fitting_chunks(const Dataset& dataset, const VertexPartition& partition,
                                         const PlanOptions& plan_options, std::int64_t budget,
                                         const ModelShape& shape, const LayoutOptions& options,

@@ -129,7 +129,8 @@ int run_partition(const std::vector<std::string>& args) {
       "bandwidth-h2d", po::value(&h2d)->default_value(50), "host->GPU GB/s for the cost model")(
       "bandwidth-p2p", po::value(&p2p)->default_value(350), "GPU<-GPU GB/s for the cost model")(
       "bandwidth-reuse", po::value(&reuse)->default_value(3900),
-      "in-place (HBM) GB/s for the cost model")(
+      "in-place (HBM) GB/s for the cost model and the --gpu-memory forecast's recomputed "
+      "intermediates")(
       "gpu-memory", po::value(&gpu_memory),
       "per-GPU memory budget (bytes, or with K/M/G/T suffix): choose a C that fits")(
       "chunk-choice", po::value(&chunk_choice)->default_value("auto"),
@@ -237,6 +238,7 @@ int run_partition(const std::vector<std::string>& args) {
                              ? IntermediatesChoice::kRecomputeWhereEverythingFits
                              : IntermediatesChoice::kAsGiven;
   choice.link.bytes_per_second = h2d * 1e9;
+  choice.link.in_place_bytes_per_second = reuse * 1e9;
   // The estimate assumes sluice-train's defaults: p2p+reuse transfers, overlap buffers.
   LayoutOptions layout;
   layout.reload_inputs = input_rows == "reload";
@@ -294,9 +296,10 @@ int run_partition(const std::vector<std::string>& args) {
     // The counts the forecast compared (the natural layout's profiles).
     for (const LinkForecast& f : found.forecasts)
       std::printf(
-          "  C=%-6d forecast epoch and evaluation %.3f s: %s over the host link, on the GPU %s%s\n",
+          "  C=%-6d forecast epoch and evaluation %.3f s: %s over the host link, on the GPU "
+          "%s%s%s\n",
           f.chunks, f.seconds, format_bytes(static_cast<double>(f.link_bytes)).c_str(),
-          f.resident.c_str(), f.chunks == C ? "  (chosen)" : "");
+          f.resident.c_str(), recompute_note(f).c_str(), f.chunks == C ? "  (chosen)" : "");
   }
   log_debug("timing: level-1 partition ", partition.seconds, " s (", partition.method,
             partition.edge_cut >= 0 ? cat(", edge cut ", partition.edge_cut) : std::string(),

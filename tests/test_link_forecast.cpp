@@ -33,7 +33,7 @@ const Dataset& dataset() {
 }
 
 ModelShape gcn_shape() {
-  return test::model_shape("gcn", 2).in_dim(40).hidden(24).classes(5);
+  return test::model_shape("gcn", 2).in_dim(40).hidden(64).classes(5);
 }
 
 struct Forecastable {
@@ -153,10 +153,30 @@ TEST(LinkForecast, RecomputesWhereThatHoldsEverything) {
   EXPECT_EQ(automatic.link_bytes, 0);
   EXPECT_EQ(automatic.resident, "every matrix");
   EXPECT_EQ(automatic.resident_bytes, need);
+  // The backward pass of layer 0 aggregates its entries' feature rows again.
+  std::int64_t entries = 0;
+  for (const ChunkListSizes& list : f.profiles[0].lists) entries += list.nnz;
+  const double again = double(entries) * double(f.model.layers[0].aggregate_width) *
+                       double(sizeof(float)) / LinkModel{}.in_place_bytes_per_second;
+  EXPECT_GT(f.model.layers[0].aggregate_width, 0);
+  EXPECT_DOUBLE_EQ(automatic.recompute_seconds, again);
+  EXPECT_DOUBLE_EQ(automatic.seconds, again + 4 * LinkModel{}.seconds_per_chunk);
+  EXPECT_NE(recompute_note(automatic).find("intermediates recomputed"), std::string::npos);
   const LinkForecast cached =
       forecast_link(f.profiles, f.model, layout, {}, IntermediatesChoice::kAsGiven, budget);
   EXPECT_GT(cached.link_bytes, 0);
   EXPECT_NE(cached.resident, "every matrix");
+  EXPECT_EQ(cached.recompute_seconds, 0);
+  EXPECT_EQ(recompute_note(cached), "");
+  // A room for every matrix with A^0 recomputes nothing.
+  const std::int64_t all = need + f.matrices[2].bytes();  // H^0, dT^1, A^0, T^1
+  ASSERT_EQ(f.matrices[2].role, HostMatrixRole::kAggregation);
+  const LinkForecast roomy = forecast_link(f.profiles, f.model, layout, {},
+                                           IntermediatesChoice::kRecomputeWhereEverythingFits,
+                                           budget_for_room(e.cuda_setup + e.cuda_scratch + all));
+  EXPECT_EQ(roomy.link_bytes, 0);
+  EXPECT_EQ(roomy.resident_bytes, all);
+  EXPECT_EQ(roomy.recompute_seconds, 0);
 }
 
 // The chunk search's inputs over one level-1 partition of the test graph.
@@ -291,6 +311,42 @@ TEST(ChunkChoice, ProbesTheLargestCountFirst) {
   }
   EXPECT_GT(skipped, 0);
   EXPECT_GT(compared, 0);
+}
+
+// Where the smallest fitting C0 holds every matrix only by recomputing the cached aggregation,
+// the comparison goes on to larger counts, and one whose smaller buffers leave room to cache it
+// wins where recomputing costs more than its chunks (here: free chunks, a slow device memory).
+TEST(ChunkChoice, LargerCountWhereC0HoldsEverythingOnlyByRecomputing) {
+  const SearchInputs in;
+  const ChunkChoiceOptions slow_memory{ChunkChoice::kShortestForecast,
+                                       {},
+                                       IntermediatesChoice::kRecomputeWhereEverythingFits,
+                                       {50e9, 0., 1e6}};
+  int recomputing = 0, cached = 0;
+  const std::int64_t low = in.need(13), high = 2 * in.need(1);
+  for (std::int64_t budget = low; budget < high;
+       budget += std::max<std::int64_t>(1, budget / 256)) {
+    const ChunkSearchResult found = in.search(budget, slow_memory);
+    ASSERT_TRUE(found.fits);
+    const LinkForecast& c0 = found.forecasts.front();
+    if (c0.link_bytes > 0 || c0.recompute_seconds == 0) continue;
+    SCOPED_TRACE(cat("budget ", budget, ", C0 = ", c0.chunks));
+    ++recomputing;
+    ASSERT_GE(found.forecasts.size(), 2u);  // larger counts compared
+    const auto whole = std::find_if(
+        found.forecasts.begin(), found.forecasts.end(),
+        [](const LinkForecast& f) { return f.link_bytes == 0 && f.recompute_seconds == 0; });
+    if (whole == found.forecasts.end()) {
+      EXPECT_EQ(found.chunks, c0.chunks);
+      continue;
+    }
+    ++cached;
+    EXPECT_EQ(found.chunks, whole->chunks);  // the first such count, with chunks free
+    EXPECT_GT(whole->resident_bytes, c0.resident_bytes);
+    EXPECT_LT(whole->seconds, c0.seconds);
+  }
+  EXPECT_GT(recomputing, 0);
+  EXPECT_GT(cached, 0);
 }
 
 }  // namespace

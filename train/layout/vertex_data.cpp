@@ -2,6 +2,7 @@
 #include "train/layout/vertex_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "common/log.hpp"
@@ -90,9 +91,16 @@ namespace {
 struct DeviceForecast {
   std::int64_t link_bytes = 0, resident_bytes = 0;
   std::string resident;
+  double recompute_seconds = 0;
 };
 
 }  // namespace
+
+std::string recompute_note(const LinkForecast& forecast) {
+  if (forecast.recompute_seconds <= 0) return {};
+  return cat(", intermediates recomputed (+",
+             format_number(std::round(forecast.recompute_seconds * 1000) / 1000), " s)");
+}
 
 LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const ModelLayers& model,
                            const LayoutOptions& layout, const HostDataOptions& options,
@@ -107,7 +115,7 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
   recomputed.cache_intermediates = false;
   // Each partition's rows and the rows its chunks gather.
   struct Rows {
-    std::int64_t rows = 0, gathered = 0;
+    std::int64_t rows = 0, gathered = 0, entries = 0;
   };
   std::vector<Rows> sizes;
   for (const PartitionProfile& profile : profiles) {
@@ -115,6 +123,7 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
     for (const ChunkListSizes& list : profile.lists) {
       r.rows += list.rows;
       r.gathered += list.loads;
+      r.entries += list.nnz;
     }
     sizes.push_back(r);
   }
@@ -168,11 +177,18 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
   out.chunks = chunks;
   for (std::size_t p = 0; p < profiles.size(); ++p) {
     DeviceForecast d;
-    const auto [rows, gathered] = sizes[p];
+    const auto [rows, gathered, entries] = sizes[p];
     if (all_resident) {
       const ResidencyNeed& n = choice.cache_intermediates ? cached[p] : uncached[p];
       d.resident_bytes = n.vertex;
       d.resident = "every matrix";
+      // Each layer that would keep A^l aggregates its entries' input rows once more in its
+      // backward pass (fp32 rows on the device).
+      if (options.cache_intermediates && !choice.cache_intermediates)
+        for (const LayerShape& layer : model.layers)
+          if (!layer.last && keeps_intermediates(model, options, layer.index))
+            d.recompute_seconds += double(entries) * double(layer.aggregate_width) *
+                                   double(sizeof(float)) / link.in_place_bytes_per_second;
     } else {
       const std::vector<HostMatrixShape> shapes =
           host_matrix_shapes(model, layout, options, rows, chunks);
@@ -200,13 +216,17 @@ LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const 
       }
       if (d.resident.empty()) d.resident = "none";
     }
-    if (p == 0 || d.link_bytes > out.link_bytes) {
+    // The busiest device sets the epoch.
+    const double busy = double(d.link_bytes) / link.bytes_per_second + d.recompute_seconds;
+    if (p == 0 || busy > out.seconds) {
       out.link_bytes = d.link_bytes;
       out.resident_bytes = d.resident_bytes;
       out.resident = d.resident;
+      out.recompute_seconds = d.recompute_seconds;
+      out.seconds = busy;
     }
   }
-  out.seconds = double(out.link_bytes) / link.bytes_per_second + chunks * link.seconds_per_chunk;
+  out.seconds += chunks * link.seconds_per_chunk;
   return out;
 }
 

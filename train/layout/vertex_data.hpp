@@ -85,7 +85,8 @@ std::vector<double> vertex_data_priorities(const ModelLayers& model, const Layou
 // constants in the CUDA layout) holds vertex matrices by vertex_data_priorities(), each that
 // fits, or all of them where choose_residency() (memory_estimate.hpp) gives up the overlap
 // buffers or the cached intermediates for that; the rest move priority x their bytes. Constants
-// the room cannot hold are staged once per pass (training forward and backward, evaluation). A
+// the room cannot hold are staged once per pass (training forward and backward, evaluation).
+// Intermediates given up cost their recomputation instead (LinkForecast::recompute_seconds). A
 // model of the schedule's traffic, not a count of it: it leaves out the position lists and the
 // staged index lists, and takes every load as a row gathered over the link.
 struct LinkForecast {
@@ -93,14 +94,26 @@ struct LinkForecast {
   std::int64_t link_bytes = 0;      // the busiest device's bytes an epoch
   std::int64_t resident_bytes = 0;  // vertex matrices on that device
   std::string resident;             // their names ("none", "every matrix", "T^1, dT^1")
-  double seconds = 0;               // link_bytes / link rate + chunks x the per-chunk cost
+  // Where every matrix fits only without the cached intermediates (choose_residency()), what
+  // computing them again in the backward passes adds to that device's epoch: each layer that
+  // would keep its A^l gathers its entries' rows once more, at the in-place rate. 0 otherwise.
+  double recompute_seconds = 0;
+  // link_bytes / link rate + recompute_seconds (of the same, busiest device) + chunks x the
+  // per-chunk cost.
+  double seconds = 0;
 };
 struct LinkModel {
   double bytes_per_second = 50e9;  // host->GPU
   // What each chunk adds to an epoch beside its bytes (launches, pass boundaries, host work per
   // batch): 2-6 ms on one H200 at C = 48-102 (docs/design.md, "Choosing C").
   double seconds_per_chunk = 5e-3;
+  // Rows gathered within device memory (`partition --bandwidth-reuse`), for recomputed
+  // intermediates.
+  double in_place_bytes_per_second = 3900e9;
 };
+// ", intermediates recomputed (+N s)" where the forecast recomputes them, else empty: for logs
+// beside LinkForecast::resident.
+std::string recompute_note(const LinkForecast& forecast);
 LinkForecast forecast_link(const std::vector<PartitionProfile>& profiles, const ModelLayers& model,
                            const LayoutOptions& layout, const HostDataOptions& options,
                            IntermediatesChoice intermediates, std::int64_t budget,

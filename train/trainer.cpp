@@ -423,6 +423,14 @@ void prefer_residency(const Backend& backend, const Dataset& dataset, const Plan
            ", which the run therefore does without (nothing streams over the host link)");
   options.overlap = choice.overlap;
   options.cache_intermediates = choice.cache_intermediates;
+  // The needs above count the loss-row CSRs under --last-layer-rows auto
+  // (memory_layout_options()), so where last_layer_rows() found no room for them beside the
+  // overlap buffers, they fit now.
+  if (config.last_layer_rows == "auto" && options.last_layer_rows == LastLayerRows::kAll) {
+    options.last_layer_rows = LastLayerRows::kLoss;
+    log_info("--last-layer-rows auto: the loss rows (without ", given_up,
+             " their CSRs fit beside every matrix)");
+  }
 }
 
 // Runs under --gpu-memory push the sums of the loss rows' entries into other partitions' vertices

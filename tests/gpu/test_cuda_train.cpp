@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/cuda/device_info.hpp"
 #include "kernels/ops.hpp"
@@ -662,34 +663,54 @@ TEST(CudaEvaluationOutputs, InTrainingBuffersAgreeWithHostRows) {
 // A budget that holds every vertex matrix beside the required buffers but not beside the overlap
 // buffers as well: sluice-train gives up the overlap buffers (prefer_residency()), keeps all the
 // vertex data on the device and moves nothing over the host link, with the numbers of the run
-// that streams them. One and two logical devices.
+// that streams them. The loss-row CSRs, which such a budget may hold only without the overlap
+// buffers (with hidden rows of 512), then fit too: the last layer trains over its loss rows
+// (--last-layer-rows auto). One and two logical devices.
 TEST(CudaResidentVertexData, GivesUpOverlapBuffersToHoldEverything) {
   if (!cuda_backend_available())
     GTEST_SKIP() << "no CUDA GPU on this machine: runs on the GPU machine "
                     "(scripts/device-test.sh)";
-  for (const int partitions : {1, 2}) {
-    const Case c{"gcn", partitions, 3, 1, "p2p+reuse"};
-    const std::string what = case_name(c);
-    const Dataset& d = CudaTrainAgreement::dataset();
-    const Plan& plan = CudaTrainAgreement::plan(partitions, 3);
-    const auto [host, all] = train_host_and_resident(c, plan);
-    const TrainResult lean = train(
-        d, plan, test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).no_overlap(true));
-    const std::int64_t all_peak = all.records.back().peak_device_bytes;
-    const std::int64_t lean_peak = lean.records.back().peak_device_bytes;
-    ASSERT_GT(all_peak, lean_peak + 8192) << what << ": overlap buffers too small to tell apart";
-    // Room for the lean run and half the overlap buffers, beside the eighth the budget keeps free.
-    const std::int64_t capacity = lean_peak + (all_peak - lean_peak) / 2;
-    const std::int64_t budget = capacity + capacity / 7 + 8;
-    const TrainResult r =
-        train(d, plan,
-              test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
-    const TransferCounters& t = r.records.back().transfers;
-    EXPECT_EQ(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes, 0) << what;
-    EXPECT_GT(t.resident_bytes, 0) << what;
-    EXPECT_LE(r.records.back().peak_device_bytes, capacity) << what;
-    expect_same_training(r, host, what);
-  }
+  int taken_after_all = 0;
+  for (const int hidden : {16, 512})  // wide hidden rows: overlap buffers larger than the data
+    for (const int partitions : {1, 2}) {
+      Case c{"gcn", partitions, 3, 1, "p2p+reuse"};
+      c.hidden = hidden;
+      const std::string what = case_name(c);
+      const Dataset& d = CudaTrainAgreement::dataset();
+      const Plan& plan = CudaTrainAgreement::plan(partitions, 3);
+      const auto [host, all] = train_host_and_resident(c, plan);
+      const TrainResult lean =
+          train(d, plan,
+                test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).no_overlap(true));
+      const std::int64_t all_peak = all.records.back().peak_device_bytes;
+      const std::int64_t lean_peak = lean.records.back().peak_device_bytes;
+      ASSERT_GT(all_peak, lean_peak + 8192) << what << ": overlap buffers too small to tell apart";
+      // Room for the lean run and half the overlap buffers, beside the eighth the budget keeps
+      // free.
+      const std::int64_t capacity = lean_peak + (all_peak - lean_peak) / 2;
+      const std::int64_t budget = capacity + capacity / 7 + 8;
+      const LogLevel level = log_level();
+      set_log_level(LogLevel::kInfo);
+      testing::internal::CaptureStderr();
+      const TrainResult r =
+          train(d, plan,
+                test::TrainConfigBuilder(CudaTrainAgreement::config(c, "cuda")).gpu_memory(budget));
+      const std::string log = testing::internal::GetCapturedStderr();
+      set_log_level(level);
+      // Where the budget first leaves the loss-row CSRs no room, the run takes them after all.
+      const bool every_row = log.find("--last-layer-rows auto: every row") != std::string::npos;
+      const bool loss_rows =
+          log.find("--last-layer-rows auto: the loss rows (without the overlap buffers") !=
+          std::string::npos;
+      EXPECT_EQ(loss_rows, every_row) << what << log;
+      taken_after_all += loss_rows;
+      const TransferCounters& t = r.records.back().transfers;
+      EXPECT_EQ(t.h2d_gather_bytes + t.h2d_block_bytes + t.d2h_bytes, 0) << what;
+      EXPECT_GT(t.resident_bytes, 0) << what;
+      EXPECT_LE(r.records.back().peak_device_bytes, capacity) << what;
+      expect_same_training(r, host, what);
+    }
+  EXPECT_GT(taken_after_all, 0);
 }
 
 // With one chunk and every vertex matrix on the GPU, the forward writes its outputs in place

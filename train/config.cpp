@@ -193,7 +193,8 @@ std::optional<TrainConfig> parse_train_args(int argc, const char* const* argv) {
       "features; same results) | pull")(
       "last-layer-rows", po::value(&c.last_layer_rows)->default_value(c.last_layer_rows),
       "auto (loss where under --gpu-memory every chunk structure fits in GPU memory with its "
-      "CSRs, else all) | loss (the last layer's training "
+      "CSRs, beside the overlap buffers or without them where the run gives them up to hold "
+      "every vertex matrix; else all) | loss (the last layer's training "
       "passes compute only the rows of train vertices, the rows the loss reads, through a "
       "second CSR per chunk holding their entries; the same losses and weights, for that CSR's "
       "memory) | all (every row)")(

@@ -78,7 +78,8 @@ struct TrainConfig {
   // more GPU memory, on one partition and one chunk) | transform (first) | attend.
   std::string gat_layer_zero = "auto";
   // Which rows the last layer's training passes compute (ScheduleOptions::last_layer_rows):
-  // auto (loss where every chunk structure fits in GPU memory with its CSRs under --gpu-memory) |
+  // auto (loss where every chunk structure fits in GPU memory with its CSRs under --gpu-memory,
+  // beside the overlap buffers or without them where the run gives them up) |
   // loss (the rows of the loss, through a second CSR per chunk) | all.
   std::string last_layer_rows = "auto";
   // Whether GCN's and SAGE's layer 0 aggregates or multiplies first (LayerZeroOrder): auto

@@ -69,6 +69,10 @@ TEST(LossRowExchange, OwnersCsrHoldsEveryLossEntryIntoThePartition) {
         const edge_t begin = owners.indptr[std::size_t(s)], end = owners.indptr[std::size_t(s) + 1];
         if (begin == end) continue;
         EXPECT_EQ(owners.columns[std::size_t(begin)], vertex_t(s)) << "self entry of slot " << s;
+        // The readers in the order of their rows (the sums' order, whichever threads built it).
+        EXPECT_TRUE(
+            std::is_sorted(owners.columns.begin() + begin + 1, owners.columns.begin() + end))
+            << "slot " << s;
         for (edge_t e = begin + 1; e < end; ++e)
           got.emplace_back(slot_vertex[std::size_t(s)],
                            slot_vertex[std::size_t(owners.columns[std::size_t(e)])]);

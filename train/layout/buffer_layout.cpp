@@ -455,28 +455,69 @@ CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss
            loss_rows[std::size_t(slot_vertex[std::size_t(column - transition)])];
   };
   // The chunk's loss rows, then empty rows up to the remote region, whose rows follow: a remote
-  // loss vertex read by `readers` of the chunk's rows takes its self entry and those readers.
+  // loss vertex read by `readers` of the chunk's rows takes its self entry and those readers, in
+  // the order of their rows. The rows go in blocks of about equal entries, each counting its
+  // readers of every slot (so that block b's readers of slot s follow those of blocks before b),
+  // on an OpenMP team where worth it; any count of blocks builds the same CSR.
   CsrArrays out = loss_rows_csr(chunk.indptr, chunk.columns, loss_rows.data() + chunk.dst_begin);
-  std::vector<edge_t> readers(std::size_t(merged - transition), 0);
-  for (const vertex_t column : chunk.columns)
-    if (loss_slot(column)) ++readers[std::size_t(column - transition)];
+  const std::int64_t remote = merged - transition, entries = chunk.num_entries();
+  constexpr std::int64_t kEntriesPerBlock = 4096, kMaxBlocks = 64, kCountBytes = 64 << 20;
+  const std::int64_t blocks = std::max<std::int64_t>(
+      1,
+      std::min({kMaxBlocks, entries / kEntriesPerBlock + 1, 4 * std::int64_t(omp_get_max_threads()),
+                kCountBytes / std::max<std::int64_t>(1, 4 * remote)}));
+  std::vector<std::int64_t> first_row(std::size_t(blocks) + 1, rows);
+  for (std::int64_t b = 0; b < blocks; ++b)
+    first_row[std::size_t(b)] =
+        std::lower_bound(chunk.indptr.begin(), chunk.indptr.begin() + rows, entries * b / blocks) -
+        chunk.indptr.begin();
+  // count[b * remote + s]: block b's readers of slot s, then where they start in the slot's row.
+  std::vector<std::int32_t> count(std::size_t(blocks * remote), 0);
+  const bool team = worth_parallel(entries);
+#pragma omp parallel for schedule(dynamic, 1) if (team)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    std::int32_t* mine = count.data() + b * remote;
+    for (edge_t e = chunk.indptr[std::size_t(first_row[std::size_t(b)])];
+         e < chunk.indptr[std::size_t(first_row[std::size_t(b) + 1])]; ++e)
+      if (loss_slot(chunk.columns[std::size_t(e)]))
+        ++mine[chunk.columns[std::size_t(e)] - transition];
+  }
+  std::vector<edge_t> readers(std::size_t(remote), 0);
+#pragma omp parallel for schedule(static) if (team)
+  for (std::int64_t s = 0; s < remote; ++s) {
+    std::int32_t at = 1;  // after the self entry
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::int32_t n = count[std::size_t(b * remote + s)];
+      count[std::size_t(b * remote + s)] = at;
+      at += n;
+    }
+    readers[std::size_t(s)] = at - 1;
+  }
   out.indptr.resize(std::size_t(merged) + 1, out.indptr.back());
   for (std::int64_t s = transition; s < merged; ++s) {
-    const edge_t count = readers[std::size_t(s - transition)];
-    out.indptr[std::size_t(s) + 1] = out.indptr[std::size_t(s)] + (count > 0 ? 1 + count : 0);
+    const edge_t n = readers[std::size_t(s - transition)];
+    out.indptr[std::size_t(s) + 1] = out.indptr[std::size_t(s)] + (n > 0 ? 1 + n : 0);
   }
   out.columns.resize(std::size_t(out.indptr.back()));
-  std::vector<edge_t> next(out.indptr.begin() + transition, out.indptr.end() - 1);
-  for (std::int64_t s = transition; s < merged; ++s)
-    if (readers[std::size_t(s - transition)] > 0)
-      out.columns[std::size_t(next[std::size_t(s - transition)]++)] = vertex_t(s);
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
-    const vertex_t self = chunk.columns[std::size_t(begin)];  // the row's own slot
-    for (edge_t e = begin; e < end; ++e)
-      if (loss_slot(chunk.columns[std::size_t(e)]))
-        out.columns[std::size_t(next[std::size_t(chunk.columns[std::size_t(e)] - transition)]++)] =
-            self;
+  const edge_t* slot_begin = out.indptr.data() + transition;
+#pragma omp parallel for schedule(dynamic, 1) if (team)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    if (b == 0)
+      for (std::int64_t s = 0; s < remote; ++s)
+        if (readers[std::size_t(s)] > 0)
+          out.columns[std::size_t(slot_begin[s])] = vertex_t(transition + s);
+    std::int32_t* next = count.data() + b * remote;
+    for (std::int64_t r = first_row[std::size_t(b)]; r < first_row[std::size_t(b) + 1]; ++r) {
+      const edge_t begin = chunk.indptr[std::size_t(r)], end = chunk.indptr[std::size_t(r) + 1];
+      const vertex_t self = chunk.columns[std::size_t(begin)];  // the row's own slot
+      for (edge_t e = begin; e < end; ++e) {
+        const vertex_t column = chunk.columns[std::size_t(e)];
+        if (loss_slot(column)) {
+          const std::int64_t s = column - transition;
+          out.columns[std::size_t(slot_begin[s] + next[s]++)] = self;
+        }
+      }
+    }
   }
   return out;
 }

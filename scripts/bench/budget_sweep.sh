@@ -20,7 +20,8 @@
 # BUDGETS are given), PARTITION_ARGS (more options of `partition --gpu-memory`, e.g.
 # "--chunk-choice smallest") with TAG (appended to the capped runs' names and plans, e.g.
 # "-smallest"). Link bytes count every host<->GPU byte of the epoch: gathered rows, blocks (the
-# staged chunk CSRs among them), stores and flushes.
+# staged chunk CSRs among them), stores and flushes. The runs' logs and the partition logs are
+# packed at the end into $OUT/budget_sweep_logs.tgz (the device tool brings back few files).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -121,4 +122,12 @@ for cap in "${sizes[@]}"; do
 done
 ((${#skipped[@]})) && echo "budget_sweep: SKIPPED (budget ${budget}s): BUDGETS=\"${skipped[*]}\""
 echo "budget_sweep: done in $((SECONDS - start)) s"
+# One archive for the runs' logs (removed from $OUT) and the partitions' (kept in BENCH_DIR).
+run_logs=() partition_logs=()
+for f in "$out"/*.log; do [[ -f $f && $f != "$log" ]] && run_logs+=("$f"); done
+for f in "$dir"/partition-*.log; do [[ -f $f ]] && partition_logs+=("$f"); done
+if ((${#run_logs[@]} + ${#partition_logs[@]})); then
+  tar czPf "$out/budget_sweep_logs.tgz" --transform 's|.*/||' "${run_logs[@]}" \
+    "${partition_logs[@]}" && rm -f "${run_logs[@]}"
+fi
 cat "$table"

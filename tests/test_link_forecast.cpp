@@ -33,7 +33,7 @@ const Dataset& dataset() {
 }
 
 ModelShape gcn_shape() {
-  return test::model_shape("gcn", 2).in_dim(40).hidden(64).classes(5);
+  return test::model_shape("gcn", 2).in_dim(40).hidden(24).classes(5);
 }
 
 struct Forecastable {

@@ -390,6 +390,17 @@ std::vector<vertex_t> remote_slot_vertices(const Plan& plan, int p) {
   return vertex;
 }
 
+// Whether the vertex in each slot of partition p's remote region is a loss row's (one chunk a
+// partition): the remote loss slots of owners_loss_rows_csr() and its shape.
+std::vector<std::uint8_t> remote_loss_slots(const Plan& plan, int p,
+                                            const LossRowFlags& loss_rows) {
+  const std::vector<vertex_t> vertex = remote_slot_vertices(plan, p);
+  std::vector<std::uint8_t> loss(vertex.size(), 0);
+  for (std::size_t s = 0; s < vertex.size(); ++s)
+    loss[s] = vertex[s] >= 0 && loss_rows[std::size_t(vertex[s])];
+  return loss;
+}
+
 }  // namespace
 
 bool loss_cut_mirrors(const Plan& plan, const LossRowFlags& loss_rows) {
@@ -449,10 +460,9 @@ CsrArrays owners_loss_rows_csr(const Plan& plan, int p, const LossRowFlags& loss
   const std::int64_t merged = transition + plan.remote_rows[std::size_t(p)];
   SLUICE_EXPECTS(rows <= transition, "partition ", p, ": ", rows, " rows beyond ", transition,
                  " transition slots");
-  const std::vector<vertex_t> slot_vertex = remote_slot_vertices(plan, p);
+  const std::vector<std::uint8_t> loss_slots = remote_loss_slots(plan, p, loss_rows);
   const auto loss_slot = [&](std::int64_t column) {
-    return column >= transition &&
-           loss_rows[std::size_t(slot_vertex[std::size_t(column - transition)])];
+    return column >= transition && loss_slots[std::size_t(column - transition)];
   };
   // The chunk's loss rows, then empty rows up to the remote region, whose rows follow: a remote
   // loss vertex read by `readers` of the chunk's rows takes its self entry and those readers, in
@@ -530,7 +540,7 @@ CsrShape owners_loss_csr_shape(const Plan& plan, int p, const LossRowFlags& loss
   const std::int64_t rows = chunk.num_dst();
   const std::int64_t transition = plan.transition_rows[std::size_t(p)];
   const std::int64_t merged = transition + plan.remote_rows[std::size_t(p)];
-  const std::vector<vertex_t> slot_vertex = remote_slot_vertices(plan, p);
+  const std::vector<std::uint8_t> loss_slots = remote_loss_slots(plan, p, loss_rows);
   const std::uint8_t* keep = loss_rows.data() + chunk.dst_begin;
   const std::vector<edge_t>& indptr = chunk.indptr;
   const vertex_t* columns = chunk.columns.data();
@@ -551,7 +561,7 @@ CsrShape owners_loss_csr_shape(const Plan& plan, int p, const LossRowFlags& loss
 #pragma omp atomic update
         ++count[std::size_t(c)];
       }
-      if (c >= transition && loss_rows[std::size_t(slot_vertex[std::size_t(c - transition)])]) {
+      if (c >= transition && loss_slots[std::size_t(c - transition)]) {
         ++read;
 #pragma omp atomic update
         ++readers[std::size_t(c - transition)];
